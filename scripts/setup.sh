@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Create .venv at the repo root and install sparklog with its test extras; fast when nothing changed.
+# Also makes sure a Java runtime (for the embedded ZooKeeper and Spark) and kcat are present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+
+apt_install() {
+    # Only as root and only for what is missing: a developer's machine may not allow it.
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        (apt-get update -qq || true) >/dev/null 2>&1
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    else
+        echo "setup: please install: $*" >&2
+    fi
+}
+command -v java >/dev/null 2>&1 || apt_install openjdk-17-jre-headless
+command -v kcat >/dev/null 2>&1 || apt_install kcat || echo "setup: kcat not installed; its interop tests will fail" >&2
+
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+    .venv/bin/python -m pip install -q --upgrade pip
+fi
+stamp=.venv/.sparklog-installed
+want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    .venv/bin/python -m pip install -q -e ".[test]" 2>&1 | grep -v -e '^WARNING: Location' -e '^$' || true
+    .venv/bin/python -c "import sparklog, pyspark, kazoo, confluent_kafka, kafka" 
+    echo "$want" > "$stamp"
+fi

@@ -1,0 +1,1 @@
+"""The broker: a Kafka-protocol server over partition logs, registered in ZooKeeper."""

@@ -1,0 +1,1 @@
+"""Clients: a batching producer, a pull consumer and ZooKeeper consumer groups."""

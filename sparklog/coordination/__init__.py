@@ -1,0 +1,1 @@
+"""ZooKeeper registries (brokers, topics, consumers, ownership, offsets) and the consumer rebalance."""
