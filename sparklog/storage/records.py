@@ -19,14 +19,31 @@ RecordBatch v2 (design notes, section 5.3.1); all integers big-endian:
 
 The CRC starts after the crc field, so baseOffset and partitionLeaderEpoch are outside it: the broker
 assigns both at append time without recomputing the checksum over the (possibly compressed) records.
+
+Record (design notes, section 5.3.2); varint/varlong are zig-zag encoded as in protobuf:
+
+    length                varint  bytes after this field
+    attributes            int8    unused, 0
+    timestampDelta        varlong against baseTimestamp
+    offsetDelta           varint  against baseOffset
+    keyLength             varint  -1 for a null key
+    key                   byte[]
+    valueLength           varint  -1 for a null value
+    value                 byte[]
+    headersCount          varint
+    headers               [headerKeyLength varint, headerKey utf-8, headerValueLength varint, value]
 """
 
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+import time
+from typing import Iterable, Iterator, NamedTuple
 
 from crc32c import crc32c
+
+from sparklog.storage import compression as _compression
+from sparklog.storage.compression import CompressionError, codec_id
 
 # One struct for the whole fixed-size header, field by field as above.
 HEADER = struct.Struct(
@@ -161,3 +178,331 @@ def set_base_offset(buffer: bytearray | memoryview, offset: int, position: int =
 def set_partition_leader_epoch(buffer: bytearray | memoryview, epoch: int, position: int = 0) -> None:
     """Stamp the leader epoch in place; the CRC does not cover it."""
     _LEADER_EPOCH.pack_into(buffer, position + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Records: building a batch (the producer's hot path) and reading one back.
+
+CREATE_TIME = 0  # timestampType 0: the producer's timestamps
+LOG_APPEND_TIME = 1  # timestampType 1: the broker's append time, stored as maxTimestamp
+
+# The header from attributes on, i.e. the part after the CRC that the CRC covers.
+_BEFORE_CRC = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordCount
+assert _BEFORE_CRC.size == ATTRIBUTES_OFFSET and _BEFORE_CRC.size + _AFTER_CRC.size == HEADER_SIZE
+_BATCH_OVERHEAD = HEADER_SIZE - LOG_OVERHEAD  # batchLength of a batch with an empty records section
+
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+_MAX_VARINT_BYTES = 10  # a zig-zag varlong of 64 bits needs at most 10 groups of 7 bits
+
+# Signed values in [-8192, 8192) zig-zag to at most 2 bytes: a table covers every delta, small length
+# and record size of a typical batch, so the hot loop only indexes.
+_TABLE_LIMIT = 1 << 13
+
+_NULL = b"\x01"  # zig-zag varint -1: a null key or value
+_NO_HEADERS = b"\x00"  # zig-zag varint 0: headersCount of a record without headers
+_RECORD_ATTRIBUTES = b"\x00"  # record attributes are unused
+
+
+class Record(NamedTuple):
+    """One record as a consumer sees it: absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+def encode_varint(value: int) -> bytes:
+    """Zig-zag varint/varlong of any int64 (Kafka's ByteUtils.writeVarlong)."""
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise ValueError(f"{value} does not fit a varlong (int64)")
+    zigzag = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while zigzag >= 0x80:
+        out.append((zigzag & 0x7F) | 0x80)
+        zigzag >>= 7
+    out.append(zigzag)
+    return bytes(out)
+
+
+_VARINTS = tuple(encode_varint(value) for value in range(-_TABLE_LIMIT, _TABLE_LIMIT))
+
+
+def decode_varint(buffer, position: int) -> tuple[int, int]:
+    """Zig-zag varint/varlong at `position`: (value, position after it); over-long input raises."""
+    byte = buffer[position]
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), position + 1
+    result = byte & 0x7F
+    shift = 7
+    for position in range(position + 1, position + _MAX_VARINT_BYTES):
+        byte = buffer[position]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), position + 1
+        shift += 7
+    raise CorruptRecordError(f"varint longer than {_MAX_VARINT_BYTES} bytes")
+
+
+def _encode_headers(headers) -> bytes:
+    """headersCount and the headers; keys are str (utf-8), values bytes or None."""
+    parts = [encode_varint(len(headers))]
+    for key, value in headers:
+        if not isinstance(key, str):
+            raise TypeError(f"header keys are str, not {type(key).__name__}")
+        encoded = key.encode("utf-8")
+        parts.append(encode_varint(len(encoded)))
+        parts.append(encoded)
+        if value is None:
+            parts.append(_NULL)
+        else:
+            parts.append(encode_varint(len(value)))
+            parts.append(value)
+    return b"".join(parts)
+
+
+def _encode_records(records: Iterable, now_ms: int) -> tuple[list, int, int, int]:
+    """Encode the records section as a list of parts: (parts, count, base timestamp, max timestamp).
+
+    Written for speed: locals for globals, table lookups for 1-2 byte varints, one join by the caller.
+    """
+    table, limit, varint = _VARINTS, _TABLE_LIMIT, encode_varint
+    parts = []
+    append = parts.append
+    base_ts = max_ts = None
+    count = 0
+    for count, record in enumerate(records, 1):
+        if record.__class__ is tuple:
+            key, value, headers, timestamp = record
+        else:
+            key, value, headers, timestamp = record.key, record.value, record.headers, record.timestamp
+        if timestamp is None:
+            timestamp = now_ms
+        if base_ts is None:
+            base_ts = max_ts = timestamp
+        elif timestamp > max_ts:
+            max_ts = timestamp
+        delta = timestamp - base_ts
+        head = _RECORD_ATTRIBUTES + (table[delta + limit] if -limit <= delta < limit else varint(delta))
+        delta = count - 1  # offsetDelta
+        head += table[delta + limit] if delta < limit else varint(delta)
+        if key is None:
+            head += _NULL
+        else:
+            size = len(key)
+            head += (table[size + limit] if size < limit else varint(size)) + key
+        if value is None:
+            head += _NULL
+            size = 0
+            value = b""
+        else:
+            size = len(value)
+            head += table[size + limit] if size < limit else varint(size)
+        tail = _encode_headers(headers) if headers else _NO_HEADERS
+        size += len(head) + len(tail)
+        append((table[size + limit] if size < limit else varint(size)) + head)
+        append(value)
+        append(tail)
+    return parts, count, base_ts, max_ts
+
+
+def build_batch(
+    records: Iterable,
+    compression: str | int = "none",
+    base_offset: int = 0,
+    timestamp_type: int = CREATE_TIME,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    is_transactional: bool = False,
+    is_control: bool = False,
+) -> bytes:
+    """One v2 batch holding `records`, with offset deltas 0..n-1 in the order given.
+
+    A record is a `(key, value, headers, timestamp)` tuple or any object with those attributes (such
+    as `Record`, whose offset is ignored). headers is None or a sequence of (str, bytes | None); a
+    timestamp of None means now. baseTimestamp is the first record's, as in Kafka's builder.
+    """
+    codec = codec_id(compression)
+    if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+        raise ValueError(f"timestampType is 0 or 1, not {timestamp_type!r}")
+    parts, count, base_ts, max_ts = _encode_records(records, time.time_ns() // 1_000_000)
+    if count == 0:
+        raise ValueError("a batch holds at least one record")
+    section = b"".join(parts)
+    if codec:
+        section = _compression.compress(codec, section)
+    attributes = codec | (TIMESTAMP_TYPE_MASK if timestamp_type else 0)
+    attributes |= (TRANSACTIONAL_MASK if is_transactional else 0) | (CONTROL_MASK if is_control else 0)
+    try:
+        tail = _AFTER_CRC.pack(
+            attributes, count - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence, count
+        )
+        crc = crc32c(section, crc32c(tail))
+        head = _BEFORE_CRC.pack(base_offset, _BATCH_OVERHEAD + len(section), partition_leader_epoch, MAGIC, crc)
+    except struct.error as exc:  # a field outside its int16/int32/int64 range
+        raise ValueError(f"batch header field out of range: {exc}") from None
+    return b"".join((head, tail, section))
+
+
+class RecordBatch(BatchHeader):
+    """One whole, checked batch inside a buffer: every `BatchHeader` field and property, plus `raw`.
+
+    `raw` is a memoryview of exactly the batch's bytes in the caller's buffer (no copy); `records()`
+    decodes them. A tuple subclass cannot declare slots, so `raw` lives in the instance dict.
+    """
+
+    raw: memoryview
+
+    def records(self) -> Iterator[Record]:
+        """The records with absolute offsets and timestamps; control batches' records too."""
+        section = self.raw[HEADER_SIZE:]
+        codec = self.attributes & COMPRESSION_MASK
+        if codec:
+            try:
+                section = memoryview(_compression.decompress(codec, section))
+            except (CompressionError, ValueError) as exc:
+                raise CorruptRecordError(f"batch at offset {self.base_offset}: {exc}") from exc
+        return _decode_records(section, self)
+
+
+_new_tuple = tuple.__new__
+
+
+def _decode_records(buffer: memoryview, batch: BatchHeader) -> Iterator[Record]:
+    """Decode `batch.record_count` records filling `buffer` exactly; malformed bytes raise.
+
+    The consumer's hot path, hence one long loop: 1- and 2-byte varints are decoded inline (a call
+    costs as much as the decoding), and the key and value are the only copies.
+    """
+    base_offset, base_ts = batch.base_offset, batch.base_timestamp
+    append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
+    varint, read_bytes, new, record_class = decode_varint, _read_bytes, _new_tuple, Record
+    end = len(buffer)
+    position = 0
+    try:
+        for _ in range(batch.record_count):
+            byte = buffer[position]
+            if byte < 0x80:
+                length, position = (byte >> 1) ^ -(byte & 1), position + 1
+            elif buffer[position + 1] < 0x80:  # records of 64 to 8191 bytes
+                length = (byte & 0x7F) | (buffer[position + 1] << 7)
+                length, position = (length >> 1) ^ -(length & 1), position + 2
+            else:
+                length, position = varint(buffer, position)
+            record_end = position + length
+            if length < 0 or record_end > end:
+                raise CorruptRecordError(f"record length {length} overruns the batch")
+            byte = buffer[position + 1]  # after the unused attributes byte
+            if byte < 0x80:
+                ts_delta, position = (byte >> 1) ^ -(byte & 1), position + 2
+            else:
+                ts_delta, position = varint(buffer, position + 1)
+            byte = buffer[position]
+            if byte < 0x80:
+                offset_delta, position = (byte >> 1) ^ -(byte & 1), position + 1
+            else:
+                offset_delta, position = varint(buffer, position)
+            byte = buffer[position]
+            if byte == 0x01:  # null key: the common case
+                key, position = None, position + 1
+            else:
+                key, position = read_bytes(buffer, position)
+            byte = buffer[position]
+            if byte < 0x80:
+                size, position = (byte >> 1) ^ -(byte & 1), position + 1
+            elif buffer[position + 1] < 0x80:  # values of 64 to 8191 bytes
+                size = (byte & 0x7F) | (buffer[position + 1] << 7)
+                size, position = (size >> 1) ^ -(size & 1), position + 2
+            else:
+                size, position = varint(buffer, position)
+            if size < 0:
+                value = None
+            else:  # a slice past record_end fails the length check below
+                value = buffer[position : position + size].tobytes()
+                position += size
+            if buffer[position] == 0:
+                headers, position = (), position + 1
+            else:
+                headers, position = _read_headers(buffer, position)
+            if position != record_end:
+                raise CorruptRecordError(f"record of {length} bytes holds {length + position - record_end}")
+            timestamp = append_time if append_time is not None else base_ts + ts_delta
+            yield new(record_class, (base_offset + offset_delta, timestamp, key, value, headers))
+    except IndexError:
+        raise CorruptRecordError(f"batch at offset {base_offset} ends inside a record") from None
+    if position != end:
+        raise CorruptRecordError(f"{end - position} bytes after the last of {batch.record_count} records")
+
+
+def _read_bytes(buffer: memoryview, position: int) -> tuple[bytes | None, int]:
+    """Length-prefixed nullable bytes: a copy, so the caller may drop the buffer."""
+    length, position = decode_varint(buffer, position)
+    if length < 0:
+        return None, position
+    end = position + length
+    if end > len(buffer):
+        raise CorruptRecordError(f"field of {length} bytes overruns the batch")
+    return buffer[position:end].tobytes(), end
+
+
+def _read_headers(buffer, position: int) -> tuple[tuple, int]:
+    count, position = decode_varint(buffer, position)
+    if count < 0:
+        raise CorruptRecordError(f"negative header count {count}")
+    headers = []
+    for _ in range(count):
+        key, position = _read_bytes(buffer, position)
+        if key is None:
+            raise CorruptRecordError("null header key")
+        value, position = _read_bytes(buffer, position)
+        # Java decodes header keys leniently (invalid UTF-8 becomes U+FFFD); so do we.
+        headers.append((key.decode("utf-8", "replace"), value))
+    return tuple(headers), position
+
+
+def _byte_view(buffer) -> memoryview:
+    view = memoryview(buffer)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+def iter_batches(buffer, check_crc: bool = True) -> Iterator[RecordBatch]:
+    """Every whole batch in `buffer` (bytes, bytearray or memoryview of concatenated batches).
+
+    A trailing partial batch, as a fetch response or a crashed append leaves, ends the iteration
+    silently; a bad magic, length or CRC-32C raises `CorruptRecordError`. Each batch's `raw` views the
+    caller's buffer: a bytearray cannot be resized while a batch (or this generator) is alive.
+    """
+    view = _byte_view(buffer)
+    end = len(view)
+    position = 0
+    while end - position > MAGIC_OFFSET:
+        if view[position + MAGIC_OFFSET] != MAGIC:
+            raise CorruptRecordError(
+                f"unsupported magic {view[position + MAGIC_OFFSET]} at byte {position} (only RecordBatch v2)"
+            )
+        if end - position < HEADER_SIZE:
+            return
+        batch = _new_tuple(RecordBatch, HEADER.unpack_from(view, position))
+        if batch.batch_length < _BATCH_OVERHEAD or batch.last_offset_delta < 0 or batch.record_count < 0:
+            raise CorruptRecordError(f"bad batchLength, lastOffsetDelta or recordCount at byte {position}")
+        size = batch.batch_length + LOG_OVERHEAD
+        if end - position < size:
+            return
+        raw = view[position : position + size]
+        if check_crc and crc32c(raw[ATTRIBUTES_OFFSET:]) != batch.crc:
+            raise CorruptRecordError(f"CRC-32C mismatch in the batch at offset {batch.base_offset}")
+        batch.raw = raw
+        yield batch
+        position += size
+
+
+def iter_records(buffer, check_crc: bool = True) -> Iterator[Record]:
+    """Every record of every whole data batch in `buffer`; control batches (markers) are skipped."""
+    for batch in iter_batches(buffer, check_crc):
+        if not batch.attributes & CONTROL_MASK:
+            yield from batch.records()

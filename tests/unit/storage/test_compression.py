@@ -1,0 +1,117 @@
+"""Compression codecs: round trips, the framings real clients write, and corrupt input."""
+
+import gzip
+import struct
+
+import cramjam
+import kafka.codec
+import lz4.frame
+import pytest
+import snappy
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparklog.storage import compression
+from sparklog.storage.compression import (
+    CODECS,
+    XERIAL_BLOCK_SIZE,
+    XERIAL_HEADER,
+    CompressionError,
+    UnknownCodecError,
+    codec_id,
+    compress,
+    decompress,
+)
+
+ALL_CODECS = sorted(CODECS.values())
+COMPRESSED_CODECS = [c for c in ALL_CODECS if c]
+# Compressible and incompressible data across xerial's 32 KiB block boundary.
+SAMPLES = [b"", b"x", b"abc" * 20000, bytes(range(256)) * 300, b"\x00" * (XERIAL_BLOCK_SIZE + 1)]
+
+
+@pytest.mark.parametrize("codec", ALL_CODECS)
+@pytest.mark.parametrize("data", SAMPLES, ids=lambda d: f"{len(d)}B")
+def test_round_trip(codec, data):
+    assert decompress(codec, compress(codec, data)) == data
+
+
+@settings(max_examples=60, deadline=None)
+@given(codec=st.sampled_from(ALL_CODECS), data=st.binary(max_size=3000))
+def test_round_trip_property(codec, data):
+    packed = compress(codec, memoryview(data))
+    assert decompress(codec, memoryview(packed)) == data
+
+
+def test_codec_names_are_kafkas_compression_types():
+    assert CODECS == {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+    assert codec_id("ZSTD") == 4 and codec_id(2) == 2
+
+
+@pytest.mark.parametrize("bad", ["brotli", 5, -1, 7])
+def test_unknown_codec_raises(bad):
+    with pytest.raises(UnknownCodecError):
+        codec_id(bad)
+    if isinstance(bad, int):
+        with pytest.raises(UnknownCodecError):
+            compress(bad, b"x")
+        with pytest.raises(UnknownCodecError):
+            decompress(bad, b"x")
+
+
+def test_snappy_writes_xerial_framing():
+    data = b"sparklog " * 8000  # 72 000 bytes: three xerial blocks
+    packed = compress(compression.SNAPPY, data)
+    assert packed[:16] == b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) == XERIAL_HEADER
+    position, blocks = 16, []
+    while position < len(packed):
+        (length,) = struct.unpack_from(">i", packed, position)
+        blocks.append(bytes(cramjam.snappy.decompress_raw(packed[position + 4 : position + 4 + length])))
+        position += 4 + length
+    assert [len(b) for b in blocks] == [XERIAL_BLOCK_SIZE, XERIAL_BLOCK_SIZE, len(data) - 2 * XERIAL_BLOCK_SIZE]
+    assert b"".join(blocks) == data
+    assert kafka.codec.snappy_decode(packed) == data  # what the kafka-python consumer does
+
+
+def test_snappy_reads_kafka_python_xerial_and_librdkafka_raw():
+    data = b"record section " * 5000
+    assert decompress(compression.SNAPPY, kafka.codec.snappy_encode(data)) == data
+    assert decompress(compression.SNAPPY, kafka.codec.snappy_encode(data, xerial_blocksize=1000)) == data
+    assert decompress(compression.SNAPPY, bytes(cramjam.snappy.compress_raw(data))) == data
+    assert decompress(compression.SNAPPY, snappy.compress(data)) == data  # python-snappy: raw too
+
+
+def test_other_codecs_read_and_write_standard_frames():
+    data = b"frame " * 10000
+    assert gzip.decompress(compress(compression.GZIP, data)) == data
+    assert decompress(compression.GZIP, gzip.compress(data) + gzip.compress(data)) == data * 2
+    packed = compress(compression.LZ4, data)
+    assert lz4.frame.decompress(packed) == data and kafka.codec.lz4_decode(packed) == data
+    assert decompress(compression.LZ4, lz4.frame.compress(data)) == data  # content size, linked blocks
+    assert kafka.codec.zstd_decode(compress(compression.ZSTD, data)) == data
+
+
+def test_zstd_frames_without_content_size_and_back_to_back():
+    """Java and librdkafka stream their zstd frames, so the frame header has no content size."""
+    compressor = zstandard.ZstdCompressor().compressobj()
+    frame = compressor.compress(b"streamed " * 1000) + compressor.flush()
+    assert zstandard.frame_content_size(frame) == -1
+    assert decompress(compression.ZSTD, frame) == b"streamed " * 1000
+    assert decompress(compression.ZSTD, frame + frame) == b"streamed " * 2000
+
+
+@pytest.mark.parametrize("codec", COMPRESSED_CODECS)
+def test_truncated_or_garbage_input_raises_compression_error(codec):
+    packed = compress(codec, bytes(range(256)) * 100)
+    with pytest.raises(CompressionError):
+        decompress(codec, packed[: len(packed) // 2])
+    with pytest.raises(CompressionError):
+        decompress(codec, b"\xff" * 40)
+
+
+def test_xerial_block_overrunning_the_stream_raises():
+    packed = compress(compression.SNAPPY, b"abc" * 100)
+    with pytest.raises(CompressionError, match="overruns"):
+        decompress(compression.SNAPPY, packed[:-1])
+    with pytest.raises(CompressionError, match="block length"):
+        decompress(compression.SNAPPY, packed + b"\x00\x00")
