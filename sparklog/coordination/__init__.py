@@ -1,1 +1,11 @@
-"""ZooKeeper registries (brokers, topics, consumers, ownership, offsets) and the consumer rebalance."""
+"""ZooKeeper registries (brokers, topics, consumers, ownership, offsets) and the consumer rebalance.
+
+Modules (imported directly; this package imports nothing, so that the test suite's ZooKeeper fixture does not
+depend on the other layers):
+
+- `zookeeper_server`: `EmbeddedZooKeeper`, a real ZooKeeper in a child JVM from the pyspark jars.
+- `connection`: `connect(zookeeper)` with chroot support; `retrying`; the JSON encoding of znodes.
+- `paths`: every znode path, built from validated names.
+- `cluster`, `brokers`, `topics`, `offsets`, `producer_ids`: the registries.
+- `rebalance`: the paper's Algorithm 1 as a pure function.
+"""

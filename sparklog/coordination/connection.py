@@ -1,0 +1,111 @@
+"""Connecting to ZooKeeper, retrying calls, and the JSON encoding of every znode value.
+
+Rule 1: `connect()` returns a started client or raises `ZooKeeperUnavailable`; a chroot in the connect string
+is created first (with a chroot-less client), so the chrooted client never sees a missing root.
+Rule 2: registries call ZooKeeper through `retrying(zk, fn, ...)`, which uses a *copy* of the client's
+KazooRetry: one KazooRetry instance keeps its attempt counter in itself and is not safe to share between
+threads, and brokers call registries from several threads.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import RolledBackError, RuntimeInconsistency
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT_S = 10.0
+SESSION_TIMEOUT_S = 10.0  # kazoo's default; the server clamps it to [2, 20] ticks
+# Reconnect forever (a broker must survive a ZooKeeper restart), backing off up to 2s.
+CONNECTION_RETRY = dict(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0)
+# A single command gives up after about 30s of connection loss and raises RetryFailedError.
+COMMAND_RETRY = dict(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0, deadline=30.0)
+
+
+class ZooKeeperUnavailable(ConnectionError):
+    """No ZooKeeper server answered within the timeout."""
+
+
+def split_connect_string(zookeeper: str) -> tuple[str, str]:
+    """`"h1:2181,h2:2181/sparklog"` -> `("h1:2181,h2:2181", "/sparklog")`; no chroot gives `""`."""
+    hosts, slash, chroot = zookeeper.partition("/")
+    if not hosts:
+        raise ValueError(f"no host in ZooKeeper connect string {zookeeper!r}")
+    chroot = ("/" + chroot).rstrip("/") if slash else ""
+    return hosts, chroot
+
+
+def connect(
+    zookeeper: str, timeout: float = CONNECT_TIMEOUT_S, session_timeout: float = SESSION_TIMEOUT_S
+) -> KazooClient:
+    """A started KazooClient for `host:port[,host:port][/chroot]`; raises `ZooKeeperUnavailable`.
+
+    The caller owns the client and must `stop()` and `close()` it.
+    """
+    hosts, chroot = split_connect_string(zookeeper)
+    if chroot:
+        root = _start(hosts, timeout, session_timeout)
+        try:
+            root.retry(root.ensure_path, chroot)
+        finally:
+            close(root)
+    return _start(hosts + chroot, timeout, session_timeout)
+
+
+def _start(hosts: str, timeout: float, session_timeout: float) -> KazooClient:
+    client = KazooClient(
+        hosts=hosts,
+        timeout=session_timeout,
+        connection_retry=dict(CONNECTION_RETRY),
+        command_retry=dict(COMMAND_RETRY),
+    )
+    try:
+        client.start(timeout=timeout)
+    except KazooTimeoutError as exc:
+        close(client)
+        raise ZooKeeperUnavailable(
+            f"could not connect to ZooKeeper at {hosts} within {timeout:g}s "
+            "(is it running? `sparklog zookeeper start` runs one)"
+        ) from exc
+    return client
+
+
+def close(client: KazooClient) -> None:
+    """Stop and close a client; safe to call twice."""
+    try:
+        client.stop()
+    finally:
+        client.close()
+
+
+def retrying(zk: KazooClient, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`zk.retry(fn, ...)` through a private copy of the client's retry policy (thread-safe)."""
+    policy = zk.retry if isinstance(zk.retry, KazooRetry) else KazooRetry(**COMMAND_RETRY)
+    return policy.copy()(fn, *args, **kwargs)
+
+
+def encode(value: Any) -> bytes:
+    """Compact JSON, as Kafka writes its znodes."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+
+def decode(data: bytes) -> Any:
+    return json.loads(data.decode("utf-8"))
+
+
+def commit(transaction: Any) -> list:
+    """Commit a kazoo transaction; raise the operation's own error (NodeExistsError ...) if it failed.
+
+    kazoo reports a failed multi as a list holding one real exception and RolledBackError /
+    RuntimeInconsistency for the other operations.
+    """
+    results = transaction.commit()
+    for result in results:
+        if isinstance(result, Exception) and not isinstance(result, (RolledBackError, RuntimeInconsistency)):
+            raise result
+    return results

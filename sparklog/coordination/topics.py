@@ -1,0 +1,460 @@
+"""The topic registry: replica assignments, partition states and per-topic config (Kafka's ZK-mode layout).
+
+    /brokers/topics/<t>                      {"version":2,"partitions":{"0":[1,2],"1":[2,1]},
+                                              "adding_replicas":{},"removing_replicas":{}}
+    /brokers/topics/<t>/partitions/<p>/state {"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,
+                                              "isr":[1,2]}
+    /config/topics/<t>                       {"version":1,"config":{"retention.ms":"1000"}}
+
+Partition states are *persistent*, unlike the design notes' (old) ephemeral ones: leadership must outlive a
+broker restart so that a broker killed with -9 finds its partitions' leader and ISR when it comes back; the
+replication layer moves them on with `set_partition_state(..., expected_version=...)`.
+
+Transitions of a topic: ABSENT --create_topic (one multi: assignment + every state + config)--> PRESENT
+--add_partitions (one multi: assignment set with a version check + the new states)--> PRESENT
+--delete_topic (one multi deleting every node, deepest first)--> ABSENT. Because each is one ZooKeeper
+transaction, a watcher never sees a topic without its states or config. Retries are idempotent: a create
+that finds exactly the assignment it meant to write (after a lost connection) is success.
+
+Replica placement is Kafka's rack-unaware `assignReplicasToBrokers`: over the sorted broker ids, partition
+p's first replica is broker `(p + start) % n`, i.e. round-robin; the followers are shifted by an amount that
+grows every n partitions. Kafka picks `start` and the shift at random; we derive both from a CRC-32 of the
+topic name, so placement is reproducible (in tests and on retries) yet differs from topic to topic, and
+`add_partitions` continues the same sequence (Kafka re-randomizes the shift when partitions are added).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import ForceRetryError
+
+from sparklog.coordination import paths
+from sparklog.coordination.brokers import live_brokers
+from sparklog.coordination.connection import commit, decode, encode, retrying
+from sparklog.coordination.paths import InvalidTopicName
+from sparklog.coordination.watch import Watch
+
+__all__ = [
+    "InvalidTopicName",
+    "TopicExists",
+    "UnknownTopic",
+    "InvalidPartitions",
+    "InvalidReplicationFactor",
+    "PartitionStateConflict",
+    "PartitionState",
+    "TopicAssignment",
+    "assign_replicas",
+    "create_topic",
+    "add_partitions",
+    "delete_topic",
+    "list_topics",
+    "get_topic",
+    "partition_state",
+    "set_partition_state",
+    "watch_topics",
+]
+
+TOPIC_JSON_VERSION = 2  # Kafka's TopicZNode with adding/removing replicas
+STATE_JSON_VERSION = 1
+CONFIG_JSON_VERSION = 1
+INITIAL_CONTROLLER_EPOCH = 1
+INITIAL_LEADER_EPOCH = 0
+NO_LEADER = -1  # Kafka's LeaderAndIsr.NoLeader
+
+Assignment = dict[int, tuple[int, ...]]
+
+
+class TopicExists(Exception):
+    """Kafka error TOPIC_ALREADY_EXISTS."""
+
+
+class UnknownTopic(Exception):
+    """Kafka error UNKNOWN_TOPIC_OR_PARTITION."""
+
+
+class InvalidPartitions(ValueError):
+    """Kafka error INVALID_PARTITIONS: a count below one, or add_partitions not growing the topic."""
+
+
+class InvalidReplicationFactor(ValueError):
+    """Kafka error INVALID_REPLICATION_FACTOR: below one, or more replicas than live brokers."""
+
+
+class PartitionStateConflict(Exception):
+    """The partition state changed since it was read (the znode version differs)."""
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    leader: int
+    isr: tuple[int, ...]
+    leader_epoch: int = INITIAL_LEADER_EPOCH
+    controller_epoch: int = INITIAL_CONTROLLER_EPOCH
+    zk_version: int = -1  # the znode's version when read; pass it back as expected_version
+
+    def to_json(self) -> dict:
+        return {
+            "controller_epoch": self.controller_epoch,
+            "leader": self.leader,
+            "version": STATE_JSON_VERSION,
+            "leader_epoch": self.leader_epoch,
+            "isr": list(self.isr),
+        }
+
+    @classmethod
+    def from_json(cls, value: dict, zk_version: int = -1) -> "PartitionState":
+        return cls(
+            leader=value["leader"],
+            isr=tuple(value["isr"]),
+            leader_epoch=value["leader_epoch"],
+            controller_epoch=value["controller_epoch"],
+            zk_version=zk_version,
+        )
+
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    name: str
+    partitions: Assignment  # partition -> replicas, the first one the preferred leader
+    states: dict[int, PartitionState] = field(default_factory=dict)
+    config: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0]) if self.partitions else 0
+
+
+# -- placement (pure) ----------------------------------------------------------------------------------------
+
+
+def assign_replicas(
+    broker_ids: list[int], num_partitions: int, replication_factor: int, seed: int = 0, first_partition: int = 0
+) -> Assignment:
+    """Kafka's rack-unaware placement of partitions `first_partition ..` over `sorted(broker_ids)`."""
+    brokers = sorted(broker_ids)
+    n = len(brokers)
+    if num_partitions < 1:
+        raise InvalidPartitions(f"number of partitions must be at least 1, not {num_partitions}")
+    if replication_factor < 1:
+        raise InvalidReplicationFactor(f"replication factor must be at least 1, not {replication_factor}")
+    if replication_factor > n:
+        raise InvalidReplicationFactor(
+            f"replication factor {replication_factor} is larger than the number of live brokers ({n})"
+        )
+    start = seed % n
+    # The shift grows by one every n partitions; starting later, count the steps already taken, so that
+    # growing a topic places the new partitions exactly as creating it that big would have.
+    shift = (seed // n) % n + max(0, (first_partition - 1) // n)
+    assignment = {}
+    for p in range(first_partition, first_partition + num_partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (p + start) % n
+        followers = [brokers[_follower_index(first, shift, j, n)] for j in range(replication_factor - 1)]
+        assignment[p] = (brokers[first], *followers)
+    return assignment
+
+
+def _follower_index(first: int, shift: int, j: int, n: int) -> int:
+    return (first + 1 + (shift + j) % (n - 1)) % n
+
+
+def _seed(topic: str) -> int:
+    return zlib.crc32(topic.encode("utf-8"))
+
+
+# -- JSON ----------------------------------------------------------------------------------------------------
+
+
+def _assignment_json(assignment: Assignment) -> bytes:
+    partitions = {str(p): list(replicas) for p, replicas in sorted(assignment.items())}
+    return encode(
+        {"version": TOPIC_JSON_VERSION, "partitions": partitions, "adding_replicas": {}, "removing_replicas": {}}
+    )
+
+
+def _parse_assignment(data: bytes) -> Assignment:
+    return {int(p): tuple(replicas) for p, replicas in sorted(decode(data)["partitions"].items(), key=_int_key)}
+
+
+def _int_key(item: tuple[str, object]) -> int:
+    return int(item[0])
+
+
+def _initial_state(replicas: tuple[int, ...]) -> bytes:
+    return encode(PartitionState(leader=replicas[0], isr=replicas).to_json())
+
+
+def _config_json(config: Mapping[str, object]) -> bytes:
+    return encode({"version": CONFIG_JSON_VERSION, "config": {str(k): str(v) for k, v in config.items()}})
+
+
+# -- create / grow / delete ----------------------------------------------------------------------------------
+
+
+def create_topic(
+    zk: KazooClient,
+    name: str,
+    num_partitions: int,
+    replication_factor: int,
+    config: Mapping[str, object] | None = None,
+    live_broker_ids: list[int] | None = None,
+) -> TopicAssignment:
+    """Create a topic over the live brokers (or `live_broker_ids`); return what was written.
+
+    Raises InvalidTopicName, InvalidPartitions, InvalidReplicationFactor, TopicExists.
+    """
+    paths.topic(name)  # validates the name first
+    broker_ids = list(live_broker_ids) if live_broker_ids is not None else list(live_brokers(zk))
+    assignment = assign_replicas(broker_ids, num_partitions, replication_factor, seed=_seed(name))
+    config = {str(k): str(v) for k, v in (config or {}).items()}
+    attempts = itertools.count()
+    retrying(zk, _inner_create, zk, name, assignment, config, attempts)
+    states = {p: PartitionState(leader=r[0], isr=r, zk_version=0) for p, r in assignment.items()}
+    return TopicAssignment(name, assignment, states, config)
+
+
+def _inner_create(zk: KazooClient, name: str, assignment: Assignment, config: dict, attempts) -> None:
+    retry = next(attempts) > 0
+    zk.ensure_path(paths.BROKER_TOPICS)
+    zk.ensure_path(paths.CONFIG_TOPICS)
+    data = _assignment_json(assignment)
+    txn = zk.transaction()
+    txn.create(paths.topic(name), data)
+    txn.create(paths.topic_partitions(name))
+    for p, replicas in assignment.items():
+        txn.create(paths.topic_partition(name, p))
+        txn.create(paths.partition_state(name, p), _initial_state(replicas))
+    stale_config = zk.exists(paths.topic_config(name))  # left behind by a tool or an old cluster
+    if stale_config is None:
+        txn.create(paths.topic_config(name), _config_json(config))
+    else:
+        txn.set_data(paths.topic_config(name), _config_json(config), version=stale_config.version)
+    try:
+        commit(txn)
+    except NodeExistsError:
+        if retry and _read_assignment_data(zk, name) == data:
+            return  # our own commit landed before the connection dropped
+        raise TopicExists(f"topic {name!r} already exists") from None
+    except BadVersionError:
+        raise ForceRetryError() from None
+
+
+def _read_assignment_data(zk: KazooClient, name: str) -> bytes | None:
+    try:
+        return zk.get(paths.topic(name))[0]
+    except NoNodeError:
+        return None
+
+
+def add_partitions(
+    zk: KazooClient, name: str, new_total: int, live_broker_ids: list[int] | None = None
+) -> TopicAssignment:
+    """Grow a topic to `new_total` partitions with the same replication factor; return the new assignment."""
+    paths.topic(name)
+    broker_ids = list(live_broker_ids) if live_broker_ids is not None else list(live_brokers(zk))
+    attempts = itertools.count()
+    retrying(zk, _inner_add_partitions, zk, name, new_total, broker_ids, attempts)
+    return get_topic(zk, name)
+
+
+def _inner_add_partitions(zk: KazooClient, name: str, new_total: int, broker_ids: list[int], attempts) -> None:
+    retry = next(attempts) > 0
+    try:
+        data, stat = zk.get(paths.topic(name))
+    except NoNodeError:
+        raise UnknownTopic(f"unknown topic {name!r}") from None
+    current = _parse_assignment(data)
+    if retry and len(current) == new_total:
+        return  # our own commit landed before the connection dropped
+    if new_total <= len(current):
+        raise InvalidPartitions(f"topic {name!r} has {len(current)} partitions; cannot change to {new_total}")
+    rf = len(current[0])
+    added = assign_replicas(broker_ids, new_total - len(current), rf, seed=_seed(name), first_partition=len(current))
+    txn = zk.transaction()
+    txn.set_data(paths.topic(name), _assignment_json({**current, **added}), version=stat.version)
+    for p, replicas in added.items():
+        txn.create(paths.topic_partition(name, p))
+        txn.create(paths.partition_state(name, p), _initial_state(replicas))
+    try:
+        commit(txn)
+    except (BadVersionError, NodeExistsError):
+        raise ForceRetryError() from None  # someone else changed the topic: read it again
+
+
+def delete_topic(zk: KazooClient, name: str) -> None:
+    """Delete the topic's assignment, states and config in one transaction; raise UnknownTopic."""
+    paths.topic(name)
+    attempts = itertools.count()
+    retrying(zk, _inner_delete, zk, name, attempts)
+
+
+def _inner_delete(zk: KazooClient, name: str, attempts) -> None:
+    retry = next(attempts) > 0
+    try:
+        nodes = _subtree(zk, paths.topic(name))
+    except NoNodeError:
+        if retry:
+            return  # our own delete landed before the connection dropped
+        raise UnknownTopic(f"unknown topic {name!r}") from None
+    txn = zk.transaction()
+    for node in reversed(nodes):  # deepest first
+        txn.delete(node)
+    if zk.exists(paths.topic_config(name)) is not None:
+        txn.delete(paths.topic_config(name))
+    try:
+        commit(txn)
+    except (NoNodeError, NotEmptyError):
+        raise ForceRetryError() from None  # the tree changed while we listed it
+
+
+def _subtree(zk: KazooClient, path: str) -> list[str]:
+    """`path` and every node below it, parents before children."""
+    nodes = [path]
+    for child in sorted(zk.get_children(path)):
+        nodes.extend(_subtree(zk, f"{path}/{child}"))
+    return nodes
+
+
+# -- read ----------------------------------------------------------------------------------------------------
+
+
+def list_topics(zk: KazooClient) -> list[str]:
+    try:
+        return sorted(retrying(zk, zk.get_children, paths.BROKER_TOPICS))
+    except NoNodeError:
+        return []
+
+
+def get_topic(zk: KazooClient, name: str) -> TopicAssignment:
+    """The topic's assignment, partition states and config overrides; raise UnknownTopic."""
+    try:
+        data, _ = retrying(zk, zk.get, paths.topic(name))
+    except NoNodeError:
+        raise UnknownTopic(f"unknown topic {name!r}") from None
+    assignment = _parse_assignment(data)
+    states = {}
+    for p in assignment:
+        try:
+            states[p] = partition_state(zk, name, p)
+        except UnknownTopic:
+            continue  # deleted while we read
+    return TopicAssignment(name, assignment, states, topic_config(zk, name))
+
+
+def topic_config(zk: KazooClient, name: str) -> dict[str, str]:
+    """The topic's config overrides ({} when there are none)."""
+    try:
+        data, _ = retrying(zk, zk.get, paths.topic_config(name))
+    except NoNodeError:
+        return {}
+    return dict(decode(data).get("config", {}))
+
+
+def partition_state(zk: KazooClient, name: str, partition: int) -> PartitionState:
+    try:
+        data, stat = retrying(zk, zk.get, paths.partition_state(name, partition))
+    except NoNodeError:
+        raise UnknownTopic(f"unknown topic partition {name}-{partition}") from None
+    return PartitionState.from_json(decode(data), zk_version=stat.version)
+
+
+def set_partition_state(
+    zk: KazooClient, name: str, partition: int, state: PartitionState, expected_version: int | None = None
+) -> PartitionState:
+    """Write a partition's state; with `expected_version`, only if nobody wrote it since that version.
+
+    Returns the state with its new `zk_version`. Raises PartitionStateConflict or UnknownTopic. (A retry
+    after a lost connection whose write landed reports PartitionStateConflict: re-read and compare.)
+    """
+    try:
+        stat = retrying(
+            zk, zk.set, paths.partition_state(name, partition), encode(state.to_json()),
+            -1 if expected_version is None else expected_version,
+        )
+    except BadVersionError:
+        raise PartitionStateConflict(
+            f"state of {name}-{partition} changed since version {expected_version}"
+        ) from None
+    except NoNodeError:
+        raise UnknownTopic(f"unknown topic partition {name}-{partition}") from None
+    return PartitionState(state.leader, state.isr, state.leader_epoch, state.controller_epoch, stat.version)
+
+
+# -- watch ---------------------------------------------------------------------------------------------------
+
+
+def watch_topics(zk: KazooClient, callback: Callable[[dict[str, Assignment]], None]) -> Watch:
+    """Call `callback({topic: {partition: replicas}})` now and whenever a topic is created, deleted or grown.
+
+    The callback runs on kazoo's event thread (the first call on the caller's thread): it must return quickly
+    and must not wait for other ZooKeeper events. Identical consecutive snapshots are reported once.
+    """
+    retrying(zk, zk.ensure_path, paths.BROKER_TOPICS)
+    return _TopicsWatcher(zk, callback).start()
+
+
+class _TopicsWatcher:
+    """One ChildrenWatch on /brokers/topics plus one DataWatch per topic name ever seen (a DataWatch keeps
+    watching a deleted node, so a re-created topic is seen by the watch made for its first life)."""
+
+    def __init__(self, zk: KazooClient, callback: Callable[[dict[str, Assignment]], None]) -> None:
+        self.zk = zk
+        self.callback = callback
+        self.handle = Watch()
+        self._lock = threading.RLock()
+        self._names: set[str] = set()
+        self._data: dict[str, Assignment] = {}
+        self._watched: set[str] = set()
+        self._ready = False
+        self._last: dict[str, Assignment] | None = None
+
+    def start(self) -> Watch:
+        ChildrenWatch(self.zk, paths.BROKER_TOPICS, self._on_children)
+        with self._lock:
+            self._ready = True
+            self._emit()
+        return self.handle
+
+    def _on_children(self, children: list[str]) -> bool | None:
+        if self.handle.stopped:
+            return False
+        with self._lock:
+            self._names = set(children)
+            for name in children:
+                if name not in self._watched:
+                    self._watched.add(name)
+                    DataWatch(self.zk, paths.topic(name), self._data_watcher(name))
+            self._emit()
+        return None
+
+    def _data_watcher(self, name: str) -> Callable[[bytes | None, object], bool | None]:
+        # Exactly two parameters: kazoo's DataWatch passes the event too to a function taking three.
+        return lambda data, stat: self._on_data(name, data)
+
+    def _on_data(self, name: str, data: bytes | None) -> bool | None:
+        if self.handle.stopped:
+            return False
+        with self._lock:
+            if data is None:
+                self._data.pop(name, None)
+            else:
+                self._data[name] = _parse_assignment(data)
+            self._emit()
+        return None
+
+    def _emit(self) -> None:
+        if not self._ready or self.handle.stopped:
+            return
+        snapshot = {name: self._data[name] for name in sorted(self._names) if name in self._data}
+        if snapshot != self._last:
+            self._last = snapshot
+            self.callback(snapshot)

@@ -1,0 +1,312 @@
+"""A real, single-node ZooKeeper server in a child JVM, from the jars inside the pyspark wheel.
+
+Rule 1: every JVM this module starts is stopped by `stop()`, by the context manager, or, as a fallback, at
+interpreter exit; on Linux a JVM started from the main thread also dies with its parent (PR_SET_DEATHSIG).
+Rule 2: `start()` returns only once the server answers the `srvr` four-letter word, or raises
+`ZooKeeperStartError` carrying the tail of the JVM's log.
+
+Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED (stop() is idempotent; a STOPPED server is not
+restarted, make a new one). The data directory is a temporary one removed by stop() unless one is given.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import Path
+
+# tickTime is ZooKeeper's time unit; sessions may last 2..20 ticks. A short tick (ZooKeeper's default is 2000)
+# lets tests expire sessions within a second or two.
+TICK_TIME_MS = 500
+MIN_SESSION_TIMEOUT_MS = 1000  # 2 ticks
+MAX_SESSION_TIMEOUT_MS = 60000
+JVM_MAX_HEAP = "-Xmx256m"
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+# How many times start() picks another free port when the one it chose was taken in between (port=0 only).
+PORT_ATTEMPTS = 3
+LOG_TAIL_CHARS = 4000
+MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+_PR_SET_DEATHSIG = 1
+
+_LIVE: "weakref.WeakSet[EmbeddedZooKeeper]" = weakref.WeakSet()
+
+
+class JavaNotFound(RuntimeError):
+    """`java` is not on PATH (nor under $JAVA_HOME/bin)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "java was not found on PATH or in $JAVA_HOME/bin; the embedded ZooKeeper needs a Java 17+ runtime. "
+            "Install one (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`; macOS: `brew install openjdk@17`) "
+            "or set JAVA_HOME."
+        )
+
+
+class ZooKeeperStartError(RuntimeError):
+    """The JVM exited or did not answer within the timeout; the message carries the tail of its output."""
+
+
+def find_java() -> str:
+    """Return the path of `java`: $JAVA_HOME/bin/java first, then PATH; raise `JavaNotFound`."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = Path(java_home, "bin", "java")
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which("java")
+    if found is None:
+        raise JavaNotFound()
+    return found
+
+
+def pyspark_jars_dir() -> Path:
+    """The `jars/` directory of the installed pyspark wheel, which ships zookeeper-3.9.x and its dependencies."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    if not any(jars.glob("zookeeper-[0-9]*.jar")):
+        raise ZooKeeperStartError(f"no zookeeper jar in {jars}; is pyspark installed completely?")
+    return jars
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago (the caller must cope with losing the race)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> str:
+    """Send a four-letter word (`ruok`, `srvr`, `mntr` ...) and return the whole answer."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(word.encode("ascii"))
+        chunks = []
+        while chunk := sock.recv(4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def _zoo_cfg(data_dir: Path, host: str, port: int) -> str:
+    return "\n".join(
+        [
+            f"tickTime={TICK_TIME_MS}",
+            f"dataDir={data_dir}",
+            f"clientPort={port}",
+            f"clientPortAddress={host}",
+            f"minSessionTimeout={MIN_SESSION_TIMEOUT_MS}",
+            f"maxSessionTimeout={MAX_SESSION_TIMEOUT_MS}",
+            "maxClientCnxns=0",  # unlimited: a test session opens many clients from 127.0.0.1
+            "admin.enableServer=false",  # the Jetty admin server would take port 8080
+            "4lw.commands.whitelist=*",
+            "",
+        ]
+    )
+
+
+def _log4j2_properties(log_file: Path) -> str:
+    # The pyspark wheel routes slf4j to log4j2; everything goes to a file so that stdout stays quiet.
+    return "\n".join(
+        [
+            "status = error",
+            "appender.file.type = File",
+            "appender.file.name = FILE",
+            f"appender.file.fileName = {log_file}",
+            "appender.file.layout.type = PatternLayout",
+            "appender.file.layout.pattern = %d{ISO8601} %-5p [%t] %c{1}: %m%n",
+            "rootLogger.level = INFO",
+            "rootLogger.appenderRef.file.ref = FILE",
+            "",
+        ]
+    )
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+class EmbeddedZooKeeper:
+    """A standalone ZooKeeper server (`ZooKeeperServerMain`) in a child JVM.
+
+    Example::
+
+        with EmbeddedZooKeeper() as server:
+            client = connect(server.connect_string)
+
+    `port=0` picks a free port. `data_dir=None` uses a temporary directory that `stop()` removes; a given
+    directory is kept (and reused by the next server started on it). The server's log is
+    `<data_dir>/zookeeper.log`; the JVM's own stdout/stderr go to `<data_dir>/jvm.out`.
+    """
+
+    def __init__(self, port: int = 0, data_dir: str | os.PathLike | None = None, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self._requested_port = port
+        self.port = port
+        self._owns_data_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self._process: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    @property
+    def connect_string(self) -> str:
+        """`host:port`, as kazoo and `sparklog --zookeeper` take it."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def log_file(self) -> Path:
+        return self._require_data_dir() / "zookeeper.log"
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> "EmbeddedZooKeeper":
+        """Start the JVM and wait until it serves requests; return self."""
+        with self._lock:
+            if self._stopped or self._process is not None:
+                raise RuntimeError("an EmbeddedZooKeeper is started once; make a new one")
+            java = find_java()
+            jars = pyspark_jars_dir()
+            if self.data_dir is None:
+                self.data_dir = Path(tempfile.mkdtemp(prefix="sparklog-zk-"))
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            _LIVE.add(self)
+            try:
+                self._launch_on_some_port(java, jars, timeout)
+            except BaseException:
+                self._release()
+                raise
+        return self
+
+    def _launch_on_some_port(self, java: str, jars: Path, timeout: float) -> None:
+        attempts = PORT_ATTEMPTS if self._requested_port == 0 else 1
+        for attempt in range(attempts):
+            self.port = self._requested_port or free_port(self.host)
+            try:
+                return self._launch(java, jars, timeout)
+            except ZooKeeperStartError:
+                self._terminate()
+                if attempt + 1 == attempts or "Address already in use" not in self._log_tail():
+                    raise
+
+    def _launch(self, java: str, jars: Path, timeout: float) -> None:
+        data_dir = self._require_data_dir()
+        cfg = data_dir / "zoo.cfg"
+        cfg.write_text(_zoo_cfg(data_dir / "data", self.host, self.port))
+        log4j = data_dir / "log4j2.properties"
+        log4j.write_text(_log4j2_properties(data_dir / "zookeeper.log"))
+        command = [
+            java,
+            JVM_MAX_HEAP,
+            "-XX:+UseSerialGC",  # two cores are shared by everything; no parallel GC threads
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-Dzookeeper.jmx.log4j.disable=true",
+            "-cp",
+            str(jars / "*"),
+            MAIN_CLASS,
+            str(cfg),
+        ]
+        on_main_thread = threading.current_thread() is threading.main_thread()
+        with open(data_dir / "jvm.out", "wb") as out:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=data_dir,
+                # PR_SET_DEATHSIG fires when the *thread* that forked exits, so only from the main thread.
+                preexec_fn=_die_with_parent if sys.platform == "linux" and on_main_thread else None,
+            )
+        self._wait_until_serving(timeout)
+
+    def _wait_until_serving(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._process.poll() is not None:
+                raise ZooKeeperStartError(
+                    f"ZooKeeper JVM exited with code {self._process.returncode} during start-up:\n{self._log_tail()}"
+                )
+            try:
+                if "Zookeeper version" in four_letter_word(self.host, self.port, "srvr", timeout=1.0):
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise ZooKeeperStartError(
+                    f"ZooKeeper at {self.connect_string} did not answer within {timeout:.0f}s:\n{self._log_tail()}"
+                )
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Terminate the JVM (SIGTERM, then SIGKILL after `timeout`), reap it, remove a temporary data dir."""
+        with self._lock:
+            self._release(timeout)
+
+    def _release(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        self._stopped = True
+        self._terminate(timeout)
+        _LIVE.discard(self)
+        if self._owns_data_dir and self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def _terminate(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def _require_data_dir(self) -> Path:
+        if self.data_dir is None:
+            raise RuntimeError("the data directory is chosen by start()")
+        return self.data_dir
+
+    def _log_tail(self) -> str:
+        parts = []
+        for name in ("jvm.out", "zookeeper.log"):
+            try:
+                text = (self._require_data_dir() / name).read_text(errors="replace")
+            except OSError:
+                continue
+            if text.strip():
+                parts.append(f"--- {name} (tail) ---\n{text[-LOG_TAIL_CHARS:]}")
+        return "\n".join(parts) or "(the JVM wrote nothing)"
+
+    def __enter__(self) -> "EmbeddedZooKeeper":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else ("stopped" if self._stopped else "new")
+        return f"EmbeddedZooKeeper({self.connect_string}, {state}, data_dir={self.data_dir})"
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_LIVE):
+        server.stop()

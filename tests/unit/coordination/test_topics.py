@@ -1,0 +1,190 @@
+import time
+from collections import Counter
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparklog.coordination import topics
+from sparklog.coordination.connection import decode
+from sparklog.coordination.topics import (
+    InvalidPartitions,
+    InvalidReplicationFactor,
+    InvalidTopicName,
+    PartitionState,
+    PartitionStateConflict,
+    TopicExists,
+    UnknownTopic,
+    assign_replicas,
+)
+
+BROKERS = [3, 1, 2]
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+# -- placement, pure ---------------------------------------------------------------------------------------
+
+
+def test_leaders_go_round_robin_over_sorted_brokers():
+    assignment = assign_replicas(BROKERS, 6, 1, seed=1)
+    assert [assignment[p][0] for p in range(6)] == [2, 3, 1, 2, 3, 1]
+
+
+@given(
+    st.lists(st.integers(0, 50), min_size=1, max_size=8, unique=True),
+    st.integers(1, 40),
+    st.integers(1, 8),
+    st.integers(0, 2**32),
+)
+def test_placement_properties(brokers, partitions, rf, seed):
+    if rf > len(brokers):
+        with pytest.raises(InvalidReplicationFactor):
+            assign_replicas(brokers, partitions, rf, seed)
+        return
+    assignment = assign_replicas(brokers, partitions, rf, seed)
+    assert sorted(assignment) == list(range(partitions))
+    for replicas in assignment.values():
+        assert len(replicas) == rf == len(set(replicas)) and set(replicas) <= set(brokers)
+    leaders = Counter(r[0] for r in assignment.values())
+    assert max(leaders.values()) - min(leaders.get(b, 0) for b in brokers) <= 1
+
+
+def test_growing_continues_the_same_placement():
+    whole = assign_replicas(BROKERS, 9, 2, seed=7)
+    first = assign_replicas(BROKERS, 4, 2, seed=7)
+    rest = assign_replicas(BROKERS, 5, 2, seed=7, first_partition=4)
+    assert {**first, **rest} == whole
+
+
+@pytest.mark.parametrize("count", [0, -1])
+def test_partition_count_must_be_positive(count):
+    with pytest.raises(InvalidPartitions):
+        assign_replicas(BROKERS, count, 1)
+
+
+# -- against ZooKeeper --------------------------------------------------------------------------------------
+
+
+def test_create_writes_kafkas_znodes_in_one_go(zk):
+    created = topics.create_topic(zk, "orders", 3, 2, {"retention.ms": 1000}, live_broker_ids=BROKERS)
+    value = decode(zk.get("/brokers/topics/orders")[0])
+    assert value == {
+        "version": 2,
+        "partitions": {str(p): list(r) for p, r in created.partitions.items()},
+        "adding_replicas": {},
+        "removing_replicas": {},
+    }
+    state = decode(zk.get("/brokers/topics/orders/partitions/0/state")[0])
+    replicas = created.partitions[0]
+    assert state == {"controller_epoch": 1, "leader": replicas[0], "version": 1, "leader_epoch": 0, "isr": list(replicas)}
+    assert zk.exists("/brokers/topics/orders/partitions/0/state").ephemeralOwner == 0  # persistent
+    assert decode(zk.get("/config/topics/orders")[0]) == {"version": 1, "config": {"retention.ms": "1000"}}
+    assert topics.get_topic(zk, "orders") == created
+
+
+def test_create_uses_the_live_brokers(zk):
+    from sparklog.coordination.brokers import BrokerRegistration
+
+    registrations = [BrokerRegistration(zk, i, "h", 9000 + i) for i in (1, 2)]
+    for r in registrations:
+        r.register()
+    try:
+        created = topics.create_topic(zk, "t", 4, 2)
+        assert {b for r in created.partitions.values() for b in r} == {1, 2}
+        with pytest.raises(InvalidReplicationFactor, match="live brokers"):
+            topics.create_topic(zk, "too-many", 1, 3)
+    finally:
+        for r in registrations:
+            r.close()
+    with pytest.raises(InvalidReplicationFactor):
+        topics.create_topic(zk, "nobody", 1, 1)
+
+
+def test_errors(zk):
+    topics.create_topic(zk, "t", 1, 1, live_broker_ids=[1])
+    with pytest.raises(TopicExists):
+        topics.create_topic(zk, "t", 2, 1, live_broker_ids=[1])
+    with pytest.raises(InvalidTopicName):
+        topics.create_topic(zk, "../escape", 1, 1, live_broker_ids=[1])
+    with pytest.raises(InvalidPartitions):
+        topics.create_topic(zk, "u", 0, 1, live_broker_ids=[1])
+    with pytest.raises(UnknownTopic):
+        topics.get_topic(zk, "nope")
+    with pytest.raises(UnknownTopic):
+        topics.delete_topic(zk, "nope")
+    assert topics.list_topics(zk) == ["t"]  # nothing half-made by the failures
+
+
+def test_list_describe_delete(zk):
+    assert topics.list_topics(zk) == []
+    topics.create_topic(zk, "b", 2, 1, {"cleanup.policy": "delete"}, live_broker_ids=[1])
+    topics.create_topic(zk, "a", 1, 1, live_broker_ids=[1])
+    assert topics.list_topics(zk) == ["a", "b"]
+    topics.delete_topic(zk, "b")
+    assert topics.list_topics(zk) == ["a"]
+    assert not zk.exists("/config/topics/b")
+    topics.create_topic(zk, "b", 1, 1, live_broker_ids=[1])  # a deleted name can be used again
+    assert topics.get_topic(zk, "b").config == {}
+
+
+def test_retried_create_that_already_landed_is_success(zk):
+    assignment = assign_replicas([1], 1, 1)
+    attempts = iter([1])  # as if this were the second attempt
+    topics.create_topic(zk, "t", 1, 1, live_broker_ids=[1])
+    topics._inner_create(zk, "t", assignment, {}, attempts)  # no TopicExists
+
+
+def test_add_partitions(zk):
+    topics.create_topic(zk, "t", 2, 2, live_broker_ids=BROKERS)
+    grown = topics.add_partitions(zk, "t", 5, live_broker_ids=BROKERS)
+    assert sorted(grown.partitions) == sorted(grown.states) == [0, 1, 2, 3, 4]
+    assert grown.replication_factor == 2
+    assert grown.states[4].leader == grown.partitions[4][0]
+    with pytest.raises(InvalidPartitions):
+        topics.add_partitions(zk, "t", 5, live_broker_ids=BROKERS)
+    with pytest.raises(UnknownTopic):
+        topics.add_partitions(zk, "nope", 5, live_broker_ids=BROKERS)
+
+
+def test_partition_state_compare_and_set(zk):
+    topics.create_topic(zk, "t", 1, 2, live_broker_ids=[1, 2])
+    state = topics.partition_state(zk, "t", 0)
+    moved = PartitionState(leader=2, isr=(2,), leader_epoch=state.leader_epoch + 1)
+    written = topics.set_partition_state(zk, "t", 0, moved, expected_version=state.zk_version)
+    assert written.zk_version == state.zk_version + 1
+    assert topics.partition_state(zk, "t", 0) == written
+    with pytest.raises(PartitionStateConflict):
+        topics.set_partition_state(zk, "t", 0, moved, expected_version=state.zk_version)
+    with pytest.raises(UnknownTopic):
+        topics.set_partition_state(zk, "t", 9, moved)
+
+
+def test_watch_fires_on_create_grow_and_delete(zk, zk_connect):
+    from sparklog.coordination.connection import close, connect
+
+    observer = connect(zk_connect)
+    try:
+        seen = []
+        watch = topics.watch_topics(observer, seen.append)
+        assert seen == [{}]
+        topics.create_topic(zk, "t", 1, 1, live_broker_ids=[1])
+        wait_for(lambda: seen[-1] == {"t": {0: (1,)}})
+        topics.add_partitions(zk, "t", 2, live_broker_ids=[1])
+        wait_for(lambda: seen[-1] == {"t": {0: (1,), 1: (1,)}})
+        topics.delete_topic(zk, "t")
+        wait_for(lambda: seen[-1] == {})
+        topics.create_topic(zk, "t", 3, 1, live_broker_ids=[1])  # the same name again
+        wait_for(lambda: len(seen[-1].get("t", {})) == 3)
+        watch.stop()
+        count = len(seen)
+        topics.create_topic(zk, "u", 1, 1, live_broker_ids=[1])
+        time.sleep(0.3)
+        assert len(seen) == count
+    finally:
+        close(observer)
