@@ -1,0 +1,135 @@
+"""Size-prefixed framing of the Kafka wire protocol, sans-IO: bytes in, whole frames out.
+
+Every request and response is ``size:int32`` (big-endian) followed by ``size`` bytes.
+Rule 1: a size prefix is checked against the limit as soon as its 4 bytes are here, before one byte of
+its body is buffered beyond the chunk that carried the prefix.
+Rule 2: each byte received is copied into the buffer once and out of it at most once (a frame that is
+alone in the buffer is handed out without a copy), so many small frames in one chunk and one large frame
+in many chunks both cost linear time.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from sparklog.protocol.errors import FrameTooLarge, LocalProtocolError, RemoteProtocolError
+
+__all__ = ["FrameDecoder", "NEED_DATA", "CLOSED", "DEFAULT_MAX_FRAME_BYTES"]
+
+# Kafka's socket.request.max.bytes default (100 MiB)
+DEFAULT_MAX_FRAME_BYTES = 104_857_600
+
+_SIZE = struct.Struct(">i")  # the frame size prefix
+
+
+class _Sentinel:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+NEED_DATA = _Sentinel("NEED_DATA")
+"""``next_frame()`` has no complete frame: call ``receive_data`` with more bytes."""
+
+CLOSED = _Sentinel("CLOSED")
+"""``next_frame()`` after ``receive_data(b"")`` once every complete frame has been returned."""
+
+
+class FrameDecoder:
+    """Splits a byte stream into frames.
+
+    Usage (the loop of a connection)::
+
+        decoder = FrameDecoder(max_frame_bytes=100 * 1024 * 1024)
+        decoder.receive_data(sock.recv(65536))        # b"" when the peer closed
+        while (frame := decoder.next_frame()) is not NEED_DATA and frame is not CLOSED:
+            handle(frame)                             # bytes or memoryview: the bytes after the size
+
+    ``receive_data(b"")`` means end of stream, as in h11: frames already complete are still returned,
+    then ``next_frame()`` returns ``CLOSED``, or raises ``RemoteProtocolError`` if the stream ended in
+    the middle of a frame. Data received after end of stream raises ``LocalProtocolError``.
+
+    A size prefix that is negative or above ``max_frame_bytes`` raises ``FrameTooLarge`` from the call
+    (``receive_data`` or ``next_frame``) that first sees its 4 bytes; the decoder is then unusable and
+    every later call raises the same error again (the connection must be closed).
+    """
+
+    __slots__ = ("max_frame_bytes", "_buf", "_start", "_eof", "_error", "_checked")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
+        if max_frame_bytes < 0:
+            raise LocalProtocolError("max_frame_bytes must be >= 0")
+        self.max_frame_bytes = max_frame_bytes
+        self._buf = bytearray()
+        self._start = 0  # where the next frame's size prefix begins in _buf
+        self._eof = False
+        self._error: FrameTooLarge | None = None
+        self._checked = -1  # the _start whose size prefix has been checked
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received and not yet returned as frames."""
+        return len(self._buf) - self._start
+
+    def receive_data(self, data: bytes) -> None:
+        """Add bytes from the stream; ``b""`` marks its end. Raises ``FrameTooLarge`` (see class doc)."""
+        if self._error is not None:
+            raise self._error
+        if not data:
+            self._eof = True
+            return
+        if self._eof:
+            raise LocalProtocolError("receive_data after end of stream")
+        self._buf += data
+        self._check_size()
+
+    def _check_size(self) -> int:
+        """The size of the frame at _start, or -1 while its prefix is incomplete; raises when over."""
+        buf, start = self._buf, self._start
+        if len(buf) - start < 4:
+            return -1
+        (size,) = _SIZE.unpack_from(buf, start)
+        if self._checked != start:
+            if size < 0 or size > self.max_frame_bytes:
+                self._error = FrameTooLarge(size, self.max_frame_bytes)
+                self._buf = bytearray()
+                self._start = 0
+                raise self._error
+            self._checked = start
+        return size
+
+    def next_frame(self):
+        """The next complete frame (``bytes`` or ``memoryview``), else ``NEED_DATA`` or ``CLOSED``."""
+        if self._error is not None:
+            raise self._error
+        size = self._check_size()
+        buf, start = self._buf, self._start
+        if size < 0 or len(buf) - start - 4 < size:
+            return self._incomplete()
+        end = start + 4 + size
+        if start == 0 and end == len(buf):
+            # the frame is alone in the buffer: hand the buffer itself out, no copy
+            self._buf = bytearray()
+            self._start = 0
+            self._checked = -1
+            return memoryview(buf)[4:]
+        frame = bytes(memoryview(buf)[start + 4:end])
+        self._start = end
+        return frame
+
+    def _incomplete(self):
+        buf, start = self._buf, self._start
+        if start and start * 2 >= len(buf):
+            # compact: the consumed prefix is at least half the buffer, so moves stay linear overall
+            del buf[:start]
+            self._start = 0
+            self._checked = 0 if self._checked == start else -1
+        if self._eof:
+            if self.buffered_bytes:
+                raise RemoteProtocolError(f"stream ended inside a frame ({self.buffered_bytes} bytes buffered)")
+            return CLOSED
+        return NEED_DATA

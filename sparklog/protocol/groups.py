@@ -1,0 +1,101 @@
+"""Kafka's broker-coordinated consumer groups: JoinGroup (key 11) v0-5, SyncGroup (14) v0-3,
+Heartbeat (12) v0-3, LeaveGroup (13) v0-3, none flexible. Transcribed from Kafka's JoinGroup*,
+SyncGroup*, Heartbeat* and LeaveGroup* JSON specs.
+
+sparklog coordinates groups through ZooKeeper and does not advertise these apis; they are decoded so
+that the broker can answer a client that sends them anyway with an error code instead of closing.
+"""
+
+from __future__ import annotations
+
+from sparklog.protocol.api_keys import ApiKey
+from sparklog.protocol.schema import F, message
+
+__all__ = ["JoinGroupRequest", "JoinGroupResponse", "SyncGroupRequest", "SyncGroupResponse",
+           "HeartbeatRequest", "HeartbeatResponse", "LeaveGroupRequest", "LeaveGroupResponse"]
+
+# v1 rebalance_timeout_ms; v2 throttle_time_ms; v5 group_instance_id
+JoinGroupRequest = message("JoinGroupRequest", api_key=ApiKey.JOIN_GROUP, versions="0-5", module=__name__,
+                           fields=[
+    F("group_id", "string", "0+"),
+    F("session_timeout_ms", "int32", "0+"),
+    F("rebalance_timeout_ms", "int32", "1+", default=-1),
+    F("member_id", "string", "0+"),
+    F("group_instance_id", "string", "5+", nullable="5+", default=None),
+    F("protocol_type", "string", "0+"),
+    F("protocols", "[]JoinGroupRequestProtocol", "0+", fields=[
+        F("name", "string", "0+"),
+        F("metadata", "bytes", "0+"),
+    ]),
+])
+
+JoinGroupResponse = message("JoinGroupResponse", api_key=ApiKey.JOIN_GROUP, versions="0-5", module=__name__,
+                            fields=[
+    F("throttle_time_ms", "int32", "2+"),
+    F("error_code", "int16", "0+"),
+    F("generation_id", "int32", "0+", default=-1),
+    F("protocol_name", "string", "0+", nullable="7+"),
+    F("leader", "string", "0+"),
+    F("member_id", "string", "0+"),
+    F("members", "[]JoinGroupResponseMember", "0+", fields=[
+        F("member_id", "string", "0+"),
+        F("group_instance_id", "string", "5+", nullable="5+", default=None),
+        F("metadata", "bytes", "0+"),
+    ]),
+])
+
+# v1 throttle_time_ms; v3 group_instance_id
+SyncGroupRequest = message("SyncGroupRequest", api_key=ApiKey.SYNC_GROUP, versions="0-3", module=__name__,
+                           fields=[
+    F("group_id", "string", "0+"),
+    F("generation_id", "int32", "0+"),
+    F("member_id", "string", "0+"),
+    F("group_instance_id", "string", "3+", nullable="3+", default=None),
+    F("assignments", "[]SyncGroupRequestAssignment", "0+", fields=[
+        F("member_id", "string", "0+"),
+        F("assignment", "bytes", "0+"),
+    ]),
+])
+
+SyncGroupResponse = message("SyncGroupResponse", api_key=ApiKey.SYNC_GROUP, versions="0-3", module=__name__,
+                            fields=[
+    F("throttle_time_ms", "int32", "1+"),
+    F("error_code", "int16", "0+"),
+    F("assignment", "bytes", "0+"),
+])
+
+HeartbeatRequest = message("HeartbeatRequest", api_key=ApiKey.HEARTBEAT, versions="0-3", module=__name__,
+                           fields=[
+    F("group_id", "string", "0+"),
+    F("generation_id", "int32", "0+"),
+    F("member_id", "string", "0+"),
+    F("group_instance_id", "string", "3+", nullable="3+", default=None),
+])
+
+HeartbeatResponse = message("HeartbeatResponse", api_key=ApiKey.HEARTBEAT, versions="0-3", module=__name__,
+                            fields=[
+    F("throttle_time_ms", "int32", "1+"),
+    F("error_code", "int16", "0+"),
+])
+
+# v3 batches members (member_id moves into members)
+LeaveGroupRequest = message("LeaveGroupRequest", api_key=ApiKey.LEAVE_GROUP, versions="0-3", module=__name__,
+                            fields=[
+    F("group_id", "string", "0+"),
+    F("member_id", "string", "0-2"),
+    F("members", "[]MemberIdentity", "3+", fields=[
+        F("member_id", "string", "3+"),
+        F("group_instance_id", "string", "3+", nullable="3+", default=None),
+    ]),
+])
+
+LeaveGroupResponse = message("LeaveGroupResponse", api_key=ApiKey.LEAVE_GROUP, versions="0-3", module=__name__,
+                             fields=[
+    F("throttle_time_ms", "int32", "1+"),
+    F("error_code", "int16", "0+"),
+    F("members", "[]MemberResponse", "3+", fields=[
+        F("member_id", "string", "3+"),
+        F("group_instance_id", "string", "3+", nullable="3+"),
+        F("error_code", "int16", "3+"),
+    ]),
+])

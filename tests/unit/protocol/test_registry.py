@@ -1,0 +1,139 @@
+"""The registry entry points: the ApiVersions fallback, Fetch responses with pass-through records,
+header choice, and what the encoders refuse."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from sparklog.protocol import (API_VERSIONS, ALL_VERSIONS, ApiKey, ApiVersionsRequest, FetchableTopicResponse,
+                               FetchResponse, LocalProtocolError, MalformedRequest, MetadataRequest,
+                               PartitionData, ProduceRequest, RequestHeader, UnsupportedVersion,
+                               decode_request, decode_response, encode_api_versions_fallback, encode_request,
+                               encode_response, PartitionProduceData, TopicProduceData)
+from sparklog.protocol.headers import encode_request_header
+
+
+def test_advertised_table():
+    assert API_VERSIONS == {
+        ApiKey.PRODUCE: (3, 8), ApiKey.FETCH: (4, 11), ApiKey.LIST_OFFSETS: (1, 5), ApiKey.METADATA: (1, 8),
+        ApiKey.OFFSET_COMMIT: (2, 7), ApiKey.OFFSET_FETCH: (1, 5), ApiKey.FIND_COORDINATOR: (0, 2),
+        ApiKey.API_VERSIONS: (0, 4), ApiKey.CREATE_TOPICS: (0, 4), ApiKey.DELETE_TOPICS: (0, 3),
+        ApiKey.INIT_PRODUCER_ID: (0, 1)}
+    assert ALL_VERSIONS[ApiKey.JOIN_GROUP] == (0, 5) and ALL_VERSIONS[ApiKey.SYNC_GROUP] == (0, 3)
+    assert ALL_VERSIONS[ApiKey.HEARTBEAT] == (0, 3) and ALL_VERSIONS[ApiKey.LEAVE_GROUP] == (0, 3)
+
+
+def test_api_versions_fallback_bytes():
+    # an ApiVersions v5 request (a client newer than us): header v2 with tags, compact body
+    frame = encode_request_header(18, 5, 0x01020304, "new-client", True) + b"\x03py\x021\x00"
+    with pytest.raises(UnsupportedVersion) as info:
+        decode_request(frame)
+    assert (info.value.api_key, info.value.api_version, info.value.correlation_id) == (18, 5, 0x01020304)
+    assert encode_api_versions_fallback(info.value.correlation_id) == (
+        b"\x00\x00\x00\x10"  # size: 16 bytes follow
+        b"\x01\x02\x03\x04"  # response header v0: correlation id, no tagged fields
+        b"\x00\x23"  # error_code 35 UNSUPPORTED_VERSION
+        b"\x00\x00\x00\x01"  # api_keys: int32 count 1 (v0 format, not compact)
+        b"\x00\x12\x00\x00\x00\x04")  # ApiVersions: min 0, max 4
+
+
+def test_fallback_decodes_in_clients_as_v0():
+    from kafka.protocol.metadata import ApiVersionsResponse as Theirs
+    frame = encode_api_versions_fallback(7)
+    theirs = Theirs[3].decode(frame, header=True, framed=True)
+    assert theirs.header.correlation_id == 7 and theirs.error_code == 35
+    assert [(k.api_key, k.min_version, k.max_version) for k in theirs.api_keys] == [(18, 0, 4)]
+    correlation_id, body = decode_response(ApiKey.API_VERSIONS, 3, frame[4:])
+    assert correlation_id == 7 and body.error_code == 35 and body.api_keys[0].max_version == 4
+
+
+def test_unknown_api_key_is_unsupported():
+    with pytest.raises(UnsupportedVersion) as info:
+        decode_request(encode_request_header(999, 0, 5, None, False))
+    assert info.value.api_key == 999 and info.value.correlation_id == 5
+    with pytest.raises(UnsupportedVersion):  # Produce v2 is below our range
+        decode_request(encode_request_header(0, 2, 5, None, False) + b"\x00" * 20)
+
+
+class FakeFileSlice:
+    """Stands for storage.FileSlice: has a length, is written by the broker with os.sendfile."""
+
+    def __init__(self, length):
+        self.length = length
+
+    def __len__(self):
+        return self.length
+
+
+def test_fetch_response_with_records_object_counts_it_in_the_size():
+    records = FakeFileSlice(1_000_000)
+    body = FetchResponse(responses=[FetchableTopicResponse(topic="t", partitions=[
+        PartitionData(partition_index=0, high_watermark=10, records=records),
+        PartitionData(partition_index=1, high_watermark=3, records=b"small"),
+    ])])
+    chunks = encode_response(RequestHeader(ApiKey.FETCH, 10, 99), body)
+    assert len(chunks) == 3 and chunks[1] is records
+    total = sum(len(c) for c in chunks)
+    assert struct.unpack(">i", bytes(chunks[0][:4]))[0] == total - 4
+    # with the object's bytes in place, the frame decodes
+    frame = bytes(chunks[0]) + b"\x00" * len(records) + bytes(chunks[2])
+    correlation_id, decoded = decode_response(ApiKey.FETCH, 10, frame[4:])
+    assert correlation_id == 99
+    assert decoded.responses[0].partitions[0].records == b"\x00" * len(records)
+    assert decoded.responses[0].partitions[1].records == b"small"
+
+
+def test_large_bytes_records_are_not_copied():
+    big = memoryview(bytes(100_000))
+    body = FetchResponse(responses=[FetchableTopicResponse(topic="t", partitions=[
+        PartitionData(partition_index=0, records=big)])])
+    chunks = encode_response(RequestHeader(ApiKey.FETCH, 11, 1), body)
+    assert any(c is big for c in chunks)
+
+
+def test_produce_records_decode_as_views_of_the_frame():
+    body = ProduceRequest(acks=1, timeout_ms=5, topic_data=[TopicProduceData(name="t", partition_data=[
+        PartitionProduceData(index=0, records=b"R" * 12_000)])])
+    frame = memoryview(encode_request(ApiKey.PRODUCE, 7, 1, "c", body))[4:]
+    records = decode_request(frame).body.topic_data[0].partition_data[0].records
+    assert isinstance(records, memoryview) and records.obj is frame.obj and records == b"R" * 12_000
+
+
+def test_flexible_request_header_keeps_int16_client_id():
+    frame = encode_request(ApiKey.API_VERSIONS, 4, 3, "abc", ApiVersionsRequest())
+    assert frame[4:18] == b"\x00\x12\x00\x04\x00\x00\x00\x03\x00\x03abc\x00"
+    request = decode_request(frame[4:])
+    assert request.header.client_id == "abc" and request.header.flexible
+
+
+def test_encoders_refuse_misuse():
+    with pytest.raises(LocalProtocolError):  # wrong body class
+        encode_response(RequestHeader(ApiKey.METADATA, 8, 1), FetchResponse())
+    with pytest.raises(LocalProtocolError):  # topic_data is not nullable
+        encode_request(ApiKey.PRODUCE, 7, 1, None, ProduceRequest(topic_data=None))
+    with pytest.raises(LocalProtocolError):  # int16 out of range
+        encode_request(ApiKey.PRODUCE, 7, 1, None, ProduceRequest(acks=1 << 20))
+    with pytest.raises(LocalProtocolError):  # a version we do not serve
+        encode_request(ApiKey.METADATA, 9, 1, None, MetadataRequest())
+
+
+def test_metadata_null_topics_means_all():
+    frame = encode_request(ApiKey.METADATA, 1, 1, None, MetadataRequest(topics=None))
+    assert frame[-4:] == b"\xff\xff\xff\xff"
+    assert decode_request(frame[4:]).body.topics is None
+
+
+def test_malformed_request_carries_header():
+    frame = encode_request(ApiKey.METADATA, 4, 8, "c", MetadataRequest(topics=[]))[4:-3]
+    with pytest.raises(MalformedRequest) as info:
+        decode_request(frame)
+    assert info.value.header.correlation_id == 8
+
+
+def test_api_versions_error_response_is_encoded_as_v0():
+    from sparklog.protocol import ApiVersionsResponse
+    chunks = encode_response(RequestHeader(ApiKey.API_VERSIONS, 3, 2),
+                             ApiVersionsResponse(error_code=42, api_keys=[]))
+    assert b"".join(chunks) == b"\x00\x00\x00\x0a\x00\x00\x00\x02\x00\x2a\x00\x00\x00\x00"
