@@ -1,0 +1,53 @@
+"""The storage layer's exceptions; the broker maps each to one Kafka error code."""
+
+from __future__ import annotations
+
+from sparklog.storage.records import CorruptRecordError
+
+__all__ = [
+    "CorruptIndexError",
+    "CorruptRecordError",
+    "InvalidConfigError",
+    "InvalidTopicName",
+    "LogClosedError",
+    "OffsetOutOfRange",
+    "RecordBatchTooLarge",
+    "StorageError",
+]
+
+
+class StorageError(Exception):
+    """Base class of the errors raised by the storage layer (CorruptRecordError aside)."""
+
+
+class OffsetOutOfRange(StorageError):
+    """A read asked for an offset outside [log start offset, log end offset] (OFFSET_OUT_OF_RANGE, 1)."""
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int, name: str = "log"):
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        super().__init__(
+            f"offset {offset} is out of range for {name}: valid offsets are "
+            f"[{log_start_offset}, {log_end_offset}] (log start offset to log end offset)"
+        )
+
+
+class RecordBatchTooLarge(StorageError):
+    """A batch is larger than max.message.bytes (MESSAGE_TOO_LARGE, 10); nothing was appended."""
+
+
+class InvalidTopicName(StorageError, ValueError):
+    """A topic name breaks Kafka's rule [a-zA-Z0-9._-]{1,249}, not '.' or '..' (INVALID_TOPIC_EXCEPTION, 17)."""
+
+
+class InvalidConfigError(StorageError, ValueError):
+    """A log setting is unknown or has an illegal value (INVALID_CONFIG, 40)."""
+
+
+class CorruptIndexError(StorageError):
+    """An index file fails its sanity check; the caller rebuilds it from the log."""
+
+
+class LogClosedError(StorageError):
+    """The log was closed or deleted."""

@@ -1,0 +1,108 @@
+"""The thin file layer through which the log does all its I/O, so tests can swap in a crash simulator.
+
+Files are named by path and used through integer file descriptors (the FileSlice hands the descriptor to
+os.sendfile). Checkpoints are written as Kafka's CheckpointFile does: tmp file, fsync, rename, fsync dir.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+_OPEN_FLAGS = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+
+
+class Files:
+    """Plain OS files. Subclasses (tests/support/crashfs.py) override these methods to simulate crashes."""
+
+    def open(self, path: str, create: bool = False) -> int:
+        """Open for reading and positional writes; `create` makes the file if missing."""
+        return os.open(path, _OPEN_FLAGS | (os.O_CREAT if create else 0), 0o644)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def size(self, fd: int) -> int:
+        return os.fstat(fd).st_size
+
+    def pwrite(self, fd: int, data, position: int) -> None:
+        """Write all of `data` at `position` (loops over short writes)."""
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(fd, view, position)
+            view = view[written:]
+            position += written
+
+    def pread(self, fd: int, length: int, position: int) -> bytes:
+        """Up to `length` bytes at `position`; shorter only at the end of the file."""
+        data = os.pread(fd, length, position)
+        if len(data) == length or not data:
+            return data
+        parts = [data]
+        got = len(data)
+        while got < length:
+            more = os.pread(fd, length - got, position + got)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        return b"".join(parts)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def truncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def unlink(self, path: str) -> None:
+        os.unlink(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def rmtree(self, path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def fsync_dir(self, path: str) -> None:
+        """Make renames and creations in `path` durable."""
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def read_file(self, path: str) -> bytes | None:
+        """The whole file, or None if it does not exist."""
+        try:
+            fd = self.open(path)
+        except FileNotFoundError:
+            return None
+        try:
+            return self.pread(fd, self.size(fd), 0)
+        finally:
+            self.close(fd)
+
+    def write_atomically(self, path: str, data: bytes) -> None:
+        """Replace `path` with `data` so a crash leaves either the old or the new content (CheckpointFile)."""
+        tmp = path + ".tmp"
+        fd = self.open(tmp, create=True)
+        try:
+            self.truncate(fd, 0)
+            self.pwrite(fd, data, 0)
+            self.fsync(fd)
+        finally:
+            self.close(fd)
+        self.rename(tmp, path)
+        self.fsync_dir(os.path.dirname(path) or ".")
+
+
+OS_FILES = Files()

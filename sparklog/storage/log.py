@@ -1,0 +1,609 @@
+"""PartitionLog: one partition's log, a directory `<topic>-<partition>/` of segments (the paper's 3.1).
+
+Rule 1: appends take whole encoded batches, validate all of them before writing any, assign offsets in the
+headers and write them with one write; the log end offset (LEO) is the offset after the last append.
+Rule 2: readers see offsets below the high watermark (HW) only: the flushed offset by default, or the LEO
+with flush.visibility=appended. Readers never take the writer's lock: they use an immutable snapshot of
+the segment tuple, swapped (copy-on-write) on roll, retention and truncation.
+Rule 3: on open, the segments from the recovery point on are replayed and truncated after their valid
+prefix; the segments after the first truncation are deleted (Kafka's LogLoader).
+
+The log start offset is the base offset of the first segment (retention deletes whole segments only), so
+it needs no checkpoint file of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Callable, Iterator, Mapping, NamedTuple
+
+from sparklog.storage.config import INT32_MAX, VISIBILITY_APPENDED, LogConfig
+from sparklog.storage.errors import LogClosedError, OffsetOutOfRange, RecordBatchTooLarge
+from sparklog.storage.files import OS_FILES, Files
+from sparklog.storage.flusher import Flusher, default_flusher
+from sparklog.storage.records import (
+    HEADER_SIZE,
+    BatchHeader,
+    CorruptRecordError,
+    peek_size,
+    set_base_offset,
+    validate_batch,
+)
+from sparklog.storage.segment import (
+    DELETED_SUFFIX,
+    BatchEntry,
+    LogSegment,
+    TimestampOffset,
+    parse_segment_file_name,
+)
+from sparklog.storage.topic_names import parse_partition_dir
+
+logger = logging.getLogger(__name__)
+
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"  # Kafka's name; here one per partition directory
+CHECKPOINT_VERSION = 0  # Kafka's OffsetCheckpointFile version
+TMP_SUFFIX = ".tmp"
+DEFAULT_READ_BYTES = 1024 * 1024  # iter_slices' chunk: Kafka's default max.partition.fetch.bytes
+
+HighWatermarkListener = Callable[["PartitionLog", int], None]
+
+
+class FileSlice:
+    """A byte range of one segment file: what a fetch sends with os.sendfile(sock, fileno(), position, length).
+
+    It stays usable after the segment is deleted by retention for file.delete.delay.ms (the file is only
+    renamed to `.deleted` until then); after that, or after the log is closed, fileno() raises.
+    """
+
+    __slots__ = ("path", "position", "length", "_segment")
+
+    def __init__(self, segment: LogSegment, position: int, length: int):
+        self.path = segment.path
+        self.position = position
+        self.length = length
+        self._segment = segment
+
+    def fileno(self) -> int:
+        if self._segment.closed:
+            raise LogClosedError(f"the segment file {self.path} was closed")
+        return self._segment.fd
+
+    def read_bytes(self) -> bytes:
+        if not self.length:
+            return b""
+        return OS_FILES.pread(self.fileno(), self.length, self.position)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __repr__(self) -> str:
+        return f"FileSlice({self.path!r}, position={self.position}, length={self.length})"
+
+
+class _Visible(NamedTuple):
+    """The high watermark and where it is in the files (always a batch boundary)."""
+
+    offset: int
+    segment_base: int
+    position: int
+
+
+@dataclass(frozen=True)
+class LogStatistics:
+    name: str
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    recovery_point: int
+    segments: int
+    size_bytes: int
+    unflushed_messages: int
+    appends: int
+    appended_bytes: int
+    flushes: int
+    rolls: int
+    deleted_segments: int
+
+
+class PartitionLog:
+    """The log of one partition. Thread-safe: one writer lock for appends, readers lock-free.
+
+    Locks: `_flush_lock` (taken first) serializes flush, retention, truncation and close; `_lock` guards the
+    append path and the small state swaps. fsync runs outside `_lock`, so appends continue during a flush.
+    """
+
+    def __init__(self, directory: str, topic: str, partition: int, config: LogConfig,
+                 files: Files, flusher: Flusher, clock: Callable[[], int]):
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.name = f"{topic}-{partition}"
+        self.config = config
+        self.flush_ms = config.flush_ms
+        self._files = files
+        self._flusher = flusher
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._flush_lock = threading.RLock()
+        self._segments: tuple[LogSegment, ...] = ()
+        self._bases: tuple[int, ...] = ()
+        self._leo = 0
+        self._hw = _Visible(0, 0, 0)
+        self._recovery_point = 0
+        self._unflushed_messages = 0
+        self._first_unflushed_at: float | None = None
+        self._listeners: tuple[HighWatermarkListener, ...] = ()
+        self._closed = False
+        self._checkpoint_stale = True  # the file on disk may not say self._recovery_point
+        self._counters = dict(appends=0, appended_bytes=0, flushes=0, rolls=0, deleted_segments=0)
+
+    # -- opening ----------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: str, config: LogConfig | Mapping | None = None, *, files: Files | None = None,
+             flusher: Flusher | None = None, clock: Callable[[], int] | None = None) -> "PartitionLog":
+        """Open (or create) the log in `directory`, which must be named `<topic>-<partition>`, and recover it.
+
+        `clock` returns wall-clock milliseconds (for segment.ms and retention.ms); flush timing is monotonic.
+        """
+        topic, partition = parse_partition_dir(os.path.basename(os.path.normpath(directory)))
+        if not isinstance(config, LogConfig):
+            config = LogConfig.from_dict(config)
+        files = files or OS_FILES
+        files.makedirs(directory)
+        log = cls(directory, topic, partition, config, files, flusher or default_flusher(),
+                  clock or _wall_clock_ms)
+        log._load()
+        log._flusher.register(log)
+        return log
+
+    def _load(self) -> None:
+        bases = self._scan_directory()
+        recovery_point = self._read_recovery_point()
+        segments: list[LogSegment] = []
+        now = self._clock()
+        for i, base in enumerate(bases):
+            if segments and base != segments[-1].next_offset:  # the previous segment lost its tail
+                logger.warning("%s: segment %d does not follow offset %d; deleting it and %d later segment(s)",
+                               self.name, base, segments[-1].next_offset, len(bases) - i - 1)
+                self._delete_segment_files(bases[i:])
+                break
+            segment = LogSegment(self.directory, base, self.config, self._files, now)
+            prefix = self._load_segment(segment, recovery_point)
+            segments.append(segment)
+            if not prefix.clean:
+                logger.warning("%s: segment %d truncated at byte %d (%s); deleting %d later segment(s)",
+                               self.name, base, prefix.truncate_at, prefix.stop.value, len(bases) - i - 1)
+                self._delete_segment_files(bases[i + 1:])
+                break
+        if not segments:
+            segments.append(LogSegment(self.directory, recovery_point, self.config, self._files, now))
+        self._set_segments(tuple(segments))
+        active = segments[-1]
+        self._leo = active.next_offset
+        self._recovery_point = min(recovery_point, self._leo)
+        self._checkpoint_stale = True
+        self.flush()  # makes whatever recovery kept durable, and rewrites the checkpoint if it moved
+        self._hw = _Visible(self._leo, active.base_offset, active.size)
+
+    def _load_segment(self, segment: LogSegment, recovery_point: int):
+        """Kafka's LogLoader rule: replay fully every segment that may hold offsets at or past the recovery point."""
+        if segment.base_offset > recovery_point:
+            return segment.recover()
+        prefix = segment.load()  # cheap: trusts the index and replays only the tail
+        if segment.next_offset > recovery_point:  # holds bytes that were never fsynced: replay it all
+            prefix = segment.recover()
+        return prefix
+
+    def _scan_directory(self) -> list[int]:
+        names = self._files.listdir(self.directory)
+        logs = set()
+        for name in names:
+            if name.endswith(DELETED_SUFFIX) or name.endswith(TMP_SUFFIX):
+                self._files.unlink(os.path.join(self.directory, name))  # leftovers of a previous run
+            parsed = parse_segment_file_name(name)
+            if parsed and parsed[1] == ".log":
+                logs.add(parsed[0])
+        for name in names:  # an index without its log is an orphan
+            parsed = parse_segment_file_name(name)
+            if parsed and parsed[0] not in logs:
+                self._files.unlink(os.path.join(self.directory, name))
+        return sorted(logs)
+
+    def _delete_segment_files(self, bases) -> None:
+        for base in bases:
+            segment = LogSegment(self.directory, base, self.config, self._files, 0)
+            segment.delete_files()
+
+    # -- the recovery point checkpoint (Kafka's OffsetCheckpointFile format) --------------------------
+
+    def _checkpoint_path(self) -> str:
+        return os.path.join(self.directory, RECOVERY_POINT_FILE)
+
+    def _read_recovery_point(self) -> int:
+        """The checkpointed offset, or 0 (replay everything) if the file is missing or unreadable."""
+        data = self._files.read_file(self._checkpoint_path())
+        if data is None:
+            return 0
+        try:
+            version, count, entry = data.decode("ascii").splitlines()
+            topic, partition, offset = entry.split(" ")
+            if int(version) != CHECKPOINT_VERSION or int(count) != 1 or (topic, int(partition)) != (
+                self.topic, self.partition
+            ):
+                raise ValueError(entry)
+            return max(0, int(offset))
+        except (ValueError, UnicodeDecodeError):
+            logger.warning("%s: unreadable %s; replaying every segment", self.name, RECOVERY_POINT_FILE)
+            return 0
+
+    def _write_recovery_point(self, offset: int) -> None:
+        text = f"{CHECKPOINT_VERSION}\n1\n{self.topic} {self.partition} {offset}\n"
+        self._files.write_atomically(self._checkpoint_path(), text.encode("ascii"))
+
+    # -- appending --------------------------------------------------------------------------------
+
+    def append(self, batches) -> int:
+        """Append one or more whole v2 batches (a producer's record set); return the first batch's base offset.
+
+        All batches are validated (size against max.message.bytes, magic, CRC-32C) before any byte is
+        written: on RecordBatchTooLarge or CorruptRecordError nothing is appended.
+        """
+        view = memoryview(batches)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        headers, offset_count = self._validate(view)
+        data = bytearray(view)
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(f"{self.name} is closed")
+            segment = self._maybe_roll(len(data), offset_count)
+            first = offset = self._leo
+            entries, messages = [], 0
+            for position, header in headers:
+                set_base_offset(data, offset, position)
+                next_offset = offset + header.last_offset_delta + 1
+                entries.append(BatchEntry(position, offset, next_offset, header.max_timestamp, header.size))
+                messages += header.record_count
+                offset = next_offset
+            segment.append(data, entries)
+            self._leo = offset
+            self._unflushed_messages += messages
+            if self._first_unflushed_at is None:
+                self._first_unflushed_at = time.monotonic()
+            self._counters["appends"] += 1
+            self._counters["appended_bytes"] += len(data)
+            moved = self.config.flush_visibility == VISIBILITY_APPENDED and self._advance_hw(
+                _Visible(offset, segment.base_offset, segment.size))
+        if moved:
+            self._notify(offset)
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()  # Kafka's flush.messages: synchronously, in the appending thread
+        return first
+
+    def _validate(self, view: memoryview) -> tuple[list[tuple[int, BatchHeader]], int]:
+        headers, position, offsets, total = [], 0, 0, len(view)
+        limit = self.config.max_message_bytes
+        while position < total:
+            if total - position < HEADER_SIZE:
+                raise CorruptRecordError(f"{total - position} trailing bytes are not a whole batch")
+            size = peek_size(view, position)
+            if size > limit:
+                raise RecordBatchTooLarge(f"batch of {size} bytes exceeds max.message.bytes={limit}")
+            if size < HEADER_SIZE or size > total - position:
+                raise CorruptRecordError(f"batch length {size} at byte {position} does not fit the {total} bytes")
+            header = validate_batch(view[position:position + size])
+            headers.append((position, header))
+            offsets += header.last_offset_delta + 1
+            position += size
+        if not headers:
+            raise CorruptRecordError("empty record set")
+        return headers, offsets
+
+    def _maybe_roll(self, size: int, offset_count: int) -> LogSegment:
+        segment = self._segments[-1]
+        if segment.size and (
+            segment.size + size > self.config.segment_bytes
+            or self._clock() - segment.created_ms >= self.config.segment_ms
+            or segment.index.is_full
+            or segment.time_index.is_full
+            or self._leo + offset_count - 1 - segment.base_offset > INT32_MAX
+        ):
+            segment = self._roll_locked()
+        return segment
+
+    def roll(self) -> None:
+        """Start a new active segment now (a no-op when the active segment is empty)."""
+        with self._lock:
+            if self._segments[-1].size:
+                self._roll_locked()
+
+    def _roll_locked(self) -> LogSegment:
+        old = self._segments[-1]
+        old.seal_time_index()
+        segment = LogSegment(self.directory, self._leo, self.config, self._files, self._clock())
+        self._set_segments(self._segments + (segment,))
+        self._counters["rolls"] += 1
+        return segment
+
+    def _set_segments(self, segments: tuple[LogSegment, ...]) -> None:
+        self._segments = segments
+        self._bases = tuple(s.base_offset for s in segments)
+
+    # -- flushing and the high watermark ---------------------------------------------------------
+
+    def flush_due(self, now: float) -> bool:
+        """For the Flusher: is the oldest unflushed append at least flush.ms old?"""
+        first = self._first_unflushed_at
+        return first is not None and (now - first) * 1000 >= self.flush_ms
+
+    def flush(self) -> None:
+        """fsync everything appended so far, checkpoint the recovery point, and move the HW there."""
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    return
+                active = self._segments[-1]
+                visible = _Visible(self._leo, active.base_offset, active.size)
+                dirty = [s for s in self._segments if s.needs_flush]
+                for segment in dirty:
+                    segment.seal_time_index()
+                self._unflushed_messages = 0
+                self._first_unflushed_at = None
+            for segment in dirty:
+                segment.flush()
+            if visible.offset != self._recovery_point or self._checkpoint_stale:
+                self._write_recovery_point(visible.offset)
+                self._recovery_point = visible.offset
+                self._checkpoint_stale = False
+            with self._lock:
+                self._counters["flushes"] += 1
+                moved = self._advance_hw(visible)
+        if moved:
+            self._notify(visible.offset)
+
+    def _advance_hw(self, visible: _Visible) -> bool:
+        if visible.offset > self._hw.offset:
+            self._hw = visible
+            return True
+        return False
+
+    def add_high_watermark_listener(self, listener: HighWatermarkListener) -> None:
+        """`listener(log, new_hw)` is called from whichever thread moves the HW; keep it short."""
+        with self._lock:
+            self._listeners = self._listeners + (listener,)
+
+    def remove_high_watermark_listener(self, listener: HighWatermarkListener) -> None:
+        with self._lock:
+            self._listeners = tuple(fn for fn in self._listeners if fn is not listener)
+
+    def _notify(self, high_watermark: int) -> None:
+        for listener in self._listeners:
+            try:
+                listener(self, high_watermark)
+            except Exception:
+                logger.exception("%s: high watermark listener failed", self.name)
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> FileSlice:
+        """The bytes from the batch holding `offset`, up to `max_bytes` (on a batch boundary) and the HW.
+
+        At least one whole batch is returned when one is visible, even if larger than max_bytes (KIP-74).
+        `max_offset` (exclusive) caps further: only batches whose last offset is below it are included.
+        `offset` at or past the HW (up to the LEO) gives an empty slice; outside [log start, LEO] raises
+        OffsetOutOfRange. One read never spans two segments.
+        """
+        segments, bases, hw = self._segments, self._bases, self._hw
+        if self._closed:
+            raise LogClosedError(f"{self.name} is closed")
+        if offset < bases[0] or offset > self._leo:
+            raise OffsetOutOfRange(offset, self.log_start_offset, self._leo, self.name)
+        limit = hw.offset if max_offset is None else min(hw.offset, max_offset)
+        for segment in segments[max(0, bisect_right(bases, offset) - 1):]:
+            if offset >= limit or segment.base_offset >= limit:
+                break
+            end = self._visible_end(segment, hw, limit)
+            position = segment.find_batch(offset, end)
+            if position is not None:
+                return FileSlice(segment, position, self._slice_end(segment, position, end, max_bytes) - position)
+        return FileSlice(segments[-1], 0, 0)
+
+    @staticmethod
+    def _visible_end(segment: LogSegment, hw: _Visible, limit: int) -> int:
+        if segment.base_offset > hw.segment_base:
+            return 0
+        end = hw.position if segment.base_offset == hw.segment_base else segment.size
+        if limit < hw.offset and limit < segment.next_offset:
+            capped = segment.find_batch(limit, end)  # the batch holding `limit` is excluded
+            end = end if capped is None else capped
+        return end
+
+    @staticmethod
+    def _slice_end(segment: LogSegment, position: int, end: int, max_bytes: int) -> int:
+        if position + max_bytes >= end:
+            return end
+        boundary = segment.boundary_at_or_below(position, position + max_bytes)
+        if boundary == position:  # KIP-74: one whole batch even when it is larger than max_bytes
+            boundary = position + segment.batch_size_at(position)
+        return boundary
+
+    def iter_slices(self, offset: int | None = None, max_bytes: int = DEFAULT_READ_BYTES) -> Iterator[FileSlice]:
+        """Every visible batch from `offset` (default: the log start) to the HW, as consecutive slices."""
+        offset = self.log_start_offset if offset is None else offset
+        while offset < self.high_watermark:
+            piece = self.read(offset, max_bytes)
+            if not piece.length:
+                return
+            yield piece
+            offset = self._offset_after(piece)
+
+    @staticmethod
+    def _offset_after(piece: FileSlice) -> int:
+        segment, end = piece._segment, piece.position + piece.length
+        next_offset = segment.next_offset  # read before size: append sets size first, then next_offset
+        if end < segment.size:
+            return segment.read_header(end).base_offset
+        return next_offset
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """The first visible batch whose max timestamp is >= `timestamp` (batch granularity), or None."""
+        segments, hw = self._segments, self._hw
+        for segment in segments:
+            if segment.base_offset >= hw.offset:
+                break
+            if segment.max_timestamp >= timestamp:
+                found = segment.find_timestamp(timestamp, self._visible_end(segment, hw, hw.offset))
+                if found is not None:
+                    return found
+        return None
+
+    # -- retention, truncation, lifecycle --------------------------------------------------------
+
+    def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Delete the oldest whole segments past retention.ms or beyond retention.bytes; return how many.
+
+        Never the active segment, nor one holding offsets at or above the HW. A segment's age is that of
+        its largest timestamp (the design notes' rule).
+        """
+        now = self._clock() if now_ms is None else now_ms
+        with self._flush_lock, self._lock:
+            doomed = self._retention_victims(now)
+            if doomed:
+                self._set_segments(self._segments[len(doomed):])
+                self._retire_locked(doomed)
+        self._schedule_deletes(doomed)
+        return len(doomed)
+
+    def _retention_victims(self, now: int) -> list[LogSegment]:
+        retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
+        excess = sum(s.size for s in self._segments) - retention_bytes
+        victims = []
+        for segment in self._segments[:-1]:
+            if segment.next_offset > self._hw.offset:
+                break
+            by_time = retention_ms >= 0 and now - segment.max_timestamp > retention_ms
+            by_size = retention_bytes >= 0 and excess - segment.size >= 0
+            if not (by_time or by_size):
+                break
+            victims.append(segment)
+            excess -= segment.size
+        return victims
+
+    def _retire_locked(self, segments: list[LogSegment]) -> None:
+        """Rename to `.deleted` at once (a new segment may reuse the name); see _schedule_deletes."""
+        for segment in segments:
+            segment.rename_deleted()
+        self._counters["deleted_segments"] += len(segments)
+
+    def _schedule_deletes(self, segments: list[LogSegment]) -> None:
+        """Remove the files after file.delete.delay.ms, so that slices already handed out stay readable."""
+        delay_ms = self.config.file_delete_delay_ms
+        for segment in segments:
+            if delay_ms == 0:
+                segment.delete_files()
+            else:
+                self._flusher.call_later(delay_ms / 1000, segment.delete_files)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch whose last offset is >= `offset` (for a follower's log divergence).
+
+        A batch straddling `offset` is removed whole, so the LEO may end up below `offset`. Below the log
+        start, the log is emptied and restarts at `offset` (Kafka's truncateFullyAndStartAt).
+        """
+        with self._flush_lock:
+            with self._lock:
+                if offset >= self._leo:
+                    return
+                doomed = self._truncate_locked(offset)
+            self._schedule_deletes(doomed)
+            self.flush()  # fsyncs the truncated segment and rewrites the checkpoint
+
+    def _truncate_locked(self, offset: int) -> list[LogSegment]:
+        segments = self._segments
+        if offset <= segments[0].base_offset:
+            doomed = list(segments)
+            self._retire_locked(doomed)  # first: the fresh segment may reuse a doomed one's name
+            keep = (LogSegment(self.directory, offset, self.config, self._files, self._clock()),)
+        else:
+            keep = tuple(s for s in segments if s.base_offset < offset)
+            doomed = [s for s in segments if s.base_offset >= offset]
+            self._retire_locked(doomed)
+            keep[-1].truncate_to_offset(offset)
+        self._set_segments(keep)
+        active = keep[-1]
+        self._leo = active.next_offset
+        if self._hw.offset > self._leo:
+            self._hw = _Visible(self._leo, active.base_offset, active.size)
+        self._recovery_point = min(self._recovery_point, self._leo)
+        self._checkpoint_stale = True
+        return doomed
+
+    def close(self) -> None:
+        """Flush (writing the recovery point, so the next open skips the replay) and close the files."""
+        if self._closed:
+            return
+        self._flusher.unregister(self)
+        self.flush()
+        with self._flush_lock, self._lock:
+            self._closed = True
+            for segment in self._segments:
+                segment.close()
+
+    def delete(self) -> None:
+        """Close without flushing and remove the directory with everything in it."""
+        self._flusher.unregister(self)
+        with self._flush_lock, self._lock:
+            self._closed = True
+            for segment in self._segments:
+                segment.close()
+        self._files.rmtree(self.directory)
+
+    # -- properties -------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._bases[0]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw.offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._segments
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def statistics(self) -> LogStatistics:
+        segments = self._segments
+        return LogStatistics(
+            self.name, segments[0].base_offset, self._leo, self._hw.offset, self._recovery_point,
+            len(segments), sum(s.size for s in segments), self._unflushed_messages, **self._counters,
+        )
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.directory!r}, start={self.log_start_offset}, hw={self.high_watermark}, leo={self._leo})"
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,256 @@
+"""LogSegment: one `.log` file of whole batches plus its `.index` and `.timeindex`.
+
+A segment is named by its base offset, zero-padded to 20 digits (`00000000000000000000.log`); every batch in
+it has a base offset >= that base offset and a last offset < base offset + 2**31 (the index stores int32
+relative offsets). Batches are stored exactly as the producer encoded them, with only baseOffset (and the
+partition leader epoch) rewritten, so a fetch can send the file's bytes as they are.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+from sparklog.storage.config import LogConfig
+from sparklog.storage.errors import CorruptIndexError
+from sparklog.storage.files import Files
+from sparklog.storage.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
+from sparklog.storage.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header, peek_size
+from sparklog.storage.recovery import ValidPrefix, replay
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+OFFSET_DIGITS = 20  # Kafka's file-name width: every int64 offset fits
+
+
+class TimestampOffset(NamedTuple):
+    """The answer to a lookup by time: the first batch whose max timestamp is >= the target."""
+
+    timestamp: int  # that batch's max timestamp
+    offset: int  # that batch's base offset
+
+
+class BatchEntry(NamedTuple):
+    """What the log tells a segment about each appended batch (offsets already assigned)."""
+
+    position: int  # within the appended bytes
+    base_offset: int
+    next_offset: int
+    max_timestamp: int
+    size: int
+
+
+def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
+    return f"{base_offset:0{OFFSET_DIGITS}d}{suffix}"
+
+
+def parse_segment_file_name(name: str) -> tuple[int, str] | None:
+    """(base offset, suffix) for a segment file name, or None for any other file."""
+    stem, dot, ext = name.partition(".")
+    if len(stem) != OFFSET_DIGITS or not stem.isdigit() or "." + ext not in SEGMENT_SUFFIXES:
+        return None
+    return int(stem), "." + ext
+
+
+class LogSegment:
+    """One segment of a partition log.
+
+    Invariants: `size` is the length of the valid prefix of the .log file (recovery truncates anything
+    after it); `next_offset` is the offset after its last batch; index entries point at batch starts below
+    `size`. Only the log's writer (holding the log's lock) appends or truncates; readers in any thread call
+    `find_batch`, `boundary_at_or_below` and `find_timestamp`, which only pread the file and read the
+    in-memory indexes. The indexes are not checksummed: they are rebuilt from the log after a crash.
+    """
+
+    def __init__(self, directory: str, base_offset: int, config: LogConfig, files: Files, created_ms: int):
+        self.base_offset = base_offset
+        self.directory = directory
+        self.path = os.path.join(directory, segment_file_name(base_offset))
+        self._files = files
+        self._interval = config.index_interval_bytes
+        self.fd = files.open(self.path, create=True)
+        self.index = OffsetIndex(
+            os.path.join(directory, segment_file_name(base_offset, INDEX_SUFFIX)),
+            base_offset, files, max(1, config.segment_index_bytes // OFFSET_ENTRY.size),
+        )
+        self.time_index = TimeIndex(
+            os.path.join(directory, segment_file_name(base_offset, TIME_INDEX_SUFFIX)),
+            base_offset, files, max(1, config.segment_index_bytes // TIME_ENTRY.size),
+        )
+        self.created_ms = created_ms
+        self.closed = False
+        self._reset(0)
+
+    def _reset(self, flushed_size: int) -> None:
+        self.size = 0
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self._offset_of_max_timestamp = self.base_offset
+        self._bytes_since_index = 0
+        self.flushed_size = flushed_size
+
+    # -- writing (under the log's lock) ----------------------------------------------------------
+
+    def append(self, data, batches: list[BatchEntry]) -> None:
+        """Write `data` (whole batches, offsets assigned) at the end with one write, then index them."""
+        start = self.size
+        self._files.pwrite(self.fd, data, start)
+        for entry in batches:
+            self._track(entry.base_offset, entry.max_timestamp, start + entry.position, entry.size)
+        self.size = start + len(data)
+        self.next_offset = batches[-1].next_offset
+
+    def _track(self, base_offset: int, max_timestamp: int, position: int, size: int) -> None:
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self._offset_of_max_timestamp = base_offset
+        if self._bytes_since_index > self._interval:  # Kafka's rule: strictly more than the interval
+            self.index.append(base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self._offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+
+    def seal_time_index(self) -> None:
+        """Make the time index's last entry carry the segment's max timestamp (at flush, roll and close)."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self._offset_of_max_timestamp)
+
+    @property
+    def needs_flush(self) -> bool:
+        return self.flushed_size < self.size or len(self.index) > self.index._file_entries or (
+            len(self.time_index) > self.time_index._file_entries
+        )
+
+    def flush(self) -> None:
+        """fsync the log, then write and fsync the indexes, so no index entry on disk points at lost bytes."""
+        size = self.size
+        self._files.fsync(self.fd)
+        self.index.flush()
+        self.time_index.flush()
+        self.flushed_size = max(self.flushed_size, size)
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Drop every batch whose last offset is >= `offset` (a straddling batch goes whole), then reindex."""
+        position = self.find_batch(offset, self.size)
+        if position is not None:
+            self._files.truncate(self.fd, position)
+            self.recover()
+
+    # -- loading and recovery ----------------------------------------------------------------------
+
+    def recover(self) -> ValidPrefix:
+        """Rebuild the indexes from a full replay and truncate the file after its valid prefix."""
+        self.index.clear()
+        self.time_index.clear()
+        self._reset(0)
+        file_size = self._files.size(self.fd)
+        prefix = replay(self._read_at, file_size, self.base_offset, 0, None, self._on_replayed)
+        if prefix.truncate_at < file_size:
+            self._files.truncate(self.fd, prefix.truncate_at)
+        self.size = prefix.truncate_at
+        self.next_offset = prefix.next_offset
+        self.seal_time_index()
+        return prefix
+
+    def load(self) -> ValidPrefix:
+        """Trust the index files and replay only the tail after the last offset index entry.
+
+        A corrupt or missing index, or a tail that does not replay cleanly, falls back to `recover()`.
+        """
+        file_size = self._files.size(self.fd)
+        try:
+            self.index.load()
+            self.time_index.load()
+            self.index.check_against(max(file_size, 1))
+        except CorruptIndexError:
+            return self.recover()
+        if file_size and not len(self.time_index):  # missing, or every timestamp -1: derive it from the log
+            return self.recover()
+        offset, position = self.index.last_entry()  # no entries (a missing index): replay it all
+        self._reset(file_size)
+        self.max_timestamp, self._offset_of_max_timestamp = self.time_index.last_entry()
+        prefix = replay(self._read_at, file_size, self.base_offset, position, offset, self._on_replayed)
+        if not prefix.clean or (position > 0 and prefix.batches == 0):
+            return self.recover()
+        self.size, self.next_offset = prefix.truncate_at, prefix.next_offset
+        try:
+            self.time_index.check_against(self.next_offset)
+        except CorruptIndexError:
+            return self.recover()
+        self.seal_time_index()
+        return prefix
+
+    def _on_replayed(self, header: BatchHeader, position: int) -> None:
+        self._track(header.base_offset, header.max_timestamp, position, header.size)
+
+    def _read_at(self, position: int, length: int) -> bytes:
+        return self._files.pread(self.fd, length, position)
+
+    # -- reading (any thread) ------------------------------------------------------------------------
+
+    def read_header(self, position: int) -> BatchHeader:
+        return parse_header(os.pread(self.fd, HEADER_SIZE, position))
+
+    def batch_size_at(self, position: int) -> int:
+        return peek_size(os.pread(self.fd, LOG_OVERHEAD, position))
+
+    def find_batch(self, offset: int, limit: int) -> int | None:
+        """Position of the batch holding `offset` (its last offset >= `offset`) among the bytes below `limit`."""
+        _, position = self.index.lookup(offset)
+        while position < limit:
+            header = self.read_header(position)
+            if header.last_offset >= offset:
+                return position
+            position += header.size
+        return None
+
+    def boundary_at_or_below(self, start: int, limit: int) -> int:
+        """The last batch boundary in [start, limit]: an index lookup, then a short scan of length fields."""
+        _, position = self.index.lookup_position(limit)
+        position = max(position, start)
+        while True:
+            end = position + self.batch_size_at(position)
+            if end > limit:
+                return position
+            position = end
+
+    def find_timestamp(self, timestamp: int, limit: int) -> TimestampOffset | None:
+        """The first batch below `limit` whose max timestamp is >= `timestamp`."""
+        position = self.find_batch(self.time_index.lookup(timestamp), limit)
+        while position is not None and position < limit:
+            header = self.read_header(position)
+            if header.max_timestamp >= timestamp:
+                return TimestampOffset(header.max_timestamp, header.base_offset)
+            position += header.size
+        return None
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.index.close()
+            self.time_index.close()
+            self._files.close(self.fd)
+
+    def rename_deleted(self) -> None:
+        """Rename the three files to `*.deleted`; open descriptors (and FileSlices) keep working."""
+        new_path = self.path + DELETED_SUFFIX
+        self._files.rename(self.path, new_path)
+        self.path = new_path
+        self.index.rename(self.index.path + DELETED_SUFFIX)
+        self.time_index.rename(self.time_index.path + DELETED_SUFFIX)
+
+    def delete_files(self) -> None:
+        self.close()
+        for path in (self.path, self.index.path, self.time_index.path):
+            try:
+                self._files.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"

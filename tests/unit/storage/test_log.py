@@ -1,0 +1,372 @@
+import os
+import threading
+import time
+
+import pytest
+
+from support.storage_batches import BASE_TS, batch_offsets, make_batch, read_all
+from sparklog.storage import (
+    CorruptRecordError,
+    InvalidTopicName,
+    LogClosedError,
+    OffsetOutOfRange,
+    PartitionLog,
+    RecordBatchTooLarge,
+    TimestampOffset,
+)
+from sparklog.storage.records import iter_batches, iter_records
+
+NEVER = 10**12  # flush.ms that the background flusher never reaches in a test
+
+
+class Clock:
+    def __init__(self, now=BASE_TS):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def open_log(tmp_path, flusher, name="topic-0", **settings):
+    settings.setdefault("flush.ms", NEVER)
+    return PartitionLog.open(str(tmp_path / name), settings, flusher=flusher, clock=settings.pop("clock", None))
+
+
+def test_append_assigns_consecutive_offsets_and_read_returns_them(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    assert log.append(make_batch(3)) == 0
+    assert log.append(make_batch(2) + make_batch(4)) == 3
+    log.flush()
+    assert batch_offsets(read_all(log)) == [(0, 3), (3, 5), (5, 9)]
+    assert [r.offset for r in iter_records(read_all(log))] == list(range(9))
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (0, 9, 9)
+
+
+def test_append_accepts_memoryview_and_bytearray(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    assert log.append(memoryview(make_batch(2))) == 0
+    assert log.append(bytearray(make_batch(2))) == 2
+
+
+def test_reads_across_segment_rolls(tmp_path, flusher):
+    log = open_log(tmp_path, flusher, **{"segment.bytes": 600, "index.interval.bytes": 100})
+    for tag in range(40):
+        log.append(make_batch(2, 60, tag=tag))
+    log.flush()
+    assert len(log.segments) > 5
+    assert [s.base_offset for s in log.segments] == sorted({s.base_offset for s in log.segments})
+    for offset in range(0, 80):
+        piece = log.read(offset, 10_000)
+        first = next(iter_batches(piece.read_bytes()))
+        assert first.base_offset <= offset < first.next_offset
+    records = list(iter_records(read_all(log)))
+    assert [r.offset for r in records] == list(range(80))
+    assert records[79].value.startswith(b"39:1:")
+
+
+def test_read_stops_on_batch_boundary_and_returns_one_batch_beyond_max_bytes(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    batch = make_batch(5, 100)
+    for _ in range(10):
+        log.append(batch)
+    log.flush()
+    piece = log.read(0, len(batch) * 3 + 10)
+    assert piece.length == len(batch) * 3
+    tiny = log.read(12, 1)  # KIP-74: one whole batch although larger than max_bytes
+    assert tiny.length == len(batch)
+    assert batch_offsets(tiny.read_bytes()) == [(10, 15)]
+
+
+def test_offsets_outside_the_log_raise_and_the_hw_reads_empty(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    log.append(make_batch(3))
+    with pytest.raises(OffsetOutOfRange, match=r"\[0, 3\]"):
+        log.read(4, 100)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(-1, 100)
+    assert log.read(0, 100).length == 0  # appended, not flushed: invisible
+    assert log.read(3, 100).length == 0  # at the LEO
+    log.flush()
+    assert log.read(3, 100).length == 0
+    assert log.read(0, 100).length > 0
+
+
+def test_max_offset_caps_the_read_at_batch_granularity(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    for _ in range(4):
+        log.append(make_batch(3))
+    log.flush()
+    assert batch_offsets(log.read(0, 10**6, max_offset=6).read_bytes()) == [(0, 3), (3, 6)]
+    assert batch_offsets(log.read(0, 10**6, max_offset=7).read_bytes()) == [(0, 3), (3, 6)]
+    assert log.read(6, 10**6, max_offset=7).length == 0
+
+
+def test_appended_visibility_exposes_at_once_and_flushed_waits(tmp_path, flusher):
+    eager = open_log(tmp_path, flusher, "eager-0", **{"flush.visibility": "appended"})
+    eager.append(make_batch(2))
+    assert eager.high_watermark == 2 and eager.read(0, 100).length > 0
+    lazy = open_log(tmp_path, flusher, "lazy-0")
+    lazy.append(make_batch(2))
+    assert lazy.high_watermark == 0
+
+
+def test_background_flusher_moves_hw_within_100ms_and_calls_listeners(tmp_path, flusher):
+    log = open_log(tmp_path, flusher, **{"flush.ms": 20})
+    seen = []
+    moved = threading.Event()
+    log.add_high_watermark_listener(lambda lg, hw: (seen.append(hw), moved.set()))
+    start = time.monotonic()
+    log.append(make_batch(4))
+    assert moved.wait(2)
+    assert time.monotonic() - start < 0.5  # ~100 ms target; generous for a loaded test machine
+    assert seen == [4] and log.high_watermark == 4 and log.recovery_point == 4
+
+
+def test_flush_messages_flushes_synchronously_in_append(tmp_path, flusher):
+    log = open_log(tmp_path, flusher, **{"flush.messages": 5})
+    log.append(make_batch(3))
+    assert log.high_watermark == 0
+    log.append(make_batch(3))
+    assert log.high_watermark == 6
+
+
+def test_removed_listener_is_not_called(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    calls = []
+
+    def listener(lg, hw):
+        calls.append(hw)
+
+    log.add_high_watermark_listener(listener)
+    log.append(make_batch(1))
+    log.flush()
+    log.remove_high_watermark_listener(listener)
+    log.append(make_batch(1))
+    log.flush()
+    assert calls == [1]
+
+
+def test_oversize_batch_is_refused_with_nothing_appended(tmp_path, flusher):
+    log = open_log(tmp_path, flusher, **{"max.message.bytes": 500})
+    small, big = make_batch(1, 10), make_batch(10, 100)
+    with pytest.raises(RecordBatchTooLarge, match="max.message.bytes=500"):
+        log.append(small + big)
+    assert (log.log_end_offset, log.size_bytes) == (0, 0)
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_bad_crc_is_refused_with_nothing_appended(tmp_path, flusher, where):
+    log = open_log(tmp_path, flusher)
+    good = make_batch(2)
+    bad = bytearray(make_batch(2))
+    bad[-1] ^= 0xFF
+    payload = bytes(bad) + good if where == "first" else good + bytes(bad)
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        log.append(payload)
+    assert (log.log_end_offset, log.size_bytes) == (0, 0)
+
+
+@pytest.mark.parametrize("payload", [b"", b"\x00" * 30, "truncated", "bad-magic"])
+def test_malformed_record_sets_are_refused(tmp_path, flusher, payload):
+    log = open_log(tmp_path, flusher)
+    if payload == "truncated":
+        payload = make_batch(2)[:-1]
+    elif payload == "bad-magic":
+        data = bytearray(make_batch(2))
+        data[16] = 1
+        payload = bytes(data)
+    with pytest.raises(CorruptRecordError):
+        log.append(payload)
+    assert log.log_end_offset == 0
+
+
+def test_offset_for_timestamp_finds_first_batch_at_or_after(tmp_path, flusher):
+    log = open_log(tmp_path, flusher, **{"segment.bytes": 400, "index.interval.bytes": 0})
+    for i in range(20):
+        log.append(make_batch(2, 30, timestamp=BASE_TS + 100 * i))
+    log.flush()
+    assert log.offset_for_timestamp(BASE_TS) == TimestampOffset(BASE_TS + 1, 0)
+    assert log.offset_for_timestamp(BASE_TS + 550) == TimestampOffset(BASE_TS + 601, 12)
+    assert log.offset_for_timestamp(BASE_TS + 1901) == TimestampOffset(BASE_TS + 1901, 38)
+    assert log.offset_for_timestamp(BASE_TS + 1902) is None
+    log.append(make_batch(1, timestamp=BASE_TS + 10_000))  # not flushed: not visible
+    assert log.offset_for_timestamp(BASE_TS + 5000) is None
+
+
+def test_segment_ms_rolls_by_injected_clock(tmp_path, flusher):
+    clock = Clock()
+    log = open_log(tmp_path, flusher, clock=clock, **{"segment.ms": 1000})
+    log.append(make_batch(1))
+    clock.now += 999
+    log.append(make_batch(1))
+    assert len(log.segments) == 1
+    clock.now += 1
+    log.append(make_batch(1))
+    assert [s.base_offset for s in log.segments] == [0, 2]
+
+
+def test_time_retention_deletes_old_segments_but_never_the_active_one(tmp_path, flusher):
+    clock = Clock()
+    log = open_log(tmp_path, flusher, clock=clock,
+                   **{"segment.bytes": 300, "retention.ms": 1000, "file.delete.delay.ms": 0})
+    for i in range(10):
+        log.append(make_batch(2, 50, timestamp=BASE_TS + 100 * i))
+    log.flush()
+    segments = len(log.segments)
+    assert log.enforce_retention(now_ms=BASE_TS + 500) == 0
+    deleted = log.enforce_retention(now_ms=BASE_TS + 1000 + 450)  # batches with max ts <= BASE_TS+449 expire
+    assert deleted >= 1 and len(log.segments) == segments - deleted
+    assert log.log_start_offset == log.segments[0].base_offset > 0
+    with pytest.raises(OffsetOutOfRange):
+        log.read(0, 100)
+    assert log.enforce_retention(now_ms=BASE_TS + 10**9) == segments - deleted - 1
+    assert len(log.segments) == 1 and log.log_end_offset == 20
+    assert sorted(os.listdir(log.directory)) == sorted(
+        [os.path.basename(log.segments[0].path), os.path.basename(log.segments[0].index.path),
+         os.path.basename(log.segments[0].time_index.path), "recovery-point-offset-checkpoint"])
+
+
+def test_retention_disabled_with_minus_one_and_never_past_the_hw(tmp_path, flusher):
+    log = open_log(tmp_path, flusher, **{"segment.bytes": 300, "retention.ms": -1})
+    for i in range(10):
+        log.append(make_batch(2, 50))
+    assert log.enforce_retention(now_ms=BASE_TS + 10**12) == 0
+    unflushed = open_log(tmp_path, flusher, "other-0", **{"segment.bytes": 300, "retention.ms": 1})
+    for i in range(10):
+        unflushed.append(make_batch(2, 50))
+    assert unflushed.enforce_retention(now_ms=BASE_TS + 10**12) == 0  # HW is 0: nothing deletable
+
+
+def test_size_retention_keeps_the_log_within_retention_bytes(tmp_path, flusher):
+    log = open_log(tmp_path, flusher, **{"segment.bytes": 300, "retention.bytes": 700,
+                                         "retention.ms": -1, "file.delete.delay.ms": 0})
+    for i in range(12):
+        log.append(make_batch(2, 50))
+    log.flush()
+    before = log.size_bytes
+    deleted = log.enforce_retention()
+    assert deleted > 0
+    # Kafka's rule: delete the oldest segment only while the rest still holds retention.bytes
+    assert log.size_bytes - log.segments[0].size < 700 <= log.size_bytes < before
+
+
+def test_deleted_segment_stays_readable_for_handed_out_slices(tmp_path, flusher):
+    log = open_log(tmp_path, flusher, **{"segment.bytes": 300, "retention.ms": 1, "file.delete.delay.ms": 200})
+    for i in range(6):
+        log.append(make_batch(2, 50, tag=i))
+    log.flush()
+    piece = log.read(0, 10_000)
+    expected = piece.read_bytes()
+    assert log.enforce_retention(now_ms=BASE_TS + 10**9) > 0
+    assert piece.path.endswith(".log")
+    assert os.path.exists(log.directory + "/00000000000000000000.log.deleted")
+    assert piece.read_bytes() == expected  # still readable: renamed, not closed
+    assert os.pread(piece.fileno(), 10, piece.position) == expected[:10]  # a real descriptor, for sendfile
+    deadline = time.monotonic() + 5
+    while os.path.exists(log.directory + "/00000000000000000000.log.deleted") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not os.path.exists(log.directory + "/00000000000000000000.log.deleted")
+    with pytest.raises(LogClosedError):
+        piece.fileno()
+
+
+def test_truncate_to_removes_the_tail_and_later_appends_continue(tmp_path, flusher):
+    log = open_log(tmp_path, flusher, **{"segment.bytes": 300, "file.delete.delay.ms": 0})
+    for i in range(10):
+        log.append(make_batch(2, 50, tag=i))
+    log.flush()
+    log.truncate_to(9)  # batch [8, 10) straddles 9: it goes whole
+    assert (log.log_end_offset, log.high_watermark) == (8, 8)
+    assert log.append(make_batch(2, 50, tag=99)) == 8
+    log.flush()
+    assert [r.offset for r in iter_records(read_all(log))] == list(range(10))
+    log.close()
+    reopened = PartitionLog.open(log.directory, {"segment.bytes": 300}, flusher=flusher)
+    assert reopened.log_end_offset == 10
+    assert list(iter_records(read_all(reopened)))[-1].value.startswith(b"99:1")
+
+
+def test_truncate_below_the_log_start_restarts_the_log_there(tmp_path, flusher):
+    log = open_log(tmp_path, flusher, **{"file.delete.delay.ms": 0})
+    log.append(make_batch(4))
+    log.flush()
+    log.truncate_to(0)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (0, 0, 0)
+    assert log.append(make_batch(1)) == 0
+
+
+def test_close_then_reopen_keeps_everything_and_skips_replay(tmp_path, flusher, monkeypatch):
+    log = open_log(tmp_path, flusher, **{"segment.bytes": 500})
+    for i in range(10):
+        log.append(make_batch(3, 40, tag=i))
+    log.close()
+    with pytest.raises(LogClosedError):
+        log.append(make_batch(1))
+    from sparklog.storage import segment as segment_module
+
+    recovered = []
+    original = segment_module.LogSegment.recover
+    monkeypatch.setattr(segment_module.LogSegment, "recover",
+                        lambda self: recovered.append(self.base_offset) or original(self))
+    reopened = open_log(tmp_path, flusher, **{"segment.bytes": 500})
+    assert recovered == []
+    assert (reopened.log_end_offset, reopened.high_watermark) == (30, 30)
+    assert [r.offset for r in iter_records(read_all(reopened))] == list(range(30))
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty", "odd-size", "garbage", "past-end"])
+@pytest.mark.parametrize("which", [".index", ".timeindex"])
+def test_missing_or_corrupt_index_is_rebuilt(tmp_path, flusher, damage, which):
+    settings = {"segment.bytes": 2000, "index.interval.bytes": 50}
+    log = open_log(tmp_path, flusher, **settings)
+    for i in range(30):
+        log.append(make_batch(2, 40, tag=i, timestamp=BASE_TS + i))
+    log.close()
+    path = os.path.join(log.directory, "00000000000000000000" + which)
+    good = open(path, "rb").read()
+    assert len(good) > 24
+    if damage == "missing":
+        os.unlink(path)
+    else:
+        bad = {"empty": b"", "odd-size": good[:-3], "garbage": os.urandom(len(good)),
+               "past-end": good[:-16] + b"\x00\x00\x00\x7f\x7f\xff\xff\xff" * 2}[damage]
+        open(path, "wb").write(bad)
+    reopened = open_log(tmp_path, flusher, **settings)
+    assert [r.offset for r in iter_records(read_all(reopened))] == list(range(60))
+    for offset in range(0, 60, 7):
+        assert next(iter_batches(reopened.read(offset, 1).read_bytes())).last_offset >= offset
+    assert reopened.offset_for_timestamp(BASE_TS + 20) == TimestampOffset(BASE_TS + 20, 38)
+    reopened.close()
+    assert open(path, "rb").read() == good
+
+
+@pytest.mark.parametrize("name", ["topic", "topic-x", "-1", "topic-01", "bad/name-0".replace("/", "$"), "..-0",
+                                  "a" * 250 + "-0", "topic-1-", "topic-+1"])
+def test_illegal_directory_names_are_refused(tmp_path, flusher, name):
+    with pytest.raises(InvalidTopicName):
+        PartitionLog.open(str(tmp_path / name), flusher=flusher)
+
+
+def test_topic_names_with_dashes_and_dots_are_fine(tmp_path, flusher):
+    log = PartitionLog.open(str(tmp_path / "my-topic.v2-12"), flusher=flusher)
+    assert (log.topic, log.partition) == ("my-topic.v2", 12)
+
+
+def test_statistics_count_appends_flushes_and_rolls(tmp_path, flusher):
+    log = open_log(tmp_path, flusher, **{"segment.bytes": 300})
+    for i in range(5):
+        log.append(make_batch(2, 50))
+    log.flush()
+    stats = log.statistics()
+    assert (stats.appends, stats.log_end_offset, stats.high_watermark) == (5, 10, 10)
+    assert stats.rolls == stats.segments - 1 > 0 and stats.size_bytes == log.size_bytes
+    assert stats.flushes >= 1 and stats.unflushed_messages == 0
+
+
+def test_delete_removes_the_directory(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    log.append(make_batch(2))
+    log.delete()
+    assert not os.path.exists(log.directory)
+    with pytest.raises(LogClosedError):
+        log.read(0, 10)
