@@ -1,0 +1,186 @@
+"""The broker process: wires config, storage, ZooKeeper, partitions, handlers and the server together.
+
+Startup order (Kafka's): connect to ZooKeeper and read the cluster id -> open the log manager (recovery
+runs here) -> bind the listeners -> register `/brokers/ids/<id>` (waiting out the ephemeral node of a
+killed predecessor with the same id) -> watch the registries and open the partitions this broker leads ->
+serve. Shutdown (SIGTERM, SIGINT, or `Broker.stop()`) runs it backwards: stop serving (listeners, then
+connections, then tasks), deregister, stop the watches, flush and close the logs, close ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+
+from sparklog.broker.config import BrokerConfig
+from sparklog.broker.dispatch import Dispatcher
+from sparklog.broker.handlers import BrokerState
+from sparklog.broker.partitions import PartitionManager
+from sparklog.broker.server import BrokerServer
+from sparklog.coordination import brokers as broker_registry
+from sparklog.coordination import cluster as cluster_registry
+from sparklog.coordination import connection as zk_connection
+
+log = logging.getLogger(__name__)
+
+# Threads that run blocking ZooKeeper calls for handlers (CreateTopics, OffsetCommit, InitProducerId ...).
+ZOOKEEPER_WORKERS = 4
+# A restarted broker waits this much longer than the session timeout for its predecessor's node to expire.
+REGISTRATION_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class BrokerStatistics:
+    broker_id: int
+    server: object
+    partitions: object
+    registration: object
+    dispatcher: object
+
+
+class Broker:
+    """One broker. `run()` blocks until stopped; everything it opened is closed when it returns."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.zk = None
+        self.logs = None
+        self.registration = None
+        self.partitions: PartitionManager | None = None
+        self.server: BrokerServer | None = None
+        self.dispatcher: Dispatcher | None = None
+        self.executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.address: tuple[str, int] | None = None
+
+    def statistics(self) -> BrokerStatistics:
+        return BrokerStatistics(
+            self.config.broker_id,
+            self.server.statistics() if self.server else None,
+            self.partitions.statistics() if self.partitions else None,
+            self.registration.statistics() if self.registration else None,
+            self.dispatcher.statistics() if self.dispatcher else None,
+        )
+
+    def run(self) -> None:
+        asyncio.run(self.serve())
+
+    async def serve(self) -> None:
+        """Start, serve until `stop()` or a signal, shut down; always releases what it opened."""
+        self.loop = asyncio.get_running_loop()
+        try:
+            await self.loop.run_in_executor(None, self._open_storage_and_zookeeper)
+            self._build_server()
+            await self.loop.run_in_executor(None, self._register_and_watch)
+            self._install_signal_handlers()
+            host, port = self.advertised
+            print(f"sparklog broker {self.config.broker_id} ready on {host}:{port}", flush=True)
+            await self.server.serve()
+        finally:
+            await self.loop.run_in_executor(None, self._close)
+
+    def stop(self) -> None:
+        """Thread-safe: ask the broker to shut down."""
+        if self.loop is not None and self.server is not None:
+            self.loop.call_soon_threadsafe(self.server.stop)
+
+    # -- startup ------------------------------------------------------------------------------------------
+
+    def _open_storage_and_zookeeper(self) -> None:
+        from sparklog.storage import LogConfig, LogManager
+
+        cfg = self.config
+        self.zk = zk_connection.connect(cfg.zookeeper_connect,
+                                        session_timeout=cfg.zookeeper_session_timeout_ms / 1000.0)
+        self.cluster_id = cluster_registry.get_or_create_cluster_id(self.zk)
+        self.logs = LogManager(list(cfg.log_dirs), LogConfig.from_dict(self._storage_defaults()),
+                               retention_check_interval_ms=cfg.log_retention_check_interval_ms)
+        if len(cfg.log_dirs) > 1:
+            # get_or_create looks in the emptiest dir only; find existing logs in the others first
+            self.logs.load_existing()
+        self.executor = concurrent.futures.ThreadPoolExecutor(ZOOKEEPER_WORKERS, thread_name_prefix="broker-zk")
+
+    def _storage_defaults(self) -> dict[str, str]:
+        from sparklog.storage.config import KEYS
+
+        unknown = set(self.config.log_defaults) - set(KEYS)
+        for key in sorted(unknown):
+            log.warning("log setting %s is not supported by the storage; ignored", key)
+        return {k: v for k, v in self.config.log_defaults.items() if k in KEYS}
+
+    def _build_server(self) -> None:
+        cfg = self.config
+        self.server = BrokerServer(
+            None,
+            max_connections=cfg.max_connections,
+            idle_timeout_s=cfg.connections_max_idle_ms / 1000.0 if cfg.connections_max_idle_ms > 0 else None,
+            send_buffer_bytes=cfg.socket_send_buffer_bytes,
+            receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
+        )
+        listener = cfg.listeners[0]
+        bound_host, bound_port = self.server.bind(listener.host or "0.0.0.0", listener.port)
+        advertised = cfg.advertised[0]
+        self.advertised = (advertised.host, advertised.port or bound_port)
+        self.address = (bound_host, bound_port)
+
+    def _register_and_watch(self) -> None:
+        cfg = self.config
+        host, port = self.advertised
+        self.registration = broker_registry.BrokerRegistration(
+            self.zk, cfg.broker_id, host, port, rack=cfg.rack, on_conflict=self._on_registration_conflict)
+        self.registration.register(wait=cfg.zookeeper_session_timeout_ms / 1000.0 + REGISTRATION_GRACE_S)
+        me = broker_registry.BrokerInfo(cfg.broker_id, host, port, cfg.rack, (f"PLAINTEXT://{host}:{port}",))
+        self.partitions = PartitionManager(self.zk, cfg.broker_id, self.logs, cfg.log_defaults, self_info=me)
+        state = BrokerState(
+            config=cfg, broker_id=cfg.broker_id, cluster_id=self.cluster_id, zk=self.zk, logs=self.logs,
+            partitions=self.partitions, executor=self.executor, loop=self.loop)
+        self.dispatcher = Dispatcher(state)
+        self.server.app = self.dispatcher
+        self.partitions.start()
+
+    def _on_registration_conflict(self, exc: Exception) -> None:
+        log.error("%s; shutting down", exc)
+        self.stop()
+
+    def _install_signal_handlers(self) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self.loop.add_signal_handler(signum, self.server.stop)
+            except (NotImplementedError, RuntimeError):  # not the main thread
+                pass
+
+    # -- shutdown -------------------------------------------------------------------------------------------
+
+    def _close(self) -> None:
+        steps = [
+            ("registration", lambda: self.registration and self.registration.close()),
+            ("partitions", lambda: self.partitions and self.partitions.close()),
+            ("dispatcher", lambda: self.dispatcher and self.dispatcher.close()),
+            ("executor", lambda: self.executor and self.executor.shutdown(wait=True, cancel_futures=True)),
+            ("logs", lambda: self.logs and self.logs.close()),
+            ("zookeeper", lambda: self.zk and zk_connection.close(self.zk)),
+        ]
+        for name, step in steps:
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - close the rest whatever one step does
+                log.exception("error closing %s", name)
+
+
+def main(config: BrokerConfig) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    broker = Broker(config)
+    try:
+        broker.run()
+    except broker_registry.BrokerIdInUse as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except zk_connection.ZooKeeperUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0

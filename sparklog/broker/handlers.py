@@ -1,0 +1,733 @@
+"""One function per Kafka API: `handle_x(request, state) -> response body`, with no socket access.
+
+Rule 1: a handler returns the response body, or None (Produce with acks=0), or a coroutine that resolves to
+one of those (a long-polling Fetch, anything that writes to ZooKeeper: those calls block, so they run on
+`state.executor` threads and the event loop never waits for ZooKeeper).
+Rule 2: what a client sends never raises out of a handler: every per-topic or per-partition problem becomes
+that entry's error code. An exception escaping a handler is a broker bug (the server closes the connection).
+
+Hot paths are per batch, not per record: Produce hands each partition's record set (a memoryview of the
+request frame) to one `PartitionLog.append`; Fetch returns `FileSlice`s that the server sends with
+`os.sendfile`. Neither touches ZooKeeper: they look the partition up in the current `MetadataSnapshot`.
+
+Group membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) is not implemented yet; those requests get
+GROUP_AUTHORIZATION_FAILED, which every client treats as fatal and reports with the group's name, so a
+consumer using `subscribe()` fails at once instead of retrying forever (use `assign()`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparklog.broker.config import BrokerConfig
+from sparklog.coordination import offsets as offset_registry
+from sparklog.coordination import paths as zk_paths
+from sparklog.coordination import topics as topic_registry
+from sparklog.coordination.producer_ids import ProducerIdAllocator
+from sparklog.protocol import errors
+from sparklog.protocol.api_keys import ApiKey
+from sparklog.protocol.api_versions import ApiVersionsResponse
+from sparklog.protocol.create_topics import CreatableTopicResult, CreateTopicsResponse
+from sparklog.protocol.delete_topics import DeletableTopicResult, DeleteTopicsResponse
+from sparklog.protocol.fetch import FetchableTopicResponse, FetchResponse, PartitionData
+from sparklog.protocol.find_coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, FindCoordinatorResponse
+from sparklog.protocol.groups import HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
+from sparklog.protocol.init_producer_id import InitProducerIdResponse
+from sparklog.protocol.list_offsets import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from sparklog.protocol.metadata import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from sparklog.protocol.offset_commit import (
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from sparklog.protocol.offset_fetch import (
+    OffsetFetchResponse,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
+from sparklog.protocol.produce import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
+from sparklog.protocol.registry import advertised_api_versions
+from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
+from sparklog.storage.config import LogConfig
+from sparklog.storage.errors import LogClosedError, OffsetOutOfRange, RecordBatchTooLarge, StorageError
+from sparklog.storage.records import CorruptRecordError
+from sparklog.storage.topic_names import validate_topic
+
+log = logging.getLogger(__name__)
+
+# Error codes, as plain ints for the hot paths.
+NONE = 0
+OFFSET_OUT_OF_RANGE = errors.OffsetOutOfRangeError.errno
+CORRUPT_MESSAGE = errors.CorruptMessageError.errno
+UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.errno
+LEADER_NOT_AVAILABLE = errors.LeaderNotAvailableError.errno
+NOT_LEADER_OR_FOLLOWER = errors.NotLeaderOrFollowerError.errno
+MESSAGE_TOO_LARGE = errors.MessageTooLargeError.errno
+COORDINATOR_NOT_AVAILABLE = errors.CoordinatorNotAvailableError.errno
+INVALID_TOPIC_EXCEPTION = errors.InvalidTopicError.errno
+INVALID_REQUIRED_ACKS = errors.InvalidRequiredAcksError.errno
+UNKNOWN_MEMBER_ID = errors.UnknownMemberIdError.errno
+INVALID_GROUP_ID = errors.InvalidGroupIdError.errno
+GROUP_AUTHORIZATION_FAILED = errors.GroupAuthorizationFailedError.errno
+TOPIC_ALREADY_EXISTS = errors.TopicAlreadyExistsError.errno
+INVALID_PARTITIONS = errors.InvalidPartitionsError.errno
+INVALID_REPLICATION_FACTOR = errors.InvalidReplicationFactorError.errno
+INVALID_REPLICA_ASSIGNMENT = errors.InvalidReplicaAssignmentError.errno
+INVALID_CONFIG = errors.InvalidConfigError.errno
+INVALID_REQUEST = errors.InvalidRequestError.errno
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = errors.TransactionalIdAuthorizationFailedError.errno
+KAFKA_STORAGE_ERROR = errors.KafkaStorageError.errno
+TOPIC_DELETION_DISABLED = errors.TopicDeletionDisabledError.errno
+INVALID_RECORD = errors.InvalidRecordError.errno
+UNKNOWN_SERVER_ERROR = errors.UnknownServerError.errno
+REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
+
+NO_OFFSET = -1
+NO_TIMESTAMP = -1
+NO_LEADER_EPOCH = -1  # leader epochs are not exposed until replication moves leaders
+# Replication is a later issue: a topic with followers would claim copies that do not exist.
+MAX_REPLICATION_FACTOR = 1
+
+@dataclass
+class BrokerState:
+    """What handlers may use. `partitions.snapshot` is the metadata; `executor` runs blocking calls."""
+
+    config: BrokerConfig
+    broker_id: int
+    cluster_id: str
+    zk: Any
+    logs: Any
+    partitions: Any  # PartitionManager (or a stand-in with `.snapshot`, `note_topic`, `forget_topic`)
+    executor: Any = None
+    loop: asyncio.AbstractEventLoop | None = None
+    producer_ids: ProducerIdAllocator | None = None
+    waiters: "HighWatermarkWaiters | None" = None
+    counters: dict = field(default_factory=lambda: dict.fromkeys(
+        ("produced_batches_bytes", "produce_errors", "fetch_waits", "zookeeper_calls"), 0))
+
+    def __post_init__(self) -> None:
+        if self.producer_ids is None and self.zk is not None:
+            self.producer_ids = ProducerIdAllocator(self.zk, self.broker_id)
+        if self.waiters is None:
+            self.waiters = HighWatermarkWaiters()
+
+    async def blocking(self, fn, *args):
+        """Run a blocking (ZooKeeper) call on the executor."""
+        self.counters["zookeeper_calls"] += 1
+        loop = self.loop or asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, fn, *args)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# ApiVersions
+
+
+def api_versions_body() -> ApiVersionsResponse:
+    """Exactly the versions the codec advertises (issue 3's table); the group apis are left out."""
+    return ApiVersionsResponse(error_code=NONE, api_keys=advertised_api_versions(), throttle_time_ms=0)
+
+
+_API_VERSIONS = api_versions_body()
+
+
+def handle_api_versions(request, state) -> ApiVersionsResponse:
+    return _API_VERSIONS
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Produce
+
+
+def handle_produce(request, state):
+    """Append each partition's record set in one call; acks=0 gets no response (None)."""
+    body = request.body
+    acks = body.acks
+    snapshot = state.partitions.snapshot
+    leading = snapshot.leading
+    responses = []
+    bad_acks = acks not in (0, 1, -1)
+    for topic in body.topic_data:
+        name = topic.name
+        parts = []
+        for part in topic.partition_data:
+            index = part.index
+            plog = leading.get((name, index))
+            if bad_acks:
+                parts.append(_produce_error(index, INVALID_REQUIRED_ACKS))
+            elif plog is None:
+                parts.append(_produce_error(index, _not_led_error(snapshot, name, index)))
+            else:
+                parts.append(_append(plog, index, part.records, state))
+        responses.append(TopicProduceResponse(name=name, partition_responses=parts))
+    if acks == 0:
+        return None
+    return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+def _append(plog, index: int, records, state) -> PartitionProduceResponse:
+    if records is None or not len(records):
+        return _produce_error(index, INVALID_RECORD, "no record batch in the request")
+    try:
+        base = plog.append(records)
+    except CorruptRecordError as exc:
+        return _produce_error(index, CORRUPT_MESSAGE, str(exc))
+    except RecordBatchTooLarge as exc:
+        return _produce_error(index, MESSAGE_TOO_LARGE, str(exc))
+    except LogClosedError:
+        return _produce_error(index, NOT_LEADER_OR_FOLLOWER)
+    except (OSError, StorageError) as exc:
+        log.error("append to %s failed: %s", plog, exc)
+        return _produce_error(index, KAFKA_STORAGE_ERROR, str(exc))
+    return PartitionProduceResponse(index=index, error_code=NONE, base_offset=base, log_append_time_ms=-1,
+                                    log_start_offset=plog.log_start_offset)
+
+
+def _produce_error(index: int, code: int, message: str | None = None) -> PartitionProduceResponse:
+    return PartitionProduceResponse(index=index, error_code=code, base_offset=NO_OFFSET, log_append_time_ms=-1,
+                                    log_start_offset=NO_OFFSET, error_message=message)
+
+
+def _not_led_error(snapshot, topic: str, partition: int) -> int:
+    """Why this broker does not serve (topic, partition): unknown, illegal name, or led elsewhere."""
+    meta = snapshot.topics.get(topic)
+    if meta is None:
+        try:
+            validate_topic(topic)
+        except ValueError:
+            return INVALID_TOPIC_EXCEPTION
+        return UNKNOWN_TOPIC_OR_PARTITION
+    if partition not in meta.partitions:
+        return UNKNOWN_TOPIC_OR_PARTITION
+    return NOT_LEADER_OR_FOLLOWER
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Fetch
+
+
+class HighWatermarkWaiters:
+    """Wakes long-polling fetches when a partition's high watermark moves.
+
+    The log calls `_on_high_watermark` from whichever thread moved it (an appending handler on the loop,
+    or the storage's flusher thread); it hands the wake-up to the loop with call_soon_threadsafe, and only
+    when a fetch is waiting on that log, so the produce path pays one dict lookup.
+    """
+
+    def __init__(self) -> None:
+        self._waiting: dict[Any, set[asyncio.Future]] = {}  # log -> futures of fetches waiting on it
+        self._watched: "weakref.WeakSet" = weakref.WeakSet()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def watch(self, plog) -> None:
+        if plog not in self._watched:
+            self._watched.add(plog)
+            plog.add_high_watermark_listener(self._on_high_watermark)
+
+    def add(self, plogs, future: asyncio.Future) -> None:
+        self._loop = asyncio.get_running_loop()
+        for plog in plogs:
+            self.watch(plog)
+            self._waiting.setdefault(plog, set()).add(future)
+
+    def remove(self, plogs, future: asyncio.Future) -> None:
+        for plog in plogs:
+            waiting = self._waiting.get(plog)
+            if waiting is not None:
+                waiting.discard(future)
+                if not waiting:
+                    del self._waiting[plog]
+
+    def waiting(self) -> int:
+        return sum(len(s) for s in self._waiting.values())
+
+    def _on_high_watermark(self, plog, high_watermark: int) -> None:
+        if plog in self._waiting and self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._wake, plog)
+            except RuntimeError:  # the loop is closed: shutting down
+                pass
+
+    def _wake(self, plog) -> None:
+        for future in self._waiting.get(plog, ()):
+            if not future.done():
+                future.set_result(None)
+
+
+def handle_fetch(request, state):
+    """Every requested partition, records as FileSlices; long-polls when fewer than min_bytes are ready."""
+    body = request.body
+    response, ready, plogs, failed = _fetch_once(body, state)
+    if ready >= body.min_bytes or body.max_wait_ms <= 0 or failed or not plogs:
+        return response
+    return _fetch_long_poll(body, state, plogs)
+
+
+async def _fetch_long_poll(body, state, plogs) -> FetchResponse:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + body.max_wait_ms / 1000.0
+    state.counters["fetch_waits"] += 1
+    while True:
+        future = loop.create_future()
+        state.waiters.add(plogs, future)
+        try:
+            # Read again after registering: a move in between is seen either here or by the listener.
+            response, ready, _, failed = _fetch_once(body, state)
+            remaining = deadline - loop.time()
+            if ready >= body.min_bytes or failed or remaining <= 0:
+                return response
+            try:
+                await asyncio.wait_for(future, remaining)
+            except asyncio.TimeoutError:
+                return _fetch_once(body, state)[0]
+        finally:
+            state.waiters.remove(plogs, future)
+
+
+def _fetch_once(body, state):
+    """(response, bytes ready, logs read, whether any partition failed) for one pass over the request."""
+    snapshot = state.partitions.snapshot
+    leading = snapshot.leading
+    budget = min(body.max_bytes, state.config.fetch_max_bytes)
+    ready = 0
+    failed = False
+    plogs = []
+    responses = []
+    for topic in body.topics:
+        name = topic.topic
+        parts = []
+        for part in topic.partitions:
+            index = part.partition
+            plog = leading.get((name, index))
+            if plog is None:
+                failed = True
+                parts.append(_fetch_error(index, _not_led_error(snapshot, name, index)))
+                continue
+            plogs.append(plog)
+            high_watermark = plog.high_watermark
+            log_start = plog.log_start_offset
+            records = b""
+            error = NONE
+            if budget > 0:
+                try:
+                    records = plog.read(part.fetch_offset, min(part.partition_max_bytes, budget))
+                except OffsetOutOfRange:
+                    error = OFFSET_OUT_OF_RANGE
+                    failed = True
+                except LogClosedError:
+                    error = NOT_LEADER_OR_FOLLOWER
+                    failed = True
+                else:
+                    size = len(records)
+                    ready += size
+                    budget -= size
+            elif not log_start <= part.fetch_offset <= plog.log_end_offset:
+                error = OFFSET_OUT_OF_RANGE
+                failed = True
+            parts.append(PartitionData(partition_index=index, error_code=error, high_watermark=high_watermark,
+                                       last_stable_offset=high_watermark, log_start_offset=log_start,
+                                       aborted_transactions=None, preferred_read_replica=-1, records=records))
+        responses.append(FetchableTopicResponse(topic=name, partitions=parts))
+    response = FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=0, responses=responses)
+    return response, ready, plogs, failed
+
+
+def _fetch_error(index: int, code: int) -> PartitionData:
+    return PartitionData(partition_index=index, error_code=code, high_watermark=NO_OFFSET,
+                         last_stable_offset=NO_OFFSET, log_start_offset=NO_OFFSET, aborted_transactions=None,
+                         preferred_read_replica=-1, records=b"")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# ListOffsets
+
+
+def handle_list_offsets(request, state) -> ListOffsetsResponse:
+    snapshot = state.partitions.snapshot
+    topics = []
+    for topic in request.body.topics:
+        parts = []
+        for part in topic.partitions:
+            plog = snapshot.leading.get((topic.name, part.partition_index))
+            if plog is None:
+                code = _not_led_error(snapshot, topic.name, part.partition_index)
+                parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=code))
+                continue
+            timestamp, offset = _offset_for(plog, part.timestamp)
+            parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=NONE,
+                                                      timestamp=timestamp, offset=offset,
+                                                      leader_epoch=NO_LEADER_EPOCH))
+        topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _offset_for(plog, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset): latest is the high watermark (what a consumer may read), earliest the log start."""
+    if timestamp == LATEST_TIMESTAMP:
+        return NO_TIMESTAMP, plog.high_watermark
+    if timestamp == EARLIEST_TIMESTAMP:
+        return NO_TIMESTAMP, plog.log_start_offset
+    found = plog.offset_for_timestamp(timestamp)
+    if found is None:
+        return NO_TIMESTAMP, NO_OFFSET
+    return found.timestamp, found.offset
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Metadata
+
+
+def handle_metadata(request, state):
+    """Brokers and topics from the ZooKeeper-fed snapshot; auto-creates missing topics when allowed."""
+    body = request.body
+    snapshot = state.partitions.snapshot
+    if body.topics is None:
+        return _metadata_response(snapshot, state, list(snapshot.topics), {})
+    names = list(dict.fromkeys(t.name for t in body.topics if t.name is not None))
+    missing = [n for n in names if n not in snapshot.topics]
+    allow = state.config.auto_create_topics_enable and body.allow_auto_topic_creation
+    creatable = []
+    errors_by_name = {}
+    for name in missing:
+        try:
+            validate_topic(name)
+        except ValueError:
+            errors_by_name[name] = INVALID_TOPIC_EXCEPTION
+            continue
+        if allow:
+            creatable.append(name)
+        else:
+            errors_by_name[name] = UNKNOWN_TOPIC_OR_PARTITION
+    if not creatable:
+        return _metadata_response(snapshot, state, names, errors_by_name)
+    return _metadata_after_create(state, names, creatable, errors_by_name)
+
+
+async def _metadata_after_create(state, names, creatable, errors_by_name) -> MetadataResponse:
+    cfg = state.config
+    for name in creatable:
+        code, _ = await _create_topic(state, name, cfg.num_partitions, cfg.default_replication_factor, {})
+        if code not in (NONE, TOPIC_ALREADY_EXISTS):
+            errors_by_name[name] = code
+        elif code == TOPIC_ALREADY_EXISTS and name not in state.partitions.snapshot.topics:
+            errors_by_name[name] = LEADER_NOT_AVAILABLE  # created elsewhere; our watch has not seen it yet
+    return _metadata_response(state.partitions.snapshot, state, names, errors_by_name)
+
+
+def _metadata_response(snapshot, state, names, errors_by_name) -> MetadataResponse:
+    live = snapshot.brokers
+    brokers = [MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
+               for _, b in sorted(live.items())]
+    topics = []
+    for name in names:
+        meta = snapshot.topics.get(name)
+        if meta is None:
+            code = errors_by_name.get(name, UNKNOWN_TOPIC_OR_PARTITION)
+            topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=False, partitions=[]))
+            continue
+        partitions = [_partition_metadata(p, live) for _, p in sorted(meta.partitions.items())]
+        topics.append(MetadataResponseTopic(error_code=errors_by_name.get(name, NONE), name=name,
+                                            is_internal=False, partitions=partitions))
+    return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
+                            controller_id=snapshot.controller_id, topics=topics)
+
+
+def _partition_metadata(p, live) -> MetadataResponsePartition:
+    leader_alive = p.leader in live
+    return MetadataResponsePartition(
+        error_code=NONE if leader_alive else LEADER_NOT_AVAILABLE,
+        partition_index=p.partition,
+        leader_id=p.leader if leader_alive else -1,
+        leader_epoch=NO_LEADER_EPOCH,
+        replica_nodes=list(p.replicas),
+        isr_nodes=[b for b in p.isr if b in live],
+        offline_replicas=[b for b in p.replicas if b not in live],
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CreateTopics, DeleteTopics
+
+
+def handle_create_topics(request, state):
+    return _create_topics(request.body, state)
+
+
+async def _create_topics(body, state) -> CreateTopicsResponse:
+    seen: dict[str, int] = {}
+    for topic in body.topics:
+        seen[topic.name] = seen.get(topic.name, 0) + 1
+    results = []
+    for topic in body.topics:
+        if seen[topic.name] > 1:
+            code, message = INVALID_REQUEST, "the topic appears more than once in the request"
+        else:
+            code, message = await _create_one(state, topic, body.validate_only)
+        results.append(CreatableTopicResult(name=topic.name, error_code=code, error_message=message))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+async def _create_one(state, topic, validate_only: bool) -> tuple[int, str | None]:
+    cfg = state.config
+    partitions = cfg.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+    replication = cfg.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+    if topic.assignments:
+        return INVALID_REPLICA_ASSIGNMENT, "manual replica assignments are not supported"
+    overrides = {c.name: c.value for c in topic.configs if c.value is not None}
+    problem = _check_topic_config(overrides)
+    if problem:
+        return INVALID_CONFIG, problem
+    return await _create_topic(state, topic.name, partitions, replication, overrides, validate_only)
+
+
+def _check_topic_config(overrides: dict) -> str | None:
+    unknown = sorted(set(overrides) - set(LOG_CONFIG_KEYS))
+    if unknown:
+        return f"unknown topic config {', '.join(unknown)}; known: {', '.join(sorted(LOG_CONFIG_KEYS))}"
+    try:
+        LogConfig.from_dict(overrides)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+async def _create_topic(state, name, partitions, replication, overrides, validate_only=False):
+    """(error code, message) of creating one topic through ZooKeeper; notes it in the snapshot at once."""
+    try:
+        validate_topic(name)
+    except ValueError as exc:
+        return INVALID_TOPIC_EXCEPTION, str(exc)
+    if partitions < 1:
+        return INVALID_PARTITIONS, f"number of partitions must be at least 1, not {partitions}"
+    if replication < 1 or replication > MAX_REPLICATION_FACTOR:
+        return INVALID_REPLICATION_FACTOR, (
+            f"replication factor {replication} is not supported: replication is not implemented yet, use 1")
+    live = sorted(state.partitions.snapshot.brokers)
+    if replication > len(live):
+        return INVALID_REPLICATION_FACTOR, f"replication factor {replication} > {len(live)} live brokers"
+    if validate_only:
+        if name in state.partitions.snapshot.topics:
+            return TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+        return NONE, None
+    try:
+        created = await state.blocking(topic_registry.create_topic, state.zk, name, partitions, replication,
+                                       overrides, live)
+    except topic_registry.TopicExists as exc:
+        return TOPIC_ALREADY_EXISTS, str(exc)
+    except topic_registry.InvalidTopicName as exc:
+        return INVALID_TOPIC_EXCEPTION, str(exc)
+    except topic_registry.InvalidPartitions as exc:
+        return INVALID_PARTITIONS, str(exc)
+    except topic_registry.InvalidReplicationFactor as exc:
+        return INVALID_REPLICATION_FACTOR, str(exc)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: the client may retry
+        log.warning("creating topic %s failed: %s", name, exc)
+        return REQUEST_TIMED_OUT, f"ZooKeeper: {exc}"
+    await state.blocking(state.partitions.note_topic, created)
+    return NONE, None
+
+
+def handle_delete_topics(request, state):
+    return _delete_topics(request.body, state)
+
+
+async def _delete_topics(body, state) -> DeleteTopicsResponse:
+    results = []
+    for name in body.topic_names:
+        results.append(DeletableTopicResult(name=name, error_code=await _delete_one(state, name)))
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+async def _delete_one(state, name: str) -> int:
+    if not state.config.delete_topic_enable:
+        return TOPIC_DELETION_DISABLED
+    try:
+        validate_topic(name)
+        await state.blocking(topic_registry.delete_topic, state.zk, name)
+    except ValueError:
+        return INVALID_TOPIC_EXCEPTION
+    except topic_registry.UnknownTopic:
+        return UNKNOWN_TOPIC_OR_PARTITION
+    except Exception as exc:  # noqa: BLE001
+        log.warning("deleting topic %s failed: %s", name, exc)
+        return REQUEST_TIMED_OUT
+    await state.blocking(state.partitions.forget_topic, name)
+    return NONE
+
+
+# ---------------------------------------------------------------------------------------------------------
+# InitProducerId, FindCoordinator
+
+
+def handle_init_producer_id(request, state):
+    if request.body.transactional_id is not None:
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                      producer_id=-1, producer_epoch=-1)
+    return _init_producer_id(state)
+
+
+async def _init_producer_id(state) -> InitProducerIdResponse:
+    try:
+        producer_id = await state.blocking(state.producer_ids.next_id)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: retriable for the client
+        log.warning("allocating a producer id failed: %s", exc)
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=COORDINATOR_NOT_AVAILABLE, producer_id=-1,
+                                      producer_epoch=-1)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=NONE, producer_id=producer_id, producer_epoch=0)
+
+
+def handle_find_coordinator(request, state) -> FindCoordinatorResponse:
+    """Every broker coordinates every group (offsets live in ZooKeeper): answer with this broker."""
+    body = request.body
+    if body.key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=INVALID_REQUEST,
+                                       error_message=f"unknown key type {body.key_type}", node_id=-1, host="",
+                                       port=-1)
+    me = state.partitions.snapshot.brokers.get(state.broker_id)
+    if me is None:
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=COORDINATOR_NOT_AVAILABLE, node_id=-1,
+                                       host="", port=-1)
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=NONE, node_id=me.id, host=me.host, port=me.port)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# OffsetCommit, OffsetFetch: member-less, in the paper's offset registry
+
+
+def handle_offset_commit(request, state):
+    body = request.body
+    code = _group_error(body.group_id)
+    if code == NONE and (body.member_id or body.generation_id_or_member_epoch not in (-1,)):
+        code = UNKNOWN_MEMBER_ID  # no group membership yet: only member-less (assign) commits
+    if code != NONE:
+        return _offset_commit_response(body, lambda t, p: code)
+    return _offset_commit(body, state)
+
+
+async def _offset_commit(body, state) -> OffsetCommitResponse:
+    offsets, codes = {}, {}
+    for topic in body.topics:
+        for part in topic.partitions:
+            try:
+                zk_paths.offset(body.group_id, topic.name, part.partition_index)
+            except ValueError:
+                codes[(topic.name, part.partition_index)] = INVALID_TOPIC_EXCEPTION
+                continue
+            offsets[(topic.name, part.partition_index)] = offset_registry.OffsetAndMetadata(
+                part.committed_offset, part.committed_metadata or "")
+    try:
+        await state.blocking(offset_registry.commit_offsets, state.zk, body.group_id, offsets)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: retriable for the client
+        log.warning("committing offsets of group %s failed: %s", body.group_id, exc)
+        for key in offsets:
+            codes[key] = COORDINATOR_NOT_AVAILABLE
+    return _offset_commit_response(body, lambda t, p: codes.get((t, p), NONE))
+
+
+def _offset_commit_response(body, code_of) -> OffsetCommitResponse:
+    topics = [OffsetCommitResponseTopic(name=t.name, partitions=[
+        OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code_of(t.name, p.partition_index))
+        for p in t.partitions]) for t in body.topics]
+    return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+
+def _group_error(group: str) -> int:
+    try:
+        zk_paths.group(group)
+    except ValueError:
+        return INVALID_GROUP_ID
+    return NONE
+
+
+def handle_offset_fetch(request, state):
+    body = request.body
+    code = _group_error(body.group_id)
+    if code != NONE:
+        return OffsetFetchResponse(throttle_time_ms=0, topics=[], error_code=code)
+    return _offset_fetch(body, state)
+
+
+async def _offset_fetch(body, state) -> OffsetFetchResponse:
+    wanted = None
+    if body.topics is not None:
+        wanted = [(t.name, p) for t in body.topics for p in t.partition_indexes]
+        valid = [(t, p) for t, p in wanted if _valid_topic(t) and p >= 0]
+    try:
+        found = await state.blocking(offset_registry.fetch_offsets, state.zk, body.group_id,
+                                     valid if wanted is not None else None)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("fetching offsets of group %s failed: %s", body.group_id, exc)
+        return OffsetFetchResponse(throttle_time_ms=0, topics=[], error_code=COORDINATOR_NOT_AVAILABLE)
+    by_topic: dict[str, list] = {}
+    for topic, partition in (wanted if wanted is not None else sorted(found)):
+        value = found.get((topic, partition))
+        by_topic.setdefault(topic, []).append(OffsetFetchResponsePartition(
+            partition_index=partition,
+            committed_offset=NO_OFFSET if value is None else value.offset,
+            committed_leader_epoch=-1,
+            metadata="" if value is None else value.metadata,
+            error_code=NONE if _valid_topic(topic) else UNKNOWN_TOPIC_OR_PARTITION))
+    topics = [OffsetFetchResponseTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+    return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=NONE)
+
+
+def _valid_topic(name: str) -> bool:
+    try:
+        validate_topic(name)
+    except ValueError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Group membership: not yet (see the module docstring)
+
+
+def handle_join_group(request, state) -> JoinGroupResponse:
+    return JoinGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+                             protocol_name="", leader="", member_id="", members=[])
+
+
+def handle_sync_group(request, state) -> SyncGroupResponse:
+    return SyncGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, assignment=b"")
+
+
+def handle_heartbeat(request, state) -> HeartbeatResponse:
+    return HeartbeatResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED)
+
+
+def handle_leave_group(request, state) -> LeaveGroupResponse:
+    return LeaveGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, members=[])
+
+
+HANDLERS = {
+    ApiKey.PRODUCE: handle_produce,
+    ApiKey.FETCH: handle_fetch,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.OFFSET_COMMIT: handle_offset_commit,
+    ApiKey.OFFSET_FETCH: handle_offset_fetch,
+    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.JOIN_GROUP: handle_join_group,
+    ApiKey.HEARTBEAT: handle_heartbeat,
+    ApiKey.LEAVE_GROUP: handle_leave_group,
+    ApiKey.SYNC_GROUP: handle_sync_group,
+    ApiKey.API_VERSIONS: handle_api_versions,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+}

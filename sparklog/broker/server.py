@@ -1,0 +1,503 @@
+"""The broker's network edge: listeners, connections, in-order request/response, sendfile for record sets.
+
+Like trio's `serve_listeners`: one asyncio event loop owns every task, in one task group; `serve()` returns
+only when all of them have finished, so no task outlives the server. The server knows nothing of the Kafka
+protocol beyond the 4-byte size prefix: it hands each frame to an `App` and writes back what the app returns.
+
+The `App` contract (`Dispatcher` in `dispatch.py` is the real one):
+
+    app.handle_frame(frame) -> None | Reply | Awaitable[None | Reply]
+
+    None            nothing is sent (a Produce with acks=0)
+    Reply           a list of chunks: `bytes`-like, or a record-set object with `fileno()`, `position` and
+                    `__len__` (a storage FileSlice) that is written with `os.sendfile`; the chunks include
+                    the response's 4-byte size prefix
+    raises CloseConnection   the peer sent something we cannot answer (a malformed frame): close it
+
+Rule 1: requests on one connection are answered one at a time, in order (clients drop a connection whose
+correlation ids arrive out of order). While a request is being answered asynchronously (a long-polling
+Fetch, a ZooKeeper write, a large sendfile), reading from that connection is paused.
+Rule 2: the broker never crashes on what a client sends: a bad frame costs that connection, nothing else.
+
+Resource handling:
+    - A frame larger than `socket.request.max.bytes` is refused from its size prefix, before any of it is
+      buffered, and the connection is closed (the FrameDecoder raises FrameTooLarge).
+    - At most `max.connections` connections are open; one over that is closed at once.
+    - Reading pauses while the transport's write buffer is over its high-water mark (asyncio's
+      `pause_writing`), so a client that does not read its responses cannot make the broker buffer them.
+    - Connections idle for `connections.max.idle.ms` are closed.
+    - Record sets are sent with `os.sendfile` straight from the segment file when the transport's buffer
+      is empty; whatever the socket did not take at once is sent by a task that waits for writability on a
+      dup of the socket's descriptor (asyncio's own `loop.sendfile` would `lseek` the segment's shared
+      descriptor, which the storage may rely on).
+    - Shutdown (`stop()`): listeners close first, then every connection, then every task is cancelled and
+      awaited.
+
+Error handling:
+    - accept() failing with an overload errno (EMFILE, ENFILE, ENOBUFS, ENOMEM) is counted, logged and
+      retried after ACCEPT_RETRY_DELAY_S (trio's policy); any other accept() error propagates and stops the
+      server, because it means the listener itself is broken.
+    - A peer that resets or half-closes the connection: the connection is dropped, its task cancelled.
+    - A handler that raises anything but CloseConnection is a broker bug: logged with the traceback, the
+      connection (only) is closed, and `handler_errors` counts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Iterable, Protocol
+
+log = logging.getLogger(__name__)
+
+# errnos that mean "out of resources right now", not "the listener is broken" (trio's list).
+ACCEPT_OVERLOAD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+ACCEPT_RETRY_DELAY_S = 0.1
+LISTEN_BACKLOG = 511
+IDLE_CHECK_INTERVAL_S = 5.0
+# A transport's write buffer above this pauses reading (asyncio's default high-water mark is 64 KiB).
+WRITE_BUFFER_HIGH_WATER = 4 * 1024 * 1024
+WRITE_BUFFER_LOW_WATER = 1024 * 1024
+
+
+class CloseConnection(Exception):
+    """Raised by an App: the peer sent something unanswerable; close this connection only."""
+
+
+Reply = list
+_BUFFERS = (bytes, bytearray, memoryview)
+
+
+class App(Protocol):
+    NEED_DATA: Any  # what decoder.next_frame() returns when no whole frame is buffered
+    FRAME_ERRORS: tuple[type[Exception], ...]  # decoder exceptions that close the connection
+
+    def new_decoder(self) -> Any: ...
+
+    def handle_frame(self, frame) -> None | Reply | Awaitable[None | Reply]: ...
+
+
+@dataclass(frozen=True)
+class ServerStatistics:
+    listening: tuple[tuple[str, int], ...]
+    connections_open: int
+    connections_accepted: int
+    connections_refused: int
+    accept_overload_errors: int
+    requests: int
+    async_requests: int
+    tasks_running: int
+    bytes_received: int
+    bytes_sendfile: int
+    sendfile_slow_paths: int
+    closed_protocol_errors: int
+    handler_errors: int
+    idle_closed: int
+
+
+class BrokerServer:
+    """Listeners and connections of one broker; see the module docstring."""
+
+    def __init__(self, app: App, *, max_connections: int = 2**31 - 1, idle_timeout_s: float | None = None,
+                 send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1) -> None:
+        self.app = app
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
+        self.send_buffer_bytes = send_buffer_bytes
+        self.receive_buffer_bytes = receive_buffer_bytes
+        self.connections: set[Connection] = set()
+        self._listeners: list[socket.socket] = []
+        self._tasks: set[asyncio.Task] = set()
+        self._group: asyncio.TaskGroup | None = None
+        self._stopping: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.started = asyncio.Event()
+        self._counters = dict.fromkeys(
+            ("accepted", "refused", "overload", "requests", "async_requests", "received", "sendfile",
+             "sendfile_slow", "protocol_errors", "handler_errors", "idle_closed"), 0)
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def bind(self, host: str, port: int) -> tuple[str, int]:
+        """Open one listening socket (port 0 picks a free one); returns the bound address."""
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(LISTEN_BACKLOG)
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        self._listeners.append(sock)
+        return sock.getsockname()[:2]
+
+    async def serve(self) -> None:
+        """Accept and serve until `stop()`; every task started here has ended when this returns."""
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                for sock in self._listeners:
+                    self.spawn(self._accept_loop(sock))
+                if self.idle_timeout_s:
+                    self.spawn(self._idle_reaper())
+                self.started.set()
+                await self._stopping.wait()
+                self._close_everything()
+        finally:
+            self._group = None
+            self._close_everything()
+
+    def stop(self) -> None:
+        """Ask `serve()` to finish; safe to call more than once, from the loop's thread."""
+        if self._stopping is not None:
+            self._stopping.set()
+
+    def _close_everything(self) -> None:
+        for sock in self._listeners:
+            sock.close()
+        for conn in list(self.connections):
+            conn.close()
+        for task in list(self._tasks):
+            task.cancel()
+
+    def spawn(self, coro) -> asyncio.Task:
+        """Start a task owned by the server's task group (cancelled and awaited at shutdown)."""
+        if self._group is None:
+            coro.close()
+            raise RuntimeError("the server is not running")
+        task = self._group.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def statistics(self) -> ServerStatistics:
+        c = self._counters
+        listening = []
+        for sock in self._listeners:
+            try:
+                listening.append(tuple(sock.getsockname()[:2]))
+            except OSError:
+                pass
+        return ServerStatistics(
+            listening=tuple(listening),
+            connections_open=len(self.connections),
+            connections_accepted=c["accepted"],
+            connections_refused=c["refused"],
+            accept_overload_errors=c["overload"],
+            requests=c["requests"],
+            async_requests=c["async_requests"],
+            tasks_running=len(self._tasks),
+            bytes_received=c["received"],
+            bytes_sendfile=c["sendfile"],
+            sendfile_slow_paths=c["sendfile_slow"],
+            closed_protocol_errors=c["protocol_errors"],
+            handler_errors=c["handler_errors"],
+            idle_closed=c["idle_closed"],
+        )
+
+    # -- accepting --------------------------------------------------------------------------------------
+
+    async def _accept_loop(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, _ = await loop.sock_accept(listener)
+            except OSError as exc:
+                if exc.errno not in ACCEPT_OVERLOAD_ERRNOS:
+                    raise
+                self._counters["overload"] += 1
+                log.warning("accept() failed with %s; retrying in %.1fs", errno.errorcode.get(exc.errno), ACCEPT_RETRY_DELAY_S)
+                await asyncio.sleep(ACCEPT_RETRY_DELAY_S)
+                continue
+            if len(self.connections) >= self.max_connections:
+                self._counters["refused"] += 1
+                sock.close()
+                continue
+            self._counters["accepted"] += 1
+            self._tune(sock)
+            try:
+                await loop.connect_accepted_socket(lambda: Connection(self), sock)
+            except OSError as exc:  # the peer left between accept() and now
+                log.debug("connection setup failed: %s", exc)
+                sock.close()
+
+    def _tune(self, sock: socket.socket) -> None:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.send_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+            if self.receive_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+        except OSError:
+            pass
+
+    async def _idle_reaper(self) -> None:
+        while True:
+            await asyncio.sleep(min(IDLE_CHECK_INTERVAL_S, self.idle_timeout_s))
+            deadline = time.monotonic() - self.idle_timeout_s
+            for conn in list(self.connections):
+                if conn.last_active < deadline and not conn.busy:
+                    self._counters["idle_closed"] += 1
+                    conn.close()
+
+
+class Connection(asyncio.Protocol):
+    """One client connection: frames in through the App's decoder, replies out in request order."""
+
+    __slots__ = ("server", "app", "counters", "transport", "decoder", "busy", "write_paused", "closed",
+                 "last_active", "_fd", "_dup_fd", "_need_data", "_frame_errors")
+
+    def __init__(self, server: BrokerServer) -> None:
+        self.server = server
+        self.app = server.app
+        self.counters = server._counters
+        self.transport: asyncio.Transport | None = None
+        self.decoder = self.app.new_decoder()
+        self.busy = False  # an asynchronous reply is in progress
+        self.write_paused = False
+        self.closed = False
+        self.last_active = time.monotonic()
+        self._fd = -1
+        self._dup_fd = -1
+        self._need_data = self.app.NEED_DATA
+        self._frame_errors = (CloseConnection,) + tuple(self.app.FRAME_ERRORS)
+
+    # -- asyncio.Protocol -------------------------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        transport.set_write_buffer_limits(WRITE_BUFFER_HIGH_WATER, WRITE_BUFFER_LOW_WATER)
+        self._fd = transport.get_extra_info("socket").fileno()
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        if self._dup_fd >= 0:
+            os.close(self._dup_fd)
+            self._dup_fd = -1
+
+    def data_received(self, data: bytes) -> None:
+        self.counters["received"] += len(data)
+        self.last_active = time.monotonic()
+        try:
+            self.decoder.receive_data(data)
+        except self._frame_errors as exc:
+            self._protocol_error(exc)
+            return
+        self._pump()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        if not self.closed:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        if not self.busy and not self.closed:
+            self.transport.resume_reading()
+            self._pump()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.transport.close()
+
+    # -- requests ---------------------------------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Answer every complete frame, in order, until one needs to wait.
+
+        Replies made only of buffers (Produce, Metadata ...) are gathered and written with one
+        transport.write after the last buffered frame: a client pipelining small requests costs one
+        send() per read, not one per request."""
+        decoder, app, need_data = self.decoder, self.app, self._need_data
+        out: list = []
+        try:
+            while not self.busy and not self.write_paused and not self.closed:
+                frame = decoder.next_frame()
+                if frame is need_data:
+                    return
+                self.counters["requests"] += 1
+                reply = app.handle_frame(frame)
+                if reply is None:
+                    continue
+                if reply.__class__ is not list:  # an awaitable
+                    self._flush(out)
+                    self._go_async(self._finish(reply))
+                    return
+                if all(chunk.__class__ in _BUFFERS for chunk in reply):
+                    out.extend(reply)
+                    continue
+                self._flush(out)
+                pending = self._write(reply)
+                if pending is not None:  # the rest of a record set: finish it, then go on reading
+                    self._go_async(self._finish(pending))
+                    return
+        except self._frame_errors as exc:
+            self._flush(out)
+            self._protocol_error(exc)
+            out = []
+        except Exception:
+            self.counters["handler_errors"] += 1
+            log.exception("error answering a request; closing the connection")
+            self._flush(out)
+            self.close()
+            out = []
+        finally:
+            self._flush(out)
+
+    def _flush(self, out: list) -> None:
+        if out and not self.closed:
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        out.clear()
+
+    def _go_async(self, coro) -> None:
+        self.busy = True
+        self.counters["async_requests"] += 1
+        self.transport.pause_reading()
+        try:
+            self.server.spawn(coro)
+        except RuntimeError:  # shutting down
+            self.close()
+
+    async def _finish(self, reply_awaitable) -> None:
+        try:
+            reply = await reply_awaitable
+            if reply is not None and not self.closed:
+                pending = self._write(reply)
+                if pending is not None:
+                    await pending
+        except self._frame_errors as exc:
+            self._protocol_error(exc)
+        except asyncio.CancelledError:
+            self.close()
+            raise
+        except OSError as exc:  # the peer went away mid-reply
+            log.debug("connection lost while replying: %s", exc)
+            self.close()
+        except Exception:
+            self.counters["handler_errors"] += 1
+            log.exception("error answering a request; closing the connection")
+            self.close()
+        finally:
+            self.busy = False
+        if not self.closed:
+            self.last_active = time.monotonic()
+            if not self.write_paused:
+                self.transport.resume_reading()
+            self._pump()
+
+    def _protocol_error(self, exc: Exception) -> None:
+        self.counters["protocol_errors"] += 1
+        peer = self.transport.get_extra_info("peername") if self.transport else None
+        log.info("closing connection from %s: %s", peer, exc)
+        self.close()
+
+    # -- writing ----------------------------------------------------------------------------------------
+
+    def _write(self, chunks: Iterable) -> Awaitable[None] | None:
+        """Write a reply; returns a coroutine to await if a record set could not be sent at once."""
+        if self.closed:
+            return None
+        transport = self.transport
+        pending: list = []
+        chunks = list(chunks)
+        for index, chunk in enumerate(chunks):
+            if isinstance(chunk, (bytes, bytearray, memoryview)):
+                pending.append(chunk)
+                continue
+            length = len(chunk)
+            if not length:
+                continue
+            if pending:
+                transport.write(b"".join(pending))
+                pending = []
+            sent = self._sendfile_now(chunk, length)
+            if sent < 0:
+                return None  # connection broken and closed
+            if sent < length:
+                return self._write_rest(chunk, sent, length, chunks[index + 1:])
+        if pending:
+            transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+        return None
+
+    def _sendfile_now(self, file_slice, length: int) -> int:
+        """Send what the socket takes right now, without blocking; -1 if the connection broke."""
+        if self.transport.get_write_buffer_size():
+            return 0
+        try:
+            sent = os.sendfile(self._fd, file_slice.fileno(), file_slice.position, length)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError as exc:
+            log.debug("sendfile failed: %s", exc)
+            self.transport.abort()
+            self.closed = True
+            return -1
+        self.counters["sendfile"] += sent
+        return sent
+
+    async def _write_rest(self, file_slice, sent: int, length: int, rest: list) -> None:
+        """Finish a record set the socket did not take at once, then the chunks after it."""
+        self.counters["sendfile_slow"] += 1
+        loop = asyncio.get_running_loop()
+        in_fd = file_slice.fileno()
+        position = file_slice.position + sent
+        remaining = length - sent
+        await self._drain(loop)
+        if self._dup_fd < 0:
+            self._dup_fd = os.dup(self._fd)
+        while remaining and not self.closed:
+            try:
+                n = os.sendfile(self._dup_fd, in_fd, position, remaining)
+            except (BlockingIOError, InterruptedError):
+                await self._writable(loop)
+                continue
+            except OSError as exc:
+                log.debug("sendfile failed: %s", exc)
+                self.transport.abort()
+                self.closed = True
+                return
+            if n == 0:  # the file is shorter than the slice said: the response cannot be completed
+                log.warning("record set of %s ended early; closing the connection", file_slice)
+                self.transport.abort()
+                self.closed = True
+                return
+            self.counters["sendfile"] += n
+            position += n
+            remaining -= n
+        if rest and not self.closed:
+            more = self._write(rest)
+            if more is not None:
+                await more
+
+    async def _writable(self, loop) -> None:
+        if self._dup_fd < 0:
+            self._dup_fd = os.dup(self._fd)  # asyncio refuses add_writer on a transport's own fd
+        fut = loop.create_future()
+        fd = self._dup_fd
+        loop.add_writer(fd, lambda: fut.done() or fut.set_result(None))
+        try:
+            await fut
+        finally:
+            loop.remove_writer(fd)
+
+    async def _drain(self, loop) -> None:
+        """Wait until the transport has written everything it buffered (its writer runs in the same
+        loop iteration as ours when the socket becomes writable; sleep(0) lets it go first)."""
+        while self.transport.get_write_buffer_size() and not self.closed:
+            await self._writable(loop)
+            await asyncio.sleep(0)

@@ -1,0 +1,147 @@
+"""Several brokers in one ZooKeeper: partitions spread round-robin, clients routed by Metadata, a broker
+killed with -9 leaves the registry within the session timeout, and topics are managed by the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support.cluster import REPO, Cluster
+
+pytestmark = pytest.mark.slow
+
+SESSION_TIMEOUT_MS = 4000
+TIMEOUT_S = 30
+
+
+@pytest.fixture
+def three(request, zk_connect, tmp_path):
+    c = Cluster(zk_connect, tmp_path, brokers=3,
+                overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), "log.flush.interval.ms": "20"})
+    request.addfinalizer(c.stop)
+    return c.start()
+
+
+def test_twelve_partitions_over_three_brokers_produce_and_consume(three, zk):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from sparklog.coordination import topics
+
+    admin = AdminClient({"bootstrap.servers": three.bootstrap})
+    admin.create_topics([NewTopic("spread", 12, 1)])["spread"].result(TIMEOUT_S)
+    leaders = {p: s.leader for p, s in topics.get_topic(zk, "spread").states.items()}
+    assert sorted(leaders) == list(range(12))
+    assert {b: list(leaders.values()).count(b) for b in (1, 2, 3)} == {1: 4, 2: 4, 3: 4}
+
+    # every broker answers Metadata with the same leaders, from ZooKeeper
+    deadline = time.monotonic() + TIMEOUT_S
+    for broker in three.brokers.values():
+        single = AdminClient({"bootstrap.servers": broker.address})
+        while time.monotonic() < deadline:
+            md = single.list_topics("spread", timeout=10).topics["spread"]
+            if len(md.partitions) == 12:
+                break
+        assert {p: m.leader for p, m in md.partitions.items()} == leaders
+
+    producer = Producer({"bootstrap.servers": three.bootstrap, "linger.ms": 5})
+    sent = [(str(i).encode(), b"value-%d" % i) for i in range(1200)]
+    for i, (key, value) in enumerate(sent):
+        producer.produce("spread", key=key, value=value, partition=i % 12)
+    assert producer.flush(TIMEOUT_S) == 0
+
+    consumer = Consumer({"bootstrap.servers": three.bootstrap, "group.id": "spread-reader",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("spread", p, 0) for p in range(12)])
+        got = []
+        while len(got) < len(sent) and time.monotonic() < deadline + TIMEOUT_S:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append((m.partition(), m.key(), m.value()))
+    finally:
+        consumer.close()
+    assert sorted((k, v) for _, k, v in got) == sorted(sent)
+    assert {p for p, _, _ in got} == set(range(12))
+
+
+def test_kill_9_removes_the_broker_within_the_session_timeout(three, zk):
+    from sparklog.coordination.brokers import live_brokers
+
+    assert sorted(live_brokers(zk)) == [1, 2, 3]
+    three.brokers[2].kill()
+    killed_at = time.monotonic()
+    while 2 in live_brokers(zk):
+        assert time.monotonic() - killed_at < SESSION_TIMEOUT_MS / 1000 + 5, "ephemeral node outlived the session"
+        time.sleep(0.1)
+    assert sorted(live_brokers(zk)) == [1, 3]
+
+    # a restarted broker with the same id registers again (waiting out the old session if needed)
+    three.brokers[2].start()
+    assert sorted(live_brokers(zk)) == [1, 2, 3]
+
+    # SIGTERM: a clean shutdown deregisters at once and exits 0
+    assert three.brokers[3].stop() == 0
+    assert sorted(live_brokers(zk)) == [1, 2]
+    assert "Traceback" not in three.brokers[3].tail(100_000)
+
+
+def test_a_second_broker_with_the_same_id_fails_clearly(three, tmp_path):
+    from support.cluster import BrokerProcess, BrokerStartError
+
+    twin = BrokerProcess(1, three.zk_connect, tmp_path / "twin" / "logs",
+                         overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)})
+    try:
+        with pytest.raises(BrokerStartError, match="broker id 1 is registered by another"):
+            twin.start(timeout=TIMEOUT_S)
+        assert twin.proc.returncode == 1
+    finally:
+        twin.kill()
+
+
+def sparklog(*args, zk_connect):
+    result = subprocess.run([sys.executable, "-m", "sparklog.cli", "topics", "--zookeeper", zk_connect, *args],
+                            capture_output=True, text=True, timeout=60, cwd=str(REPO))
+    return result.returncode, result.stdout + result.stderr
+
+
+def test_topics_cli_create_list_describe_delete(three, zk):
+    from sparklog.coordination import topics
+
+    zk_connect = three.zk_connect
+    code, out = sparklog("create", "cli-topic", "--partitions", "6", "--replication-factor", "1",
+                         "--config", "retention.ms=60000", zk_connect=zk_connect)
+    assert code == 0, out
+    assert "Created topic cli-topic" in out
+    code, out = sparklog("create", "cli-topic", "--partitions", "1", zk_connect=zk_connect)
+    assert code == 1 and "already exists" in out
+    code, out = sparklog("create", "bad/name", zk_connect=zk_connect)
+    assert code == 1
+
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": three.bootstrap})
+    for i in range(12):
+        producer.produce("cli-topic", value=b"x", partition=i % 6)
+    assert producer.flush(TIMEOUT_S) == 0
+
+    code, out = sparklog("list", zk_connect=zk_connect)
+    assert code == 0 and "cli-topic" in out.split()
+    code, out = sparklog("describe", "cli-topic", zk_connect=zk_connect)
+    assert code == 0, out
+    assert "retention.ms=60000" in out
+    rows = [line for line in out.splitlines() if line.strip().startswith("│") and "partition" not in line]
+    assert len(rows) == 6
+    assert all(line.split("│")[-2].strip() == "2" for line in rows)  # log end offset: 2 messages each
+
+    # the leader of each partition deletes its local log once the topic is gone
+    code, out = sparklog("delete", "cli-topic", zk_connect=zk_connect)
+    assert code == 0, out
+    assert "cli-topic" not in topics.list_topics(zk)
+    deadline = time.monotonic() + TIMEOUT_S
+    dirs = lambda: [d for b in three.brokers.values() for d in b.log_dir.glob("cli-topic-*")]  # noqa: E731
+    while dirs() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert dirs() == []

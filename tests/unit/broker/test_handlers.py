@@ -1,0 +1,287 @@
+"""Handlers without sockets or ZooKeeper: real partition logs in a temp dir, a hand-made metadata snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from sparklog.broker import handlers
+from sparklog.broker.config import BrokerConfig
+from sparklog.broker.partitions import MetadataSnapshot, PartitionMeta, TopicMeta
+from sparklog.coordination.brokers import BrokerInfo
+from sparklog.protocol import (
+    CreatableTopic,
+    CreateTopicsRequest,
+    FetchPartition,
+    FetchRequest,
+    FetchTopic,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+    MetadataRequest,
+    MetadataRequestTopic,
+    PartitionProduceData,
+    ProduceRequest,
+    RequestHeader,
+    TopicProduceData,
+)
+from sparklog.protocol.registry import Request
+from sparklog.storage import LogManager
+from sparklog.storage.records import build_batch, iter_records
+
+ME, OTHER, DEAD = 1, 2, 3
+
+
+class FakePartitions:
+    """The part of PartitionManager handlers use."""
+
+    def __init__(self, snapshot):
+        self.snapshot = snapshot
+        self.noted = []
+
+    def note_topic(self, assignment):
+        self.noted.append(assignment)
+
+    def forget_topic(self, name):
+        pass
+
+
+@pytest.fixture
+def logs(tmp_path):
+    manager = LogManager([str(tmp_path / "logs")], {"flush.visibility": "appended", "max.message.bytes": "2000"})
+    yield manager
+    manager.close()
+
+
+@pytest.fixture
+def state(logs):
+    config = BrokerConfig.from_properties({
+        "broker.id": str(ME), "log.dirs": "/unused", "zookeeper.connect": "unused:1",
+        "auto.create.topics.enable": "false"})
+    leading = {("t", 0): logs.get_or_create("t", 0), ("t", 1): logs.get_or_create("t", 1)}
+    topics = {
+        "t": TopicMeta("t", {
+            0: PartitionMeta(0, ME, 0, (ME,), (ME,)),
+            1: PartitionMeta(1, ME, 0, (ME,), (ME,)),
+            2: PartitionMeta(2, OTHER, 0, (OTHER,), (OTHER,)),
+            3: PartitionMeta(3, DEAD, 0, (DEAD,), (DEAD,)),
+        }),
+    }
+    brokers = {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "127.0.0.1", 9093)}
+    return handlers.BrokerState(config=config, broker_id=ME, cluster_id="c" * 22, zk=None, logs=logs,
+                                partitions=FakePartitions(MetadataSnapshot(topics, brokers, leading)))
+
+
+def request(body, api_key, version):
+    return Request(RequestHeader(api_key, version, 7, "test"), body)
+
+
+def produce(state, parts, acks=1, topic="t", version=8):
+    body = ProduceRequest(acks=acks, timeout_ms=1000, topic_data=[TopicProduceData(name=topic, partition_data=[
+        PartitionProduceData(index=p, records=r) for p, r in parts])])
+    return handlers.handle_produce(request(body, 0, version), state)
+
+
+def batch(*values, compression="none"):
+    return build_batch([(None, v, None, None) for v in values], compression=compression)
+
+
+def codes(response):
+    return [p.error_code for t in response.responses for p in t.partition_responses]
+
+
+# -- Produce -------------------------------------------------------------------------------------------------
+
+
+def test_produce_appends_and_returns_base_offsets(state, logs):
+    r1 = produce(state, [(0, batch(b"a", b"b"))])
+    r2 = produce(state, [(0, batch(b"c")), (1, batch(b"d"))])
+    assert codes(r1) == [0] and codes(r2) == [0, 0]
+    assert [p.base_offset for t in r2.responses for p in t.partition_responses] == [2, 0]
+    assert logs.get("t", 0).log_end_offset == 3
+    assert r2.responses[0].partition_responses[0].log_start_offset == 0
+
+
+def test_produce_acks_zero_appends_and_answers_nothing(state, logs):
+    assert produce(state, [(0, batch(b"a"))], acks=0) is None
+    assert logs.get("t", 0).log_end_offset == 1
+
+
+def test_produce_invalid_acks_appends_nothing(state, logs):
+    response = produce(state, [(0, batch(b"a"))], acks=2)
+    assert codes(response) == [handlers.INVALID_REQUIRED_ACKS]
+    assert logs.get("t", 0).log_end_offset == 0
+
+
+def test_produce_bad_crc_is_corrupt_message_and_nothing_appended(state, logs):
+    good = bytearray(batch(b"a") + batch(b"b"))
+    bad = bytearray(good)
+    bad[-1] ^= 0xFF  # the second batch's payload: the first must not be appended either
+    response = produce(state, [(0, bytes(bad))])
+    assert codes(response) == [handlers.CORRUPT_MESSAGE]
+    assert logs.get("t", 0).log_end_offset == 0
+
+
+def test_produce_over_max_message_bytes_is_message_too_large(state, logs):
+    response = produce(state, [(0, batch(b"x" * 3000))])
+    assert codes(response) == [handlers.MESSAGE_TOO_LARGE]
+    assert logs.get("t", 0).log_end_offset == 0
+
+
+@pytest.mark.parametrize("topic, partition, code", [
+    ("t", 2, handlers.NOT_LEADER_OR_FOLLOWER),
+    ("t", 9, handlers.UNKNOWN_TOPIC_OR_PARTITION),
+    ("nope", 0, handlers.UNKNOWN_TOPIC_OR_PARTITION),
+    ("../etc", 0, handlers.INVALID_TOPIC_EXCEPTION),
+    ("a" * 250, 0, handlers.INVALID_TOPIC_EXCEPTION),
+])
+def test_produce_to_partition_not_served(state, topic, partition, code):
+    assert codes(produce(state, [(partition, batch(b"a"))], topic=topic)) == [code]
+
+
+def test_produce_empty_or_null_records(state, logs):
+    assert codes(produce(state, [(0, b""), (1, None)])) == [handlers.INVALID_RECORD] * 2
+
+
+# -- Fetch ---------------------------------------------------------------------------------------------------
+
+
+def fetch_body(offsets, max_wait_ms=0, min_bytes=1, max_bytes=10_000_000, partition_max_bytes=1_000_000):
+    return FetchRequest(max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, topics=[
+        FetchTopic(topic=t, partitions=[FetchPartition(partition=p, fetch_offset=o,
+                                                      partition_max_bytes=partition_max_bytes)])
+        for t, p, o in offsets])
+
+
+def fetch(state, offsets, **kw):
+    return handlers.handle_fetch(request(fetch_body(offsets, **kw), 1, 11), state)
+
+
+def parts_of(response):
+    return [p for t in response.responses for p in t.partitions]
+
+
+def values(records) -> list[bytes]:
+    data = records.read_bytes() if hasattr(records, "read_bytes") else bytes(records)
+    return [r.value for r in iter_records(data)]
+
+
+def test_fetch_includes_every_partition_and_never_null_records(state):
+    produce(state, [(0, batch(b"a", b"b")), (1, batch(b"c"))])
+    response = fetch(state, [("t", 0, 0), ("t", 1, 1), ("t", 2, 0), ("nope", 0, 0), ("t", 0, 99)])
+    parts = parts_of(response)
+    assert [p.error_code for p in parts] == [0, 0, handlers.NOT_LEADER_OR_FOLLOWER,
+                                             handlers.UNKNOWN_TOPIC_OR_PARTITION, handlers.OFFSET_OUT_OF_RANGE]
+    assert all(p.records is not None for p in parts)
+    assert values(parts[0].records) == [b"a", b"b"]
+    assert len(parts[1].records) == 0  # at the high watermark: no error, no records
+    assert (parts[0].high_watermark, parts[0].last_stable_offset, parts[0].log_start_offset) == (2, 2, 0)
+    assert parts[0].preferred_read_replica == -1 and response.session_id == 0
+
+
+def test_fetch_starts_at_the_batch_holding_the_offset_and_grows_to_one_batch(state):
+    produce(state, [(0, batch(b"a", b"b", b"c"))])
+    produce(state, [(0, batch(b"d"))])
+    parts = parts_of(fetch(state, [("t", 0, 1)], partition_max_bytes=10))
+    assert values(parts[0].records) == [b"a", b"b", b"c"]  # the whole first batch, though over 10 bytes
+
+
+def test_fetch_long_poll_wakes_on_append(state):
+    async def scenario():
+        pending = fetch(state, [("t", 0, 0)], max_wait_ms=5000)
+        assert asyncio.iscoroutine(pending)
+        task = asyncio.ensure_future(pending)
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        started = time.monotonic()
+        produce(state, [(0, batch(b"late"))])
+        response = await asyncio.wait_for(task, 2)
+        return response, time.monotonic() - started
+
+    response, waited = asyncio.run(scenario())
+    assert values(parts_of(response)[0].records) == [b"late"]
+    assert waited < 1.0
+
+
+def test_fetch_long_poll_times_out_with_empty_records(state):
+    async def scenario():
+        started = time.monotonic()
+        response = await fetch(state, [("t", 0, 0)], max_wait_ms=200)
+        return response, time.monotonic() - started
+
+    response, waited = asyncio.run(scenario())
+    assert 0.15 < waited < 2.0
+    part = parts_of(response)[0]
+    assert part.error_code == 0 and len(part.records) == 0
+
+
+# -- ListOffsets, Metadata -----------------------------------------------------------------------------------
+
+
+def test_list_offsets_earliest_latest_and_by_timestamp(state):
+    produce(state, [(0, build_batch([(None, b"a", None, 1000), (None, b"b", None, 2000)]))])
+    produce(state, [(0, build_batch([(None, b"c", None, 3000)]))])
+    body = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsTopic(name="t", partitions=[
+        ListOffsetsPartition(partition_index=0, timestamp=ts) for ts in (-2, -1, 2500, 99999)] + [
+        ListOffsetsPartition(partition_index=2, timestamp=-1)])])
+    parts = handlers.handle_list_offsets(request(body, 2, 5), state).topics[0].partitions
+    assert [(p.error_code, p.offset) for p in parts] == [(0, 0), (0, 3), (0, 2), (0, -1),
+                                                         (handlers.NOT_LEADER_OR_FOLLOWER, -1)]
+    assert parts[2].timestamp == 3000
+
+
+def test_metadata_answers_from_the_snapshot(state):
+    body = MetadataRequest(topics=[MetadataRequestTopic(name=n) for n in ("t", "missing", "bad/name")],
+                           allow_auto_topic_creation=True)
+    response = handlers.handle_metadata(request(body, 3, 8), state)
+    assert [b.node_id for b in response.brokers] == [ME, OTHER]
+    assert response.controller_id == ME and response.cluster_id == "c" * 22
+    t, missing, bad = response.topics
+    assert (missing.error_code, bad.error_code) == (handlers.UNKNOWN_TOPIC_OR_PARTITION,
+                                                    handlers.INVALID_TOPIC_EXCEPTION)
+    by_index = {p.partition_index: p for p in t.partitions}
+    assert by_index[2].leader_id == OTHER and by_index[2].error_code == 0
+    assert by_index[3].leader_id == -1 and by_index[3].error_code == handlers.LEADER_NOT_AVAILABLE
+    assert by_index[3].offline_replicas == [DEAD]
+    assert all(p.leader_epoch == -1 for p in t.partitions)
+
+
+def test_metadata_null_topics_lists_all(state):
+    response = handlers.handle_metadata(request(MetadataRequest(topics=None), 3, 1), state)
+    assert [t.name for t in response.topics] == ["t"]
+
+
+# -- CreateTopics (checks that need no ZooKeeper) ------------------------------------------------------------
+
+
+def create(state, *topics, validate_only=False):
+    body = CreateTopicsRequest(topics=list(topics), timeout_ms=1000, validate_only=validate_only)
+    return asyncio.run(handlers.handle_create_topics(request(body, 19, 4), state))
+
+
+def test_create_topics_errors(state):
+    response = create(
+        state,
+        CreatableTopic(name="bad name", num_partitions=1, replication_factor=1),
+        CreatableTopic(name="zero", num_partitions=0, replication_factor=1),
+        CreatableTopic(name="rf", num_partitions=1, replication_factor=3),
+        CreatableTopic(name="dup", num_partitions=1, replication_factor=1),
+        CreatableTopic(name="dup", num_partitions=1, replication_factor=1),
+        CreatableTopic(name="t", num_partitions=1, replication_factor=1),
+        CreatableTopic(name="new", num_partitions=-1, replication_factor=-1),
+        validate_only=True,
+    )
+    assert [r.error_code for r in response.topics] == [
+        handlers.INVALID_TOPIC_EXCEPTION, handlers.INVALID_PARTITIONS, handlers.INVALID_REPLICATION_FACTOR,
+        handlers.INVALID_REQUEST, handlers.INVALID_REQUEST, handlers.TOPIC_ALREADY_EXISTS, 0]
+    assert state.partitions.noted == []  # validate_only writes nothing
+
+
+def test_group_membership_apis_answer_a_fatal_error(state):
+    from sparklog.protocol import HeartbeatRequest, JoinGroupRequest
+
+    join = handlers.handle_join_group(request(JoinGroupRequest(group_id="g"), 11, 5), state)
+    beat = handlers.handle_heartbeat(request(HeartbeatRequest(group_id="g"), 12, 3), state)
+    assert join.error_code == beat.error_code == handlers.GROUP_AUTHORIZATION_FAILED
