@@ -26,12 +26,19 @@ class Files:
         return os.fstat(fd).st_size
 
     def pwrite(self, fd: int, data, position: int) -> None:
-        """Write all of `data` at `position` (loops over short writes)."""
-        view = memoryview(data)
+        """Write all of `data` at `position` (loops over short writes, which regular files rarely do)."""
+        written = os.pwrite(fd, data, position)
+        if written == len(data):
+            return
+        view = memoryview(data)[written:]
         while view:
+            position += written
             written = os.pwrite(fd, view, position)
             view = view[written:]
-            position += written
+
+    def modified_ms(self, fd: int) -> int:
+        """The file's last-modified time in wall-clock milliseconds (retention's fallback timestamp)."""
+        return os.fstat(fd).st_mtime_ns // 1_000_000
 
     def pread(self, fd: int, length: int, position: int) -> bytes:
         """Up to `length` bytes at `position`; shorter only at the end of the file."""

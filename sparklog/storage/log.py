@@ -16,18 +16,24 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import threading
 import time
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, NamedTuple
 
-from sparklog.storage.config import INT32_MAX, VISIBILITY_APPENDED, LogConfig
+from sparklog.storage.config import VISIBILITY_APPENDED, LogConfig
 from sparklog.storage.errors import LogClosedError, OffsetOutOfRange, RecordBatchTooLarge
 from sparklog.storage.files import OS_FILES, Files
 from sparklog.storage.flusher import Flusher, default_flusher
+from crc32c import crc32c
+
 from sparklog.storage.records import (
+    ATTRIBUTES_OFFSET,
     HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
     BatchHeader,
     CorruptRecordError,
     peek_size,
@@ -49,15 +55,41 @@ RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"  # Kafka's name; here o
 CHECKPOINT_VERSION = 0  # Kafka's OffsetCheckpointFile version
 TMP_SUFFIX = ".tmp"
 DEFAULT_READ_BYTES = 1024 * 1024  # iter_slices' chunk: Kafka's default max.partition.fetch.bytes
+DEFAULT_CHECKPOINT_INTERVAL_MS = 60_000  # log.flush.offset.checkpoint.interval.ms: Kafka's 60 s
+
+# The header fields a one-batch append checks, in one unpack; pad bytes skip the rest (records.HEADER).
+_APPEND_FIELDS = struct.Struct(
+    ">"
+    "8x"  # baseOffset: assigned here
+    "i"  # batchLength
+    "4x"  # partitionLeaderEpoch
+    "b"  # magic
+    "I"  # crc
+    "2x"  # attributes
+    "i"  # lastOffsetDelta
+    "8x"  # baseTimestamp
+    "q"  # maxTimestamp
+    "14x"  # producerId, producerEpoch, baseSequence
+    "i"  # recordCount
+)
+assert _APPEND_FIELDS.size == HEADER_SIZE
+_pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first field, outside the CRC
 
 HighWatermarkListener = Callable[["PartitionLog", int], None]
 
 
 class FileSlice:
-    """A byte range of one segment file: what a fetch sends with os.sendfile(sock, fileno(), position, length).
+    """A byte range of one segment file: what a fetch sends with os.sendfile(sock, fd, position, length).
 
     It stays usable after the segment is deleted by retention for file.delete.delay.ms (the file is only
-    renamed to `.deleted` until then); after that, or after the log is closed, fileno() raises.
+    renamed to `.deleted` until then); after that, or after the log is closed, using it raises
+    LogClosedError.
+
+    The descriptor rule: use the descriptor only inside `with piece.pinned() as fd:` (read_bytes() does).
+    A pinned segment's descriptor is not closed until the block ends, so it cannot be a number that a
+    concurrent close released and another open() reused. `fileno()` returns the bare number for callers
+    that cannot pin; it is only safe while the log is known to stay open (not across retention's
+    delayed delete or close()). Pinning costs one uncontended lock round trip, not a dup().
     """
 
     __slots__ = ("path", "position", "length", "_segment")
@@ -73,10 +105,15 @@ class FileSlice:
             raise LogClosedError(f"the segment file {self.path} was closed")
         return self._segment.fd
 
+    def pinned(self):
+        """Context manager giving the segment's descriptor, kept open (and this file's) until the block ends."""
+        return self._segment.pinned()
+
     def read_bytes(self) -> bytes:
         if not self.length:
             return b""
-        return OS_FILES.pread(self.fileno(), self.length, self.position)
+        with self._segment.pinned() as fd:
+            return OS_FILES.pread(fd, self.length, self.position)
 
     def __len__(self) -> int:
         return self.length
@@ -108,6 +145,7 @@ class LogStatistics:
     flushes: int
     rolls: int
     deleted_segments: int
+    checkpoints: int = 0  # recovery-point checkpoint files written
 
 
 class PartitionLog:
@@ -115,16 +153,28 @@ class PartitionLog:
 
     Locks: `_flush_lock` (taken first) serializes flush, retention, truncation and close; `_lock` guards the
     append path and the small state swaps. fsync runs outside `_lock`, so appends continue during a flush.
+
+    The recovery point (everything below it is fsynced) moves at every flush; the checkpoint file that
+    records it is rewritten only every `checkpoint_interval_ms` (Kafka's
+    log.flush.offset.checkpoint.interval.ms), on close, and at once when the point moves backwards
+    (truncation). A stale checkpoint only costs replay time on open: recovery scans everything from it,
+    and the file never names an offset above what is fsynced.
     """
 
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig,
-                 files: Files, flusher: Flusher, clock: Callable[[], int]):
+                 files: Files, flusher: Flusher, clock: Callable[[], int], *,
+                 checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS):
         self.directory = directory
         self.topic = topic
         self.partition = partition
         self.name = f"{topic}-{partition}"
         self.config = config
         self.flush_ms = config.flush_ms
+        self._flush_messages = config.flush_messages
+        self._max_message_bytes = config.max_message_bytes
+        self._segment_bytes = config.segment_bytes
+        self._expose_on_append = config.flush_visibility == VISIBILITY_APPENDED
+        self._checkpoint_interval_s = checkpoint_interval_ms / 1000
         self._files = files
         self._flusher = flusher
         self._clock = clock
@@ -139,25 +189,34 @@ class PartitionLog:
         self._first_unflushed_at: float | None = None
         self._listeners: tuple[HighWatermarkListener, ...] = ()
         self._closed = False
-        self._checkpoint_stale = True  # the file on disk may not say self._recovery_point
-        self._counters = dict(appends=0, appended_bytes=0, flushes=0, rolls=0, deleted_segments=0)
+        self._checkpointed: int | None = None  # what the checkpoint file says (None: missing or unreadable)
+        self._checkpointed_at = time.monotonic()
+        self._flush_everything = True  # the first flush after open: load() may have added index entries anywhere
+        self._appends = 0  # append-path counters are plain attributes: a dict update costs twice as much
+        self._appended_bytes = 0
+        self._counters = dict(flushes=0, rolls=0, deleted_segments=0, checkpoints=0)
 
     # -- opening ----------------------------------------------------------------------------------
 
     @classmethod
     def open(cls, directory: str, config: LogConfig | Mapping | None = None, *, files: Files | None = None,
-             flusher: Flusher | None = None, clock: Callable[[], int] | None = None) -> "PartitionLog":
+             flusher: Flusher | None = None, clock: Callable[[], int] | None = None,
+             checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS) -> "PartitionLog":
         """Open (or create) the log in `directory`, which must be named `<topic>-<partition>`, and recover it.
 
-        `clock` returns wall-clock milliseconds (for segment.ms and retention.ms); flush timing is monotonic.
+        `clock` returns wall-clock milliseconds (for segment.ms and retention.ms); flush and checkpoint
+        timing is monotonic. `checkpoint_interval_ms` is Kafka's broker-level
+        log.flush.offset.checkpoint.interval.ms (0: checkpoint at every flush that moves the recovery point).
         """
         topic, partition = parse_partition_dir(os.path.basename(os.path.normpath(directory)))
         if not isinstance(config, LogConfig):
             config = LogConfig.from_dict(config)
+        if checkpoint_interval_ms < 0:
+            raise ValueError(f"checkpoint_interval_ms must be >= 0, not {checkpoint_interval_ms}")
         files = files or OS_FILES
         files.makedirs(directory)
         log = cls(directory, topic, partition, config, files, flusher or default_flusher(),
-                  clock or _wall_clock_ms)
+                  clock or _wall_clock_ms, checkpoint_interval_ms=checkpoint_interval_ms)
         log._load()
         log._flusher.register(log)
         return log
@@ -187,8 +246,7 @@ class PartitionLog:
         active = segments[-1]
         self._leo = active.next_offset
         self._recovery_point = min(recovery_point, self._leo)
-        self._checkpoint_stale = True
-        self.flush()  # makes whatever recovery kept durable, and rewrites the checkpoint if it moved
+        self.flush()  # makes whatever recovery kept durable; rewrites the checkpoint if it named lost offsets
         self._hw = _Visible(self._leo, active.base_offset, active.size)
 
     def _load_segment(self, segment: LogSegment, recovery_point: int):
@@ -227,6 +285,7 @@ class PartitionLog:
 
     def _read_recovery_point(self) -> int:
         """The checkpointed offset, or 0 (replay everything) if the file is missing or unreadable."""
+        self._checkpointed = None
         data = self._files.read_file(self._checkpoint_path())
         if data is None:
             return 0
@@ -237,7 +296,8 @@ class PartitionLog:
                 self.topic, self.partition
             ):
                 raise ValueError(entry)
-            return max(0, int(offset))
+            self._checkpointed = max(0, int(offset))
+            return self._checkpointed
         except (ValueError, UnicodeDecodeError):
             logger.warning("%s: unreadable %s; replaying every segment", self.name, RECOVERY_POINT_FILE)
             return 0
@@ -245,6 +305,23 @@ class PartitionLog:
     def _write_recovery_point(self, offset: int) -> None:
         text = f"{CHECKPOINT_VERSION}\n1\n{self.topic} {self.partition} {offset}\n"
         self._files.write_atomically(self._checkpoint_path(), text.encode("ascii"))
+        self._checkpointed = offset
+        self._checkpointed_at = time.monotonic()
+        self._counters["checkpoints"] += 1
+
+    def _checkpoint_due(self, now: float, force: bool = False) -> bool:
+        """Must the checkpoint file be rewritten now? (Called with the fsynced `_recovery_point`.)
+
+        Always when it names offsets the log no longer has (truncation, recovery): a replay from there
+        would trust bytes it never checked. Otherwise only when stale, on close (`force`), or once
+        `checkpoint_interval_ms` has passed since the last write.
+        """
+        checkpointed, point = self._checkpointed, self._recovery_point
+        if checkpointed == point:
+            return False
+        if checkpointed is not None and point < checkpointed:
+            return True
+        return force or now - self._checkpointed_at >= self._checkpoint_interval_s
 
     # -- appending --------------------------------------------------------------------------------
 
@@ -252,13 +329,61 @@ class PartitionLog:
         """Append one or more whole v2 batches (a producer's record set); return the first batch's base offset.
 
         All batches are validated (size against max.message.bytes, magic, CRC-32C) before any byte is
-        written: on RecordBatchTooLarge or CorruptRecordError nothing is appended.
+        written: on RecordBatchTooLarge or CorruptRecordError nothing is appended. A bytearray is used as
+        it is: its baseOffset fields are overwritten with the assigned offsets (as Kafka assigns them in
+        the request's buffer); any other buffer (bytes, memoryview) is copied once.
+
+        The one-batch case is the hot path: one header unpack, the CRC (in C), one clock read for
+        segment.ms, one write; index bookkeeping only every index.interval.bytes.
         """
-        view = memoryview(batches)
-        if view.format != "B" or view.ndim != 1:
-            view = view.cast("B")
-        headers, offset_count = self._validate(view)
-        data = bytearray(view)
+        data = batches if type(batches) is bytearray else bytearray(batches)
+        size = len(data)
+        if size < HEADER_SIZE:
+            return self._append_many(data)  # raises, with the reason
+        length, magic, crc, delta, max_timestamp, count = _APPEND_FIELDS.unpack_from(data)
+        if length + LOG_OVERHEAD != size:
+            return self._append_many(data)  # several batches, or a bad length
+        if size > self._max_message_bytes:
+            raise RecordBatchTooLarge(f"batch of {size} bytes exceeds max.message.bytes={self._max_message_bytes}")
+        if magic != MAGIC or delta < 0 or count < 0 or crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]) != crc:
+            validate_batch(data)  # raises CorruptRecordError, with the reason
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(f"{self.name} is closed")
+            first = self._leo
+            next_offset = first + delta + 1
+            segment = self._segments[-1]
+            if segment.size and (
+                segment.size + size > self._segment_bytes or next_offset > segment.offset_limit
+                or segment.indexes_full or self._clock() >= segment.roll_at_ms
+            ):
+                segment = self._roll_locked()
+            _pack_base_offset(data, 0, first)
+            segment.append_batch(data, first, next_offset, max_timestamp)
+            self._leo = next_offset  # _appended_locked, inlined
+            self._unflushed_messages += count
+            if self._first_unflushed_at is None:
+                self._first_unflushed_at = time.monotonic()  # once per flush interval, not per append
+            self._appends += 1
+            self._appended_bytes += size
+            moved = self._expose_on_append and self._advance_hw(_Visible(next_offset, segment.base_offset, segment.size))
+        if moved:
+            self._notify(next_offset)
+        if self._unflushed_messages >= self._flush_messages:
+            self.flush()  # Kafka's flush.messages: synchronously, in the appending thread
+        return first
+
+    def _appended_locked(self, segment: LogSegment, next_offset: int, messages: int, size: int) -> None:
+        self._leo = next_offset
+        self._unflushed_messages += messages
+        if self._first_unflushed_at is None:
+            self._first_unflushed_at = time.monotonic()  # once per flush interval, not per append
+        self._appends += 1
+        self._appended_bytes += size
+
+    def _append_many(self, data: bytearray) -> int:
+        """append() of a record set of several batches (or of malformed bytes, which raise here)."""
+        headers, offset_count = self._validate(memoryview(data))
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"{self.name} is closed")
@@ -272,23 +397,17 @@ class PartitionLog:
                 messages += header.record_count
                 offset = next_offset
             segment.append(data, entries)
-            self._leo = offset
-            self._unflushed_messages += messages
-            if self._first_unflushed_at is None:
-                self._first_unflushed_at = time.monotonic()
-            self._counters["appends"] += 1
-            self._counters["appended_bytes"] += len(data)
-            moved = self.config.flush_visibility == VISIBILITY_APPENDED and self._advance_hw(
-                _Visible(offset, segment.base_offset, segment.size))
+            self._appended_locked(segment, offset, messages, len(data))
+            moved = self._expose_on_append and self._advance_hw(_Visible(offset, segment.base_offset, segment.size))
         if moved:
             self._notify(offset)
-        if self._unflushed_messages >= self.config.flush_messages:
-            self.flush()  # Kafka's flush.messages: synchronously, in the appending thread
+        if self._unflushed_messages >= self._flush_messages:
+            self.flush()
         return first
 
     def _validate(self, view: memoryview) -> tuple[list[tuple[int, BatchHeader]], int]:
         headers, position, offsets, total = [], 0, 0, len(view)
-        limit = self.config.max_message_bytes
+        limit = self._max_message_bytes
         while position < total:
             if total - position < HEADER_SIZE:
                 raise CorruptRecordError(f"{total - position} trailing bytes are not a whole batch")
@@ -306,13 +425,14 @@ class PartitionLog:
         return headers, offsets
 
     def _maybe_roll(self, size: int, offset_count: int) -> LogSegment:
+        """Roll first if this append would overfill the active segment (bytes, index, int32 offsets) or
+        segment.ms has passed since it was created; an empty segment always takes the append."""
         segment = self._segments[-1]
         if segment.size and (
-            segment.size + size > self.config.segment_bytes
-            or self._clock() - segment.created_ms >= self.config.segment_ms
-            or segment.index.is_full
-            or segment.time_index.is_full
-            or self._leo + offset_count - 1 - segment.base_offset > INT32_MAX
+            segment.size + size > self._segment_bytes
+            or self._leo + offset_count > segment.offset_limit
+            or segment.indexes_full
+            or self._clock() >= segment.roll_at_ms
         ):
             segment = self._roll_locked()
         return segment
@@ -338,34 +458,51 @@ class PartitionLog:
     # -- flushing and the high watermark ---------------------------------------------------------
 
     def flush_due(self, now: float) -> bool:
-        """For the Flusher: is the oldest unflushed append at least flush.ms old?"""
+        """For the Flusher: is the oldest unflushed append flush.ms old, or a periodic checkpoint due?"""
         first = self._first_unflushed_at
-        return first is not None and (now - first) * 1000 >= self.flush_ms
+        if first is not None and (now - first) * 1000 >= self.flush_ms:
+            return True
+        return self._checkpointed != self._recovery_point and self._checkpoint_due(now)
 
     def flush(self) -> None:
-        """fsync everything appended so far, checkpoint the recovery point, and move the HW there."""
+        """fsync everything appended so far and move the recovery point and the HW there.
+
+        The checkpoint file follows the recovery point as `_checkpoint_due` says: not at every flush.
+        """
+        self._flush(force_checkpoint=False)
+
+    def _flush(self, force_checkpoint: bool) -> None:
         with self._flush_lock:
             with self._lock:
                 if self._closed:
                     return
                 active = self._segments[-1]
                 visible = _Visible(self._leo, active.base_offset, active.size)
-                dirty = [s for s in self._segments if s.needs_flush]
+                first = 0 if self._flush_everything else self._first_unflushed_index()
+                dirty = [s for s in self._segments[first:] if s.needs_flush]
+                self._flush_everything = False
                 for segment in dirty:
                     segment.seal_time_index()
                 self._unflushed_messages = 0
                 self._first_unflushed_at = None
             for segment in dirty:
                 segment.flush()
-            if visible.offset != self._recovery_point or self._checkpoint_stale:
+            self._recovery_point = visible.offset
+            if self._checkpoint_due(time.monotonic(), force_checkpoint):
                 self._write_recovery_point(visible.offset)
-                self._recovery_point = visible.offset
-                self._checkpoint_stale = False
             with self._lock:
                 self._counters["flushes"] += 1
                 moved = self._advance_hw(visible)
         if moved:
             self._notify(visible.offset)
+
+    def _first_unflushed_index(self) -> int:
+        """Segments before this one are fsynced whole, their sealed time index included: a flush skips them.
+
+        The segment holding the recovery point and the one before it (whose time index a roll just
+        sealed) are the earliest that may have unflushed bytes or index entries.
+        """
+        return max(0, bisect_right(self._bases, self._recovery_point) - 2)
 
     def _advance_hw(self, visible: _Visible) -> bool:
         if visible.offset > self._hw.offset:
@@ -469,7 +606,8 @@ class PartitionLog:
         """Delete the oldest whole segments past retention.ms or beyond retention.bytes; return how many.
 
         Never the active segment, nor one holding offsets at or above the HW. A segment's age is that of
-        its largest timestamp (the design notes' rule).
+        its largest timestamp (the design notes' rule), or of its file's last modification when none of its
+        batches carries a timestamp (Kafka's LogSegment.largestTimestamp).
         """
         now = self._clock() if now_ms is None else now_ms
         with self._flush_lock, self._lock:
@@ -487,7 +625,7 @@ class PartitionLog:
         for segment in self._segments[:-1]:
             if segment.next_offset > self._hw.offset:
                 break
-            by_time = retention_ms >= 0 and now - segment.max_timestamp > retention_ms
+            by_time = retention_ms >= 0 and now - segment.largest_timestamp > retention_ms
             by_size = retention_bytes >= 0 and excess - segment.size >= 0
             if not (by_time or by_size):
                 break
@@ -522,7 +660,7 @@ class PartitionLog:
                     return
                 doomed = self._truncate_locked(offset)
             self._schedule_deletes(doomed)
-            self.flush()  # fsyncs the truncated segment and rewrites the checkpoint
+            self.flush()  # fsyncs the truncated segment; rewrites the checkpoint if it named removed offsets
 
     def _truncate_locked(self, offset: int) -> list[LogSegment]:
         segments = self._segments
@@ -541,15 +679,14 @@ class PartitionLog:
         if self._hw.offset > self._leo:
             self._hw = _Visible(self._leo, active.base_offset, active.size)
         self._recovery_point = min(self._recovery_point, self._leo)
-        self._checkpoint_stale = True
         return doomed
 
     def close(self) -> None:
-        """Flush (writing the recovery point, so the next open skips the replay) and close the files."""
+        """Flush, checkpoint the recovery point (so the next open skips the replay) and close the files."""
         if self._closed:
             return
         self._flusher.unregister(self)
-        self.flush()
+        self._flush(force_checkpoint=True)
         with self._flush_lock, self._lock:
             self._closed = True
             for segment in self._segments:
@@ -598,7 +735,8 @@ class PartitionLog:
         segments = self._segments
         return LogStatistics(
             self.name, segments[0].base_offset, self._leo, self._hw.offset, self._recovery_point,
-            len(segments), sum(s.size for s in segments), self._unflushed_messages, **self._counters,
+            len(segments), sum(s.size for s in segments), self._unflushed_messages,
+            appends=self._appends, appended_bytes=self._appended_bytes, **self._counters,
         )
 
     def __repr__(self) -> str:

@@ -9,13 +9,23 @@ partition leader epoch) rewritten, so a fetch can send the file's bytes as they 
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+import threading
+from contextlib import contextmanager
+from typing import Iterator, NamedTuple
 
-from sparklog.storage.config import LogConfig
-from sparklog.storage.errors import CorruptIndexError
+from sparklog.storage.config import INT32_MAX, LogConfig
+from sparklog.storage.errors import CorruptIndexError, LogClosedError
 from sparklog.storage.files import Files
 from sparklog.storage.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
-from sparklog.storage.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header, peek_size
+from sparklog.storage.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    BatchHeader,
+    iter_batches,
+    parse_header,
+    peek_size,
+)
 from sparklog.storage.recovery import ValidPrefix, replay
 
 LOG_SUFFIX = ".log"
@@ -27,10 +37,10 @@ OFFSET_DIGITS = 20  # Kafka's file-name width: every int64 offset fits
 
 
 class TimestampOffset(NamedTuple):
-    """The answer to a lookup by time: the first batch whose max timestamp is >= the target."""
+    """The answer to a lookup by time (Kafka's ListOffsets): the first record whose timestamp is >= the target."""
 
-    timestamp: int  # that batch's max timestamp
-    offset: int  # that batch's base offset
+    timestamp: int  # that record's timestamp
+    offset: int  # that record's offset
 
 
 class BatchEntry(NamedTuple):
@@ -81,6 +91,10 @@ class LogSegment:
             base_offset, files, max(1, config.segment_index_bytes // TIME_ENTRY.size),
         )
         self.created_ms = created_ms
+        self._pins = 0  # FileSlice users of `fd` right now: close() leaves the descriptor open until they end
+        self._pin_lock = threading.Lock()
+        self.roll_at_ms = created_ms + config.segment_ms  # segment.ms: the first append from then on rolls
+        self.offset_limit = base_offset + INT32_MAX + 1  # next offsets above this overflow the int32 index
         self.closed = False
         self._reset(0)
 
@@ -91,6 +105,7 @@ class LogSegment:
         self._offset_of_max_timestamp = self.base_offset
         self._bytes_since_index = 0
         self.flushed_size = flushed_size
+        self.indexes_full = self.index.is_full or self.time_index.is_full  # then the next append rolls
 
     # -- writing (under the log's lock) ----------------------------------------------------------
 
@@ -100,23 +115,53 @@ class LogSegment:
         self._files.pwrite(self.fd, data, start)
         for entry in batches:
             self._track(entry.base_offset, entry.max_timestamp, start + entry.position, entry.size)
-        self.size = start + len(data)
+        self.size = start + len(data)  # size before next_offset: lock-free readers rely on this order
         self.next_offset = batches[-1].next_offset
+
+    def append_batch(self, data, base_offset: int, next_offset: int, max_timestamp: int) -> None:
+        """`append` of exactly one batch: the producer's common case, without building a BatchEntry."""
+        position, size = self.size, len(data)
+        self._files.pwrite(self.fd, data, position)
+        if max_timestamp > self.max_timestamp:  # _track, inlined: this runs once per produce request
+            self.max_timestamp = max_timestamp
+            self._offset_of_max_timestamp = base_offset
+        if self._bytes_since_index > self._interval:
+            self._add_index_entry(base_offset, position)
+        self._bytes_since_index += size
+        self.size = position + size
+        self.next_offset = next_offset
 
     def _track(self, base_offset: int, max_timestamp: int, position: int, size: int) -> None:
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self._offset_of_max_timestamp = base_offset
         if self._bytes_since_index > self._interval:  # Kafka's rule: strictly more than the interval
-            self.index.append(base_offset, position)
-            self.time_index.maybe_append(self.max_timestamp, self._offset_of_max_timestamp)
-            self._bytes_since_index = 0
+            self._add_index_entry(base_offset, position)
         self._bytes_since_index += size
+
+    def _add_index_entry(self, base_offset: int, position: int) -> None:
+        index, time_index = self.index, self.time_index
+        index.append(base_offset, position)
+        time_index.maybe_append(self.max_timestamp, self._offset_of_max_timestamp)
+        self._bytes_since_index = 0
+        self.indexes_full = len(index) >= index.max_entries or len(time_index) >= time_index.max_entries
 
     def seal_time_index(self) -> None:
         """Make the time index's last entry carry the segment's max timestamp (at flush, roll and close)."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self._offset_of_max_timestamp)
+            self.indexes_full = self.index.is_full or self.time_index.is_full
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What time-based retention ages: the max timestamp, or the file's mtime when no batch has one.
+
+        Kafka's LogSegment.largestTimestamp: batches without timestamps (all -1, e.g. from old clients) must
+        not make a segment look infinitely old, so the last-modified time of the .log file stands in.
+        """
+        if self.max_timestamp != NO_TIMESTAMP:
+            return self.max_timestamp
+        return self._files.modified_ms(self.fd)
 
     @property
     def needs_flush(self) -> bool:
@@ -218,22 +263,63 @@ class LogSegment:
             position = end
 
     def find_timestamp(self, timestamp: int, limit: int) -> TimestampOffset | None:
-        """The first batch below `limit` whose max timestamp is >= `timestamp`."""
+        """The first record below `limit` whose timestamp is >= `timestamp` (Kafka's findOffsetByTimestamp).
+
+        The time index gives where to start; headers are scanned to the first batch whose max timestamp
+        is >= `timestamp`, and only that batch is decoded: every earlier batch has smaller timestamps
+        only, and the first record of this one at or after the target (in offset order, whatever the order
+        of its timestamps) is the answer. A batch whose header claims a max timestamp that none of its
+        records has (nothing checks this on append) is passed over, as Kafka does.
+        """
         position = self.find_batch(self.time_index.lookup(timestamp), limit)
         while position is not None and position < limit:
             header = self.read_header(position)
             if header.max_timestamp >= timestamp:
-                return TimestampOffset(header.max_timestamp, header.base_offset)
+                found = self._first_record_at_or_after(position, header.size, timestamp)
+                if found is not None:
+                    return found
             position += header.size
+        return None
+
+    def _first_record_at_or_after(self, position: int, size: int, timestamp: int) -> TimestampOffset | None:
+        for batch in iter_batches(self._files.pread(self.fd, size, position)):
+            for record in batch.records():
+                if record.timestamp >= timestamp:
+                    return TimestampOffset(record.timestamp, record.offset)
         return None
 
     # -- lifecycle --------------------------------------------------------------------------------
 
+    @contextmanager
+    def pinned(self) -> Iterator[int]:
+        """The .log descriptor, guaranteed to stay this file's until the block ends (LogClosedError if closed).
+
+        close() only marks a pinned segment closed; the last unpin closes the descriptor. Without this, a
+        reader holding the number could hit a descriptor that a concurrent close() released and an
+        unrelated open() reused, and read (or sendfile) another file's bytes.
+        """
+        with self._pin_lock:
+            if self.closed:
+                raise LogClosedError(f"the segment file {self.path} was closed")
+            self._pins += 1
+        try:
+            yield self.fd
+        finally:
+            with self._pin_lock:
+                self._pins -= 1
+                release = self.closed and not self._pins
+            if release:
+                self._files.close(self.fd)
+
     def close(self) -> None:
-        if not self.closed:
+        with self._pin_lock:
+            if self.closed:
+                return
             self.closed = True
-            self.index.close()
-            self.time_index.close()
+            release = not self._pins
+        self.index.close()
+        self.time_index.close()
+        if release:
             self._files.close(self.fd)
 
     def rename_deleted(self) -> None:

@@ -7,6 +7,7 @@ import pytest
 from support.storage_batches import BASE_TS, batch_offsets, make_batch, read_all
 from sparklog.storage import (
     CorruptRecordError,
+    Files,
     InvalidTopicName,
     LogClosedError,
     OffsetOutOfRange,
@@ -14,7 +15,8 @@ from sparklog.storage import (
     RecordBatchTooLarge,
     TimestampOffset,
 )
-from sparklog.storage.records import iter_batches, iter_records
+from sparklog.storage.log import RECOVERY_POINT_FILE
+from sparklog.storage.records import LOG_APPEND_TIME, build_batch, iter_batches, iter_records
 
 NEVER = 10**12  # flush.ms that the background flusher never reaches in a test
 
@@ -46,6 +48,34 @@ def test_append_accepts_memoryview_and_bytearray(tmp_path, flusher):
     log = open_log(tmp_path, flusher)
     assert log.append(memoryview(make_batch(2))) == 0
     assert log.append(bytearray(make_batch(2))) == 2
+    assert log.append(memoryview(make_batch(2) * 2).cast("H")) == 4  # any format: its bytes
+    log.flush()
+    assert batch_offsets(read_all(log)) == [(0, 2), (2, 4), (4, 6), (6, 8)]
+
+
+def test_append_patches_a_bytearray_in_place_and_copies_other_buffers(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    log.append(make_batch(3))
+    frozen, mutable = make_batch(2), bytearray(make_batch(2))
+    view = memoryview(bytearray(make_batch(2)))
+    assert log.append(frozen) == 3 and log.append(mutable) == 5 and log.append(view) == 7
+    assert next(iter_batches(frozen)).base_offset == 0 and next(iter_batches(view)).base_offset == 0
+    assert next(iter_batches(mutable)).base_offset == 5  # the offset assigned, as Kafka does in the request
+    log.flush()
+    assert read_all(log)[-2 * len(frozen):-len(frozen)] == mutable
+
+
+def test_a_refused_bytearray_is_left_untouched(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    log.append(make_batch(3))
+    good, bad = make_batch(2), bytearray(make_batch(2))
+    bad[-1] ^= 1
+    record_set = bytearray(good) + bad
+    for payload in (bad, record_set):
+        before = bytes(payload)
+        with pytest.raises(CorruptRecordError):
+            log.append(payload)
+        assert payload == before and log.log_end_offset == 3
 
 
 def test_reads_across_segment_rolls(tmp_path, flusher):
@@ -180,17 +210,47 @@ def test_malformed_record_sets_are_refused(tmp_path, flusher, payload):
     assert log.log_end_offset == 0
 
 
-def test_offset_for_timestamp_finds_first_batch_at_or_after(tmp_path, flusher):
+def test_offset_for_timestamp_finds_first_record_at_or_after(tmp_path, flusher):
     log = open_log(tmp_path, flusher, **{"segment.bytes": 400, "index.interval.bytes": 0})
-    for i in range(20):
+    for i in range(20):  # batch i: offsets 2i, 2i+1 with timestamps +100i, +100i+1
         log.append(make_batch(2, 30, timestamp=BASE_TS + 100 * i))
     log.flush()
-    assert log.offset_for_timestamp(BASE_TS) == TimestampOffset(BASE_TS + 1, 0)
-    assert log.offset_for_timestamp(BASE_TS + 550) == TimestampOffset(BASE_TS + 601, 12)
-    assert log.offset_for_timestamp(BASE_TS + 1901) == TimestampOffset(BASE_TS + 1901, 38)
+    assert log.offset_for_timestamp(BASE_TS) == TimestampOffset(BASE_TS, 0)
+    assert log.offset_for_timestamp(BASE_TS + 1) == TimestampOffset(BASE_TS + 1, 1)
+    assert log.offset_for_timestamp(BASE_TS + 550) == TimestampOffset(BASE_TS + 600, 12)
+    assert log.offset_for_timestamp(BASE_TS + 1900) == TimestampOffset(BASE_TS + 1900, 38)
+    assert log.offset_for_timestamp(BASE_TS + 1901) == TimestampOffset(BASE_TS + 1901, 39)
     assert log.offset_for_timestamp(BASE_TS + 1902) is None
     log.append(make_batch(1, timestamp=BASE_TS + 10_000))  # not flushed: not visible
     assert log.offset_for_timestamp(BASE_TS + 5000) is None
+
+
+def test_offset_for_timestamp_with_non_monotonic_timestamps(tmp_path, flusher):
+    """Kafka's ListOffsets: the earliest offset whose record timestamp is >= the target, and that timestamp,
+    with timestamps out of order inside batches and across them (and across segments)."""
+    log = open_log(tmp_path, flusher, **{"segment.bytes": 250, "index.interval.bytes": 0})
+    timestamps = [[50, 10, 30], [20, 5], [40, 60, 45], [15], [70, 65, 80]]
+    for batch in timestamps:
+        log.append(build_batch([(None, b"v", None, BASE_TS + t) for t in batch]))
+    log.flush()
+    assert len(log.segments) > 1
+    flat = [t for batch in timestamps for t in batch]
+    for target in range(0, 90):
+        expected = next(((BASE_TS + t, o) for o, t in enumerate(flat) if t >= target), None)
+        found = log.offset_for_timestamp(BASE_TS + target)
+        assert (found and tuple(found)) == expected, target
+    assert log.offset_for_timestamp(BASE_TS + 55) == TimestampOffset(BASE_TS + 60, 6)
+
+
+def test_offset_for_timestamp_in_compressed_and_log_append_time_batches(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    log.append(build_batch([(None, b"a" * 50, None, BASE_TS + t) for t in (30, 10, 40, 20)], compression="gzip"))
+    log.append(build_batch([(None, b"b", None, BASE_TS + 5)] * 2, timestamp_type=LOG_APPEND_TIME))
+    log.flush()
+    assert log.offset_for_timestamp(BASE_TS + 15) == TimestampOffset(BASE_TS + 30, 0)
+    assert log.offset_for_timestamp(BASE_TS + 31) == TimestampOffset(BASE_TS + 40, 2)
+    assert log.offset_for_timestamp(BASE_TS + 41) is None  # LOG_APPEND_TIME: each record has maxTimestamp
+    assert log.offset_for_timestamp(BASE_TS + 5) == TimestampOffset(BASE_TS + 30, 0)
 
 
 def test_segment_ms_rolls_by_injected_clock(tmp_path, flusher):
@@ -221,9 +281,48 @@ def test_time_retention_deletes_old_segments_but_never_the_active_one(tmp_path, 
         log.read(0, 100)
     assert log.enforce_retention(now_ms=BASE_TS + 10**9) == segments - deleted - 1
     assert len(log.segments) == 1 and log.log_end_offset == 20
+    log.close()  # writes the recovery-point checkpoint (flushes alone write it only every 60 s)
     assert sorted(os.listdir(log.directory)) == sorted(
         [os.path.basename(log.segments[0].path), os.path.basename(log.segments[0].index.path),
          os.path.basename(log.segments[0].time_index.path), "recovery-point-offset-checkpoint"])
+
+
+class MtimeFiles(Files):
+    """Files whose last-modified time is injected, for retention of segments without timestamps."""
+
+    def __init__(self, mtime_ms):
+        self.mtime_ms = mtime_ms
+
+    def modified_ms(self, fd):
+        return self.mtime_ms
+
+
+def test_time_retention_of_segments_without_timestamps_uses_the_file_mtime(tmp_path, flusher):
+    files = MtimeFiles(BASE_TS)
+    log = PartitionLog.open(str(tmp_path / "topic-0"), {"segment.bytes": 300, "retention.ms": 1000,
+                                                         "file.delete.delay.ms": 0, "flush.ms": NEVER},
+                            flusher=flusher, files=files)
+    for _ in range(6):
+        log.append(build_batch([(None, b"x" * 60, None, -1)] * 2))  # timestamp -1: none
+    log.flush()
+    segments = len(log.segments)
+    assert segments > 2 and all(s.max_timestamp == -1 for s in log.segments)
+    assert log.enforce_retention(now_ms=BASE_TS + 1000) == 0  # as old as their mtime: not expired (not -1)
+    files.mtime_ms = BASE_TS - 1  # last written 1001 ms before now
+    assert log.enforce_retention(now_ms=BASE_TS + 1000) == segments - 1  # all but the active one
+    assert len(log.segments) == 1
+    log.close()
+
+
+def test_time_retention_prefers_timestamps_over_the_file_mtime(tmp_path, flusher):
+    files = MtimeFiles(0)  # files that look ancient
+    log = PartitionLog.open(str(tmp_path / "topic-0"), {"segment.bytes": 300, "retention.ms": 1000,
+                                                         "flush.ms": NEVER}, flusher=flusher, files=files)
+    for i in range(6):
+        log.append(make_batch(2, 50, timestamp=BASE_TS + i))
+    log.flush()
+    assert len(log.segments) > 2 and log.enforce_retention(now_ms=BASE_TS + 1000) == 0
+    log.close()
 
 
 def test_retention_disabled_with_minus_one_and_never_past_the_hw(tmp_path, flusher):
@@ -335,7 +434,7 @@ def test_missing_or_corrupt_index_is_rebuilt(tmp_path, flusher, damage, which):
     assert [r.offset for r in iter_records(read_all(reopened))] == list(range(60))
     for offset in range(0, 60, 7):
         assert next(iter_batches(reopened.read(offset, 1).read_bytes())).last_offset >= offset
-    assert reopened.offset_for_timestamp(BASE_TS + 20) == TimestampOffset(BASE_TS + 20, 38)
+    assert reopened.offset_for_timestamp(BASE_TS + 20) == TimestampOffset(BASE_TS + 20, 39)  # batch 19's 2nd
     reopened.close()
     assert open(path, "rb").read() == good
 
@@ -370,3 +469,132 @@ def test_delete_removes_the_directory(tmp_path, flusher):
     assert not os.path.exists(log.directory)
     with pytest.raises(LogClosedError):
         log.read(0, 10)
+
+
+# -- the recovery-point checkpoint ------------------------------------------------------------------
+
+
+def read_checkpoint(log):
+    with open(os.path.join(log.directory, RECOVERY_POINT_FILE)) as f:
+        return int(f.read().split()[-1])
+
+
+def test_flushes_do_not_rewrite_the_checkpoint_until_the_interval_passes(tmp_path, flusher):
+    log = PartitionLog.open(str(tmp_path / "topic-0"), {"flush.ms": NEVER}, flusher=flusher,
+                            checkpoint_interval_ms=300)
+    started = time.monotonic()
+    for i in range(5):
+        log.append(make_batch(2, tag=i))
+        log.flush()
+    if time.monotonic() - started < 0.3:  # (a very slow machine may legitimately have checkpointed once)
+        assert log.statistics().checkpoints == 0 and not os.path.exists(
+            os.path.join(log.directory, RECOVERY_POINT_FILE))
+    assert log.recovery_point == log.high_watermark == 10  # the point moves at every flush, the file lags
+    assert log.flush_due(time.monotonic() + 0.3)  # the Flusher picks a due checkpoint up...
+    deadline = time.monotonic() + 5
+    while log.statistics().checkpoints == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert log.statistics().checkpoints == 1 and read_checkpoint(log) == 10  # ...within a tick of the interval
+    assert not log.flush_due(time.monotonic() + 10**6)  # nothing to flush, checkpoint current
+    log.close()
+    assert log.statistics().checkpoints == 1  # already current: close does not rewrite it
+
+
+def test_close_writes_the_checkpoint_and_the_next_open_skips_the_replay(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)  # default interval: 60 s
+    for i in range(5):
+        log.append(make_batch(2, tag=i))
+        log.flush()
+    assert log.statistics().checkpoints == 0
+    log.close()
+    assert log.statistics().checkpoints == 1 and read_checkpoint(log) == 10
+    reopened = open_log(tmp_path, flusher)
+    assert reopened.recovery_point == 10 and reopened.statistics().checkpoints == 0
+    reopened.close()
+
+
+def test_checkpoint_interval_zero_checkpoints_at_every_flush_that_moves_the_point(tmp_path, flusher):
+    log = PartitionLog.open(str(tmp_path / "topic-0"), {"flush.ms": NEVER}, flusher=flusher,
+                            checkpoint_interval_ms=0)
+    for i in range(3):
+        log.append(make_batch(2, tag=i))
+        log.flush()
+        log.flush()  # moves nothing
+        assert read_checkpoint(log) == 2 * (i + 1)
+    assert log.statistics().checkpoints == 1 + 3  # the new log's first (offset 0), at open, then one per move
+    log.close()
+
+
+def test_truncation_rewrites_a_checkpoint_that_names_removed_offsets_at_once(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    for i in range(5):
+        log.append(make_batch(2, tag=i))
+    log.close()
+    log = open_log(tmp_path, flusher)
+    assert read_checkpoint(log) == 10
+    log.truncate_to(4)
+    assert read_checkpoint(log) == 4  # not 60 s later: a replay from 10 would trust unchecked bytes
+    log.append(make_batch(3))
+    log.flush()
+    assert read_checkpoint(log) == 4 and log.recovery_point == 7
+    log.close()
+
+
+# -- FileSlice descriptors --------------------------------------------------------------------------
+
+
+def test_a_pinned_slice_keeps_its_descriptor_through_close(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    log.append(make_batch(3))
+    log.flush()
+    piece = log.read(0, 10_000)
+    expected = piece.read_bytes()
+    with piece.pinned() as fd:
+        log.close()  # from another thread in real life: the descriptor must survive the block
+        other = os.open(os.path.join(str(tmp_path), "unrelated"), os.O_RDWR | os.O_CREAT)
+        try:
+            assert other != fd  # the number was not released, so it cannot be reused
+            assert os.pread(fd, piece.length, piece.position) == expected
+        finally:
+            os.close(other)
+    with pytest.raises(OSError):
+        os.fstat(fd)  # the last unpin closed it
+    with pytest.raises(LogClosedError):
+        piece.read_bytes()
+    with pytest.raises(LogClosedError):
+        with piece.pinned():
+            pass
+
+
+def test_slices_read_concurrently_with_close_never_see_another_file(tmp_path, flusher):
+    for trial in range(20):
+        log = open_log(tmp_path, flusher, name=f"topic-{trial}")
+        log.append(make_batch(3, tag=trial))
+        log.flush()
+        piece = log.read(0, 10_000)
+        expected = piece.read_bytes()
+        seen, stop = [], threading.Event()
+
+        def reader():
+            while not stop.is_set():
+                try:
+                    seen.append(piece.read_bytes())
+                except LogClosedError:
+                    return
+
+        def opener():  # competes for descriptor numbers with files of other content
+            while not stop.is_set():
+                fd = os.open(os.path.join(str(tmp_path), "decoy"), os.O_RDWR | os.O_CREAT)
+                os.pwrite(fd, b"\xee" * len(expected), 0)
+                os.close(fd)
+
+        threads = [threading.Thread(target=reader), threading.Thread(target=opener)]
+        for t in threads:
+            t.start()
+        time.sleep(0.005)
+        log.close()
+        time.sleep(0.005)
+        stop.set()
+        for t in threads:
+            t.join()
+        assert seen and all(data == expected for data in seen)

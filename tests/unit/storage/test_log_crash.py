@@ -18,9 +18,10 @@ NEVER = 10**12
 SETTINGS = {"segment.bytes": 700, "index.interval.bytes": 120, "flush.ms": NEVER, "file.delete.delay.ms": 0}
 
 
-def build(directory, flusher, batches, flushed, files=None):
+def build(directory, flusher, batches, flushed, files=None, checkpoint_interval_ms=NEVER):
     """Append `batches` batch sizes; flush after the first `flushed`; return the log (not closed)."""
-    log = PartitionLog.open(directory, SETTINGS, flusher=flusher, files=files)
+    log = PartitionLog.open(directory, SETTINGS, flusher=flusher, files=files,
+                            checkpoint_interval_ms=checkpoint_interval_ms)
     for i, count in enumerate(batches):
         if i == flushed:
             log.flush()
@@ -145,10 +146,11 @@ def test_corrupt_checkpoint_is_treated_as_missing(tmp_path, flusher):
 # -- one test per crash point, with the crash-simulating file layer ------------------------------
 
 
-def crash_during(tmp_path, flusher, method, match, action, mode="drop"):
+def crash_during(tmp_path, flusher, method, match, action, mode="drop", checkpoint_interval_ms=NEVER):
     files = CrashFiles()
     directory = str(tmp_path / "t-0")
-    log = build(directory, flusher, [2] * 6, flushed=6, files=files)  # offsets 0..11 durable
+    log = build(directory, flusher, [2] * 6, flushed=6, files=files,  # offsets 0..11 durable
+                checkpoint_interval_ms=checkpoint_interval_ms)
     files.arm(method, match, mode)
     with pytest.raises(Crashed):
         action(log)
@@ -180,10 +182,63 @@ def test_crash_before_the_index_fsync_keeps_the_data_and_rebuilds_the_index(tmp_
     assert log.log_end_offset == 16
 
 
-def test_crash_before_the_checkpoint_rename_replays_from_the_old_point(tmp_path, flusher):
-    log = crash_during(tmp_path, flusher, "rename", lambda p: p.endswith(".tmp"), append_and_flush)
+def append_flush_and_close(log):
+    append_and_flush(log)
+    log.close()
+
+
+def test_crash_before_the_closing_checkpoint_rename_replays_from_the_old_point(tmp_path, flusher):
+    log = crash_during(tmp_path, flusher, "rename", lambda p: p.endswith(".tmp"), append_flush_and_close)
     assert log.log_end_offset == 16
     assert not any(n.endswith(".tmp") for n in os.listdir(log.directory))
+
+
+def test_crash_before_a_periodic_checkpoint_rename_replays_from_the_old_point(tmp_path, flusher):
+    log = crash_during(tmp_path, flusher, "rename", lambda p: p.endswith(".tmp"), append_and_flush,
+                       checkpoint_interval_ms=0)  # a checkpoint at every flush that moves the recovery point
+    assert log.log_end_offset == 16
+    assert not any(n.endswith(".tmp") for n in os.listdir(log.directory))
+
+
+def read_checkpoint(directory):
+    with open(os.path.join(directory, RECOVERY_POINT_FILE)) as f:
+        return int(f.read().split()[-1])
+
+
+def test_recovery_from_an_old_checkpoint_replays_every_later_segment(tmp_path, flusher):
+    """Flushes move the recovery point but not the file (interval: never); a crash then recovers from the
+    old checkpoint: everything fsynced survives, and damage anywhere after the checkpoint is found."""
+    directory = str(tmp_path / "t-0")
+    build(directory, flusher, [2] * 3, flushed=3).close()  # the closing checkpoint says 6
+    files = CrashFiles()
+    log = PartitionLog.open(directory, SETTINGS, flusher=flusher, files=files, checkpoint_interval_ms=NEVER)
+    for i in range(15):
+        log.append(make_batch(2, 40, tag=100 + i))
+        log.flush()
+    assert log.recovery_point == 36 and read_checkpoint(directory) == 6 and len(log.segments) > 3
+    log.append(make_batch(2, 40))  # never fsynced: lost
+    files.crash("tear", random.Random(7))
+    reopened = PartitionLog.open(directory, SETTINGS, flusher=flusher)
+    assert reopened.log_end_offset == reopened.high_watermark == 36
+    assert [r.offset for r in iter_records(read_all(reopened))] == list(range(36))
+    segments = [(s.path, s.base_offset) for s in reopened.segments]
+    reopened.close()
+    assert read_checkpoint(directory) == 36
+
+    # The checkpoint is old again (as after a crash), and a flushed batch past it is damaged: the replay
+    # from the old checkpoint finds it, although it lies before the last recovery point.
+    with open(os.path.join(directory, RECOVERY_POINT_FILE), "w") as f:
+        f.write("0\n1\nt 0 6\n")
+    path, base = next((p, b) for p, b in segments if b > 6)
+    with open(path, "r+b") as f:
+        f.seek(70)
+        byte = f.read(1)
+        f.seek(70)
+        f.write(bytes([byte[0] ^ 1]))
+    again = PartitionLog.open(directory, SETTINGS, flusher=flusher)
+    assert again.log_end_offset == base
+    assert [r.offset for r in iter_records(read_all(again))] == list(range(base))
+    again.close()
 
 
 def test_crash_during_retention_rename_keeps_a_consistent_log(tmp_path, flusher):

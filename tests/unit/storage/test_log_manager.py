@@ -51,3 +51,20 @@ def test_background_retention_thread_runs_and_close_stops_it(tmp_path):
     assert len(log.segments) == 1 and manager.statistics().deleted_segments > 0
     manager.close()
     assert not manager._retention_thread.is_alive() and log.closed
+
+
+def test_checkpoint_interval_reaches_every_log(tmp_path):
+    with LogManager(str(tmp_path), {"flush.ms": 5}, checkpoint_interval_ms=0) as manager:
+        log = manager.get_or_create("orders", 0)
+        log.append(make_batch(2))
+        deadline = time.monotonic() + 5  # the background flush moves the point, and checkpoints it at once
+        while log.statistics().checkpoints < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert log.statistics().checkpoints == 2 and log.recovery_point == 2  # at open (0), then 2
+    with LogManager(str(tmp_path), {"flush.ms": 5}) as manager:  # default: 60 s, and on close
+        log = manager.get_or_create("orders", 0)
+        log.append(make_batch(2))
+        while log.recovery_point < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert log.recovery_point == 4 and log.statistics().checkpoints == 0
+    assert log.statistics().checkpoints == 1  # written by close
