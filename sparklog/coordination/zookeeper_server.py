@@ -130,7 +130,7 @@ def _log4j2_properties(log_file: Path) -> str:
     )
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:  # runs in the child between fork and exec
     import ctypes
 
     try:
@@ -234,7 +234,7 @@ class EmbeddedZooKeeper:
                 stderr=subprocess.STDOUT,
                 cwd=data_dir,
                 # PR_SET_DEATHSIG fires when the *thread* that forked exits, so only from the main thread.
-                preexec_fn=_die_with_parent if sys.platform == "linux" and on_main_thread else None,
+                preexec_fn=die_with_parent if sys.platform == "linux" and on_main_thread else None,
             )
         self._wait_until_serving(timeout)
 
