@@ -26,7 +26,7 @@ fi
 stamp=.venv/.sparklog-installed
 want=$(cat pyproject.toml | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    .venv/bin/python -m pip install -q -e ".[test]" 2>&1 | grep -v -e '^WARNING: Location' -e '^$' || true
+    .venv/bin/python -m pip install -q --config-settings editable_mode=compat -e ".[test]" 2>&1 | grep -v -e '^WARNING: Location' -e '^$' || true
     .venv/bin/python -c "import sparklog, pyspark, kazoo, confluent_kafka, kafka" 
     echo "$want" > "$stamp"
 fi

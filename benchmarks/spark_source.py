@@ -1,0 +1,129 @@
+"""Spark reading and writing sparklog, beside Spark reading the same records from Parquet and JSON lines.
+
+    .venv/bin/python benchmarks/spark_source.py [--records 5000000] [--size 200] [--partitions 4]
+
+Starts a ZooKeeper and one broker, produces N records of `size` bytes with sparklog's Python producer
+(timed: the baseline for writes), writes the same values as Parquet and JSON lines, then times in one
+local[2] Spark session: `count()` and `sum(length(value))` over each of the three, and
+`df.write.format("sparklog")` of the same DataFrame. Prints rows/s and the ratios against the goals
+(read >= 50% of Spark's JSON-lines rate, write >= 50% of the Python producer's own rate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+
+def timed(fn):
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def produce(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
+    from sparklog.client.producer import Producer
+
+    payload = b"x" * size
+    producer = Producer(bootstrap_servers=bootstrap, **{"linger.ms": 10, "batch.size": 262_144})
+    start = time.perf_counter()
+    send = producer.send
+    for i in range(records):
+        send(topic, payload, partition=i % partitions)
+    producer.flush()
+    elapsed = time.perf_counter() - start
+    producer.close()
+    return elapsed
+
+
+def wait_end_offsets(bootstrap: str, topic: str, partitions: int, records: int) -> None:
+    from sparklog.client.consumer import Consumer
+
+    consumer = Consumer(bootstrap_servers=bootstrap)
+    tps = [(topic, p) for p in range(partitions)]
+    while sum(consumer.end_offsets(tps).values()) < records:
+        time.sleep(0.2)
+    consumer.close()
+
+
+def scan(df):
+    from pyspark.sql import functions as F
+
+    count_s, count = timed(df.count)
+    sum_s, total = timed(lambda: df.agg(F.sum(F.length("value"))).first()[0])
+    return count_s, sum_s, count, total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=5_000_000)
+    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--partitions", type=int, default=4)
+    args = parser.parse_args()
+    n, size, parts = args.records, args.size, args.partitions
+
+    from sparklog.coordination.connection import close, connect
+    from sparklog.coordination.topics import create_topic
+    from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper
+    from support.cluster import Cluster
+    from support.spark import new_session
+
+    work = Path(tempfile.mkdtemp(prefix="sparklog-bench-"))
+    zookeeper = EmbeddedZooKeeper()
+    zookeeper.start()
+    try:
+        zk_connect = f"{zookeeper.connect_string}/bench"
+        with Cluster(zk_connect, work / "brokers", brokers=1) as cluster:
+            zk = connect(zk_connect)
+            for topic in ("bench", "bench-out"):
+                create_topic(zk, topic, parts, 1)
+            close(zk)
+            time.sleep(1.0)
+            produce_s = produce(cluster.bootstrap, "bench", n, size, parts)
+            wait_end_offsets(cluster.bootstrap, "bench", parts, n)
+            print(f"python producer: {n:,} records of {size} B in {produce_s:.1f}s = {n / produce_s:,.0f} rows/s")
+
+            spark = new_session(conf={"spark.driver.memory": "3g"})
+            try:
+                from pyspark.sql import functions as F
+
+                values = spark.range(n).select(F.expr(f"repeat('x', {size})").alias("value"))
+                values.repartition(parts).write.parquet(str(work / "parquet"))
+                values.repartition(parts).write.json(str(work / "json"))
+
+                results = {}
+                results["parquet"] = scan(spark.read.parquet(str(work / "parquet")))
+                results["json"] = scan(spark.read.schema("value string").json(str(work / "json")))
+                sparklog_df = (spark.read.format("sparklog").option("bootstrap.servers", cluster.bootstrap)
+                               .option("subscribe", "bench").load())
+                results["sparklog"] = scan(sparklog_df)
+                for name, (count_s, sum_s, count, total) in results.items():
+                    assert count == n and total == n * size, (name, count, total)
+                    print(f"read {name:9s} count(): {count_s:6.1f}s = {n / count_s:>12,.0f} rows/s   "
+                          f"sum(length(value)): {sum_s:6.1f}s = {n / sum_s:>12,.0f} rows/s")
+                json_rate = n / results["json"][1]
+                read_rate = n / results["sparklog"][1]
+                print(f"sparklog read / JSON-lines read (sum): {read_rate / json_rate:.2f} (goal >= 0.50)")
+
+                to_write = spark.read.parquet(str(work / "parquet")).select(F.col("value").cast("binary"))
+                write_s, _ = timed(lambda: to_write.write.mode("append").format("sparklog")
+                                   .option("bootstrap.servers", cluster.bootstrap).option("topic", "bench-out")
+                                   .option("sparklog.linger.ms", "10").option("sparklog.batch.size", "262144").save())
+                print(f"write sparklog: {write_s:.1f}s = {n / write_s:,.0f} rows/s; "
+                      f"/ python producer: {(n / write_s) / (n / produce_s):.2f} (goal >= 0.50)")
+            finally:
+                spark.stop()
+    finally:
+        zookeeper.stop()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    main()

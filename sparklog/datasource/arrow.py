@@ -1,0 +1,148 @@
+"""Records to Arrow: the column builder behind `read()`, and the schema Spark's Kafka source declares.
+
+Rule 1: the Arrow schema equals what Spark derives from the Spark schema (`to_arrow_schema(schema,
+timezone="UTC")`) field for field — binary key/value, string topic, int32 partition, int64 offset,
+timestamp[us, UTC], int32 timestampType, optional list<struct<key: string, value: binary>> headers — or
+Spark refuses the batch.
+Rule 2: records are appended column by column, one Python list per column, and turned into Arrow arrays
+once per batch; no per-row tuples or dicts.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+ARROW_FIELDS = [
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", TIMESTAMP_TYPE),
+    pa.field("timestampType", pa.int32()),
+]
+HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))  # Spark names the list item "element"
+HEADERS_FIELD = pa.field("headers", HEADERS_TYPE)
+
+SPARK_HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+
+
+def spark_schema(include_headers: bool = False) -> StructType:
+    """Spark's Kafka source schema (KafkaRecordToRowConverter), with `headers` when asked for."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", SPARK_HEADERS_TYPE))
+    return StructType(fields)
+
+
+def arrow_schema(include_headers: bool = False) -> pa.Schema:
+    return pa.schema(ARROW_FIELDS + ([HEADERS_FIELD] if include_headers else []))
+
+
+class ColumnBuilder:
+    """Accumulates the records of one topic-partition, then emits `pyarrow.RecordBatch`es.
+
+    `append_batch` takes one decoded record batch as parallel lists (the storage layer's per-batch
+    decoding); the timestamp type is per batch in Kafka's format, so it is one int for all its records.
+    """
+
+    def __init__(self, topic: str, partition: int, include_headers: bool = False) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.include_headers = include_headers
+        self._reset()
+
+    def _reset(self) -> None:
+        self.keys: list = []
+        self.values: list = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.timestamp_types: list[tuple[int, int]] = []  # (count, type) runs
+        self.headers: list = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def append(
+        self,
+        offsets: Sequence[int],
+        timestamps: Sequence[int],
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        headers: Sequence[Sequence[tuple[str | bytes, bytes | None]]] | None,
+        timestamp_type: int,
+    ) -> None:
+        self.offsets.extend(offsets)
+        self.timestamps.extend(timestamps)
+        self.keys.extend(keys)
+        self.values.extend(values)
+        self.timestamp_types.append((len(offsets), timestamp_type))
+        if self.include_headers:
+            self.headers.extend(headers if headers is not None else [()] * len(offsets))
+
+    def build(self) -> pa.RecordBatch:
+        """The records appended so far as one RecordBatch; the builder is then empty again."""
+        n = len(self.offsets)
+        timestamps = pa.array(self.timestamps, pa.int64())
+        columns = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.repeat(pa.scalar(self.topic, pa.string()), n),
+            pa.repeat(pa.scalar(self.partition, pa.int32()), n),
+            pa.array(self.offsets, pa.int64()),
+            pc.multiply(timestamps, 1000).cast(TIMESTAMP_TYPE),
+            pa.array(_expand_runs(self.timestamp_types), pa.int32()),
+        ]
+        if self.include_headers:
+            columns.append(headers_array(self.headers))
+        batch = pa.RecordBatch.from_arrays(columns, schema=arrow_schema(self.include_headers))
+        self._reset()
+        return batch
+
+
+def _expand_runs(runs: Iterable[tuple[int, int]]) -> list[int]:
+    result: list[int] = []
+    for count, value in runs:
+        result.extend([value] * count)
+    return result
+
+
+def headers_array(headers: Sequence[Sequence[tuple[str | bytes, bytes | None]]]) -> pa.Array:
+    """Per-record header lists -> list<struct<key: string, value: binary>>, built from flat columns."""
+    offsets, keys, values = [0], [], []
+    for record_headers in headers:
+        for key, value in record_headers:
+            keys.append(key.decode("utf-8", "replace") if isinstance(key, (bytes, bytearray, memoryview)) else key)
+            values.append(None if value is None else bytes(value))
+        offsets.append(len(keys))
+    structs = pa.StructArray.from_arrays(
+        [pa.array(keys, pa.string()), pa.array(values, pa.binary())], fields=list(HEADER_TYPE)
+    )
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), structs, type=HEADERS_TYPE)
+
+
+def empty_batch(include_headers: bool = False) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=arrow_schema(include_headers))

@@ -1,0 +1,36 @@
+"""Data loss, as Spark's Kafka source reports it: fail with `failOnDataLoss=true`, else warn and go on.
+
+Rule 1: every message names the topic, the partition and the missing offset range.
+"""
+
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger("sparklog.datasource")
+
+FAIL_ADVICE = (
+    "Some data may have been lost because they are not available in sparklog any more; either the data was "
+    "aged out by retention or the topic may have been deleted before all the data in the topic was processed. "
+    'If you don\'t want your streaming query to fail on such cases, set the source option "failOnDataLoss" '
+    'to "false".'
+)
+WARN_ADVICE = (
+    "Some data may have been lost because they are not available in sparklog any more; either the data was "
+    "aged out by retention or the topic may have been deleted before all the data in the topic was processed. "
+    'If you want your streaming query to fail on such cases, set the source option "failOnDataLoss" to "true".'
+)
+
+
+class DataLossError(RuntimeError):
+    """Offsets the query must read are gone (retention, topic deleted or recreated) and failOnDataLoss=true."""
+
+
+def report_data_loss(fail_on_data_loss: bool, message: str) -> None:
+    if fail_on_data_loss:
+        raise DataLossError(f"{message}. {FAIL_ADVICE}")
+    logger.warning("%s. %s", message, WARN_ADVICE)
+
+
+def missing_range(topic: str, partition: int, start: int, end: int) -> str:
+    return f"Offsets [{start}, {end}) of {topic}-{partition} are missing"

@@ -1,0 +1,131 @@
+"""`read()` of one input partition, in a Spark Python worker: exactly the offsets `[start, end)` as Arrow.
+
+Rule 1: everything needed travels in the partition and the options; the fetch opens its own consumer and
+closes it, whatever happens.
+Rule 2: the same `(start, end)` always yields the same rows: records before `start` in the first fetched
+batch and records from `end` on are dropped, and gaps (compacted offsets, transaction markers) are skipped
+by each batch's next offset, not waited for.
+Rule 3: offsets of the range that are no longer in the log are data loss: `failOnDataLoss=true` fails the
+task naming the topic, partition and missing range; false warns and reads what is left. A range the log
+never reaches fails after `kafkaConsumer.pollTimeoutMs`, never hangs.
+Rule 4: records are decoded a whole batch at a time into columns (`ColumnBuilder`), from the chunks of raw
+record batches the client Consumer fetched; that keeps the batch's timestamp type, which the Consumer's
+per-record API does not carry, and avoids one Python object per record and field.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import pyarrow as pa
+
+from sparklog.datasource.arrow import ColumnBuilder
+from sparklog.datasource.errors import missing_range, report_data_loss
+from sparklog.datasource.metadata import bootstrap_servers
+from sparklog.datasource.offsets import SparklogInputPartition
+from sparklog.datasource.options import ReadOptions
+from sparklog.storage.records import iter_batches
+
+ROWS_PER_ARROW_BATCH = 65_536  # bounded memory per task: Spark streams the batches on as they come
+POLL_INTERVAL_S = 0.5  # one poll's wait; the overall deadline is kafkaConsumer.pollTimeoutMs
+
+
+class FetchTimeout(TimeoutError):
+    """The range could not be read within kafkaConsumer.pollTimeoutMs."""
+
+
+def read_partition(options: ReadOptions, part: SparklogInputPartition) -> Iterator[pa.RecordBatch]:
+    if part.end <= part.start:
+        return iter(())
+    return _read(options, part)
+
+
+def _open_consumer(options: ReadOptions, part: SparklogInputPartition):
+    from sparklog.client.consumer import Consumer
+
+    servers = part.bootstrap or bootstrap_servers(options.connection)
+    settings = dict(options.connection.settings)
+    settings["auto.offset.reset"] = "none"  # an out-of-range position is data loss here, never a silent reset
+    return Consumer(bootstrap_servers=servers, **settings)
+
+
+def _read(options: ReadOptions, part: SparklogInputPartition) -> Iterator[pa.RecordBatch]:
+    from sparklog.client.consumer import OffsetOutOfRange
+
+    consumer = _open_consumer(options, part)
+    try:
+        tp = (part.topic, part.partition)
+        consumer.assign([tp])
+        position = _first_available(consumer, options, part, part.start)
+        consumer.seek(tp, position)
+        builder = ColumnBuilder(part.topic, part.partition, options.include_headers)
+        timeout_s = options.poll_timeout_ms / 1000
+        deadline = time.monotonic() + timeout_s
+        while position < part.end:
+            try:
+                new_position = _fetch_into(builder, consumer, position, part.end)
+            except OffsetOutOfRange:  # retention ran since we looked: report, then go on from the log start
+                new_position = _first_available(consumer, options, part, position)
+                consumer.seek(tp, new_position)
+            if len(builder) >= ROWS_PER_ARROW_BATCH:
+                yield builder.build()
+            if new_position > position:
+                position, deadline = new_position, time.monotonic() + timeout_s
+            elif time.monotonic() > deadline:
+                if not _lost_tail(consumer, options, part, position):
+                    raise FetchTimeout(
+                        f"Timed out after {options.poll_timeout_ms} ms reading offsets [{position}, {part.end}) of "
+                        f"{part.topic}-{part.partition} (kafkaConsumer.pollTimeoutMs)"
+                    )
+                break
+        if len(builder):
+            yield builder.build()
+    finally:
+        consumer.close()
+
+
+def _first_available(consumer, options: ReadOptions, part: SparklogInputPartition, position: int) -> int:
+    """`position`, or the log start offset when retention removed it (Rule 3)."""
+    tp = (part.topic, part.partition)
+    earliest = consumer.beginning_offsets([tp])[tp]
+    if position < earliest:
+        report_data_loss(options.fail_on_data_loss, missing_range(part.topic, part.partition, position, min(earliest, part.end)))
+        return min(earliest, part.end)
+    return position
+
+
+def _lost_tail(consumer, options: ReadOptions, part: SparklogInputPartition, position: int) -> bool:
+    """The log ends before `part.end` (topic deleted or recreated): data loss, not a timeout."""
+    tp = (part.topic, part.partition)
+    latest = consumer.end_offsets([tp])[tp]
+    if latest >= part.end:
+        return False
+    report_data_loss(options.fail_on_data_loss, missing_range(part.topic, part.partition, max(position, latest), part.end))
+    return True
+
+
+def _fetch_into(builder: ColumnBuilder, consumer, position: int, end: int) -> int:
+    """Append the records of one fetched chunk in `[position, end)`; return the next position.
+
+    Decodes whole record batches straight into columns (one transposition per batch); the position moves
+    past control batches and compacted gaps too (Rule 2).
+    """
+    chunk = consumer._next_chunk(POLL_INTERVAL_S)  # the consumer's raw fetched chunks; see the module note
+    if chunk is None:
+        return position
+    _state, _epoch, view, _start = chunk
+    for batch in iter_batches(view, consumer.config["check.crcs"]):
+        if batch.next_offset <= position:
+            continue
+        if batch.base_offset >= end:
+            return max(position, end)
+        if not batch.is_control:
+            records = list(batch.records())
+            if records and (records[0][0] < position or records[-1][0] >= end):
+                records = [r for r in records if position <= r[0] < end]
+            if records:
+                offsets, timestamps, keys, values, headers = zip(*records)
+                builder.append(offsets, timestamps, keys, values, headers, batch.timestamp_type)
+        position = min(max(position, batch.next_offset), end)
+    return position

@@ -1,0 +1,400 @@
+"""The data source's options, parsed and validated once, under the names Spark's Kafka source uses.
+
+Rule 1: every option is checked when the DataFrame is defined (`load()`), never in a task: a typo or a
+refused Kafka setting fails before any data moves, with the advice Spark's Kafka source gives.
+Rule 2: the parsed result is a frozen dataclass of plain values, so readers and writers that hold one stay
+picklable (they are shipped to Spark's Python workers).
+
+Names are case-insensitive, as Spark passes them. Kafka client settings may carry Spark's `kafka.` prefix
+(`kafka.bootstrap.servers`) or none (`bootstrap.servers`); producer settings for the sink may also carry
+our own `sparklog.` prefix (`sparklog.linger.ms`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+# Sentinels inside offset JSON, as in Spark's Kafka source (and Kafka's ListOffsets).
+LATEST = -1
+EARLIEST = -2
+
+DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"  # Spark's Kafka source default
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Spark's Kafka source default "15m"
+DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's Kafka source: spark.network.timeout, 120s
+DEFAULT_FETCH_OFFSET_NUM_RETRIES = 3  # Spark's Kafka source default
+DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 10  # Spark's Kafka source default
+DEFAULT_ZOOKEEPER_TIMEOUT_MS = 10_000
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+# Refused Kafka settings, with the advice Spark's Kafka source (KafkaSourceProvider) gives for each.
+_AUTO_OFFSET_RESET_ADVICE = (
+    "Kafka option 'auto.offset.reset' is not supported.\n"
+    "Instead set the source option 'startingOffsets' to 'earliest' or 'latest'\n"
+    "to specify where to start. Structured Streaming manages which offsets are consumed\n"
+    "internally, rather than relying on the kafkaConsumer to do it. This will ensure that no\n"
+    "data is missed when new topics/partitions are dynamically subscribed. Note that\n"
+    "'startingOffsets' only applies when a new Streaming query is started, and\n"
+    "that resuming will always pick up from where the query left off. See the docs for more\n"
+    "details."
+)
+REFUSED_READ_OPTIONS = {
+    "group.id": (
+        "Kafka option 'group.id' is not supported as user-specified consumer groups are not used to "
+        "track offsets. Set the source option 'kafka.group.id' (or 'groupIdPrefix') to name the group "
+        "under which the query's progress is recorded."
+    ),
+    "auto.offset.reset": _AUTO_OFFSET_RESET_ADVICE,
+    "key.deserializer": (
+        "Kafka option 'key.deserializer' is not supported as keys are deserialized as byte arrays with "
+        "ByteArrayDeserializer. Use DataFrame operations to explicitly deserialize the keys."
+    ),
+    "value.deserializer": (
+        "Kafka option 'value.deserializer' is not supported as values are deserialized as byte arrays "
+        "with ByteArrayDeserializer. Use DataFrame operations to explicitly deserialize the values."
+    ),
+    "enable.auto.commit": "Kafka option 'enable.auto.commit' is not supported",
+    "interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
+}
+REFUSED_WRITE_OPTIONS = {
+    "key.serializer": (
+        "Kafka option 'key.serializer' is not supported as keys are serialized with "
+        "ByteArraySerializer or StringSerializer. Use DataFrame operations to explicitly serialize "
+        "the keys into either strings or byte arrays."
+    ),
+    "value.serializer": (
+        "Kafka option 'value.serializer' is not supported as value are serialized with "
+        "ByteArraySerializer or StringSerializer. Use DataFrame operations to explicitly serialize "
+        "the values into either strings or byte arrays."
+    ),
+}
+_PREFIXED_ALLOWED = {"group.id"}
+STRATEGIES = ("error", "latest")
+SUBSCRIPTIONS = ("subscribe", "subscribepattern", "assign")
+_SUBSCRIPTION_NAMES = {"subscribe": "subscribe", "subscribepattern": "subscribePattern", "assign": "assign"}
+# Producer settings a writer passes through (with a `sparklog.` or `kafka.` prefix).
+PRODUCER_SETTINGS = (
+    "acks", "compression.type", "batch.size", "linger.ms", "batch.num.messages", "buffer.memory",
+    "max.block.ms", "max.request.size", "retries", "delivery.timeout.ms", "request.timeout.ms",
+    "retry.backoff.ms", "client.id", "max.in.flight.requests.per.connection",
+)
+CONSUMER_SETTINGS = (
+    "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.max.wait.ms", "fetch.min.bytes",
+    "request.timeout.ms", "retry.backoff.ms", "client.id", "check.crcs", "receive.message.max.bytes",
+    "socket.connection.setup.timeout.ms",
+)
+
+
+class SparklogOptionError(ValueError):
+    """An option is missing, malformed, refused or not valid for this kind of query."""
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """What to read: `kind` is "subscribe" (topics), "subscribePattern" (pattern) or "assign" (partitions)."""
+
+    kind: str
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    partitions: tuple[tuple[str, int], ...] = ()
+
+    def matches(self, topic: str) -> bool:
+        if self.kind == "subscribePattern":
+            return re.fullmatch(self.pattern, topic) is not None  # Java's Matcher.matches()
+        if self.kind == "subscribe":
+            return topic in self.topics
+        return any(t == topic for t, _ in self.partitions)
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where a read starts or ends.
+
+    `kind` is "earliest", "latest", "offsets" (`offsets`: {(topic, partition): offset, -2/-1 sentinels}),
+    "timestamp" (`timestamp`: ms for every partition) or "timestamps" (`offsets` holds per-partition ms).
+    """
+
+    kind: str
+    offsets: tuple[tuple[tuple[str, int], int], ...] = ()
+    timestamp: int | None = None
+
+    @property
+    def by_partition(self) -> dict[tuple[str, int], int]:
+        return dict(self.offsets)
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    bootstrap_servers: str | None
+    zookeeper_connect: str | None
+    settings: tuple[tuple[str, Any], ...] = ()
+    zookeeper_timeout_ms: int = DEFAULT_ZOOKEEPER_TIMEOUT_MS
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    connection: ConnectionOptions
+    subscription: Subscription
+    starting: OffsetSpec
+    ending: OffsetSpec
+    starting_strategy: str = "error"
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    fetch_offset_num_retries: int = DEFAULT_FETCH_OFFSET_NUM_RETRIES
+    fetch_offset_retry_interval_ms: int = DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS
+    group_id: str | None = None
+    group_id_prefix: str = DEFAULT_GROUP_ID_PREFIX
+    query_key: str | None = None
+    commit_progress: bool = True
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    connection: ConnectionOptions
+    topic: str | None = None
+    producer_settings: tuple[tuple[str, Any], ...] = field(default=())
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): v for k, v in dict(options).items() if v is not None}
+
+
+def _kafka_setting(opts: Mapping[str, str], name: str) -> str | None:
+    """A Kafka client setting given bare (`bootstrap.servers`) or with Spark's `kafka.` prefix."""
+    return opts.get(name) or opts.get("kafka." + name)
+
+
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    value = opts.get(name.lower())
+    if value is None:
+        return default
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise SparklogOptionError(f"Option '{name}' must be true or false, not {value!r}")
+    return text == "true"
+
+
+def _positive(opts: Mapping[str, str], name: str, default: int | None = None, zero_ok: bool = False) -> int | None:
+    value = opts.get(name.lower())
+    if value is None:
+        return default
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise SparklogOptionError(f"Invalid value '{value}' for option '{name}', must be a positive integer") from None
+    if number < 0 or (number == 0 and not zero_ok):
+        raise SparklogOptionError(f"Invalid value '{value}' for option '{name}', must be a positive integer")
+    return number
+
+
+def parse_duration_ms(value: str, name: str = "maxTriggerDelay") -> int:
+    """`"15m"`, `"30s"`, `"500ms"`, `"2000"` (ms) -> milliseconds, as Spark's time strings."""
+    match = _DURATION.match(str(value))
+    if not match:
+        raise SparklogOptionError(f"Invalid value '{value}' for option '{name}': expected a duration like '15m'")
+    unit = match.group(2).lower() if match.group(2) else None
+    return int(match.group(1)) * _DURATION_MS[unit]
+
+
+def _json_object(text: str, name: str) -> dict:
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise SparklogOptionError(f"Option '{name}' is not valid JSON: {text!r} ({exc})") from None
+    if not isinstance(parsed, dict):
+        raise SparklogOptionError(f"Option '{name}' must be a JSON object like {{\"topicA\":{{\"0\":23}}}}")
+    return parsed
+
+
+def parse_partition_json(text: str, name: str) -> dict[tuple[str, int], int]:
+    """`{"t":{"0":23,"1":-2}}` -> {("t", 0): 23, ("t", 1): -2}."""
+    result = {}
+    for topic, partitions in _json_object(text, name).items():
+        if not isinstance(partitions, dict):
+            raise SparklogOptionError(f"Option '{name}': topic {topic!r} must map partitions to numbers")
+        for partition, value in partitions.items():
+            try:
+                key = (str(topic), int(partition))
+            except ValueError:
+                raise SparklogOptionError(f"Option '{name}': partition {partition!r} is not an integer") from None
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise SparklogOptionError(f"Option '{name}': {topic}-{partition} must be an integer, not {value!r}")
+            result[key] = value
+    return result
+
+
+def parse_assign(text: str) -> tuple[tuple[str, int], ...]:
+    """`{"topicA":[0,1],"topicB":[2,4]}` -> sorted (topic, partition) pairs."""
+    pairs = set()
+    for topic, partitions in _json_object(text, "assign").items():
+        if not isinstance(partitions, list) or not all(isinstance(p, int) and p >= 0 for p in partitions):
+            raise SparklogOptionError(f"Option 'assign': {topic!r} must map to a list of partition numbers")
+        pairs.update((str(topic), p) for p in partitions)
+    if not pairs:
+        raise SparklogOptionError("No topicpartitions to assign as specified value for option 'assign' is '{}'")
+    return tuple(sorted(pairs))
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def check_refused(opts: Mapping[str, str], refused: Mapping[str, str]) -> None:
+    """Refuse a Kafka setting given bare or with `kafka.`; `kafka.group.id` alone is accepted (it names
+    the group under which progress is recorded, as in Spark's Kafka source)."""
+    for name, advice in refused.items():
+        if name in opts or ("kafka." + name in opts and name not in _PREFIXED_ALLOWED):
+            raise SparklogOptionError(advice)
+
+
+def parse_connection(opts: Mapping[str, str], passthrough: tuple[str, ...]) -> ConnectionOptions:
+    servers = _kafka_setting(opts, "bootstrap.servers")
+    zookeeper = _kafka_setting(opts, "zookeeper.connect")
+    if not servers and not zookeeper:
+        raise SparklogOptionError(
+            "Option 'bootstrap.servers' (or 'kafka.bootstrap.servers') or 'zookeeper.connect' must be "
+            "specified for configuring the sparklog client"
+        )
+    settings = []
+    for name in passthrough:
+        for prefixed in ("kafka." + name, "sparklog." + name):
+            if prefixed in opts:
+                settings.append((name, opts[prefixed]))
+    timeout = _positive(opts, "zookeeper.connection.timeout.ms", DEFAULT_ZOOKEEPER_TIMEOUT_MS)
+    return ConnectionOptions(servers, zookeeper, tuple(settings), timeout)
+
+
+def parse_subscription(opts: Mapping[str, str]) -> Subscription:
+    given = [name for name in SUBSCRIPTIONS if name in opts]
+    if len(given) != 1:
+        if not given:
+            raise SparklogOptionError(
+                "One of the following options must be specified for Kafka source: subscribe, "
+                "subscribePattern, assign. See the docs for more details."
+            )
+        names = ", ".join(_SUBSCRIPTION_NAMES[n] for n in given)
+        raise SparklogOptionError(f"Only one of the following options can be specified: {names}")
+    kind = given[0]
+    value = str(opts[kind])
+    if kind == "subscribe":
+        topics = tuple(sorted({t.strip() for t in value.split(",") if t.strip()}))
+        if not topics:
+            raise SparklogOptionError(f"No topics to subscribe to as specified value for option 'subscribe' is '{value}'")
+        return Subscription("subscribe", topics=topics)
+    if kind == "subscribepattern":
+        if not value.strip():
+            raise SparklogOptionError("Pattern to subscribe is empty as specified value for option 'subscribePattern' is ''")
+        try:
+            re.compile(value.strip())
+        except re.error as exc:
+            raise SparklogOptionError(f"Option 'subscribePattern' is not a valid regex: {exc}") from None
+        return Subscription("subscribePattern", pattern=value.strip())
+    return Subscription("assign", partitions=parse_assign(value))
+
+
+def _offset_spec(opts: Mapping[str, str], prefix: str, default: str) -> OffsetSpec:
+    """`{prefix}Timestamp` > `{prefix}OffsetsByTimestamp` > `{prefix}Offsets`, as Spark's Kafka source."""
+    global_ts = opts.get(f"{prefix}timestamp")
+    if global_ts is not None:
+        try:
+            return OffsetSpec("timestamp", timestamp=int(str(global_ts).strip()))
+        except ValueError:
+            raise SparklogOptionError(f"Option '{prefix}Timestamp' must be a number of milliseconds") from None
+    by_ts = opts.get(f"{prefix}offsetsbytimestamp")
+    if by_ts is not None:
+        spec = parse_partition_json(by_ts, f"{prefix}OffsetsByTimestamp")
+        return OffsetSpec("timestamps", offsets=tuple(sorted(spec.items())))
+    text = str(opts.get(f"{prefix}offsets", default)).strip()
+    if text.lower() in ("earliest", "latest"):
+        return OffsetSpec(text.lower())
+    spec = parse_partition_json(text, f"{prefix}Offsets")
+    return OffsetSpec("offsets", offsets=tuple(sorted(spec.items())))
+
+
+def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
+    """Validate and parse a reader's options; `streaming` selects Spark's stream or batch rules."""
+    opts = _lower(options)
+    check_refused(opts, REFUSED_READ_OPTIONS)
+    connection = parse_connection(opts, CONSUMER_SETTINGS)
+    subscription = parse_subscription(opts)
+    starting = _offset_spec(opts, "starting", "latest" if streaming else "earliest")
+    ending = _offset_spec(opts, "ending", "latest")
+    if streaming:
+        for name in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
+            if name in opts:
+                raise SparklogOptionError("ending offset not valid in streaming queries")
+    else:
+        _check_batch_offsets(starting, ending)
+    strategy = str(opts.get("startingoffsetsbytimestampstrategy", "error")).strip().lower()
+    if strategy not in STRATEGIES:
+        raise SparklogOptionError(f"Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', not {strategy!r}")
+    if not streaming:
+        for name in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"):
+            opts.pop(name, None)  # Spark's Kafka source ignores them in batch queries
+    delay = opts.get("maxtriggerdelay")
+    group_id = opts.get("kafka.group.id")
+    return ReadOptions(
+        connection=connection,
+        subscription=subscription,
+        starting=starting,
+        ending=ending,
+        starting_strategy=strategy,
+        max_offsets_per_trigger=_positive(opts, "maxOffsetsPerTrigger"),
+        min_offsets_per_trigger=_positive(opts, "minOffsetsPerTrigger"),
+        max_trigger_delay_ms=parse_duration_ms(delay) if delay is not None else DEFAULT_MAX_TRIGGER_DELAY_MS,
+        min_partitions=_positive(opts, "minPartitions"),
+        max_records_per_partition=_positive(opts, "maxRecordsPerPartition"),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        include_headers=_bool(opts, "includeHeaders", False),
+        poll_timeout_ms=_positive(opts, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS),
+        fetch_offset_num_retries=_positive(opts, "fetchOffset.numRetries", DEFAULT_FETCH_OFFSET_NUM_RETRIES, zero_ok=True),
+        fetch_offset_retry_interval_ms=_positive(
+            opts, "fetchOffset.retryIntervalMs", DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS, zero_ok=True
+        ),
+        group_id=group_id,
+        group_id_prefix=str(opts.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX)),
+        query_key=opts.get("sparklog.queryid") or opts.get("checkpointlocation") or group_id,
+        commit_progress=_bool(opts, "sparklog.commitProgress", True),
+    )
+
+
+def _check_batch_offsets(starting: OffsetSpec, ending: OffsetSpec) -> None:
+    """Spark's Kafka source's batch rules: never start at latest, never end at earliest."""
+    if starting.kind == "latest":
+        raise SparklogOptionError("starting offset can't be latest for batch queries on Kafka")
+    for (topic, partition), offset in starting.offsets if starting.kind == "offsets" else ():
+        if offset == LATEST:
+            raise SparklogOptionError(f"startingOffsets for {topic}-{partition} can't be latest for batch queries on Kafka")
+    if ending.kind == "earliest":
+        raise SparklogOptionError("ending offset can't be earliest for batch queries on Kafka")
+    for (topic, partition), offset in ending.offsets if ending.kind == "offsets" else ():
+        if offset == EARLIEST:
+            raise SparklogOptionError(f"endingOffsets for {topic}-{partition} can't be earliest for batch queries on Kafka")
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    opts = _lower(options)
+    check_refused(opts, REFUSED_WRITE_OPTIONS)
+    connection = parse_connection(opts, ())
+    settings = []
+    for name in PRODUCER_SETTINGS:
+        for prefixed in ("kafka." + name, "sparklog." + name):
+            if prefixed in opts:
+                settings.append((name, opts[prefixed]))
+    topic = opts.get("topic")
+    return WriteOptions(connection=connection, topic=topic.strip() if topic else None, producer_settings=tuple(settings))

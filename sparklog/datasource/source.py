@@ -1,0 +1,77 @@
+"""The `sparklog` data source: Spark's Kafka source options, schema and semantics over sparklog.
+
+Rule 1: options are validated where Spark first hands them over — `schema()` checks what every read needs,
+`reader`/`streamReader`/`writer`/`streamWriter` what batch or streaming adds — so errors surface at
+`load()`/`save()`/`start()`, before any task runs.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from sparklog.datasource.arrow import spark_schema
+from sparklog.datasource.options import _bool, _lower, parse_read_options, parse_write_options
+
+
+class SparklogDataSource(DataSource):
+    """Read and write sparklog topics from Spark, as with Spark's Kafka source (`format("kafka")`).
+
+    Registration: installing sparklog makes `format("sparklog")` available (pyspark imports the top-level
+    `pyspark_sparklog` module and registers its `DefaultSource`); `sparklog.datasource.register(spark)` does
+    the same explicitly.
+
+    Example::
+
+        df = (spark.readStream.format("sparklog")
+              .option("zookeeper.connect", "localhost:2181")   # or bootstrap.servers
+              .option("subscribe", "events")
+              .option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", 10000)
+              .load())
+        query = (df.selectExpr("CAST(value AS STRING)").writeStream.format("parquet")
+                 .option("checkpointLocation", "/tmp/ckpt").trigger(availableNow=True).start("/tmp/out"))
+
+        (spark.range(10).selectExpr("CAST(id AS STRING) AS value").write.format("sparklog")
+         .option("bootstrap.servers", "localhost:9092").option("topic", "events").mode("append").save())
+
+    Spark lets Python sources write in "append" (or "overwrite") mode only: Kafka's default ErrorIfExists is refused
+    by Spark itself, so batch writes say `.mode("append")`.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "sparklog"
+
+    def schema(self) -> StructType:
+        return spark_schema(_bool(_lower(self.options), "includeHeaders", False))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from sparklog.datasource.batch_reader import SparklogBatchReader
+
+        return SparklogBatchReader(parse_read_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from sparklog.datasource.stream_reader import SparklogStreamReader
+
+        return SparklogStreamReader(parse_read_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from sparklog.datasource.writer import SparklogWriter, validate_schema
+
+        options = parse_write_options(self.options)
+        validate_schema(schema, options)
+        return SparklogWriter(options)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from sparklog.datasource.writer import SparklogStreamWriter, validate_schema
+
+        options = parse_write_options(self.options)
+        validate_schema(schema, options)
+        return SparklogStreamWriter(options)

@@ -1,0 +1,150 @@
+"""The sink: batch and streaming Arrow writers that produce every row of a task with one batching producer.
+
+Rule 1: the input schema is checked in `validate_schema`, called when Spark asks for a writer (analysis
+time, in the driver): a missing `value`, a wrong type, or no topic anywhere fails before anything is
+written, with the messages of Spark's Kafka sink.
+Rule 2: a task succeeds only if every record it sent was acknowledged: `write()` flushes its producer and
+raises the first delivery error, so Spark retries the task (at-least-once, as Spark's Kafka sink).
+Columns: `value` (binary or string, required), `key` (binary or string), `topic` (string; the `topic`
+option overrides it), `partition` (int), `headers` (array<struct<key: string, value: binary>>); any other
+column is ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+
+from sparklog.datasource.options import WriteOptions
+
+MAX_TASK_FAILURES_REPORTED = 1  # the first delivery error is raised; the rest are counted
+
+
+class SparklogSchemaError(ValueError):
+    """The DataFrame cannot be written to sparklog as it is (Rule 1)."""
+
+
+def validate_schema(schema: StructType, options: WriteOptions) -> None:
+    fields = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise SparklogSchemaError("Required attribute 'value' not found")
+    if not isinstance(fields["value"], (BinaryType, StringType)):
+        raise SparklogSchemaError(f"value attribute type must be a string or binary, not {fields['value'].simpleString()}")
+    if "key" in fields and not isinstance(fields["key"], (BinaryType, StringType)):
+        raise SparklogSchemaError(f"key attribute type must be a string or binary, not {fields['key'].simpleString()}")
+    if options.topic is None:
+        if "topic" not in fields:
+            raise SparklogSchemaError(
+                "topic option required when no 'topic' attribute is present. Use the topic option for setting a topic."
+            )
+    if "topic" in fields and not isinstance(fields["topic"], StringType):
+        raise SparklogSchemaError(f"topic attribute type must be a string, not {fields['topic'].simpleString()}")
+    if "partition" in fields and not isinstance(fields["partition"], IntegerType):
+        raise SparklogSchemaError(f"partition attribute type must be an int, not {fields['partition'].simpleString()}")
+    if "headers" in fields and not _is_headers_type(fields["headers"]):
+        raise SparklogSchemaError(
+            f"headers attribute type must be an array<struct<key:string,value:binary>>, "
+            f"not {fields['headers'].simpleString()}"
+        )
+
+
+def _is_headers_type(data_type) -> bool:
+    if not isinstance(data_type, ArrayType) or not isinstance(data_type.elementType, StructType):
+        return False
+    inner = {f.name: f.dataType for f in data_type.elementType.fields}
+    return (
+        len(inner) == 2
+        and isinstance(inner.get("key"), StringType)
+        and isinstance(inner.get("value"), BinaryType)
+    )
+
+
+@dataclass
+class SparklogCommitMessage(WriterCommitMessage):
+    rows: int
+
+
+def _column(batch: pa.RecordBatch, name: str) -> list | None:
+    """A column as Python values, strings encoded as UTF-8 bytes by Arrow; None when absent."""
+    index = next((i for i, n in enumerate(batch.schema.names) if n.lower() == name), None)
+    if index is None:
+        return None
+    column = batch.column(index)
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.binary())
+    return column.to_pylist()
+
+
+def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    """Send every row with one producer, flush, and raise the first delivery error (Rule 2)."""
+    try:
+        from sparklog.client import Producer
+    except ImportError:  # the package may not re-export it (yet)
+        from sparklog.client.producer import Producer
+
+    c = options.connection
+    producer = Producer(bootstrap_servers=c.bootstrap_servers, zookeeper=c.zookeeper_connect, **dict(options.producer_settings))
+    futures = []
+    rows = 0
+    try:
+        for batch in batches:
+            rows += batch.num_rows
+            futures.extend(_send_batch(producer, options, batch))
+        producer.flush()
+        failed = [f for f in futures if f.exception(0) is not None]
+        if failed:
+            raise RuntimeError(
+                f"{len(failed)} of {len(futures)} records were not acknowledged; first error: {failed[0].exception(0)!r}"
+            ) from failed[0].exception(0)
+    finally:
+        producer.close()
+    return rows
+
+
+def _send_batch(producer, options: WriteOptions, batch: pa.RecordBatch) -> list:
+    n = batch.num_rows
+    values = _column(batch, "value")
+    keys = _column(batch, "key") or [None] * n
+    topics = [options.topic] * n if options.topic else [t.decode("utf-8") if t is not None else None for t in _column(batch, "topic")]
+    partitions = _column(batch, "partition") or [None] * n
+    headers = _column(batch, "headers")
+    send = producer.send
+    futures = []
+    for i in range(n):
+        topic = topics[i]
+        if topic is None:
+            raise ValueError("Null topic present in the data. Use the topic option for setting a topic.")
+        record_headers = [(h["key"], h["value"]) for h in headers[i]] if headers is not None and headers[i] else None
+        futures.append(send(topic, values[i], key=keys[i], headers=record_headers, partition=partitions[i]))
+    return futures
+
+
+class SparklogWriter(DataSourceArrowWriter):
+    """`df.write.format("sparklog")`: each Spark task produces its rows (see module rules)."""
+
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SparklogCommitMessage:
+        return SparklogCommitMessage(produce_batches(self.options, iterator))
+
+
+class SparklogStreamWriter(DataSourceStreamArrowWriter):
+    """`df.writeStream.format("sparklog")`: every micro-batch's tasks produce their rows; commit is a no-op
+    because each acknowledged record is already durable in the log (at-least-once)."""
+
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SparklogCommitMessage:
+        return SparklogCommitMessage(produce_batches(self.options, iterator))
+
+    def commit(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
+        pass
+
+    def abort(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
+        pass

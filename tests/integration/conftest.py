@@ -1,0 +1,73 @@
+"""Fixtures for the Spark integration tests: one SparkSession per test session, brokers per module.
+
+- `spark`: local[2] session, stopped at the end of the session.
+- `sparklog_cluster`: two broker subprocesses on one ZooKeeper chroot (module scope; stopped after).
+- `make_topic(name, partitions)`: creates a topic in that cluster's ZooKeeper and waits for its leaders.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from support.spark import new_session
+
+    session = new_session()
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def sparklog_cluster(request, zookeeper, tmp_path_factory):
+    from support.cluster import Cluster
+
+    zk_connect = f"{zookeeper.connect_string}/ds-{uuid.uuid4().hex}"
+    cluster = Cluster(zk_connect, tmp_path_factory.mktemp("brokers"), brokers=2,
+                      overrides={"log.retention.check.interval.ms": 500})
+    request.addfinalizer(cluster.stop)
+    cluster.start()
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def cluster_zk(request, sparklog_cluster):
+    from sparklog.coordination.connection import close, connect
+
+    client = connect(sparklog_cluster.zk_connect)
+    request.addfinalizer(lambda: close(client))
+    return client
+
+
+@pytest.fixture
+def make_topic(cluster_zk, sparklog_cluster):
+    from sparklog.coordination.topics import create_topic
+
+    def make(name: str | None = None, partitions: int = 4, config: dict | None = None) -> str:
+        name = name or f"t-{uuid.uuid4().hex[:10]}"
+        create_topic(cluster_zk, name, partitions, 1, config)
+        wait_for_leaders(sparklog_cluster.bootstrap, name, partitions)
+        return name
+
+    return make
+
+
+def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    """Until every partition of `topic` has a leader in the brokers' metadata."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=5)
+        t = md.topics.get(topic)
+        if t is not None and t.error is None and len(t.partitions) == partitions and all(
+            p.leader >= 0 and p.error is None for p in t.partitions.values()
+        ):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"topic {topic} has no leaders after {timeout}s")

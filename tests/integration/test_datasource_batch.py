@@ -1,0 +1,91 @@
+"""Batch reads and writes with Spark (local[2]) against real brokers: exact offset ranges, the write round
+trip read back by kafka-python and by the source itself, writeStream, and schema errors at analysis time."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.errors import AnalysisException, PythonException
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from support.spark import COLUMNS, expected_df, produce
+
+pytestmark = pytest.mark.slow
+
+
+def batch(spark, cluster, **options):
+    reader = spark.read.format("sparklog").option("bootstrap.servers", cluster.bootstrap)
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return reader.load()
+
+
+def test_batch_read_returns_exactly_the_json_range(spark, sparklog_cluster, make_topic):
+    topic = make_topic(partitions=3)
+    produced = produce(sparklog_cluster.bootstrap, [topic], 300)
+    latest = {p: max(o for t, q, o, _, _ in produced if q == p) + 1 for p in range(3)}
+    df = batch(spark, sparklog_cluster, subscribe=topic, minPartitions=7,
+               startingOffsets=f'{{"{topic}":{{"0":10,"1":-2,"2":5}}}}',
+               endingOffsets=f'{{"{topic}":{{"0":50,"1":-1,"2":20}}}}')
+    want = [r for r in produced if (r[1] == 0 and 10 <= r[2] < 50) or r[1] == 1 or (r[1] == 2 and 5 <= r[2] < 20)]
+    assert len(want) == 40 + latest[1] + 15
+    assertDataFrameEqual(df.select(*COLUMNS), expected_df(spark, want))
+    assert df.rdd.getNumPartitions() >= 7
+
+
+def test_write_100k_rows_round_trip(spark, sparklog_cluster, make_topic, tmp_path):
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic, copy = make_topic(partitions=4), make_topic(partitions=4)
+    n = 100_000
+    source = (spark.range(n).repartition(4)
+              .select(F.col("id").cast("string").cast("binary").alias("key"),
+                      F.concat(F.lit("value-"), F.col("id").cast("string")).alias("value"),
+                      (F.col("id") % 4).cast("int").alias("partition"),
+                      F.array(F.struct(F.lit("h").alias("key"), F.col("id").cast("string").cast("binary").alias("value")))
+                      .alias("headers")))
+    source.write.mode("append").format("sparklog").option("bootstrap.servers", sparklog_cluster.bootstrap) \
+        .option("topic", topic).option("sparklog.linger.ms", "5").save()
+    want = source.select("key", F.col("value").cast("binary"), "partition", "headers")
+
+    # read back by kafka-python
+    consumer = KafkaConsumer(bootstrap_servers=sparklog_cluster.bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=10_000, max_partition_fetch_bytes=4 << 20)
+    consumer.assign([TopicPartition(topic, p) for p in range(4)])
+    rows = []
+    for m in consumer:
+        rows.append((m.key, m.value, m.partition, [{"key": k, "value": v} for k, v in m.headers]))
+        if len(rows) == n:
+            break
+    consumer.close()
+    assertDataFrameEqual(spark.createDataFrame(rows, want.schema), want)
+
+    # read back by the sparklog source, and copy it to another topic with writeStream
+    got = batch(spark, sparklog_cluster, subscribe=topic, includeHeaders="true")
+    assertDataFrameEqual(got.select("key", "value", "partition", "headers"), want)
+    stream = (spark.readStream.format("sparklog").option("bootstrap.servers", sparklog_cluster.bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest").option("includeHeaders", "true")
+              .load().select("key", "value", "partition", "headers"))
+    query = (stream.writeStream.format("sparklog").option("bootstrap.servers", sparklog_cluster.bootstrap)
+             .option("topic", copy).option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert query.exception() is None
+    copied = batch(spark, sparklog_cluster, subscribe=copy, includeHeaders="true")
+    assertDataFrameEqual(copied.select("key", "value", "partition", "headers"), want)
+
+
+@pytest.mark.parametrize("select, message", [
+    (["CAST(id AS STRING) AS key"], "Required attribute 'value' not found"),
+    (["id AS value"], "value attribute type must be a string or binary"),
+    (["CAST(id AS STRING) AS value", "'x' AS partition"], "partition attribute type must be an int"),
+])
+def test_wrong_schema_fails_before_writing(spark, sparklog_cluster, make_topic, select, message):
+    topic = make_topic(partitions=1)
+    with pytest.raises((AnalysisException, PythonException, Exception), match=message):
+        spark.range(5).selectExpr(*select).write.mode("append").format("sparklog") \
+            .option("bootstrap.servers", sparklog_cluster.bootstrap).option("topic", topic).save()
+    with pytest.raises(Exception, match="topic option required"):
+        spark.range(5).selectExpr("CAST(id AS STRING) AS value").write.mode("append").format("sparklog") \
+            .option("bootstrap.servers", sparklog_cluster.bootstrap).save()
+    assert batch(spark, sparklog_cluster, subscribe=topic).count() == 0

@@ -1,0 +1,83 @@
+"""Data the query needs deleted by retention (both failOnDataLoss modes), and subscribePattern picking up
+a topic created while the query runs."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from support.spark import COLUMNS, expected_df, produce, run_available_now, stream
+
+pytestmark = pytest.mark.slow
+
+
+def wait_log_start(bootstrap: str, topic: str, minimum: int, timeout: float = 60.0) -> int:
+    from sparklog.client.consumer import Consumer
+
+    consumer = Consumer(bootstrap_servers=bootstrap)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            start = consumer.beginning_offsets([(topic, 0)])[(topic, 0)]
+            if start >= minimum:
+                return start
+            assert time.monotonic() < deadline, f"retention left the log start of {topic}-0 at {start}"
+            time.sleep(0.25)
+    finally:
+        consumer.close()
+
+
+@pytest.fixture
+def trimmed_topic(sparklog_cluster, make_topic):
+    """One partition of 400 records whose first segments retention has deleted; returns (topic, rows, start)."""
+    topic = make_topic(partitions=1, config={"segment.bytes": 2048, "retention.ms": 2000})
+    old = produce(sparklog_cluster.bootstrap, [topic], 200, "old")
+    time.sleep(2.5)  # the old records' segments age past retention.ms
+    new = produce(sparklog_cluster.bootstrap, [topic], 200, "new")
+    start = wait_log_start(sparklog_cluster.bootstrap, topic, 1)
+    assert start <= 200  # the new records are all still there
+    return topic, old + new, start
+
+
+def test_fail_on_data_loss_true_names_the_missing_range(spark, sparklog_cluster, trimmed_topic, tmp_path):
+    topic, _, start = trimmed_topic
+    df = stream(spark, sparklog_cluster, subscribe=topic, startingOffsets=f'{{"{topic}":{{"0":0}}}}')
+    with pytest.raises(Exception) as failure:
+        run_available_now(df, tmp_path / "out", tmp_path / "ckpt")
+    text = str(failure.value)
+    assert f"Offsets [0, " in text and f"of {topic}-0 are missing" in text and "failOnDataLoss" in text
+
+
+def test_fail_on_data_loss_false_continues_from_earliest(spark, sparklog_cluster, trimmed_topic, tmp_path):
+    topic, produced, _ = trimmed_topic
+    df = stream(spark, sparklog_cluster, subscribe=topic, failOnDataLoss="false",
+                startingOffsets=f'{{"{topic}":{{"0":0}}}}')
+    run_available_now(df, tmp_path / "out", tmp_path / "ckpt")
+    got = spark.read.parquet(str(tmp_path / "out")).select(*COLUMNS)
+    first = got.agg({"offset": "min"}).first()[0]
+    assert first > 0
+    assertDataFrameEqual(got, expected_df(spark, [r for r in produced if r[2] >= first]))
+
+
+def test_subscribe_pattern_picks_up_a_new_topic(spark, sparklog_cluster, make_topic, tmp_path):
+    prefix = f"pat-{uuid.uuid4().hex[:8]}"
+    first = make_topic(f"{prefix}-a", partitions=2)
+    rows = produce(sparklog_cluster.bootstrap, [first], 100)
+    df = stream(spark, sparklog_cluster, subscribePattern=f"{prefix}-.*", startingOffsets="earliest")
+    query = (df.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(processingTime="500 milliseconds").start(str(tmp_path / "out")))
+    try:
+        query.processAllAvailable()
+        second = make_topic(f"{prefix}-b", partitions=3)
+        rows += produce(sparklog_cluster.bootstrap, [second], 150)
+        deadline = time.monotonic() + 120
+        while spark.read.parquet(str(tmp_path / "out")).count() < 250:
+            assert query.exception() is None and time.monotonic() < deadline
+            time.sleep(1)
+    finally:
+        query.stop()
+    got = spark.read.parquet(str(tmp_path / "out")).select(*COLUMNS)
+    assertDataFrameEqual(got, expected_df(spark, rows))

@@ -1,0 +1,67 @@
+"""Record -> Arrow conversion: schema equal to Spark's own, values equal to a row-by-row reference."""
+
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, strategies as st
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from sparklog.datasource.arrow import ColumnBuilder, arrow_schema, headers_array, spark_schema
+
+
+@pytest.mark.parametrize("headers", [False, True])
+def test_schema_is_what_spark_expects(headers):
+    assert arrow_schema(headers).equals(to_arrow_schema(spark_schema(headers), timezone="UTC"))
+    assert spark_schema(headers).simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
+        "timestampType:int" + (",headers:array<struct<key:string,value:binary>>>" if headers else ">"))
+
+
+def reference_rows(topic, partition, batches, include_headers):
+    rows = []
+    for offsets, timestamps, keys, values, headers, ts_type in batches:
+        for i, offset in enumerate(offsets):
+            row = {"key": keys[i], "value": values[i], "topic": topic, "partition": partition, "offset": offset,
+                   "timestamp": datetime.fromtimestamp(timestamps[i] / 1000, tz=timezone.utc),
+                   "timestampType": ts_type}
+            if include_headers:
+                row["headers"] = [{"key": k, "value": v} for k, v in headers[i]]
+            rows.append(row)
+    return rows
+
+
+blobs = st.one_of(st.none(), st.binary(max_size=20))
+record = st.tuples(st.integers(0, 2**41), blobs, blobs, st.lists(st.tuples(st.text(max_size=5), blobs), max_size=3))
+
+
+@given(st.lists(st.tuples(st.lists(record, min_size=1, max_size=5), st.integers(0, 1)), max_size=4), st.booleans())
+def test_columns_equal_reference(batches, include_headers):
+    builder = ColumnBuilder("topic-1", 7, include_headers)
+    flat, offset = [], 100
+    for records, ts_type in batches:
+        offsets = list(range(offset, offset + len(records)))
+        offset += len(records)
+        columns = (offsets, [r[0] for r in records], [r[1] for r in records], [r[2] for r in records],
+                   [r[3] for r in records], ts_type)
+        builder.append(*columns)
+        flat.append(columns)
+    batch = builder.build()
+    assert batch.schema.equals(arrow_schema(include_headers))
+    got = batch.to_pylist()
+    want = reference_rows("topic-1", 7, flat, include_headers)
+    for row in got:
+        row["timestamp"] = row["timestamp"].astimezone(timezone.utc)
+    assert got == want
+    assert len(builder) == 0  # build() empties the builder
+
+
+def test_header_keys_given_as_bytes_are_decoded():
+    arr = headers_array([[(b"k\xff", b"v")], [], [("x", None)]])
+    assert arr.to_pylist() == [[{"key": "k\ufffd", "value": b"v"}], [], [{"key": "x", "value": None}]]
+    assert arr.type == arrow_schema(True).field("headers").type
+
+
+def test_empty_build():
+    batch = ColumnBuilder("t", 0).build()
+    assert batch.num_rows == 0 and batch.schema.equals(arrow_schema(False))

@@ -1,0 +1,155 @@
+"""The stream reader's offset logic against a fake cluster: initial offsets, read limits, AvailableNow,
+min rows with maxTriggerDelay, data-loss checks and planning."""
+
+import json
+import pickle
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+from sparklog.datasource.errors import DataLossError
+from sparklog.datasource.metadata import OffsetLookupError, resolve
+from sparklog.datasource.options import SparklogOptionError, parse_read_options
+from sparklog.datasource.stream_reader import SparklogStreamReader
+
+
+class FakeOracle:
+    """Partitions and offsets held in dicts; `log_start` and `log_end` per (topic, partition)."""
+
+    def __init__(self, options, cluster):
+        self.options, self.cluster = options, cluster
+
+    def partitions(self, subscription):
+        if subscription.kind == "assign":
+            return list(subscription.partitions)
+        return sorted(tp for tp in self.cluster["end"] if subscription.matches(tp[0]))
+
+    def earliest(self, tps):
+        return {tp: self.cluster["start"].get(tp, 0) for tp in tps}
+
+    def latest(self, tps):
+        return {tp: self.cluster["end"][tp] for tp in tps}
+
+    def offsets_for_times(self, timestamps):
+        # record i of every partition has timestamp 1000 * i
+        return {tp: (ts + 999) // 1000 if (ts + 999) // 1000 < self.cluster["end"][tp] else None
+                for tp, ts in timestamps.items()}
+
+    def zookeeper(self):
+        return None
+
+    def bootstrap(self):
+        return "h:1"
+
+    def close(self):
+        pass
+
+
+def reader(cluster, clock=None, **options):
+    opts = parse_read_options({"bootstrap.servers": "h:1", "subscribe": "a,b", **options}, streaming=True)
+    kwargs = {"clock": clock} if clock else {}
+    return SparklogStreamReader(opts, oracle_factory=lambda o: FakeOracle(o, cluster), **kwargs)
+
+
+@pytest.fixture
+def cluster():
+    return {"start": {}, "end": {("a", 0): 100, ("a", 1): 50, ("b", 0): 10}}
+
+
+def test_initial_offset_earliest_latest_and_json(cluster):
+    assert reader(cluster, startingOffsets="earliest").initialOffset() == {"a": {"0": 0, "1": 0}, "b": {"0": 0}}
+    assert reader(cluster).initialOffset() == {"a": {"0": 100, "1": 50}, "b": {"0": 10}}
+    r = reader(cluster, startingOffsets='{"a":{"0":7,"1":-2},"b":{"0":-1}}')
+    assert json.dumps(r.initialOffset()) == '{"a": {"0": 7, "1": 0}, "b": {"0": 10}}'
+
+
+def test_specific_offsets_must_name_every_partition(cluster):
+    with pytest.raises(SparklogOptionError, match="you must specify all TopicPartitions"):
+        reader(cluster, startingOffsets='{"a":{"0":7}}').initialOffset()
+
+
+def test_starting_timestamps(cluster):
+    assert reader(cluster, startingTimestamp="5500").initialOffset() == {"a": {"0": 6, "1": 6}, "b": {"0": 6}}
+    with pytest.raises(OffsetLookupError, match="b-0 and timestamp 20500"):
+        reader(cluster, startingTimestamp="20500").initialOffset()
+    with pytest.raises(OffsetLookupError, match="No offset matched"):
+        reader(cluster, startingOffsetsByTimestamp='{"a":{"0":1,"1":1},"b":{"0":99000}}').initialOffset()
+    r = reader(cluster, startingOffsetsByTimestamp='{"a":{"0":1,"1":1},"b":{"0":99000}}',
+               startingOffsetsByTimestampStrategy="latest")
+    assert r.initialOffset() == {"a": {"0": 1, "1": 1}, "b": {"0": 10}}
+
+
+def test_read_limits(cluster):
+    r = reader(cluster, maxOffsetsPerTrigger="16")
+    start = {"a": {"0": 0, "1": 0}, "b": {"0": 0}}
+    assert r.getDefaultReadLimit() == ReadMaxRows(16)
+    assert r.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 100, "1": 50}, "b": {"0": 10}}
+    end = r.latestOffset(start, ReadMaxRows(16))
+    assert end == {"a": {"0": 10, "1": 5}, "b": {"0": 1}}
+    assert r.reportLatestOffset() == {"a": {"0": 100, "1": 50}, "b": {"0": 10}}
+    done = {"a": {"0": 100, "1": 50}, "b": {"0": 10}}
+    assert r.latestOffset(done, ReadMaxRows(16)) == done  # no new data: start comes back unchanged
+
+
+def test_available_now_freezes_target_and_keeps_rate_limit(cluster):
+    r = reader(cluster, maxOffsetsPerTrigger="100", startingOffsets="earliest")
+    start = r.initialOffset()
+    r.prepareForTriggerAvailableNow()
+    cluster["end"][("a", 0)] = 1000  # produced after the trigger started: not read by this run
+    batches, total = 0, 0
+    while True:
+        end = r.latestOffset(start, r.getDefaultReadLimit())
+        if end == start:
+            break
+        size = sum(p.end - p.start for p in r.partitions(start, end))
+        assert size <= 100
+        total, batches, start = total + size, batches + 1, end
+    assert total == 160 and batches == 2
+    assert start == {"a": {"0": 100, "1": 50}, "b": {"0": 10}}
+
+
+def test_min_rows_waits_until_max_trigger_delay(cluster):
+    now = [1000.0]
+    r = reader(cluster, clock=lambda: now[0], minOffsetsPerTrigger="500", maxTriggerDelay="10s")
+    start = {"a": {"0": 0, "1": 0}, "b": {"0": 0}}
+    assert r.getDefaultReadLimit() == ReadMinRows(500)
+    assert r.latestOffset(start, ReadMinRows(500)) != start  # the first batch is never delayed
+    assert r.latestOffset(start, ReadMinRows(500)) == start  # 160 < 500: wait
+    now[0] += 11
+    assert r.latestOffset(start, ReadMinRows(500)) == {"a": {"0": 100, "1": 50}, "b": {"0": 10}}
+    assert r.latestOffset(start, ReadMinRows(100)) != start  # enough rows: no wait
+
+
+def test_new_partitions_start_from_zero(cluster):
+    r = reader(cluster)
+    start = {"a": {"0": 100, "1": 50}}
+    parts = r.partitions(start, {"a": {"0": 100, "1": 50}, "b": {"0": 10}})
+    assert [(p.topic, p.partition, p.start, p.end) for p in parts] == [("b", 0, 0, 10)]
+
+
+def test_data_loss_gone_partition_and_backwards_offsets(cluster):
+    start = {"a": {"0": 100, "1": 50}, "b": {"0": 10}}
+    with pytest.raises(DataLossError, match="b-0 are gone"):
+        reader(cluster).partitions(start, {"a": {"0": 100, "1": 50}})
+    with pytest.raises(DataLossError, match=r"a-1's offset was changed from 50 to 20"):
+        reader(cluster).partitions(start, {"a": {"0": 100, "1": 20}, "b": {"0": 10}})
+    lenient = reader(cluster, failOnDataLoss="false")
+    assert lenient.partitions(start, {"a": {"0": 101, "1": 20}}) == [
+        p for p in lenient.partitions({"a": {"0": 100}}, {"a": {"0": 101}})]
+
+
+def test_planning_options_and_pickling(cluster):
+    r = reader(cluster, minPartitions="10")
+    r.oracle  # open the (fake) oracle: it must not travel with the reader
+    parts = r.partitions({"a": {"0": 0, "1": 0}, "b": {"0": 0}}, {"a": {"0": 100, "1": 50}, "b": {"0": 10}})
+    assert len(parts) >= 10 and sum(p.end - p.start for p in parts) == 160
+    assert all(p.bootstrap == "h:1" for p in parts)
+    copy = pickle.loads(pickle.dumps(r.options))
+    assert copy == r.options
+    assert pickle.loads(pickle.dumps(SparklogStreamReader(r.options)))._oracle is None
+
+
+def test_resolve_ending_timestamp_falls_back_to_latest(cluster):
+    oracle = FakeOracle(None, cluster)
+    opts = parse_read_options({"bootstrap.servers": "h", "subscribe": "a", "endingTimestamp": "99999"}, streaming=False)
+    assert resolve(opts.ending, [("a", 0), ("a", 1)], oracle, is_start=False) == {("a", 0): 100, ("a", 1): 50}
