@@ -1,0 +1,179 @@
+"""The producer's per-partition batches (design notes 4.4): records wait here until a batch is full or old.
+
+Rule 1: `append` is the whole of `send()`'s work: one tuple appended to the partition's open batch under one
+short lock, and a two-slot future handle. No encoding happens here; the sender builds each batch once.
+Rule 2: a batch closes when it reaches `batch.size` bytes (an uncompressed estimate) or `batch.num.messages`
+records; the sender closes it when it is `linger.ms` old or on `flush()`. Closed batches leave in the order
+they closed.
+Rule 3: memory is bounded: the estimated bytes of every unfinished batch count against `buffer.memory`, and
+`append` blocks (up to `max.block.ms`) until the sender's completed batches release enough.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+from sparklog.client.futures import BatchFuture, RecordFuture
+
+# Bytes a record adds besides its key, value and headers: length, attributes, deltas and lengths as
+# varints (Kafka's DefaultRecord.MAX_RECORD_OVERHEAD is 21; small records use fewer).
+RECORD_OVERHEAD = 12
+# The batch header (61 bytes) counted once per batch.
+BATCH_OVERHEAD = 61
+
+
+class BufferExhausted(TimeoutError):
+    """`send()` waited `max.block.ms` for `buffer.memory` and none was freed (Kafka's BufferExhaustedException)."""
+
+
+class ProducerBatch(BatchFuture):
+    """Records of one partition that will travel as one RecordBatch; it is its own future (one object per
+    batch instead of two: at `batch.num.messages=1` that is one object per record)."""
+
+    __slots__ = ("size", "created", "attempts", "retry_at", "payload")
+
+    def __init__(self, topic: str, partition: int, now: float) -> None:
+        BatchFuture.__init__(self, topic, partition)
+        self.records = []
+        self.size = BATCH_OVERHEAD
+        self.created = now
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.payload: bytes | None = None  # built once by the sender, reused on retries
+
+    @property
+    def future(self) -> "ProducerBatch":
+        return self
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other) -> bool:
+        return self is other
+
+
+class RecordAccumulator:
+    """Open and closed batches; thread-safe (application threads append, the sender thread drains)."""
+
+    def __init__(self, batch_size: int, max_records: int, linger_ms: float, buffer_memory: int,
+                 max_block_ms: float, on_ready=None) -> None:
+        self.batch_size = batch_size
+        self.max_records = max(1, max_records)
+        self.linger = linger_ms / 1000.0
+        self.buffer_memory = buffer_memory
+        self.max_block = max_block_ms / 1000.0
+        self._lock = threading.Lock()
+        self._space = threading.Condition(self._lock)
+        self._open: dict[tuple[str, int], ProducerBatch] = {}
+        self.ready: deque[ProducerBatch] = deque()
+        self._incomplete: set[ProducerBatch] = set()
+        self._used = 0
+        self._space_waiters = 0
+        self._on_ready = on_ready  # called when a batch opens or closes: wakes an idle sender
+        self.closed_listener = None  # fn(topic, partition) when a batch fills: the sticky partitioner
+
+    def append(self, topic: str, partition: int, record: tuple, size: int) -> RecordFuture:
+        """Add `record` = (key, value, headers, timestamp) of estimated `size` bytes; returns its future.
+
+        The hot path of `send()`: explicit acquire/release (a `with` block costs twice as much here).
+        """
+        size += RECORD_OVERHEAD
+        tp = (topic, partition)
+        lock = self._lock
+        lock.acquire()
+        try:
+            batch = self._open.get(tp)
+            if batch is None or self._used + size > self.buffer_memory:
+                batch = self._open_batch(tp, size)
+            else:
+                self._used += size
+            records = batch.records
+            records.append(record)
+            batch.size += size
+            count = len(records)
+            future = RecordFuture(batch, count - 1)
+            if batch.size < self.batch_size and count < self.max_records:
+                if count == 1 and self._on_ready is not None:
+                    self._on_ready()  # the sender must learn this new batch's linger deadline
+                return future
+            del self._open[tp]
+            self.ready.append(batch)
+        finally:
+            lock.release()
+        if self.closed_listener is not None:
+            self.closed_listener(topic, partition)
+        if self._on_ready is not None:
+            self._on_ready()
+        return future
+
+    def _open_batch(self, tp: tuple[str, int], size: int) -> ProducerBatch:
+        """(Under the lock.) Account for `size` more bytes, waiting for memory, and return the open batch
+        of `tp`, creating it if needed."""
+        batch = self._open.get(tp)
+        needed = size if batch is not None else size + BATCH_OVERHEAD
+        if self._used + needed > self.buffer_memory:
+            self._wait_for_space(needed)
+            batch = self._open.get(tp)  # the sender may have closed it while we waited
+            needed = size if batch is not None else size + BATCH_OVERHEAD
+        self._used += needed
+        if batch is None:
+            batch = self._open[tp] = ProducerBatch(tp[0], tp[1], time.monotonic())
+            self._incomplete.add(batch)
+        return batch
+
+    def _wait_for_space(self, size: int) -> None:
+        if size > self.buffer_memory:
+            raise BufferExhausted(f"a record of {size} bytes exceeds buffer.memory={self.buffer_memory}")
+        deadline = time.monotonic() + self.max_block
+        self._space_waiters += 1
+        try:
+            while self._used + size > self.buffer_memory:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._space.wait(remaining) and self._used + size > self.buffer_memory:
+                    raise BufferExhausted(f"buffer.memory={self.buffer_memory} stayed full for max.block.ms")
+        finally:
+            self._space_waiters -= 1
+
+    def close_expired(self, now: float, force: bool = False) -> float | None:
+        """Close open batches older than linger.ms (all of them if `force`); return the next expiry time."""
+        next_expiry = None
+        with self._lock:
+            if not self._open:
+                return None
+            for tp, batch in list(self._open.items()):
+                expiry = batch.created + self.linger
+                if force or expiry <= now:
+                    del self._open[tp]
+                    self.ready.append(batch)
+                elif next_expiry is None or expiry < next_expiry:
+                    next_expiry = expiry
+        return next_expiry
+
+    def release(self, batch: ProducerBatch) -> None:
+        """The sender finished `batch` (acknowledged or failed): give its memory back."""
+        self.release_all((batch,))
+
+    def release_all(self, batches) -> None:
+        """Give back the memory of finished batches: one lock round for a whole response."""
+        with self._lock:
+            incomplete = self._incomplete
+            freed = 0
+            for batch in batches:
+                incomplete.discard(batch)
+                freed += batch.size
+            self._used -= freed
+            if self._space_waiters:
+                self._space.notify_all()
+
+    def incomplete(self) -> list[ProducerBatch]:
+        with self._lock:
+            return list(self._incomplete)
+
+    def has_open(self) -> bool:
+        return bool(self._open)
+
+    @property
+    def used_bytes(self) -> int:
+        return self._used

@@ -1,0 +1,112 @@
+"""A small admin client: create, delete and describe topics through the brokers (CreateTopics, DeleteTopics,
+Metadata), for the command line, tests and benchmarks.
+
+Rule: `create_topic` returns once every partition of the new topic has a leader in the metadata, so a
+producer or consumer started next finds it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sparklog.client.config import COMMON_DEFAULTS, resolve
+from sparklog.client.connection import IOThread, NetworkClient
+from sparklog.client.metadata import METADATA_VERSION, NO_LEADER
+from sparklog.client.producer import bootstrap_from
+from sparklog.protocol import (ApiKey, CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
+                               DeleteTopicsRequest, MetadataRequest, MetadataRequestTopic, for_code)
+
+CREATE_TOPICS_VERSION = 4
+DELETE_TOPICS_VERSION = 3
+TOPIC_ALREADY_EXISTS = 36
+
+
+class AdminClient:
+    def __init__(self, bootstrap_servers=None, zookeeper: str | None = None, **settings) -> None:
+        config = resolve(COMMON_DEFAULTS, settings)
+        self.config = config
+        self.timeout = config["request.timeout.ms"] / 1000.0
+        self._client = NetworkClient(bootstrap_from(bootstrap_servers or config["bootstrap.servers"], zookeeper),
+                                     config["client.id"], request_timeout_ms=config["request.timeout.ms"])
+        self._thread = IOThread("sparklog-admin-io", self._client, lambda: None)
+        self._thread.start()
+
+    def _call(self, api_key: int, version: int, body, timeout: float | None = None):
+        deadline = time.monotonic() + (timeout or self.timeout)
+        error: BaseException | None = None
+        while time.monotonic() < deadline:
+            node = self._client.least_loaded_node()
+            if node is None:
+                time.sleep(0.05)
+                continue
+            try:
+                return self._client.submit(node, api_key, version, body).wait(max(0.01, deadline - time.monotonic()))
+            except ConnectionError as exc:
+                error = exc
+                time.sleep(0.05)
+        raise TimeoutError(f"no broker answered api {api_key}: {error}")
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                     config: dict | None = None, exist_ok: bool = False, timeout: float | None = None) -> None:
+        topic = CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication_factor,
+                               assignments=[], configs=[CreatableTopicConfig(name=k, value=str(v))
+                                                        for k, v in (config or {}).items()])
+        timeout_ms = int((timeout or self.timeout) * 1000)
+        response = self._call(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION,
+                              CreateTopicsRequest(topics=[topic], timeout_ms=timeout_ms), timeout)
+        for result in response.topics:
+            if result.error_code and not (exist_ok and result.error_code == TOPIC_ALREADY_EXISTS):
+                raise for_code(result.error_code)(result.error_message or name)
+        self.wait_for_leaders(name, timeout)
+
+    def delete_topic(self, name: str, timeout: float | None = None) -> None:
+        timeout_ms = int((timeout or self.timeout) * 1000)
+        response = self._call(ApiKey.DELETE_TOPICS, DELETE_TOPICS_VERSION,
+                              DeleteTopicsRequest(topic_names=[name], timeout_ms=timeout_ms), timeout)
+        for result in response.responses:
+            if result.error_code:
+                raise for_code(result.error_code)(name)
+
+    def describe(self, names: list[str] | None = None) -> dict[str, dict[int, int]]:
+        """{topic: {partition: leader}} of the named topics (all when None); unknown topics are left out."""
+        topics = None if names is None else [MetadataRequestTopic(name=n) for n in names]
+        response = self._call(ApiKey.METADATA, METADATA_VERSION,
+                              MetadataRequest(topics=topics, allow_auto_topic_creation=False))
+        self._client.set_nodes({b.node_id: (b.host, b.port) for b in response.brokers})
+        return {t.name: {p.partition_index: p.leader_id for p in t.partitions}
+                for t in response.topics if not t.error_code}
+
+    def wait_for_leaders(self, name: str, timeout: float | None = None) -> dict[int, int]:
+        """Until the metadata names a leader for every partition and each leader serves its partition (it
+        answers ListOffsets for it): only then does even an acks=0 record land."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while True:
+            leaders = self.describe([name]).get(name)
+            if leaders and all(leader != NO_LEADER for leader in leaders.values()) and self._served(name, leaders):
+                return leaders
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {name!r} has no serving leader for every partition: {leaders}")
+            time.sleep(0.05)
+
+    def _served(self, name: str, leaders: dict[int, int]) -> bool:
+        from sparklog.client.consumer import LIST_OFFSETS_VERSION, list_offsets_request
+        from sparklog.protocol.list_offsets import LATEST_TIMESTAMP
+
+        for partition, leader in leaders.items():
+            request = list_offsets_request({(name, partition): LATEST_TIMESTAMP})
+            try:
+                response = self._client.submit(leader, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, request).wait(5)
+            except Exception:  # noqa: BLE001 - not yet reachable or not yet leading: ask again
+                return False
+            if any(p.error_code for t in response.topics for p in t.partitions):
+                return False
+        return True
+
+    def close(self) -> None:
+        self._thread.stop()
+
+    def __enter__(self) -> "AdminClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,483 @@
+"""One socket per broker and one selector loop per client, over the shared sans-IO codec.
+
+Rule 1: every method of `BrokerConnection` and `NetworkClient.poll` runs on the client's one I/O thread;
+other threads only `submit()` (a deque append plus a wake-up byte) and wait on the returned future.
+Rule 2: requests are pipelined up to `max.in.flight.requests.per.connection`; responses come back in
+request order, so each frame's correlation id must equal the oldest in-flight request's, as kafka-python's
+`KafkaProtocol` checks. A mismatch means the stream is out of sync: the connection closes and every
+request in flight fails (retriable).
+Rule 3: a request that needs no response (Produce with acks=0) completes as soon as it is written.
+
+Connection states:  NEW --connect ok--> CONNECTED --error / timeout / close--> CLOSED (never reused; the
+next request to that broker opens a new connection, after `reconnect.backoff.ms` if the last one failed).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import selectors
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from typing import Any, Callable
+
+from sparklog.client.errors import CorrelationIdMismatch, KafkaConnectionError, RequestTimedOut
+from sparklog.protocol.frame import NEED_DATA, CLOSED, FrameDecoder
+
+logger = logging.getLogger(__name__)
+
+RECV_BYTES = 1 << 20  # one recv() reads up to 1 MiB: a fetch response arrives in few calls
+RECONNECT_BACKOFF_S = 0.05  # Kafka's reconnect.backoff.ms default (50 ms)
+_CORRELATION = struct.Struct(">i")
+_CORRELATION_LIMIT = 1 << 31
+_MAX_IOV = 64  # buffers per sendmsg (Linux allows 1024)
+
+
+def _codec():
+    # Imported on first use so that the client's pure parts (partitioner, accumulator, registries) load
+    # without the protocol package's API modules.
+    from sparklog import protocol
+
+    return protocol
+
+
+class ResponseFuture:
+    """The outcome of one request: `wait()` returns the decoded response body or raises its error.
+
+    `callback(future)`, if given, runs on the I/O thread when the future completes.
+    """
+
+    __slots__ = ("value", "error", "_event", "callback", "node_id")
+
+    def __init__(self, callback: Callable[["ResponseFuture"], Any] | None = None) -> None:
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self._event = threading.Event()
+        self.callback = callback
+        self.node_id: int | None = None
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def set_result(self, value: Any) -> None:
+        self.value = value
+        self._finish()
+
+    def set_error(self, error: BaseException) -> None:
+        self.error = error
+        self._finish()
+
+    def _finish(self) -> None:
+        self._event.set()
+        if self.callback is not None:
+            try:
+                self.callback(self)
+            except Exception:
+                logger.exception("response callback raised")
+
+    def wait(self, timeout: float | None = None) -> Any:
+        if not self._event.wait(timeout):
+            raise RequestTimedOut(f"no response within {timeout}s")
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class _Request:
+    __slots__ = ("node_id", "api_key", "api_version", "body", "future", "expect_response", "timeout")
+
+    def __init__(self, node_id, api_key, api_version, body, future, expect_response, timeout):
+        self.node_id = node_id
+        self.api_key = api_key
+        self.api_version = api_version
+        self.body = body
+        self.future = future
+        self.expect_response = expect_response
+        self.timeout = timeout
+
+
+class _InFlight:
+    __slots__ = ("correlation_id", "api_key", "api_version", "future", "deadline")
+
+    def __init__(self, correlation_id, api_key, api_version, future, deadline):
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.api_version = api_version
+        self.future = future
+        self.deadline = deadline
+
+
+class BrokerConnection:
+    """One TCP connection to one broker; pipelined requests checked by correlation id."""
+
+    def __init__(self, node_id: int, host: str, port: int, client_id: str, max_in_flight: int,
+                 max_frame_bytes: int) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.max_in_flight = max_in_flight
+        self.sock: socket.socket | None = None
+        self.decoder = FrameDecoder(max_frame_bytes)
+        self.in_flight: deque[_InFlight] = deque()
+        self.backlog: deque[_Request] = deque()  # accepted but waiting for an in-flight slot
+        self.out: deque = deque()  # encoded bytes not yet written
+        self.unwritten_acks0: deque = deque()  # futures of acks=0 requests, completed once written
+        self.closed = False
+        self._next_correlation = 0
+
+    def connect(self, timeout: float) -> None:
+        sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setblocking(False)
+        self.sock = sock
+
+    def can_send(self) -> bool:
+        return not self.closed and len(self.in_flight) < self.max_in_flight
+
+    def send(self, request: _Request, now: float) -> None:
+        """Encode `request` and queue its bytes; the caller checked `can_send()`."""
+        correlation_id = self._next_correlation
+        self._next_correlation = (correlation_id + 1) % _CORRELATION_LIMIT
+        data = _codec().encode_request(request.api_key, request.api_version, correlation_id, self.client_id,
+                                       request.body)
+        self.out.append(data)
+        if request.expect_response:
+            deadline = now + request.timeout
+            self.in_flight.append(_InFlight(correlation_id, request.api_key, request.api_version, request.future,
+                                            deadline))
+        else:
+            self.unwritten_acks0.append((len(self.out), request.future))
+
+    def flush(self) -> bool:
+        """Write what the socket takes now (gathered with sendmsg: queued requests are never joined or
+        re-copied after a partial write); True when everything queued has been written."""
+        out = self.out
+        while out:
+            try:
+                sent = self.sock.sendmsg(list(out)[:_MAX_IOV])
+            except (BlockingIOError, InterruptedError):
+                self._complete_acks0(written_all=False)
+                return False
+            while sent:
+                head = out[0]
+                if sent >= len(head):
+                    sent -= len(head)
+                    out.popleft()
+                else:
+                    out[0] = memoryview(head)[sent:]
+                    sent = 0
+            if out:
+                self._complete_acks0(written_all=False)
+                return False
+        self._complete_acks0(written_all=True)
+        return True
+
+    def _complete_acks0(self, written_all: bool) -> None:
+        if self.unwritten_acks0 and written_all:
+            futures = [future for _, future in self.unwritten_acks0]
+            self.unwritten_acks0.clear()
+            for future in futures:
+                future.set_result(None)
+
+    def receive(self) -> list[tuple[_InFlight, Any]]:
+        """Read what is available; return (request, decoded body or exception) per complete response.
+
+        Raises `KafkaConnectionError` when the broker closed the connection, and `CorrelationIdMismatch`
+        when a response does not answer the oldest request in flight.
+        """
+        try:
+            data = self.sock.recv(RECV_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return []
+        if not data:
+            raise KafkaConnectionError(f"broker {self.node_id} at {self.host}:{self.port} closed the connection")
+        self.decoder.receive_data(data)
+        results = []
+        codec = _codec()
+        while True:
+            frame = self.decoder.next_frame()
+            if frame is NEED_DATA or frame is CLOSED:
+                return results
+            if not self.in_flight:
+                raise CorrelationIdMismatch(f"broker {self.node_id} sent a response nobody asked for")
+            request = self.in_flight[0]
+            (correlation_id,) = _CORRELATION.unpack_from(frame, 0)
+            if correlation_id != request.correlation_id:
+                raise CorrelationIdMismatch(
+                    f"broker {self.node_id}: correlation id {correlation_id}, expected {request.correlation_id}")
+            self.in_flight.popleft()
+            try:
+                _, body = codec.decode_response(request.api_key, request.api_version, frame)
+            except Exception as exc:  # a malformed body fails that request; the framing is still intact
+                results.append((request, exc))
+            else:
+                results.append((request, body))
+
+    def close(self, error: BaseException) -> list:
+        """Close the socket; return every future still waiting (in flight or backlogged) to fail."""
+        self.closed = True
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+        waiting = [r.future for r in self.in_flight] + [r.future for r in self.backlog]
+        waiting += [future for _, future in self.unwritten_acks0]
+        self.in_flight.clear()
+        self.backlog.clear()
+        self.unwritten_acks0.clear()
+        return waiting
+
+
+class NetworkClient:
+    """The broker connections of one client, driven by `poll()` on the client's I/O thread."""
+
+    def __init__(self, bootstrap: list[tuple[str, int]], client_id: str, max_in_flight: int = 5,
+                 request_timeout_ms: float = 30_000, connect_timeout_ms: float = 10_000,
+                 max_frame_bytes: int = 100 * 1024 * 1024 + 512) -> None:
+        # Bootstrap servers get ids -1, -2, ... until metadata names the real brokers (as kafka-python does).
+        self.nodes: dict[int, tuple[str, int]] = {-(i + 1): hp for i, hp in enumerate(bootstrap)}
+        self.bootstrap_ids = list(self.nodes)
+        self.client_id = client_id
+        self.max_in_flight = max_in_flight
+        self.request_timeout = request_timeout_ms / 1000.0
+        self.connect_timeout = connect_timeout_ms / 1000.0
+        self.max_frame_bytes = max_frame_bytes
+        self._conns: dict[int, BrokerConnection] = {}
+        self._failed_at: dict[int, float] = {}
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._submitted: deque[_Request] = deque()
+        self._closed = False
+
+    # -- any thread ---------------------------------------------------------------------------------
+
+    def submit(self, node_id: int, api_key: int, api_version: int, body: Any, *, expect_response: bool = True,
+               callback: Callable | None = None, timeout: float | None = None,
+               wake: bool = True) -> ResponseFuture:
+        future = ResponseFuture(callback)
+        future.node_id = node_id
+        self._submitted.append(_Request(node_id, api_key, api_version, body, future, expect_response,
+                                        self.request_timeout if timeout is None else timeout))
+        if wake:
+            self.wakeup()
+        return future
+
+    def wakeup(self) -> None:
+        try:
+            self._wake_w.send(b"\x00")
+        except (BlockingIOError, OSError):  # already a byte waiting, or closed
+            pass
+
+    def set_nodes(self, brokers: dict[int, tuple[str, int]]) -> None:
+        """Learn the brokers from metadata; connections to brokers that moved are closed on next use."""
+        for node_id, address in brokers.items():
+            self.nodes[node_id] = address
+
+    # -- I/O thread ---------------------------------------------------------------------------------
+
+    def in_flight(self, node_id: int) -> int:
+        conn = self._conns.get(node_id)
+        return len(conn.in_flight) + len(conn.backlog) if conn is not None and not conn.closed else 0
+
+    def is_ready(self, node_id: int) -> bool:
+        """True when a request to `node_id` would go out now (connected or connectable, a slot free)."""
+        conn = self._conns.get(node_id)
+        if conn is None or conn.closed:
+            return time.monotonic() - self._failed_at.get(node_id, -1e9) >= RECONNECT_BACKOFF_S
+        return len(conn.in_flight) + len(conn.backlog) < conn.max_in_flight
+
+    def least_loaded_node(self) -> int | None:
+        """A connected node with the fewest requests in flight, else any node not backing off."""
+        best, best_load = None, None
+        now = time.monotonic()
+        for node_id in self.nodes:
+            conn = self._conns.get(node_id)
+            if conn is not None and not conn.closed:
+                load = len(conn.in_flight) + len(conn.backlog)
+            elif now - self._failed_at.get(node_id, -1e9) >= RECONNECT_BACKOFF_S:
+                load = self.max_in_flight  # unconnected: acceptable, but prefer a live connection
+            else:
+                continue
+            if best_load is None or load < best_load or (load == best_load and node_id >= 0 > best):
+                best, best_load = node_id, load
+        return best
+
+    def poll(self, timeout: float | None) -> None:
+        """Send what was submitted, wait up to `timeout` for I/O, and complete futures."""
+        now = time.monotonic()
+        self._take_submitted(now)
+        if self._submitted:
+            timeout = 0
+        deadline = self._next_deadline()
+        if deadline is not None:
+            timeout = max(0.0, deadline - now) if timeout is None else max(0.0, min(timeout, deadline - now))
+        events = self._selector.select(timeout)
+        for key, mask in events:
+            conn = key.data
+            if conn is None:
+                self._drain_wakeups()
+                continue
+            try:
+                if mask & selectors.EVENT_READ:
+                    self._read(conn)
+                if mask & selectors.EVENT_WRITE and not conn.closed:
+                    self._write(conn)
+            except Exception as exc:  # protocol errors and socket errors alike end this connection
+                self._close(conn, exc if isinstance(exc, ConnectionError) else KafkaConnectionError(str(exc)))
+        self._expire(time.monotonic())
+
+    def _take_submitted(self, now: float) -> None:
+        touched = set()
+        submitted = self._submitted
+        while submitted:
+            request = submitted.popleft()
+            conn = self._connection(request.node_id, request.future)
+            if conn is None:
+                continue
+            conn.backlog.append(request)
+            touched.add(conn)
+        for conn in touched:
+            self._send_backlog(conn, now)
+
+    def _send_backlog(self, conn: BrokerConnection, now: float) -> None:
+        while conn.backlog and conn.can_send():
+            request = conn.backlog.popleft()
+            try:
+                conn.send(request, now)
+            except Exception as exc:  # an unencodable body fails that request only
+                request.future.set_error(exc)
+        if conn.out and not conn.closed:
+            try:
+                done = conn.flush()
+            except OSError as exc:
+                self._close(conn, KafkaConnectionError(f"write to broker {conn.node_id}: {exc}"))
+                return
+            self._want_write(conn, not done)
+
+    def _connection(self, node_id: int, future: ResponseFuture) -> BrokerConnection | None:
+        conn = self._conns.get(node_id)
+        if conn is not None and not conn.closed:
+            return conn
+        address = self.nodes.get(node_id)
+        if address is None:
+            future.set_error(KafkaConnectionError(f"unknown broker {node_id}"))
+            return None
+        if time.monotonic() - self._failed_at.get(node_id, -1e9) < RECONNECT_BACKOFF_S:
+            future.set_error(KafkaConnectionError(f"broker {node_id} at {address[0]}:{address[1]} is backing off"))
+            return None
+        conn = BrokerConnection(node_id, address[0], address[1], self.client_id, self.max_in_flight,
+                                self.max_frame_bytes)
+        try:
+            conn.connect(self.connect_timeout)
+        except OSError as exc:
+            self._failed_at[node_id] = time.monotonic()
+            future.set_error(KafkaConnectionError(f"connect to broker {node_id} at {address[0]}:{address[1]}: {exc}"))
+            return None
+        self._conns[node_id] = conn
+        self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+        return conn
+
+    def _want_write(self, conn: BrokerConnection, want: bool) -> None:
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if want else 0)
+        if self._selector.get_key(conn.sock).events != events:
+            self._selector.modify(conn.sock, events, conn)
+
+    def _read(self, conn: BrokerConnection) -> None:
+        for request, result in conn.receive():
+            if isinstance(result, BaseException):
+                request.future.set_error(result)
+            else:
+                request.future.set_result(result)
+        if conn.backlog and not conn.closed:
+            self._send_backlog(conn, time.monotonic())
+
+    def _write(self, conn: BrokerConnection) -> None:
+        self._want_write(conn, not conn.flush())
+
+    def _close(self, conn: BrokerConnection, error: BaseException) -> None:
+        if conn.closed:
+            return
+        logger.debug("closing connection to broker %s: %s", conn.node_id, error)
+        try:
+            self._selector.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        self._failed_at[conn.node_id] = time.monotonic()
+        for future in conn.close(error):
+            future.set_error(error)
+        if self._conns.get(conn.node_id) is conn:
+            del self._conns[conn.node_id]
+
+    def _next_deadline(self) -> float | None:
+        deadlines = [conn.in_flight[0].deadline for conn in self._conns.values() if conn.in_flight]
+        return min(deadlines) if deadlines else None
+
+    def _expire(self, now: float) -> None:
+        for conn in list(self._conns.values()):
+            if conn.in_flight and conn.in_flight[0].deadline < now:
+                self._close(conn, RequestTimedOut(f"broker {conn.node_id}: no response within the request timeout"))
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    def disconnect(self, node_id: int) -> None:
+        conn = self._conns.get(node_id)
+        if conn is not None:
+            self._close(conn, KafkaConnectionError(f"disconnected from broker {node_id}"))
+
+    def close(self) -> None:
+        """Close every connection (I/O thread stopped, or called from it)."""
+        if self._closed:
+            return
+        self._closed = True
+        for conn in list(self._conns.values()):
+            self._close(conn, KafkaConnectionError("client closed"))
+        while self._submitted:
+            self._submitted.popleft().future.set_error(KafkaConnectionError("client closed"))
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+class IOThread(threading.Thread):
+    """Runs `step()` (the producer's sender or the consumer's fetcher) and `client.poll()` in a loop.
+
+    `step()` returns how long the loop may sleep in `poll` (None: until woken). `stop()` ends the loop
+    after the current iteration; the thread then closes the client's connections.
+    """
+
+    def __init__(self, name: str, client: NetworkClient, step: Callable[[], float | None]) -> None:
+        super().__init__(name=name, daemon=True)
+        self.client = client
+        self.step = step
+        self._stopping = False
+
+    def run(self) -> None:
+        try:
+            while not self._stopping:
+                try:
+                    timeout = self.step()
+                    self.client.poll(timeout)
+                except Exception:
+                    logger.exception("%s: unexpected error; continuing", self.name)
+                    time.sleep(0.1)
+        finally:
+            self.client.close()
+
+    def stop(self, join: bool = True, timeout: float | None = None) -> None:
+        self._stopping = True
+        self.client.wakeup()
+        if join and self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout)

@@ -1,0 +1,649 @@
+"""The pull consumer (design notes 4.5): assigned partitions, pipelined fetches, records decoded per batch.
+
+    consumer = Consumer(bootstrap_servers="localhost:9092", **{"auto.offset.reset": "earliest"})
+    consumer.assign([("topic1", 0), ("topic1", 1)])
+    for record in consumer:            # record.topic, .partition, .offset, .timestamp, .key, .value, .headers
+        ...
+
+Threads: the application thread iterates (or polls); one daemon I/O thread ("sparklog-consumer-io") runs the
+`Fetcher`. The fetcher keeps one Fetch request in flight per broker and sends the next one as soon as the
+previous answer arrives, so the next fetch is on the wire while the application iterates over the current
+one; at most `queued.max.chunks` answered partition chunks wait for the application, which bounds memory.
+The fetcher only walks batch headers (to know where the next fetch starts); the application thread decodes
+each chunk with `records.iter_batches` (CRC-32C checked when `check.crcs`, the default: a bad batch raises
+`CorruptRecordError` and is never yielded) and `batch.records()`. A truncated last batch, which a fetch
+response may end with, is skipped and fetched again whole.
+
+Rule 1 (positions): `position(tp)` is the offset of the next record the application will get; a record is
+yielded only if its offset is at least the position it was fetched for. `seek` bumps the partition's epoch:
+chunks and in-flight answers of an older epoch are dropped.
+Rule 2 (resets): a partition without a position, or whose fetch says OFFSET_OUT_OF_RANGE, is reset by
+`auto.offset.reset`: `earliest`/`smallest` or `latest`/`largest` through ListOffsets, or `none`: the
+application gets `OffsetOutOfRange` / `NoOffsetForPartition`.
+The consumer is not thread-safe (like Kafka's): one application thread uses it; `close()` may come from another.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import Iterable, Iterator
+
+from sparklog.client.config import CONSUMER_DEFAULTS, resolve
+from sparklog.client.connection import IOThread, NetworkClient
+from sparklog.client.errors import ClientClosed, UnknownTopic, is_retriable
+from sparklog.client.message import ConsumerRecord
+from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
+from sparklog.client.producer import bootstrap_from
+from sparklog.protocol import (ApiKey, FetchPartition, FetchRequest, FetchTopic, ListOffsetsPartition,
+                               ListOffsetsRequest, ListOffsetsTopic, OffsetCommitRequest,
+                               OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetFetchRequest,
+                               OffsetFetchRequestTopic, for_code)
+from sparklog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from sparklog.storage.records import LOG_OVERHEAD, MAGIC, MAGIC_OFFSET, iter_batches
+import struct
+
+logger = logging.getLogger(__name__)
+
+FETCH_VERSION = 11  # highest Fetch version of the shared codec
+LIST_OFFSETS_VERSION = 5
+OFFSET_COMMIT_VERSION = 7
+OFFSET_FETCH_VERSION = 5
+_BUSY_POLL_S = 0.1  # longest sleep while partitions wait for a leader, a reset or a backoff
+_OFFSET_OUT_OF_RANGE = 1
+_METADATA_ERRORS = {3, 5, 6}
+_LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
+_LAST_DELTA = struct.Struct(">i")
+_LAST_DELTA_OFFSET = 23  # lastOffsetDelta follows attributes (the 61-byte header's 6th field)
+_new_tuple = tuple.__new__
+_CONTROL = 0x20  # the control bit of a batch's attributes
+
+TopicPartition = tuple[str, int]
+
+
+class OffsetOutOfRange(Exception):
+    """The position is outside the log and `auto.offset.reset` is `none`."""
+
+
+class NoOffsetForPartition(Exception):
+    """A partition has no position and `auto.offset.reset` is `none`."""
+
+
+class _PartitionState:
+    """Where one assigned partition stands. `position`: next offset the application gets; `fetch_offset`:
+    next offset to fetch (ahead of position while chunks are queued); None means "reset first"."""
+
+    __slots__ = ("tp", "position", "fetch_offset", "epoch", "paused", "resetting", "in_flight", "retry_at",
+                 "high_watermark", "processed")
+
+    def __init__(self, tp: TopicPartition, position: int | None) -> None:
+        self.tp = tp
+        self.position = position
+        self.fetch_offset = position
+        self.epoch = 0
+        self.paused = False
+        self.resetting = False
+        self.in_flight = False
+        self.retry_at = 0.0
+        self.high_watermark = -1
+        self.processed: int | None = None  # group consumers: offset after the last record the app finished
+
+
+def next_fetch_offset(view, start: int) -> int:
+    """The offset after the last whole batch in `view` (only headers are read), or `start` if none is whole."""
+    end = len(view)
+    position = 0
+    next_offset = start
+    while end - position >= 61:
+        base, length = _LENGTH.unpack_from(view, position)
+        size = length + LOG_OVERHEAD
+        if length < 49 or view[position + MAGIC_OFFSET] != MAGIC or end - position < size:
+            break  # garbage is reported by the decoder on the application thread; a partial batch waits
+        (delta,) = _LAST_DELTA.unpack_from(view, position + _LAST_DELTA_OFFSET)
+        next_offset = max(next_offset, base + delta + 1)
+        position += size
+    return next_offset
+
+
+class Consumer:
+    """A pull consumer of assigned partitions; see the module docstring."""
+
+    def __init__(self, bootstrap_servers=None, zookeeper: str | None = None, **settings) -> None:
+        config = resolve(CONSUMER_DEFAULTS, settings)
+        if bootstrap_servers is not None:
+            config["bootstrap.servers"] = bootstrap_servers
+        self.config = config
+        self._client = NetworkClient(
+            bootstrap_from(config["bootstrap.servers"], zookeeper), config["client.id"],
+            config["max.in.flight.requests.per.connection"],
+            config["request.timeout.ms"] + config["fetch.max.wait.ms"],
+            config["socket.connection.setup.timeout.ms"], config["receive.message.max.bytes"])
+        self._metadata = ClusterMetadata(config["metadata.max.age.ms"])
+        self._states: dict[TopicPartition, _PartitionState] = {}
+        self._lock = threading.Lock()
+        self._chunks: deque = deque()
+        self._chunk_ready = threading.Condition(self._lock)
+        self._current: Iterator | None = None
+        self._closed = False
+        self._fetcher = Fetcher(self)
+        self._thread = IOThread("sparklog-consumer-io", self._client, self._fetcher.run_once)
+        self._thread.start()
+
+    # -- assignment and positions ----------------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Consume exactly these partitions: from the group's committed offsets when `group.id` is set and
+        it committed some, else from where `auto.offset.reset` says. Partitions kept keep their position."""
+        wanted = [(t, int(p)) for t, p in partitions]
+        positions: dict[TopicPartition, int | None] = {tp: None for tp in wanted}
+        if self.config["group.id"]:
+            new = [tp for tp in wanted if tp not in self._states]
+            if new:
+                for tp, offset in self.committed(new).items():
+                    positions[tp] = offset
+        self._assign(positions, keep_positions=True)
+
+    # -- offsets committed through the brokers (the Kafka API; ZooKeeper groups use GroupConsumer) ------
+
+    def commit(self, offsets: dict | None = None, timeout: float | None = None) -> None:
+        """Store offsets for `group.id` through a broker (OffsetCommit): by default every assigned
+        partition's position, i.e. everything returned so far. Not fenced: for groups use GroupConsumer."""
+        group = self._group_id()
+        if offsets is None:
+            offsets = {tp: s.position for tp, s in self._states.items() if s.position is not None}
+        topics: dict[str, list] = {}
+        for (topic, partition), offset in offsets.items():
+            topics.setdefault(topic, []).append(OffsetCommitRequestPartition(
+                partition_index=partition, committed_offset=int(offset), committed_metadata=""))
+        if not topics:
+            return
+        request = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                      topics=[OffsetCommitRequestTopic(name=t, partitions=p) for t, p in topics.items()])
+        response = self._any_broker(ApiKey.OFFSET_COMMIT, OFFSET_COMMIT_VERSION, request, timeout)
+        for topic in response.topics:
+            for part in topic.partitions:
+                if part.error_code:
+                    raise for_code(part.error_code)(f"commit of {topic.name}-{part.partition_index}")
+
+    def committed(self, partitions: Iterable[TopicPartition], timeout: float | None = None) -> dict:
+        """{tp: committed offset} for `group.id`; partitions it never committed are left out."""
+        group = self._group_id()
+        topics: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            topics.setdefault(topic, []).append(int(partition))
+        request = OffsetFetchRequest(group_id=group, topics=[
+            OffsetFetchRequestTopic(name=t, partition_indexes=p) for t, p in topics.items()])
+        response = self._any_broker(ApiKey.OFFSET_FETCH, OFFSET_FETCH_VERSION, request, timeout)
+        if response.error_code:
+            raise for_code(response.error_code)(f"offsets of group {group}")
+        return {(t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions
+                if not p.error_code and p.committed_offset >= 0}
+
+    def _group_id(self) -> str:
+        if not self.config["group.id"]:
+            raise ValueError("commit() and committed() need the group.id setting")
+        return self.config["group.id"]
+
+    def _any_broker(self, api_key: int, version: int, body, timeout: float | None):
+        deadline = time.monotonic() + (self.config["request.timeout.ms"] / 1000 if timeout is None else timeout)
+        while True:
+            node = self._client.least_loaded_node()
+            try:
+                if node is None:
+                    raise ConnectionError("no broker available")
+                return self._client.submit(node, api_key, version, body).wait(max(0.01, deadline - time.monotonic()))
+            except Exception as exc:
+                if not is_retriable(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _assign(self, positions: dict[TopicPartition, int | None], keep_positions: bool = False) -> None:
+        """Replace the assignment; `positions` gives each partition's start (None: reset)."""
+        with self._lock:
+            old = self._states
+            states = {}
+            for tp, position in positions.items():
+                if keep_positions and tp in old and position is None:
+                    states[tp] = old[tp]
+                    continue
+                states[tp] = _PartitionState(tp, position)
+                if tp in old:
+                    states[tp].epoch = old[tp].epoch + 1
+            for tp, state in old.items():
+                if tp not in states:
+                    state.epoch += 1  # drops its queued chunks and in-flight answers
+            self._states = states
+            self._chunks = deque(c for c in self._chunks if states.get(c[0].tp) is c[0] and c[0].epoch == c[1])
+            self._current = None
+            for topic in {t for t, _ in states}:
+                self._metadata.add_topic(topic)
+        self._client.wakeup()
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._states)
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Make `offset` the next record returned for `partition`."""
+        with self._lock:
+            state = self._state(partition)
+            state.epoch += 1
+            state.position = state.fetch_offset = int(offset)
+            state.retry_at = 0.0
+            self._chunks = deque(c for c in self._chunks if c[0] is not state)
+            self._current = None
+        self._client.wakeup()
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        for tp, offset in self.beginning_offsets(partitions or list(self._states)).items():
+            self.seek(tp, offset)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        for tp, offset in self.end_offsets(partitions or list(self._states)).items():
+            self.seek(tp, offset)
+
+    def position(self, partition: TopicPartition, timeout: float | None = None) -> int:
+        """The offset of the next record the application will get (resolving a reset first if needed)."""
+        state = self._state(partition)
+        deadline = time.monotonic() + (timeout if timeout is not None else self.config["request.timeout.ms"] / 1000)
+        while state.position is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no position for {partition} yet")
+            self._client.wakeup()
+            time.sleep(0.01)
+        return state.position
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        for tp in partitions:
+            self._state(tp).paused = True
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        for tp in partitions:
+            self._state(tp).paused = False
+        self._client.wakeup()
+
+    def highwater(self, partition: TopicPartition) -> int:
+        """The high watermark seen in the last fetch answer for `partition` (-1 before any)."""
+        return self._state(partition).high_watermark
+
+    def _state(self, partition: TopicPartition) -> _PartitionState:
+        try:
+            return self._states[(partition[0], int(partition[1]))]
+        except KeyError:
+            raise ValueError(f"{partition} is not assigned") from None
+
+    # -- offsets lookups -------------------------------------------------------------------------------
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout: float | None = None) -> dict:
+        return {tp: v[0] for tp, v in self._list_offsets({tp: EARLIEST_TIMESTAMP for tp in partitions}, timeout).items()}
+
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout: float | None = None) -> dict:
+        """The high watermark of each partition: the offset the next produced record will get."""
+        return {tp: v[0] for tp, v in self._list_offsets({tp: LATEST_TIMESTAMP for tp in partitions}, timeout).items()}
+
+    def offsets_for_times(self, timestamps: dict, timeout: float | None = None) -> dict:
+        """{tp: (offset, timestamp)} of the first record with a timestamp >= the one asked, or None."""
+        found = self._list_offsets(dict(timestamps), timeout)
+        return {tp: (None if v[0] < 0 else v) for tp, v in found.items()}
+
+    def _list_offsets(self, timestamps: dict, timeout: float | None) -> dict:
+        timeout = self.config["request.timeout.ms"] / 1000 if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        result: dict = {}
+        todo = {(t, int(p)): ts for (t, p), ts in timestamps.items()}
+        while todo:
+            leaders = self._leaders_for({t for t, _ in todo}, deadline)
+            futures = []
+            for node_id, tps in _group_by(todo, leaders).items():
+                futures.append((tps, self._client.submit(node_id, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
+                                                         list_offsets_request({tp: todo[tp] for tp in tps}))))
+            retry_error = None
+            for tps, future in futures:
+                try:
+                    response = future.wait(max(0.0, deadline - time.monotonic()))
+                except Exception as exc:
+                    if not is_retriable(exc):
+                        raise
+                    retry_error = exc
+                    continue
+                for topic in response.topics:
+                    for part in topic.partitions:
+                        tp = (topic.name, part.partition_index)
+                        if part.error_code:
+                            error = for_code(part.error_code)(f"{tp[0]}-{tp[1]}")
+                            if not error.retriable:
+                                raise error
+                            retry_error = error
+                            continue
+                        result[tp] = (part.offset, part.timestamp)
+                        todo.pop(tp, None)
+            if todo:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"ListOffsets for {sorted(todo)} failed: {retry_error}")
+                self._metadata.request_update()
+                time.sleep(0.05)
+        return result
+
+    def _leaders_for(self, topics: set[str], deadline: float) -> dict[TopicPartition, int]:
+        metadata = self._metadata
+        for topic in topics:
+            metadata.add_topic(topic)
+        while True:
+            missing = [t for t in topics if t not in metadata.partition_counts]
+            leaderless = [tp for tp, leader in metadata.leaders.items() if tp[0] in topics and leader == NO_LEADER]
+            if not missing and not leaderless:
+                return metadata.leaders
+            if time.monotonic() > deadline:
+                raise UnknownTopic(f"no metadata or leader for {missing or leaderless}")
+            version = metadata.request_update()
+            self._client.wakeup()
+            metadata.wait_for(version, min(0.5, max(0.01, deadline - time.monotonic())))
+
+    def partitions_for_topic(self, topic: str, timeout: float | None = None) -> list[int]:
+        deadline = time.monotonic() + (self.config["request.timeout.ms"] / 1000 if timeout is None else timeout)
+        self._leaders_for({topic}, deadline)
+        return list(range(self._metadata.partition_counts[topic]))
+
+    # -- records ---------------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        """Records in fetch order; never ends unless `consumer.timeout.ms` >= 0 passes with none."""
+        idle_ms = self.config["consumer.timeout.ms"]
+        idle = None if idle_ms < 0 else idle_ms / 1000.0
+        while not self._closed:
+            current = self._current
+            if current is None:
+                try:
+                    chunk = self._next_chunk(idle)
+                except ClientClosed:
+                    return  # closed from another thread: the iteration ends
+                if chunk is None:
+                    if idle is not None:
+                        return
+                    continue
+                current = self._current = self._chunk_records(chunk)
+            for record in current:
+                yield record
+            if self._current is current:
+                self._current = None
+
+    def poll(self, timeout: float | None = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Up to `max_records` (default `max.poll.records`) records; waits up to `timeout` s for the first."""
+        limit = max_records or self.config["max.poll.records"]
+        out: list[ConsumerRecord] = []
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while len(out) < limit and not self._closed:
+            current = self._current
+            if current is None:
+                wait = 0.0 if out else (None if deadline is None else max(0.0, deadline - time.monotonic()))
+                chunk = self._next_chunk(wait)
+                if chunk is None:
+                    break
+                current = self._current = self._chunk_records(chunk)
+            for record in current:
+                out.append(record)
+                if len(out) >= limit:
+                    return out
+            if self._current is current:
+                self._current = None
+        return out
+
+    def _next_chunk(self, timeout: float | None):
+        """The next (state, epoch, records view, start offset) chunk, or None after `timeout`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._chunk_ready:
+            while True:
+                if self._closed:
+                    raise ClientClosed("the consumer is closed")
+                while self._chunks:
+                    chunk = self._chunks.popleft()
+                    state, epoch = chunk[0], chunk[1]
+                    if state.epoch != epoch or self._states.get(state.tp) is not state:
+                        continue
+                    if self._fetcher.waiting_for_space:
+                        self._client.wakeup()
+                    if isinstance(chunk[2], BaseException):
+                        raise chunk[2]
+                    return chunk
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return None
+                self._chunk_ready.wait(remaining if remaining is None or remaining < 1.0 else 1.0)
+
+    def next_chunk(self, timeout: float | None):
+        """The next fetched chunk `(partition state, epoch, records view, start offset)`, or None after
+        `timeout`: for readers that decode whole batches themselves (the Spark data source). An error chunk
+        (OffsetOutOfRange, NoOffsetForPartition) raises here."""
+        return self._next_chunk(timeout)
+
+    def _chunk_records(self, chunk) -> Iterator[ConsumerRecord]:
+        """Decode one chunk batch by batch (the hot loop of consumption: keep it lean)."""
+        state, epoch, view, start = chunk
+        prefix = state.tp
+        new, cls = _new_tuple, ConsumerRecord
+        for batch in iter_batches(view, self.config["check.crcs"]):
+            if batch.next_offset <= start:
+                continue
+            if batch.attributes & _CONTROL:
+                if state.epoch == epoch:
+                    state.position = batch.next_offset
+                continue
+            records = batch.records()
+            if batch.base_offset < start:  # the fetch began inside this batch
+                records = [r for r in records if r[0] >= start]
+            for record in records:
+                if state.epoch != epoch:
+                    return  # seek or reassignment since this chunk was fetched
+                state.position = record[0] + 1
+                yield new(cls, prefix + record)
+
+    def _deliver(self, chunk) -> None:
+        """I/O thread: queue an answered chunk for the application."""
+        with self._chunk_ready:
+            self._chunks.append(chunk)
+            self._chunk_ready.notify()
+
+    def queued_chunks(self) -> int:
+        return len(self._chunks)
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._chunk_ready:
+            self._chunk_ready.notify_all()
+        self._thread.stop(timeout=timeout)
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _group_by(tps: Iterable[TopicPartition], leaders: dict[TopicPartition, int]) -> dict[int, list[TopicPartition]]:
+    out: dict[int, list[TopicPartition]] = {}
+    for tp in tps:
+        leader = leaders.get(tp, NO_LEADER)
+        if leader == NO_LEADER:
+            raise UnknownTopic(f"{tp[0]}-{tp[1]} does not exist or has no leader")
+        out.setdefault(leader, []).append(tp)
+    return out
+
+
+def list_offsets_request(timestamps: dict[TopicPartition, int]) -> ListOffsetsRequest:
+    topics: dict[str, list] = {}
+    for (topic, partition), ts in timestamps.items():
+        topics.setdefault(topic, []).append(ListOffsetsPartition(partition_index=partition, timestamp=ts))
+    return ListOffsetsRequest(replica_id=-1, isolation_level=0,
+                              topics=[ListOffsetsTopic(name=t, partitions=p) for t, p in topics.items()])
+
+
+class Fetcher:
+    """Keeps fetches in flight and positions resolved; runs on the consumer's I/O thread only."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.client = consumer._client
+        self.metadata = consumer._metadata
+        config = consumer.config
+        self.max_wait_ms = config["fetch.max.wait.ms"]
+        self.min_bytes = config["fetch.min.bytes"]
+        self.max_bytes = config["fetch.max.bytes"]
+        self.partition_max_bytes = config["max.partition.fetch.bytes"]
+        self.max_chunks = max(1, config["queued.max.chunks"])
+        self.reset = config["auto.offset.reset"]
+        self.backoff = config["retry.backoff.ms"] / 1000.0
+        self.isolation = 1 if config["isolation.level"] == "read_committed" else 0
+        self.in_flight_nodes: set[int] = set()
+        self.waiting_for_space = False
+        self.fetches = 0
+
+    def run_once(self) -> float | None:
+        now = time.monotonic()
+        if self.metadata.due(now):
+            send_metadata_request(self.client, self.metadata)
+        states = list(self.consumer._states.values())
+        busy = self._resets(states, now)
+        self.waiting_for_space = len(self.consumer._chunks) >= self.max_chunks
+        if not self.waiting_for_space:
+            busy |= self._fetches(states, now)
+        return _BUSY_POLL_S if busy or self.metadata.need_update else None
+
+    # -- resets ------------------------------------------------------------------------------------------
+
+    def _resets(self, states: list[_PartitionState], now: float) -> bool:
+        todo: dict[int, list[_PartitionState]] = {}
+        waiting = False
+        for state in states:
+            if state.fetch_offset is not None or state.resetting:
+                continue
+            waiting = True
+            if state.retry_at > now:
+                continue
+            if self.reset == "none":
+                state.retry_at = float("inf")
+                self.consumer._deliver((state, state.epoch, NoOffsetForPartition(f"{state.tp} has no position"), None))
+                continue
+            leader = self.metadata.leader(*state.tp)
+            if leader == NO_LEADER:
+                self.metadata.add_topic(state.tp[0])
+                self.metadata.request_update()
+                continue
+            todo.setdefault(leader, []).append(state)
+        timestamp = EARLIEST_TIMESTAMP if self.reset == "earliest" else LATEST_TIMESTAMP
+        for node_id, group in todo.items():
+            for state in group:
+                state.resetting = True
+            epochs = {state.tp: (state, state.epoch) for state in group}
+            self.client.submit(node_id, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
+                               list_offsets_request({s.tp: timestamp for s in group}),
+                               callback=lambda f, e=epochs: self._on_reset(f, e), wake=False)
+        return waiting
+
+    def _on_reset(self, future, epochs: dict) -> None:
+        answered = {}
+        if future.error is None:
+            for topic in future.value.topics:
+                for part in topic.partitions:
+                    answered[(topic.name, part.partition_index)] = part
+        for tp, (state, epoch) in epochs.items():
+            state.resetting = False
+            part = answered.get(tp)
+            if part is None or part.error_code or part.offset < 0:
+                state.retry_at = time.monotonic() + self.backoff
+                self.metadata.request_update()
+                continue
+            if state.epoch == epoch and state.fetch_offset is None:
+                state.position = state.fetch_offset = part.offset
+
+    # -- fetches -----------------------------------------------------------------------------------------
+
+    def _fetches(self, states: list[_PartitionState], now: float) -> bool:
+        by_node: dict[int, list[_PartitionState]] = {}
+        busy = False
+        for state in states:
+            if state.fetch_offset is None or state.paused or state.in_flight:
+                continue
+            if state.retry_at > now:
+                busy = True
+                continue
+            leader = self.metadata.leader(*state.tp)
+            if leader == NO_LEADER:
+                self.metadata.add_topic(state.tp[0])
+                self.metadata.request_update()
+                busy = True
+                continue
+            if leader in self.in_flight_nodes:
+                continue
+            by_node.setdefault(leader, []).append(state)
+        for node_id, group in by_node.items():
+            self._send_fetch(node_id, group)
+        return busy
+
+    def _send_fetch(self, node_id: int, group: list[_PartitionState]) -> None:
+        topics: dict[str, list] = {}
+        sent = []
+        for state in group:
+            state.in_flight = True
+            sent.append((state, state.epoch, state.fetch_offset))
+            topics.setdefault(state.tp[0], []).append(FetchPartition(
+                partition=state.tp[1], fetch_offset=state.fetch_offset, partition_max_bytes=self.partition_max_bytes))
+        request = FetchRequest(replica_id=-1, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
+                               max_bytes=self.max_bytes, isolation_level=self.isolation,
+                               topics=[FetchTopic(topic=t, partitions=p) for t, p in topics.items()])
+        self.in_flight_nodes.add(node_id)
+        self.fetches += 1
+        self.client.submit(node_id, ApiKey.FETCH, FETCH_VERSION, request,
+                           callback=lambda f: self._on_fetch(f, node_id, sent), wake=False)
+
+    def _on_fetch(self, future, node_id: int, sent: list) -> None:
+        self.in_flight_nodes.discard(node_id)
+        answered = {}
+        if future.error is None:
+            for topic in future.value.responses:
+                for part in topic.partitions:
+                    answered[(topic.topic, part.partition_index)] = part
+        elif not is_retriable(future.error):
+            logger.warning("fetch from broker %s failed: %s", node_id, future.error)
+        for state, epoch, offset in sent:
+            state.in_flight = False
+            if state.epoch != epoch:
+                continue
+            part = answered.get(state.tp)
+            if part is None:
+                state.retry_at = time.monotonic() + self.backoff
+                self.metadata.request_update()
+            elif part.error_code:
+                self._fetch_error(state, part.error_code)
+            else:
+                self._fetched(state, epoch, offset, part)
+
+    def _fetched(self, state: _PartitionState, epoch: int, offset: int, part) -> None:
+        state.high_watermark = part.high_watermark
+        view = part.records
+        if view is None or not len(view):
+            return
+        next_offset = next_fetch_offset(view, offset)
+        if next_offset == offset:
+            if len(view) >= self.partition_max_bytes:
+                logger.warning("%s: a batch at %d is larger than max.partition.fetch.bytes", state.tp, offset)
+            return
+        state.fetch_offset = next_offset
+        self.consumer._deliver((state, epoch, view, offset))
+
+    def _fetch_error(self, state: _PartitionState, code: int) -> None:
+        if code == _OFFSET_OUT_OF_RANGE:
+            if self.reset == "none":
+                state.retry_at = float("inf")
+                self.consumer._deliver((state, state.epoch, OffsetOutOfRange(
+                    f"{state.tp}: offset {state.fetch_offset} is out of range"), None))
+                return
+            logger.info("%s: offset %s out of range, resetting to %s", state.tp, state.fetch_offset, self.reset)
+            state.epoch += 1
+            state.position = state.fetch_offset = None
+            return
+        state.retry_at = time.monotonic() + self.backoff
+        if code in _METADATA_ERRORS or for_code(code).retriable:
+            self.metadata.request_update()

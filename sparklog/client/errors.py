@@ -1,0 +1,54 @@
+"""Errors the clients raise besides the protocol's own (one class per Kafka error code lives in
+`sparklog.protocol.errors`).
+
+Rule: `is_retriable(exc)` is the one place that decides whether a failed request is tried again: Kafka
+error codes carry `retriable`; lost connections and request timeouts are retriable too.
+"""
+
+from __future__ import annotations
+
+
+class ClientError(Exception):
+    """Base of the client's own errors."""
+
+
+class KafkaConnectionError(ClientError, ConnectionError):
+    """The connection to a broker failed or closed with requests in flight (retriable)."""
+
+    retriable = True
+
+
+class RequestTimedOut(ClientError, TimeoutError):
+    """No response within `request.timeout.ms`; the connection is closed (retriable)."""
+
+    retriable = True
+
+
+class NoBrokersAvailable(ClientError, ConnectionError):
+    """None of the bootstrap servers (or registered brokers) answered."""
+
+    retriable = True
+
+
+class UnknownTopic(ClientError, LookupError):
+    """Metadata still lacks the topic after `max.block.ms`."""
+
+
+class CorrelationIdMismatch(ClientError):
+    """A response arrived for a request other than the oldest in flight: the stream is out of sync."""
+
+
+class ClientClosed(ClientError):
+    """The producer or consumer was closed."""
+
+
+class SessionLost(ClientError):
+    """The group consumer's ZooKeeper session expired: its partitions may already belong to others."""
+
+
+class CommitFenced(ClientError):
+    """An offset commit was refused because another consumer now owns the partition."""
+
+
+def is_retriable(exc: BaseException) -> bool:
+    return bool(getattr(exc, "retriable", False)) or isinstance(exc, (ConnectionError, TimeoutError))

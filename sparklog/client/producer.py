@@ -1,0 +1,372 @@
+"""The batching producer (paper 3.2, design notes 4.4): `send()` queues, one I/O thread batches and sends.
+
+    with Producer(bootstrap_servers="localhost:9092", **{"linger.ms": 10, "compression.type": "lz4"}) as p:
+        future = p.send("topic1", b"value", key=b"user-42")
+        p.flush()
+        future.get().offset
+
+    producer.send("topic1", MessageSet(Message(b"test message str")))   # the paper's sample API
+
+Threads: the application's threads call `send()`; one daemon thread ("sparklog-producer-io") runs the
+`Sender` and the connections. `send()` only appends to the partition's open batch (see accumulator.py).
+The sender builds each closed batch once (`records.build_batch`), puts every ready batch for one broker
+into one Produce request (many partitions, and several batches per partition back to back, which the
+broker appends as one record set), keeps up to `max.in.flight.requests.per.connection` requests in flight
+per broker, and completes the batch futures from the responses.
+
+Error handling: a retriable error (NOT_LEADER_OR_FOLLOWER, a lost connection, a timeout...) sends the batch
+again after `retry.backoff.ms`, after a metadata refresh when leadership may have moved, until
+`delivery.timeout.ms` since the batch was created; anything else fails the batch's futures. As in Kafka
+without idempotence, a retry may reorder batches of one partition that were in flight together.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+
+from sparklog.client.accumulator import ProducerBatch, RecordAccumulator
+from sparklog.client.config import PRODUCER_DEFAULTS, parse_servers, resolve
+from sparklog.client.connection import IOThread, NetworkClient, RECONNECT_BACKOFF_S
+from sparklog.client.errors import ClientClosed, NoBrokersAvailable, UnknownTopic, is_retriable
+from sparklog.client.futures import RecordFuture
+from sparklog.client.message import MessageSet
+from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
+from sparklog.client.partitioner import DefaultPartitioner
+from sparklog.protocol import ApiKey, PartitionProduceData, ProduceRequest, TopicProduceData, for_code
+from sparklog.storage.compression import codec_id
+from sparklog.storage.records import build_batch
+
+logger = logging.getLogger(__name__)
+
+PRODUCE_VERSION = 8  # highest Produce version of the shared codec
+# Errors after which the partition's leader may have moved: refresh metadata before the retry.
+_METADATA_ERRORS = {3, 5, 6}  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
+_BUSY_POLL_S = 0.1  # longest sleep while batches wait for a leader, a connection or a retry
+_time_ns = time.time_ns
+
+
+def bootstrap_from(bootstrap_servers, zookeeper) -> list[tuple[str, int]]:
+    """Bootstrap addresses from the servers given, else from the ZooKeeper broker registry."""
+    servers = parse_servers(bootstrap_servers)
+    if servers or not zookeeper:
+        if not servers:
+            raise ValueError("give bootstrap_servers or zookeeper")
+        return servers
+    from sparklog.coordination.brokers import live_brokers
+    from sparklog.coordination.connection import close, connect
+
+    zk = connect(zookeeper)
+    try:
+        brokers = live_brokers(zk)
+    finally:
+        close(zk)
+    if not brokers:
+        raise NoBrokersAvailable(f"no broker is registered in ZooKeeper at {zookeeper}")
+    return [(b.host, b.port) for _, b in sorted(brokers.items())]
+
+
+def _as_bytes(value, what: str):
+    if value is None or value.__class__ is bytes:
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
+
+
+def _headers(headers):
+    if not headers:
+        return None
+    items = headers.items() if isinstance(headers, dict) else headers
+    return [(k, _as_bytes(v, "header value")) for k, v in items]
+
+
+class Producer:
+    """A thread-safe batching producer; see the module docstring."""
+
+    def __init__(self, bootstrap_servers=None, zookeeper: str | None = None, **settings) -> None:
+        config = resolve(PRODUCER_DEFAULTS, settings)
+        if bootstrap_servers is not None:
+            config["bootstrap.servers"] = bootstrap_servers
+        self.config = config
+        codec_id(config["compression.type"])  # an unknown codec fails here, not in the sender
+        self._client = NetworkClient(
+            bootstrap_from(config["bootstrap.servers"], zookeeper), config["client.id"],
+            config["max.in.flight.requests.per.connection"], config["request.timeout.ms"],
+            config["socket.connection.setup.timeout.ms"], config["receive.message.max.bytes"])
+        self._metadata = ClusterMetadata(config["metadata.max.age.ms"])
+        self._partitioner = DefaultPartitioner()
+        self._accumulator = RecordAccumulator(
+            config["batch.size"], config["batch.num.messages"], config["linger.ms"], config["buffer.memory"],
+            config["max.block.ms"], on_ready=self._wake_sender)
+        self._accumulator.closed_listener = self._partitioner.batch_closed
+        self._sender = Sender(self._client, self._metadata, self._accumulator, config)
+        self._closed = False
+        self._thread = IOThread("sparklog-producer-io", self._client, self._sender.run_once)
+        self._thread.start()
+
+    # -- the hot path ------------------------------------------------------------------------------------
+
+    def send(self, topic: str, value=None, key=None, headers=None, partition: int | None = None,
+             timestamp: int | None = None):
+        """Queue one record; returns a `RecordFuture` (`get()` -> RecordMetadata). Blocks only when the
+        buffer is full or the topic's metadata is not known yet (both up to `max.block.ms`).
+
+        `value` may also be the paper's `MessageSet`; then a list of futures is returned.
+        """
+        if self._closed:
+            raise ClientClosed("the producer is closed")
+        if value.__class__ is not bytes:
+            if isinstance(value, MessageSet):
+                return [self.send(topic, m.value, m.key, m.headers, partition, m.timestamp) for m in value]
+            value = _as_bytes(value, "value")
+        if key is not None and key.__class__ is not bytes:
+            key = _as_bytes(key, "key")
+        if partition is None:
+            count = self._metadata.partition_counts.get(topic)
+            if count is None:
+                count = self._wait_on_metadata(topic)
+            partition = self._partitioner.partition(topic, key, count)
+        elif partition >= self._metadata.partition_counts.get(topic, partition + 1) or partition < 0:
+            raise ValueError(f"topic {topic!r} has no partition {partition}")
+        if headers:
+            headers = _headers(headers)
+        if timestamp is None:
+            timestamp = _time_ns() // 1_000_000
+        size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        return self._accumulator.append(topic, partition, (key, value, headers, timestamp), size)
+
+    def _wake_sender(self) -> None:
+        if self._sender.idle:
+            self._client.wakeup()
+
+    # -- the rest ----------------------------------------------------------------------------------------
+
+    def _wait_on_metadata(self, topic: str) -> int:
+        deadline = time.monotonic() + self.config["max.block.ms"] / 1000.0
+        metadata = self._metadata
+        metadata.add_topic(topic)
+        while True:
+            count = metadata.partition_counts.get(topic)
+            if count:
+                return count
+            error = metadata.topic_errors.get(topic)
+            if error is not None and not is_retriable(error):
+                raise error
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise UnknownTopic(f"topic {topic!r} not in metadata after max.block.ms"
+                                   + (f" ({error})" if error is not None else ""))
+            version = metadata.request_update()
+            self._client.wakeup()
+            metadata.wait_for(version, min(remaining, 0.5))
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return list(range(self._wait_on_metadata(topic)))
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send every record queued so far and wait for their acknowledgements (or failures)."""
+        self._accumulator.close_expired(time.monotonic(), force=True)
+        self._client.wakeup()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for batch in self._accumulator.incomplete():
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not batch.wait(remaining):
+                raise TimeoutError(f"flush did not complete within {timeout}s: {self._sender.statistics()}")
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush (up to `timeout`), stop the I/O thread and fail whatever is still unsent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._thread.is_alive():
+                self.flush(timeout)
+        except TimeoutError:
+            logger.warning("producer closed with unacknowledged records")
+        finally:
+            self._thread.stop(timeout=timeout)
+            self._sender.fail_all(ClientClosed("the producer was closed before the record was sent"))
+
+    def metrics(self) -> dict:
+        return self._sender.statistics()
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Sender:
+    """Drains ready batches into Produce requests; runs on the I/O thread only (see the module docstring)."""
+
+    def __init__(self, client: NetworkClient, metadata: ClusterMetadata, accumulator: RecordAccumulator,
+                 config: dict) -> None:
+        self.client = client
+        self.metadata = metadata
+        self.accumulator = accumulator
+        self.acks = config["acks"]
+        self.compression = codec_id(config["compression.type"])
+        self.max_request_size = config["max.request.size"]
+        self.retries = config["retries"]
+        self.retry_backoff = config["retry.backoff.ms"] / 1000.0
+        self.delivery_timeout = config["delivery.timeout.ms"] / 1000.0
+        self.request_timeout_ms = config["request.timeout.ms"]
+        self.pending: deque[ProducerBatch] = deque()  # closed batches not yet sent, oldest first
+        self.idle = False
+        self.sent_requests = 0
+        self.sent_batches = 0
+        self.retried_batches = 0
+        self.last_error: BaseException | None = None
+
+    def run_once(self) -> float | None:
+        """One pass: metadata, linger, drain, send; returns how long the I/O loop may sleep."""
+        self.idle = False
+        now = time.monotonic()
+        if self.metadata.due(now):
+            send_metadata_request(self.client, self.metadata)
+        next_expiry = self.accumulator.close_expired(now)
+        ready = self.accumulator.ready
+        while ready:
+            self.pending.append(ready.popleft())
+        waiting = self._send_ready(now) if self.pending else False
+        timeout = None if next_expiry is None else max(0.0, next_expiry - now)
+        if waiting:
+            timeout = _BUSY_POLL_S if timeout is None else min(timeout, _BUSY_POLL_S)
+        if timeout is None or timeout > 0:
+            self.idle = True
+            if ready:  # a batch closed after we drained: don't sleep on it (see Producer._wake_sender)
+                self.idle = False
+                return 0
+        return timeout
+
+    def _send_ready(self, now: float) -> bool:
+        """Send what can go now; return True if batches remain waiting."""
+        by_node: dict[int, list[ProducerBatch]] = {}
+        sizes: dict[int, int] = {}
+        held = deque()
+        blocked: set[tuple[str, int]] = set()
+        client = self.client
+        for batch in self.pending:
+            tp = (batch.topic, batch.partition)
+            if tp in blocked:
+                held.append(batch)
+                continue
+            if now - batch.created > self.delivery_timeout:
+                self._fail(batch, TimeoutError(f"{tp[0]}-{tp[1]}: not acknowledged within delivery.timeout.ms"))
+                continue
+            leader = self.metadata.leader(*tp)
+            if batch.retry_at > now or leader == NO_LEADER or (leader not in by_node and not client.is_ready(leader)):
+                if leader == NO_LEADER:
+                    self.metadata.add_topic(batch.topic)
+                    self.metadata.request_update()
+                blocked.add(tp)  # keep the partition's later batches behind this one
+                held.append(batch)
+                continue
+            if batch.payload is None:
+                batch.payload = build_batch(batch.records, self.compression)
+            size = len(batch.payload)
+            if leader in by_node and sizes[leader] + size > self.max_request_size:
+                blocked.add(tp)
+                held.append(batch)
+                continue
+            by_node.setdefault(leader, []).append(batch)
+            sizes[leader] = sizes.get(leader, 0) + size
+        self.pending = held
+        for node_id, batches in by_node.items():
+            self._produce(node_id, batches)
+        return bool(held)
+
+    def _produce(self, node_id: int, batches: list[ProducerBatch]) -> None:
+        by_tp: dict[tuple[str, int], list[ProducerBatch]] = {}
+        for batch in batches:
+            by_tp.setdefault((batch.topic, batch.partition), []).append(batch)
+        topics: dict[str, list] = {}
+        for (topic, partition), group in by_tp.items():
+            records = group[0].payload if len(group) == 1 else b"".join(b.payload for b in group)
+            topics.setdefault(topic, []).append(PartitionProduceData(index=partition, records=records))
+        request = ProduceRequest(transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
+                                 topic_data=[TopicProduceData(name=t, partition_data=p) for t, p in topics.items()])
+        self.sent_requests += 1
+        self.sent_batches += len(batches)
+        if self.acks == 0:
+            self.client.submit(node_id, ApiKey.PRODUCE, PRODUCE_VERSION, request, expect_response=False,
+                               callback=lambda f: self._on_acks0(f, batches), wake=False)
+        else:
+            self.client.submit(node_id, ApiKey.PRODUCE, PRODUCE_VERSION, request,
+                               callback=lambda f: self._on_response(f, by_tp), wake=False)
+
+    def _on_acks0(self, future, batches: list[ProducerBatch]) -> None:
+        if future.error is None:
+            for batch in batches:
+                batch.complete(-1)
+            self.accumulator.release_all(batches)
+            return
+        for batch in batches:
+            self._retry_or_fail(batch, future.error)
+
+    def _on_response(self, future, by_tp: dict[tuple[str, int], list[ProducerBatch]]) -> None:
+        if future.error is not None:
+            for group in by_tp.values():
+                for batch in group:
+                    self._retry_or_fail(batch, future.error)
+            return
+        answered = set()
+        for topic in future.value.responses:
+            for part in topic.partition_responses:
+                tp = (topic.name, part.index)
+                group = by_tp.get(tp)
+                if group is None:
+                    continue
+                answered.add(tp)
+                if part.error_code:
+                    error = for_code(part.error_code)(part.error_message or f"{tp[0]}-{tp[1]}")
+                    for batch in group:
+                        self._retry_or_fail(batch, error)
+                    continue
+                offset = part.base_offset
+                for batch in group:
+                    batch.complete(offset, part.log_append_time_ms)
+                    offset += len(batch.records)
+                self.accumulator.release_all(group)
+        for tp, group in by_tp.items():
+            if tp not in answered:
+                for batch in group:
+                    self._retry_or_fail(batch, ConnectionError(f"no answer for {tp[0]}-{tp[1]} in the response"))
+
+    def _retry_or_fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        self.last_error = error
+        now = time.monotonic()
+        if (is_retriable(error) and batch.attempts < self.retries
+                and now - batch.created < self.delivery_timeout):
+            batch.attempts += 1
+            batch.retry_at = now + self.retry_backoff
+            self.retried_batches += 1
+            if getattr(error, "errno", None) in _METADATA_ERRORS or isinstance(error, (ConnectionError,
+                                                                                     TimeoutError)):
+                self.metadata.request_update()
+            self.pending.appendleft(batch)  # ahead of the partition's later batches
+            return
+        self._fail(batch, error)
+
+    def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        batch.fail(error)
+        self.accumulator.release(batch)
+
+    def fail_all(self, error: BaseException) -> None:
+        """After the I/O thread stopped: fail every unfinished batch."""
+        self.accumulator.close_expired(time.monotonic(), force=True)
+        for batch in self.accumulator.incomplete():
+            if not batch.done():
+                self._fail(batch, error)
+
+    def statistics(self) -> dict:
+        return {"requests": self.sent_requests, "batches": self.sent_batches, "retried_batches": self.retried_batches,
+                "pending_batches": len(self.pending), "buffered_bytes": self.accumulator.used_bytes,
+                "leaders": {f"{t}-{p}": n for (t, p), n in sorted(self.metadata.leaders.items())},
+                "in_flight": {n: self.client.in_flight(n) for n in self.client.nodes},
+                "last_error": repr(self.last_error) if self.last_error else None}

@@ -1,0 +1,95 @@
+"""The consumer's decoding of fetched chunks: start offsets, truncated tails, CRC checks, control batches."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from sparklog.client.consumer import Consumer, _PartitionState, next_fetch_offset
+from sparklog.storage.records import CorruptRecordError, build_batch, set_base_offset
+
+
+def batch(base: int, values: list[bytes], **kw) -> bytes:
+    raw = bytearray(build_batch([(None, v, None, 1000 + i) for i, v in enumerate(values)], **kw))
+    set_base_offset(raw, base)
+    return bytes(raw)
+
+
+@pytest.fixture(scope="module")
+def consumer():
+    c = Consumer("127.0.0.1:1")  # never contacted: only the decoding path is used
+    yield c
+    c.close()
+
+
+def chunk(view: bytes, start: int, state=None):
+    state = state or _PartitionState(("t", 0), start)
+    return (state, state.epoch, memoryview(view), start)
+
+
+def test_next_fetch_offset_walks_whole_batches_only():
+    data = batch(0, [b"a", b"b"]) + batch(2, [b"c"])
+    assert next_fetch_offset(data, 0) == 3
+    assert next_fetch_offset(data + batch(3, [b"d"])[:-1], 0) == 3  # a truncated tail waits for the next fetch
+    assert next_fetch_offset(b"", 7) == 7
+    assert next_fetch_offset(batch(5, [b"x"])[:30], 5) == 5
+
+
+def test_records_before_the_fetch_position_are_skipped(consumer):
+    data = batch(10, [b"a", b"b", b"c"]) + batch(13, [b"d"])
+    records = list(consumer._chunk_records(chunk(data, 11)))
+    assert [(r.topic, r.partition, r.offset, r.value) for r in records] == [
+        ("t", 0, 11, b"b"), ("t", 0, 12, b"c"), ("t", 0, 13, b"d")]
+
+
+def test_a_truncated_last_batch_is_skipped(consumer):
+    data = batch(0, [b"a"]) + batch(1, [b"b", b"c"])[:-5]
+    state = _PartitionState(("t", 0), 0)
+    assert [r.offset for r in consumer._chunk_records(chunk(data, 0, state))] == [0]
+    assert state.position == 1
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "lz4"])
+def test_a_corrupt_batch_raises_and_is_never_yielded(consumer, codec):
+    good = batch(0, [b"a"], compression=codec)
+    bad = bytearray(batch(1, [b"payload-b"], compression=codec))
+    bad[-2] ^= 0xFF
+    records = consumer._chunk_records(chunk(good + bytes(bad), 0))
+    assert next(records).value == b"a"
+    with pytest.raises(CorruptRecordError):
+        next(records)
+
+
+def test_a_seek_stops_a_chunk_being_iterated(consumer):
+    state = _PartitionState(("t", 0), 0)
+    records = consumer._chunk_records(chunk(batch(0, [b"a", b"b", b"c"]), 0, state))
+    assert next(records).offset == 0
+    state.epoch += 1
+    assert list(records) == []
+
+
+def test_control_batches_are_skipped_but_move_the_position(consumer):
+    from sparklog.storage.records import build_batch
+
+    control = bytearray(build_batch([(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", None, 1)], is_control=True,
+                                    is_transactional=True))
+    set_base_offset(control, 1)
+    state = _PartitionState(("t", 0), 0)
+    data = batch(0, [b"a"]) + bytes(control) + batch(2, [b"c"])
+    assert [r.offset for r in consumer._chunk_records(chunk(data, 0, state))] == [0, 2]
+    assert state.position == 3
+
+
+@settings(max_examples=50, deadline=None)
+@given(sizes=st.lists(st.integers(1, 20), min_size=1, max_size=8), start_in=st.integers(0, 200),
+       cut=st.integers(0, 400))
+def test_every_record_from_the_start_offset_once_in_order_whatever_the_cut(consumer, sizes, start_in, cut):
+    data, base = b"", 0
+    for n in sizes:
+        data += batch(base, [b"%d" % (base + i) for i in range(n)])
+        base += n
+    start = start_in % base
+    view = data[:len(data) - cut] if cut < len(data) else b""
+    offsets = [r.offset for r in consumer._chunk_records(chunk(view, start))]
+    assert offsets == list(range(start, len(offsets) + start))
+    assert next_fetch_offset(view, start) == max(start, start + len(offsets)) or not offsets
