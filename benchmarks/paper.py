@@ -1,13 +1,16 @@
 """The Kafka paper's section 5 on this machine: one producer, then one consumer, against one sparklog broker.
 
-    .venv/bin/python benchmarks/paper.py [--messages 1000000] [--size 200] [--batches 1,50]
+    .venv/bin/python benchmarks/paper.py [--messages 1000000] [--size 200] [--batches 1,50] [--cap SECONDS]
 
 Starts a real ZooKeeper (embedded) and a broker subprocess with a temporary log dir; confluent-kafka is the
 producer (so the broker is what is measured) with `batch.num.messages` = the batch size, and the consumer
 fetches about 200 KB per partition fetch. Prints msg/s and MB/s (payload bytes, 10^6) for each test, the
 broker's CPU, and the broker's bytes on disk per message minus the payload (the paper's "overhead").
 This is a benchmark, not a test: nothing is asserted. With `--results FILE` it appends JSON rows in the
-format of `../shared/peers/bench_common.py` (set BENCH_RESULTS to match run_peers.sh --extra).
+format of `../shared/peers/bench_common.py` `record()` (run_peers.sh --extra exports BENCH_RESULTS,
+BENCH_N, BENCH_CAP_S and BENCH_MSG_SIZE, which are the defaults here), so make_table.py shows sparklog
+beside the peers. With a cap (`--cap`, or BENCH_CAP_S) a produce test stops sending at the cap, as the
+peers' tests do, and its row says how many messages were done.
 """
 
 from __future__ import annotations
@@ -52,7 +55,9 @@ def disk_bytes(path: Path) -> tuple[int, int]:
     return alloc, apparent
 
 
-def produce(bootstrap: str, topic: str, n: int, value: bytes, batch: int) -> float:
+def produce(bootstrap: str, topic: str, n: int, value: bytes, batch: int, cap_s: float | None = None
+            ) -> tuple[int, float]:
+    """(messages delivered, seconds) of producing up to `n` messages, stopping at `cap_s` if given."""
     from confluent_kafka import Producer
 
     producer = Producer({
@@ -62,18 +67,24 @@ def produce(bootstrap: str, topic: str, n: int, value: bytes, batch: int) -> flo
     })
     producer.list_topics(topic, timeout=10)
     started = time.perf_counter()
+    deadline = started + cap_s if cap_s else None
     produce_one = producer.produce
-    for _ in range(n):
-        try:
-            produce_one(topic, value)
-        except BufferError:
-            producer.poll(0.01)
-            produce_one(topic, value)
+    sent = 0
+    while sent < n:
+        for _ in range(min(10_000, n - sent)):
+            try:
+                produce_one(topic, value)
+            except BufferError:
+                producer.poll(0.01)
+                produce_one(topic, value)
+        sent += min(10_000, n - sent)
+        if deadline is not None and time.perf_counter() > deadline:
+            break
     remaining = producer.flush(300)
     elapsed = time.perf_counter() - started
     if remaining:
         raise RuntimeError(f"{remaining} messages not delivered")
-    return elapsed
+    return sent, elapsed
 
 
 def consume(bootstrap: str, topic: str, n: int) -> float:
@@ -100,7 +111,9 @@ def consume(bootstrap: str, topic: str, n: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=int(os.environ.get("BENCH_N", 1_000_000)))
-    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--size", type=int, default=int(os.environ.get("BENCH_MSG_SIZE", 200)))
+    parser.add_argument("--cap", type=float, default=float(os.environ.get("BENCH_CAP_S", 0)) or None,
+                        help="stop each produce test after this many seconds (default: no cap)")
     parser.add_argument("--batches", default="1,50")
     parser.add_argument("--results", default=os.environ.get("BENCH_RESULTS"))
     parser.add_argument("--override", action="append", default=[], help="broker property key=value")
@@ -129,49 +142,62 @@ def main() -> int:
                 close(client)
                 time.sleep(0.5)
                 before = disk_bytes(log_dir)
-                cpu0 = cpu_seconds(broker.pid)
-                elapsed = produce(broker.address, TOPIC, args.messages, value, batch)
-                cpu1 = cpu_seconds(broker.pid)
+                cpu0, own0 = cpu_seconds(broker.pid), time.process_time()
+                done, elapsed = produce(broker.address, TOPIC, args.messages, value, batch, args.cap)
+                cpu = (cpu_seconds(broker.pid) - cpu0, time.process_time() - own0)
                 time.sleep(1.0)  # let the periodic flush land
                 after = disk_bytes(log_dir)
-                overhead = ((after[0] - before[0]) / args.messages - args.size,
-                            (after[1] - before[1]) / args.messages - args.size)
-                rows.append(row("produce", batch, args, elapsed, cpu1 - cpu0, overhead))
+                overhead = ((after[0] - before[0]) / done - args.size, (after[1] - before[1]) / done - args.size)
+                rows.append(row("produce", batch, args, done, elapsed, cpu, overhead, mode="acks=1"))
+                print(format_row(rows[-1]), flush=True)
                 if batch == max(int(b) for b in args.batches.split(",")):
-                    cpu0 = cpu_seconds(broker.pid)
-                    elapsed = consume(broker.address, TOPIC, args.messages)
-                    rows.append(row("consume", FETCH_BYTES // 1024, args, elapsed,
-                                    cpu_seconds(broker.pid) - cpu0, None, unit="KB fetch"))
+                    cpu0, own0 = cpu_seconds(broker.pid), time.process_time()
+                    elapsed = consume(broker.address, TOPIC, done)
+                    cpu = (cpu_seconds(broker.pid) - cpu0, time.process_time() - own0)
+                    rows.append(row("consume", FETCH_BYTES // 1024, args, done, elapsed, cpu, None,
+                                    mode=f"assign, {FETCH_BYTES // 1024} KB fetches"))
+                    print(format_row(rows[-1]), flush=True)
             finally:
                 broker.stop()
     finally:
         zk.stop()
         shutil.rmtree(work, ignore_errors=True)
     for r in rows:
-        print(format_row(r))
         if args.results:
             with open(args.results, "a") as f:
                 f.write(json.dumps(r) + "\n")
     return 0
 
 
-def row(test, batch, args, elapsed, broker_cpu, overhead, unit="batch") -> dict:
-    n = args.messages
-    return {
-        "system": "sparklog", "test": test, "batch": batch, "unit": unit, "n_target": n, "n_done": n,
-        "seconds": round(elapsed, 3), "msgs_per_s": round(n / elapsed), "mb_per_s": round(n * args.size / elapsed / 1e6, 2),
-        "server_cpu_pct": round(100 * broker_cpu / elapsed), "overhead_du": None if overhead is None else round(overhead[0], 1),
-        "overhead_apparent": None if overhead is None else round(overhead[1], 1),
-        "client": "confluent-kafka " + __import__("confluent_kafka").version()[0],
-        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+def row(test, batch, args, done, elapsed, cpu, overhead, mode="") -> dict:
+    """One row in the peers' format (../shared/peers/bench_common.py record())."""
+    import confluent_kafka
+
+    from sparklog import __version__ as version
+
+    rate = done / elapsed
+    broker_cpu, client_cpu = cpu
+    out = {
+        "date": datetime.date.today().isoformat(), "system": "sparklog", "version": version,
+        "client": "confluent-kafka " + confluent_kafka.version()[0], "test": test, "mode": mode, "batch": batch,
+        "msg_size": args.size, "n_target": args.messages, "n_done": done, "capped": done < args.messages,
+        "seconds": round(elapsed, 3), "msg_per_s": round(rate, 1), "mb_per_s": round(rate * args.size / 1e6, 2),
+        "notes": "broker: one sparklog broker subprocess, 1 partition, default flush policy",
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+        "client_cpu_pct": round(100 * client_cpu / elapsed), "server_cpu_pct": round(100 * broker_cpu / elapsed),
     }
+    if overhead is not None:
+        out["overhead_b_per_msg"] = round(overhead[0], 1)
+        out["overhead_apparent_b_per_msg"] = round(overhead[1], 1)
+    return out
 
 
 def format_row(r: dict) -> str:
-    text = (f"{r['test']:8s} {r['unit']} {r['batch']:>4}: {r['msgs_per_s']:>10,} msg/s {r['mb_per_s']:>8.2f} MB/s "
-            f"({r['seconds']:.2f} s, broker CPU {r['server_cpu_pct']}%)")
-    if r["overhead_du"] is not None:
-        text += f"  overhead {r['overhead_du']} B/msg on disk (apparent {r['overhead_apparent']})"
+    text = (f"{r['test']:8s} batch {r['batch']:>4}: {r['msg_per_s']:>12,.0f} msg/s {r['mb_per_s']:>8.2f} MB/s "
+            f"({r['n_done']:,} msgs in {r['seconds']:.2f} s; CPU client {r['client_cpu_pct']}% broker "
+            f"{r['server_cpu_pct']}%; load {r['loadavg_1m']})")
+    if "overhead_b_per_msg" in r:
+        text += f"  overhead {r['overhead_b_per_msg']} B/msg on disk (apparent {r['overhead_apparent_b_per_msg']})"
     return text
 
 

@@ -17,7 +17,7 @@ apt_install() {
     fi
 }
 command -v java >/dev/null 2>&1 || apt_install openjdk-17-jre-headless
-command -v kcat >/dev/null 2>&1 || apt_install kcat || echo "setup: kcat not installed; its interop tests will fail" >&2
+command -v kcat >/dev/null 2>&1 || { apt_install kcat; command -v kcat >/dev/null 2>&1; } || echo "setup: kcat not installed; its interop tests will fail" >&2
 
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv

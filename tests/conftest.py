@@ -4,6 +4,8 @@
 - `zk_connect`: a connect string `127.0.0.1:<port>/t-<uuid>` with a fresh chroot, for brokers and clients in
   this or other processes; tests never see each other's znodes.
 - `zk`: a connected KazooClient on that chroot, closed after the test.
+
+At the end of the run, `pytest_terminal_summary` prints the broker interop tests' API x version x client table.
 """
 
 from __future__ import annotations
@@ -35,3 +37,14 @@ def zk(request, zk_connect):
     client = connect(zk_connect)
     request.addfinalizer(lambda: close(client))
     return client
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Issue 3's API x version x client matrix, when broker interop tests recorded one (support/broker_matrix)."""
+    from support import broker_matrix
+
+    lines = broker_matrix.format_table()
+    if lines:
+        terminalreporter.section("broker: API x version x client (versions served)")
+        for line in lines:
+            terminalreporter.write_line(line)

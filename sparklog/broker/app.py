@@ -5,12 +5,16 @@ runs here) -> bind the listeners -> register `/brokers/ids/<id>` (waiting out th
 killed predecessor with the same id) -> watch the registries and open the partitions this broker leads ->
 serve. Shutdown (SIGTERM, SIGINT, or `Broker.stop()`) runs it backwards: stop serving (listeners, then
 connections, then tasks), deregister, stop the watches, flush and close the logs, close ZooKeeper.
+
+The (api, version) pairs served per client (`Dispatcher.statistics().versions_by_client`) are written to
+the log as one `API_MATRIX_MARKER <json>` line on SIGUSR1 and at shutdown, for tests and operators.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import logging
 import signal
 import sys
@@ -31,6 +35,8 @@ log = logging.getLogger(__name__)
 ZOOKEEPER_WORKERS = 4
 # A restarted broker waits this much longer than the session timeout for its predecessor's node to expire.
 REGISTRATION_GRACE_S = 5.0
+# Prefix of the log line holding the versions served per client (tests/support/cluster.py parses it).
+API_MATRIX_MARKER = "api versions served:"
 
 
 @dataclass(frozen=True)
@@ -147,16 +153,28 @@ class Broker:
         self.stop()
 
     def _install_signal_handlers(self) -> None:
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        handlers = {signal.SIGTERM: self.server.stop, signal.SIGINT: self.server.stop,
+                    signal.SIGUSR1: self.log_api_matrix}
+        for signum, handler in handlers.items():
             try:
-                self.loop.add_signal_handler(signum, self.server.stop)
+                self.loop.add_signal_handler(signum, handler)
             except (NotImplementedError, RuntimeError):  # not the main thread
                 pass
+
+    def log_api_matrix(self) -> None:
+        """One log line: `API_MATRIX_MARKER {"served": {client: {api: [versions]}}, "refused": ...}`."""
+        if self.dispatcher is None:
+            return
+        stats = self.dispatcher.statistics()
+        matrix = {"broker_id": self.config.broker_id, "served": stats.versions_by_client,
+                  "refused": stats.refused_by_client}
+        log.info("%s %s", API_MATRIX_MARKER, json.dumps(matrix, sort_keys=True))
 
     # -- shutdown -------------------------------------------------------------------------------------------
 
     def _close(self) -> None:
         steps = [
+            ("api matrix", self.log_api_matrix),
             ("registration", lambda: self.registration and self.registration.close()),
             ("partitions", lambda: self.partitions and self.partitions.close()),
             ("dispatcher", lambda: self.dispatcher and self.dispatcher.close()),

@@ -5,13 +5,19 @@ request's header, so the correlation id and the response header version always m
 Rule 2: an ApiVersions request of a version we do not serve gets the v0 fallback (error 35 and our range);
 any other unknown api or version, and any frame that does not parse, closes the connection (Kafka's
 behaviour: there is no version in which an answer could be encoded).
+Rule 3: nothing but `CloseConnection` or a reply leaves `handle_frame` for what a client sends (the fuzz
+tests in tests/unit/broker/test_dispatch_fuzz.py hold it to that).
+
+Each connection has a `ClientSession` that names the client (the software name and version it sent in
+ApiVersions v3+, else its header's client_id) and collects the (api, version) pairs it used; `statistics()`
+merges them per client name: the API x version x client matrix of issue 3.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 from dataclasses import dataclass
+from types import CoroutineType
 
 from sparklog.broker.handlers import HANDLERS
 from sparklog.broker.server import CloseConnection
@@ -22,12 +28,35 @@ from sparklog.protocol.registry import decode_request, encode_api_versions_fallb
 
 log = logging.getLogger(__name__)
 
+# A client names itself; hostile ones could name themselves a million ways. Past this many distinct names
+# (per broker lifetime) the rest are counted under OTHER_CLIENTS, so the matrix stays bounded.
+MAX_TRACKED_CLIENTS = 256
+MAX_CLIENT_NAME_CHARS = 100
+OTHER_CLIENTS = "(other clients)"
+UNNAMED_CLIENT = "(no client_id)"
+_API_VERSIONS = int(ApiKey.API_VERSIONS)
+_VERSION_BITS = 16  # (api_key, version) is recorded as one int: api_key << 16 | version
+
 
 @dataclass(frozen=True)
 class DispatcherStatistics:
     requests_by_api: dict
     unsupported_versions: int
     malformed: int
+    # client name -> api name -> sorted versions served; and the versions refused (ApiVersions fallback)
+    versions_by_client: dict
+    refused_by_client: dict
+
+
+class ClientSession:
+    """One connection as the dispatcher sees it: who the client is, and the sets its requests go into."""
+
+    __slots__ = ("client", "served", "refused")
+
+    def __init__(self) -> None:
+        self.client: str | None = None
+        self.served: dict[int, int] | None = None  # (api_key << 16 | version) -> requests, shared per client
+        self.refused: dict[int, int] | None = None
 
 
 class Dispatcher:
@@ -39,46 +68,114 @@ class Dispatcher:
     def __init__(self, state) -> None:
         self.state = state
         self.max_frame_bytes = state.config.socket_request_max_bytes
-        self._by_api: dict[int, int] = {}
         self._unsupported = 0
         self._malformed = 0
+        # client name -> {(api_key << 16 | version): requests}; one dict update per request is the whole
+        # bookkeeping of the hot path (requests_by_api is summed from it on demand)
+        self._served: dict[str, dict[int, int]] = {}
+        self._refused: dict[str, dict[int, int]] = {}
+        self._default_session = ClientSession()  # for callers without a connection (tests, tools)
 
     def new_decoder(self) -> FrameDecoder:
         return FrameDecoder(self.max_frame_bytes)
 
-    def handle_frame(self, frame):
+    def new_session(self) -> ClientSession:
+        return ClientSession()
+
+    def handle_frame(self, frame, session: ClientSession | None = None):
+        if session is None:
+            session = self._default_session
         try:
             request = decode_request(frame)
         except UnsupportedVersion as exc:
-            self._unsupported += 1
-            if exc.api_key == ApiKey.API_VERSIONS:
-                return [encode_api_versions_fallback(exc.correlation_id)]
-            raise CloseConnection(str(exc)) from None
+            return self._unsupported_version(exc, session)
         except RemoteProtocolError as exc:
             self._malformed += 1
             raise CloseConnection(str(exc)) from None
         header = request.header
-        by_api = self._by_api
-        by_api[header.api_key] = by_api.get(header.api_key, 0) + 1
-        body = HANDLERS[header.api_key](request, self.state)
+        api_key = header.api_key
+        if api_key == _API_VERSIONS or session.served is None:
+            self._identify(session, request)
+        served = session.served
+        key = api_key << _VERSION_BITS | header.api_version
+        served[key] = served.get(key, 0) + 1
+        body = HANDLERS[api_key](request, self.state)
         if body is None:
             return None
-        if inspect.iscoroutine(body):
+        if body.__class__ is CoroutineType:
             return self._encode_later(header, body)
         return encode_response(header, body)
+
+    def _unsupported_version(self, exc: UnsupportedVersion, session: ClientSession):
+        self._unsupported += 1
+        if exc.api_key != ApiKey.API_VERSIONS:
+            raise CloseConnection(str(exc))
+        if session.refused is None:
+            session.refused = self._client_table(self._refused, session.client or UNNAMED_CLIENT)
+        key = exc.api_key << _VERSION_BITS | (exc.api_version & 0xFFFF)
+        session.refused[key] = session.refused.get(key, 0) + 1
+        return [encode_api_versions_fallback(exc.correlation_id)]
+
+    def _identify(self, session: ClientSession, request) -> None:
+        """Name the session: the software name and version from ApiVersions v3+, else the client_id."""
+        header, body = request.header, request.body
+        software = getattr(body, "client_software_name", None) if header.api_key == _API_VERSIONS else None
+        if software:
+            client = f"{software} {getattr(body, 'client_software_version', None) or ''}".strip()
+        elif session.client is not None:
+            return
+        else:
+            client = header.client_id or UNNAMED_CLIENT
+        client = client[:MAX_CLIENT_NAME_CHARS]
+        if client != session.client:
+            session.client = client
+            session.served = self._client_table(self._served, client)
+            if session.refused is not None:
+                session.refused = self._client_table(self._refused, client)
+
+    @staticmethod
+    def _client_table(table: dict[str, dict[int, int]], client: str) -> dict[int, int]:
+        found = table.get(client)
+        if found is None:
+            if len(table) >= MAX_TRACKED_CLIENTS:
+                client = OTHER_CLIENTS
+            found = table.setdefault(client, {})
+        return found
 
     async def _encode_later(self, header, pending):
         body = await pending
         return None if body is None else encode_response(header, body)
 
     def statistics(self) -> DispatcherStatistics:
-        names = {}
-        for key, count in self._by_api.items():
-            try:
-                names[ApiKey(key).name] = count
-            except ValueError:
-                names[str(key)] = count
-        return DispatcherStatistics(names, self._unsupported, self._malformed)
+        names: dict[str, int] = {}
+        for packed in self._served.values():
+            for key, count in list(packed.items()):
+                name = api_name(key >> _VERSION_BITS)
+                names[name] = names.get(name, 0) + count
+        return DispatcherStatistics(names, self._unsupported, self._malformed, _matrix(self._served),
+                                    _matrix(self._refused))
 
     def close(self) -> None:
         pass
+
+
+def api_name(key: int) -> str:
+    """Kafka's name of an api key (ApiKey.INIT_PRODUCER_ID -> "InitProducerId"); the number if unknown."""
+    try:
+        name = ApiKey(key).name
+    except ValueError:
+        return str(key)
+    return "".join(word.capitalize() for word in name.split("_"))
+
+
+def _matrix(table: dict[str, dict[int, int]]) -> dict[str, dict[str, tuple[int, ...]]]:
+    """{client: {api name: sorted versions}} from the packed (api_key << 16 | version) keys."""
+    out: dict[str, dict[str, tuple[int, ...]]] = {}
+    for client, packed in sorted(table.items()):
+        by_api: dict[str, list[int]] = {}
+        for value in sorted(list(packed)):
+            version = value & 0xFFFF
+            version = version - 0x10000 if version & 0x8000 else version  # an int16 on the wire
+            by_api.setdefault(api_name(value >> _VERSION_BITS), []).append(version)
+        out[client] = {api: tuple(versions) for api, versions in by_api.items()}
+    return out

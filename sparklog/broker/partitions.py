@@ -6,27 +6,55 @@ when ZooKeeper is unreachable, so the broker keeps serving what it leads while Z
 Rule 2: a partition is served (Produce, Fetch, ListOffsets) only if its state names this broker as leader
 and its log is open; the log's high watermark alone decides what consumers may see.
 
+Rule 3: a log directory belongs to one life of its topic: the topic id (partition_metadata.py, from the
+assignment znode's czxid) is written into it, and a log whose id differs is deleted, never served.
+
 State transitions of one partition on this broker:
 
-    UNKNOWN  --topic appears, state.leader == me-----------> LEADER: log opened (created) with overrides
+    UNKNOWN  --topic appears, state.leader == me-----------> LEADER: log opened (created) with overrides; a
+                                                             log left by an earlier topic of that name
+                                                             (other topic id) is deleted first
     UNKNOWN  --topic appears, another leader---------------> REMOTE: only metadata kept
-    LEADER   --state.leader moves away (later: replication)-> REMOTE: log closed, kept on disk
+    LEADER   --state.leader moves away (later: replication)-> REMOTE: no longer served, log kept on disk
+    REMOTE   --state.leader moves here--------------------> LEADER
     LEADER|REMOTE --topic deleted--------------------------> UNKNOWN: a local log is deleted
+    LEADER|REMOTE --topic re-created (new id)--------------> UNKNOWN, then as a new topic
+    LEADER   --/config/topics/<t> changes------------------> LEADER: the new overrides are recorded and used
+                                                             when the log is next opened (see below)
 
-The ZooKeeper watch callbacks run on kazoo's thread and only record the newest snapshot; one sync thread
-reads states and configs and opens or deletes logs, so a slow disk or ZooKeeper never blocks kazoo.
+At startup, once the registry has been read successfully (never before: ZooKeeper being away must not
+look like "every topic was deleted"), log directories of topics or partitions absent from it, or whose
+topic id differs, are deleted.
+
+Config changes: the storage has no way yet to change an open PartitionLog's settings (it caches them at
+open), and closing and reopening a log under load would fail in-flight appends and fetches; so a changed
+override is logged, counted in `statistics().config_changes_pending`, and applied when the log is next
+opened. What the storage should add: `PartitionLog.reconfigure(LogConfig)`, swapping flush/segment/
+retention/max-message settings under its lock (Kafka's `UnifiedLog.updateConfig`).
+
+The ZooKeeper watch callbacks run on kazoo's thread and only record what changed; one sync thread reads
+states and configs and opens or deletes logs, so a slow disk or ZooKeeper never blocks kazoo. Watched:
+the topic registry (created, deleted, grown), and per topic its `/config/topics/<t>` node and every
+partition's state node.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from sparklog.broker import partition_metadata
 from sparklog.coordination import brokers as broker_registry
+from sparklog.coordination import paths as zk_paths
 from sparklog.coordination import topics as topic_registry
+from sparklog.coordination.connection import retrying
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
+from sparklog.storage.errors import InvalidTopicName
+from sparklog.storage.topic_names import parse_partition_dir
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +77,7 @@ class TopicMeta:
     partitions: Mapping[int, PartitionMeta]
     config: Mapping[str, str] = field(default_factory=dict)
     assignment: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    topic_id: str | None = None  # None until read from ZooKeeper (partition_metadata.py)
 
 
 @dataclass(frozen=True)
@@ -74,6 +103,9 @@ class PartitionManagerStatistics:
     syncs: int
     sync_errors: int
     last_error: str | None
+    config_changes_pending: int  # open logs whose overrides changed since they were opened
+    stale_logs_deleted: int  # logs of a topic's earlier life (other topic id) or of absent topics
+    watches: int
 
 
 class PartitionManager:
@@ -100,6 +132,14 @@ class PartitionManager:
         self._synced = threading.Event()
         self._apply_lock = threading.RLock()  # one writer of topics/leading at a time
         self._noted: set[str] = set()  # created here, not yet seen by the watch
+        self._assignments: dict | None = None  # the registry as last reported by its watch
+        self._dirty: set[str] = set()  # topics whose config or a partition state changed since read
+        self._node_watches: set[str] = set()  # znode paths with a live DataWatch of ours
+        self._log_ids: dict[tuple[str, int], str | None] = {}  # open log -> the topic id it belongs to
+        self._log_overrides: dict[tuple[str, int], dict] = {}  # open log -> the overrides it was opened with
+        self._config_pending: dict[tuple[str, int], dict] = {}  # open log -> newer overrides not applied yet
+        self._stale_deleted = 0
+        self._strays_checked = False
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -125,15 +165,32 @@ class PartitionManager:
 
     def statistics(self) -> PartitionManagerStatistics:
         snap = self.snapshot
+        pending = len(self._config_pending)
         return PartitionManagerStatistics(len(snap.topics), len(snap.leading), len(snap.brokers), self._syncs,
-                                          self._sync_errors, self._last_error)
+                                          self._sync_errors, self._last_error, pending, self._stale_deleted,
+                                          len(self._node_watches))
 
     # -- watch callbacks (kazoo's thread: record and wake only) ---------------------------------------------
 
     def _on_topics(self, assignments: dict) -> None:
         with self._lock:
-            self._pending = assignments
+            self._pending = self._assignments = assignments
         self._wake.set()
+
+    def _on_node_change(self, topic: str) -> bool | None:
+        """A DataWatch on a topic's config or partition state fired: re-read that topic on the next sync.
+
+        The watch outlives a deleted node (kazoo keeps an exists-watch), so a topic deleted and re-created
+        with the same assignment, which the topic registry's watch may report as no change at all, is still
+        seen here. Returning False ends the watch: only when closing."""
+        if self._closed:
+            return False
+        with self._lock:
+            self._dirty.add(topic)
+            if self._pending is None and self._assignments is not None:
+                self._pending = self._assignments
+        self._wake.set()
+        return None
 
     def _on_brokers(self, live: dict) -> None:
         with self._lock:
@@ -158,6 +215,7 @@ class PartitionManager:
                 self.sync(pending)
                 self._syncs += 1
                 self._synced.set()
+                self._watch_nodes()
             except Exception as exc:  # noqa: BLE001 - ZooKeeper away or a disk error: keep serving, retry
                 self._sync_errors += 1
                 self._last_error = f"{type(exc).__name__}: {exc}"
@@ -176,30 +234,55 @@ class PartitionManager:
     def _sync(self, assignments) -> None:
         old = self.snapshot.topics
         self._noted -= set(assignments)
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
         topics = {name: old[name] for name in self._noted if name in old}
-        for name, assignment in assignments.items():
-            known = old.get(name)
-            if known is not None and dict(known.assignment) == dict(assignment):
-                topics[name] = known
-                continue
-            try:
-                topics[name] = self._read_topic(name)
-            except topic_registry.UnknownTopic:
-                continue  # deleted since the snapshot
-        for name in set(old) - set(topics):
-            self._drop_topic(name)
+        try:
+            for name, assignment in assignments.items():
+                topic_id = self._topic_id(name)
+                if topic_id is None:
+                    continue  # deleted since the snapshot
+                known = old.get(name)
+                if (known is not None and name not in dirty and known.topic_id == topic_id
+                        and dict(known.assignment) == dict(assignment)):
+                    topics[name] = known
+                    continue
+                try:
+                    topics[name] = self._read_topic(name, topic_id)
+                except topic_registry.UnknownTopic:
+                    continue
+        except BaseException:
+            with self._lock:
+                self._dirty |= dirty  # read them again on the retry
+            raise
+        for name in set(old):
+            if name not in topics or topics[name].topic_id != old[name].topic_id:
+                self._drop_topic(name)  # deleted, or deleted and re-created: the old logs go
+        if not self._strays_checked:
+            self._delete_stray_logs(topics)  # the registry has just been read in full
+            self._strays_checked = True
         self._apply(topics)
 
-    def _read_topic(self, name: str) -> TopicMeta:
+    def _topic_id(self, name: str) -> str | None:
+        """The id of the topic's current life (its assignment znode's czxid); None if it does not exist."""
+        stat = retrying(self.zk, self.zk.exists, zk_paths.topic(name))
+        return None if stat is None else partition_metadata.topic_id_from_czxid(stat.czxid)
+
+    def _read_topic(self, name: str, topic_id: str | None) -> TopicMeta:
         found = topic_registry.get_topic(self.zk, name)
-        return topic_meta(found)
+        return topic_meta(found, topic_id)
 
     def note_topic(self, assignment: topic_registry.TopicAssignment) -> None:
         """A topic this broker just created: serve its metadata (and open its logs) before the watch fires."""
         with self._apply_lock:
             self._noted.add(assignment.name)
             topics = dict(self.snapshot.topics)
-            topics[assignment.name] = topic_meta(assignment)
+            try:
+                topic_id = self._topic_id(assignment.name)
+            except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the next sync fills the id in
+                log.info("topic %s: id not read yet (%s)", assignment.name, exc)
+                topic_id = None
+            topics[assignment.name] = topic_meta(assignment, topic_id)
             self._apply(topics)
 
     def forget_topic(self, name: str) -> None:
@@ -217,27 +300,121 @@ class PartitionManager:
             for p, meta in topic.partitions.items():
                 if meta.leader != self.broker_id:
                     continue
-                opened = current.get((name, p))
-                if opened is None:
-                    opened = self.logs.get_or_create(name, p, self._overrides(name, topic.config))
-                leading[(name, p)] = opened
+                key = (name, p)
+                opened = current.get(key)
+                if opened is None or key not in self._log_ids or self._log_ids[key] != topic.topic_id:
+                    opened = self._open_log(name, p, topic)
+                else:
+                    self._check_open_log(key, opened, topic)
+                leading[key] = opened
         with self._lock:
             self._publish(topics=topics, leading=leading)
 
-    def _overrides(self, topic: str, config: Mapping[str, str]) -> dict[str, str]:
+    def _open_log(self, name: str, p: int, topic: TopicMeta):
+        """Open (or create) the log of a partition we lead; a log of the topic's earlier life is deleted."""
+        overrides = self._overrides(name, topic.config)
+        plog = self.logs.get_or_create(name, p, overrides)
+        found = partition_metadata.read(plog.directory)
+        if topic.topic_id is not None and found is not None and found != topic.topic_id:
+            log.warning("log %s belongs to an earlier topic %s (id %s, now %s): deleting it", plog.directory,
+                        name, found, topic.topic_id)
+            self.logs.delete(name, p)
+            self._stale_deleted += 1
+            plog = self.logs.get_or_create(name, p, overrides)
+            found = None
+        if topic.topic_id is not None and found is None:
+            partition_metadata.write(plog.directory, topic.topic_id)
+        self._log_ids[(name, p)] = topic.topic_id if topic.topic_id is not None else found
+        self._log_overrides[(name, p)] = overrides
+        self._config_pending.pop((name, p), None)
+        return plog
+
+    def _check_open_log(self, key: tuple[str, int], plog, topic: TopicMeta) -> None:
+        """An open log we keep leading: adopt a topic id learnt late; note changed overrides."""
+        if self._log_ids.get(key) is None and topic.topic_id is not None:
+            partition_metadata.write(plog.directory, topic.topic_id)
+            self._log_ids[key] = topic.topic_id
+        wanted = self._overrides(key[0], topic.config, quiet=True)
+        opened_with = self._log_overrides.get(key)
+        if opened_with is None or wanted == opened_with:
+            self._config_pending.pop(key, None)
+            return
+        if self._config_pending.get(key) != wanted:  # say it once per change
+            self._config_pending[key] = wanted
+            changed = sorted(k for k in set(wanted) | set(opened_with) if wanted.get(k) != opened_with.get(k))
+            log.warning("topic %s partition %d: config %s changed; the open log keeps its settings until it is "
+                        "next opened (the storage cannot reconfigure an open log yet)", key[0], key[1],
+                        ", ".join(changed))
+
+    def _overrides(self, topic: str, config: Mapping[str, str], quiet: bool = False) -> dict[str, str]:
         overrides = {}
         for key, value in {**self.log_defaults, **config}.items():
             if key in LOG_CONFIG_KEYS:
                 overrides[key] = value
-            elif key in config:
+            elif key in config and not quiet:
                 log.info("topic %s: setting %s=%s is not used by the storage", topic, key, value)
         return overrides
 
     def _drop_topic(self, name: str) -> None:
         for p in list(self.snapshot.topics[name].partitions):
+            self._log_ids.pop((name, p), None)
+            self._log_overrides.pop((name, p), None)
+            self._config_pending.pop((name, p), None)
             if self.logs.get(name, p) is not None:
                 log.info("topic %s deleted: deleting local log of partition %d", name, p)
                 self.logs.delete(name, p)
+
+    def _delete_stray_logs(self, topics: Mapping[str, TopicMeta]) -> None:
+        """Delete log dirs of topics or partitions absent from the registry, or of a topic's earlier life.
+        Called once, after the registry has been read successfully."""
+        for log_dir in self.logs.log_dirs:
+            try:
+                names = os.listdir(log_dir)
+            except FileNotFoundError:
+                continue
+            for dirname in names:
+                path = os.path.join(log_dir, dirname)
+                try:
+                    name, p = parse_partition_dir(dirname)
+                except InvalidTopicName:
+                    continue
+                topic = topics.get(name)
+                found = partition_metadata.read(path)
+                if topic is not None and p in topic.partitions and (
+                        found is None or topic.topic_id is None or found == topic.topic_id):
+                    continue
+                if topic is None and self._topic_id(name) is not None:
+                    continue  # created since the registry was read: the next sync handles it
+                why = "its topic is not in ZooKeeper" if topic is None or p not in topic.partitions else (
+                    f"it belongs to an earlier topic {name} (id {found}, now {topic.topic_id})")
+                log.warning("deleting log %s: %s", path, why)
+                self._stale_deleted += 1
+                if self.logs.get(name, p) is not None:
+                    self.logs.delete(name, p)
+                elif os.path.isdir(path):
+                    shutil.rmtree(path)  # never opened: nothing of the storage's holds it
+
+    def _watch_nodes(self) -> None:
+        """A DataWatch on each topic's config node and each partition state node (once per path)."""
+        for name, topic in self.snapshot.topics.items():
+            wanted = [zk_paths.topic_config(name)] + [zk_paths.partition_state(name, p) for p in topic.partitions]
+            for path in wanted:
+                with self._lock:
+                    if path in self._node_watches or self._closed:
+                        continue
+                    self._node_watches.add(path)
+                self.zk.DataWatch(path, self._node_watcher(name))
+
+    def _node_watcher(self, topic: str):
+        first = [True]
+
+        def watcher(data, stat):  # exactly two parameters (kazoo passes the event to a third)
+            if first[0]:  # the call made when the watch is set: nothing changed yet
+                first[0] = False
+                return None if not self._closed else False
+            return self._on_node_change(topic)
+
+        return watcher
 
     def _publish(self, topics=None, brokers=None, leading=None) -> None:
         old = self.snapshot
@@ -250,7 +427,7 @@ class PartitionManager:
             fn(self.snapshot)
 
 
-def topic_meta(found: topic_registry.TopicAssignment) -> TopicMeta:
+def topic_meta(found: topic_registry.TopicAssignment, topic_id: str | None = None) -> TopicMeta:
     partitions = {}
     for p, replicas in found.partitions.items():
         state = found.states.get(p)
@@ -258,4 +435,4 @@ def topic_meta(found: topic_registry.TopicAssignment) -> TopicMeta:
             partitions[p] = PartitionMeta(p, NO_LEADER, -1, tuple(replicas), ())
         else:
             partitions[p] = PartitionMeta(p, state.leader, state.leader_epoch, tuple(replicas), tuple(state.isr))
-    return TopicMeta(found.name, partitions, dict(found.config), dict(found.partitions))
+    return TopicMeta(found.name, partitions, dict(found.config), dict(found.partitions), topic_id)

@@ -6,7 +6,9 @@ protocol beyond the 4-byte size prefix: it hands each frame to an `App` and writ
 
 The `App` contract (`Dispatcher` in `dispatch.py` is the real one):
 
-    app.handle_frame(frame) -> None | Reply | Awaitable[None | Reply]
+    app.new_decoder() -> decoder        one per connection (the sans-IO FrameDecoder)
+    app.new_session() -> session        one per connection, passed back with each of its frames
+    app.handle_frame(frame, session) -> None | Reply | Awaitable[None | Reply]
 
     None            nothing is sent (a Produce with acks=0)
     Reply           a list of chunks: `bytes`-like, or a record-set object with `fileno()`, `position` and
@@ -79,7 +81,9 @@ class App(Protocol):
 
     def new_decoder(self) -> Any: ...
 
-    def handle_frame(self, frame) -> None | Reply | Awaitable[None | Reply]: ...
+    def new_session(self) -> Any: ...
+
+    def handle_frame(self, frame, session) -> None | Reply | Awaitable[None | Reply]: ...
 
 
 @dataclass(frozen=True)
@@ -253,7 +257,7 @@ class BrokerServer:
 class Connection(asyncio.Protocol):
     """One client connection: frames in through the App's decoder, replies out in request order."""
 
-    __slots__ = ("server", "app", "counters", "transport", "decoder", "busy", "write_paused", "closed",
+    __slots__ = ("server", "app", "counters", "transport", "decoder", "session", "busy", "write_paused", "closed",
                  "last_active", "_fd", "_dup_fd", "_need_data", "_frame_errors")
 
     def __init__(self, server: BrokerServer) -> None:
@@ -262,6 +266,7 @@ class Connection(asyncio.Protocol):
         self.counters = server._counters
         self.transport: asyncio.Transport | None = None
         self.decoder = self.app.new_decoder()
+        self.session = self.app.new_session()
         self.busy = False  # an asynchronous reply is in progress
         self.write_paused = False
         self.closed = False
@@ -323,7 +328,7 @@ class Connection(asyncio.Protocol):
         Replies made only of buffers (Produce, Metadata ...) are gathered and written with one
         transport.write after the last buffered frame: a client pipelining small requests costs one
         send() per read, not one per request."""
-        decoder, app, need_data = self.decoder, self.app, self._need_data
+        decoder, handle, need_data, session = self.decoder, self.app.handle_frame, self._need_data, self.session
         out: list = []
         try:
             while not self.busy and not self.write_paused and not self.closed:
@@ -331,13 +336,16 @@ class Connection(asyncio.Protocol):
                 if frame is need_data:
                     return
                 self.counters["requests"] += 1
-                reply = app.handle_frame(frame)
+                reply = handle(frame, session)
                 if reply is None:
                     continue
                 if reply.__class__ is not list:  # an awaitable
                     self._flush(out)
                     self._go_async(self._finish(reply))
                     return
+                if len(reply) == 1 and reply[0].__class__ in _BUFFERS:  # most replies: one encoded buffer
+                    out.append(reply[0])
+                    continue
                 if all(chunk.__class__ in _BUFFERS for chunk in reply):
                     out.extend(reply)
                     continue
