@@ -12,11 +12,13 @@ listening); otherwise it raises `BrokerStartError` with the tail of the broker's
         cluster.bootstrap        # "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
         cluster.brokers[1].kill()      # SIGKILL
         cluster.brokers[1].start()     # same id, same log dir, same port
+        cluster.brokers[1].api_matrix()  # {"served": {client: {api: [versions]}}, "refused": {...}}
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import signal
@@ -34,6 +36,10 @@ STOP_TIMEOUT_S = 20.0
 LOG_TAIL_CHARS = 4000
 # The broker prints this line (see sparklog.broker.app) once it is registered and listening.
 READY = re.compile(r"^sparklog broker (\d+) ready on (\S+):(\d+)$", re.M)
+
+# The broker logs this (sparklog.broker.app.API_MATRIX_MARKER) on SIGUSR1 and at shutdown.
+API_MATRIX = re.compile(r"api versions served: (\{.*\})$", re.M)
+API_MATRIX_TIMEOUT_S = 10.0
 
 _LIVE: "weakref.WeakSet[BrokerProcess]" = weakref.WeakSet()
 
@@ -92,6 +98,24 @@ class BrokerProcess:
         self.kill()
         raise BrokerStartError(
             f"broker {self.broker_id} did not become ready (exit code {self.proc.returncode}):\n{self.tail()}")
+
+    def api_matrix(self, timeout: float = API_MATRIX_TIMEOUT_S) -> dict:
+        """The (api, version) pairs this broker served per client: asks a running broker (SIGUSR1) and
+        returns what it logs; for a stopped broker, what it logged at shutdown."""
+        if not self.running:
+            found = API_MATRIX.findall(self._read_from(0))
+            if not found:
+                raise RuntimeError(f"broker {self.broker_id} logged no api matrix:\n{self.tail()}")
+            return json.loads(found[-1])
+        start_at = self.out_path.stat().st_size
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = API_MATRIX.findall(self._read_from(start_at))
+            if found:
+                return json.loads(found[-1])
+            time.sleep(0.02)
+        raise RuntimeError(f"broker {self.broker_id} did not log its api matrix:\n{self.tail()}")
 
     def _read_from(self, position: int) -> str:
         with open(self.out_path, "rb") as f:
