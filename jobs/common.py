@@ -48,6 +48,18 @@ def _wait_for_leaders(zookeeper: str, topic: str) -> None:
         consumer.close()
 
 
+def run_to_completion(query, what: str, timeout_s: float) -> list[dict]:
+    """Wait for an AvailableNow query, stop it if it outlives `timeout_s`, raise its failure; its progress."""
+    try:
+        query.awaitTermination(timeout_s)
+    finally:
+        if query.isActive:
+            query.stop()
+    if query.exception() is not None:
+        raise RuntimeError(f"{what} failed: {query.exception()}")
+    return query.recentProgress
+
+
 def spark_session(app_name: str, master: str = "local[2]", conf: dict | None = None):
     """A SparkSession for a job run as a script (an existing active session is reused when called inside
     one, as in the notebook and the tests)."""

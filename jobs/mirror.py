@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python jobs/mirror.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.common import ensure_topic, job_session  # noqa: E402
+from jobs.common import ensure_topic, job_session, run_to_completion  # noqa: E402
 
 QUERY_TIMEOUT_S = 1800
 
@@ -75,14 +75,7 @@ def mirror(spark, source_zookeeper: str, target_zookeeper: str, topics, checkpoi
     started = time.perf_counter()
     query = start(spark, source_zookeeper, target_zookeeper, list(topics), checkpoint,
                   max_offsets_per_trigger=max_offsets_per_trigger)
-    try:
-        query.awaitTermination(QUERY_TIMEOUT_S)
-    finally:
-        if query.isActive:
-            query.stop()
-    if query.exception() is not None:
-        raise RuntimeError(f"mirror failed: {query.exception()}")
-    progress = query.recentProgress
+    progress = run_to_completion(query, "mirror", QUERY_TIMEOUT_S)
     return MirrorReport(tuple(topics), sum(p["numInputRows"] for p in progress), len(progress),
                         time.perf_counter() - started)
 

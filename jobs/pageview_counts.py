@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python jobs/pageview_counts.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.common import ensure_topic, job_session  # noqa: E402
+from jobs.common import ensure_topic, job_session, run_to_completion  # noqa: E402
 from jobs.events import ACTIVITY_TOPIC, subject  # noqa: E402
 
 FEED_TOPIC = "pageview_counts"
@@ -88,20 +88,14 @@ def run(spark, zookeeper: str, warehouse: str, checkpoint: str, topic: str = ACT
     query = (counts(spark, zookeeper, topic, window, watermark).writeStream.outputMode("append")
              .foreachBatch(write).option("checkpointLocation", checkpoint).trigger(availableNow=True)
              .queryName("pageview_counts").start())
-    try:
-        query.awaitTermination(QUERY_TIMEOUT_S)
-    finally:
-        if query.isActive:
-            query.stop()
-    if query.exception() is not None:
-        raise RuntimeError(f"pageview counts failed: {query.exception()}")
+    progress = run_to_completion(query, "pageview counts", QUERY_TIMEOUT_S)
     table = f"{database}.{feed_topic}"
     if path.exists():
         spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}` LOCATION '{path.parent}'")
         spark.sql(f"CREATE TABLE IF NOT EXISTS `{database}`.`{feed_topic}` USING parquet LOCATION '{path}'")
         spark.sql(f"REFRESH TABLE `{database}`.`{feed_topic}`")
         spark.sql(f"MSCK REPAIR TABLE `{database}`.`{feed_topic}`")
-    return CountsReport(emitted["windows"], emitted["views"], len(query.recentProgress),
+    return CountsReport(emitted["windows"], emitted["views"], len(progress),
                         time.perf_counter() - started, table, str(path))
 
 
