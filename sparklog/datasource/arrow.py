@@ -10,7 +10,7 @@ once per batch; no per-row tuples or dicts.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -114,7 +114,7 @@ class ColumnBuilder:
             pa.repeat(pa.scalar(self.partition, pa.int32()), n),
             pa.array(self.offsets, pa.int64()),
             pc.multiply(timestamps, 1000).cast(TIMESTAMP_TYPE),
-            pa.array(_expand_runs(self.timestamp_types), pa.int32()),
+            _runs_array(self.timestamp_types, n),
         ]
         if self.include_headers:
             columns.append(headers_array(self.headers))
@@ -123,11 +123,14 @@ class ColumnBuilder:
         return batch
 
 
-def _expand_runs(runs: Iterable[tuple[int, int]]) -> list[int]:
+def _runs_array(runs: Sequence[tuple[int, int]], n: int) -> pa.Array:
+    """int32 (count, value) runs as one array; a single value (the usual case) without a Python list."""
+    if len({value for _, value in runs}) <= 1:
+        return pa.repeat(pa.scalar(runs[0][1] if runs else 0, pa.int32()), n)
     result: list[int] = []
     for count, value in runs:
         result.extend([value] * count)
-    return result
+    return pa.array(result, pa.int32())
 
 
 def headers_array(headers: Sequence[Sequence[tuple[str | bytes, bytes | None]]]) -> pa.Array:

@@ -8,14 +8,15 @@ by each batch's next offset, not waited for.
 Rule 3: offsets of the range that are no longer in the log are data loss: `failOnDataLoss=true` fails the
 task naming the topic, partition and missing range; false warns and reads what is left. A range the log
 never reaches fails after `kafkaConsumer.pollTimeoutMs`, never hangs.
-Rule 4: records are decoded a whole batch at a time into columns (`ColumnBuilder`), from the chunks of raw
-record batches the client Consumer fetched; that keeps the batch's timestamp type, which the Consumer's
-per-record API does not carry, and avoids one Python object per record and field.
+Rule 4: records are decoded a whole batch at a time into columns (`RecordBatch.columns()`, then
+`ColumnBuilder`), from the chunks of raw record batches the client Consumer fetched; that keeps the batch's
+timestamp type, which the Consumer's per-record API does not carry, and creates no object per record.
 """
 
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from typing import Iterator
 
 import pyarrow as pa
@@ -38,6 +39,10 @@ class FetchTimeout(TimeoutError):
 def read_partition(options: ReadOptions, part: SparklogInputPartition) -> Iterator[pa.RecordBatch]:
     if part.end <= part.start:
         return iter(())
+    if options.avro_options:  # valueFormat=avro: decode `value` into the reader schema's struct
+        from sparklog.datasource.avro import decode_values
+
+        return decode_values(dict(options.avro_options), _read(options, part))
     return _read(options, part)
 
 
@@ -121,11 +126,12 @@ def _fetch_into(builder: ColumnBuilder, consumer, position: int, end: int) -> in
         if batch.base_offset >= end:
             return max(position, end)
         if not batch.is_control:
-            records = list(batch.records())
-            if records and (records[0][0] < position or records[-1][0] >= end):
-                records = [r for r in records if position <= r[0] < end]
-            if records:
-                offsets, timestamps, keys, values, headers = zip(*records)
+            offsets, timestamps, keys, values, headers = batch.columns()
+            if offsets and (offsets[0] < position or offsets[-1] >= end):  # offsets ascend within a batch
+                first, last = bisect_left(offsets, position), bisect_left(offsets, end)
+                offsets, timestamps, keys, values, headers = (
+                    column[first:last] for column in (offsets, timestamps, keys, values, headers))
+            if offsets:
                 builder.append(offsets, timestamps, keys, values, headers, batch.timestamp_type)
         position = min(max(position, batch.next_offset), end)
     return position

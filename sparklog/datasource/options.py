@@ -156,6 +156,7 @@ class ReadOptions:
     group_id_prefix: str = DEFAULT_GROUP_ID_PREFIX
     query_key: str | None = None
     commit_progress: bool = True
+    avro_options: tuple[tuple[str, str], ...] = ()  # valueFormat=avro (see sparklog.datasource.avro)
 
 
 @dataclass(frozen=True)
@@ -367,7 +368,20 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
         group_id_prefix=str(opts.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX)),
         query_key=opts.get("sparklog.queryid") or opts.get("checkpointlocation") or group_id,
         commit_progress=_bool(opts, "sparklog.commitProgress", True),
+        avro_options=_avro_options(opts),
     )
+
+
+def _avro_options(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The options `valueFormat=avro` decodes with, validated; empty for raw binary values."""
+    from sparklog.datasource.avro import AVRO_OPTIONS, AvroValueError, value_format
+
+    try:
+        if value_format(opts) != "avro":
+            return ()
+    except AvroValueError as exc:
+        raise SparklogOptionError(str(exc)) from None
+    return tuple(sorted((k, str(v)) for k, v in opts.items() if k in AVRO_OPTIONS))
 
 
 def _check_batch_offsets(starting: OffsetSpec, ending: OffsetSpec) -> None:

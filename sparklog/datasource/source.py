@@ -50,7 +50,12 @@ class SparklogDataSource(DataSource):
         return "sparklog"
 
     def schema(self) -> StructType:
-        return spark_schema(_bool(_lower(self.options), "includeHeaders", False))
+        schema = spark_schema(_bool(_lower(self.options), "includeHeaders", False))
+        if "valueformat" in _lower(self.options):  # valueFormat=avro types `value` (sparklog.datasource.avro)
+            from sparklog.datasource.avro import pin_value_schema
+
+            schema = pin_value_schema(self.options, schema)
+        return schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from sparklog.datasource.batch_reader import SparklogBatchReader

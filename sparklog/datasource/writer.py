@@ -13,6 +13,7 @@ column is ignored.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Iterator, Optional
 
 import pyarrow as pa
@@ -95,7 +96,8 @@ def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) ->
             rows += batch.num_rows
             futures.extend(_send_batch(producer, options, batch))
         producer.flush()
-        failed = [f for f in futures if f.exception(0) is not None]
+        # After flush() every future is done; `succeeded()` is the cheapest check per record.
+        failed = [f for f in futures if not f.succeeded()]
         if failed:
             raise RuntimeError(
                 f"{len(failed)} of {len(futures)} records were not acknowledged; first error: {failed[0].exception(0)!r}"
@@ -106,21 +108,30 @@ def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) ->
 
 
 def _send_batch(producer, options: WriteOptions, batch: pa.RecordBatch) -> list:
+    """`send` every row of one Arrow batch; returns the futures in row order.
+
+    Each column becomes a Python list once (`to_pylist`, in C), absent ones are `repeat(None)`, and the
+    loop makes one `send` call per row and nothing else: the producer's `send` is the per-row cost left.
+    """
     n = batch.num_rows
     values = _column(batch, "value")
-    keys = _column(batch, "key") or [None] * n
-    topics = [options.topic] * n if options.topic else [t.decode("utf-8") if t is not None else None for t in _column(batch, "topic")]
-    partitions = _column(batch, "partition") or [None] * n
+    keys = _column(batch, "key")
+    partitions = _column(batch, "partition")
     headers = _column(batch, "headers")
-    send = producer.send
-    futures = []
-    for i in range(n):
-        topic = topics[i]
-        if topic is None:
+    if options.topic:
+        topics = repeat(options.topic, n)
+    else:
+        topics = _column(batch, "topic")
+        if None in topics:
             raise ValueError("Null topic present in the data. Use the topic option for setting a topic.")
-        record_headers = [(h["key"], h["value"]) for h in headers[i]] if headers is not None and headers[i] else None
-        futures.append(send(topic, values[i], key=keys[i], headers=record_headers, partition=partitions[i]))
-    return futures
+        topics = [t.decode("utf-8") for t in topics]
+    if headers is not None:
+        headers = [[(h["key"], h["value"]) for h in row] if row else None for row in headers]
+    send = producer.send
+    if keys is None and partitions is None and headers is None:  # the common case: values only
+        return [send(topic, value) for topic, value in zip(topics, values)]
+    rows = zip(topics, values, keys or repeat(None), partitions or repeat(None), headers or repeat(None))
+    return [send(topic, value, key=key, headers=hs, partition=p) for topic, value, key, p, hs in rows]
 
 
 class SparklogWriter(DataSourceArrowWriter):

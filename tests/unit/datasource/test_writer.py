@@ -1,0 +1,50 @@
+"""`_send_batch`: every row of an Arrow batch becomes one `send` with its columns, in row order."""
+
+import pyarrow as pa
+import pytest
+
+from sparklog.datasource.options import parse_write_options
+from sparklog.datasource.writer import _send_batch
+
+
+class FakeProducer:
+    def __init__(self) -> None:
+        self.sent = []
+
+    def send(self, topic, value=None, key=None, headers=None, partition=None):
+        self.sent.append((topic, value, key, headers, partition))
+        return len(self.sent) - 1
+
+
+def options(**extra):
+    return parse_write_options({"bootstrap.servers": "localhost:9092", **extra})
+
+
+def test_values_only_with_the_topic_option():
+    producer = FakeProducer()
+    batch = pa.RecordBatch.from_pydict({"value": pa.array(["a", None, "c"], pa.string())})
+    assert _send_batch(producer, options(topic="t"), batch) == [0, 1, 2]
+    assert producer.sent == [("t", b"a", None, None, None), ("t", None, None, None, None), ("t", b"c", None, None, None)]
+
+
+def test_every_column_and_the_topic_column():
+    producer = FakeProducer()
+    headers_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    batch = pa.RecordBatch.from_pydict({
+        "Value": pa.array([b"1", b"2"], pa.binary()),
+        "key": pa.array(["k", None], pa.string()),
+        "topic": pa.array(["x", "y"], pa.string()),
+        "partition": pa.array([None, 2], pa.int32()),
+        "headers": pa.array([[{"key": "h", "value": b"v"}], []], headers_type),
+        "ignored": pa.array([1, 2]),
+    })
+    _send_batch(producer, options(), batch)
+    assert producer.sent == [("x", b"1", b"k", [("h", b"v")], None), ("y", b"2", None, None, 2)]
+
+
+def test_a_null_topic_fails_before_anything_is_sent():
+    producer = FakeProducer()
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([b"1", b"2"]), "topic": pa.array(["x", None])})
+    with pytest.raises(ValueError, match="Null topic"):
+        _send_batch(producer, options(), batch)
+    assert producer.sent == []
