@@ -1,13 +1,32 @@
 """Clients: a batching producer, a pull consumer and ZooKeeper consumer groups.
 
     from sparklog.client import Producer, Consumer, GroupConsumer, Message, MessageSet
+
+Names are imported on first use, so a Spark worker that needs only the Consumer does not pay for kazoo
+and the group machinery at start-up.
 """
 
-from sparklog.client.consumer import Consumer, NoOffsetForPartition, OffsetOutOfRange
-from sparklog.client.futures import RecordFuture, RecordMetadata
-from sparklog.client.group import GroupConsumer, MessageStream
-from sparklog.client.message import ConsumerRecord, Message, MessageSet
-from sparklog.client.producer import Producer
+from importlib import import_module
 
-__all__ = ["Producer", "Consumer", "GroupConsumer", "MessageStream", "Message", "MessageSet", "ConsumerRecord",
-           "RecordFuture", "RecordMetadata", "OffsetOutOfRange", "NoOffsetForPartition"]
+_EXPORTS = {
+    "Producer": "producer",
+    "Consumer": "consumer",
+    "OffsetOutOfRange": "consumer",
+    "NoOffsetForPartition": "consumer",
+    "RecordFuture": "futures",
+    "RecordMetadata": "futures",
+    "GroupConsumer": "group",
+    "MessageStream": "group",
+    "ConsumerRecord": "message",
+    "Message": "message",
+    "MessageSet": "message",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'sparklog.client' has no attribute {name!r}")
+    value = getattr(import_module(f"sparklog.client.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value

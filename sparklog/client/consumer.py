@@ -355,7 +355,7 @@ class Consumer:
             current = self._current
             if current is None:
                 try:
-                    chunk = self._next_chunk(idle)
+                    chunk = self.next_chunk(idle)
                 except ClientClosed:
                     return  # closed from another thread: the iteration ends
                 if chunk is None:
@@ -377,7 +377,7 @@ class Consumer:
             current = self._current
             if current is None:
                 wait = 0.0 if out else (None if deadline is None else max(0.0, deadline - time.monotonic()))
-                chunk = self._next_chunk(wait)
+                chunk = self.next_chunk(wait)
                 if chunk is None:
                     break
                 current = self._current = self._chunk_records(chunk)
@@ -389,8 +389,10 @@ class Consumer:
                 self._current = None
         return out
 
-    def _next_chunk(self, timeout: float | None):
-        """The next (state, epoch, records view, start offset) chunk, or None after `timeout`."""
+    def next_chunk(self, timeout: float | None):
+        """The next fetched chunk `(partition state, epoch, records view, start offset)`, or None after
+        `timeout`: for readers that decode whole batches themselves (the Spark data source). An error chunk
+        (OffsetOutOfRange, NoOffsetForPartition) raises here."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._chunk_ready:
             while True:
@@ -410,12 +412,6 @@ class Consumer:
                 if remaining is not None and remaining <= 0:
                     return None
                 self._chunk_ready.wait(remaining if remaining is None or remaining < 1.0 else 1.0)
-
-    def next_chunk(self, timeout: float | None):
-        """The next fetched chunk `(partition state, epoch, records view, start offset)`, or None after
-        `timeout`: for readers that decode whole batches themselves (the Spark data source). An error chunk
-        (OffsetOutOfRange, NoOffsetForPartition) raises here."""
-        return self._next_chunk(timeout)
 
     def _chunk_records(self, chunk) -> Iterator[ConsumerRecord]:
         """Decode one chunk batch by batch (the hot loop of consumption: keep it lean)."""

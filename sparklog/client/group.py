@@ -242,7 +242,7 @@ class GroupConsumer:
             if not self._wait_until_trusted():
                 return None
         try:
-            return self._consumer._next_chunk(CHUNK_WAIT_S)
+            return self._consumer.next_chunk(CHUNK_WAIT_S)
         except ClientClosed:
             if self._closed:
                 return None

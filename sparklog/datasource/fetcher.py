@@ -116,7 +116,7 @@ def _fetch_into(builder: ColumnBuilder, consumer, position: int, end: int) -> in
     Decodes whole record batches straight into columns (one transposition per batch); the position moves
     past control batches and compacted gaps too (Rule 2).
     """
-    chunk = consumer._next_chunk(POLL_INTERVAL_S)  # the consumer's raw fetched chunks; see the module note
+    chunk = consumer.next_chunk(POLL_INTERVAL_S)  # raw fetched chunks; see Rule 4
     if chunk is None:
         return position
     _state, _epoch, view, _start = chunk

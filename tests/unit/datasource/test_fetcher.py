@@ -8,14 +8,14 @@ from sparklog.storage.records import LOG_APPEND_TIME, build_batch
 
 
 class FakeConsumer:
-    """Hands out one chunk of concatenated batches, as `Consumer._next_chunk` does, then nothing."""
+    """Hands out one chunk of concatenated batches, as `Consumer.next_chunk` does, then nothing."""
 
     config = {"check.crcs": True}
 
     def __init__(self, *batches: bytes) -> None:
         self.chunks = [(None, 0, memoryview(b"".join(batches)), 0)]
 
-    def _next_chunk(self, timeout):
+    def next_chunk(self, timeout):
         return self.chunks.pop(0) if self.chunks else None
 
 
