@@ -72,25 +72,26 @@ class FakeBroker:
                 decoder.receive_data(data)
                 while (frame := decoder.next_frame()) is not NEED_DATA:
                     request = decode_request(bytes(frame))
-                    with self._lock:
-                        self.requests.append(request)
                     served += 1
-                    if self.close_after is not None and served > self.close_after:
-                        conn.close()
-                        return
-                    if self.hold:
-                        self.held.append((conn, request))
-                        continue
+                    with self._lock:  # release() answers held requests under it: replies stay in order
+                        self.requests.append(request)
+                        if self.close_after is not None and served > self.close_after:
+                            conn.close()
+                            return
+                        if self.hold:
+                            self.held.append((conn, request))
+                            continue
                     self._answer(conn, request)
         except OSError:
             return
 
     def release(self) -> None:
         """Answer every held request, in arrival order."""
-        self.hold = False
-        held, self.held = self.held, []
-        for conn, request in held:
-            self._answer(conn, request)
+        with self._lock:
+            held, self.held = self.held, []
+            for conn, request in held:
+                self._answer(conn, request)
+            self.hold = False
 
     def _answer(self, conn: socket.socket, request) -> None:
         body = self._respond(request)
