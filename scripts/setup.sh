@@ -26,7 +26,14 @@ fi
 stamp=.venv/.sparklog-installed
 want=$(cat pyproject.toml | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    .venv/bin/python -m pip install -q --config-settings editable_mode=compat -e ".[test]" 2>&1 | grep -v -e '^WARNING: Location' -e '^$' || true
-    .venv/bin/python -c "import sparklog, pyspark, kazoo, confluent_kafka, kafka" 
+    # compat mode puts the checkout itself on the path, where pyspark finds `pyspark_sparklog` (and
+    # `sparklog demo` finds jobs/); the default editable mode hides both.
+    if ! .venv/bin/python -m pip install -q --config-settings editable_mode=compat -e ".[test]" \
+            > .venv/pip-install.log 2>&1; then
+        grep -v '^WARNING: Location' .venv/pip-install.log >&2
+        echo "setup: pip install failed (log: .venv/pip-install.log)" >&2
+        exit 1
+    fi
+    .venv/bin/python -c "import sparklog, pyspark_sparklog, jobs, pyspark, kazoo, confluent_kafka, kafka, nbclient"
     echo "$want" > "$stamp"
 fi
