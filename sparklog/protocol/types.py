@@ -2,8 +2,8 @@
 
 Fixed-width integers are big-endian. The ``compact`` variants (flexible versions) prefix lengths with an
 unsigned varint of ``length + 1`` (0 means null); the others with int16 (strings) or int32 (bytes,
-records, arrays) where -1 means null. ``varint``/``varlong`` are zig-zag encoded as in protobuf (used by
-record batches and nowhere in message bodies); ``unsigned varint`` is plain base-128.
+records, arrays) where -1 means null. ``unsigned varint`` is plain base-128. (The zig-zag
+varints of record batches live with the batch codec, `sparklog.storage.records`: no message body uses them.)
 
 ``TYPES`` maps a spec type name to a ``Primitive``; the schema compiler (schema.py) reads ``fmt`` to
 merge runs of fixed-width fields into one ``struct.Struct``.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "Primitive", "TYPES", "INT8", "INT16", "INT32", "INT64", "UINT16", "UINT32", "FLOAT64", "BOOL",
-    "read_uvarint", "write_uvarint", "read_varint", "write_varint", "read_varlong", "write_varlong",
+    "read_uvarint", "write_uvarint",
 ]
 
 INT8 = struct.Struct(">b")
@@ -89,50 +89,3 @@ def write_uvarint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
-
-
-def _read_zigzag(buf, pos: int, max_shift: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
-        if shift > max_shift:
-            raise ValueError("varint too long")
-
-
-def read_varint(buf, pos: int) -> tuple[int, int]:
-    """A zig-zag varint (int32, at most 5 bytes)."""
-    return _read_zigzag(buf, pos, 28)
-
-
-def read_varlong(buf, pos: int) -> tuple[int, int]:
-    """A zig-zag varlong (int64, at most 10 bytes)."""
-    return _read_zigzag(buf, pos, 63)
-
-
-def _write_zigzag(value: int, bits: int) -> bytes:
-    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
-        raise OverflowError(f"value out of int{bits} range: {value}")
-    v = (value << 1) ^ (value >> (bits - 1))
-    v &= (1 << bits) - 1
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def write_varint(value: int) -> bytes:
-    """Zig-zag varint of an int32."""
-    return _write_zigzag(value, 32)
-
-
-def write_varlong(value: int) -> bytes:
-    """Zig-zag varlong of an int64."""
-    return _write_zigzag(value, 64)
