@@ -425,7 +425,7 @@ class Consumer:
                 if state.epoch == epoch:
                     state.position = batch.next_offset
                 continue
-            records = batch.records()
+            records = zip(*batch.columns())  # (offset, timestamp, key, value, headers), no Record per row
             if batch.base_offset < start:  # the fetch began inside this batch
                 records = [r for r in records if r[0] >= start]
             for record in records:
