@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from sparklog.storage.records import build_batch, iter_records
+from sparklog.records.batch import build_batch, iter_records
 
 
 def rate(function, records_per_call: int, seconds: float) -> float:

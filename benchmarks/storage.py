@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from sparklog.storage import PartitionLog  # noqa: E402
 from sparklog.storage.config import LONG_MAX  # noqa: E402
-from sparklog.storage.records import build_batch  # noqa: E402
+from sparklog.records.batch import build_batch  # noqa: E402
 
 MIB = 1024 * 1024
 RECORDS_PER_BATCH = 50

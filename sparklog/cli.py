@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "sparklog.coordination.commands",
     "sparklog.broker.commands",
     "sparklog.client.commands",
+    "sparklog.client.topic_commands",
     "sparklog.datasource.commands",
     "jobs.demo",  # the pipeline's demo: jobs/ sits on top of every sparklog layer
 )

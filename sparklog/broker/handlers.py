@@ -65,7 +65,7 @@ from sparklog.protocol.registry import advertised_api_versions
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
 from sparklog.storage.config import LogConfig
 from sparklog.storage.errors import LogClosedError, OffsetOutOfRange, RecordBatchTooLarge, StorageError
-from sparklog.storage.records import CorruptRecordError
+from sparklog.records.batch import CorruptRecordError
 from sparklog.storage.topic_names import validate_topic
 
 log = logging.getLogger(__name__)

@@ -102,6 +102,28 @@ class AdminClient:
                 return False
         return True
 
+    def log_offsets(self, name: str, leaders: dict[int, int]) -> dict[int, tuple[int, int]]:
+        """{partition: (log start, high watermark)} asked of each partition's leader (`leaders` maps partition
+        to leader id); partitions whose leader does not answer are left out."""
+        from sparklog.client.consumer import LIST_OFFSETS_VERSION, list_offsets_request
+        from sparklog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+
+        by_leader: dict[int, list[int]] = {}
+        for partition, leader in leaders.items():
+            by_leader.setdefault(leader, []).append(partition)
+        found: dict[int, list[int]] = {}
+        for leader, partitions in by_leader.items():
+            for timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
+                request = list_offsets_request({(name, p): timestamp for p in partitions})
+                try:
+                    response = self._client.submit(leader, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
+                                                   request).wait(self.timeout)
+                except Exception:  # noqa: BLE001 - an unreachable leader leaves its partitions out
+                    break
+                for part in (p for t in response.topics for p in t.partitions if not p.error_code):
+                    found.setdefault(part.partition_index, []).append(part.offset)
+        return {p: (o[0], o[1]) for p, o in found.items() if len(o) == 2}
+
     def close(self) -> None:
         self._thread.stop()
 

@@ -60,13 +60,12 @@ def _connection_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _properties(args: argparse.Namespace) -> dict[str, str]:
-    settings = {}
-    for item in args.property:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--property expects KEY=VALUE, not {item!r}")
-        settings[key.strip()] = value.strip()
-    return settings
+    from sparklog.client.config import parse_key_values
+
+    try:
+        return parse_key_values(args.property)
+    except ValueError as exc:
+        raise SystemExit(f"--property: {exc}") from None
 
 
 def _servers(args: argparse.Namespace) -> dict:

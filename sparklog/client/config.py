@@ -127,3 +127,14 @@ def parse_servers(servers: str | list | tuple | None) -> list[tuple[str, int]]:
             raise ValueError(f"bootstrap server {item!r} is not host:port")
         result.append((host.strip("[]"), int(port)))
     return result
+
+
+def parse_key_values(items: list[str] | None) -> dict[str, str]:
+    """`["k=v", ...]` from a command line (`--property`, `--config`); a later key wins."""
+    settings = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected KEY=VALUE, not {item!r}")
+        settings[key.strip()] = value.strip()
+    return settings

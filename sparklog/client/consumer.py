@@ -42,7 +42,7 @@ from sparklog.protocol import (ApiKey, FetchPartition, FetchRequest, FetchTopic,
                                OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetFetchRequest,
                                OffsetFetchRequestTopic, for_code)
 from sparklog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from sparklog.storage.records import LOG_OVERHEAD, MAGIC, MAGIC_OFFSET, iter_batches
+from sparklog.records.batch import LOG_OVERHEAD, MAGIC, MAGIC_OFFSET, iter_batches
 import struct
 
 logger = logging.getLogger(__name__)

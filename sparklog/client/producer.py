@@ -35,8 +35,8 @@ from sparklog.client.message import MessageSet
 from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
 from sparklog.client.partitioner import DefaultPartitioner
 from sparklog.protocol import ApiKey, PartitionProduceData, ProduceRequest, TopicProduceData, for_code
-from sparklog.storage.compression import codec_id
-from sparklog.storage.records import build_batch
+from sparklog.records.compression import codec_id
+from sparklog.records.batch import build_batch
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Fixed-width integers are big-endian. The ``compact`` variants (flexible versions) prefix lengths with an
 unsigned varint of ``length + 1`` (0 means null); the others with int16 (strings) or int32 (bytes,
 records, arrays) where -1 means null. ``unsigned varint`` is plain base-128. (The zig-zag
-varints of record batches live with the batch codec, `sparklog.storage.records`: no message body uses them.)
+varints of record batches live with the batch codec, `sparklog.records.batch`: no message body uses them.)
 
 ``TYPES`` maps a spec type name to a ``Primitive``; the schema compiler (schema.py) reads ``fmt`` to
 merge runs of fixed-width fields into one ``struct.Struct``.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparklog.storage.records import CorruptRecordError
+from sparklog.records.batch import CorruptRecordError
 
 __all__ = [
     "CorruptIndexError",

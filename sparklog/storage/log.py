@@ -29,7 +29,7 @@ from sparklog.storage.files import OS_FILES, Files
 from sparklog.storage.flusher import Flusher, default_flusher
 from crc32c import crc32c
 
-from sparklog.storage.records import (
+from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from typing import Callable, NamedTuple
 
-from sparklog.storage.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, compute_crc, parse_header
+from sparklog.records.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, compute_crc, parse_header
 
 INT32_MAX = 2**31 - 1
 READ_CHUNK_BYTES = 1024 * 1024  # recovery reads the file in 1 MiB windows

@@ -17,7 +17,7 @@ from sparklog.storage.config import INT32_MAX, LogConfig
 from sparklog.storage.errors import CorruptIndexError, LogClosedError
 from sparklog.storage.files import Files
 from sparklog.storage.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
-from sparklog.storage.records import (
+from sparklog.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     NO_TIMESTAMP,

@@ -30,7 +30,7 @@ def valid_frames() -> list[bytes]:
                                    MetadataRequest, MetadataRequestTopic, PartitionProduceData,
                                    ProduceRequest, TopicProduceData)
     from sparklog.protocol.registry import encode_request
-    from sparklog.storage.records import build_batch
+    from sparklog.records.batch import build_batch
 
     return [
         encode_request(ApiKey.API_VERSIONS, 3, 1, "h", ApiVersionsRequest(client_software_name="x")),
@@ -111,7 +111,7 @@ def test_hostile_frames_do_not_stop_a_live_broker(one):
         while sent[0] < 200 and time.monotonic() < deadline:
             time.sleep(0.1)
         # still answering after the attack
-        from sparklog.broker.admin import request
+        from support.wire import request
         from sparklog.protocol import ApiKey, ApiVersionsRequest
         assert request(host, port, ApiKey.API_VERSIONS, 3, ApiVersionsRequest()).error_code == 0
     finally:

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from sparklog.broker.admin import request
+from support.wire import request
 from sparklog.broker.partition_metadata import FILE_NAME, read, topic_id_from_czxid
 from sparklog.coordination import paths
 from sparklog.coordination import topics as registry
 from sparklog.protocol import ApiKey, PartitionProduceData, ProduceRequest, TopicProduceData
-from sparklog.storage.records import build_batch
+from sparklog.records.batch import build_batch
 from support.cluster import Cluster
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ from sparklog.protocol import (ApiKey, FrameDecoder, ListOffsetsPartitionRespons
                                MetadataResponsePartition, MetadataResponseTopic, PartitionProduceResponse,
                                ProduceResponse, TopicProduceResponse, decode_request, encode_response)
 from sparklog.protocol.frame import NEED_DATA
-from sparklog.storage.records import iter_batches, set_base_offset
+from sparklog.records.batch import iter_batches, set_base_offset
 
 
 class FakeBroker:
@@ -160,7 +160,7 @@ class FakeBroker:
         return ListOffsetsResponse(topics=topics)
 
     def records(self, topic: str, partition: int) -> list:
-        from sparklog.storage.records import iter_records
+        from sparklog.records.batch import iter_records
 
         return list(iter_records(b"".join(self.logs[(topic, partition)])))
 

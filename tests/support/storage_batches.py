@@ -1,8 +1,8 @@
-"""Batches for the storage tests, built with the real codec (sparklog.storage.records.build_batch)."""
+"""Batches for the storage tests, built with the real codec (sparklog.records.batch.build_batch)."""
 
 from __future__ import annotations
 
-from sparklog.storage.records import build_batch, iter_batches
+from sparklog.records.batch import build_batch, iter_batches
 
 BASE_TS = 1_700_000_000_000
 

@@ -49,7 +49,7 @@ from sparklog.protocol import (
 from sparklog.protocol.errors import RemoteProtocolError
 from sparklog.protocol.registry import ALL_VERSIONS, REQUESTS, decode_request, decode_response, encode_request
 from sparklog.storage import LogManager
-from sparklog.storage.records import build_batch
+from sparklog.records.batch import build_batch
 
 from unit.broker.test_handlers import FakePartitions
 

@@ -29,7 +29,7 @@ from sparklog.protocol import (
 )
 from sparklog.protocol.registry import Request
 from sparklog.storage import LogManager
-from sparklog.storage.records import build_batch, iter_records
+from sparklog.records.batch import build_batch, iter_records
 
 ME, OTHER, DEAD = 1, 2, 3
 

@@ -26,7 +26,7 @@ from sparklog.protocol import (
     TopicProduceData,
 )
 from sparklog.protocol.registry import decode_response, encode_request
-from sparklog.storage.records import build_batch, iter_records
+from sparklog.records.batch import build_batch, iter_records
 
 from unit.broker.test_handlers import logs, state  # noqa: F401 - fixtures
 

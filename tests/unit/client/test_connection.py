@@ -99,7 +99,7 @@ def test_an_unreachable_broker_fails_fast_and_backs_off():
 
 def test_a_request_without_response_completes_when_written(broker, client):
     from sparklog.protocol import PartitionProduceData, ProduceRequest, TopicProduceData
-    from sparklog.storage.records import build_batch
+    from sparklog.records.batch import build_batch
 
     request = ProduceRequest(transactional_id=None, acks=0, timeout_ms=1000, topic_data=[TopicProduceData(
         name="t", partition_data=[PartitionProduceData(index=0, records=build_batch([(None, b"v", None, 1)]))])])

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from sparklog.client.consumer import Consumer, _PartitionState, next_fetch_offset
-from sparklog.storage.records import CorruptRecordError, build_batch, set_base_offset
+from sparklog.records.batch import CorruptRecordError, build_batch, set_base_offset
 
 
 def batch(base: int, values: list[bytes], **kw) -> bytes:
@@ -69,7 +69,7 @@ def test_a_seek_stops_a_chunk_being_iterated(consumer):
 
 
 def test_control_batches_are_skipped_but_move_the_position(consumer):
-    from sparklog.storage.records import build_batch
+    from sparklog.records.batch import build_batch
 
     control = bytearray(build_batch([(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", None, 1)], is_control=True,
                                     is_transactional=True))

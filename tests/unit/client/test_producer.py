@@ -11,7 +11,7 @@ from sparklog.client.accumulator import BufferExhausted
 from sparklog.client.errors import ClientClosed, UnknownTopic
 from sparklog.protocol import ApiKey
 from sparklog.protocol.errors import for_code
-from sparklog.storage.records import iter_batches
+from sparklog.records.batch import iter_batches
 from support.client_fake_broker import FakeBroker
 
 

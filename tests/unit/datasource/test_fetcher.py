@@ -4,7 +4,7 @@ import pyarrow as pa
 
 from sparklog.datasource.arrow import ColumnBuilder
 from sparklog.datasource.fetcher import _fetch_into
-from sparklog.storage.records import LOG_APPEND_TIME, build_batch
+from sparklog.records.batch import LOG_APPEND_TIME, build_batch
 
 
 class FakeConsumer:

@@ -16,7 +16,7 @@ from sparklog.storage import (
     TimestampOffset,
 )
 from sparklog.storage.log import RECOVERY_POINT_FILE
-from sparklog.storage.records import LOG_APPEND_TIME, build_batch, iter_batches, iter_records
+from sparklog.records.batch import LOG_APPEND_TIME, build_batch, iter_batches, iter_records
 
 NEVER = 10**12  # flush.ms that the background flusher never reaches in a test
 

@@ -2,7 +2,7 @@ import threading
 
 from support.storage_batches import make_batch
 from sparklog.storage import OffsetOutOfRange, PartitionLog
-from sparklog.storage.records import iter_batches
+from sparklog.records.batch import iter_batches
 
 
 def test_reader_thread_sees_only_valid_batches_while_the_log_rolls_and_deletes(tmp_path, flusher):

@@ -12,7 +12,7 @@ from support.crashfs import CrashFiles, Crashed
 from support.storage_batches import make_batch, read_all
 from sparklog.storage import PartitionLog
 from sparklog.storage.log import RECOVERY_POINT_FILE
-from sparklog.storage.records import PARTITION_LEADER_EPOCH_OFFSET, iter_batches, iter_records
+from sparklog.records.batch import PARTITION_LEADER_EPOCH_OFFSET, iter_batches, iter_records
 
 NEVER = 10**12
 SETTINGS = {"segment.bytes": 700, "index.interval.bytes": 120, "flush.ms": NEVER, "file.delete.delay.ms": 0}

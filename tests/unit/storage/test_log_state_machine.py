@@ -11,7 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from support.crashfs import CrashFiles
 from support.storage_batches import make_batch
 from sparklog.storage import Flusher, OffsetOutOfRange, PartitionLog
-from sparklog.storage.records import iter_batches
+from sparklog.records.batch import iter_batches
 
 SETTINGS = {"segment.bytes": 500, "index.interval.bytes": 100, "flush.ms": 10**12,
             "file.delete.delay.ms": 0, "retention.ms": 1000}

@@ -2,7 +2,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from support.storage_batches import make_batch
-from sparklog.storage.records import set_base_offset
+from sparklog.records.batch import set_base_offset
 from sparklog.storage.recovery import RecoveryStop, ValidPrefix, replay
 
 

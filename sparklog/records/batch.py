@@ -43,8 +43,8 @@ from typing import Iterable, Iterator, NamedTuple
 
 from crc32c import crc32c
 
-from sparklog.storage import compression as _compression
-from sparklog.storage.compression import CompressionError, codec_id
+from sparklog.records import compression as _compression
+from sparklog.records.compression import CompressionError, codec_id
 
 # One struct for the whole fixed-size header, field by field as above.
 HEADER = struct.Struct(

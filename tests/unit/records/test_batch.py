@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
-from sparklog.storage.compression import CODECS, SNAPPY
-from sparklog.storage.records import (
+from sparklog.records.compression import CODECS, SNAPPY
+from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     HEADER_SIZE,
@@ -408,7 +408,7 @@ def test_columns_log_append_time_and_kafka_python_sparse_offsets():
 )
 @pytest.mark.parametrize("compression", [0, 4])  # uncompressed (a bytes copy) and zstd (decompressed bytes)
 def test_malformed_records_raise_the_same_errors_in_columns(section, match, compression):
-    from sparklog.storage.compression import compress
+    from sparklog.records.compression import compress
 
     good = build_batch([(None, b"", None, 0)])
     (batch,) = iter_batches(reframe(good, compression, compress(compression, section) if compression else section))

@@ -12,8 +12,8 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparklog.storage import compression
-from sparklog.storage.compression import (
+from sparklog.records import compression
+from sparklog.records.compression import (
     CODECS,
     XERIAL_BLOCK_SIZE,
     XERIAL_HEADER,
