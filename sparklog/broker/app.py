@@ -3,7 +3,9 @@
 Startup order (Kafka's): connect to ZooKeeper and read the cluster id -> open the log manager (recovery
 runs here) -> bind the listeners -> register `/brokers/ids/<id>` (waiting out the ephemeral node of a
 killed predecessor with the same id) -> watch the registries and open the partitions this broker leads ->
-serve. Shutdown (SIGTERM, SIGINT, or `Broker.stop()`) runs it backwards: stop serving (listeners, then
+listen -> print the ready line -> serve. The listeners are bound early (the registration advertises the
+port) but listen only once requests can be answered: until then a connection is refused, never accepted
+and left unanswered (a restarted broker may wait a whole ZooKeeper session timeout to register). Shutdown (SIGTERM, SIGINT, or `Broker.stop()`) runs it backwards: stop serving (listeners, then
 connections, then tasks), deregister, stop the watches, flush and close the logs, close ZooKeeper.
 
 The (api, version) pairs served per client (`Dispatcher.statistics().versions_by_client`) are written to
@@ -89,6 +91,7 @@ class Broker:
             self._build_server()
             await self.loop.run_in_executor(None, self._register_and_watch)
             self._install_signal_handlers()
+            self.server.listen()
             host, port = self.advertised
             print(f"sparklog broker {self.config.broker_id} ready on {host}:{port}", flush=True)
             await self.server.serve()

@@ -22,9 +22,10 @@ Fetch, a ZooKeeper write, a large sendfile), reading from that connection is pau
 Rule 2: the broker never crashes on what a client sends: a bad frame costs that connection, nothing else.
 
 Resource handling:
-    - `bind()` only binds: the socket listens (and the kernel starts completing handshakes) when `serve()`
-      starts, so a broker that cannot answer yet (still waiting for its ZooKeeper registration) refuses
-      connections instead of accepting them and staying silent; clients retry a refused connection.
+    - `bind()` only binds: the socket listens (and the kernel starts completing handshakes) at `listen()`,
+      or when `serve()` starts, so a broker that cannot answer yet (still waiting for its ZooKeeper
+      registration) refuses connections instead of accepting them and staying silent; clients retry a
+      refused connection.
     - A frame larger than `socket.request.max.bytes` is refused from its size prefix, before any of it is
       buffered, and the connection is closed (the FrameDecoder raises FrameTooLarge).
     - At most `max.connections` connections are open, and `max.connections.per.ip` from one address; one
@@ -167,6 +168,12 @@ class BrokerServer:
         self._listeners.append(sock)
         return sock.getsockname()[:2]
 
+    def listen(self) -> None:
+        """Let the kernel accept connections on every bound socket (`serve()` does it too; idempotent).
+        Call it once requests can be answered: a connection accepted earlier would wait unanswered."""
+        for sock in self._listeners:
+            sock.listen(LISTEN_BACKLOG)
+
     async def serve(self) -> None:
         """Accept and serve until `stop()`; every task started here has ended when this returns."""
         self._loop = asyncio.get_running_loop()
@@ -174,8 +181,8 @@ class BrokerServer:
         try:
             async with asyncio.TaskGroup() as group:
                 self._group = group
+                self.listen()
                 for sock in self._listeners:
-                    sock.listen(LISTEN_BACKLOG)
                     self.spawn(self._accept_loop(sock))
                 if self.idle_timeout_s:
                     self.spawn(self._idle_reaper())
