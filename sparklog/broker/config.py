@@ -305,8 +305,8 @@ def _positive(props: Mapping[str, str], key: str, default: int) -> int:
 
 
 def _queued_max_request_bytes(props: Mapping[str, str]) -> int:
-    """-1 (no limit, Kafka's default), else at least socket.request.max.bytes: a smaller pool could never
-    hold the largest request the broker accepts, and that connection would wait forever."""
+    """-1 (no limit, Kafka's default), else at least socket.request.max.bytes, which is also the default:
+    a smaller pool could never hold the largest request the broker accepts, which would wait forever."""
     largest = _int(props, "socket.request.max.bytes", DEFAULT_SOCKET_REQUEST_MAX_BYTES)
     value = _int(props, "queued.max.request.bytes", largest)
     if value == QUEUED_MAX_REQUEST_BYTES_UNLIMITED:

@@ -286,3 +286,18 @@ def test_partial_frames_are_bounded_by_queued_max_request_bytes(limited):
         # the reply goes out before the server recounts (same loop turn, another thread here): wait for it
         wait_until(lambda: limited.statistics().queued_request_bytes == 0)
         assert limited.statistics().queue_paused == 0
+
+
+def test_idle_connections_are_closed(state):  # noqa: F811
+    s = Served(state, idle_timeout_s=0.3).start()
+    try:
+        with s.connect() as idle, s.connect() as busy:
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:  # one connection keeps asking, the other says nothing
+                assert call(busy, ApiKey.API_VERSIONS, 3, ApiVersionsRequest()).error_code == 0
+                time.sleep(0.05)
+            assert is_closed(idle)
+            assert call(busy, ApiKey.API_VERSIONS, 3, ApiVersionsRequest()).error_code == 0
+        assert s.statistics().idle_closed == 1
+    finally:
+        s.stop()
