@@ -58,7 +58,6 @@ Error handling:
 from __future__ import annotations
 
 import asyncio
-import collections
 import errno
 import logging
 import os
@@ -66,6 +65,8 @@ import socket
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Iterable, Protocol
+
+from sparklog.broker.queued_bytes import QueuedBytes
 
 log = logging.getLogger(__name__)
 
@@ -134,9 +135,7 @@ class BrokerServer:
         self.app = app
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
-        self.max_queued_bytes = max_queued_bytes if max_queued_bytes >= 0 else None
-        self.queued_bytes = 0
-        self._queue_waiters: collections.deque[Connection] = collections.deque()
+        self.queued = QueuedBytes(max_queued_bytes if max_queued_bytes >= 0 else None)
         self._per_ip: dict[str, int] = {}
         self.idle_timeout_s = idle_timeout_s
         self.send_buffer_bytes = send_buffer_bytes
@@ -239,8 +238,8 @@ class BrokerServer:
             closed_protocol_errors=c["protocol_errors"],
             handler_errors=c["handler_errors"],
             idle_closed=c["idle_closed"],
-            queued_request_bytes=self.queued_bytes,
-            queue_paused=sum(1 for conn in self._queue_waiters if not conn.closed),
+            queued_request_bytes=self.queued.total,
+            queue_paused=self.queued.waiting,
         )
 
     # -- accepting --------------------------------------------------------------------------------------
@@ -293,28 +292,6 @@ class BrokerServer:
             else:
                 del self._per_ip[conn.ip]
 
-    # -- queued request bytes (queued.max.request.bytes) -------------------------------------------------
-
-    def _hold(self, conn: Connection, held: int) -> bool:
-        """`conn` now holds `held` bytes of partial frames; False if it must wait before reading more."""
-        self.queued_bytes += held - conn.held
-        released = held < conn.held
-        conn.held = held
-        if released:
-            self._wake_waiters()
-        limit = self.max_queued_bytes
-        return limit is None or held == 0 or self.queued_bytes <= limit
-
-    def _wait_for_queue(self, conn: Connection) -> None:
-        self._queue_waiters.append(conn)
-
-    def _wake_waiters(self) -> None:
-        waiters, limit = self._queue_waiters, self.max_queued_bytes
-        while waiters and (limit is None or self.queued_bytes < limit):
-            conn = waiters.popleft()
-            if not conn.closed:
-                conn.queue_ready()
-
     async def _idle_reaper(self) -> None:
         while True:
             await asyncio.sleep(min(IDLE_CHECK_INTERVAL_S, self.idle_timeout_s))
@@ -329,13 +306,12 @@ class Connection(asyncio.Protocol):
     """One client connection: frames in through the App's decoder, replies out in request order."""
 
     __slots__ = ("server", "app", "counters", "transport", "decoder", "session", "busy", "write_paused", "closed",
-                 "queue_paused", "held", "ip", "last_active", "_fd", "_dup_fd", "_need_data", "_frame_errors")
+                 "queue_paused", "ip", "last_active", "_fd", "_dup_fd", "_need_data", "_frame_errors")
 
     def __init__(self, server: BrokerServer, ip: str = "") -> None:
         self.server = server
         self.ip = ip
-        self.held = 0  # bytes of partial frames counted in server.queued_bytes
-        self.queue_paused = False  # waiting for server.queued_bytes to fall under the limit
+        self.queue_paused = False  # waiting in server.queued for queued.max.request.bytes
         self.app = server.app
         self.counters = server._counters
         self.transport: asyncio.Transport | None = None
@@ -361,7 +337,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.server._remove(self)
-        self.server._hold(self, 0)
+        self.server.queued.hold(self, 0)
         if self._dup_fd >= 0:
             os.close(self._dup_fd)
             self._dup_fd = -1
@@ -380,15 +356,16 @@ class Connection(asyncio.Protocol):
     def _account(self) -> None:
         """Count what the decoder still buffers against queued.max.request.bytes; pause if over."""
         if self.closed:
-            self.server._hold(self, 0)
-            return
-        if not self.server._hold(self, self.decoder.buffered_bytes) and not self.queue_paused:
+            self.server.queued.hold(self, 0)
+        elif self.server.queued.hold(self, self.decoder.buffered_bytes):
+            if self.queue_paused:
+                self.queue_ready()
+        elif not self.queue_paused:
             self.queue_paused = True
             self.transport.pause_reading()
-            self.server._wait_for_queue(self)
 
     def queue_ready(self) -> None:
-        """Called by the server: the queued bytes fell under the limit; read again."""
+        """Called by server.queued: the queued bytes are within the limit again; read again."""
         self.queue_paused = False
         self._resume_reading()
 
