@@ -5,7 +5,8 @@ runs here) -> bind the listeners -> register `/brokers/ids/<id>` (waiting out th
 killed predecessor with the same id) -> watch the registries and open the partitions this broker leads ->
 listen -> print the ready line -> serve. The listeners are bound early (the registration advertises the
 port) but listen only once requests can be answered: until then a connection is refused, never accepted
-and left unanswered (a restarted broker may wait a whole ZooKeeper session timeout to register). Shutdown (SIGTERM, SIGINT, or `Broker.stop()`) runs it backwards: stop serving (listeners, then
+and left unanswered (a restarted broker may wait a whole ZooKeeper session timeout to register).
+Shutdown (SIGTERM, SIGINT, or `Broker.stop()`) runs it backwards: stop serving (listeners, then
 connections, then tasks), deregister, stop the watches, flush and close the logs, close ZooKeeper.
 
 The (api, version) pairs served per client (`Dispatcher.statistics().versions_by_client`) are written to

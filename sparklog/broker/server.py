@@ -31,11 +31,12 @@ Resource handling:
     - At most `max.connections` connections are open, and `max.connections.per.ip` from one address; one
       over either is closed at once (and counted as refused).
     - Bytes of partly received frames, over all connections, are bounded by `queued.max.request.bytes`
-      (Kafka's name): a read that takes the total over it pauses reading on that connection, which waits
-      in a FIFO queue until frames complete or connections close and bring the total back under the limit.
-      Complete frames are answered at once and never count, so clients sending small requests are not
-      slowed by others holding half a large one; memory held is at most the limit plus one read per
-      connection.
+      (Kafka's name; the budget is `queued_bytes.QueuedBytes`): a read that takes the total over it pauses
+      reading on that connection, which waits in a FIFO queue until frames complete or connections close
+      and bring the total back within the limit. Complete frames are answered at once and never count, so
+      clients sending small requests are not slowed by others holding half a large one; memory held is at
+      most the limit plus one read per connection. A connection that waits sends nothing, so after
+      `connections.max.idle.ms` the idle reaper closes it like any other silent one.
     - Reading pauses while the transport's write buffer is over its high-water mark (asyncio's
       `pause_writing`), so a client that does not read its responses cannot make the broker buffer them.
     - Connections idle for `connections.max.idle.ms` are closed.
@@ -257,7 +258,8 @@ class BrokerServer:
                 await asyncio.sleep(ACCEPT_RETRY_DELAY_S)
                 continue
             ip = _peer_ip(sock)
-            if len(self.connections) >= self.max_connections or self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
+            if (len(self.connections) >= self.max_connections
+                    or self._per_ip.get(ip, 0) >= self.max_connections_per_ip):
                 self._counters["refused"] += 1
                 sock.close()
                 continue
