@@ -23,6 +23,7 @@ import concurrent.futures
 import dataclasses
 import json
 import logging
+import resource
 import signal
 import sys
 from dataclasses import dataclass
@@ -214,9 +215,26 @@ class Broker:
                 log.exception("error closing %s", name)
 
 
+def raise_open_file_limit() -> int:
+    """Raise the soft limit on open files to the hard one (as Go's runtime does at start, and as Kafka's
+    operators do with `ulimit -n`): every connection and every log segment is a descriptor, and the soft
+    default of many systems (1024) is below what `max.connections` and `max.broker.partitions` allow.
+    Returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft >= hard:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:
+        log.warning("could not raise the open-file limit from %d to %d: %s", soft, hard, exc)
+        return soft
+    return hard
+
+
 def main(config: BrokerConfig) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log.info("open-file limit: %d", raise_open_file_limit())
     broker = Broker(config)
     try:
         broker.run()
