@@ -8,6 +8,7 @@ Hostile inputs, one connection each unless said otherwise (`KINDS`):
     truncated     a valid request cut short, then the connection half-closed
     flipped       a valid request with a few body bytes changed
     absurd_count  a valid header whose first array claims two billion elements
+    partial_large the size prefix of the largest request the broker takes and 256 KiB of it, then a close
     huge_create   CreateTopics for 1,000,000 partitions, or for 5,000 topics of 1,000: must be answered
                   with an error within HUGE_CREATE_ANSWER_S
 And held open for the whole run: `idle` connections that never send a byte, and `slowloris` ones that
@@ -31,7 +32,8 @@ from dataclasses import dataclass, field
 from support.wire import _recv_exactly as recv_exactly
 
 SIZE = struct.Struct(">i")
-KINDS = ("random", "absurd_size", "truncated", "flipped", "absurd_count", "huge_create")
+KINDS = ("random", "absurd_size", "truncated", "flipped", "absurd_count", "partial_large", "huge_create")
+PARTIAL_LARGE_BYTES = 256 * 1024
 HUGE_CREATE_ANSWER_S = 10.0
 SAMPLE_INTERVAL_S = 0.2
 CONNECT_TIMEOUT_S = 5.0
@@ -77,7 +79,7 @@ def absurd_count() -> bytes:
     return SIZE.pack(len(body)) + body
 
 
-def payload(kind: str, rng: random.Random, frames: list[bytes]) -> bytes:
+def payload(kind: str, rng: random.Random, frames: list[bytes], max_request_bytes: int) -> bytes:
     if kind == "random":
         return os.urandom(rng.randrange(1, 300))
     if kind == "absurd_size":
@@ -92,6 +94,8 @@ def payload(kind: str, rng: random.Random, frames: list[bytes]) -> bytes:
         return bytes(frame)
     if kind == "absurd_count":
         return absurd_count()
+    if kind == "partial_large":
+        return SIZE.pack(max_request_bytes) + os.urandom(min(PARTIAL_LARGE_BYTES, max_request_bytes - 1))
     if kind == "huge_create":
         return huge_create_topics(rng)
     raise ValueError(kind)
@@ -199,7 +203,7 @@ class Attack:
                 break
             kind = rng.choice(KINDS)
             try:
-                self._send(kind, payload(kind, rng, frames))
+                self._send(kind, payload(kind, rng, frames, self.max_request_bytes))
             except Exception as exc:  # noqa: BLE001 - reported, not raised, so the run finishes
                 self.failures.append(f"{kind}: {exc!r}")
             with self._lock:
