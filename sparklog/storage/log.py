@@ -483,10 +483,15 @@ class PartitionLog:
                 self._flush_everything = False
                 for segment in dirty:
                     segment.seal_time_index()
+                pending = self._unflushed_messages, self._first_unflushed_at
                 self._unflushed_messages = 0
                 self._first_unflushed_at = None
-            for segment in dirty:
-                segment.flush()
+            try:
+                for segment in dirty:
+                    segment.flush()
+            except BaseException:
+                self._restore_pending(*pending)
+                raise
             self._recovery_point = visible.offset
             if self._checkpoint_due(time.monotonic(), force_checkpoint):
                 self._write_recovery_point(visible.offset)
@@ -495,6 +500,14 @@ class PartitionLog:
                 moved = self._advance_hw(visible)
         if moved:
             self._notify(visible.offset)
+
+    def _restore_pending(self, messages: int, first_at: float | None) -> None:
+        """A flush failed: its appends are unflushed again, so the flusher retries without waiting for an append."""
+        with self._lock:
+            self._unflushed_messages += messages
+            if first_at is not None and (self._first_unflushed_at is None or first_at < self._first_unflushed_at):
+                self._first_unflushed_at = first_at
+            self._flush_everything = True
 
     def _first_unflushed_index(self) -> int:
         """Segments before this one are fsynced whole, their sealed time index included: a flush skips them.
