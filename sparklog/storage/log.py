@@ -192,6 +192,7 @@ class PartitionLog:
         self._checkpointed: int | None = None  # what the checkpoint file says (None: missing or unreadable)
         self._checkpointed_at = time.monotonic()
         self._flush_everything = True  # the first flush after open: load() may have added index entries anywhere
+        self._directory_dirty = True  # segment files created or renamed since the last fsync of the directory
         self._appends = 0  # append-path counters are plain attributes: a dict update costs twice as much
         self._appended_bytes = 0
         self._counters = dict(flushes=0, rolls=0, deleted_segments=0, checkpoints=0)
@@ -448,6 +449,7 @@ class PartitionLog:
         old.seal_time_index()
         segment = LogSegment(self.directory, self._leo, self.config, self._files, self._clock())
         self._set_segments(self._segments + (segment,))
+        self._directory_dirty = True
         self._counters["rolls"] += 1
         return segment
 
@@ -486,11 +488,14 @@ class PartitionLog:
                 pending = self._unflushed_messages, self._first_unflushed_at
                 self._unflushed_messages = 0
                 self._first_unflushed_at = None
+                directory_dirty, self._directory_dirty = self._directory_dirty, False
             try:
                 for segment in dirty:
                     segment.flush()
+                if directory_dirty:  # a new segment's bytes are durable only with its directory entry
+                    self._files.fsync_dir(self.directory)
             except BaseException:
-                self._restore_pending(*pending)
+                self._restore_pending(*pending, directory_dirty)
                 raise
             self._recovery_point = visible.offset
             if self._checkpoint_due(time.monotonic(), force_checkpoint):
@@ -501,9 +506,10 @@ class PartitionLog:
         if moved:
             self._notify(visible.offset)
 
-    def _restore_pending(self, messages: int, first_at: float | None) -> None:
+    def _restore_pending(self, messages: int, first_at: float | None, directory_dirty: bool) -> None:
         """A flush failed: its appends are unflushed again, so the flusher retries without waiting for an append."""
         with self._lock:
+            self._directory_dirty = self._directory_dirty or directory_dirty
             self._unflushed_messages += messages
             if first_at is not None and (self._first_unflushed_at is None or first_at < self._first_unflushed_at):
                 self._first_unflushed_at = first_at
@@ -628,6 +634,8 @@ class PartitionLog:
             if doomed:
                 self._set_segments(self._segments[len(doomed):])
                 self._retire_locked(doomed)
+        if doomed:
+            self._files.fsync_dir(self.directory)  # the renames: a crash must not bring the segments back
         self._schedule_deletes(doomed)
         return len(doomed)
 
@@ -650,6 +658,7 @@ class PartitionLog:
         """Rename to `.deleted` at once (a new segment may reuse the name); see _schedule_deletes."""
         for segment in segments:
             segment.rename_deleted()
+        self._directory_dirty = self._directory_dirty or bool(segments)
         self._counters["deleted_segments"] += len(segments)
 
     def _schedule_deletes(self, segments: list[LogSegment]) -> None:
@@ -681,6 +690,7 @@ class PartitionLog:
             doomed = list(segments)
             self._retire_locked(doomed)  # first: the fresh segment may reuse a doomed one's name
             keep = (LogSegment(self.directory, offset, self.config, self._files, self._clock()),)
+            self._directory_dirty = True
         else:
             keep = tuple(s for s in segments if s.base_offset < offset)
             doomed = [s for s in segments if s.base_offset >= offset]

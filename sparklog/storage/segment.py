@@ -337,6 +337,7 @@ class LogSegment:
                 self._files.unlink(path)
             except FileNotFoundError:
                 pass
+        self._files.fsync_dir(self.directory)
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"
