@@ -4,6 +4,7 @@ from sparklog.storage.config import LogConfig
 from sparklog.storage.errors import (
     CorruptIndexError,
     CorruptRecordError,
+    CorruptSegmentError,
     InvalidConfigError,
     InvalidTopicName,
     LogClosedError,
@@ -22,6 +23,7 @@ from sparklog.storage.topic_names import validate_topic
 __all__ = [
     "CorruptIndexError",
     "CorruptRecordError",
+    "CorruptSegmentError",
     "FileSlice",
     "Files",
     "Flusher",
