@@ -97,14 +97,15 @@ class Broker:
     # -- startup ------------------------------------------------------------------------------------------
 
     def _open_storage_and_zookeeper(self) -> None:
-        from sparklog.storage import LogConfig, LogManager
+        from sparklog.storage import LogConfig, LogManager, ScrubberConfig
 
         cfg = self.config
         self.zk = zk_connection.connect(cfg.zookeeper_connect,
                                         session_timeout=cfg.zookeeper_session_timeout_ms / 1000.0)
         self.cluster_id = cluster_registry.get_or_create_cluster_id(self.zk)
         self.logs = LogManager(list(cfg.log_dirs), LogConfig.from_dict(self._storage_defaults()),
-                               retention_check_interval_ms=cfg.log_retention_check_interval_ms)
+                               retention_check_interval_ms=cfg.log_retention_check_interval_ms,
+                               scrubber=ScrubberConfig.from_properties(cfg.raw))
         if len(cfg.log_dirs) > 1:
             # get_or_create looks in the emptiest dir only; find existing logs in the others first
             self.logs.load_existing()

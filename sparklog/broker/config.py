@@ -79,6 +79,9 @@ _BROKER_KEYS = {
     "log.retention.check.interval.ms",
     "log.flush.scheduler.interval.ms",
     "broker.rack",
+    "log.scrubber.enable",  # read by the storage (sparklog.storage.scrubber.ScrubberConfig)
+    "log.scrubber.bytes.per.second",
+    "log.scrubber.interval.ms",
 }
 # Keys a stock server.properties carries that have no meaning here yet: accepted silently.
 _IGNORED_KEYS = {

@@ -754,7 +754,7 @@ class PartitionLog:
     def scrub(self, throttle: Callable[[int], None] | None = None) -> int:
         """Verify every flushed closed segment whole, unverified ones first; return the bytes replayed.
 
-        What the scrubber runs; `throttle(n)` is called before each read of n bytes and may sleep.
+        What the scrubber runs; `throttle(n)` is called after each read of n bytes and may sleep.
         """
         segments = self._segments
         todo = sorted((s for s in segments[:-1] if s.next_offset <= self._recovery_point), key=lambda s: s.verified)
@@ -971,8 +971,9 @@ def _throttled(read_at: ReadAt, throttle: Callable[[int], None] | None) -> ReadA
         return read_at
 
     def read(position: int, length: int) -> bytes:
-        throttle(length)
-        return read_at(position, length)
+        data = read_at(position, length)
+        throttle(len(data))  # what was read: replay asks for 1 MiB windows, most segments end sooner
+        return data
 
     return read
 
