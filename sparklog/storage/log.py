@@ -220,7 +220,6 @@ class PartitionLog:
         self._appended_bytes = 0
         self._counters = dict(flushes=0, rolls=0, deleted_segments=0, checkpoints=0)
         self._fences = FencedRanges(files, directory)
-        self._verify_lock = threading.Lock()  # one verification of this log's segments at a time
         self._verified_bytes = 0
 
     # -- opening ----------------------------------------------------------------------------------
@@ -767,23 +766,32 @@ class PartitionLog:
 
     def _verify(self, segment: LogSegment, throttle: Callable[[int], None] | None = None) -> int:
         """Replay `segment` whole; rebuild indexes that disagree with it (before its first use only: later
-        the in-memory ones are the truth) and fence damage (Rule 4). Returns the bytes replayed."""
-        with self._verify_lock:
-            if self._closed or segment not in self._segments:
-                return 0
-            first_use = not segment.verified
+        the in-memory ones are the truth) and fence damage (Rule 4). Returns the bytes replayed.
+
+        The replay takes no lock, so a reader never waits for the scrubber's throttled pass (both may
+        replay the same segment); repairs are serialized by the flush lock and re-checked under it.
+        """
+        if self._closed or segment not in self._segments:
+            return 0
+        first_use = not segment.verified
+        try:
             with segment.pinned():
                 prefix, agrees = segment.scan(_throttled(segment._read_at, throttle), check_indexes=first_use)
-            self._verified_bytes += prefix.truncate_at
-            if prefix.clean and agrees:
-                segment.verified = True
-                return prefix.truncate_at
-            with self._flush_lock:
-                if not self._closed and segment in self._segments:
-                    self._repair(segment, prefix, first_use)
+        except LogClosedError:
+            return 0  # deleted meanwhile (retention, truncation): a reader looks again
+        self._verified_bytes += prefix.truncate_at
+        if prefix.clean and agrees:
+            segment.verified = True
             return prefix.truncate_at
+        with self._flush_lock:
+            if not self._closed and segment in self._segments:
+                self._repair(segment, prefix, first_use and not segment.verified)
+        return prefix.truncate_at
 
     def _repair(self, segment: LogSegment, prefix: ValidPrefix, first_use: bool) -> None:
+        """Under the flush lock: another replay may have repaired `segment` since this one looked."""
+        if not first_use and prefix.truncate_at >= segment.size:
+            return  # already cut there
         if first_use:  # no reader has used it yet: rebuild its indexes from the file
             logger.warning("%s: the index files of segment %d disagree with its batches; rebuilt them",
                            self.name, segment.base_offset)

@@ -111,7 +111,10 @@ def _check_header(window, position, file_size, base_offset, min_offset):
         return None, RecoveryStop.END_OF_LOG
     if remaining < HEADER_SIZE:
         return None, RecoveryStop.SHORT_HEADER
-    header = parse_header(window.get(position, HEADER_SIZE))
+    view = window.get(position, HEADER_SIZE)
+    if len(view) < HEADER_SIZE:  # the file was cut short while we read it
+        return None, RecoveryStop.SHORT_HEADER
+    header = parse_header(view)
     if header.batch_length < MIN_BATCH_LENGTH:
         return header, RecoveryStop.BAD_LENGTH
     if header.size > remaining:
@@ -128,7 +131,10 @@ def _check_header(window, position, file_size, base_offset, min_offset):
 
 
 def _check_crc(window, position, header):
-    if compute_crc(window.get(position, header.size)) != header.crc:
+    batch = window.get(position, header.size)
+    if len(batch) < header.size:  # the file was cut short while we read it
+        return RecoveryStop.SHORT_BATCH
+    if compute_crc(batch) != header.crc:
         return RecoveryStop.BAD_CRC
     return None
 
@@ -166,7 +172,10 @@ def find_next_batch(read_at: ReadAt, file_size: int, position: int, min_offset: 
 def _candidate(read_at: ReadAt, file_size: int, position: int, min_offset: int, max_offset: int) -> Resync | None:
     if position + HEADER_SIZE > file_size:
         return None
-    header = parse_header(read_at(position, HEADER_SIZE))
+    data = read_at(position, HEADER_SIZE)
+    if len(data) < HEADER_SIZE:
+        return None
+    header = parse_header(data)
     if (
         header.batch_length < MIN_BATCH_LENGTH
         or header.size > file_size - position
