@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Callable
 
 from sparklog.storage.files import Files
 
@@ -31,14 +32,15 @@ FENCE_FILE_VERSION = 0
 class FencedRanges:
     """The fenced ranges of one log. Not thread-safe: the log changes them under its flush lock."""
 
-    def __init__(self, files: Files, directory: str, ranges: tuple[tuple[int, int], ...] = ()):
+    def __init__(self, files: Files, directory: str, on_change: Callable[[tuple], None] | None = None):
         self._files = files
         self._path = os.path.join(directory, FENCE_FILE)
-        self._ranges = ranges
+        self._ranges: tuple[tuple[int, int], ...] = ()
+        self._on_change = on_change  # called with the new ranges after each save
 
     @classmethod
-    def load(cls, files: Files, directory: str) -> "FencedRanges":
-        fences = cls(files, directory)
+    def load(cls, files: Files, directory: str, on_change: Callable[[tuple], None] | None = None) -> "FencedRanges":
+        fences = cls(files, directory, on_change)
         data = files.read_file(fences._path)
         if data is not None:
             try:
@@ -89,6 +91,8 @@ class FencedRanges:
         lines = [str(FENCE_FILE_VERSION), str(len(ranges))] + [f"{a} {b}" for a, b in ranges]
         self._files.write_atomically(self._path, ("\n".join(lines) + "\n").encode("ascii"))
         self._ranges = ranges
+        if self._on_change is not None:
+            self._on_change(ranges)
 
 
 def _parse(data: bytes) -> tuple[tuple[int, int], ...]:

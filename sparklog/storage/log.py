@@ -94,6 +94,7 @@ assert _APPEND_FIELDS.size == HEADER_SIZE
 _pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first field, outside the CRC
 
 HighWatermarkListener = Callable[["PartitionLog", int], None]
+FenceListener = Callable[[str, int, tuple], None]  # (topic, partition, fenced ranges), at open and on change
 
 
 class FileSlice:
@@ -185,7 +186,7 @@ class PartitionLog:
 
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig,
                  files: Files, flusher: Flusher, clock: Callable[[], int], *,
-                 checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS):
+                 checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS, on_fence: FenceListener | None = None):
         self.directory = directory
         self.topic = topic
         self.partition = partition
@@ -219,6 +220,7 @@ class PartitionLog:
         self._appends = 0  # append-path counters are plain attributes: a dict update costs twice as much
         self._appended_bytes = 0
         self._counters = dict(flushes=0, rolls=0, deleted_segments=0, checkpoints=0)
+        self._on_fence = on_fence
         self._fences = FencedRanges(files, directory)
         self._verified_bytes = 0
 
@@ -227,7 +229,8 @@ class PartitionLog:
     @classmethod
     def open(cls, directory: str, config: LogConfig | Mapping | None = None, *, files: Files | None = None,
              flusher: Flusher | None = None, clock: Callable[[], int] | None = None,
-             checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS) -> "PartitionLog":
+             checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
+             on_fence: FenceListener | None = None) -> "PartitionLog":
         """Open (or create) the log in `directory`, which must be named `<topic>-<partition>`, and recover it.
 
         `clock` returns wall-clock milliseconds (for segment.ms and retention.ms); flush and checkpoint
@@ -242,15 +245,17 @@ class PartitionLog:
         files = files or OS_FILES
         files.makedirs(directory)
         log = cls(directory, topic, partition, config, files, flusher or default_flusher(),
-                  clock or _wall_clock_ms, checkpoint_interval_ms=checkpoint_interval_ms)
+                  clock or _wall_clock_ms, checkpoint_interval_ms=checkpoint_interval_ms, on_fence=on_fence)
         log._load()
+        if on_fence is not None and log._fences.ranges:
+            on_fence(topic, partition, log._fences.ranges)  # found now or on an earlier run
         log._flusher.register(log)
         return log
 
     def _load(self) -> None:
         bases = self._scan_directory()
         recovery_point = self._read_recovery_point()
-        self._fences = FencedRanges.load(self._files, self.directory)
+        self._fences = FencedRanges.load(self._files, self.directory, self._fences_changed)
         segments: list[LogSegment] = []
         now = self._clock()
         for i, base in enumerate(bases):
@@ -954,6 +959,13 @@ class PartitionLog:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def _fences_changed(self, ranges: tuple) -> None:
+        if self._on_fence is not None:
+            try:
+                self._on_fence(self.topic, self.partition, ranges)
+            except Exception:
+                logger.exception("%s: fence listener failed", self.name)
 
     def fenced_ranges(self) -> tuple[tuple[int, int], ...]:
         """The offset ranges [start, end) lost to bit rot (Rule 4), oldest first: what a damaged follower

@@ -19,7 +19,7 @@ from sparklog.storage.config import LogConfig
 from sparklog.storage.errors import InvalidTopicName, LogClosedError
 from sparklog.storage.files import OS_FILES, Files
 from sparklog.storage.flusher import Flusher
-from sparklog.storage.log import DEFAULT_CHECKPOINT_INTERVAL_MS, PartitionLog
+from sparklog.storage.log import DEFAULT_CHECKPOINT_INTERVAL_MS, FenceListener, PartitionLog
 from sparklog.storage.scrubber import Scrubber, ScrubberConfig, ScrubberStatistics
 from sparklog.storage.topic_names import parse_partition_dir, partition_dir_name
 
@@ -47,10 +47,11 @@ class LogManager:
                  clock: Callable[[], int] | None = None, *, files: Files | None = None,
                  retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
                  checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
-                 scrubber: ScrubberConfig | None = None):
+                 scrubber: ScrubberConfig | None = None, on_fence: FenceListener | None = None):
         """`checkpoint_interval_ms` is Kafka's log.flush.offset.checkpoint.interval.ms: how often each log's
         recovery-point checkpoint is rewritten (also on close); see PartitionLog. `scrubber`: the
-        log.scrubber.* settings (default: enabled, ScrubberConfig's defaults)."""
+        log.scrubber.* settings (default: enabled, ScrubberConfig's defaults). `on_fence(topic, partition,
+        ranges)` hears of each log's fenced ranges (log.py Rule 4) when it opens with some and when they change."""
         self.log_dirs = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
         if not self.log_dirs:
             raise ValueError("at least one log dir is needed")
@@ -61,6 +62,7 @@ class LogManager:
         self._files = files or OS_FILES
         self._interval_s = retention_check_interval_ms / 1000
         self._checkpoint_interval_ms = checkpoint_interval_ms
+        self._on_fence = on_fence
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.RLock()
         self._flusher = Flusher("sparklog-log-manager-flusher")
@@ -77,7 +79,7 @@ class LogManager:
     def _open(self, directory: str, overrides: Mapping | None) -> PartitionLog:
         config = self.default_config.with_overrides(overrides or {})
         return PartitionLog.open(directory, config, files=self._files, flusher=self._flusher, clock=self._clock,
-                                 checkpoint_interval_ms=self._checkpoint_interval_ms)
+                                 checkpoint_interval_ms=self._checkpoint_interval_ms, on_fence=self._on_fence)
 
     def load_existing(self) -> list[PartitionLog]:
         """Open (and recover) every `<topic>-<partition>` directory under the log dirs."""

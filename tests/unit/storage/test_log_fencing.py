@@ -165,3 +165,22 @@ def test_a_short_corruption_run(tmp_path, flusher):
         if not trial.ok:
             failures.append(trial)
     assert failures == []
+
+
+def test_the_fence_listener_hears_of_fences_at_open_and_when_they_change(tmp_path, flusher):
+    log = build(tmp_path, flusher)
+    (path, position, base, size), _ = middle_batch(log)
+    flip(path, position + size - 5)
+    heard = []
+    reopened = PartitionLog.open(log.directory, SETTINGS, flusher=flusher,
+                                 on_fence=lambda *event: heard.append(event))
+    served_offsets(reopened)  # the segment is verified before this first read, which finds the damage
+    assert heard == [("t", 0, ((base, base + 2),))]
+    reopened.close()
+    heard.clear()
+    again = PartitionLog.open(log.directory, SETTINGS, flusher=flusher, on_fence=lambda *event: heard.append(event))
+    assert heard == [("t", 0, ((base, base + 2),))]  # known from the fence file
+    again.config = again.config.with_overrides({"retention.bytes": 1})
+    again.enforce_retention()
+    assert heard[-1] == ("t", 0, ())
+    again.close()
