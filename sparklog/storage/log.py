@@ -755,13 +755,15 @@ class PartitionLog:
 
     # -- verification (Rule 5) ----------------------------------------------------------------------
 
-    def scrub(self, throttle: Callable[[int], None] | None = None) -> int:
-        """Verify every flushed closed segment whole, unverified ones first; return the bytes replayed.
+    def scrub(self, throttle: Callable[[int], None] | None = None, unverified_only: bool = False) -> int:
+        """Verify every flushed closed segment whole (or only those not yet verified since the log opened),
+        unverified ones first; return the bytes replayed.
 
         What the scrubber runs; `throttle(n)` is called after each read of n bytes and may sleep.
         """
         segments = self._segments
-        todo = sorted((s for s in segments[:-1] if s.next_offset <= self._recovery_point), key=lambda s: s.verified)
+        todo = sorted((s for s in segments[:-1] if s.next_offset <= self._recovery_point
+                       and not (unverified_only and s.verified)), key=lambda s: s.verified)
         replayed = 0
         for segment in todo:
             if self._closed:

@@ -5,7 +5,8 @@ them (CRC-32C and the offset chain, PartitionLog.scrub), so bit rot is fenced be
 
 Rule 1: a pass verifies the flushed, closed segments of every log the LogManager holds, those not yet
 verified since their log was opened first (log.py Rule 5); the first pass starts at once, each next one
-`interval_ms` after the previous one started (at once if that one ran longer).
+`interval_ms` after the previous one started (at once if that one ran longer). Between passes, every
+UNVERIFIED_CHECK_S a short pass verifies the segments of logs opened since (not yet verified).
 Rule 2: a pass reads at most `bytes_per_second` (a token bucket, refilled continuously); the fetch path
 (sendfile) is untouched, so what the scrub costs is disk bandwidth, shown by benchmarks/storage.py.
 Rule 3: damage found is fenced by the log (log.py Rule 4), never here; a log that fails (closed or
@@ -32,6 +33,7 @@ DEFAULT_SCRUBBER_ENABLE = True
 DEFAULT_SCRUBBER_BYTES_PER_SECOND = 16 * 1024 * 1024  # a few percent of one disk's sequential read rate
 DEFAULT_SCRUBBER_INTERVAL_MS = 24 * 3600 * 1000  # a pass a day, as Ceph's osd_scrub_min_interval
 SCRUBBER_KEYS = ("log.scrubber.enable", "log.scrubber.bytes.per.second", "log.scrubber.interval.ms")
+UNVERIFIED_CHECK_S = 10.0  # how soon the segments of a newly opened log are verified in the background
 
 
 @dataclass(frozen=True)
@@ -111,13 +113,13 @@ class Scrubber:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
 
-    def run_pass(self) -> int:
+    def run_pass(self, unverified_only: bool = False) -> int:
         """One pass over every log (Rules 1 to 3); returns the bytes verified."""
         throttle = _Throttle(self.config.bytes_per_second, self._stop)
         verified = 0
         for log in list(self._logs()):
             try:
-                verified += log.scrub(throttle.consume)
+                verified += log.scrub(throttle.consume, unverified_only)
             except LogClosedError:
                 continue  # deleted or closed meanwhile
             except _Stopped:
@@ -126,7 +128,7 @@ class Scrubber:
                 self._errors += 1
                 logger.exception("scrubbing %s failed", getattr(log, "name", log))
         self._verified += verified
-        self._passes += 1
+        self._passes += not unverified_only
         return verified
 
     def statistics(self) -> ScrubberStatistics:
@@ -134,11 +136,15 @@ class Scrubber:
 
     def _loop(self) -> None:
         interval_s = self.config.interval_ms / 1000
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                self.run_pass()
-            except _Stopped:
-                return
-            if self._stop.wait(max(0.0, started + interval_s - time.monotonic())):
-                return
+        next_pass = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                if time.monotonic() >= next_pass:
+                    next_pass = time.monotonic() + interval_s
+                    self.run_pass()
+                else:
+                    self.run_pass(unverified_only=True)
+                if self._stop.wait(max(0.0, min(UNVERIFIED_CHECK_S, next_pass - time.monotonic()))):
+                    return
+        except _Stopped:
+            return

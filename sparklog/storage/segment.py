@@ -414,8 +414,7 @@ class _IndexCheck:
             self._ok = self._ok and offsets[self._i] == (header.base_offset, position)
             self._i += 1
         while self._j < len(times) and times[self._j][0] <= header.base_offset:
-            self._ok = self._ok and times[self._j][0] == header.base_offset and (
-                times[self._j][1] <= header.max_timestamp)
+            self._ok = self._ok and times[self._j] == (header.base_offset, header.max_timestamp)
             self._j += 1
 
     def agrees(self) -> bool:

@@ -76,3 +76,21 @@ def test_bad_settings_are_refused_with_their_name(props):
 def test_settings_parse_from_broker_properties():
     assert ScrubberConfig.from_properties({"log.scrubber.enable": "false", "log.scrubber.bytes.per.second": "1024",
                                            "log.scrubber.interval.ms": "5000"}) == ScrubberConfig(False, 1024, 5000)
+
+
+def test_segments_of_a_log_opened_after_a_pass_are_verified_without_waiting_for_the_next(tmp_path, monkeypatch):
+    from sparklog.storage import scrubber as scrubber_module
+
+    monkeypatch.setattr(scrubber_module, "UNVERIFIED_CHECK_S", 0.05)
+    settings = dict(SETTINGS, **{"index.interval.bytes": 50})
+    with LogManager(str(tmp_path), settings, scrubber=ScrubberConfig(enable=False)) as manager:
+        fill(manager.get_or_create("t", 0))
+    config = ScrubberConfig(bytes_per_second=10**9, interval_ms=10**9)  # one full pass, at start
+    with LogManager(str(tmp_path), settings, scrubber=config) as manager:
+        time.sleep(0.2)  # the full pass found no logs
+        log = manager.load_existing()[0]
+        assert log.statistics().unverified_segments > 0
+        deadline = time.monotonic() + 10
+        while log.statistics().unverified_segments and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert log.statistics().unverified_segments == 0
