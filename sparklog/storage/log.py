@@ -13,7 +13,8 @@ tmp, fsync, rename, fsync dir) and the damaged segment is cut after its valid pr
 kept and offsets are never reused. A fenced range is a gap between two segments, which reads step over.
 Rule 5: a segment that was only loaded (its index trusted) is verified whole (CRC-32C and structure)
 before its first use (a read, a time lookup, retention, truncation), by whichever comes first of a
-reader and the background scrubber (scrubber.py), which also re-verifies flushed segments periodically.
+reader (in its own thread) and the background scrubber (scrubber.py), which the LogManager nudges when it
+opens such a log and which also re-verifies flushed segments periodically.
 
 The log start offset is the base offset of the first segment (retention deletes whole segments only), so
 it needs no checkpoint file of its own.

@@ -78,8 +78,11 @@ class LogManager:
 
     def _open(self, directory: str, overrides: Mapping | None) -> PartitionLog:
         config = self.default_config.with_overrides(overrides or {})
-        return PartitionLog.open(directory, config, files=self._files, flusher=self._flusher, clock=self._clock,
-                                 checkpoint_interval_ms=self._checkpoint_interval_ms, on_fence=self._on_fence)
+        log = PartitionLog.open(directory, config, files=self._files, flusher=self._flusher, clock=self._clock,
+                                checkpoint_interval_ms=self._checkpoint_interval_ms, on_fence=self._on_fence)
+        if log.statistics().unverified_segments:
+            self._scrubber.nudge()  # verify them in the background before a reader needs them
+        return log
 
     def load_existing(self) -> list[PartitionLog]:
         """Open (and recover) every `<topic>-<partition>` directory under the log dirs."""

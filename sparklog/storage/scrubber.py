@@ -6,7 +6,8 @@ them (CRC-32C and the offset chain, PartitionLog.scrub), so bit rot is fenced be
 Rule 1: a pass verifies the flushed, closed segments of every log the LogManager holds, those not yet
 verified since their log was opened first (log.py Rule 5); the first pass starts at once, each next one
 `interval_ms` after the previous one started (at once if that one ran longer). Between passes, every
-UNVERIFIED_CHECK_S a short pass verifies the segments of logs opened since (not yet verified).
+UNVERIFIED_CHECK_S, or at once when `nudge()`d (the LogManager does when it opens a log), a short pass
+verifies the segments of logs opened since, so that readers rarely pay for a first-use verification.
 Rule 2: a pass reads at most `bytes_per_second` (a token bucket, refilled continuously); the fetch path
 (sendfile) is untouched, so what the scrub costs is disk bandwidth, shown by benchmarks/storage.py.
 Rule 3: damage found is fenced by the log (log.py Rule 4), never here; a log that fails (closed or
@@ -98,6 +99,7 @@ class Scrubber:
         self._logs = logs
         self.config = config
         self._stop = threading.Event()
+        self._wake = threading.Event()  # nudge(): verify newly opened logs now
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._passes = 0
         self._verified = 0
@@ -108,8 +110,13 @@ class Scrubber:
             self._thread.start()
         return self
 
+    def nudge(self) -> None:
+        """Run the short pass over not yet verified segments now (Rule 1)."""
+        self._wake.set()
+
     def close(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
 
@@ -144,7 +151,7 @@ class Scrubber:
                     self.run_pass()
                 else:
                     self.run_pass(unverified_only=True)
-                if self._stop.wait(max(0.0, min(UNVERIFIED_CHECK_S, next_pass - time.monotonic()))):
-                    return
+                self._wake.wait(max(0.0, min(UNVERIFIED_CHECK_S, next_pass - time.monotonic())))
+                self._wake.clear()
         except _Stopped:
             return
