@@ -7,6 +7,7 @@ import time
 import pytest
 
 from support.corruption import run_trial
+from support.crashfs import CrashFiles, Crashed
 from support.storage_batches import make_batch, read_all
 from sparklog.records.batch import iter_batches
 from sparklog.storage import CorruptSegmentError, PartitionLog
@@ -223,3 +224,25 @@ def test_readers_never_step_over_valid_batches_while_the_scrubber_fences(tmp_pat
     assert problems == [] and passes[0] > 2
     assert log.fenced_ranges() == ((base, base + 2),)
     log.close()
+
+
+@pytest.mark.parametrize("method, match", [
+    ("rename", lambda p: p.endswith("fenced-offsets.tmp")),  # before the fence is durable
+    ("pwrite", lambda p: p.endswith(".log.tmp")),  # while the valid batches after it are copied
+    ("rename", lambda p: p.endswith(".log.tmp")),  # before the copy has its name
+    ("truncate", lambda p: p.endswith(".log")),  # before the damaged segment is cut
+    ("fsync_dir", lambda p: True),  # before the new names are durable
+])
+def test_power_loss_at_each_step_of_a_fence_keeps_every_valid_batch(tmp_path, flusher, method, match):
+    log = build(tmp_path, flusher)
+    (path, position, base, size), batches = middle_batch(log)
+    flip(path, position + size - 5)
+    files = CrashFiles()
+    files.arm(method, match)
+    with pytest.raises(Crashed):
+        opened = PartitionLog.open(log.directory, SETTINGS, flusher=flusher, files=files)
+        served_offsets(opened)  # the damaged segment is verified before this first read
+    reopened = PartitionLog.open(log.directory, SETTINGS, flusher=flusher)
+    assert [b for b, _ in served_offsets(reopened)] == [b[2] for b in batches if b[2] != base]
+    assert reopened.fenced_ranges() == ((base, base + 2),) and reopened.log_end_offset == 60
+    reopened.close()
