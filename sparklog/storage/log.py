@@ -324,7 +324,7 @@ class PartitionLog:
         added, cuts, source, last = [], [], segment, prefix
         while True:
             resync = find_next_batch(source._read_at, source.file_size(), prefix.truncate_at, prefix.next_offset + 1,
-                                     INT64_MAX if bound is None else bound)
+                                     INT64_MAX if bound is None else bound, self._may_end_at(protected_until, bound))
             end = resync.header.base_offset if resync else protected_until if bound is None else bound
             self._fence(source, prefix, end)
             cuts.append((source, prefix))
@@ -344,6 +344,13 @@ class PartitionLog:
             damaged.flush()
         self._files.fsync_dir(self.directory)
         return added, last
+
+    def _may_end_at(self, protected_until: int, bound: int | None) -> Callable[[int], bool]:
+        """Where a segment's last batch may end: at the next segment's base (or a fenced gap before it); the
+        last segment at the recovery point or past it (unflushed batches follow)."""
+        if bound is None:
+            return lambda next_offset: next_offset >= protected_until
+        return lambda next_offset: next_offset == bound or self._fences.covers(next_offset, bound)
 
     def _fence(self, segment: LogSegment, prefix: ValidPrefix, end: int) -> None:
         logger.error("%s: DATA LOSS: segment %s is damaged at byte %d (%s); fencing offsets [%d, %d) and keeping "

@@ -147,12 +147,16 @@ class Resync(NamedTuple):
 
 
 def find_next_batch(read_at: ReadAt, file_size: int, position: int, min_offset: int,
-                    max_offset: int = INT64_MAX) -> Resync | None:
-    """The first batch starting after `position` that is whole, passes its CRC-32C and whose offsets lie in
-    [min_offset, max_offset); None if there is none before the end of the file.
+                    max_offset: int = INT64_MAX, may_end_at: Callable[[int], bool] = lambda next_offset: True,
+                    ) -> Resync | None:
+    """The first batch starting after `position` that is whole, passes its CRC-32C, whose offsets lie in
+    [min_offset, max_offset) and whose base offset is confirmed; None if there is none.
 
-    Candidates are the positions whose magic byte is 2, found with bytes.find over 1 MiB windows, so a
-    zeroed region costs one pass in C and random bytes one header parse per 256 bytes.
+    baseOffset lies outside the CRC, so damage that ends inside it leaves a batch that passes its CRC at a
+    wrong offset: a candidate counts only if the next batch starts at its next offset (and passes its CRC),
+    or it ends the file and `may_end_at(its next offset)` says the file may end there (the next segment's
+    base, say). Candidates are the positions whose magic byte is 2, found with bytes.find over 1 MiB
+    windows, so a zeroed region costs one pass in C and random bytes one header parse per 256 bytes.
     """
     window_start = position + 1
     while window_start + HEADER_SIZE <= file_size:
@@ -162,11 +166,19 @@ def find_next_batch(read_at: ReadAt, file_size: int, position: int, min_offset: 
         i = window.find(_MAGIC_BYTE)
         while i >= 0:
             found = _candidate(read_at, file_size, window_start + i, min_offset, max_offset)
-            if found is not None:
+            if found is not None and _confirmed(read_at, file_size, found, may_end_at):
                 return found
             i = window.find(_MAGIC_BYTE, i + 1)
         window_start += len(window)
     return None
+
+
+def _confirmed(read_at: ReadAt, file_size: int, found: Resync, may_end_at: Callable[[int], bool]) -> bool:
+    after, next_offset = found.position + found.header.size, found.header.next_offset
+    if after == file_size:
+        return may_end_at(next_offset)
+    following = _candidate(read_at, file_size, after, next_offset, INT64_MAX)
+    return following is not None and following.header.base_offset == next_offset
 
 
 def _candidate(read_at: ReadAt, file_size: int, position: int, min_offset: int, max_offset: int) -> Resync | None:
