@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.dispatch import Dispatcher
 from sparklog.broker.handlers import BrokerState
+from sparklog.broker.log_faults import LogFaultReporter
 from sparklog.broker.partitions import PartitionManager
 from sparklog.broker.server import BrokerServer
 from sparklog.coordination import brokers as broker_registry
@@ -108,18 +109,21 @@ class Broker:
     # -- startup ------------------------------------------------------------------------------------------
 
     def _open_storage_and_zookeeper(self) -> None:
-        from sparklog.storage import LogConfig, LogManager
+        from sparklog.storage import LogConfig, LogManager, ScrubberConfig
 
         cfg = self.config
         self.zk = zk_connection.connect(cfg.zookeeper_connect,
                                         session_timeout=cfg.zookeeper_session_timeout_ms / 1000.0)
         self.cluster_id = cluster_registry.get_or_create_cluster_id(self.zk)
+        faults = LogFaultReporter(self.zk, cfg.broker_id)  # for `sparklog topics describe`
         self.logs = LogManager(list(cfg.log_dirs), LogConfig.from_dict(self._storage_defaults()),
-                               retention_check_interval_ms=cfg.log_retention_check_interval_ms)
+                               retention_check_interval_ms=cfg.log_retention_check_interval_ms,
+                               scrubber=ScrubberConfig.from_properties(cfg.raw), on_fence=faults.on_fence)
         if len(cfg.log_dirs) > 1:
             # get_or_create looks in the emptiest dir only; find existing logs in the others first
             self.logs.load_existing()
         self.executor = concurrent.futures.ThreadPoolExecutor(ZOOKEEPER_WORKERS, thread_name_prefix="broker-zk")
+        faults.start(self.executor)
 
     def _storage_defaults(self) -> dict[str, str]:
         from sparklog.storage.config import KEYS

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from sparklog.storage.scrubber import SCRUBBER_KEYS
+
 log = logging.getLogger(__name__)
 
 # Kafka's defaults, named as Kafka names them.
@@ -96,6 +98,7 @@ _BROKER_KEYS = {
     "log.retention.check.interval.ms",
     "log.flush.scheduler.interval.ms",
     "broker.rack",
+    *SCRUBBER_KEYS,  # log.scrubber.*: read by the storage (ScrubberConfig.from_properties)
 }
 # Keys a stock server.properties carries that have no meaning here yet: accepted silently.
 _IGNORED_KEYS = {

@@ -332,6 +332,10 @@ def _fetch_once(body, state):
                 except LogClosedError:
                     error = NOT_LEADER_OR_FOLLOWER
                     failed = True
+                except StorageError as exc:  # CorruptSegmentError: damage not yet fenced; clients retry
+                    log.error("fetch from %s failed: %s", plog, exc)
+                    error = KAFKA_STORAGE_ERROR
+                    failed = True
                 else:
                     size = len(records)
                     ready += size

@@ -93,12 +93,17 @@ def _topics_delete(args) -> int:
     return 0
 
 
+def _fenced(by_broker: dict) -> str:
+    """Damaged offset ranges the brokers fenced (bit rot), e.g. "1: 500-510, 900-901", or "-"."""
+    return "; ".join(f"{b}: " + ", ".join(f"{s}-{e - 1}" for s, e in r) for b, r in sorted(by_broker.items())) or "-"
+
+
 def _topics_describe(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
     from sparklog.client.admin import AdminClient
-    from sparklog.coordination import brokers, topics
+    from sparklog.coordination import brokers, log_faults, topics
     from sparklog.coordination.connection import close
 
     zk = _zk(args)
@@ -110,6 +115,7 @@ def _topics_describe(args) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         live = brokers.live_brokers(zk)
+        faults = log_faults.read_all(zk).by_partition
     finally:
         close(zk)
     console = Console()
@@ -121,14 +127,15 @@ def _topics_describe(args) -> int:
         config = ", ".join(f"{k}={v}" for k, v in sorted(topic.config.items())) or "-"
         table = Table(title=f"{topic.name}  partitions={len(topic.partitions)}  "
                             f"replication={topic.replication_factor}  config: {config}")
-        for column in ("partition", "leader", "replicas", "isr", "log start", "log end"):
+        for column in ("partition", "leader", "replicas", "isr", "log start", "log end", "fenced (broker: offsets)"):
             table.add_column(column, justify="right" if column != "replicas" and column != "isr" else "left")
         for p, replicas in sorted(topic.partitions.items()):
             state = topic.states.get(p)
             leader = "-" if state is None else str(state.leader) + ("" if state.leader in live else " (down)")
             start, end = offsets.get(p, ("?", "?"))
             table.add_row(str(p), leader, ",".join(map(str, replicas)),
-                          "-" if state is None else ",".join(map(str, state.isr)), str(start), str(end))
+                          "-" if state is None else ",".join(map(str, state.isr)), str(start), str(end),
+                          _fenced(faults.get((topic.name, p), {})))
         console.print(table)
     if admin is not None:
         admin.close()

@@ -14,6 +14,7 @@ Rule 2: the paths are relative to the client's chroot, so several clusters can s
     /consumers/<group>/owners/<topic>/<p>                ephemeral owner of a partition (paper 3.2)
     /consumers/<group>/offsets/<topic>/<p>               committed offset (paper 3.2), persistent
     /latest_producer_id_block                            {"version":1,"broker":..,"block_start":..,...}
+    /log_faults/<broker id>                              fenced log ranges the broker reports (log_faults.py)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ BROKER_TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
 CONSUMERS = "/consumers"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+LOG_FAULTS = "/log_faults"
 
 # Longest group/consumer id we put in a path; ZooKeeper itself refuses znodes over jute.maxbuffer (1 MiB).
 MAX_NAME_LENGTH = 255

@@ -7,6 +7,7 @@ from sparklog.records.batch import CorruptRecordError
 __all__ = [
     "CorruptIndexError",
     "CorruptRecordError",
+    "CorruptSegmentError",
     "InvalidConfigError",
     "InvalidTopicName",
     "LogClosedError",
@@ -47,6 +48,11 @@ class InvalidConfigError(StorageError, ValueError):
 
 class CorruptIndexError(StorageError):
     """An index file fails its sanity check; the caller rebuilds it from the log."""
+
+
+class CorruptSegmentError(StorageError):
+    """A read found no valid batch where the index and the offset chain say one starts (bit rot found
+    while reading, KAFKA_STORAGE_ERROR, 56, which clients retry); the log fences the damage."""
 
 
 class LogClosedError(StorageError):
