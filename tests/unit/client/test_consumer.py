@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from sparklog.client.consumer import Consumer, _PartitionState, next_fetch_offset
+from sparklog.client.consumer import Consumer, _PartitionState
+from sparklog.records.batch import next_fetch_offset
 from sparklog.records.batch import CorruptRecordError, build_batch, set_base_offset
 
 
