@@ -49,6 +49,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     reset.add_argument("--to", required=True, help="earliest, latest or an offset")
     reset.add_argument("--topic", action="append", help="only these topics (default: every topic it committed)")
     reset.set_defaults(func=run_groups_reset)
+    for parser in (commands.choices.values()):  # --zookeeper also after the subcommand, as for `topics`
+        parser.add_argument("--zookeeper", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        parser.add_argument("--bootstrap-server", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     groups.set_defaults(func=lambda args: (groups.print_help(), 2)[1])
 
 

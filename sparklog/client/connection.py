@@ -8,7 +8,7 @@ request order, so each frame's correlation id must equal the oldest in-flight re
 request in flight fails (retriable).
 Rule 3: a request that needs no response (Produce with acks=0) completes as soon as it is written.
 
-Rule 4 (unreachable brokers): a failed connect names the address and why (`connect_failure_reason`:
+Rule 4 (unreachable brokers): a failed connect names the address and why (`reachability.failure_reason`:
 connection refused, name not resolved, timed out); the broker is not tried again before its reconnect
 backoff (exponential from `reconnect.backoff.ms` to `reconnect.backoff.max.ms`, see backoff.py), and a
 warning is logged at the first failure and then at most every `UNREACHABLE_WARNING_INTERVAL_S` while the
@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from sparklog.client.backoff import ExponentialBackoff
 from sparklog.client.errors import CorrelationIdMismatch, KafkaConnectionError, RequestTimedOut
+from sparklog.coordination.reachability import failure_reason
 from sparklog.protocol.frame import NEED_DATA, CLOSED, FrameDecoder
 
 logger = logging.getLogger(__name__)
@@ -41,17 +42,6 @@ UNREACHABLE_WARNING_INTERVAL_S = 10.0  # librdkafka also repeats a broker's conn
 _CORRELATION = struct.Struct(">i")
 _CORRELATION_LIMIT = 1 << 31
 _MAX_IOV = 64  # buffers per sendmsg (Linux allows 1024)
-
-
-def connect_failure_reason(exc: BaseException) -> str:
-    """Why a connect failed, in the words a user looks for (Rule 4)."""
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(exc, socket.gaierror):
-        return f"name not resolved ({exc.strerror or exc})"
-    if isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError
-        return "timed out"
-    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
 
 
 def _codec():
@@ -437,7 +427,7 @@ class NetworkClient:
         self._retry_at[node_id] = now + self.reconnect_backoff.delay(failures)
         self._connect_failures[node_id] = failures + 1
         where = f"{'bootstrap server' if node_id < 0 else f'broker {node_id} at'} {address[0]}:{address[1]}"
-        described = self._connect_errors[node_id] = f"{where}: {connect_failure_reason(exc)}"
+        described = self._connect_errors[node_id] = f"{where}: {failure_reason(exc)}"
         if failures == 0 or now - self._warned_at >= UNREACHABLE_WARNING_INTERVAL_S:
             self._warned_at = now
             logger.warning("cannot reach %s; retrying", described)
