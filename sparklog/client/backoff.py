@@ -20,6 +20,7 @@ from dataclasses import dataclass
 MULTIPLIER = 2  # Kafka's CommonClientConfigs.RETRY_BACKOFF_EXP_BASE
 JITTER = 0.2  # Kafka's CommonClientConfigs.RETRY_BACKOFF_JITTER: +-20%
 _MAX_EXPONENT = 62  # beyond this the doubling only overflows: max has long been reached
+_random = random.Random()  # our own generator: jitter never disturbs (or depends on) the global one
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class ExponentialBackoff:
     initial_ms: float
     max_ms: float
 
-    def delay(self, attempts: int, uniform=random.uniform) -> float:
+    def delay(self, attempts: int, uniform=_random.uniform) -> float:
         if self.initial_ms >= self.max_ms:
             return max(0.0, self.max_ms) / 1000.0  # Rule 2: fixed backoff
         term = self.initial_ms * MULTIPLIER ** min(max(0, attempts), _MAX_EXPONENT)
