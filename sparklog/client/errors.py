@@ -42,10 +42,6 @@ class ClientClosed(ClientError):
     """The producer or consumer was closed."""
 
 
-class CommitFenced(ClientError):
-    """An offset commit was refused because another consumer now owns the partition."""
-
-
 # What a command line reports as one line (`sparklog.cli`, Rule 2): the clients' own errors, and every
 # connection failure or timeout, ZooKeeper's included (`ZooKeeperUnavailable` is a ConnectionError).
 UNREACHABLE = (ClientError, ConnectionError, TimeoutError)

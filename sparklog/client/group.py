@@ -52,7 +52,7 @@ from sparklog.client import group_registry as registry
 from sparklog.client.backoff import ExponentialBackoff
 from sparklog.client.config import CONSUMER_DEFAULTS, GROUP_DEFAULTS, resolve
 from sparklog.client.consumer import Consumer
-from sparklog.client.errors import ClientClosed, CommitFenced
+from sparklog.client.errors import ClientClosed
 from sparklog.client.message import ConsumerRecord
 from sparklog.coordination import paths, rebalance
 from sparklog.coordination.connection import close as close_zk, connect, retrying
@@ -303,7 +303,7 @@ class GroupConsumer:
             try:
                 registry.commit_offset(self._zk, self.group, claim, offset)
                 self._committed[tp] = offset
-            except CommitFenced:
+            except registry.CommitFenced:
                 self.fenced_commits += 1
                 logger.warning("group consumer %s: commit of %s fenced; rebalancing", self.consumer_id, tp)
                 self._claims.pop(tp, None)
