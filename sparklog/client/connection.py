@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 RECV_BYTES = 1 << 20  # one recv() reads up to 1 MiB: a fetch response arrives in few calls
 RECONNECT_BACKOFF = ExponentialBackoff(50, 1_000)  # Kafka's reconnect.backoff.ms and reconnect.backoff.max.ms
+_UNEXPECTED_ERROR_BACKOFF = ExponentialBackoff(100, 1_000)  # retry.backoff.ms and retry.backoff.max.ms defaults
 UNREACHABLE_WARNING_INTERVAL_S = 10.0  # librdkafka also repeats a broker's connect failure only now and then
 _CORRELATION = struct.Struct(">i")
 _CORRELATION_LIMIT = 1 << 31
@@ -508,14 +509,17 @@ class IOThread(threading.Thread):
         self._stopping = False
 
     def run(self) -> None:
+        failures = 0  # unexpected errors in a row: a bug, logged, and not allowed to spin the CPU
         try:
             while not self._stopping:
                 try:
                     timeout = self.step()
                     self.client.poll(timeout)
+                    failures = 0
                 except Exception:
                     logger.exception("%s: unexpected error; continuing", self.name)
-                    time.sleep(0.1)
+                    time.sleep(_UNEXPECTED_ERROR_BACKOFF.delay(failures))
+                    failures += 1
         finally:
             self.client.close()
 

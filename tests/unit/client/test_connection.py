@@ -150,3 +150,20 @@ def test_failure_reasons_name_the_failure():
     assert failure_reason(socket.timeout("timed out")) == "timed out"
     assert failure_reason(socket.gaierror(-2, "Name or service not known")).startswith("name not resolved")
     assert failure_reason(OSError(113, "No route to host")) == "no route to host"
+
+
+def test_clients_that_give_up_say_which_broker_and_why():
+    from sparklog.client.admin import AdminClient
+    from sparklog.client.consumer import Consumer
+    from sparklog.client.errors import NoBrokersAvailable
+
+    started = time.monotonic()
+    with AdminClient("127.0.0.1:1", request_timeout_ms=1_000) as admin:
+        with pytest.raises(NoBrokersAvailable, match="127.0.0.1:1: connection refused"):
+            admin.describe()
+    with Consumer("127.0.0.1:1", request_timeout_ms=1_000) as consumer:
+        with pytest.raises(NoBrokersAvailable, match="127.0.0.1:1: connection refused"):
+            consumer.end_offsets([("t", 0)])
+        with pytest.raises(NoBrokersAvailable, match="connection refused"):
+            consumer.partitions_for_topic("t")
+    assert time.monotonic() - started < 10  # each within its own timeout, not the defaults'
