@@ -117,3 +117,9 @@ def test_an_unreachable_zookeeper_is_named_with_why(command):
     done = sparklog(*command, input=b"hi\n", timeout=40)
     err = _one_line_error(done, "ZooKeeper", REFUSED, "connection refused")
     assert f"cannot reach ZooKeeper at {REFUSED}: connection refused; retrying" in err
+
+
+def test_a_bad_reset_target_is_one_line_before_anything_is_contacted():
+    done = sparklog("groups", "reset-offsets", "g", "--to", "yesterday", "--zookeeper", REFUSED, timeout=30)
+    assert done.returncode == 2 and done.stderr.decode().strip() == (
+        "error: --to is earliest, latest or an offset (>= 0), not 'yesterday'")
