@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, strategies as st
 
 from sparklog.client.backoff import JITTER, ExponentialBackoff, Retry
@@ -17,7 +18,7 @@ def test_the_delay_is_the_jittered_exponential_term_capped_at_max(initial, cap, 
         assert delay == cap / 1000  # Kafka's way of asking for a fixed backoff
     elif attempts < 40:
         term = initial * 2 ** attempts
-        assert delay == min(cap, term * (1 - JITTER + 2 * JITTER * draw)) / 1000
+        assert delay == pytest.approx(min(cap, term * (1 - JITTER + 2 * JITTER * draw)) / 1000)
 
 
 def test_retries_in_a_row_back_off_more_and_jitter_spreads_them():
