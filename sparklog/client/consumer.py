@@ -9,14 +9,16 @@ Threads: the application thread iterates (or polls); one daemon I/O thread ("spa
 `Fetcher`. The fetcher keeps one Fetch request in flight per broker and sends the next one as soon as the
 previous answer arrives, so the next fetch is on the wire while the application iterates over the current
 one; at most `queued.max.chunks` answered partition chunks wait for the application, which bounds memory.
-The fetcher only walks batch headers (to know where the next fetch starts); the application thread decodes
-each chunk with `records.iter_batches` (CRC-32C checked when `check.crcs`, the default: a bad batch raises
-`CorruptRecordError` and is never yielded) and `batch.records()`. A truncated last batch, which a fetch
-response may end with, is skipped and fetched again whole.
+The fetcher only walks batch headers (`records.batch.next_fetch_offset`, to know where the next fetch starts);
+the application thread decodes each chunk with `records.batch.batches_in_range` (CRC-32C checked when
+`check.crcs`, the default: a bad batch raises `CorruptRecordError` and is never yielded), the trimming rule it
+shares with the Spark fetcher. A truncated last batch, which a fetch response may end with, is skipped and
+fetched again whole.
 
 Rule 1 (positions): `position(tp)` is the offset of the next record the application will get; a record is
 yielded only if its offset is at least the position it was fetched for. `seek` bumps the partition's epoch:
-chunks and in-flight answers of an older epoch are dropped.
+chunks and in-flight answers of an older epoch are dropped. The I/O thread changes positions and epochs only
+under the lock `seek` holds (see `Fetcher`).
 Rule 2 (resets): a partition without a position, or whose fetch says OFFSET_OUT_OF_RANGE, is reset by
 `auto.offset.reset`: `earliest`/`smallest` or `latest`/`largest` through ListOffsets, or `none`: the
 application gets `OffsetOutOfRange` / `NoOffsetForPartition`.
