@@ -207,7 +207,6 @@ class Broker:
             ("statistics and api matrix", self.log_reports),
             ("registration", lambda: self.registration and self.registration.close()),
             ("partitions", lambda: self.partitions and self.partitions.close()),
-            ("dispatcher", lambda: self.dispatcher and self.dispatcher.close()),
             ("executor", lambda: self.executor and self.executor.shutdown(wait=True, cancel_futures=True)),
             ("logs", lambda: self.logs and self.logs.close()),
             ("zookeeper", lambda: self.zk and zk_connection.close(self.zk)),

@@ -155,9 +155,6 @@ class Dispatcher:
         return DispatcherStatistics(names, self._unsupported, self._malformed, _matrix(self._served),
                                     _matrix(self._refused))
 
-    def close(self) -> None:
-        pass
-
 
 def api_name(key: int) -> str:
     """Kafka's name of an api key (ApiKey.INIT_PRODUCER_ID -> "InitProducerId"); the number if unknown."""

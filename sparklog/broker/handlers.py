@@ -647,11 +647,14 @@ async def _offset_commit(body, state) -> OffsetCommitResponse:
             offsets[(topic.name, part.partition_index)] = offset_registry.OffsetAndMetadata(
                 part.committed_offset, part.committed_metadata or "")
     try:
-        await state.blocking(offset_registry.commit_offsets, state.zk, body.group_id, offsets)
+        refused = await state.blocking(offset_registry.commit_offsets, state.zk, body.group_id, offsets)
     except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: retriable for the client
         log.warning("committing offsets of group %s failed: %s", body.group_id, exc)
         for key in offsets:
             codes[key] = COORDINATOR_NOT_AVAILABLE
+    else:  # a member-less commit to a partition a group member owns (offsets.py Rule 2), as Kafka answers it
+        for key in refused:
+            codes[key] = UNKNOWN_MEMBER_ID
     return _offset_commit_response(body, lambda t, p: codes.get((t, p), NONE))
 
 

@@ -7,10 +7,11 @@ producer or consumer started next finds it.
 
 from __future__ import annotations
 
-import time
 
+from sparklog.client.backoff import ExponentialBackoff, Retry
 from sparklog.client.config import COMMON_DEFAULTS, resolve
 from sparklog.client.connection import IOThread, NetworkClient
+from sparklog.client.errors import NoBrokersAvailable
 from sparklog.client.metadata import METADATA_VERSION, NO_LEADER
 from sparklog.client.producer import bootstrap_from
 from sparklog.protocol import (ApiKey, CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
@@ -26,24 +27,25 @@ class AdminClient:
         config = resolve(COMMON_DEFAULTS, settings)
         self.config = config
         self.timeout = config["request.timeout.ms"] / 1000.0
-        self._client = NetworkClient(bootstrap_from(bootstrap_servers or config["bootstrap.servers"], zookeeper),
-                                     config["client.id"], request_timeout_ms=config["request.timeout.ms"])
+        self._backoff = ExponentialBackoff.retry(config)
+        self._client = NetworkClient.from_config(
+            bootstrap_from(bootstrap_servers or config["bootstrap.servers"], zookeeper), config)
         self._thread = IOThread("sparklog-admin-io", self._client, lambda: None)
         self._thread.start()
 
     def _call(self, api_key: int, version: int, body, timeout: float | None = None):
-        deadline = time.monotonic() + (timeout or self.timeout)
+        retry = Retry(self._backoff, timeout or self.timeout)
         error: BaseException | None = None
-        while time.monotonic() < deadline:
+        while not retry.expired():
             node = self._client.least_loaded_node()
-            if node is None:
-                time.sleep(0.05)
-                continue
-            try:
-                return self._client.submit(node, api_key, version, body).wait(max(0.01, deadline - time.monotonic()))
-            except ConnectionError as exc:
-                error = exc
-                time.sleep(0.05)
+            if node is not None:
+                try:
+                    return self._client.submit(node, api_key, version, body).wait(max(0.01, retry.remaining()))
+                except ConnectionError as exc:
+                    error = exc
+            retry.sleep()
+        if not self._client.ever_connected:
+            raise NoBrokersAvailable(self._client.unreachable())
         raise TimeoutError(f"no broker answered api {api_key}: {error}")
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
@@ -79,14 +81,14 @@ class AdminClient:
     def wait_for_leaders(self, name: str, timeout: float | None = None) -> dict[int, int]:
         """Until the metadata names a leader for every partition and each leader serves its partition (it
         answers ListOffsets for it): only then does even an acks=0 record land."""
-        deadline = time.monotonic() + (timeout or self.timeout)
+        retry = Retry(self._backoff, timeout or self.timeout)
         while True:
             leaders = self.describe([name]).get(name)
             if leaders and all(leader != NO_LEADER for leader in leaders.values()) and self._served(name, leaders):
                 return leaders
-            if time.monotonic() > deadline:
+            if retry.expired():
                 raise TimeoutError(f"topic {name!r} has no serving leader for every partition: {leaders}")
-            time.sleep(0.05)
+            retry.sleep()
 
     def _served(self, name: str, leaders: dict[int, int]) -> bool:
         from sparklog.client.consumer import LIST_OFFSETS_VERSION, list_offsets_request

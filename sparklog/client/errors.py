@@ -42,12 +42,9 @@ class ClientClosed(ClientError):
     """The producer or consumer was closed."""
 
 
-class SessionLost(ClientError):
-    """The group consumer's ZooKeeper session expired: its partitions may already belong to others."""
-
-
-class CommitFenced(ClientError):
-    """An offset commit was refused because another consumer now owns the partition."""
+# What a command line reports as one line (`sparklog.cli`, Rule 2): the clients' own errors, and every
+# connection failure or timeout, ZooKeeper's included (`ZooKeeperUnavailable` is a ConnectionError).
+UNREACHABLE = (ClientError, ConnectionError, TimeoutError)
 
 
 def is_retriable(exc: BaseException) -> bool:

@@ -103,6 +103,7 @@ def _topics_describe(args) -> int:
     from rich.table import Table
 
     from sparklog.client.admin import AdminClient
+    from sparklog.client.errors import UNREACHABLE
     from sparklog.coordination import brokers, log_faults, topics
     from sparklog.coordination.connection import close
 
@@ -123,7 +124,12 @@ def _topics_describe(args) -> int:
     for topic in found:
         offsets = {}
         if admin is not None:
-            offsets = admin.log_offsets(topic.name, admin.describe([topic.name]).get(topic.name, {}))
+            try:
+                offsets = admin.log_offsets(topic.name, admin.describe([topic.name]).get(topic.name, {}))
+            except UNREACHABLE as exc:  # what ZooKeeper knows is still worth showing; say why offsets are "?"
+                print(f"warning: log offsets unavailable: {exc}", file=sys.stderr)
+                admin.close()
+                admin = None
         config = ", ".join(f"{k}={v}" for k, v in sorted(topic.config.items())) or "-"
         table = Table(title=f"{topic.name}  partitions={len(topic.partitions)}  "
                             f"replication={topic.replication_factor}  config: {config}")

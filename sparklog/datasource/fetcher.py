@@ -17,7 +17,6 @@ timestamp type, which the Consumer's per-record API does not carry, and creates 
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from typing import Iterator
 
 import pyarrow as pa
@@ -27,7 +26,7 @@ from sparklog.datasource.errors import missing_range, report_data_loss
 from sparklog.datasource.metadata import bootstrap_servers
 from sparklog.datasource.offsets import SparklogInputPartition
 from sparklog.datasource.options import ReadOptions
-from sparklog.records.batch import iter_batches
+from sparklog.records.batch import batches_in_range
 
 ROWS_PER_ARROW_BATCH = 65_536  # bounded memory per task: Spark streams the batches on as they come
 POLL_INTERVAL_S = 0.5  # one poll's wait; the overall deadline is kafkaConsumer.pollTimeoutMs
@@ -122,20 +121,10 @@ def _fetch_into(builder: ColumnBuilder, consumer, position: int, end: int, on_ga
     if chunk is None:
         return position
     _state, _epoch, view, _start = chunk
-    for batch in iter_batches(view, consumer.config["check.crcs"]):
-        if batch.next_offset <= position:
-            continue
+    for batch, columns in batches_in_range(view, position, end, consumer.config["check.crcs"]):
         if batch.base_offset > position and on_gap is not None:  # a fenced range (Rule 2)
             on_gap(position, min(batch.base_offset, end))
-        if batch.base_offset >= end:
-            return max(position, end)
-        if not batch.is_control:
-            offsets, timestamps, keys, values, headers = batch.columns()
-            if offsets and (offsets[0] < position or offsets[-1] >= end):  # offsets ascend within a batch
-                first, last = bisect_left(offsets, position), bisect_left(offsets, end)
-                offsets, timestamps, keys, values, headers = (
-                    column[first:last] for column in (offsets, timestamps, keys, values, headers))
-            if offsets:
-                builder.append(offsets, timestamps, keys, values, headers, batch.timestamp_type)
+        if columns is not None and columns.offsets:
+            builder.append(*columns, batch.timestamp_type)
         position = min(max(position, batch.next_offset), end)
     return position

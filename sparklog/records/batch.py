@@ -37,8 +37,9 @@ Record (design notes, section 5.3.2); varint/varlong are zig-zag encoded as in p
 from __future__ import annotations
 
 import struct
-from itertools import starmap as _starmap
 import time
+from bisect import bisect_left
+from itertools import starmap as _starmap
 from typing import Iterable, Iterator, NamedTuple
 
 from crc32c import crc32c
@@ -69,11 +70,13 @@ MAGIC_OFFSET = struct.calcsize(">qii")  # 16
 CRC_OFFSET = MAGIC_OFFSET + 1  # 17
 ATTRIBUTES_OFFSET = CRC_OFFSET + 4  # 21: the CRC covers [21, end)
 PARTITION_LEADER_EPOCH_OFFSET = LOG_OVERHEAD  # 12
+LAST_OFFSET_DELTA_OFFSET = ATTRIBUTES_OFFSET + struct.calcsize(">h")  # 23: follows the int16 attributes
 MAGIC = 2
 
 _BASE_OFFSET = struct.Struct(">q")
 _LENGTH = struct.Struct(">i")
 _LEADER_EPOCH = struct.Struct(">i")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -555,3 +558,55 @@ def iter_records(buffer, check_crc: bool = True) -> Iterator[Record]:
     for batch in iter_batches(buffer, check_crc):
         if not batch.attributes & CONTROL_MASK:
             yield from batch.records()
+
+
+def next_fetch_offset(buffer, start: int) -> int:
+    """The offset after the last whole batch in `buffer`, or `start` if none is whole.
+
+    Reads only the headers' baseOffset, batchLength, magic and lastOffsetDelta (no CRC, no records): a
+    fetcher knows where its next fetch starts without decoding. It stops at the first batch that is partial
+    (a fetch response may end with one) or malformed (`iter_batches` reports that to whoever decodes it).
+    """
+    view = _byte_view(buffer)
+    end = len(view)
+    position = 0
+    next_offset = start
+    while end - position >= HEADER_SIZE:
+        (base,) = _BASE_OFFSET.unpack_from(view, position)
+        (length,) = _LENGTH.unpack_from(view, position + _BASE_OFFSET.size)
+        size = length + LOG_OVERHEAD
+        if length < _BATCH_OVERHEAD or view[position + MAGIC_OFFSET] != MAGIC or end - position < size:
+            break
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(view, position + LAST_OFFSET_DELTA_OFFSET)
+        next_offset = max(next_offset, base + delta + 1)
+        position += size
+    return next_offset
+
+
+def batches_in_range(buffer, start: int, end: int | None = None,
+                     check_crc: bool = True) -> Iterator[tuple[RecordBatch, RecordColumns | None]]:
+    """`(batch, columns)` for each whole batch of `buffer` holding offsets in `[start, end)` (`end` None: no end).
+
+    The one trimming rule of every reader of fetched batches (the consumer, the Spark fetcher): batches
+    that end before `start` are skipped; a data batch's columns are cut to the records inside `[start, end)`
+    (a fetch may begin inside a batch). `columns` None means "nothing to read here, but move your position
+    past this batch (up to `end`)": a control batch (a transaction marker), and the first batch at or past
+    `end`, which also ends the iteration (the range is complete even if compaction left a gap before it).
+    Errors are `iter_batches`': a corrupt batch raises before anything of it is returned.
+    """
+    for batch in iter_batches(buffer, check_crc):
+        if batch.next_offset <= start:
+            continue
+        if end is not None and batch.base_offset >= end:
+            yield batch, None
+            return
+        if batch.attributes & CONTROL_MASK:
+            yield batch, None
+            continue
+        columns = batch.columns()
+        offsets = columns.offsets  # ascending within a batch
+        if offsets and (offsets[0] < start or (end is not None and offsets[-1] >= end)):
+            first = bisect_left(offsets, start)
+            last = len(offsets) if end is None else bisect_left(offsets, end)
+            columns = RecordColumns(*(column[first:last] for column in columns))
+        yield batch, columns

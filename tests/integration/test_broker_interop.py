@@ -54,14 +54,40 @@ def cluster(request, zookeeper, tmp_path_factory):
     return c
 
 
+# Each test's clients carry the test's own tag in the name they give the broker (software version, or client_id
+# for clients that send no ApiVersions v3+), so a test checks the versions ITS clients were served, whatever
+# ran before it; broker_matrix drops the tag again for the run's table.
+_TAG = {"now": ""}
+
+
+@pytest.fixture(autouse=True)
+def own_client_names(monkeypatch):
+    from kafka.net.connection import KafkaConnection
+    from kafka.net.manager import KafkaConnectionManager
+
+    _TAG["now"] = broker_matrix.new_tag()
+    for cls in (KafkaConnection, KafkaConnectionManager):  # kafka-python's clients take no such option
+        monkeypatch.setitem(cls.DEFAULT_CONFIG, "client_software_version", f"3.0-{_TAG['now']}")
+    yield
+    _TAG["now"] = ""
+
+
+def tagged(name: str) -> str:
+    return f"{name}-{_TAG['now']}"
+
+
+def confluent_names() -> dict:
+    return {"client.software.name": "confluent-kafka-python", "client.software.version": f"2.16-{_TAG['now']}"}
+
+
 def served_to(cluster, software: str) -> dict[str, set[int]]:
-    """{api: versions} the broker served to clients whose name starts with `software` (merged); every
-    version must be inside the range we advertise. Records the broker's matrix for the run's table."""
+    """{api: versions} the broker served to this test's clients of `software`; every version must be inside
+    the range we advertise. Records the broker's matrix for the run's table."""
     matrix = cluster.brokers[1].api_matrix()
     broker_matrix.record(matrix)
     merged: dict[str, set[int]] = {}
     for client, apis in matrix["served"].items():
-        if client.startswith(software):
+        if client == tagged(software):
             for api, versions in apis.items():
                 merged.setdefault(api, set()).update(versions)
     advertised = {api_name(key): rng for key, rng in API_VERSIONS.items()}
@@ -73,7 +99,7 @@ def served_to(cluster, software: str) -> dict[str, set[int]]:
 
 
 def assert_negotiated(cluster, software: str, *apis: str) -> None:
-    """`software` used each of `apis`, each at exactly the versions in NEGOTIATED."""
+    """This test's clients of `software` used each of `apis`, each at exactly the versions in NEGOTIATED."""
     served = served_to(cluster, software)
     for api in apis:
         assert served.get(api) == NEGOTIATED[software][api], (software, api, served.get(api))
@@ -93,7 +119,7 @@ def confluent_produce(bootstrap, topic, msgs, acks, compression):
 
     errors = []
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "compression.type": compression,
-                         "linger.ms": 5, "enable.idempotence": False})
+                         "linger.ms": 5, "enable.idempotence": False, **confluent_names()})
     for key, value in msgs:
         producer.produce(topic, value=value, key=key, on_delivery=lambda err, m: err and errors.append(err))
         producer.poll(0)
@@ -157,7 +183,7 @@ def test_kafka_python_produces_confluent_reads_back_and_commits(cluster, compres
 
     group = f"g-{compression}"
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", **confluent_names()})
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
@@ -188,7 +214,8 @@ def test_aiokafka_metadata_produce_consume(cluster):
     msgs = messages(topic, 200)
 
     async def scenario():
-        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, compression_type="lz4", acks="all")
+        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, compression_type="lz4", acks="all",
+                                    client_id=tagged(AIOKAFKA))
         await producer.start()
         try:
             partitions = await producer.partitions_for(topic)  # auto-creates through Metadata
@@ -198,7 +225,7 @@ def test_aiokafka_metadata_produce_consume(cluster):
         finally:
             await producer.stop()
         consumer = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
-                                    enable_auto_commit=False)
+                                    enable_auto_commit=False, client_id=tagged(AIOKAFKA))
         await consumer.start()
         try:
             assert topic in await consumer.topics()
@@ -246,6 +273,58 @@ def test_list_offsets_and_metadata_through_kafka_python_admin(cluster):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Older versions, driven by a real client pinned to an older broker version
+
+# kafka-python with `api_version` pinned: the versions it then uses, as observed. It names itself by client_id
+# (ApiVersions below v3 carries no software name). Not pinnable here: kafka-python's 0.10.x (Produce v2, message
+# format v1, which a RecordBatch-v2-only broker does not serve), and librdkafka, whose
+# `broker.version.fallback` with `api.version.request=false` holds only below 0.10 (message format v0/v1) and
+# otherwise negotiates through ApiVersions anyway. Versions no client exercised are "codec-only" in the
+# run's matrix (support/broker_matrix.py).
+PINNED = {
+    (0, 11): {"ApiVersions": {1}, "Metadata": {4}, "Produce": {3}, "Fetch": {5}, "ListOffsets": {2},
+              "InitProducerId": {0}},
+    (1, 0): {"ApiVersions": {1}, "Metadata": {5}, "Produce": {5}, "Fetch": {6}, "ListOffsets": {2},
+             "InitProducerId": {0}},
+    (1, 1): {"ApiVersions": {1}, "Metadata": {5}, "Produce": {5}, "Fetch": {7}, "ListOffsets": {2},
+             "InitProducerId": {0}},
+    (2, 0): {"ApiVersions": {2}, "Metadata": {6}, "Produce": {6}, "Fetch": {8}, "ListOffsets": {3},
+             "InitProducerId": {1}},
+    (2, 1): {"ApiVersions": {2}, "Metadata": {7}, "Produce": {7}, "Fetch": {10}, "ListOffsets": {4},
+             "InitProducerId": {1}},
+}
+
+
+@pytest.mark.parametrize("api_version", sorted(PINNED), ids=lambda v: ".".join(map(str, v)))
+def test_kafka_python_pinned_to_an_older_broker_version_produces_and_reads_back(cluster, api_version):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    name = "kafka-python api_version=" + ".".join(map(str, api_version))
+    topic = f"pinned-{'-'.join(map(str, api_version))}"
+    msgs = messages(topic, 100)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, api_version=api_version, client_id=tagged(name),
+                             acks="all", compression_type="gzip")
+    futures = [producer.send(topic, key=k, value=v) for k, v in msgs]
+    producer.flush(TIMEOUT_S)
+    assert all(f.get(TIMEOUT_S).offset >= 0 for f in futures)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, api_version=api_version, client_id=tagged(name),
+                             group_id=None, enable_auto_commit=False, auto_offset_reset="earliest")
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        got, deadline = [], time.monotonic() + TIMEOUT_S
+        while len(got) < len(msgs) and time.monotonic() < deadline:
+            got += [(r.key, r.value) for rs in consumer.poll(timeout_ms=500).values() for r in rs]
+        assert sum(consumer.end_offsets(tps).values()) == len(msgs)
+    finally:
+        consumer.close()
+    assert sorted(got) == sorted(msgs)
+    assert served_to(cluster, name) == PINNED[api_version]
+
+
+# ---------------------------------------------------------------------------------------------------------
 # kcat (Debian's: librdkafka 2.0, which enables features only on exact broker versions)
 
 KCAT_FORMAT = "%p %o %K %S|%k%s"  # partition, offset, key length, value length, then the raw key and value
@@ -256,7 +335,8 @@ def kcat(cluster, *args: str, stdin: bytes | None = None) -> bytes:
     """Run kcat against the cluster; it must be installed (scripts/setup.sh) and must succeed."""
     path = shutil.which("kcat")
     assert path, "kcat is not installed: run scripts/setup.sh (apt-get install -y kcat)"
-    done = subprocess.run([path, "-b", cluster.bootstrap, *args], input=stdin, capture_output=True,
+    names = ("-X", "client.software.name=librdkafka", "-X", f"client.software.version=2.0-{_TAG['now']}")
+    done = subprocess.run([path, "-b", cluster.bootstrap, *names, *args], input=stdin, capture_output=True,
                           timeout=TIMEOUT_S)
     assert done.returncode == 0, f"kcat {' '.join(args)} failed: {done.stderr.decode(errors='replace')}"
     return done.stdout

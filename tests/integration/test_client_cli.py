@@ -73,3 +73,53 @@ def test_produce_consume_and_groups(cli_cluster):
     assert reset.stdout.decode().split() == [topic, "0", "25", topic, "1", "25", topic, "2", "25"]
     unknown = sparklog("groups", "--zookeeper", zk, "describe", "no-such-group")
     assert unknown.returncode == 1
+
+
+# -- what cannot be reached is said in one line (issue 14, "Clear errors") -------------------------------------
+
+REFUSED = "127.0.0.1:1"  # nothing listens on port 1
+UNRESOLVED = "no-such-host.invalid:9092"  # .invalid never resolves (RFC 2606)
+
+
+def _one_line_error(done: subprocess.CompletedProcess, *words: str) -> str:
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and all(w in errors[0] for w in words), err
+    return err
+
+
+@pytest.mark.parametrize("server, why", [(REFUSED, "connection refused"), (UNRESOLVED, "name not resolved")])
+def test_produce_to_an_unreachable_broker_says_where_and_why(server, why):
+    done = sparklog("produce", "events", "--bootstrap-server", server, "--property", "max.block.ms=2500",
+                    input=b"hi\n", timeout=30)
+    err = _one_line_error(done, server, why, "max.block.ms")
+    assert f"cannot reach bootstrap server {server}: {why}" in err  # the warning while it retries
+
+
+def test_consume_from_an_unreachable_broker_fails_instead_of_reading_nothing():
+    listed = sparklog("consume", "events", "--bootstrap-server", REFUSED, "--property", "request.timeout.ms=2000",
+                      timeout=30)
+    _one_line_error(listed, REFUSED, "connection refused")
+    idle = sparklog("consume", "events", "--bootstrap-server", REFUSED, "--partition", "0", "--timeout-ms", "1500",
+                    timeout=30)
+    _one_line_error(idle, REFUSED, "connection refused")
+    assert b"Processed a total" not in idle.stderr  # not "0 messages": it never reached the broker
+
+
+@pytest.mark.parametrize("command", [
+    ("produce", "events", "--zookeeper", REFUSED),
+    ("consume", "events", "--group", "g", "--zookeeper", REFUSED),
+    ("topics", "--zookeeper", REFUSED, "list"),
+], ids=["produce", "consume-group", "topics"])
+def test_an_unreachable_zookeeper_is_named_with_why(command):
+    done = sparklog(*command, input=b"hi\n", timeout=40)
+    err = _one_line_error(done, "ZooKeeper", REFUSED, "connection refused")
+    assert f"cannot reach ZooKeeper at {REFUSED}: connection refused; retrying" in err
+
+
+def test_a_bad_reset_target_is_one_line_before_anything_is_contacted():
+    done = sparklog("groups", "reset-offsets", "g", "--to", "yesterday", "--zookeeper", REFUSED, timeout=30)
+    assert done.returncode == 2 and done.stderr.decode().strip() == (
+        "error: --to is earliest, latest or an offset (>= 0), not 'yesterday'")

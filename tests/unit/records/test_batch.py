@@ -414,3 +414,34 @@ def test_malformed_records_raise_the_same_errors_in_columns(section, match, comp
     (batch,) = iter_batches(reframe(good, compression, compress(compression, section) if compression else section))
     with pytest.raises(CorruptRecordError, match=match):
         batch.columns()
+
+
+# -- batches_in_range: the one trimming rule of the consumer and the Spark fetcher -------------------------------
+
+@settings(max_examples=80, deadline=None)
+@given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=6), gaps=st.lists(st.integers(0, 3), min_size=6,
+       max_size=6), start=st.integers(0, 60), length=st.one_of(st.none(), st.integers(0, 60)))
+def test_batches_in_range_yields_exactly_the_records_in_the_range(sizes, gaps, start, length):
+    from sparklog.records.batch import batches_in_range, iter_records, set_base_offset
+
+    data, base = b"", 0
+    for size, gap in zip(sizes, gaps):
+        base += gap  # compaction leaves offset gaps between batches
+        raw = bytearray(build_batch([(None, b"%d" % (base + i), None, 1) for i in range(size)]))
+        set_base_offset(raw, base)
+        data += bytes(raw)
+        base += size
+    end = None if length is None else start + length
+    got, position = [], start
+    for batch, columns in batches_in_range(data, start, end):
+        if columns is not None:
+            got += columns.offsets
+            assert columns.values == [b"%d" % o for o in columns.offsets]
+        position = max(position, batch.next_offset) if end is None else min(max(position, batch.next_offset), end)
+    expected = [r.offset for r in iter_records(data) if r.offset >= start and (end is None or r.offset < end)]
+    assert got == expected
+    last = max(r.offset for r in iter_records(data))
+    if end is not None and end <= last:
+        assert position == end  # a batch past the range ends it, even across a compaction gap
+    elif expected:
+        assert position == last + 1
