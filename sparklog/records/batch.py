@@ -44,6 +44,7 @@ from typing import Iterable, Iterator, NamedTuple
 from crc32c import crc32c
 
 from sparklog.records import compression as _compression
+from sparklog.records import implementation as _implementation
 from sparklog.records.compression import CompressionError, codec_id
 
 # One struct for the whole fixed-size header, field by field as above.
@@ -555,3 +556,14 @@ def iter_records(buffer, check_crc: bool = True) -> Iterator[Record]:
     for batch in iter_batches(buffer, check_crc):
         if not batch.attributes & CONTROL_MASK:
             yield from batch.records()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The implementation switch (sparklog/records/implementation.py): the compiled codec takes over these four
+# functions unless SPARKLOG_NO_EXTENSIONS is set or it was not built; the pure-Python ones stay in PYTHON_CODEC.
+
+PYTHON_CODEC = _implementation.Codec(
+    _implementation.PYTHON, encode_varint, decode_varint, _encode_records, _decode_columns
+)
+CODEC, COMPILED_UNAVAILABLE = _implementation.select(PYTHON_CODEC, RecordColumns)
+encode_varint, decode_varint, _encode_records, _decode_columns = CODEC[1:]
