@@ -562,8 +562,15 @@ def iter_records(buffer, check_crc: bool = True) -> Iterator[Record]:
 # The implementation switch (sparklog/records/implementation.py): the compiled codec takes over these four
 # functions unless SPARKLOG_NO_EXTENSIONS is set or it was not built; the pure-Python ones stay in PYTHON_CODEC.
 
+def use(codec: _implementation.Codec) -> None:
+    """Run `codec` from now on: at import, and in the tests and benchmarks that compare the two."""
+    global CODEC, encode_varint, decode_varint, _encode_records, _decode_columns
+    CODEC = codec
+    encode_varint, decode_varint, _encode_records, _decode_columns = codec[1:]
+
+
 PYTHON_CODEC = _implementation.Codec(
     _implementation.PYTHON, encode_varint, decode_varint, _encode_records, _decode_columns
 )
-CODEC, COMPILED_UNAVAILABLE = _implementation.select(PYTHON_CODEC, RecordColumns)
-encode_varint, decode_varint, _encode_records, _decode_columns = CODEC[1:]
+_selected, COMPILED_UNAVAILABLE = _implementation.select(PYTHON_CODEC, RecordColumns)
+use(_selected)
