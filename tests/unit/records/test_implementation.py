@@ -114,6 +114,11 @@ headers = st.one_of(
     st.just("not headers"),
 )
 stamps = st.one_of(st.none(), any_int, st.floats(allow_nan=False, allow_infinity=False))
+valid_headers = st.none() | st.lists(st.tuples(st.text(max_size=4), st.none() | st.binary(max_size=5)), max_size=2)
+valid_for_building = st.lists(
+    st.tuples(st.none() | st.binary(max_size=70), st.none() | st.binary(max_size=70), valid_headers, st.none() | any_int),
+    max_size=6,
+)
 records = st.one_of(
     st.tuples(fields, fields, headers, stamps),
     st.builds(lambda r: Record(-1, r[3], r[0], r[1], r[2]), st.tuples(fields, fields, headers, stamps)),
@@ -124,10 +129,14 @@ records = st.one_of(
 
 @FUZZ
 @given(
-    batch_records=st.lists(records, max_size=6) | st.lists(st.tuples(fields, fields, headers, stamps), max_size=6),
+    batch_records=st.lists(records, max_size=6)
+    | st.lists(st.tuples(fields, fields, headers, stamps), max_size=6)
+    | valid_for_building,
     now_ms=st.one_of(st.integers(0, 1 << 41), any_int),
     as_generator=st.booleans(),
 )
+@example(batch_records=[(None, b"v", None, INT64_MIN), (b"k", None, None, INT64_MAX)], now_ms=0, as_generator=False)
+@example(batch_records=[(None, b"v", None, INT64_MAX), (b"k", None, None, None)], now_ms=-1, as_generator=True)
 def test_encode_records_agrees(batch_records, now_ms, as_generator):
     compiled = outcome(COMPILED.encode_records, iter(batch_records) if as_generator else batch_records, now_ms)
     pure = outcome(PURE.encode_records, batch_records, now_ms)
@@ -152,7 +161,7 @@ valid_records = st.lists(
     st.tuples(
         st.none() | st.binary(max_size=20),
         st.none() | st.binary(max_size=20),
-        st.none() | st.lists(st.tuples(st.text(max_size=4), st.none() | st.binary(max_size=5)), max_size=2),
+        valid_headers,
         st.integers(INT64_MIN >> 1, INT64_MAX >> 1),
     ),
     min_size=1,
