@@ -116,7 +116,8 @@ headers = st.one_of(
 stamps = st.one_of(st.none(), any_int, st.floats(allow_nan=False, allow_infinity=False))
 valid_headers = st.none() | st.lists(st.tuples(st.text(max_size=4), st.none() | st.binary(max_size=5)), max_size=2)
 valid_for_building = st.lists(
-    st.tuples(st.none() | st.binary(max_size=70), st.none() | st.binary(max_size=70), valid_headers, st.none() | any_int),
+    st.tuples(st.none() | st.binary(max_size=70), st.none() | st.binary(max_size=70), valid_headers,
+              st.none() | any_int),
     max_size=6,
 )
 records = st.one_of(
@@ -141,7 +142,8 @@ def test_encode_records_agrees(batch_records, now_ms, as_generator):
     compiled = outcome(COMPILED.encode_records, iter(batch_records) if as_generator else batch_records, now_ms)
     pure = outcome(PURE.encode_records, batch_records, now_ms)
     if compiled[0] == "returned":  # the compiled codec gives the section as one part, the pure one in many
-        compiled, pure = (outcome(joined, COMPILED, batch_records, now_ms), outcome(joined, PURE, batch_records, now_ms))
+        compiled = outcome(joined, COMPILED, batch_records, now_ms)
+        pure = outcome(joined, PURE, batch_records, now_ms)
     assert compiled == pure
 
 
@@ -150,8 +152,13 @@ def joined(codec, batch_records, now_ms):
     return b"".join(parts), count, base_ts, max_ts
 
 
+def mixed_record(i: int, timestamp: int) -> tuple:
+    """Keys, values of 0 to 299 bytes (1- and 2-byte lengths), a header on every 7th record."""
+    return b"k%d" % i, b"v" * (i % 300), [("trace", b"%d" % i)] if i % 7 == 0 else None, timestamp
+
+
 def test_build_batch_is_byte_identical_on_a_large_batch():
-    many = [(b"k%d" % i, b"v" * (i % 300), [("trace", b"%d" % i)] if i % 7 == 0 else None, 1000 + i) for i in range(5000)]
+    many = [mixed_record(i, 1000 + i) for i in range(5000)]
     assert joined(COMPILED, many, 0) == joined(PURE, many, 0)
 
 
@@ -214,16 +221,17 @@ def test_valid_input_never_leaves_the_fast_path():
     def deferred(*args):
         raise AssertionError(f"deferred to Python: {args!r:.80}")
 
-    many = [(b"k%d" % i, b"v" * (i % 300), [("trace", b"%d" % i)] if i % 7 == 0 else None, 1000 - i) for i in range(500)]
+    many = [mixed_record(i, 1000 - i) for i in range(500)]
     many.append(Record(0, 7, None, None, (("h", None),)))
     _cbatch.bind(deferred, deferred, deferred, deferred, batch.RecordColumns)
     try:
         parts, count, base_ts, max_ts = _cbatch.encode_records(many, 5)
         (decoded,) = batch.iter_batches(build_batch(many, base_offset=9, timestamp_type=LOG_APPEND_TIME))
         columns = _cbatch.decode_columns(decoded.raw[HEADER_SIZE:].tobytes(), decoded)
-        assert (_cbatch.encode_varint(INT64_MIN), _cbatch.decode_varint(b"\x80\x01", 0)) == (b"\xff" * 9 + b"\x01", (64, 2))
+        varints = _cbatch.encode_varint(INT64_MIN), _cbatch.decode_varint(b"\x80\x01", 0)
     finally:
         implementation.compiled(PURE, batch.RecordColumns)
+    assert varints == (b"\xff" * 9 + b"\x01", (64, 2))
     assert (count, base_ts, max_ts) == (501, 1000, 1000) and len(parts) == 1
     assert columns.offsets == list(range(9, 510)) and columns.timestamps == [1000] * 501
     assert columns.headers[0] == (("trace", b"0"),) and columns.headers[-1] == (("h", None),)
