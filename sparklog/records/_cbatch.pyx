@@ -1,30 +1,34 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The RecordBatch v2 hot loops in C (Cython): a records section built, one decoded into columns, varints.
 
-The compiled twin of four functions of `sparklog.records.batch` (see its docstring for the format), which
+The compiled twin of five functions of `sparklog.records.batch` (see its docstring for the format), which
 `sparklog.records.implementation` installs in their place:
 
     encode_varint(value)            -> bytes
     decode_varint(buffer, position) -> (value, position after it)
     encode_records(records, now_ms) -> ([section], count, base timestamp, max timestamp)
     decode_columns(buffer, batch)   -> RecordColumns
+    build_batch(records, ...)       -> bytes: the header, the records and the CRC-32C in one buffer
 
 Rule 1: the output is the pure-Python function's, byte for byte and value for value, and so are its errors.
 Rule 2: the fast path takes only what fits C: exact `bytes`, ints within int64, `str` header keys, lists
-        and tuples. Anything else, and every malformed input, goes whole to the pure-Python function
-        (`bind()` hands them over), which decides: its error messages have one author, and a value past
-        int64 (a 10-byte varint, an overflowing sum) comes out as the same Python int.
+        and tuples, header fields within their int16/int32/int64. Anything else, and every malformed input,
+        goes whole to the pure-Python function (`bind()` hands them over), which decides: its error messages
+        have one author, and a value past int64 (a 10-byte varint, an overflowing sum) comes out as the same
+        Python int.
 Rule 3: memory is bounded by the input: lists are sized by a record count only after checking the section
         can hold that many records, and the output buffer grows with what is written.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
+from cpython.buffer cimport PyBUF_READ
 from cpython.long cimport PyLong_CheckExact, PyLong_FromLongLong
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_DecodeUTF8
-from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t, uint64_t
+from libc.stdint cimport INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
@@ -42,23 +46,40 @@ cdef enum:
     MAX_VARINT_BYTES = 10
     NULL_LENGTH = -1
     TIMESTAMP_TYPE_MASK = 0x08
+    TRANSACTIONAL_MASK = 0x10
+    CONTROL_MASK = 0x20
+    MAGIC = 2
+    # The v2 header (batch.HEADER): its size, where the CRC-32C sits and where the range it covers starts.
+    HEADER_SIZE = 61
+    CRC_OFFSET = 17
+    ATTRIBUTES_OFFSET = 21
+    LOG_OVERHEAD = 12
     # The output buffer's first size; it doubles as needed.
     INITIAL_CAPACITY = 4096
 
-# The pure-Python functions, the authority this module defers to (Rule 2), and the result type.
+# The pure-Python functions, the authority this module defers to (Rule 2), the result type, and the
+# Python functions build_batch shares with batch.py: the codec lookup, compression, CRC-32C and the clock.
 cdef object _py_encode_varint = None
 cdef object _py_decode_varint = None
 cdef object _py_encode_records = None
 cdef object _py_decode_columns = None
+cdef object _py_build_batch = None
 cdef object _RecordColumns = None
+cdef object _codec_id = None
+cdef object _compress = None
+cdef object _crc32c = None
+cdef object _time_ns = None
 cdef tuple _EMPTY = ()
 
 
-def bind(py_encode_varint, py_decode_varint, py_encode_records, py_decode_columns, record_columns):
-    """Hand over the pure-Python functions every input the fast path does not take goes to."""
-    global _py_encode_varint, _py_decode_varint, _py_encode_records, _py_decode_columns, _RecordColumns
-    _py_encode_varint, _py_decode_varint = py_encode_varint, py_decode_varint
-    _py_encode_records, _py_decode_columns, _RecordColumns = py_encode_records, py_decode_columns, record_columns
+def bind(pure, record_columns, codec_id, compress, crc32c, time_ns):
+    """Hand over the pure-Python codec (`implementation.Codec`) every input the fast path does not take goes
+    to, and what build_batch shares with it."""
+    global _py_encode_varint, _py_decode_varint, _py_encode_records, _py_decode_columns, _py_build_batch
+    global _RecordColumns, _codec_id, _compress, _crc32c, _time_ns
+    _py_encode_varint, _py_decode_varint = pure.encode_varint, pure.decode_varint
+    _py_encode_records, _py_decode_columns, _py_build_batch = pure.encode_records, pure.decode_columns, pure.build_batch
+    _RecordColumns, _codec_id, _compress, _crc32c, _time_ns = record_columns, codec_id, compress, crc32c, time_ns
 
 
 # -- varints ------------------------------------------------------------------------------------------------
@@ -284,6 +305,14 @@ cdef object build_section(list records, int64_t now_ms, Output* out):
     return count, base_ts, max_ts
 
 
+cdef int open_output(Output* out, Py_ssize_t headroom) except -1:
+    out.data = <uint8_t*>malloc(INITIAL_CAPACITY)
+    if out.data == NULL:
+        raise MemoryError()
+    out.size, out.capacity = headroom, INITIAL_CAPACITY
+    return 0
+
+
 def encode_records(records, now_ms):
     """The records section as one part: ([section], count, base timestamp, max timestamp)
     (`batch._encode_records`)."""
@@ -293,16 +322,79 @@ def encode_records(records, now_ms):
         records = list(records)
     if not records or not as_int64(now_ms, &now):
         return _py_encode_records(records, now_ms)
-    out.data = <uint8_t*>malloc(INITIAL_CAPACITY)
-    if out.data == NULL:
-        raise MemoryError()
-    out.size, out.capacity = 0, INITIAL_CAPACITY
+    open_output(&out, 0)
     try:
         built = build_section(records, now, &out)
         if built is None:
             return _py_encode_records(records, now_ms)
         count, base_ts, max_ts = built
         return [PyBytes_FromStringAndSize(<char*>out.data, out.size)], count, base_ts, max_ts
+    finally:
+        free(out.data)
+
+
+cdef inline uint8_t* put(uint8_t* out, uint64_t value, int size) noexcept nogil:
+    """`size` bytes of `value`, big-endian."""
+    cdef int index
+    for index in range(size):
+        out[index] = <uint8_t>(value >> (8 * (size - 1 - index)))
+    return out + size
+
+
+cdef inline bint within(object value, int64_t low, int64_t high, int64_t* out):
+    return as_int64(value, out) and low <= out[0] <= high
+
+
+def build_batch(records, compression="none", base_offset=0, timestamp_type=0, producer_id=-1, producer_epoch=-1,
+                base_sequence=-1, partition_leader_epoch=-1, is_transactional=False, is_control=False):
+    """One v2 batch holding `records` (`batch.build_batch`, whose signature this one repeats)."""
+    cdef Output out
+    cdef int64_t codec, offset, pid, epoch, sequence, leader_epoch, stamp_type, count, base_ts, max_ts
+    cdef int attributes
+    cdef uint8_t* head
+    cdef bytes compressed
+    codec = _codec_id(compression)
+    if not PyList_CheckExact(records):
+        records = list(records)
+    if not (records and within(timestamp_type, 0, 1, &stamp_type) and within(base_offset, INT64_MIN, INT64_MAX, &offset)
+            and within(producer_id, INT64_MIN, INT64_MAX, &pid) and within(producer_epoch, INT16_MIN, INT16_MAX, &epoch)
+            and within(base_sequence, INT32_MIN, INT32_MAX, &sequence)
+            and within(partition_leader_epoch, INT32_MIN, INT32_MAX, &leader_epoch)
+            and len(records) <= INT32_MAX):
+        return _py_build_batch(records, compression, base_offset, timestamp_type, producer_id, producer_epoch,
+                               base_sequence, partition_leader_epoch, is_transactional, is_control)
+    open_output(&out, HEADER_SIZE)
+    try:
+        built = build_section(records, _time_ns() // 1_000_000, &out)
+        if built is None:
+            return _py_build_batch(records, compression, base_offset, timestamp_type, producer_id, producer_epoch,
+                                   base_sequence, partition_leader_epoch, is_transactional, is_control)
+        count, base_ts, max_ts = built
+        if codec:
+            compressed = bytes(_compress(codec, PyMemoryView_FromMemory(<char*>out.data + HEADER_SIZE,
+                                                                        out.size - HEADER_SIZE, PyBUF_READ)))
+            out.size = HEADER_SIZE
+            reserve(&out, len(compressed))
+            memcpy(out.data + HEADER_SIZE, <const char*>compressed, len(compressed))
+            out.size += len(compressed)
+        attributes = codec | (TIMESTAMP_TYPE_MASK if stamp_type else 0)
+        attributes |= (TRANSACTIONAL_MASK if is_transactional else 0) | (CONTROL_MASK if is_control else 0)
+        head = put(out.data, offset, 8)
+        head = put(head, out.size - LOG_OVERHEAD, 4)
+        head = put(head, leader_epoch, 4)
+        head = put(head, MAGIC, 1) + 4  # the CRC goes there once the rest is written
+        head = put(head, attributes, 2)
+        head = put(head, count - 1, 4)
+        head = put(head, base_ts, 8)
+        head = put(head, max_ts, 8)
+        head = put(head, pid, 8)
+        head = put(head, epoch, 2)
+        head = put(head, sequence, 4)
+        put(head, count, 4)
+        crc = _crc32c(PyMemoryView_FromMemory(<char*>out.data + ATTRIBUTES_OFFSET, out.size - ATTRIBUTES_OFFSET,
+                                              PyBUF_READ))
+        put(out.data + CRC_OFFSET, crc, 4)
+        return PyBytes_FromStringAndSize(<char*>out.data, out.size)
     finally:
         free(out.data)
 

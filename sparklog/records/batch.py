@@ -515,6 +515,24 @@ def _read_headers(buffer, position: int) -> tuple[tuple, int]:
     return tuple(headers), position
 
 
+# ---------------------------------------------------------------------------------------------------------
+# The implementation switch (sparklog/records/implementation.py): the compiled codec takes over these five
+# functions unless SPARKLOG_NO_EXTENSIONS is set or it was not built; the pure-Python ones stay in PYTHON_CODEC.
+
+def use(codec: _implementation.Codec) -> None:
+    """Run `codec` from now on: at import, and in the tests and benchmarks that compare the two."""
+    global CODEC, encode_varint, decode_varint, _encode_records, _decode_columns, build_batch
+    CODEC = codec
+    encode_varint, decode_varint, _encode_records, _decode_columns, build_batch = codec[1:]
+
+
+PYTHON_CODEC = _implementation.Codec(
+    _implementation.PYTHON, encode_varint, decode_varint, _encode_records, _decode_columns, build_batch
+)
+_selected, COMPILED_UNAVAILABLE = _implementation.select(PYTHON_CODEC, RecordColumns)
+use(_selected)
+
+
 def _byte_view(buffer) -> memoryview:
     view = memoryview(buffer)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
@@ -556,21 +574,3 @@ def iter_records(buffer, check_crc: bool = True) -> Iterator[Record]:
     for batch in iter_batches(buffer, check_crc):
         if not batch.attributes & CONTROL_MASK:
             yield from batch.records()
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The implementation switch (sparklog/records/implementation.py): the compiled codec takes over these four
-# functions unless SPARKLOG_NO_EXTENSIONS is set or it was not built; the pure-Python ones stay in PYTHON_CODEC.
-
-def use(codec: _implementation.Codec) -> None:
-    """Run `codec` from now on: at import, and in the tests and benchmarks that compare the two."""
-    global CODEC, encode_varint, decode_varint, _encode_records, _decode_columns
-    CODEC = codec
-    encode_varint, decode_varint, _encode_records, _decode_columns = codec[1:]
-
-
-PYTHON_CODEC = _implementation.Codec(
-    _implementation.PYTHON, encode_varint, decode_varint, _encode_records, _decode_columns
-)
-_selected, COMPILED_UNAVAILABLE = _implementation.select(PYTHON_CODEC, RecordColumns)
-use(_selected)

@@ -1,8 +1,8 @@
 """Which RecordBatch codec runs: the compiled one (`_cbatch`, Cython) or the pure-Python one in `batch`.
 
 As aiokafka does with `aiokafka/record/_crecords/`, the hot functions of `sparklog.records.batch` (varints,
-`_encode_records` under `build_batch`, `_decode_columns` under `RecordBatch.columns()` and `records()`) have
-a compiled twin, built from `_cbatch.pyx` at install time when a C compiler is there.
+`build_batch` and the `_encode_records` under it, `_decode_columns` under `RecordBatch.columns()` and
+`records()`) have a compiled twin, built from `_cbatch.pyx` at install time when a C compiler is there.
 
 Rule 1: chosen once, when `batch` is imported: the compiled codec, unless the environment variable
         SPARKLOG_NO_EXTENSIONS is set to anything but "" or "0", or the extension was not built (then
@@ -15,7 +15,12 @@ Rule 3: `sparklog.records.IMPLEMENTATION` names the active codec: "cython" or "p
 from __future__ import annotations
 
 import os
+import time
 from typing import Callable, NamedTuple
+
+from crc32c import crc32c
+
+from sparklog.records.compression import codec_id, compress
 
 NO_EXTENSIONS_VARIABLE = "SPARKLOG_NO_EXTENSIONS"
 CYTHON = "cython"
@@ -30,6 +35,7 @@ class Codec(NamedTuple):
     decode_varint: Callable
     encode_records: Callable
     decode_columns: Callable
+    build_batch: Callable
 
 
 def extensions_disabled() -> bool:
@@ -40,8 +46,15 @@ def compiled(pure: Codec, record_columns: type) -> Codec:
     """The compiled codec, deferring to `pure`; ImportError when the extension was not built."""
     from sparklog.records import _cbatch
 
-    _cbatch.bind(pure.encode_varint, pure.decode_varint, pure.encode_records, pure.decode_columns, record_columns)
-    return Codec(CYTHON, _cbatch.encode_varint, _cbatch.decode_varint, _cbatch.encode_records, _cbatch.decode_columns)
+    _cbatch.bind(pure, record_columns, codec_id, compress, crc32c, time.time_ns)
+    return Codec(
+        CYTHON,
+        _cbatch.encode_varint,
+        _cbatch.decode_varint,
+        _cbatch.encode_records,
+        _cbatch.decode_columns,
+        _cbatch.build_batch,
+    )
 
 
 def select(pure: Codec, record_columns: type) -> tuple[Codec, str | None]:

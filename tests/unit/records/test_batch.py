@@ -23,7 +23,6 @@ from sparklog.records.batch import (
     LOG_APPEND_TIME,
     CorruptRecordError,
     Record,
-    build_batch,
     iter_batches,
     iter_records,
     set_base_offset,
@@ -32,6 +31,12 @@ from sparklog.records.batch import (
 )
 
 pytestmark = pytest.mark.usefixtures("codec")
+
+
+def build_batch(*args, **kwargs):
+    """The build_batch of the codec under test (`batch.use` rebinds the module's name)."""
+    return batch_module.build_batch(*args, **kwargs)
+
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # Sizes on either side of 1-, 2- and 3-byte varints and of the encoder's 2-byte table.

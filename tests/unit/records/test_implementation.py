@@ -160,6 +160,39 @@ def mixed_record(i: int, timestamp: int) -> tuple:
 def test_build_batch_is_byte_identical_on_a_large_batch():
     many = [mixed_record(i, 1000 + i) for i in range(5000)]
     assert joined(COMPILED, many, 0) == joined(PURE, many, 0)
+    for compression in ("none", "gzip", "snappy", "lz4", "zstd"):
+        assert COMPILED.build_batch(many, compression, 7) == PURE.build_batch(many, compression, 7)
+
+
+def test_build_batch_has_the_pure_signature():
+    """The compiled build_batch repeats the pure one's parameters and defaults: they must not drift apart."""
+    import inspect
+
+    def parameters(function):
+        return [(p.name, p.default, p.kind) for p in inspect.signature(function).parameters.values()]
+
+    assert parameters(COMPILED.build_batch) == parameters(PURE.build_batch)
+
+
+header_fields = st.one_of(st.integers(-2, 2), any_int, st.sampled_from([1 << 15, -(1 << 15) - 1, 1 << 31, None, 1.0]))
+
+
+@FUZZ
+@given(
+    batch_records=st.lists(st.tuples(fields, fields, headers, any_int), max_size=4) | valid_for_building.filter(
+        lambda built: all(record[3] is not None for record in built)),
+    compression=st.sampled_from(["none", "gzip", "snappy", "lz4", "zstd", 0, 3, "brotli", 9]),
+    numbers=st.tuples(header_fields, st.sampled_from([0, 1, 2, True, 1.0, None]), header_fields, header_fields,
+                      header_fields, header_fields),
+    flags=st.tuples(st.booleans(), st.sampled_from([False, True, 0, 1, "", "x"])),
+)
+@example(batch_records=[(None, b"v", None, 1)], compression="none", numbers=(0, 0, -1, -1, -1, -1),
+         flags=(False, False))
+def test_build_batch_agrees(batch_records, compression, numbers, flags):
+    """Explicit timestamps only: a None one means now, which two calls may read differently."""
+    base_offset, timestamp_type, producer_id, producer_epoch, base_sequence, leader_epoch = numbers
+    same("build_batch", batch_records, compression, base_offset, timestamp_type, producer_id, producer_epoch,
+         base_sequence, leader_epoch, *flags)
 
 
 # -- decoding -----------------------------------------------------------------------------------------------
@@ -223,15 +256,18 @@ def test_valid_input_never_leaves_the_fast_path():
 
     many = [mixed_record(i, 1000 - i) for i in range(500)]
     many.append(Record(0, 7, None, None, (("h", None),)))
-    _cbatch.bind(deferred, deferred, deferred, deferred, batch.RecordColumns)
+    shared = (implementation.codec_id, implementation.compress, implementation.crc32c, implementation.time.time_ns)
+    _cbatch.bind(implementation.Codec("deferred", *[deferred] * 5), batch.RecordColumns, *shared)
     try:
         parts, count, base_ts, max_ts = _cbatch.encode_records(many, 5)
-        (decoded,) = batch.iter_batches(build_batch(many, base_offset=9, timestamp_type=LOG_APPEND_TIME))
+        built = [_cbatch.build_batch(many, compression, 9) for compression in ("none", "lz4")]
+        (decoded,) = batch.iter_batches(PURE.build_batch(many, base_offset=9, timestamp_type=LOG_APPEND_TIME))
         columns = _cbatch.decode_columns(decoded.raw[HEADER_SIZE:].tobytes(), decoded)
         varints = _cbatch.encode_varint(INT64_MIN), _cbatch.decode_varint(b"\x80\x01", 0)
     finally:
         implementation.compiled(PURE, batch.RecordColumns)
     assert varints == (b"\xff" * 9 + b"\x01", (64, 2))
+    assert built == [PURE.build_batch(many, compression, 9) for compression in ("none", "lz4")]
     assert (count, base_ts, max_ts) == (501, 1000, 1000) and len(parts) == 1
     assert columns.offsets == list(range(9, 510)) and columns.timestamps == [1000] * 501
     assert columns.headers[0] == (("trace", b"0"),) and columns.headers[-1] == (("h", None),)
