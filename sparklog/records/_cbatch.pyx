@@ -318,8 +318,7 @@ def encode_records(records, now_ms):
     (`batch._encode_records`)."""
     cdef Output out
     cdef int64_t now
-    if not PyList_CheckExact(records):
-        records = list(records)
+    records = list(records)  # private: a record's properties, run in the loop, cannot change it under us
     if not records or not as_int64(now_ms, &now):
         return _py_encode_records(records, now_ms)
     open_output(&out, 0)
@@ -354,8 +353,7 @@ def build_batch(records, compression="none", base_offset=0, timestamp_type=0, pr
     cdef uint8_t* head
     cdef bytes compressed
     codec = _codec_id(compression)
-    if not PyList_CheckExact(records):
-        records = list(records)
+    records = list(records)  # private: a record's properties, run in the loop, cannot change it under us
     if not (records and within(timestamp_type, 0, 1, &stamp_type) and within(base_offset, INT64_MIN, INT64_MAX, &offset)
             and within(producer_id, INT64_MIN, INT64_MAX, &pid) and within(producer_epoch, INT16_MIN, INT16_MAX, &epoch)
             and within(base_sequence, INT32_MIN, INT32_MAX, &sequence)
