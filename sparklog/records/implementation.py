@@ -5,8 +5,8 @@ As aiokafka does with `aiokafka/record/_crecords/`, the hot functions of `sparkl
 `records()`) have a compiled twin, built from `_cbatch.pyx` at install time when a C compiler is there.
 
 Rule 1: chosen once, when `batch` is imported: the compiled codec, unless the environment variable
-        SPARKLOG_NO_EXTENSIONS is set to anything but "" or "0", or the extension was not built (then
-        `UNAVAILABLE` holds why).
+        SPARKLOG_NO_EXTENSIONS is set to anything but "" or "0", or the extension was not built or was built
+        from an older `_cbatch.pyx` (then `sparklog.records.COMPILED_UNAVAILABLE` says which).
 Rule 2: both give the same bytes, values and errors. The pure-Python codec is the authority: the compiled
         one hands it every input its fast path does not take (see `_cbatch`'s docstring).
 Rule 3: `sparklog.records.IMPLEMENTATION` names the active codec: "cython" or "python".
@@ -65,3 +65,5 @@ def select(pure: Codec, record_columns: type) -> tuple[Codec, str | None]:
         return compiled(pure, record_columns), None
     except ImportError as exc:
         return pure, f"the compiled codec was not built ({exc})"
+    except (TypeError, AttributeError) as exc:  # an extension built from an older _cbatch.pyx
+        return pure, f"the compiled codec is older than its source; rebuild it with scripts/setup.sh ({exc})"

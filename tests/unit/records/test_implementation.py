@@ -61,6 +61,19 @@ def test_the_environment_variable_selects_the_pure_python_codec():
     assert implementation_in_a_fresh_interpreter(None) == ["cython", "None"]
 
 
+def test_an_extension_older_than_its_source_falls_back_and_says_so(monkeypatch):
+    from sparklog.records import _cbatch
+
+    def older_bind(*args):
+        raise TypeError(f"bind() takes exactly 5 positional arguments ({len(args)} given)")
+
+    monkeypatch.setattr(_cbatch, "bind", older_bind)
+    codec, why = implementation.select(PURE, batch.RecordColumns)
+    assert codec is PURE and why.startswith("the compiled codec is older than its source")
+    monkeypatch.setenv(implementation.NO_EXTENSIONS_VARIABLE, "yes")
+    assert implementation.select(PURE, batch.RecordColumns) == (PURE, "SPARKLOG_NO_EXTENSIONS is set")
+
+
 # -- varints ------------------------------------------------------------------------------------------------
 
 any_int = st.one_of(
