@@ -45,6 +45,7 @@ from typing import Iterable, Iterator, NamedTuple
 from crc32c import crc32c
 
 from sparklog.records import compression as _compression
+from sparklog.records import implementation as _implementation
 from sparklog.records.compression import CompressionError, codec_id
 
 # One struct for the whole fixed-size header, field by field as above.
@@ -515,6 +516,24 @@ def _read_headers(buffer, position: int) -> tuple[tuple, int]:
         # Java decodes header keys leniently (invalid UTF-8 becomes U+FFFD); so do we.
         headers.append((key.decode("utf-8", "replace"), value))
     return tuple(headers), position
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The implementation switch (sparklog/records/implementation.py): the compiled codec takes over these five
+# functions unless SPARKLOG_NO_EXTENSIONS is set or it was not built; the pure-Python ones stay in PYTHON_CODEC.
+
+def use(codec: _implementation.Codec) -> None:
+    """Run `codec` from now on: at import, and in the tests and benchmarks that compare the two."""
+    global CODEC, encode_varint, decode_varint, _encode_records, _decode_columns, build_batch
+    CODEC = codec
+    encode_varint, decode_varint, _encode_records, _decode_columns, build_batch = codec[1:]
+
+
+PYTHON_CODEC = _implementation.Codec(
+    _implementation.PYTHON, encode_varint, decode_varint, _encode_records, _decode_columns, build_batch
+)
+_selected, COMPILED_UNAVAILABLE = _implementation.select(PYTHON_CODEC, RecordColumns)
+use(_selected)
 
 
 def _byte_view(buffer) -> memoryview:

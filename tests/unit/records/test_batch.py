@@ -1,4 +1,7 @@
-"""RecordBatch v2: build and decode, whole, with trailing bytes and byte by byte; CRC; kafka-python interop."""
+"""RecordBatch v2: build and decode, whole, with trailing bytes and byte by byte; CRC; kafka-python interop.
+
+Every test runs against both codecs, the compiled one and the pure-Python one (the `codec` fixture).
+"""
 
 import struct
 import time
@@ -11,6 +14,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
+from sparklog.records import batch as batch_module
 from sparklog.records.compression import CODECS, SNAPPY
 from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
@@ -19,15 +23,20 @@ from sparklog.records.batch import (
     LOG_APPEND_TIME,
     CorruptRecordError,
     Record,
-    build_batch,
-    decode_varint,
-    encode_varint,
     iter_batches,
     iter_records,
     set_base_offset,
     set_partition_leader_epoch,
     validate_batch,
 )
+
+pytestmark = pytest.mark.usefixtures("codec")
+
+
+def build_batch(*args, **kwargs):
+    """The build_batch of the codec under test (`batch.use` rebinds the module's name)."""
+    return batch_module.build_batch(*args, **kwargs)
+
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # Sizes on either side of 1-, 2- and 3-byte varints and of the encoder's 2-byte table.
@@ -75,19 +84,19 @@ def reframe(batch: bytes, attributes: int, section: bytes) -> bytes:
 
 @given(st.integers(min_value=INT64_MIN, max_value=INT64_MAX))
 def test_varint_round_trip_over_int64(value):
-    encoded = encode_varint(value)
-    assert decode_varint(encoded + b"\x7f", 0) == (value, len(encoded))
+    encoded = batch_module.encode_varint(value)
+    assert batch_module.decode_varint(encoded + b"\x7f", 0) == (value, len(encoded))
     assert len(encoded) <= 10
 
 
 def test_varint_known_encodings_and_limits():
-    encoded = [encode_varint(v) for v in (0, -1, 1, -64, 63, 64)]
+    encoded = [batch_module.encode_varint(v) for v in (0, -1, 1, -64, 63, 64)]
     assert encoded == [b"\x00", b"\x01", b"\x02", b"\x7f", b"\x7e", b"\x80\x01"]
-    assert encode_varint(INT64_MIN) == b"\xff" * 9 + b"\x01"
+    assert batch_module.encode_varint(INT64_MIN) == b"\xff" * 9 + b"\x01"
     with pytest.raises(ValueError):
-        encode_varint(INT64_MAX + 1)
+        batch_module.encode_varint(INT64_MAX + 1)
     with pytest.raises(CorruptRecordError):
-        decode_varint(b"\xff" * 11, 0)
+        batch_module.decode_varint(b"\xff" * 11, 0)
 
 
 # -- round trips ------------------------------------------------------------------------------------------
