@@ -64,7 +64,8 @@ from sparklog.protocol.produce import PartitionProduceResponse, ProduceResponse,
 from sparklog.protocol.registry import advertised_api_versions
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
 from sparklog.storage.config import LogConfig
-from sparklog.storage.errors import LogClosedError, OffsetOutOfRange, RecordBatchTooLarge, StorageError
+from sparklog.storage.errors import (InvalidTimestampError, LogClosedError, OffsetOutOfRange, RecordBatchTooLarge,
+                                     StorageError)
 from sparklog.records.batch import CorruptRecordError
 from sparklog.storage.topic_names import validate_topic
 
@@ -94,6 +95,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = errors.TransactionalIdAuthorizationFaile
 KAFKA_STORAGE_ERROR = errors.KafkaStorageError.errno
 TOPIC_DELETION_DISABLED = errors.TopicDeletionDisabledError.errno
 INVALID_RECORD = errors.InvalidRecordError.errno
+INVALID_TIMESTAMP = errors.InvalidTimestampError.errno
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.errno
 REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
 
@@ -188,6 +190,8 @@ def _append(plog, index: int, records, state) -> PartitionProduceResponse:
         return _produce_error(index, CORRUPT_MESSAGE, str(exc))
     except RecordBatchTooLarge as exc:
         return _produce_error(index, MESSAGE_TOO_LARGE, str(exc))
+    except InvalidTimestampError as exc:
+        return _produce_error(index, INVALID_TIMESTAMP, str(exc))
     except LogClosedError:
         return _produce_error(index, NOT_LEADER_OR_FOLLOWER)
     except (OSError, StorageError) as exc:
