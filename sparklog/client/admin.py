@@ -195,15 +195,15 @@ class AdminClient:
     def close(self) -> None:
         self._thread.stop()
 
+    def __enter__(self) -> "AdminClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 def _raise_first(results, name: str) -> None:
     """Raise the first per-resource error of a response, with the broker's message."""
     for result in results:
         if result.error_code:
             raise for_code(result.error_code)(result.error_message or name)
-
-    def __enter__(self) -> "AdminClient":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
