@@ -180,8 +180,8 @@ def _topic_sources(name: str, overrides: dict, state) -> list[tuple[str, str, in
     if name in overrides:
         sources.append((name, str(overrides[name]), SOURCE_TOPIC))
     broker_key = definition.broker_name
-    if broker_key is not None and broker_key in state.config.raw:
-        sources.append((broker_key, state.config.raw[broker_key], SOURCE_STATIC_BROKER))
+    if broker_key is not None and name in state.config.log_defaults:  # log.retention.hours counts, in ms
+        sources.append((broker_key, str(state.config.log_defaults[name]), SOURCE_STATIC_BROKER))
     sources.append((broker_key or name, definition.format(definition.default), SOURCE_DEFAULT))
     return sources
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -184,8 +185,9 @@ def handle_produce(request, state):
 def _append(plog, index: int, records, state) -> PartitionProduceResponse:
     if records is None or not len(records):
         return _produce_error(index, INVALID_RECORD, "no record batch in the request")
+    append_time = time.time_ns() // 1_000_000 if plog.stamps_append_time else NO_TIMESTAMP  # LogAppendTime
     try:
-        base = plog.append(records)
+        base = plog.append(records, append_time if append_time != NO_TIMESTAMP else None)
     except CorruptRecordError as exc:
         return _produce_error(index, CORRUPT_MESSAGE, str(exc))
     except RecordBatchTooLarge as exc:
@@ -197,7 +199,7 @@ def _append(plog, index: int, records, state) -> PartitionProduceResponse:
     except (OSError, StorageError) as exc:
         log.error("append to %s failed: %s", plog, exc)
         return _produce_error(index, KAFKA_STORAGE_ERROR, str(exc))
-    return PartitionProduceResponse(index=index, error_code=NONE, base_offset=base, log_append_time_ms=-1,
+    return PartitionProduceResponse(index=index, error_code=NONE, base_offset=base, log_append_time_ms=append_time,
                                     log_start_offset=plog.log_start_offset)
 
 

@@ -383,8 +383,11 @@ class PartitionLog:
 
     # -- appending --------------------------------------------------------------------------------
 
-    def append(self, batches) -> int:
+    def append(self, batches, append_time_ms: int | None = None) -> int:
         """Append one or more whole v2 batches (a producer's record set); return the first batch's base offset.
+
+        `append_time_ms` is the broker's clock for LogAppendTime stamping and the timestamp bounds (default:
+        the log's clock); the broker passes it so that it can answer Produce with the time it stamped.
 
         All batches are validated (size against max.message.bytes, magic, CRC-32C) before any byte is
         written: on RecordBatchTooLarge or CorruptRecordError nothing is appended. A bytearray is used as
@@ -397,7 +400,8 @@ class PartitionLog:
         data = batches if type(batches) is bytearray else bytearray(batches)
         converter = self._converter
         if converter is not None:  # the config asks for LogAppendTime, timestamp bounds or a codec
-            data = converter.convert(data, self._validate(memoryview(data))[0], self._clock())
+            now = self._clock() if append_time_ms is None else append_time_ms
+            data = converter.convert(data, self._validate(memoryview(data))[0], now)
         size = len(data)
         if size < HEADER_SIZE:
             return self._append_many(data)  # raises, with the reason
@@ -778,6 +782,12 @@ class PartitionLog:
     @property
     def high_watermark(self) -> int:
         return self._hw.offset
+
+    @property
+    def stamps_append_time(self) -> bool:
+        """Whether appends get LogAppendTime (message.timestamp.type): Produce then reports the time."""
+        converter = self._converter
+        return converter is not None and converter.log_append_time
 
     @property
     def recovery_point(self) -> int:

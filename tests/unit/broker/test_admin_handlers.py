@@ -246,3 +246,21 @@ def test_produce_outside_the_timestamp_bounds_is_invalid_timestamp(state, logs):
     (part,) = response.responses[0].partition_responses
     assert part.error_code == handlers.INVALID_TIMESTAMP and "after.max.ms=1000" in part.error_message
     assert plog.log_end_offset == 0
+
+
+def test_produce_to_a_log_append_time_topic_reports_the_stamped_time(state, logs):
+    import time
+
+    from sparklog.protocol import PartitionProduceData, ProduceRequest, TopicProduceData
+    from sparklog.records.batch import iter_batches
+
+    plog = logs.get("t", 0)
+    plog.reconfigure(plog.config.with_overrides({"message.timestamp.type": "LogAppendTime"}))
+    body = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[TopicProduceData(name="t", partition_data=[
+        PartitionProduceData(index=0, records=build_batch([(None, b"x", None, 5)]))])])
+    before = time.time_ns() // 1_000_000
+    response = handlers.handle_produce(Request(RequestHeader(0, 8, 7, "test"), body), state)
+    (part,) = response.responses[0].partition_responses
+    assert part.error_code == 0 and before <= part.log_append_time_ms <= time.time_ns() // 1_000_000
+    (stored,) = iter_batches(b"".join(s.read_bytes() for s in plog.iter_slices()))
+    assert stored.max_timestamp == part.log_append_time_ms

@@ -223,3 +223,38 @@ def test_default_config_has_no_converter(tmp_path, flusher):
     assert log._converter is None
     log.reconfigure(LogConfig.from_dict({"compression.type": "gzip"}))
     assert log._converter is not None
+
+
+# -- property: whatever the topic's codec and timestamp type, the records survive the conversion ---------------
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+RECORDS = st.lists(st.tuples(st.none() | st.binary(max_size=20), st.none() | st.binary(max_size=200),
+                             st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)),
+                                      max_size=2),
+                             st.integers(BASE_TS - 10**6, BASE_TS + 10**6)), min_size=1, max_size=8)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.tuples(RECORDS, st.sampled_from(sorted(CODECS))), min_size=1, max_size=3),
+       topic_codec=st.sampled_from(["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"]),
+       log_append_time=st.booleans())
+def test_conversion_keeps_every_record_and_signs_every_batch(tmp_path_factory, flusher, batches, topic_codec,
+                                                             log_append_time):
+    clock = Clock(BASE_TS + 7)
+    tmp = tmp_path_factory.mktemp("convert")
+    log = open_log(tmp, flusher, clock, compression_type=topic_codec, flush_visibility="appended",
+                   message_timestamp_type="LogAppendTime" if log_append_time else "CreateTime")
+    try:
+        log.append(b"".join(build_batch(records, compression=codec) for records, codec in batches))
+        stored = list(iter_batches(read_all(log)))  # checks every CRC
+        expected_codec = None if topic_codec == "producer" else CODECS.get(topic_codec, 0)
+        for batch, (_, codec) in zip(stored, batches):
+            assert batch.compression == (CODECS[codec] if expected_codec is None else expected_codec)
+            assert batch.timestamp_type == (LOG_APPEND_TIME if log_append_time else 0)
+        got = [(r.offset, r.key, r.value, tuple(r.headers), r.timestamp) for b in stored for r in b.records()]
+        sent = [r for records, _ in batches for r in records]
+        assert got == [(i, k, v, tuple((hk, hv) for hk, hv in h), clock.now if log_append_time else t)
+                       for i, (k, v, h, t) in enumerate(sent)]
+    finally:
+        log.close()
