@@ -310,7 +310,7 @@ def _list_op(definition, wanted: dict, config, operation: int) -> str:
 
 def check_topic_overrides(overrides: dict[str, str], broker_defaults) -> None:
     """Raise ValueError (InvalidConfigError) if the overrides, laid over the broker's defaults, are not a
-    valid LogConfig: the one check CreateTopics and the alter calls share."""
+    valid LogConfig: what the alter calls check before writing (so the brokers can apply what they read)."""
     LogConfig.from_dict({**broker_defaults, **overrides})
 
 

@@ -16,6 +16,7 @@ Rule 3: the broker-level default of a topic config is the broker key in `ConfigK
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -192,9 +193,12 @@ class ConfigKey:
             return _parse_int(self.name, value)
         if self.type == "double":
             try:
-                return float(str(value).strip())
+                number = float(str(value).strip())
             except ValueError:
-                raise InvalidConfigError(f"{self.name} must be a number, not {value!r}") from None
+                number = math.nan
+            if not math.isfinite(number):
+                raise InvalidConfigError(f"{self.name} must be a number, not {value!r}")
+            return number
         text = str(value).strip()
         if self.type == "list":
             return ",".join(dict.fromkeys(item.strip().lower() for item in text.split(",") if item.strip()))

@@ -86,6 +86,7 @@ def test_the_standard_configs_parse_from_strings_and_print_as_kafka_does():
     ({"min.insync.replicas": "0"}, "min.insync.replicas"),
     ({"unclean.leader.election.enable": "yes"}, "unclean.leader.election.enable must be true or false"),
     ({"min.cleanable.dirty.ratio": "1.5"}, "min.cleanable.dirty.ratio"),
+    ({"min.cleanable.dirty.ratio": "nan"}, "min.cleanable.dirty.ratio must be a number"),
     ({"message.timestamp.before.max.ms": "-1"}, "message.timestamp.before.max.ms"),
     ({"remote.storage.enable": "true"}, "remote.storage.enable: tiered storage is not supported"),
 ])
