@@ -22,14 +22,17 @@ import struct
 from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
+    HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    CorruptRecordError,
     build_batch,
     compute_crc,
+    decode_varint,
     iter_batches,
     peek_size,
 )
-from sparklog.records.compression import codec_id
+from sparklog.records.compression import codec_id, decompress
 from sparklog.storage.config import (
     COMPRESSION_PRODUCER,
     COMPRESSION_UNCOMPRESSED,
@@ -64,14 +67,23 @@ class AppendConverter:
         self.active = self.log_append_time or self.bounded or self.codec is not None
 
     def convert(self, data: bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> bytearray:
-        """The batches as the log stores them; `batches` are the (position, header) of each in `data`."""
+        """The batches as the log stores them; `batches` are the (position, header) of each in `data`.
+
+        Without recompression `data` itself is returned, stamped in place (the log owns it: append copies
+        any buffer but a bytearray, whose baseOffset fields it overwrites anyway)."""
+        if self.bounded:
+            for position, header in batches:
+                self._check_timestamps(data, position, header, now_ms)
+        if self.codec is None or all(h.compression == self.codec or h.is_control for _, h in batches):
+            if self.log_append_time:
+                for position, _ in batches:
+                    stamp_log_append_time(data, now_ms, position)
+            return data
         out = bytearray()
         view = memoryview(data)
         for position, header in batches:
             raw = view[position:position + header.size]
-            if self.bounded:
-                self._check_timestamps(raw, now_ms)
-            if self.codec is not None and header.compression != self.codec and not header.is_control:
+            if header.compression != self.codec and not header.is_control:
                 raw = self._recompress(raw, header)
             if self.log_append_time:
                 raw = bytearray(raw)
@@ -79,12 +91,10 @@ class AppendConverter:
             out += raw
         return out
 
-    def _check_timestamps(self, raw: memoryview, now_ms: int) -> None:
-        batch = next(iter_batches(raw, check_crc=False))
-        if batch.is_control:
+    def _check_timestamps(self, data: bytearray, position: int, header: BatchHeader, now_ms: int) -> None:
+        if header.is_control:
             return
-        timestamps = batch.columns().timestamps
-        low, high = min(timestamps), max(timestamps)
+        low, high = timestamp_range(memoryview(data)[position:position + header.size], header)
         if now_ms - low > self.before_ms or high - now_ms > self.after_ms:
             bad = low if now_ms - low > self.before_ms else high
             raise InvalidTimestampError(
@@ -99,6 +109,31 @@ class AppendConverter:
                            base_sequence=header.base_sequence,
                            partition_leader_epoch=header.partition_leader_epoch,
                            is_transactional=header.is_transactional)
+
+
+def timestamp_range(raw: memoryview, header: BatchHeader) -> tuple[int, int]:
+    """(lowest, highest) record timestamp of one checked batch, reading only each record's length and
+    timestampDelta (keys, values and headers are skipped, never copied); malformed records raise
+    CorruptRecordError."""
+    section = raw[HEADER_SIZE:]
+    if header.compression:
+        try:
+            section = decompress(header.compression, section)
+        except ValueError as exc:
+            raise CorruptRecordError(f"batch at offset {header.base_offset}: {exc}") from exc
+    end, position, low, high = len(section), 0, LONG_MAX, -LONG_MAX
+    try:
+        for _ in range(header.record_count):
+            length, start = decode_varint(section, position)
+            delta, _ = decode_varint(section, start + 1)  # after the record's attributes byte
+            position = start + length
+            if length < 2 or position > end:
+                raise CorruptRecordError(f"record of {length} bytes overruns the batch at offset "
+                                         f"{header.base_offset}")
+            low, high = min(low, delta), max(high, delta)
+    except IndexError:
+        raise CorruptRecordError(f"records overrun the batch at offset {header.base_offset}") from None
+    return header.base_timestamp + low, header.base_timestamp + high
 
 
 def stamp_log_append_time(batch: bytearray, now_ms: int, position: int = 0) -> None:

@@ -258,3 +258,23 @@ def test_conversion_keeps_every_record_and_signs_every_batch(tmp_path_factory, f
                        for i, (k, v, h, t) in enumerate(sent)]
     finally:
         log.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(records=RECORDS, codec=st.sampled_from(sorted(CODECS)))
+def test_timestamp_range_agrees_with_the_full_decoder(records, codec):
+    from sparklog.storage.log_validator import timestamp_range
+
+    (batch,) = iter_batches(build_batch(records, compression=codec))
+    timestamps = batch.columns().timestamps
+    assert timestamp_range(batch.raw, batch) == (min(timestamps), max(timestamps))
+
+
+def test_timestamp_range_refuses_records_that_overrun_the_batch():
+    from sparklog.storage.log_validator import timestamp_range
+
+    (batch,) = iter_batches(build_batch([(None, b"value", None, BASE_TS)]))
+    raw = bytearray(batch.raw)
+    raw[61] = 0x7E  # the first record's length varint: 63 bytes, past the end
+    with pytest.raises(CorruptRecordError, match="overruns"):
+        timestamp_range(memoryview(raw), batch)
