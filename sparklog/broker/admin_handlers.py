@@ -12,7 +12,10 @@ value of its `log.` synonym (STATIC_BROKER_CONFIG), else Kafka's default (DEFAUL
 when asked, in that order, as Kafka's brokers list them.
 Rule 3: broker resources are described (their server.properties and the log defaults) but not altered:
 sparklog has no dynamic broker configs, so an alter of one is INVALID_REQUEST saying so.
-Rule 4: DeleteRecords is served by each partition's leader and moves its log start offset
+Rule 4: CreatePartitions obeys CreateTopics' partition limits (partition_limits.py) before any ZooKeeper write:
+the new total against max.partitions.per.topic, the partitions added against max.broker.partitions and, over
+the whole request, max.partitions.per.request.
+Rule 5: DeleteRecords is served by each partition's leader and moves its log start offset
 (`PartitionLog.delete_records_before`); -1 means the high watermark; beyond it is OFFSET_OUT_OF_RANGE.
 """
 
@@ -22,6 +25,7 @@ import asyncio
 import logging
 
 from sparklog.broker import handlers as base
+from sparklog.broker import partition_limits
 from sparklog.coordination import topics as topic_registry
 from sparklog.protocol.alter_configs import AlterConfigsResourceResponse, AlterConfigsResponse
 from sparklog.protocol.api_keys import ApiKey
@@ -84,14 +88,23 @@ def handle_create_partitions(request, state):
 
 async def _create_partitions(body, state) -> CreatePartitionsResponse:
     repeated = _repeated(t.name for t in body.topics)
+    too_many = partition_limits.request_problem(state.config, [_added(state, t) for t in body.topics])
     results = []
     for topic in body.topics:
-        if topic.name in repeated:
+        if too_many:
+            code, message = too_many  # the request as a whole is over max.partitions.per.request: none grows
+        elif topic.name in repeated:
             code, message = INVALID_REQUEST, "the topic appears more than once in the request"
         else:
             code, message = await _grow(state, topic, body.validate_only)
         results.append(CreatePartitionsTopicResult(name=topic.name, error_code=code, error_message=message))
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+def _added(state, topic) -> int:
+    """How many partitions a CreatePartitions topic asks to add (0 for an unknown topic or a shrink)."""
+    meta = state.partitions.snapshot.topics.get(topic.name)
+    return 0 if meta is None else max(0, topic.count - len(meta.partitions))
 
 
 async def _grow(state, topic, validate_only: bool) -> tuple[int, str | None]:
@@ -104,9 +117,17 @@ async def _grow(state, topic, validate_only: bool) -> tuple[int, str | None]:
                                     f"larger, not {topic.count}")
     if topic.assignments is not None:
         return INVALID_REPLICA_ASSIGNMENT, "manual replica assignments are not supported"
+    limit = state.config.max_partitions_per_topic
+    if topic.count > limit:
+        return INVALID_PARTITIONS, f"{topic.count} partitions is more than max.partitions.per.topic={limit}"
+    live = sorted(state.partitions.snapshot.brokers)
+    replication = max((len(replicas) for replicas in meta.assignment.values()), default=1)
+    over_limit = partition_limits.topic_problem(state.config, state.partitions.snapshot.topics, live,
+                                                topic.count - current, replication)
+    if over_limit:
+        return over_limit
     if validate_only:
         return NONE, None
-    live = sorted(state.partitions.snapshot.brokers)
     try:
         grown = await state.blocking(topic_registry.add_partitions, state.zk, topic.name, topic.count, live)
     except topic_registry.UnknownTopic as exc:

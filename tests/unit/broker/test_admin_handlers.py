@@ -264,3 +264,19 @@ def test_produce_to_a_log_append_time_topic_reports_the_stamped_time(state, logs
     assert part.error_code == 0 and before <= part.log_append_time_ms <= time.time_ns() // 1_000_000
     (stored,) = iter_batches(b"".join(s.read_bytes() for s in plog.iter_slices()))
     assert stored.max_timestamp == part.log_append_time_ms
+
+
+@pytest.mark.parametrize("limits, count, code, message", [
+    (dict(max_partitions_per_topic=3), 4, handlers.INVALID_PARTITIONS, "max.partitions.per.topic=3"),
+    (dict(max_partitions_per_request=1), 4, admin_handlers.partition_limits.POLICY_VIOLATION,
+     "max.partitions.per.request=1"),
+    (dict(max_broker_partitions=0), 3, admin_handlers.partition_limits.POLICY_VIOLATION, "max.broker.partitions=0"),
+])
+def test_create_partitions_obeys_the_partition_limits_before_writing(state, zk, limits, count, code, message):
+    import dataclasses
+
+    state.config = dataclasses.replace(state.config, **limits)
+    body = CreatePartitionsRequest(topics=[CreatePartitionsTopic(name="t", count=count, assignments=None)])
+    (result,) = call(admin_handlers.handle_create_partitions, body, ApiKey.CREATE_PARTITIONS, 3, state).results
+    assert result.error_code == code and message in result.error_message
+    assert sorted(topic_registry.get_topic(zk, "t").partitions) == [0, 1]
