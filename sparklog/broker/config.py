@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
 from sparklog.storage.scrubber import SCRUBBER_KEYS
 
 log = logging.getLogger(__name__)
@@ -46,22 +47,9 @@ DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS = 300000  # log.retention.check.interval
 DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS = 9223372036854775807  # log.flush.scheduler.interval.ms
 DEFAULT_PORT = 9092
 
-# Broker-level key -> topic-level key of the storage's LogConfig (Kafka's LogConfig "synonyms").
-LOG_KEY_TO_TOPIC_KEY = {
-    "log.segment.bytes": "segment.bytes",
-    "log.roll.ms": "segment.ms",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "log.retention.ms": "retention.ms",
-    "log.retention.bytes": "retention.bytes",
-    "log.flush.interval.messages": "flush.messages",
-    "log.flush.interval.ms": "flush.ms",
-    "log.segment.delete.delay.ms": "file.delete.delay.ms",
-    "log.cleanup.policy": "cleanup.policy",
-    "message.max.bytes": "max.message.bytes",
-    # sparklog's own: "flushed" (the paper: consumers see only fsynced messages) or "appended" (Kafka's)
-    "log.flush.visibility": "flush.visibility",
-}
+# Broker-level key -> topic-level key of the storage's LogConfig (Kafka's LogConfig "synonyms": log.retention.ms
+# -> retention.ms, compression.type -> compression.type, ...), from the storage's one table of topic configs.
+LOG_KEY_TO_TOPIC_KEY = dict(TOPIC_CONFIG_BROKER_KEYS)
 # Coarser spellings of the same settings, converted to milliseconds (the finer one wins, as in Kafka).
 _COARSE_MS = {
     "log.retention.minutes": ("log.retention.ms", 60_000),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,7 +66,8 @@ from sparklog.protocol.produce import PartitionProduceResponse, ProduceResponse,
 from sparklog.protocol.registry import advertised_api_versions
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
 from sparklog.storage.config import LogConfig
-from sparklog.storage.errors import LogClosedError, OffsetOutOfRange, RecordBatchTooLarge, StorageError
+from sparklog.storage.errors import (InvalidTimestampError, LogClosedError, OffsetOutOfRange, RecordBatchTooLarge,
+                                     StorageError)
 from sparklog.records.batch import CorruptRecordError
 from sparklog.storage.topic_names import validate_topic
 
@@ -95,6 +97,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = errors.TransactionalIdAuthorizationFaile
 KAFKA_STORAGE_ERROR = errors.KafkaStorageError.errno
 TOPIC_DELETION_DISABLED = errors.TopicDeletionDisabledError.errno
 INVALID_RECORD = errors.InvalidRecordError.errno
+INVALID_TIMESTAMP = errors.InvalidTimestampError.errno
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.errno
 REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
 
@@ -183,18 +186,21 @@ def handle_produce(request, state):
 def _append(plog, index: int, records, state) -> PartitionProduceResponse:
     if records is None or not len(records):
         return _produce_error(index, INVALID_RECORD, "no record batch in the request")
+    append_time = time.time_ns() // 1_000_000 if plog.stamps_append_time else NO_TIMESTAMP  # LogAppendTime
     try:
-        base = plog.append(records)
+        base = plog.append(records, append_time if append_time != NO_TIMESTAMP else None)
     except CorruptRecordError as exc:
         return _produce_error(index, CORRUPT_MESSAGE, str(exc))
     except RecordBatchTooLarge as exc:
         return _produce_error(index, MESSAGE_TOO_LARGE, str(exc))
+    except InvalidTimestampError as exc:
+        return _produce_error(index, INVALID_TIMESTAMP, str(exc))
     except LogClosedError:
         return _produce_error(index, NOT_LEADER_OR_FOLLOWER)
     except (OSError, StorageError) as exc:
         log.error("append to %s failed: %s", plog, exc)
         return _produce_error(index, KAFKA_STORAGE_ERROR, str(exc))
-    return PartitionProduceResponse(index=index, error_code=NONE, base_offset=base, log_append_time_ms=-1,
+    return PartitionProduceResponse(index=index, error_code=NONE, base_offset=base, log_append_time_ms=append_time,
                                     log_start_offset=plog.log_start_offset)
 
 

@@ -59,6 +59,7 @@ __all__ = [
     "get_topic",
     "partition_state",
     "set_partition_state",
+    "set_topic_config",
     "watch_topics",
 ]
 
@@ -357,6 +358,25 @@ def topic_config(zk: KazooClient, name: str) -> dict[str, str]:
     except NoNodeError:
         return {}
     return dict(decode(data).get("config", {}))
+
+
+def set_topic_config(zk: KazooClient, name: str, config: Mapping[str, object]) -> None:
+    """Replace the topic's config overrides with `config` (AlterConfigs; the brokers' watches apply them);
+    raise UnknownTopic. Idempotent: writing the same overrides again changes nothing a reader sees."""
+    paths.topic(name)
+    retrying(zk, _inner_set_config, zk, name, _config_json(config))
+
+
+def _inner_set_config(zk: KazooClient, name: str, data: bytes) -> None:
+    if zk.exists(paths.topic(name)) is None:
+        raise UnknownTopic(f"unknown topic {name!r}")
+    try:
+        zk.set(paths.topic_config(name), data)
+    except NoNodeError:  # a topic created by a tool that wrote no config node
+        try:
+            zk.create(paths.topic_config(name), data, makepath=True)
+        except NodeExistsError:
+            raise ForceRetryError() from None  # created meanwhile: set it on the retry
 
 
 def partition_state(zk: KazooClient, name: str, partition: int) -> PartitionState:

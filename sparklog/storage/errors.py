@@ -9,6 +9,7 @@ __all__ = [
     "CorruptRecordError",
     "CorruptSegmentError",
     "InvalidConfigError",
+    "InvalidTimestampError",
     "InvalidTopicName",
     "LogClosedError",
     "OffsetOutOfRange",
@@ -36,6 +37,11 @@ class OffsetOutOfRange(StorageError):
 
 class RecordBatchTooLarge(StorageError):
     """A batch is larger than max.message.bytes (MESSAGE_TOO_LARGE, 10); nothing was appended."""
+
+
+class InvalidTimestampError(StorageError):
+    """A CreateTime timestamp lies outside message.timestamp.before/after.max.ms of the broker's clock
+    (INVALID_TIMESTAMP, 32); nothing was appended."""
 
 
 class InvalidTopicName(StorageError, ValueError):

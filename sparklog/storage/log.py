@@ -15,9 +15,13 @@ Rule 5: a segment that was only loaded (its index trusted) is verified whole (CR
 before its first use (a read, a time lookup, retention, truncation), by whichever comes first of a
 reader (in its own thread) and the background scrubber (scrubber.py), which the LogManager nudges when it
 opens such a log and which also re-verifies flushed segments periodically.
-
-The log start offset is the base offset of the first segment (retention deletes whole segments only), so
-it needs no checkpoint file of its own.
+Rule 6: the log start offset is the larger of the first segment's base offset (retention deletes whole
+segments) and the offset DeleteRecords moved it to (`delete_records_before`), which is checkpointed in
+`log-start-offset-checkpoint` before the call returns; it only moves forward (truncation below it aside).
+Rule 7: `reconfigure(LogConfig)` (Kafka's updateConfig) swaps the settings under the append lock: the next
+append, flush check, roll and retention pass use them; the active segment's segment.ms deadline moves with
+them; index sizes apply from the next segment on. Batches are converted (timestamp type and bounds,
+compression) by `log_validator` only when the config asks for it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from sparklog.storage.errors import CorruptSegmentError, LogClosedError, OffsetO
 from sparklog.storage.fences import FencedRanges
 from sparklog.storage.files import OS_FILES, Files
 from sparklog.storage.flusher import Flusher, default_flusher
+from sparklog.storage.log_validator import converter_for
 from crc32c import crc32c
 
 from sparklog.records.batch import (
@@ -71,6 +76,7 @@ from sparklog.storage.topic_names import parse_partition_dir
 logger = logging.getLogger(__name__)
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"  # Kafka's name; here one per partition directory
+LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"  # Kafka's name; here one per partition directory
 CHECKPOINT_VERSION = 0  # Kafka's OffsetCheckpointFile version
 TMP_SUFFIX = ".tmp"
 DEFAULT_READ_BYTES = 1024 * 1024  # iter_slices' chunk: Kafka's default max.partition.fetch.bytes
@@ -192,12 +198,8 @@ class PartitionLog:
         self.topic = topic
         self.partition = partition
         self.name = f"{topic}-{partition}"
-        self.config = config
-        self.flush_ms = config.flush_ms
-        self._flush_messages = config.flush_messages
-        self._max_message_bytes = config.max_message_bytes
-        self._segment_bytes = config.segment_bytes
-        self._expose_on_append = config.flush_visibility == VISIBILITY_APPENDED
+        self._use_config(config)
+        self._log_start = 0  # DeleteRecords' log start offset (Rule 6); the first segment's base may be above it
         self._checkpoint_interval_s = checkpoint_interval_ms / 1000
         self._files = files
         self._flusher = flusher
@@ -224,6 +226,27 @@ class PartitionLog:
         self._on_fence = on_fence
         self._fences = FencedRanges(files, directory)
         self._verified_bytes = 0
+
+    def _use_config(self, config: LogConfig) -> None:
+        self.config = config
+        self.flush_ms = config.flush_ms
+        self._flush_messages = config.flush_messages
+        self._max_message_bytes = config.max_message_bytes
+        self._segment_bytes = config.segment_bytes
+        self._expose_on_append = config.flush_visibility == VISIBILITY_APPENDED
+        self._converter = converter_for(config)
+
+    def reconfigure(self, config: LogConfig) -> None:
+        """Use `config` from now on, without closing the log (Rule 7; Kafka's UnifiedLog.updateConfig).
+
+        A visibility change from "appended" to "flushed" never moves the high watermark back: what readers
+        have seen stays visible; later appends wait for their flush."""
+        with self._lock:
+            old = self.config
+            self._use_config(config)
+            active = self._segments[-1] if self._segments else None
+            if active is not None and old.segment_ms != config.segment_ms:
+                active.roll_at_ms += config.segment_ms - old.segment_ms
 
     # -- opening ----------------------------------------------------------------------------------
 
@@ -283,6 +306,7 @@ class PartitionLog:
         self._set_segments(tuple(segments))
         active = segments[-1]
         self._leo = active.next_offset
+        self._log_start = min(self._read_log_start(), self._leo)
         self._recovery_point = min(recovery_point, self._leo)
         self.flush()  # makes whatever recovery kept durable; rewrites the checkpoint if it named lost offsets
         self._hw = _Visible(self._leo, active.base_offset, active.size)
@@ -400,15 +424,17 @@ class PartitionLog:
 
     # -- the recovery point checkpoint (Kafka's OffsetCheckpointFile format) --------------------------
 
-    def _checkpoint_path(self) -> str:
-        return os.path.join(self.directory, RECOVERY_POINT_FILE)
-
     def _read_recovery_point(self) -> int:
         """The checkpointed offset, or 0 (replay everything) if the file is missing or unreadable."""
-        self._checkpointed = None
-        data = self._files.read_file(self._checkpoint_path())
+        self._checkpointed = self._read_checkpoint(RECOVERY_POINT_FILE, "replaying every segment")
+        return 0 if self._checkpointed is None else self._checkpointed
+
+    def _read_checkpoint(self, file_name: str, fallback: str) -> int | None:
+        """The offset of one of our checkpoint files (Kafka's OffsetCheckpointFile format, one entry);
+        None when missing, or unreadable (logged, with what happens instead: `fallback`)."""
+        data = self._files.read_file(os.path.join(self.directory, file_name))
         if data is None:
-            return 0
+            return None
         try:
             version, count, entry = data.decode("ascii").splitlines()
             topic, partition, offset = entry.split(" ")
@@ -416,15 +442,17 @@ class PartitionLog:
                 self.topic, self.partition
             ):
                 raise ValueError(entry)
-            self._checkpointed = max(0, int(offset))
-            return self._checkpointed
+            return max(0, int(offset))
         except (ValueError, UnicodeDecodeError):
-            logger.warning("%s: unreadable %s; replaying every segment", self.name, RECOVERY_POINT_FILE)
-            return 0
+            logger.warning("%s: unreadable %s; %s", self.name, file_name, fallback)
+            return None
+
+    def _write_checkpoint(self, file_name: str, offset: int) -> None:
+        text = f"{CHECKPOINT_VERSION}\n1\n{self.topic} {self.partition} {offset}\n"
+        self._files.write_atomically(os.path.join(self.directory, file_name), text.encode("ascii"))
 
     def _write_recovery_point(self, offset: int) -> None:
-        text = f"{CHECKPOINT_VERSION}\n1\n{self.topic} {self.partition} {offset}\n"
-        self._files.write_atomically(self._checkpoint_path(), text.encode("ascii"))
+        self._write_checkpoint(RECOVERY_POINT_FILE, offset)
         self._checkpointed = offset
         self._checkpointed_at = time.monotonic()
         self._counters["checkpoints"] += 1
@@ -443,10 +471,43 @@ class PartitionLog:
             return True
         return force or now - self._checkpointed_at >= self._checkpoint_interval_s
 
+    # -- the log start offset checkpoint (Rule 6) -------------------------------------------------
+
+    def _read_log_start(self) -> int:
+        """The offset DeleteRecords moved the log start to, or 0 if it never did (or the file is unreadable)."""
+        return self._read_checkpoint(LOG_START_OFFSET_FILE, "the log starts at its first segment") or 0
+
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start offset up to `offset` (Kafka's DeleteRecords); return the new log start offset.
+
+        `offset` may be at most the high watermark; records below it are no longer served (a fetch there is
+        OFFSET_OUT_OF_RANGE), and whole segments below it are deleted at once. Moving it backwards is a no-op.
+        The new start is checkpointed durably before this returns, so a restart keeps it (Rule 6).
+        """
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    raise LogClosedError(f"{self.name} is closed")
+                if offset < 0 or offset > self._hw.offset:
+                    raise OffsetOutOfRange(offset, self.log_start_offset, self._hw.offset, self.name)
+                if offset <= self.log_start_offset:
+                    return self.log_start_offset
+                self._log_start = offset
+                self._write_checkpoint(LOG_START_OFFSET_FILE, offset)
+                doomed = [s for s in self._segments[:-1] if s.next_offset <= offset]
+                if doomed:
+                    self._set_segments(self._segments[len(doomed):])
+                    self._retire_locked(doomed)
+            self._schedule_deletes(doomed)
+            return offset
+
     # -- appending --------------------------------------------------------------------------------
 
-    def append(self, batches) -> int:
+    def append(self, batches, append_time_ms: int | None = None) -> int:
         """Append one or more whole v2 batches (a producer's record set); return the first batch's base offset.
+
+        `append_time_ms` is the broker's clock for LogAppendTime stamping and the timestamp bounds (default:
+        the log's clock); the broker passes it so that it can answer Produce with the time it stamped.
 
         All batches are validated (size against max.message.bytes, magic, CRC-32C) before any byte is
         written: on RecordBatchTooLarge or CorruptRecordError nothing is appended. A bytearray is used as
@@ -457,6 +518,10 @@ class PartitionLog:
         segment.ms, one write; index bookkeeping only every index.interval.bytes.
         """
         data = batches if type(batches) is bytearray else bytearray(batches)
+        converter = self._converter
+        if converter is not None:  # the config asks for LogAppendTime, timestamp bounds or a codec
+            now = self._clock() if append_time_ms is None else append_time_ms
+            data = converter.convert(data, self._validate(memoryview(data))[0], now)
         size = len(data)
         if size < HEADER_SIZE:
             return self._append_many(data)  # raises, with the reason
@@ -694,7 +759,7 @@ class PartitionLog:
         (segments, bases), hw = snapshot, self._hw
         if self._closed:
             raise LogClosedError(f"{self.name} is closed")
-        if offset < bases[0] or offset > self._leo:
+        if offset < bases[0] or offset < self._log_start or offset > self._leo:
             raise OffsetOutOfRange(offset, self.log_start_offset, self._leo, self.name)
         limit = hw.offset if max_offset is None else min(hw.offset, max_offset)
         for segment in segments[max(0, bisect_right(bases, offset) - 1):]:
@@ -758,7 +823,8 @@ class PartitionLog:
             if segment.max_timestamp >= timestamp:
                 found = segment.find_timestamp(timestamp, self._visible_end(segment, hw, hw.offset))
                 if found is not None:
-                    return found
+                    start = self.log_start_offset  # the batch may straddle a DeleteRecords start
+                    return found if found.offset >= start else TimestampOffset(found.timestamp, start)
         return None
 
     # -- verification (Rule 5) ----------------------------------------------------------------------
@@ -902,11 +968,12 @@ class PartitionLog:
 
     def _truncate_locked(self, offset: int) -> list[LogSegment]:
         segments = self._segments
-        if offset <= segments[0].base_offset:
+        if offset <= segments[0].base_offset or offset < self._log_start:  # Kafka's truncateFullyAndStartAt
             doomed = list(segments)
             self._retire_locked(doomed)  # first: the fresh segment may reuse a doomed one's name
             keep = (LogSegment(self.directory, offset, self.config, self._files, self._clock()),)
             self._directory_dirty = True
+            self._log_start = offset
         else:
             keep = tuple(s for s in segments if s.base_offset < offset)
             doomed = [s for s in segments if s.base_offset >= offset]
@@ -944,7 +1011,8 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._bases[0]
+        first = self._bases[0]
+        return first if self._log_start <= first else self._log_start
 
     @property
     def log_end_offset(self) -> int:
@@ -953,6 +1021,12 @@ class PartitionLog:
     @property
     def high_watermark(self) -> int:
         return self._hw.offset
+
+    @property
+    def stamps_append_time(self) -> bool:
+        """Whether appends get LogAppendTime (message.timestamp.type): Produce then reports the time."""
+        converter = self._converter
+        return converter is not None and converter.log_append_time
 
     @property
     def recovery_point(self) -> int:
@@ -985,7 +1059,7 @@ class PartitionLog:
     def statistics(self) -> LogStatistics:
         segments = self._segments
         return LogStatistics(
-            self.name, segments[0].base_offset, self._leo, self._hw.offset, self._recovery_point,
+            self.name, self.log_start_offset, self._leo, self._hw.offset, self._recovery_point,
             len(segments), sum(s.size for s in segments), self._unflushed_messages,
             appends=self._appends, appended_bytes=self._appended_bytes, **self._counters,
             fenced_ranges=len(self._fences.ranges), fenced_offsets=self._fences.offsets,

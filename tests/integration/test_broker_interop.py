@@ -35,10 +35,14 @@ AIOKAFKA = "aiokafka"
 KCAT = "librdkafka 2.0"
 NEGOTIATED = {
     CONFLUENT: {"ApiVersions": {3}, "Metadata": {8}, "Produce": {8}, "Fetch": {11}, "FindCoordinator": {2},
-                "OffsetCommit": {7}, "OffsetFetch": {5}},
+                "OffsetCommit": {7}, "OffsetFetch": {5}, "CreatePartitions": {2}, "DescribeConfigs": {1},
+                "IncrementalAlterConfigs": {1}, "DeleteRecords": {2}},
     KAFKA_PYTHON: {"ApiVersions": {4}, "Metadata": {8}, "Produce": {8}, "Fetch": {11}, "ListOffsets": {5},
-                   "CreateTopics": {4}, "InitProducerId": {1}},
-    AIOKAFKA: {"ApiVersions": {0}, "Metadata": {5}, "Produce": {7}, "Fetch": {11}, "ListOffsets": {3}},
+                   "CreateTopics": {4}, "InitProducerId": {1}, "CreatePartitions": {3}, "AlterConfigs": {2},
+                   "IncrementalAlterConfigs": {1}, "DescribeConfigs": {4}, "DeleteRecords": {2},
+                   "DescribeCluster": {2}},
+    AIOKAFKA: {"ApiVersions": {0}, "Metadata": {5}, "Produce": {7}, "Fetch": {11}, "ListOffsets": {3},
+               "CreatePartitions": {1}, "AlterConfigs": {1}, "DescribeConfigs": {2}, "DeleteRecords": {2}},
     KCAT: {"ApiVersions": {3}, "Metadata": {4}, "Produce": {7}, "Fetch": {11}, "ListOffsets": {2}},
 }
 
@@ -442,3 +446,148 @@ def test_kcat_consumes_what_python_clients_produced(cluster, compression):
     producer.flush(TIMEOUT_S)
     producer.close()
     assert_same_messages(kcat_consume(cluster, topic, len(msgs)), msgs)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Admin APIs (issue 14): topic configs, CreatePartitions, DescribeConfigs, (Incremental)AlterConfigs,
+# DeleteRecords, DescribeCluster through each client's own admin client
+
+STANDARD_CONFIGS = {"compression.type": "zstd", "message.timestamp.type": "LogAppendTime",
+                    "delete.retention.ms": "1000", "cleanup.policy": "compact,delete", "min.insync.replicas": "1",
+                    "unclean.leader.election.enable": "false", "message.timestamp.before.max.ms": "86400000"}
+
+
+def read_with_timestamps(bootstrap, topic, partitions, expected):
+    """[(partition, offset, timestamp_type, value)] read by kafka-python from the log start of each partition."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in partitions])
+        got, deadline = [], time.monotonic() + TIMEOUT_S
+        while len(got) < expected and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got.extend((r.partition, r.offset, r.timestamp_type, r.value) for r in records)
+        return got
+    finally:
+        consumer.close()
+
+
+def test_confluent_admin_creates_with_standard_configs_alters_grows_and_deletes_records(cluster):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                       NewPartitions, NewTopic, ResourceType)
+
+    topic = "cfg-confluent"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config=STANDARD_CONFIGS)])[topic].result(TIMEOUT_S)
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(TIMEOUT_S)
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(TIMEOUT_S)
+    assert {k: configs[k].value for k in STANDARD_CONFIGS} == STANDARD_CONFIGS
+    assert configs["compression.type"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert configs["retention.ms"].is_default and configs["retention.ms"].value == "604800000"
+
+    change = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("delete.retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
+    admin.incremental_alter_configs([change])[change].result(TIMEOUT_S)
+    configs = admin.describe_configs([resource])[resource].result(TIMEOUT_S)
+    assert (configs["retention.ms"].value, configs["delete.retention.ms"].value) == ("3600000", "86400000")
+    bad = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("compression.type", "brotli", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception, match="compression.type"):
+        admin.incremental_alter_configs([bad])[bad].result(TIMEOUT_S)
+
+    msgs = [(b"k", b"v%d" % i) for i in range(10)]
+    confluent_produce_to(cluster.bootstrap, topic, msgs, partition=1)
+    got = read_with_timestamps(cluster.bootstrap, topic, [1], len(msgs))
+    assert [(p, o, t, v) for p, o, t, v in got] == [(1, i, 1, v) for i, (_, v) in enumerate(msgs)]  # LogAppendTime
+    deleted = admin.delete_records([TopicPartition(topic, 1, 4)])
+    assert next(iter(deleted.values())).result(TIMEOUT_S).low_watermark == 4
+    assert [o for _, o, _, _ in read_with_timestamps(cluster.bootstrap, topic, [1], 6)] == list(range(4, 10))
+    cluster_info = admin.describe_cluster().result(TIMEOUT_S)
+    assert cluster_info.cluster_id and [n.id for n in cluster_info.nodes] == [1]
+    assert_negotiated(cluster, CONFLUENT, "CreatePartitions", "DescribeConfigs", "IncrementalAlterConfigs",
+                      "DeleteRecords")  # librdkafka's DescribeCluster is a Metadata request
+
+
+def confluent_produce_to(bootstrap, topic, msgs, partition):
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4"})
+    for key, value in msgs:
+        producer.produce(topic, value=value, key=key, partition=partition)
+    assert producer.flush(TIMEOUT_S) == 0
+
+
+def test_kafka_python_admin_configs_partitions_records_and_cluster(cluster):
+    from kafka import TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+
+    topic = "cfg-kp"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"cleanup.policy": "compact"})])
+        admin.create_partitions({topic: 2})
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "5000"})],
+                            incremental=False)
+        every = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+        every = every["topic"][topic]
+        assert every["message.timestamp.type"]["value"] == "CreateTime"
+        assert every["message.timestamp.type"]["config_source"] == "DEFAULT_CONFIG"
+        # AlterConfigs replaces every override; kafka-python re-sends the modified ones itself
+        modified = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
+        assert {k: v["value"] for k, v in modified.items()} == {"cleanup.policy": "compact", "retention.ms": "5000"}
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"segment.ms": "60000"})])
+        modified = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
+        assert modified["segment.ms"]["value"] == "60000" and modified["retention.ms"]["value"] == "5000"
+        broker = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")], config_filter="all")
+        assert broker["broker"]["1"]["log.retention.ms"]["value"] == "604800000"
+        confluent_produce_to(cluster.bootstrap, topic, [(b"k", b"v%d" % i) for i in range(5)], partition=0)
+        wait_visible(cluster, topic, 5)
+        admin.delete_records({TopicPartition(topic, 0): 3})
+        assert [o for _, o, _, _ in read_with_timestamps(cluster.bootstrap, topic, [0], 2)] == [3, 4]
+        info = admin.describe_cluster()
+        assert info["cluster_id"] and [b["broker_id"] if "broker_id" in b else b["node_id"]
+                                       for b in info["brokers"]] == [1]
+    finally:
+        admin.close()
+    again = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        with pytest.raises(Exception, match="InvalidPartitions"):
+            again.create_partitions({topic: 1})
+    finally:
+        again.close()
+    assert_negotiated(cluster, KAFKA_PYTHON, "CreatePartitions", "AlterConfigs", "IncrementalAlterConfigs",
+                      "DescribeConfigs", "DeleteRecords", "DescribeCluster")
+
+
+def test_aiokafka_admin_configs_partitions_and_records(cluster):
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic, RecordsToDelete
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+    from aiokafka.structs import TopicPartition
+
+    topic = "cfg-aio"
+
+    async def scenario():
+        admin = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"compression.type": "gzip"})])
+            await admin.create_partitions({topic: NewPartitions(2)})
+            await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                                      configs={"retention.ms": "7000"})])
+            (described,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+            confluent_produce_to(cluster.bootstrap, topic, [(b"k", b"v%d" % i) for i in range(4)], partition=1)
+            wait_visible(cluster, topic, 4)
+            deleted = await admin.delete_records({TopicPartition(topic, 1): RecordsToDelete(before_offset=2)})
+            return described, deleted
+        finally:
+            await admin.close()
+
+    described, deleted = asyncio.run(scenario())
+    configs = {c[0]: c[1] for r in described.resources for c in r[4]}
+    assert configs["retention.ms"] == "7000" and configs["compression.type"] == "producer"  # replaced
+    assert list(deleted.values()) == [2]
+    assert_negotiated(cluster, AIOKAFKA, "CreatePartitions", "AlterConfigs", "DescribeConfigs", "DeleteRecords")

@@ -188,3 +188,17 @@ def test_watch_fires_on_create_grow_and_delete(zk, zk_connect):
         assert len(seen) == count
     finally:
         close(observer)
+
+
+def test_set_topic_config_replaces_the_overrides_and_refuses_unknown_topics(zk):
+    from sparklog.coordination import topics as registry
+
+    registry.create_topic(zk, "configured", 1, 1, {"retention.ms": "1"}, [1])
+    registry.set_topic_config(zk, "configured", {"cleanup.policy": "compact"})
+    registry.set_topic_config(zk, "configured", {"cleanup.policy": "compact"})  # idempotent
+    assert registry.topic_config(zk, "configured") == {"cleanup.policy": "compact"}
+    zk.delete("/config/topics/configured")  # a topic some tool created without a config node
+    registry.set_topic_config(zk, "configured", {"segment.ms": "5"})
+    assert registry.get_topic(zk, "configured").config == {"segment.ms": "5"}
+    with pytest.raises(registry.UnknownTopic):
+        registry.set_topic_config(zk, "absent", {})
