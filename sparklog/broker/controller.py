@@ -66,6 +66,7 @@ MAX_OPS_PER_MULTI = 1000
 MAX_WRITE_ATTEMPTS = 5  # re-read and decide again this often when partitions change under us
 SHUTDOWN_POLL_S = 0.05  # a stopping broker re-reads its partitions' states this often
 UNCLEAN_KEY = "unclean.leader.election.enable"  # topic-level override of the broker default
+TOPIC_KEYS = frozenset({UNCLEAN_KEY})  # the topic-level settings the controller reads (all booleans)
 PREFERRED_ELECTION_JSON_VERSION = 1
 
 PartitionKey = tuple[str, int]

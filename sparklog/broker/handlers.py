@@ -23,6 +23,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparklog.broker.controller import TOPIC_KEYS as CONTROLLER_TOPIC_KEYS
 from sparklog.broker.config import BrokerConfig
 from sparklog.coordination import offsets as offset_registry
 from sparklog.coordination import paths as zk_paths
@@ -99,9 +100,7 @@ REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
 
 NO_OFFSET = -1
 NO_TIMESTAMP = -1
-NO_LEADER_EPOCH = -1  # leader epochs are not exposed until replication moves leaders
-# Replication is a later issue: a topic with followers would claim copies that do not exist.
-MAX_REPLICATION_FACTOR = 1
+NO_LEADER_EPOCH = -1  # Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH
 
 @dataclass
 class BrokerState:
@@ -117,6 +116,7 @@ class BrokerState:
     loop: asyncio.AbstractEventLoop | None = None
     producer_ids: ProducerIdAllocator | None = None
     waiters: "HighWatermarkWaiters | None" = None
+    controller: Any = None  # broker.controller.Controller: who the controller is (Metadata's controller_id)
     counters: dict = field(default_factory=lambda: dict.fromkeys(
         ("produced_batches_bytes", "produce_errors", "fetch_waits", "zookeeper_calls"), 0))
 
@@ -443,7 +443,13 @@ def _metadata_response(snapshot, state, names, errors_by_name) -> MetadataRespon
         topics.append(MetadataResponseTopic(error_code=errors_by_name.get(name, NONE), name=name,
                                             is_internal=False, partitions=partitions))
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
-                            controller_id=snapshot.controller_id, topics=topics)
+                            controller_id=_controller_id(snapshot, state), topics=topics)
+
+
+def _controller_id(snapshot, state) -> int:
+    """The elected controller when it is known and live; else any live broker (every one can create topics)."""
+    elected = state.controller.controller_id if state.controller is not None else -1
+    return elected if elected in snapshot.brokers else snapshot.controller_id
 
 
 def _partition_metadata(p, live) -> MetadataResponsePartition:
@@ -452,7 +458,7 @@ def _partition_metadata(p, live) -> MetadataResponsePartition:
         error_code=NONE if leader_alive else LEADER_NOT_AVAILABLE,
         partition_index=p.partition,
         leader_id=p.leader if leader_alive else -1,
-        leader_epoch=NO_LEADER_EPOCH,
+        leader_epoch=p.leader_epoch if leader_alive else NO_LEADER_EPOCH,
         replica_nodes=list(p.replicas),
         isr_nodes=[b for b in p.isr if b in live],
         offline_replicas=[b for b in p.replicas if b not in live],
@@ -485,47 +491,63 @@ async def _create_one(state, topic, validate_only: bool) -> tuple[int, str | Non
     cfg = state.config
     partitions = cfg.num_partitions if topic.num_partitions == -1 else topic.num_partitions
     replication = cfg.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+    assignment = None
     if topic.assignments:
-        return INVALID_REPLICA_ASSIGNMENT, "manual replica assignments are not supported"
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            return INVALID_REQUEST, "give either num_partitions and replication_factor or assignments, not both"
+        assignment = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+        if len(assignment) != len(topic.assignments):
+            return INVALID_REPLICA_ASSIGNMENT, "a partition is assigned more than once"
+        partitions, replication = len(assignment), len(next(iter(assignment.values())))
     overrides = {c.name: c.value for c in topic.configs if c.value is not None}
     problem = _check_topic_config(overrides)
     if problem:
         return INVALID_CONFIG, problem
-    return await _create_topic(state, topic.name, partitions, replication, overrides, validate_only)
+    return await _create_topic(state, topic.name, partitions, replication, overrides, validate_only, assignment)
 
 
 def _check_topic_config(overrides: dict) -> str | None:
-    unknown = sorted(set(overrides) - set(LOG_CONFIG_KEYS))
+    known = set(LOG_CONFIG_KEYS) | CONTROLLER_TOPIC_KEYS
+    unknown = sorted(set(overrides) - known)
     if unknown:
-        return f"unknown topic config {', '.join(unknown)}; known: {', '.join(sorted(LOG_CONFIG_KEYS))}"
+        return f"unknown topic config {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+    bad = [k for k in CONTROLLER_TOPIC_KEYS & set(overrides) if overrides[k].strip().lower() not in ("true", "false")]
+    if bad:
+        return f"{bad[0]}={overrides[bad[0]]!r} is not true or false"
     try:
-        LogConfig.from_dict(overrides)
+        LogConfig.from_dict({k: v for k, v in overrides.items() if k in LOG_CONFIG_KEYS})
     except ValueError as exc:
         return str(exc)
     return None
 
 
-async def _create_topic(state, name, partitions, replication, overrides, validate_only=False):
+async def _create_topic(state, name, partitions, replication, overrides, validate_only=False, assignment=None):
     """(error code, message) of creating one topic through ZooKeeper; notes it in the snapshot at once."""
     try:
         validate_topic(name)
     except ValueError as exc:
         return INVALID_TOPIC_EXCEPTION, str(exc)
-    if partitions < 1:
-        return INVALID_PARTITIONS, f"number of partitions must be at least 1, not {partitions}"
-    if replication < 1 or replication > MAX_REPLICATION_FACTOR:
-        return INVALID_REPLICATION_FACTOR, (
-            f"replication factor {replication} is not supported: replication is not implemented yet, use 1")
-    live = sorted(state.partitions.snapshot.brokers)
+    if not 1 <= partitions <= topic_registry.MAX_PARTITIONS:
+        return INVALID_PARTITIONS, (
+            f"number of partitions must be between 1 and {topic_registry.MAX_PARTITIONS}, not {partitions}")
+    if replication < 1:
+        return INVALID_REPLICATION_FACTOR, f"replication factor must be at least 1, not {replication}"
+    live = {b.id: b.rack for _, b in sorted(state.partitions.snapshot.brokers.items())}
     if replication > len(live):
-        return INVALID_REPLICATION_FACTOR, f"replication factor {replication} > {len(live)} live brokers"
+        return INVALID_REPLICATION_FACTOR, (
+            f"replication factor {replication} is larger than the number of live brokers ({len(live)})")
+    if assignment is not None:
+        try:
+            topic_registry.validate_assignment(assignment, live)
+        except topic_registry.InvalidReplicaAssignment as exc:
+            return INVALID_REPLICA_ASSIGNMENT, str(exc)
     if validate_only:
         if name in state.partitions.snapshot.topics:
             return TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
         return NONE, None
     try:
         created = await state.blocking(topic_registry.create_topic, state.zk, name, partitions, replication,
-                                       overrides, live)
+                                       overrides, live, assignment)
     except topic_registry.TopicExists as exc:
         return TOPIC_ALREADY_EXISTS, str(exc)
     except topic_registry.InvalidTopicName as exc:
@@ -534,6 +556,8 @@ async def _create_topic(state, name, partitions, replication, overrides, validat
         return INVALID_PARTITIONS, str(exc)
     except topic_registry.InvalidReplicationFactor as exc:
         return INVALID_REPLICATION_FACTOR, str(exc)
+    except topic_registry.InvalidReplicaAssignment as exc:
+        return INVALID_REPLICA_ASSIGNMENT, str(exc)
     except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: the client may retry
         log.warning("creating topic %s failed: %s", name, exc)
         return REQUEST_TIMED_OUT, f"ZooKeeper: {exc}"

@@ -1,10 +1,8 @@
 """The controller election recipe against a real ZooKeeper: wins, epochs, take-over, fencing, idempotence."""
 
 import threading
-import time
 
 import pytest
-from kazoo.client import KazooClient
 
 from sparklog.coordination import paths
 from sparklog.coordination.connection import close, connect, decode, encode
@@ -16,24 +14,9 @@ from sparklog.coordination.controller_election import (
     read_controller,
     read_controller_epoch,
 )
+from support.zookeeper import expire_session, wait_for
 
 SHORT_SESSION_S = 2.0
-
-
-def wait_for(predicate, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
-
-
-def expire_session(client: KazooClient, zookeeper) -> None:
-    """Kazoo harness's trick: a second client joins the same session, then closes it on the server."""
-    session_id, password = client.client_id
-    thief = KazooClient(hosts=zookeeper.connect_string, client_id=(session_id, password))
-    thief.start(timeout=10)
-    thief.stop()
-    thief.close()
 
 
 class Recorder:

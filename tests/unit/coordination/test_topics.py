@@ -15,7 +15,10 @@ from sparklog.coordination.topics import (
     PartitionStateConflict,
     TopicExists,
     UnknownTopic,
+    InvalidReplicaAssignment,
     assign_replicas,
+    assign_replicas_rack_aware,
+    validate_assignment,
 )
 
 BROKERS = [3, 1, 2]
@@ -66,6 +69,54 @@ def test_growing_continues_the_same_placement():
 def test_partition_count_must_be_positive(count):
     with pytest.raises(InvalidPartitions):
         assign_replicas(BROKERS, count, 1)
+
+
+RACKS = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+
+
+def test_rack_aware_placement_puts_each_replica_on_another_rack():
+    assignment = assign_replicas_rack_aware(RACKS, 12, 3, seed=5)
+    for replicas in assignment.values():
+        assert len({RACKS[b] for b in replicas}) == 3
+    leaders = Counter(r[0] for r in assignment.values())
+    assert sorted(leaders.values()) == [2] * 6
+
+
+@given(
+    st.dictionaries(st.integers(0, 30), st.sampled_from("abcd"), min_size=1, max_size=9),
+    st.integers(1, 30),
+    st.integers(1, 6),
+    st.integers(0, 2**32),
+)
+def test_rack_aware_placement_properties(racks, partitions, rf, seed):
+    if rf > len(racks):
+        with pytest.raises(InvalidReplicationFactor):
+            assign_replicas_rack_aware(racks, partitions, rf, seed)
+        return
+    assignment = assign_replicas_rack_aware(racks, partitions, rf, seed)
+    assert sorted(assignment) == list(range(partitions))
+    for replicas in assignment.values():
+        assert len(replicas) == rf == len(set(replicas)) and set(replicas) <= set(racks)
+        assert len({racks[b] for b in replicas}) == min(rf, len(set(racks.values())))
+    leaders = Counter(r[0] for r in assignment.values())
+    assert max(leaders.values()) - min(leaders.get(b, 0) for b in racks) <= 1
+
+
+def test_explicit_assignments_are_validated():
+    assert validate_assignment({1: (2, 1), 0: (1, 2)}, {1, 2}) == {0: (1, 2), 1: (2, 1)}
+    for bad, why in [({}, "empty"), ({1: (1,)}, "numbered"), ({0: (1, 1)}, "twice"),
+                     ({0: (1, 2), 1: (1,)}, "same"), ({0: (1, 9)}, "unknown broker")]:
+        with pytest.raises(InvalidReplicaAssignment, match=why):
+            validate_assignment(bad, {1, 2})
+
+
+def test_create_with_an_explicit_assignment_and_racks(zk):
+    made = topics.create_topic(zk, "manual", 0, 0, live_broker_ids={1: None, 2: None},
+                               assignment={0: (2, 1), 1: (1, 2)})
+    assert topics.get_topic(zk, "manual").partitions == {0: (2, 1), 1: (1, 2)} == made.partitions
+    assert made.states[0].leader == 2 and made.states[0].isr == (2, 1)
+    racked = topics.create_topic(zk, "racked", 4, 2, live_broker_ids={1: "x", 2: "x", 3: "y", 4: "y"})
+    assert all({b <= 2 for b in r} == {True, False} for r in racked.partitions.values())
 
 
 # -- against ZooKeeper --------------------------------------------------------------------------------------
