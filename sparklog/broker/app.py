@@ -22,6 +22,7 @@ import json
 import logging
 import signal
 import sys
+import time
 from dataclasses import dataclass
 
 from sparklog.broker.config import BrokerConfig
@@ -42,6 +43,8 @@ ZOOKEEPER_WORKERS = 4
 REGISTRATION_GRACE_S = 5.0
 # Prefix of the log line holding the versions served per client (tests/support/cluster.py parses it).
 API_MATRIX_MARKER = "api versions served:"
+# Logged with the time it took once a controlled shutdown has moved this broker's leaderships away.
+CONTROLLED_SHUTDOWN_MARKER = "controlled shutdown: leadership moved in"
 
 
 @dataclass(frozen=True)
@@ -115,10 +118,13 @@ class Broker:
 
     async def _controlled_shutdown(self) -> None:
         cfg = self.config
+        started = time.monotonic()
         try:
             moved = await self.loop.run_in_executor(None, controlled_shutdown, self.zk, cfg.broker_id,
                                                     cfg.controlled_shutdown_timeout_ms / 1000.0)
-            if not moved:
+            if moved:
+                log.info("%s %.0f ms", CONTROLLED_SHUTDOWN_MARKER, (time.monotonic() - started) * 1000.0)
+            else:
                 log.warning("controlled shutdown: leadership did not move within %d ms; stopping anyway",
                             cfg.controlled_shutdown_timeout_ms)
         except Exception:  # noqa: BLE001 - ZooKeeper away: stop anyway, the controller sees us go

@@ -168,18 +168,23 @@ def assign_replicas(
         raise InvalidReplicationFactor(
             f"replication factor {replication_factor} is larger than the number of live brokers ({n})"
         )
+    assignment = {}
+    for p, first, shift in _leader_positions(n, num_partitions, seed, first_partition):
+        followers = [brokers[_follower_index(first, shift, j, n)] for j in range(replication_factor - 1)]
+        assignment[p] = (brokers[first], *followers)
+    return assignment
+
+
+def _leader_positions(n: int, num_partitions: int, seed: int, first_partition: int):
+    """(partition, index of its first replica, follower shift) for each partition placed, as Kafka steps."""
     start = seed % n
     # The shift grows by one every n partitions; starting later, count the steps already taken, so that
     # growing a topic places the new partitions exactly as creating it that big would have.
     shift = (seed // n) % n + max(0, (first_partition - 1) // n)
-    assignment = {}
     for p in range(first_partition, first_partition + num_partitions):
         if p > 0 and p % n == 0:
             shift += 1
-        first = (p + start) % n
-        followers = [brokers[_follower_index(first, shift, j, n)] for j in range(replication_factor - 1)]
-        assignment[p] = (brokers[first], *followers)
-    return assignment
+        yield p, (p + start) % n, shift
 
 
 def assign_replicas_rack_aware(racks: Mapping[int, str], num_partitions: int, replication_factor: int,
@@ -189,13 +194,8 @@ def assign_replicas_rack_aware(racks: Mapping[int, str], num_partitions: int, re
     n, num_racks = len(brokers), len(set(racks.values()))
     assign_replicas(brokers, 1, replication_factor)  # the same checks on the replication factor
     _check_partition_count(num_partitions, first_partition)
-    start = seed % n
-    shift = (seed // n) % n + max(0, (first_partition - 1) // n)
     assignment = {}
-    for p in range(first_partition, first_partition + num_partitions):
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (p + start) % n
+    for p, first, shift in _leader_positions(n, num_partitions, seed, first_partition):
         replicas = [brokers[first]]
         used_racks = {racks[brokers[first]]}
         k = 0

@@ -1,0 +1,150 @@
+"""The controller with real broker processes and a real ZooKeeper: failover by SIGKILL, controller take-over,
+controlled shutdown on SIGTERM, and unclean leader election (off, then on for one topic)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+
+from support.cluster import Cluster
+
+pytestmark = pytest.mark.slow
+
+SESSION_TIMEOUT_MS = 3000
+# A dead broker's ephemeral node goes after the session timeout; the controller then needs a moment.
+FAILOVER_BOUND_S = SESSION_TIMEOUT_MS / 1000 + 5
+TIMEOUT_S = 30
+
+
+@pytest.fixture
+def three(request, zk_connect, tmp_path):
+    c = Cluster(zk_connect, tmp_path, brokers=3,
+                overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), "log.flush.interval.ms": "20"})
+    request.addfinalizer(c.stop)
+    return c.start()
+
+
+def states(zk, topic):
+    from sparklog.coordination import topics
+
+    return topics.get_topic(zk, topic).states
+
+
+def wait_until(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"not reached within {timeout}s: {what}"
+        time.sleep(0.05)
+
+
+def test_a_killed_leaders_partitions_get_leaders_from_the_isr_in_one_batch(three, zk):
+    from sparklog.coordination import topics
+    from sparklog.coordination.controller_election import read_controller
+
+    topics.create_topic(zk, "failover", 6, 3)
+    before = states(zk, "failover")
+    controller = wait_until(lambda: read_controller(zk) if read_controller(zk) > 0 else None, TIMEOUT_S,
+                            "a controller is elected")
+    victim = next(b for b in (1, 2, 3) if b != controller)
+    led = {p for p, s in before.items() if s.leader == victim}
+    assert led, "placement gives every broker leaderships"
+    three.brokers[victim].kill()
+    killed_at = time.monotonic()
+
+    def moved():
+        now = states(zk, "failover")
+        return now if all(s.leader != victim and victim not in s.isr for s in now.values()) else None
+
+    after = wait_until(moved, FAILOVER_BOUND_S, "every partition is off the killed broker")
+    elapsed = time.monotonic() - killed_at
+    for p, state in after.items():
+        old = before[p]
+        if p in led:
+            assert state.leader in old.isr and state.leader_epoch == old.leader_epoch + 1
+        else:
+            assert state.leader == old.leader and state.leader_epoch == old.leader_epoch
+        assert state.isr == tuple(b for b in old.isr if b != victim) or set(state.isr) == set(old.isr) - {victim}
+        assert state.controller_epoch >= 1
+    print(f"failover: {elapsed:.2f}s after SIGKILL (session timeout {SESSION_TIMEOUT_MS} ms)")
+
+    # Metadata now names the new leaders and epochs, and reports the dead replica offline.
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": three.bootstrap}).list_topics("failover", timeout=10)
+    for p, meta in md.topics["failover"].partitions.items():
+        assert meta.leader == after[p].leader
+        assert victim not in meta.isrs
+
+
+def test_the_controllers_death_elects_another_that_takes_over(three, zk):
+    from sparklog.coordination import topics
+    from sparklog.coordination.controller_election import read_controller, read_controller_epoch
+
+    topics.create_topic(zk, "takeover", 3, 2)
+    first = wait_until(lambda: read_controller(zk) if read_controller(zk) > 0 else None, TIMEOUT_S, "controller")
+    epoch = read_controller_epoch(zk)[0]
+    led = {p for p, s in states(zk, "takeover").items() if s.leader == first}
+    three.brokers[first].kill()
+    second = wait_until(lambda: read_controller(zk) not in (-1, first) and read_controller(zk), FAILOVER_BOUND_S,
+                        "another controller")
+    assert read_controller_epoch(zk)[0] > epoch
+    now = wait_until(lambda: (lambda s: s if all(s[p].leader not in (first, -1) for p in led) else None)(
+        states(zk, "takeover")), FAILOVER_BOUND_S, "the new controller moves the dead one's leaderships")
+    assert all(s.controller_epoch == read_controller_epoch(zk)[0] for p, s in now.items() if p in led)
+    assert second in (1, 2, 3)
+
+
+def test_sigterm_moves_leadership_before_the_broker_leaves(three, zk):
+    from sparklog.coordination import topics
+    from sparklog.coordination.brokers import live_brokers
+
+    topics.create_topic(zk, "rolling", 6, 3)
+    victim = 2
+    assert any(s.leader == victim for s in states(zk, "rolling").values())
+    seen = {}
+
+    def watch():
+        while "gone" not in seen:
+            if "moved" not in seen and all(s.leader != victim for s in states(zk, "rolling").values()):
+                seen["moved"] = time.monotonic()
+            if victim not in live_brokers(zk):
+                seen["gone"] = time.monotonic()
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    assert three.brokers[victim].stop() == 0
+    watcher.join(TIMEOUT_S)
+    assert "moved" in seen and seen["moved"] <= seen["gone"], "leadership moved before the broker left"
+    assert all(victim not in s.isr for s in states(zk, "rolling").values())
+    moved_ms = float(re.search(r"leadership moved in (\d+) ms", three.brokers[victim].tail(100_000)).group(1))
+    print(f"controlled shutdown moved leadership in {moved_ms:.0f} ms")
+    assert moved_ms < SESSION_TIMEOUT_MS  # the goal is <= 1 s; bounded loosely on a loaded machine
+
+
+def test_unclean_leader_election_is_off_by_default_and_on_per_topic(three, zk):
+    from sparklog.coordination import topics
+
+    topics.create_topic(zk, "clean", 1, 2, assignment={0: (1, 2)})
+    topics.create_topic(zk, "unclean", 1, 2, assignment={0: (1, 2)},
+                        config={"unclean.leader.election.enable": "true"})
+    three.brokers[2].kill()  # the follower: the ISR shrinks to [1]
+    wait_until(lambda: all(states(zk, t)[0].isr == (1,) for t in ("clean", "unclean")), FAILOVER_BOUND_S,
+               "the dead follower leaves the ISR")
+    three.brokers[1].kill()  # the last ISR member: both go offline
+    wait_until(lambda: all(states(zk, t)[0].leader == -1 for t in ("clean", "unclean")), FAILOVER_BOUND_S,
+               "offline")
+    assert states(zk, "clean")[0].isr == (1,)  # remembers who holds every committed message
+    three.brokers[2].start()  # an out-of-sync replica returns
+    wait_until(lambda: states(zk, "unclean")[0].leader == 2, FAILOVER_BOUND_S, "unclean election")
+    assert states(zk, "clean")[0].leader == -1  # stays offline
+    logs = "".join(three.brokers[b].tail(200_000) for b in (1, 2, 3))
+    assert "unclean leader election: broker 2 leads unclean-0" in logs
+    three.brokers[1].start()  # the ISR member returns: the clean topic is led again
+    wait_until(lambda: states(zk, "clean")[0].leader == 1, FAILOVER_BOUND_S, "clean topic led again")
