@@ -44,13 +44,14 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from sparklog.coordination import brokers as broker_registry
+from sparklog.coordination import controller_requests as requests
 from sparklog.coordination import paths
 from sparklog.coordination import topics as topic_registry
-from sparklog.coordination.connection import decode, encode, retrying
+from sparklog.coordination.connection import encode, retrying
 from sparklog.coordination.controller_election import (
     NO_CONTROLLER,
     ControllerElection,
@@ -67,7 +68,6 @@ MAX_WRITE_ATTEMPTS = 5  # re-read and decide again this often when partitions ch
 SHUTDOWN_POLL_S = 0.05  # a stopping broker re-reads its partitions' states this often
 UNCLEAN_KEY = "unclean.leader.election.enable"  # topic-level override of the broker default
 TOPIC_KEYS = frozenset({UNCLEAN_KEY})  # the topic-level settings the controller reads (all booleans)
-PREFERRED_ELECTION_JSON_VERSION = 1
 
 PartitionKey = tuple[str, int]
 
@@ -266,19 +266,16 @@ class Controller:
 
     def _preferred_election(self, data: bytes) -> int:
         try:
-            wanted = {(item["topic"], int(item["partition"])) for item in decode(data)["partitions"]}
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring a malformed preferred replica election request: %s", exc)
+            wanted = requests.parse_preferred_election(data)
+        except ValueError as exc:
+            log.warning("ignoring it: %s", exc)
             wanted = set()
 
         def decide(topic, p, state, live, _stopping) -> Election | None:
             return elect_preferred(topic.partitions[p], state, live, self._epoch)
 
         wrote = self._decide_and_write(decide, wanted)
-        try:
-            retrying(self.zk, self.zk.delete, paths.PREFERRED_REPLICA_ELECTION)
-        except NoNodeError:
-            pass
+        requests.finish_preferred_election(self.zk)
         return wrote
 
     def _rebalance_check(self) -> int:
@@ -366,11 +363,7 @@ class Controller:
         return topics
 
     def _stopping(self, live: set[int]) -> set[int]:
-        try:
-            children = retrying(self.zk, self.zk.get_children, paths.CONTROLLED_SHUTDOWN)
-        except NoNodeError:
-            return set()
-        return {int(c) for c in children if c.isdigit() and int(c) in live}
+        return requests.stopping_brokers(self.zk) & live
 
     def _unclean(self, topic: topic_registry.TopicAssignment) -> bool:
         value = topic.config.get(UNCLEAN_KEY)
@@ -399,15 +392,6 @@ def imbalanced_partitions(topics: Mapping[str, topic_registry.TopicAssignment], 
 # -- the stopping broker's side ------------------------------------------------------------------------------
 
 
-def request_preferred_election(zk, partitions: list[PartitionKey]) -> None:
-    """Ask the controller to move leadership of `partitions` to their preferred replicas (Kafka's
-    `/admin/preferred_replica_election`); raises NodeExistsError while an earlier request is pending."""
-    value = {"version": PREFERRED_ELECTION_JSON_VERSION,
-             "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]}
-    retrying(zk, zk.ensure_path, "/admin")
-    retrying(zk, zk.create, paths.PREFERRED_REPLICA_ELECTION, encode(value))
-
-
 def controlled_shutdown(zk, broker_id: int, timeout_s: float) -> bool:
     """Ask the controller to move this broker's leaderships and ISR memberships away; wait until done.
 
@@ -415,11 +399,7 @@ def controlled_shutdown(zk, broker_id: int, timeout_s: float) -> bool:
     could take over, False at the timeout (the broker then stops anyway, as Kafka's does after its retries).
     The request znode is ephemeral: it goes with this broker's session.
     """
-    retrying(zk, zk.ensure_path, paths.CONTROLLED_SHUTDOWN)
-    try:
-        retrying(zk, zk.create, paths.controlled_shutdown(broker_id), b"", ephemeral=True)
-    except NodeExistsError:
-        pass  # our own earlier request (a retried create)
+    requests.request_controlled_shutdown(zk, broker_id)
     deadline = time.monotonic() + timeout_s
     while True:
         if not still_needed(zk, broker_id):

@@ -33,7 +33,7 @@ from typing import Iterable, Iterator
 
 from sparklog.client.config import CONSUMER_DEFAULTS, resolve
 from sparklog.client.connection import IOThread, NetworkClient
-from sparklog.client.errors import ClientClosed, UnknownTopic, is_retriable
+from sparklog.client.errors import METADATA_REFRESH_ERRORS, ClientClosed, UnknownTopic, is_retriable
 from sparklog.client.message import ConsumerRecord
 from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
 from sparklog.client.producer import bootstrap_from
@@ -53,7 +53,6 @@ OFFSET_COMMIT_VERSION = 7
 OFFSET_FETCH_VERSION = 5
 _BUSY_POLL_S = 0.1  # longest sleep while partitions wait for a leader, a reset or a backoff
 _OFFSET_OUT_OF_RANGE = 1
-_METADATA_ERRORS = {3, 5, 6}
 _LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
 _LAST_DELTA = struct.Struct(">i")
 _LAST_DELTA_OFFSET = 23  # lastOffsetDelta follows attributes (the 61-byte header's 6th field)
@@ -641,5 +640,5 @@ class Fetcher:
             state.position = state.fetch_offset = None
             return
         state.retry_at = time.monotonic() + self.backoff
-        if code in _METADATA_ERRORS or for_code(code).retriable:
+        if code in METADATA_REFRESH_ERRORS or for_code(code).retriable:
             self.metadata.request_update()

@@ -1,7 +1,9 @@
-"""`sparklog topics create|list|describe|delete`, shaped like Kafka's `kafka-topics.sh`.
+"""`sparklog topics create|list|describe|delete|elect-leaders`, shaped like Kafka's `kafka-topics.sh`.
 
 The topic commands talk to ZooKeeper (as `kafka-topics.sh --zookeeper` did); `describe` also asks each
-partition's leader for its log start and end offsets when that broker is reachable.
+partition's leader for its log start and end offsets when that broker is reachable, and flags partitions
+that are offline (no live leader) or under-replicated (ISR smaller than the replica list).
+`elect-leaders` writes Kafka's `/admin/preferred_replica_election` request, which the controller acts on.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ def add_parser(subparsers) -> None:
     create = topics_sub.add_parser("create", help="create a topic, partitions round-robin over live brokers")
     create.add_argument("name")
     create.add_argument("--partitions", type=int, default=1)
-    create.add_argument("--replication-factor", type=int, default=1)
+    create.add_argument("--replication-factor", type=int, default=1,
+                        help="copies of each partition, placed rack-aware when every broker has broker.rack")
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="topic-level override (retention.ms, segment.bytes, ...); repeatable")
     create.set_defaults(func=_topics_create)
@@ -27,11 +30,19 @@ def add_parser(subparsers) -> None:
     lst.set_defaults(func=_topics_list)
     describe = topics_sub.add_parser("describe", help="partitions, leaders, replicas, ISR, log offsets")
     describe.add_argument("name", nargs="?")
+    describe.add_argument("--under-replicated-partitions", action="store_true",
+                          help="only partitions whose ISR is smaller than their replica list")
+    describe.add_argument("--unavailable-partitions", action="store_true",
+                          help="only partitions without a live leader")
     describe.set_defaults(func=_topics_describe)
+    elect = topics_sub.add_parser("elect-leaders", help="move leadership back to each partition's preferred "
+                                                        "(first) replica")
+    elect.add_argument("--topic", help="only this topic's partitions (default: every topic)")
+    elect.set_defaults(func=_topics_elect_leaders)
     delete = topics_sub.add_parser("delete", help="delete a topic (brokers delete their local logs)")
     delete.add_argument("name")
     delete.set_defaults(func=_topics_delete)
-    for parser in (create, lst, describe, delete):
+    for parser in (create, lst, describe, delete, elect):
         parser.add_argument("--zookeeper", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     topics.set_defaults(func=lambda args: topics.print_help() or 2)
 
@@ -93,6 +104,43 @@ def _topics_delete(args) -> int:
     return 0
 
 
+def partition_status(replicas, state, live) -> str:
+    """"offline" (no live leader), "under-replicated" (live ISR smaller than the replicas) or "ok"."""
+    if state is None or state.leader not in live:
+        return "offline"
+    if len([b for b in state.isr if b in live]) < len(replicas):
+        return "under-replicated"
+    return "ok"
+
+
+def _topics_elect_leaders(args) -> int:
+    from sparklog.coordination import topics
+    from sparklog.coordination.controller_requests import ElectionPending, request_preferred_election
+
+    def elect(zk) -> None:
+        names = [args.topic] if args.topic else topics.list_topics(zk)
+        wanted = [(t.name, p) for t in (topics.get_topic(zk, n) for n in names) for p in t.partitions]
+        request_preferred_election(zk, wanted)
+        print(f"Requested a preferred leader election for {len(wanted)} partitions.")
+
+    return _with_zk(args, elect, (topics.UnknownTopic, topics.InvalidTopicName, ElectionPending))
+
+
+def _with_zk(args, action, errors: tuple) -> int:
+    """Run `action(zk)` on a fresh ZooKeeper connection; one of `errors` is one line on stderr and exit 1."""
+    from sparklog.coordination.connection import close
+
+    zk = _zk(args)
+    try:
+        action(zk)
+    except errors as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        close(zk)
+    return 0
+
+
 def _topics_describe(args) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -121,14 +169,18 @@ def _topics_describe(args) -> int:
         config = ", ".join(f"{k}={v}" for k, v in sorted(topic.config.items())) or "-"
         table = Table(title=f"{topic.name}  partitions={len(topic.partitions)}  "
                             f"replication={topic.replication_factor}  config: {config}")
-        for column in ("partition", "leader", "replicas", "isr", "log start", "log end"):
-            table.add_column(column, justify="right" if column != "replicas" and column != "isr" else "left")
+        for column in ("partition", "leader", "replicas", "isr", "status", "log start", "log end"):
+            table.add_column(column, justify="left" if column in ("replicas", "isr", "status") else "right")
         for p, replicas in sorted(topic.partitions.items()):
             state = topic.states.get(p)
+            status = partition_status(replicas, state, live)
+            if (args.under_replicated_partitions and "under-replicated" not in status) or (
+                    args.unavailable_partitions and status != "offline"):
+                continue
             leader = "-" if state is None else str(state.leader) + ("" if state.leader in live else " (down)")
             start, end = offsets.get(p, ("?", "?"))
             table.add_row(str(p), leader, ",".join(map(str, replicas)),
-                          "-" if state is None else ",".join(map(str, state.isr)), str(start), str(end))
+                          "-" if state is None else ",".join(map(str, state.isr)), status, str(start), str(end))
         console.print(table)
     if admin is not None:
         admin.close()
