@@ -26,6 +26,9 @@ Events and what they do:
                           lead and out of every ISR (they exit once no partition needs them)
     PREFERRED_ELECTION    `/admin/preferred_replica_election` written: move the listed partitions'
                           leadership to their first replica, then delete the request
+    REASSIGN              `/admin/reassign_partitions` written, and every REASSIGNMENT_CHECK_S while it is
+                          pending: each listed partition takes its next step (coordination/reassignment.py);
+                          the request is deleted once every partition is done
     REBALANCE_CHECK       every leader.imbalance.check.interval.seconds with auto.leader.rebalance.enable:
                           a broker leading less than (100 - leader.imbalance.per.broker.percentage)% of the
                           partitions it is preferred for gets them back
@@ -49,6 +52,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination import controller_requests as requests
+from sparklog.coordination import reassignment
 from sparklog.coordination import paths
 from sparklog.coordination import topics as topic_registry
 from sparklog.coordination.connection import encode, retrying
@@ -65,6 +69,7 @@ log = logging.getLogger(__name__)
 # ZooKeeper's jute.maxbuffer (1 MiB) bounds one multi; a state write is ~150 bytes, so this stays far below.
 MAX_OPS_PER_MULTI = 1000
 MAX_WRITE_ATTEMPTS = 5  # re-read and decide again this often when partitions change under us
+REASSIGNMENT_CHECK_S = 0.5  # how often a pending reassignment looks for new replicas having joined the ISR
 SHUTDOWN_POLL_S = 0.05  # a stopping broker re-reads its partitions' states this often
 UNCLEAN_KEY = "unclean.leader.election.enable"  # topic-level override of the broker default
 TOPIC_KEYS = frozenset({UNCLEAN_KEY})  # the topic-level settings the controller reads (all booleans)
@@ -196,10 +201,18 @@ class Controller:
                 self._queue("PREFERRED_ELECTION", generation, data)
             return None
 
+        def on_reassign(data, _stat) -> bool | None:
+            if not current():
+                return False
+            if data is not None:
+                self._queue("REASSIGN", generation)
+            return None
+
         self._brokers_watch = broker_registry.watch_brokers(self.zk, on_brokers)
         retrying(self.zk, self.zk.ensure_path, paths.CONTROLLED_SHUTDOWN)
         ChildrenWatch(self.zk, paths.CONTROLLED_SHUTDOWN, on_children)
         DataWatch(self.zk, paths.PREFERRED_REPLICA_ELECTION, on_preferred)
+        DataWatch(self.zk, paths.REASSIGN_PARTITIONS, on_reassign)
         if self.auto_rebalance:
             self._schedule_rebalance(generation)
 
@@ -253,6 +266,8 @@ class Controller:
             return self._preferred_election(event.payload)
         if event.kind == "REBALANCE_CHECK":
             return self._rebalance_check()
+        if event.kind == "REASSIGN":
+            return self._reassign(event.generation)
         raise ValueError(f"unknown controller event {event.kind}")
 
     # -- decisions -------------------------------------------------------------------------------------------
@@ -277,6 +292,64 @@ class Controller:
         wrote = self._decide_and_write(decide, wanted)
         requests.finish_preferred_election(self.zk)
         return wrote
+
+    def _reassign(self, generation: int) -> int:
+        """Each partition of the pending reassignment one step on; re-checked until all are done."""
+        plan = reassignment.pending_reassignment(self.zk)
+        if plan is None:
+            return 0
+        live = set(broker_registry.live_brokers(self.zk))
+        wrote, all_done = 0, True
+        for topic in sorted({t for t, _ in plan}):
+            targets = {p: r for (t, p), r in plan.items() if t == topic}
+            written, done = self._reassign_topic(topic, targets, live)
+            wrote += written
+            all_done &= done
+        if all_done:
+            reassignment.finish_reassignment(self.zk)
+            log.info("partition reassignment of %d partitions is complete", len(plan))
+        else:
+            threading.Timer(REASSIGNMENT_CHECK_S, self._queue, ("REASSIGN", generation)).start()
+        return wrote
+
+    def _reassign_topic(self, topic: str, targets: Mapping[int, tuple[int, ...]], live: set[int]) -> tuple[int, bool]:
+        """One fenced multi: the topic znode (version-checked) and the partition states that change."""
+        try:
+            value, version = reassignment.read_topic_znode(self.zk, topic)
+        except NoNodeError:
+            return 0, True  # deleted meanwhile: nothing left to move
+        before, states, done = value, {}, True
+        for p, target in sorted(targets.items()):
+            replicas = value["partitions"].get(str(p))
+            if replicas is None:
+                continue
+            state = topic_registry.partition_state(self.zk, topic, p)
+            step = reassignment.next_step(target, replicas, (value.get("adding_replicas") or {}).get(str(p), ()),
+                                          (value.get("removing_replicas") or {}).get(str(p), ()), state, live,
+                                          self._epoch)
+            done &= step is not None and step.done
+            if step is None:
+                continue
+            value = reassignment.with_step(value, p, step)
+            if step.state is not None and step.state != state:
+                states[p] = step.state
+        if value == before and not states:
+            return 0, done
+
+        def add_ops(txn) -> None:
+            txn.set_data(paths.topic(topic), encode(value), version=version)
+            for p, state in states.items():
+                txn.set_data(paths.partition_state(topic, p), encode(state.to_json()), version=state.zk_version)
+
+        try:
+            retrying(self.zk, commit_fenced, self.zk, self._epoch_zk_version, add_ops)
+        except (BadVersionError, NoNodeError):
+            self._counts["conflicts"] += 1
+            return 0, False  # changed meanwhile: the next check decides again
+        for p, state in states.items():
+            log.info("reassignment of %s-%d: leader %d epoch %d isr %s", topic, p, state.leader, state.leader_epoch,
+                     list(state.isr))
+        return 1 + len(states), done
 
     def _rebalance_check(self) -> int:
         topics = self._read_topics()

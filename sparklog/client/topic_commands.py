@@ -3,7 +3,9 @@
 The topic commands talk to ZooKeeper (as `kafka-topics.sh --zookeeper` did); `describe` also asks each
 partition's leader for its log start and end offsets when that broker is reachable, and flags partitions
 that are offline (no live leader) or under-replicated (ISR smaller than the replica list).
-`elect-leaders` writes Kafka's `/admin/preferred_replica_election` request, which the controller acts on.
+`elect-leaders` writes Kafka's `/admin/preferred_replica_election` request, and `reassign --plan FILE` (the
+JSON of kafka-reassign-partitions) its `/admin/reassign_partitions` request; the controller acts on both.
+`reassign --verify` exits 0 once every partition of the plan has exactly its target replicas, 1 before.
 """
 
 from __future__ import annotations
@@ -39,10 +41,15 @@ def add_parser(subparsers) -> None:
                                                         "(first) replica")
     elect.add_argument("--topic", help="only this topic's partitions (default: every topic)")
     elect.set_defaults(func=_topics_elect_leaders)
+    reassign = topics_sub.add_parser("reassign", help="move partitions to other brokers (kafka-reassign-partitions)")
+    reassign.add_argument("--plan", required=True, metavar="FILE",
+                          help='{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,3]}]}')
+    reassign.add_argument("--verify", action="store_true", help="report whether the plan has been carried out")
+    reassign.set_defaults(func=_topics_reassign)
     delete = topics_sub.add_parser("delete", help="delete a topic (brokers delete their local logs)")
     delete.add_argument("name")
     delete.set_defaults(func=_topics_delete)
-    for parser in (create, lst, describe, delete, elect):
+    for parser in (create, lst, describe, delete, elect, reassign):
         parser.add_argument("--zookeeper", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     topics.set_defaults(func=lambda args: topics.print_help() or 2)
 
@@ -124,6 +131,36 @@ def _topics_elect_leaders(args) -> int:
         print(f"Requested a preferred leader election for {len(wanted)} partitions.")
 
     return _with_zk(args, elect, (topics.UnknownTopic, topics.InvalidTopicName, ElectionPending))
+
+
+def _topics_reassign(args) -> int:
+    from pathlib import Path
+
+    from sparklog.coordination import brokers, reassignment, topics
+
+    try:
+        plan = reassignment.parse_plan(Path(args.plan).read_text(encoding="utf-8"))
+    except (OSError, reassignment.InvalidPlan) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    outcome = []
+
+    def act(zk) -> None:
+        assignments = {t: topics.get_topic(zk, t).partitions for t in sorted({t for t, _ in plan})
+                       if t in topics.list_topics(zk)}
+        if args.verify:
+            pending = reassignment.pending_reassignment(zk) or {}
+            for (t, p), target in sorted(plan.items()):
+                complete = assignments.get(t, {}).get(p) == tuple(target) and (t, p) not in pending
+                outcome.append(complete)
+                print(f"Reassignment of partition {t}-{p} is {'complete' if complete else 'still in progress'}.")
+            return
+        reassignment.validate_plan(plan, assignments, set(brokers.live_brokers(zk)))
+        reassignment.request_reassignment(zk, plan)
+        print(f"Started the reassignment of {len(plan)} partitions; check it with --verify.")
+
+    code = _with_zk(args, act, (reassignment.InvalidPlan, reassignment.ReassignmentPending, topics.UnknownTopic))
+    return code if code or all(outcome) else 1
 
 
 def _with_zk(args, action, errors: tuple) -> int:

@@ -101,3 +101,46 @@ def test_imbalanced_partitions_are_those_of_brokers_over_the_threshold():
     t = {"a": topic("a", [(1, 1)] * 9 + [(1, 9)]), "b": topic("b", [(2, 2), (2, 2), (2, 9), (2, 9)])}
     assert imbalanced_partitions(t, live={1, 2, 9}, percentage=10) == [("b", 2), ("b", 3)]
     assert imbalanced_partitions(t, live={1, 9}, percentage=10) == []  # broker 2 is dead: nothing to give it
+
+
+def run_cli(zk_connect, *args) -> int:
+    import argparse
+
+    from sparklog.client.topic_commands import add_parser
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    parsed = parser.parse_args(["topics", "--zookeeper", zk_connect, *args])
+    return parsed.func(parsed)
+
+
+def test_reassignment_through_the_cli_adds_waits_for_the_isr_moves_leadership_and_drops(
+        zk, zk_connect, cluster, tmp_path, capsys):
+    topics.create_topic(zk, "r", 0, 0, live_broker_ids=[1, 2, 3], assignment={0: (1, 2)})
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version":1,"partitions":[{"topic":"r","partition":0,"replicas":[3,2]}]}')
+    assert run_cli(zk_connect, "reassign", "--plan", str(plan)) == 0
+    wait_for(lambda: topics.get_topic(zk, "r").partitions[0] == (3, 2, 1))  # the new replica is added
+    assert run_cli(zk_connect, "reassign", "--plan", str(plan), "--verify") == 1
+    assert "still in progress" in capsys.readouterr().out
+    s = topics.partition_state(zk, "r", 0)  # the leader lets broker 3 into the ISR once it caught up
+    topics.set_partition_state(zk, "r", 0, PartitionState(1, (1, 2, 3), s.leader_epoch, s.controller_epoch),
+                               s.zk_version)
+    wait_for(lambda: zk.exists("/admin/reassign_partitions") is None)
+    final = topics.partition_state(zk, "r", 0)
+    assert topics.get_topic(zk, "r").partitions[0] == (3, 2)
+    assert (final.leader, set(final.isr), final.leader_epoch) == (3, {2, 3}, s.leader_epoch + 1)
+    assert run_cli(zk_connect, "reassign", "--plan", str(plan), "--verify") == 0
+
+
+def test_bad_reassignment_plans_and_elect_leaders_errors_are_one_line(zk, zk_connect, cluster, tmp_path, capsys):
+    topics.create_topic(zk, "b", 1, 1, live_broker_ids=[1])
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version":1,"partitions":[{"topic":"b","partition":0,"replicas":[9]}]}')
+    assert run_cli(zk_connect, "reassign", "--plan", str(plan)) == 1
+    assert capsys.readouterr().err.strip() == "error: b-0: unknown broker(s) [9] (live: [1, 2, 3])"
+    plan.write_text("not json")
+    assert run_cli(zk_connect, "reassign", "--plan", str(plan)) == 1
+    assert capsys.readouterr().err.startswith("error: not a reassignment plan")
+    assert run_cli(zk_connect, "elect-leaders", "--topic", "nope") == 1
+    assert capsys.readouterr().err.strip() == "error: unknown topic 'nope'"
