@@ -128,6 +128,63 @@ def test_sigterm_moves_leadership_before_the_broker_leaves(three, zk):
     assert moved_ms < SESSION_TIMEOUT_MS  # the goal is <= 1 s; bounded loosely on a loaded machine
 
 
+def test_a_rolling_restart_costs_retrying_acks_all_producers_no_error(three, zk):
+    """Every broker in turn: SIGTERM (controlled shutdown), restart. confluent-kafka and sparklog's producer
+    keep sending acks=all with retries; neither reports a single failed delivery."""
+    from confluent_kafka import Producer as ConfluentProducer
+
+    from sparklog.client import Producer
+    from sparklog.coordination import topics
+
+    topics.create_topic(zk, "rolling-all", 3, 3)
+    wait_until(lambda: all(s.leader > 0 for s in states(zk, "rolling-all").values()), TIMEOUT_S, "leaders")
+    failures, acked = [], {"confluent": 0, "sparklog": 0}
+    stop = threading.Event()
+
+    def confluent():
+        producer = ConfluentProducer({"bootstrap.servers": three.bootstrap, "acks": "all", "linger.ms": 5,
+                                      "message.timeout.ms": 60_000, "log_level": 2})
+
+        def delivered(err, _msg):
+            if err is None:
+                acked["confluent"] += 1
+            else:
+                failures.append(("confluent", str(err)))
+
+        while not stop.is_set():
+            producer.produce("rolling-all", b"c", on_delivery=delivered)
+            producer.poll(0.005)
+        producer.flush(60)
+
+    def ours():
+        with Producer(three.bootstrap, acks="all", **{"delivery.timeout.ms": 60_000}) as producer:
+            futures = []
+            while not stop.is_set():
+                futures.append(producer.send("rolling-all", b"s"))
+                time.sleep(0.005)
+            producer.flush(60)
+        for future in futures:
+            try:
+                future.get(0)
+                acked["sparklog"] += 1
+            except Exception as exc:  # noqa: BLE001 - every failure is what the test reports
+                failures.append(("sparklog", repr(exc)))
+
+    workers = [threading.Thread(target=confluent), threading.Thread(target=ours)]
+    for worker in workers:
+        worker.start()
+    for broker in three.brokers.values():
+        time.sleep(0.5)
+        assert broker.stop() == 0
+        broker.start()
+    time.sleep(0.5)
+    stop.set()
+    for worker in workers:
+        worker.join(90)
+    assert failures == []
+    assert acked["confluent"] > 100 and acked["sparklog"] > 100
+
+
 def test_unclean_leader_election_is_off_by_default_and_on_per_topic(three, zk):
     from sparklog.coordination import topics
 
