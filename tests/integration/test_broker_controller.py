@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from support.cluster import Cluster
+from support.cluster import started_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -21,10 +21,7 @@ TIMEOUT_S = 30
 
 @pytest.fixture
 def three(request, zk_connect, tmp_path):
-    c = Cluster(zk_connect, tmp_path, brokers=3,
-                overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), "log.flush.interval.ms": "20"})
-    request.addfinalizer(c.stop)
-    return c.start()
+    return started_cluster(request, zk_connect, tmp_path, 3, SESSION_TIMEOUT_MS, **{"log.flush.interval.ms": "20"})
 
 
 def states(zk, topic):
