@@ -69,6 +69,7 @@ log = logging.getLogger(__name__)
 # ZooKeeper's jute.maxbuffer (1 MiB) bounds one multi; a state write is ~150 bytes, so this stays far below.
 MAX_OPS_PER_MULTI = 1000
 MAX_WRITE_ATTEMPTS = 5  # re-read and decide again this often when partitions change under us
+EVENT_RETRY_DELAY_S = 1.0  # an event that failed (ZooKeeper away) is handled again after this
 REASSIGNMENT_CHECK_S = 0.5  # how often a pending reassignment looks for new replicas having joined the ISR
 SHUTDOWN_POLL_S = 0.05  # a stopping broker re-reads its partitions' states this often
 UNCLEAN_KEY = "unclean.leader.election.enable"  # topic-level override of the broker default
@@ -222,9 +223,7 @@ class Controller:
                 self._queue("REBALANCE_CHECK", generation)
                 self._schedule_rebalance(generation)
 
-        self._timer = threading.Timer(self.imbalance_check_interval_s, tick)
-        self._timer.daemon = True
-        self._timer.start()
+        self._timer = _later(self.imbalance_check_interval_s, tick)
 
     # -- the controller thread -----------------------------------------------------------------------------
 
@@ -247,7 +246,7 @@ class Controller:
             except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the next event (or a retry) reconciles
                 self._last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("controller event %s failed (%s); retrying", event.kind, self._last_error)
-                threading.Timer(1.0, self._events.put, (event,)).start()
+                _later(EVENT_RETRY_DELAY_S, self._events.put, event)
                 continue
             if wrote:
                 self._last_decision_ms = (time.monotonic() - started) * 1000.0
@@ -309,7 +308,7 @@ class Controller:
             reassignment.finish_reassignment(self.zk)
             log.info("partition reassignment of %d partitions is complete", len(plan))
         else:
-            threading.Timer(REASSIGNMENT_CHECK_S, self._queue, ("REASSIGN", generation)).start()
+            _later(REASSIGNMENT_CHECK_S, self._queue, "REASSIGN", generation)
         return wrote
 
     def _reassign_topic(self, topic: str, targets: Mapping[int, tuple[int, ...]], live: set[int]) -> tuple[int, bool]:
@@ -441,6 +440,14 @@ class Controller:
     def _unclean(self, topic: topic_registry.TopicAssignment) -> bool:
         value = topic.config.get(UNCLEAN_KEY)
         return self.unclean_default if value is None else value.strip().lower() == "true"
+
+
+def _later(delay_s: float, fn: Callable, *args) -> threading.Timer:
+    """`fn(*args)` after `delay_s` on a daemon timer (a stopping broker never waits for one)."""
+    timer = threading.Timer(delay_s, fn, args)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def imbalanced_partitions(topics: Mapping[str, topic_registry.TopicAssignment], live: set[int],

@@ -3,13 +3,16 @@ controlled shutdown on SIGTERM, and unclean leader election (off, then on for on
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
-from support.cluster import started_cluster
+from support.cluster import REPO, started_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -77,6 +80,20 @@ def test_a_killed_leaders_partitions_get_leaders_from_the_isr_in_one_batch(three
     for p, meta in md.topics["failover"].partitions.items():
         assert meta.leader == after[p].leader
         assert victim not in meta.isrs
+
+    # `sparklog topics describe` flags all six as under-replicated; none is offline
+    described = describe(three.zk_connect, "failover", "--under-replicated-partitions")
+    assert described.count("under-replicated") == 6
+    assert "offline" not in describe(three.zk_connect, "failover")
+    assert "under-replicated" not in describe(three.zk_connect, "failover", "--unavailable-partitions")
+
+
+def describe(zk_connect, *args) -> str:
+    result = subprocess.run([sys.executable, "-m", "sparklog.cli", "topics", "--zookeeper", zk_connect, "describe",
+                             *args], capture_output=True, text=True, timeout=60, cwd=str(REPO),
+                            env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 def test_the_controllers_death_elects_another_that_takes_over(three, zk):
