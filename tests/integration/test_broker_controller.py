@@ -96,6 +96,36 @@ def describe(zk_connect, *args) -> str:
     return result.stdout
 
 
+def test_real_clients_create_replicated_topics_and_are_told_why_not(three, zk):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka import KafkaException
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KafkaPythonTopic
+    from kafka.errors import InvalidReplicationFactorError
+
+    from sparklog.coordination import topics
+
+    admin = AdminClient({"bootstrap.servers": three.bootstrap})
+    admin.create_topics([NewTopic("rf3", 6, 3)])["rf3"].result(TIMEOUT_S)
+    admin.create_topics([NewTopic("manual", 2, replica_assignment=[[3, 1], [1, 2]])])["manual"].result(TIMEOUT_S)
+    created = topics.get_topic(zk, "rf3")
+    assert created.replication_factor == 3
+    assert sorted(r[0] for r in created.partitions.values()) == [1, 1, 2, 2, 3, 3]  # leaders spread evenly
+    assert topics.get_topic(zk, "manual").partitions == {0: (3, 1), 1: (1, 2)}
+    with pytest.raises(KafkaException, match="larger than the number of live brokers"):
+        admin.create_topics([NewTopic("rf4", 1, 4)])["rf4"].result(TIMEOUT_S)
+    with pytest.raises(KafkaException, match="unknown broker"):
+        admin.create_topics([NewTopic("bad", 1, replica_assignment=[[1, 7]])])["bad"].result(TIMEOUT_S)
+    kp = KafkaAdminClient(bootstrap_servers=three.bootstrap.split(","))
+    try:
+        kp.create_topics([KafkaPythonTopic("kp-rf2", 2, 2)])
+        assert topics.get_topic(zk, "kp-rf2").replication_factor == 2
+        with pytest.raises(InvalidReplicationFactorError):
+            kp.create_topics([KafkaPythonTopic("kp-rf5", 1, 5)])
+    finally:
+        kp.close()
+
+
 def test_the_controllers_death_elects_another_that_takes_over(three, zk):
     from sparklog.coordination import topics
     from sparklog.coordination.controller_election import read_controller, read_controller_epoch
