@@ -18,12 +18,16 @@ from support.zookeeper import wait_for
 @pytest.fixture
 def cluster(request, zk_connect):
     """Registrations of brokers 1..3 on their own sessions, and a controller on broker 1's."""
+    return start_cluster(request, zk_connect, auto_leader_rebalance=False)
+
+
+def start_cluster(request, zk_connect, **controller_settings):
     clients, registrations = {}, {}
     for b in (1, 2, 3):
         clients[b] = connect(zk_connect)
         registrations[b] = BrokerRegistration(clients[b], b, "127.0.0.1", 9000 + b)
         registrations[b].register()
-    controller = Controller(clients[1], 1, auto_leader_rebalance=False)
+    controller = Controller(clients[1], 1, **controller_settings)
     controller.start()
 
     def finish():
@@ -88,6 +92,18 @@ def test_preferred_election_request_moves_leaders_back(zk, cluster):
     states = topics.get_topic(zk, "p").states
     assert states[0].leader == assignment[0][0] and states[1].leader == assignment[1][0]
     assert states[2].leader == assignment[2][1]  # not asked for
+
+
+def test_the_periodic_imbalance_check_gives_brokers_their_preferred_leaderships_back(request, zk, zk_connect):
+    start_cluster(request, zk_connect, auto_leader_rebalance=True, imbalance_check_interval_s=0.3,
+                  imbalance_percentage=10)
+    topics.create_topic(zk, "bal", 3, 3, live_broker_ids=[1, 2, 3])
+    assignment = topics.get_topic(zk, "bal").partitions
+    for p, replicas in assignment.items():
+        s = topics.partition_state(zk, "bal", p)
+        topics.set_partition_state(zk, "bal", p, PartitionState(replicas[2], s.isr, s.leader_epoch + 1, 1),
+                                   s.zk_version)
+    wait_for(lambda: all(s.leader == assignment[p][0] for p, s in topics.get_topic(zk, "bal").states.items()))
 
 
 def test_imbalanced_partitions_are_those_of_brokers_over_the_threshold():
