@@ -426,13 +426,7 @@ class Controller:
         self._counts["elections"] += 1
 
     def _read_topics(self) -> dict[str, topic_registry.TopicAssignment]:
-        topics = {}
-        for name in topic_registry.list_topics(self.zk):
-            try:
-                topics[name] = topic_registry.get_topic(self.zk, name)
-            except topic_registry.UnknownTopic:
-                continue  # deleted while we read
-        return topics
+        return topic_registry.get_topics(self.zk)
 
     def _stopping(self, live: set[int]) -> set[int]:
         return requests.stopping_brokers(self.zk) & live
@@ -493,11 +487,7 @@ def still_needed(zk, broker_id: int) -> bool:
     """Whether some partition still names this broker leader or ISR member while another live ISR member
     could take its place."""
     live = set(broker_registry.live_brokers(zk))
-    for name in topic_registry.list_topics(zk):
-        try:
-            topic = topic_registry.get_topic(zk, name)
-        except topic_registry.UnknownTopic:
-            continue
+    for topic in topic_registry.get_topics(zk).values():
         for state in topic.states.values():
             others = (set(state.isr) & live) - {broker_id}
             if others and (state.leader == broker_id or broker_id in state.isr):

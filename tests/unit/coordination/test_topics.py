@@ -239,3 +239,14 @@ def test_watch_fires_on_create_grow_and_delete(zk, zk_connect):
         assert len(seen) == count
     finally:
         close(observer)
+
+
+def test_get_topics_reads_what_get_topic_reads(zk):
+    assert topics.get_topics(zk) == {}
+    topics.create_topic(zk, "one", 3, 1, config={"retention.ms": "5"}, live_broker_ids=[1, 2])
+    topics.create_topic(zk, "two", 1, 2, live_broker_ids=[1, 2])
+    s = topics.partition_state(zk, "one", 1)
+    topics.set_partition_state(zk, "one", 1, PartitionState(s.leader, s.isr, 4), s.zk_version)
+    assert topics.get_topics(zk) == {"one": topics.get_topic(zk, "one"), "two": topics.get_topic(zk, "two")}
+    assert topics.get_topics(zk)["one"].states[1].zk_version == 1
+    assert topics.get_topics(zk, ["two", "absent"]) == {"two": topics.get_topic(zk, "two")}
