@@ -3,6 +3,9 @@
 import threading
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from sparklog.coordination import paths
 from sparklog.coordination.connection import close, connect, decode, encode
@@ -144,3 +147,61 @@ def test_epochs_only_grow_over_many_take_overs(zk, candidates):
         election.close()
     assert seen == sorted(seen) and len(set(seen)) == len(seen)
     assert read_controller(zk) == -1
+
+
+def test_random_joins_resignations_and_expiries_keep_one_controller_and_growing_epochs(zookeeper, zk_connect):
+    """Hypothesis drives candidates joining, closing and losing their sessions; after each step exactly one
+    live candidate is controller, it is the one /controller names, and the epoch never repeats."""
+
+    class Elections(RuleBasedStateMachine):
+        def __init__(self):
+            super().__init__()
+            self.members = {}  # broker id -> (client, election)
+            self.next_id = 1
+            self.epochs = []
+            self.observer = connect(zk_connect, session_timeout=SHORT_SESSION_S)
+            self.join()
+
+        @rule()
+        def join(self):
+            client = connect(zk_connect, session_timeout=SHORT_SESSION_S)
+            election = ControllerElection(client, self.next_id, lambda e, v: None, lambda: None)
+            election.start()
+            self.members[self.next_id] = (client, election)
+            self.next_id += 1
+
+        @rule(data=st.data())
+        def leave(self, data):
+            if len(self.members) > 1:
+                broker = data.draw(st.sampled_from(sorted(self.members)))
+                client, election = self.members.pop(broker)
+                election.close()
+                close(client)
+
+        @rule()
+        def expire_the_controller(self):
+            current = read_controller(self.observer)
+            if current in self.members:
+                expire_session(self.members[current][0], zookeeper)
+
+        @invariant()
+        def one_controller(self):
+            def settled():
+                acting = [b for b, (_, e) in self.members.items() if e.is_controller]
+                return len(acting) == 1 and read_controller(self.observer) == acting[0]
+
+            wait_for(settled, timeout=20)
+            epoch = read_controller_epoch(self.observer)[0]
+            if not self.epochs or self.epochs[-1] != epoch:
+                assert not self.epochs or epoch > self.epochs[-1]
+                self.epochs.append(epoch)
+
+        def teardown(self):
+            for client, election in self.members.values():
+                election.close()
+                close(client)
+            close(self.observer)
+
+    Elections.TestCase.settings = settings(max_examples=3, stateful_step_count=5, deadline=None,
+                                           suppress_health_check=list(HealthCheck))
+    Elections.TestCase().runTest()
