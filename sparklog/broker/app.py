@@ -125,8 +125,8 @@ class Broker:
             if moved:
                 log.info("%s %.0f ms", CONTROLLED_SHUTDOWN_MARKER, (time.monotonic() - started) * 1000.0)
             else:
-                log.warning("controlled shutdown: leadership did not move within %d ms; stopping anyway",
-                            cfg.controlled_shutdown_timeout_ms)
+                log.warning("controlled shutdown did not complete (ZooKeeper unreachable, or leadership did not "
+                            "move within %d ms); stopping anyway", cfg.controlled_shutdown_timeout_ms)
         except Exception:  # noqa: BLE001 - ZooKeeper away: stop anyway, the controller sees us go
             log.exception("controlled shutdown failed; stopping anyway")
         finally:

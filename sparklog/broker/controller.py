@@ -471,14 +471,17 @@ def controlled_shutdown(zk, broker_id: int, timeout_s: float) -> bool:
 
     Returns True once no partition still names this broker leader or ISR member where another ISR member
     could take over, False at the timeout (the broker then stops anyway, as Kafka's does after its retries).
-    The request znode is ephemeral: it goes with this broker's session.
+    The request znode is ephemeral: it goes with this broker's session. Without a ZooKeeper connection there
+    is no controller to ask: False at once, and the broker stops (the controller sees its session end).
     """
+    if not zk.connected:
+        return False
     requests.request_controlled_shutdown(zk, broker_id)
     deadline = time.monotonic() + timeout_s
     while True:
         if not still_needed(zk, broker_id):
             return True
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline or not zk.connected:
             return False
         time.sleep(SHUTDOWN_POLL_S)
 

@@ -249,3 +249,19 @@ def test_unclean_leader_election_is_off_by_default_and_on_per_topic(three, zk):
     assert "unclean leader election: broker 2 leads unclean-0" in logs
     three.brokers[1].start()  # the ISR member returns: the clean topic is led again
     wait_until(lambda: states(zk, "clean")[0].leader == 1, FAILOVER_BOUND_S, "clean topic led again")
+
+
+def test_sigterm_without_zookeeper_stops_promptly(tmp_path):
+    """No ZooKeeper, no controller to ask: the controlled shutdown gives up at once (rather than retrying
+    ZooKeeper past the launcher's stop timeout) and the broker exits 0."""
+    from sparklog.broker.launcher import LocalCluster
+    from sparklog.coordination import topics
+    from sparklog.coordination.connection import close, connect
+
+    with LocalCluster(tmp_path, brokers=2, overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}) as c:
+        zk = connect(c.zookeeper)
+        topics.create_topic(zk, "alone", 2, 2)
+        close(zk)
+        c.zk_server.stop()
+        assert c.brokers[1].stop() == 0  # not SIGKILLed by the launcher after its stop timeout
+        assert "controlled shutdown did not complete" in c.brokers[1].tail(100_000)
