@@ -85,7 +85,7 @@ class ControllerStatistics:
     is_controller: bool
     epoch: int
     events: int
-    elections: int  # leader changes written (offline included)
+    elections: int  # leader changes written (to NO_LEADER included)
     unclean_elections: int
     isr_changes: int  # ISR-only changes written (a dead or stopping follower removed)
     write_conflicts: int  # multis refused because a partition changed meanwhile
@@ -423,7 +423,7 @@ class Controller:
             log.warning("%s-%d is offline: no in-sync replica is alive (unclean leader election is off)", *key)
         log.info("%s-%d: leader %d epoch %d isr %s", key[0], key[1], state.leader, state.leader_epoch,
                  list(state.isr))
-        self._counts["elections"] += 1
+        self._counts["elections" if decided_from.leader_changed else "isr"] += 1
 
     def _read_topics(self) -> dict[str, topic_registry.TopicAssignment]:
         return topic_registry.get_topics(self.zk)

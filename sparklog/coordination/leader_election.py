@@ -35,6 +35,7 @@ class Election:
 
     state: PartitionState
     unclean: bool = False  # the new leader was not in the ISR: acknowledged writes may be lost
+    leader_changed: bool = True  # False for an ISR-only change (Rule 4)
 
 
 def elect(replicas: Sequence[int], state: PartitionState, live: AbstractSet[int], controller_epoch: int,
@@ -50,7 +51,7 @@ def elect(replicas: Sequence[int], state: PartitionState, live: AbstractSet[int]
         isr = live_isr if state.leader in live_isr else (state.leader, *live_isr)
         if isr == state.isr:
             return None
-        return Election(replace(state, isr=isr, controller_epoch=controller_epoch))
+        return Election(replace(state, isr=isr, controller_epoch=controller_epoch), leader_changed=False)
     if state.leader in live and not live_isr:
         return None  # a shutting broker nobody can relieve keeps leading until it exits (Rule 4)
     leader = next((r for r in replicas if r in live_isr), None)

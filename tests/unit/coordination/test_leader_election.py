@@ -94,7 +94,7 @@ def test_elections_keep_the_invariants(situation):
     new = got.state
     assert new.isr, "the ISR is never empty"
     assert new.controller_epoch == CE and new.zk_version == old.zk_version
-    assert (new.leader_epoch == old.leader_epoch + 1) == (new.leader != old.leader)
+    assert (new.leader_epoch == old.leader_epoch + 1) == (new.leader != old.leader) == got.leader_changed
     assert new.leader_epoch >= old.leader_epoch
     if new.leader != NO_LEADER:
         assert new.leader in replicas and new.leader in live and new.leader in new.isr
