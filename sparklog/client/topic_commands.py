@@ -25,6 +25,9 @@ def add_parser(subparsers) -> None:
     create.add_argument("--partitions", type=int, default=1)
     create.add_argument("--replication-factor", type=int, default=1,
                         help="copies of each partition, placed rack-aware when every broker has broker.rack")
+    create.add_argument("--replica-assignment", metavar="B:B,B:B",
+                        help="explicit replicas, as kafka-topics.sh: partitions separated by commas, each "
+                             "partition's brokers by colons, the first its preferred leader (e.g. 1:2,2:3)")
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="topic-level override (retention.ms, segment.bytes, ...); repeatable")
     create.set_defaults(func=_topics_create)
@@ -68,10 +71,15 @@ def _topics_create(args) -> int:
     from sparklog.coordination import topics
     from sparklog.coordination.connection import close
 
+    try:
+        assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     zk = _zk(args)
     try:
         created = topics.create_topic(zk, args.name, args.partitions, args.replication_factor,
-                                      config=parse_key_values(args.config))
+                                      config=parse_key_values(args.config), assignment=assignment)
     except (topics.TopicExists, topics.InvalidTopicName, topics.InvalidPartitions,
             topics.InvalidReplicationFactor, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -109,6 +117,14 @@ def _topics_delete(args) -> int:
         close(zk)
     print(f"Deleted topic {args.name}.")
     return 0
+
+
+def parse_replica_assignment(text: str) -> dict[int, tuple[int, ...]]:
+    """`"1:2,2:3"` -> `{0: (1, 2), 1: (2, 3)}` (kafka-topics.sh's --replica-assignment)."""
+    try:
+        return {p: tuple(int(b) for b in part.split(":")) for p, part in enumerate(text.split(","))}
+    except ValueError:
+        raise ValueError(f"--replica-assignment {text!r} is not broker ids joined by ':' and ','") from None
 
 
 def partition_status(replicas, state, live) -> str:

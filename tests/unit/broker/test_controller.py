@@ -162,3 +162,12 @@ def test_bad_reassignment_plans_and_elect_leaders_errors_are_one_line(zk, zk_con
     assert capsys.readouterr().err.startswith("error: not a reassignment plan")
     assert run_cli(zk_connect, "elect-leaders", "--topic", "nope") == 1
     assert capsys.readouterr().err.strip() == "error: unknown topic 'nope'"
+
+
+def test_create_with_a_replica_assignment_from_the_cli(zk, zk_connect, cluster, capsys):
+    assert run_cli(zk_connect, "create", "manual", "--replica-assignment", "3:1,1:2") == 0
+    assert topics.get_topic(zk, "manual").partitions == {0: (3, 1), 1: (1, 2)}
+    assert run_cli(zk_connect, "create", "bad", "--replica-assignment", "1:x") == 1
+    assert capsys.readouterr().err.strip() == "error: --replica-assignment '1:x' is not broker ids joined by ':' and ','"
+    assert run_cli(zk_connect, "create", "dup", "--replica-assignment", "1:1") == 1
+    assert "lists a broker twice" in capsys.readouterr().err
