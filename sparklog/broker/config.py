@@ -46,6 +46,14 @@ DEFAULT_MAX_PARTITIONS_PER_REQUEST = 4000  # max.partitions.per.request: summed 
 DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS = 300000  # log.retention.check.interval.ms
 DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS = 9223372036854775807  # log.flush.scheduler.interval.ms
 DEFAULT_PORT = 9092
+DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE = False  # unclean.leader.election.enable (Kafka >= 0.11)
+DEFAULT_AUTO_LEADER_REBALANCE_ENABLE = True  # auto.leader.rebalance.enable
+DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS = 300  # leader.imbalance.check.interval.seconds
+DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE = 10  # leader.imbalance.per.broker.percentage
+DEFAULT_CONTROLLED_SHUTDOWN_ENABLE = True  # controlled.shutdown.enable
+# controlled.shutdown.max.retries (3) x controlled.shutdown.retry.backoff.ms (5000): how long a stopping
+# broker waits, at most, for the controller to move its leaderships away before it exits anyway.
+DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS = 15000
 
 # Broker-level key -> topic-level key of the storage's LogConfig (Kafka's LogConfig "synonyms": log.retention.ms
 # -> retention.ms, compression.type -> compression.type, ...), from the storage's one table of topic configs.
@@ -87,6 +95,12 @@ _BROKER_KEYS = {
     "log.flush.scheduler.interval.ms",
     "broker.rack",
     *SCRUBBER_KEYS,  # log.scrubber.*: read by the storage (ScrubberConfig.from_properties)
+    "unclean.leader.election.enable",
+    "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds",
+    "leader.imbalance.per.broker.percentage",
+    "controlled.shutdown.enable",
+    "controlled.shutdown.timeout.ms",
 }
 # Keys a stock server.properties carries that have no meaning here yet: accepted silently.
 _IGNORED_KEYS = {
@@ -146,6 +160,12 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS
     log_flush_scheduler_interval_ms: int = DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS
     rack: str | None = None
+    unclean_leader_election_enable: bool = DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE
+    auto_leader_rebalance_enable: bool = DEFAULT_AUTO_LEADER_REBALANCE_ENABLE
+    leader_imbalance_check_interval_seconds: int = DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS
+    leader_imbalance_per_broker_percentage: int = DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE
+    controlled_shutdown_enable: bool = DEFAULT_CONTROLLED_SHUTDOWN_ENABLE
+    controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS
     # Topic-level defaults for the storage (`segment.bytes`, `retention.ms`, ...), from the log.* keys.
     log_defaults: Mapping[str, str] = field(default_factory=dict)
     raw: Mapping[str, str] = field(default_factory=dict)
@@ -199,6 +219,17 @@ class BrokerConfig:
                 props, "log.flush.scheduler.interval.ms", DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS
             ),
             rack=props.get("broker.rack") or None,
+            unclean_leader_election_enable=_bool(props, "unclean.leader.election.enable",
+                                                 DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE),
+            auto_leader_rebalance_enable=_bool(props, "auto.leader.rebalance.enable",
+                                               DEFAULT_AUTO_LEADER_REBALANCE_ENABLE),
+            leader_imbalance_check_interval_seconds=_positive(
+                props, "leader.imbalance.check.interval.seconds", DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS),
+            leader_imbalance_per_broker_percentage=_percentage(
+                props, "leader.imbalance.per.broker.percentage", DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE),
+            controlled_shutdown_enable=_bool(props, "controlled.shutdown.enable", DEFAULT_CONTROLLED_SHUTDOWN_ENABLE),
+            controlled_shutdown_timeout_ms=_positive(props, "controlled.shutdown.timeout.ms",
+                                                     DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS),
             log_defaults=topic_defaults(props),
             raw=dict(props),
         )
@@ -304,6 +335,13 @@ def _queued_max_request_bytes(props: Mapping[str, str]) -> int:
         return value
     if value < largest:
         raise ConfigError(f"queued.max.request.bytes={value} must be -1 or at least socket.request.max.bytes={largest}")
+    return value
+
+
+def _percentage(props: Mapping[str, str], key: str, default: int) -> int:
+    value = _int(props, key, default)
+    if not 0 <= value <= 100:
+        raise ConfigError(f"{key}={value} must be between 0 and 100")
     return value
 
 

@@ -36,7 +36,7 @@ from typing import Iterable, Iterator
 from sparklog.client.backoff import ExponentialBackoff, Retry
 from sparklog.client.config import CONSUMER_DEFAULTS, resolve
 from sparklog.client.connection import IOThread, NetworkClient
-from sparklog.client.errors import ClientClosed, NoBrokersAvailable, UnknownTopic, is_retriable
+from sparklog.client.errors import METADATA_REFRESH_ERRORS, ClientClosed, NoBrokersAvailable, UnknownTopic, is_retriable
 from sparklog.client.message import ConsumerRecord
 from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
 from sparklog.client.producer import bootstrap_from
@@ -55,7 +55,7 @@ OFFSET_COMMIT_VERSION = 7
 OFFSET_FETCH_VERSION = 5
 _BUSY_POLL_S = 0.1  # longest sleep while partitions wait for a leader, a reset or a backoff
 _OFFSET_OUT_OF_RANGE = 1
-_METADATA_ERRORS = {3, 5, 6}
+
 _new_tuple = tuple.__new__
 
 TopicPartition = tuple[str, int]
@@ -655,5 +655,5 @@ class Fetcher:
             logger.info("%s: offset %s out of range, resetting to %s", state.tp, offset, self.reset)
             return
         self._back_off(state)
-        if code in _METADATA_ERRORS or for_code(code).retriable:
+        if code in METADATA_REFRESH_ERRORS or for_code(code).retriable:
             self.metadata.request_update()

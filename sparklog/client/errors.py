@@ -7,6 +7,11 @@ error codes carry `retriable`; lost connections and request timeouts are retriab
 
 from __future__ import annotations
 
+# Error codes after which a partition's leader may have moved (Kafka's InvalidMetadataException family):
+# UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+# UNKNOWN_LEADER_EPOCH. The client refreshes metadata before it retries.
+METADATA_REFRESH_ERRORS = frozenset({3, 5, 6, 74, 75})
+
 
 class ClientError(Exception):
     """Base of the client's own errors."""

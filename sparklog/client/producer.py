@@ -30,7 +30,13 @@ from sparklog.client.accumulator import ProducerBatch, RecordAccumulator
 from sparklog.client.config import PRODUCER_DEFAULTS, parse_servers, resolve
 from sparklog.client.backoff import ExponentialBackoff
 from sparklog.client.connection import IOThread, NetworkClient
-from sparklog.client.errors import ClientClosed, NoBrokersAvailable, UnknownTopic, is_retriable
+from sparklog.client.errors import (
+    METADATA_REFRESH_ERRORS,
+    ClientClosed,
+    NoBrokersAvailable,
+    UnknownTopic,
+    is_retriable,
+)
 from sparklog.client.message import MessageSet
 from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
 from sparklog.client.partitioner import DefaultPartitioner
@@ -41,8 +47,6 @@ from sparklog.records.batch import build_batch
 logger = logging.getLogger(__name__)
 
 PRODUCE_VERSION = 8  # highest Produce version of the shared codec
-# Errors after which the partition's leader may have moved: refresh metadata before the retry.
-_METADATA_ERRORS = {3, 5, 6}  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
 _BUSY_POLL_S = 0.1  # longest sleep while batches wait for a leader, a connection or a retry
 _time_ns = time.time_ns
 
@@ -346,7 +350,7 @@ class Sender:
             batch.retry_at = now + self.retry_backoff.delay(batch.attempts)
             batch.attempts += 1
             self.retried_batches += 1
-            if getattr(error, "errno", None) in _METADATA_ERRORS or isinstance(error, (ConnectionError,
+            if getattr(error, "errno", None) in METADATA_REFRESH_ERRORS or isinstance(error, (ConnectionError,
                                                                                      TimeoutError)):
                 self.metadata.request_update()
             self.pending.appendleft(batch)  # ahead of the partition's later batches
