@@ -542,9 +542,8 @@ async def _create_topic(state, name, partitions, replication, overrides, validat
         validate_topic(name)
     except ValueError as exc:
         return INVALID_TOPIC_EXCEPTION, str(exc)
-    if not 1 <= partitions <= topic_registry.MAX_PARTITIONS:
-        return INVALID_PARTITIONS, (
-            f"number of partitions must be between 1 and {topic_registry.MAX_PARTITIONS}, not {partitions}")
+    if partitions < 1:
+        return INVALID_PARTITIONS, f"number of partitions must be at least 1, not {partitions}"
     if replication < 1:
         return INVALID_REPLICATION_FACTOR, f"replication factor must be at least 1, not {replication}"
     live = {b.id: b.rack for _, b in sorted(state.partitions.snapshot.brokers.items())}
@@ -560,6 +559,9 @@ async def _create_topic(state, name, partitions, replication, overrides, validat
                                                 partitions, replication)
     if over_limit:
         return over_limit
+    if partitions > topic_registry.MAX_PARTITIONS:  # one ZooKeeper transaction creates the topic
+        return INVALID_PARTITIONS, (
+            f"number of partitions must be between 1 and {topic_registry.MAX_PARTITIONS}, not {partitions}")
     if validate_only:
         if name in state.partitions.snapshot.topics:
             return TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"

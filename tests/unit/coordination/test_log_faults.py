@@ -1,8 +1,7 @@
 """The brokers' fenced-range reports in ZooKeeper, and their column in `sparklog topics describe`."""
 
-import argparse
 
-from sparklog.client.topic_commands import _topics_describe
+from sparklog.cli import main
 from sparklog.coordination import log_faults, paths, topics
 
 
@@ -25,6 +24,6 @@ def test_an_unparsable_report_is_named_not_fatal(zk):
 def test_topics_describe_shows_the_fenced_ranges(zk, zk_connect, capsys):
     topics.create_topic(zk, "t", 2, 1, live_broker_ids=[1])
     log_faults.publish(zk, 1, {("t", 1): ((5, 8),)})
-    assert _topics_describe(argparse.Namespace(zookeeper=zk_connect, name="t")) == 0
+    assert main(["topics", "--zookeeper", zk_connect, "describe", "t"]) == 0
     out = capsys.readouterr().out
     assert "fenced" in out and "1: 5-7" in out
