@@ -420,8 +420,11 @@ def _decode_columns(buffer: bytes, batch: BatchHeader) -> RecordColumns:
     offsets: list[int] = []
     timestamps: list[int] = []
     values: list = []
-    keys: list = [None] * count
-    headers: list = [()] * count
+    # recordCount is covered by the CRC but may still lie: a record takes at least one byte, so lists sized
+    # past the section could never fill, and a forged count of 2^31 must not cost 32 GiB before it fails.
+    size = max(0, min(count, len(buffer)))
+    keys: list = [None] * size
+    headers: list = [()] * size
     add_offset, add_timestamp, add_value = offsets.append, timestamps.append, values.append
     end = len(buffer)
     position = 0

@@ -274,6 +274,17 @@ def test_malformed_records_raise(section, match):
         list(iter_records(reframe(good, 0, section)))
 
 
+@pytest.mark.parametrize("count", [(1 << 31) - 1, 10_000, -1])
+def test_a_record_count_the_section_cannot_hold_raises_before_allocating(count):
+    """recordCount is inside the CRC, so a valid CRC proves nothing about it: 2^31-1 records claimed by a
+    one-record section must be refused, not answered with two 16 GiB lists."""
+    good = bytearray(build_batch([(None, b"v", None, 0)]))
+    struct.pack_into(">i", good, HEADER_SIZE - 4, count)
+    forged = reframe(bytes(good), 0, bytes(good[HEADER_SIZE:]))
+    with pytest.raises(CorruptRecordError):
+        list(iter_records(forged))
+
+
 def test_corrupt_compressed_section_raises():
     good = build_batch([(None, b"v" * 100, None, 0)], compression="zstd")
     with pytest.raises(CorruptRecordError, match="zstd"):
