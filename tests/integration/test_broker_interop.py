@@ -254,7 +254,7 @@ def test_list_offsets_and_metadata_through_kafka_python_admin(cluster):
     from kafka import KafkaConsumer, TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, client_id=tagged(KAFKA_PYTHON))
     try:
         admin.create_topics([NewTopic("adm", num_partitions=3, replication_factor=1)])
         assert "adm" in admin.list_topics()
@@ -404,7 +404,7 @@ def assert_same_messages(got: dict[int, list], msgs) -> None:
 def test_kcat_lists_metadata(cluster):
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, client_id=tagged(KAFKA_PYTHON))
     try:
         admin.create_topics([NewTopic("kcat-meta", num_partitions=3, replication_factor=1)])
     finally:
@@ -479,7 +479,7 @@ def test_confluent_admin_creates_with_standard_configs_alters_grows_and_deletes_
                                        NewPartitions, NewTopic, ResourceType)
 
     topic = "cfg-confluent"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **confluent_names()})
     admin.create_topics([NewTopic(topic, 1, 1, config=STANDARD_CONFIGS)])[topic].result(TIMEOUT_S)
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(TIMEOUT_S)
     resource = ConfigResource(ResourceType.TOPIC, topic)
@@ -526,7 +526,7 @@ def test_kafka_python_admin_configs_partitions_records_and_cluster(cluster):
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
     topic = "cfg-kp"
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, client_id=tagged(KAFKA_PYTHON))
     try:
         admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"cleanup.policy": "compact"})])
         admin.create_partitions({topic: 2})
@@ -571,7 +571,7 @@ def test_aiokafka_admin_configs_partitions_and_records(cluster):
     topic = "cfg-aio"
 
     async def scenario():
-        admin = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        admin = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap, client_id=tagged(AIOKAFKA))
         await admin.start()
         try:
             await admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"compression.type": "gzip"})])

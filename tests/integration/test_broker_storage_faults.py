@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import pytest
@@ -84,7 +83,7 @@ def consume_kafka_python(bootstrap: str, expected: int) -> list[bytes]:
 
 
 def test_bit_rot_is_fenced_and_real_clients_read_around_it(request, zk_connect, zk, tmp_path, capsys):
-    from sparklog.client.topic_commands import _topics_describe
+    from sparklog.cli import main
     from sparklog.coordination import log_faults, topics
 
     cluster = Cluster(zk_connect, tmp_path, brokers=1, overrides={"log.segment.bytes": str(64 * 1024)})
@@ -105,5 +104,5 @@ def test_bit_rot_is_fenced_and_real_clients_read_around_it(request, zk_connect, 
     while not log_faults.read_all(zk).by_partition and time.monotonic() < deadline:
         time.sleep(0.1)
     assert log_faults.read_all(zk).by_partition == {("rot", 0): {1: ((start, end),)}}
-    assert _topics_describe(argparse.Namespace(zookeeper=zk_connect, name="rot")) == 0
+    assert main(["topics", "--zookeeper", zk_connect, "describe", "rot"]) == 0
     assert f"1: {start}-{end - 1}" in capsys.readouterr().out
