@@ -302,7 +302,8 @@ def _topics_describe(args) -> int:
                             f"replication={topic.replication_factor}  config: {config}")
         for column in ("partition", "leader", "replicas", "isr", "status", "log start", "log end",
                        "fenced (broker: offsets)"):
-            table.add_column(column, justify="left" if column in ("replicas", "isr", "status") else "right")
+            table.add_column(column, justify="left" if column in ("replicas", "isr", "status") else "right",
+                             overflow="fold")  # a narrow terminal wraps a cell, never cuts an offset short
         for p, replicas in sorted(topic.partitions.items()):
             state = topic.states.get(p)
             status = partition_status(replicas, state, live)

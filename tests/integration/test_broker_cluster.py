@@ -3,6 +3,7 @@ killed with -9 leaves the registry within the session timeout, and topics are ma
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -106,7 +107,8 @@ def test_a_second_broker_with_the_same_id_fails_clearly(three, tmp_path):
 
 def sparklog(*args, zk_connect):
     result = subprocess.run([sys.executable, "-m", "sparklog.cli", "topics", "--zookeeper", zk_connect, *args],
-                            capture_output=True, text=True, timeout=60, cwd=str(REPO))
+                            capture_output=True, text=True, timeout=60, cwd=str(REPO),
+                            env={**os.environ, "COLUMNS": "200"})  # a table row per line, however many columns
     return result.returncode, result.stdout + result.stderr
 
 
@@ -134,8 +136,8 @@ def test_topics_cli_create_list_describe_delete(three, zk):
     code, out = sparklog("describe", "cli-topic", zk_connect=zk_connect)
     assert code == 0, out
     assert "retention.ms=60000" in out
-    header = next(line for line in out.splitlines() if "partition" in line and "│" in line)
-    log_end = [cell.strip() for cell in header.split("│")].index("log end")
+    header = next(line for line in out.splitlines() if "partition" in line and "┃" in line)
+    log_end = [cell.strip() for cell in header.split("┃")].index("log end")
     rows = [line for line in out.splitlines() if line.strip().startswith("│") and "partition" not in line]
     assert len(rows) == 6
     assert all(line.split("│")[log_end].strip() == "2" for line in rows)  # 2 messages each

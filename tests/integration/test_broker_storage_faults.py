@@ -82,7 +82,7 @@ def consume_kafka_python(bootstrap: str, expected: int) -> list[bytes]:
         consumer.close()
 
 
-def test_bit_rot_is_fenced_and_real_clients_read_around_it(request, zk_connect, zk, tmp_path, capsys):
+def test_bit_rot_is_fenced_and_real_clients_read_around_it(request, zk_connect, zk, tmp_path, capsys, monkeypatch):
     from sparklog.cli import main
     from sparklog.coordination import log_faults, topics
 
@@ -104,5 +104,6 @@ def test_bit_rot_is_fenced_and_real_clients_read_around_it(request, zk_connect, 
     while not log_faults.read_all(zk).by_partition and time.monotonic() < deadline:
         time.sleep(0.1)
     assert log_faults.read_all(zk).by_partition == {("rot", 0): {1: ((start, end),)}}
+    monkeypatch.setenv("COLUMNS", "200")  # one table row per line
     assert main(["topics", "--zookeeper", zk_connect, "describe", "rot"]) == 0
     assert f"1: {start}-{end - 1}" in capsys.readouterr().out
