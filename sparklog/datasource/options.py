@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from sparklog.client.config import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
+from sparklog.client.config import resolve as resolve_settings
 
 logger = logging.getLogger(__name__)
 
@@ -284,7 +285,8 @@ def parse_connection(opts: Mapping[str, str], passthrough: tuple[str, ...]) -> C
 
 
 def client_settings(opts: Mapping[str, str], known: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
-    """The `kafka.`/`sparklog.` settings the client knows; refuse or log the rest (Rule 3)."""
+    """The `kafka.`/`sparklog.` settings the client knows, with values it accepts; refuse or log the rest
+    (Rule 3)."""
     settings = []
     for name in known:
         for prefixed in ("kafka." + name, "sparklog." + name):
@@ -301,7 +303,18 @@ def client_settings(opts: Mapping[str, str], known: tuple[str, ...]) -> tuple[tu
             )
         if name != "security.protocol":
             logger.warning("Kafka option '%s' is not a setting of sparklog's client and is ignored", option)
+    _check_client_values(settings)
     return tuple(settings)
+
+
+def _check_client_values(settings: list[tuple[str, Any]]) -> None:
+    """A passed-through value the client would refuse fails now, at load(), not in a task."""
+    for name, value in settings:
+        defaults = CONSUMER_DEFAULTS if name in CONSUMER_DEFAULTS else PRODUCER_DEFAULTS
+        try:
+            resolve_settings(defaults, {name: value})
+        except ValueError as exc:
+            raise SparklogOptionError(f"Option 'kafka.{name}' has a value the client refuses: {exc}") from None
 
 
 def parse_subscription(opts: Mapping[str, str]) -> Subscription:
@@ -443,11 +456,7 @@ def _check_batch_offsets(starting: OffsetSpec, ending: OffsetSpec) -> None:
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = _lower(options)
     check_refused(opts, REFUSED_WRITE_OPTIONS)
-    connection = parse_connection(opts, ())
-    settings = []
-    for name in PRODUCER_SETTINGS:
-        for prefixed in ("kafka." + name, "sparklog." + name):
-            if prefixed in opts:
-                settings.append((name, opts[prefixed]))
+    connection = parse_connection(opts, PRODUCER_SETTINGS)
     topic = opts.get("topic")
-    return WriteOptions(connection=connection, topic=topic.strip() if topic else None, producer_settings=tuple(settings))
+    return WriteOptions(connection=connection, topic=topic.strip() if topic else None,
+                        producer_settings=connection.settings)

@@ -18,8 +18,10 @@ from support.spark import COLUMNS, expected_df, produce, run_available_now
 
 pytestmark = pytest.mark.slow
 
-FAST_TIMEOUT_MS = 3000  # kafkaConsumer.pollTimeoutMs for the failure cases: each must fail well within
-FAILURE_BUDGET_S = 45  # the timeout plus Spark's own planning and task overheads on a loaded machine
+FAST_TIMEOUT_MS = 3000  # kafkaConsumer.pollTimeoutMs for the failure cases
+# Each failure must come well before the default pollTimeoutMs (120 s, which the old code waited out, up to
+# four times): the fast timeout plus Spark's own worker start-up and planning on a loaded machine.
+FAILURE_BUDGET_S = 60
 
 
 def read(spark, bootstrap: str, streaming: bool = False, **options):
@@ -79,9 +81,11 @@ def test_unreachable_brokers_fail_within_the_timeout_never_with_zero_rows(spark,
     began = time.monotonic()
     with pytest.raises(Exception, match=f"Could not reach the brokers at {servers}"):
         read(spark, servers, startingOffsets="earliest", **options).count()
+    assert time.monotonic() - began < FAILURE_BUDGET_S
+    began = time.monotonic()
     with pytest.raises(Exception, match=f"Could not reach the brokers at {servers}"):
         run_available_now(read(spark, servers, streaming=True, **options), tmp_path / "out", tmp_path / "ckpt")
-    assert time.monotonic() - began < 2 * FAILURE_BUDGET_S
+    assert time.monotonic() - began < FAILURE_BUDGET_S
 
 
 def test_a_broker_down_fails_the_read_naming_its_partitions(spark, zookeeper, tmp_path):
@@ -102,10 +106,12 @@ def test_a_broker_down_fails_the_read_naming_its_partitions(spark, zookeeper, tm
         began = time.monotonic()
         with pytest.raises(Exception, match=r"Partitions halves-\d(, halves-\d)* have no live leader"):
             read(spark, both, **options).count()
+        assert time.monotonic() - began < FAILURE_BUDGET_S
+        began = time.monotonic()
         with pytest.raises(Exception, match="have no live leader"):
             run_available_now(read(spark, both, streaming=True, startingOffsets="earliest", **options),
                               tmp_path / "out", tmp_path / "ckpt")
-        assert time.monotonic() - began < 2 * FAILURE_BUDGET_S
+        assert time.monotonic() - began < FAILURE_BUDGET_S
     finally:
         cluster.stop()
 
@@ -154,7 +160,10 @@ def test_options_are_checked_at_load_with_what_to_do(spark, sparklog_cluster):
 
 
 def test_known_kafka_settings_pass_through_to_the_client(spark, sparklog_cluster, make_topic):
-    """Item 7: `kafka.max.poll.records`, `kafka.fetch.max.bytes` reach the consumer; the read still works."""
+    """Item 7: `kafka.max.poll.records`, `kafka.fetch.max.bytes` reach the consumer, whose own checks refuse
+    a bad value at load(); good values read as usual."""
+    with pytest.raises(Exception, match="Option 'kafka.max.poll.records' has a value the client refuses"):
+        read(spark, sparklog_cluster.bootstrap, subscribe="t", **{"kafka.max.poll.records": "many"})
     topic = make_topic(partitions=2)
     produced = produce(sparklog_cluster.bootstrap, [topic], 300)
     df = read(spark, sparklog_cluster.bootstrap, subscribe=topic,
@@ -230,3 +239,27 @@ def test_progress_reports_the_real_latest_offset_and_offsets_behind_it(spark, sp
     assert json.loads(first["endOffset"]) == {topic: {"0": 50}}
     assert offsets_behind_latest(first) == {"minOffsetsBehindLatest": "150", "maxOffsetsBehindLatest": "150",
                                             "avgOffsetsBehindLatest": "150.0"}
+
+
+def test_a_write_from_another_python_thread_works_once_the_session_is_active_there(spark, sparklog_cluster,
+                                                                                     make_topic):
+    """Item 10: Spark finds Python sinks through the thread's active session; `activate(spark)` sets it."""
+    from sparklog.datasource import activate
+
+    topic, failures = make_topic(partitions=1), []
+
+    def write(use_activate: bool) -> None:
+        try:
+            if use_activate:
+                activate(spark)
+            (spark.range(5).selectExpr("CAST(id AS STRING) AS value").write.format("sparklog").mode("append")
+             .option("kafka.bootstrap.servers", sparklog_cluster.bootstrap).option("topic", topic).save())
+        except Exception as exc:  # noqa: BLE001 - reported to the test thread
+            failures.append(exc)
+
+    for use_activate in (False, True):
+        thread = threading.Thread(target=write, args=(use_activate,))
+        thread.start()
+        thread.join()
+    assert len(failures) == 1 and "DATA_SOURCE_NOT_FOUND" in str(failures[0])  # Spark's limit, shown
+    assert read(spark, sparklog_cluster.bootstrap, subscribe=topic).count() == 5

@@ -178,3 +178,10 @@ def test_missing_brokers_error_says_what_to_set():
 def test_wait_for_topics_is_opt_in():
     assert read().wait_for_topics is False
     assert read(**{"sparklog.waitForTopics": "true"}).wait_for_topics is True
+
+
+def test_a_passed_through_value_the_client_refuses_fails_at_parse():
+    with pytest.raises(SparklogOptionError, match="Option 'kafka.max.poll.records' has a value the client refuses"):
+        read(**{"kafka.max.poll.records": "many"})
+    with pytest.raises(SparklogOptionError, match="Option 'kafka.acks' has a value the client refuses"):
+        parse_write_options({"bootstrap.servers": "h:1", "kafka.acks": "7"})
