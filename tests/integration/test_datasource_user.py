@@ -22,6 +22,7 @@ FAST_TIMEOUT_MS = 3000  # kafkaConsumer.pollTimeoutMs for the failure cases
 # Each failure must come well before the default pollTimeoutMs (120 s, which the old code waited out, up to
 # four times): the fast timeout plus Spark's own worker start-up and planning on a loaded machine.
 FAILURE_BUDGET_S = 60
+PRODUCER_PAUSE_S = 0.1  # between the live producer's rounds: a steady trickle that leaves Spark the CPU
 
 
 def read(spark, bootstrap: str, streaming: bool = False, **options):
@@ -44,16 +45,17 @@ def test_default_latest_stream_over_a_live_producer_reads_exactly_what_follows_i
 
         def producing(run=run):
             i = 0
-            while not stop.is_set():
+            while not stop.wait(PRODUCER_PAUSE_S):
                 produced.extend(produce(bootstrap, [topic], 10, f"during{run}-{i}-"))
                 i += 1
 
+        name = f"live_{uuid.uuid4().hex[:8]}"
+        query = (read(spark, bootstrap, streaming=True, subscribe=topic).writeStream.format("memory")
+                 .queryName(name).trigger(processingTime="300 milliseconds").start())
+        wait_started(query)  # the producer starts once the source runs: Spark calls initialOffset() per trigger
         producer = threading.Thread(target=producing)
         producer.start()
-        name = f"live_{uuid.uuid4().hex[:8]}"
         try:
-            query = (read(spark, bootstrap, streaming=True, subscribe=topic).writeStream.format("memory")
-                     .queryName(name).trigger(processingTime="300 milliseconds").start())
             deadline = time.monotonic() + 60
             while sum(p["numInputRows"] for p in query.recentProgress) < 20 and query.isActive:
                 assert time.monotonic() < deadline, "the stream read nothing while the producer ran"
@@ -64,14 +66,23 @@ def test_default_latest_stream_over_a_live_producer_reads_exactly_what_follows_i
         query.processAllAvailable()
         query.stop()
         assert query.exception() is None
-        got = spark.table(name).select(*COLUMNS).collect()
+        table = spark.table(name).select(*COLUMNS)
+        got = table.collect()
         first = {}
         for row in got:
             first[row.partition] = min(first.get(row.partition, row.offset), row.offset)
         want = [r for r in produced if r[1] in first and r[2] >= first[r[1]]]
         assert not {r[4] for r in before} & {row.value for row in got}  # "latest": nothing from before the start
         assert len(got) >= 20 and len(got) == len(want)
-        assertDataFrameEqual(spark.createDataFrame(got), expected_df(spark, want))
+        assertDataFrameEqual(table, expected_df(spark, want))
+
+
+def wait_started(query, timeout: float = 120.0) -> None:
+    """Until the query's source is initialized (its Python worker is up) or the query ended."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and query.status["message"] == "Initializing sources":
+        assert time.monotonic() < deadline, "the query did not start"
+        time.sleep(0.2)
 
 
 @pytest.mark.parametrize("servers", ["127.0.0.1:1", "no-such-host.invalid:9092"])
