@@ -146,6 +146,15 @@ class AdminClient:
         return {t.name: {p.partition_index: p.leader_id for p in t.partitions}
                 for t in response.topics if not t.error_code}
 
+    def metadata(self, names: list[str] | None = None, timeout: float | None = None):
+        """The raw Metadata response for the named topics (all when None), never creating a topic: callers that
+        must tell a missing topic or a dead leader from an empty one read its error codes and broker list."""
+        topics = None if names is None else [MetadataRequestTopic(name=n) for n in names]
+        response = self._call(ApiKey.METADATA, METADATA_VERSION,
+                              MetadataRequest(topics=topics, allow_auto_topic_creation=False), timeout)
+        self._client.set_nodes({b.node_id: (b.host, b.port) for b in response.brokers})
+        return response
+
     def wait_for_leaders(self, name: str, timeout: float | None = None) -> dict[int, int]:
         """Until the metadata names a leader for every partition and each leader serves its partition (it
         answers ListOffsets for it): only then does even an acks=0 record land."""

@@ -4,6 +4,8 @@ Rule 1: `partitions()` runs once, in the driver; it resolves both ends and plans
 every task reads a fixed `[start, end)` (Spark's KafkaRelation).
 Rule 2: a range whose end precedes its start is refused, as Spark's Kafka source refuses it ("You either
 provided an invalid fromOffset, or the topic has been damaged").
+Rule 3: an `endingOffsets` past a partition's latest offset is refused at planning, naming the partition and
+its end, instead of a task waiting kafkaConsumer.pollTimeoutMs for records that do not exist.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class SparklogBatchReader(DataSourceReader):
             tps = oracle.partitions(self.options.subscription)
             start = resolve(self.options.starting, tps, oracle, strategy=self.options.starting_strategy)
             end = resolve(self.options.ending, tps, oracle, is_start=False)
+            check_ending_reachable(self.options.ending, end, oracle)
             servers = oracle.bootstrap()
         finally:
             oracle.close()
@@ -48,3 +51,14 @@ class SparklogBatchReader(DataSourceReader):
         if not isinstance(partition, off.SparklogInputPartition):
             return iter(())
         return read_partition(self.options, partition)
+
+
+def check_ending_reachable(spec, end: dict, oracle) -> None:
+    """Rule 3: explicit ending offsets must not lie past the partitions' latest offsets."""
+    explicit = [tp for tp, offset in spec.offsets if offset >= 0] if spec.kind == "offsets" else []
+    latest = oracle.latest(explicit)
+    beyond = [tp for tp in explicit if end[tp] > latest[tp]]
+    if beyond:
+        detail = ", ".join(f"{t}-{p} asks {end[(t, p)]} but ends at {latest[(t, p)]}" for t, p in beyond)
+        raise ValueError(
+            f"endingOffsets lie past the end of the log ({detail}): lower them, or use -1 to read up to the latest offset")

@@ -8,7 +8,7 @@ batch's next offset, not waited for. sparklog never compacts, so an offset gap i
 the broker fenced as damaged (bit rot): data loss, as Rule 3 (Spark's "Cannot fetch records in [a, b)").
 Rule 3: offsets of the range that are no longer in the log are data loss: `failOnDataLoss=true` fails the
 task naming the topic, partition and missing range; false warns and reads what is left. A range the log
-never reaches fails after `kafkaConsumer.pollTimeoutMs`, never hangs.
+never reaches fails after `kafkaConsumer.pollTimeoutMs`, never hangs; the offset lookups are bounded by it too.
 Rule 4: records are decoded a whole batch at a time into columns (`RecordBatch.columns()`, then
 `ColumnBuilder`), from the chunks of raw record batches the client Consumer fetched; that keeps the batch's
 timestamp type, which the Consumer's per-record API does not carry, and creates no object per record.
@@ -94,7 +94,7 @@ def _read(options: ReadOptions, part: SparklogInputPartition) -> Iterator[pa.Rec
 def _first_available(consumer, options: ReadOptions, part: SparklogInputPartition, position: int) -> int:
     """`position`, or the log start offset when retention removed it (Rule 3)."""
     tp = (part.topic, part.partition)
-    earliest = consumer.beginning_offsets([tp])[tp]
+    earliest = consumer.beginning_offsets([tp], timeout=options.poll_timeout_ms / 1000)[tp]
     if position < earliest:
         report_data_loss(options.fail_on_data_loss, missing_range(part.topic, part.partition, position, min(earliest, part.end)))
         return min(earliest, part.end)
@@ -104,7 +104,7 @@ def _first_available(consumer, options: ReadOptions, part: SparklogInputPartitio
 def _lost_tail(consumer, options: ReadOptions, part: SparklogInputPartition, position: int) -> bool:
     """The log ends before `part.end` (topic deleted or recreated): data loss, not a timeout."""
     tp = (part.topic, part.partition)
-    latest = consumer.end_offsets([tp])[tp]
+    latest = consumer.end_offsets([tp], timeout=options.poll_timeout_ms / 1000)[tp]
     if latest >= part.end:
         return False
     report_data_loss(options.fail_on_data_loss, missing_range(part.topic, part.partition, max(position, latest), part.end))

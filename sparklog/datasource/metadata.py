@@ -5,6 +5,11 @@ lazily and never pickle it (the planner and Spark's workers get fresh reader cop
 Rule 2: `resolve()` turns an `OffsetSpec` ("earliest", "latest", JSON offsets with -2/-1, timestamps) into
 concrete offsets for every partition, with the rules and messages of Spark's Kafka source; a broker that
 cannot answer is retried `fetchOffset.numRetries` times, `fetchOffset.retryIntervalMs` apart.
+Rule 3: partitions come from a Metadata request through the brokers (as Spark's source asks its AdminClient),
+which never creates a topic; ZooKeeper is needed only to find brokers when no `bootstrap.servers` is given.
+Rule 4: "could not reach it" is never "no data". Every lookup ends by `kafkaConsumer.pollTimeoutMs` with an
+error that names what failed: `BrokerUnreachable` (no broker answered), `TopicNotFound` (a subscribed topic
+does not exist, unless `sparklog.waitForTopics`), `LeaderNotAvailable` (a partition's leader is down).
 """
 
 from __future__ import annotations
@@ -28,9 +33,26 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
 
+UNKNOWN_TOPIC_OR_PARTITION = 3  # Kafka's error code for a topic the cluster does not have
+METADATA_RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms default: between metadata asks for a missing leader
+# Settings of the client's connection that also shape the driver's metadata client.
+_ADMIN_SETTINGS = ("client.id", "socket.connection.setup.timeout.ms", "receive.message.max.bytes")
+
 
 class OffsetLookupError(RuntimeError):
     """A timestamp matched no record and `startingOffsetsByTimestampStrategy` is "error"."""
+
+
+class BrokerUnreachable(ConnectionError):
+    """No broker answered a metadata or offset lookup within kafkaConsumer.pollTimeoutMs (Rule 4)."""
+
+
+class TopicNotFound(LookupError):
+    """A subscribed or assigned topic does not exist and `sparklog.waitForTopics` is false (Rule 4)."""
+
+
+class LeaderNotAvailable(RuntimeError):
+    """Partitions the query covers have no live leader after kafkaConsumer.pollTimeoutMs (Rule 4)."""
 
 
 def bootstrap_servers(connection: ConnectionOptions, zk=None) -> str:
@@ -48,30 +70,39 @@ def bootstrap_servers(connection: ConnectionOptions, zk=None) -> str:
         if own:
             close(zk)
     if not brokers:
-        raise ConnectionError(f"no live broker is registered in ZooKeeper at {connection.zookeeper_connect}")
+        raise BrokerUnreachable(
+            f"No live broker is registered in ZooKeeper at {connection.zookeeper_connect}: start a broker, "
+            "or set 'kafka.bootstrap.servers'")
     return ",".join(f"{b.host}:{b.port}" for _, b in sorted(brokers.items()))
 
 
-def with_retries(fn: Callable[[], T], retries: int, interval_ms: int, what: str) -> T:
-    """Call `fn`, retrying on any error `retries` times (Spark's fetchOffset.numRetries semantics)."""
-    for attempt in range(retries + 1):
+def with_retries(fn: Callable[[float], T], retries: int, interval_ms: int, what: str, deadline: float) -> T:
+    """Call `fn(seconds left)`, retrying on any error `retries` times (Spark's fetchOffset.numRetries) while
+    `deadline` (kafkaConsumer.pollTimeoutMs) allows; the last error is raised."""
+    attempt = 0
+    while True:
         try:
-            return fn()
+            return fn(max(0.01, deadline - time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - the last error is re-raised below
-            if attempt == retries:
+            if attempt >= retries or time.monotonic() + interval_ms / 1000 >= deadline:
                 raise
-            logger.warning("%s failed (attempt %d of %d): %s", what, attempt + 1, retries + 1, exc)
+            attempt += 1
+            logger.warning("%s failed (attempt %d of %d): %s", what, attempt, retries + 1, exc)
             time.sleep(interval_ms / 1000)
-    raise AssertionError("unreachable")
+
+
+def _names(tps: Iterable[TopicPartition]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted(tps))
 
 
 class OffsetOracle:
-    """Partitions and offsets from the cluster, through ZooKeeper (if configured) and a client Consumer."""
+    """Partitions and offsets from the cluster, through the brokers (ZooKeeper only to find them)."""
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
         self._zk = None
         self._consumer = None
+        self._admin = None
         self._servers: str | None = None
 
     # -- connections
@@ -85,7 +116,8 @@ class OffsetOracle:
         return self._zk
 
     def bootstrap(self) -> str:
-        self._servers = bootstrap_servers(self.options.connection, self.zookeeper())
+        if self._servers is None or not self.options.connection.bootstrap_servers:
+            self._servers = bootstrap_servers(self.options.connection, self.zookeeper())
         return self._servers
 
     def consumer(self):
@@ -96,71 +128,130 @@ class OffsetOracle:
             self._consumer = Consumer(bootstrap_servers=self.bootstrap(), **settings)
         return self._consumer
 
+    def admin(self):
+        if self._admin is None:
+            from sparklog.client.admin import AdminClient
+
+            settings = {k: v for k, v in self.options.connection.settings if k in _ADMIN_SETTINGS}
+            self._admin = AdminClient(self.bootstrap(), **{**settings, "request.timeout.ms": self.options.poll_timeout_ms})
+        return self._admin
+
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        for client in (self._consumer, self._admin):
+            if client is not None:
+                client.close()
+        self._consumer = self._admin = None
         if self._zk is not None:
             from sparklog.coordination.connection import close
 
             close(self._zk)
             self._zk = None
 
-    # -- queries
+    def _deadline(self) -> float:
+        return time.monotonic() + self.options.poll_timeout_ms / 1000
 
-    def topics(self) -> dict[str, int]:
-        """Every topic with its partition count."""
-        zk = self.zookeeper()
-        if zk is not None:
-            from sparklog.coordination.topics import UnknownTopic, get_topic, list_topics
+    def _unreachable(self, what: str, exc: BaseException) -> BrokerUnreachable:
+        return BrokerUnreachable(
+            f"Could not reach the brokers at {self._servers or self.options.connection.zookeeper_connect} for "
+            f"{what} within kafkaConsumer.pollTimeoutMs={self.options.poll_timeout_ms} ms: {exc}. Check "
+            "'kafka.bootstrap.servers' and that the brokers are running.")
 
-            result = {}
-            for name in list_topics(zk):
-                try:
-                    result[name] = len(get_topic(zk, name).partitions)
-                except UnknownTopic:
-                    continue  # deleted while we listed
-            return result
-        raise SparklogOptionError(
-            "Option 'subscribePattern' needs 'zookeeper.connect': topics are listed from the topic registry"
-        )
+    # -- metadata (Rules 3 and 4)
 
-    def _topic_partitions(self, topic: str) -> int:
-        from sparklog.client.errors import UnknownTopic
-
+    def _view(self, topics: list[str] | None, deadline: float) -> dict[str, tuple[int, dict[int, bool]]]:
+        """{topic: (error code, {partition: has a live leader})} of `topics` (all when None)."""
         try:
-            return len(self.consumer().partitions_for_topic(topic, timeout=self.options.poll_timeout_ms / 1000))
-        except UnknownTopic:
-            return 0  # as Spark's Kafka source: a subscribed topic that does not exist yet has no partitions
+            response = self.admin().metadata(topics, timeout=max(0.01, deadline - time.monotonic()))
+        except (TimeoutError, ConnectionError, OSError) as exc:
+            raise self._unreachable("metadata", exc) from exc
+        live = {b.node_id for b in response.brokers}
+        return {t.name: (t.error_code, {p.partition_index: p.leader_id in live for p in t.partitions})
+                for t in response.topics if not t.is_internal}
 
     def partitions(self, subscription: Subscription) -> list[TopicPartition]:
-        """The partitions a subscription covers now, sorted (assign: exactly the assigned ones)."""
-        if subscription.kind == "assign":
-            return list(subscription.partitions)
-        if subscription.kind == "subscribe" and self.zookeeper() is None:
-            topics = {t: self._topic_partitions(t) for t in subscription.topics}
-        else:
-            topics = self.topics()
-        return sorted(
-            (topic, p) for topic, count in topics.items() if subscription.matches(topic) for p in range(count)
-        )
+        """The partitions a subscription covers now, sorted, each with a live leader (Rule 4)."""
+        deadline = self._deadline()
+        asked = None if subscription.kind == "subscribePattern" else sorted(_topics_of(subscription))
+        while True:
+            view = self._view(asked, deadline)
+            tps, waiting = self._covered(subscription, view)
+            if not waiting:
+                return tps
+            if time.monotonic() + METADATA_RETRY_BACKOFF_S > deadline:
+                raise LeaderNotAvailable(
+                    f"Partitions {_names(waiting)} have no live leader after kafkaConsumer.pollTimeoutMs="
+                    f"{self.options.poll_timeout_ms} ms (their broker is down or unreachable): restart that "
+                    "broker, or raise kafkaConsumer.pollTimeoutMs to wait longer")
+            time.sleep(METADATA_RETRY_BACKOFF_S)
 
-    def _retrying(self, fn: Callable[[], T], what: str) -> T:
-        return with_retries(fn, self.options.fetch_offset_num_retries, self.options.fetch_offset_retry_interval_ms, what)
+    def _covered(self, subscription: Subscription, view) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """(partitions covered, those still without a live leader); raises TopicNotFound (Rule 4)."""
+        missing = sorted(t for t, (error, _) in view.items()
+                         if error == UNKNOWN_TOPIC_OR_PARTITION and subscription.matches(t))
+        if missing and not self.options.wait_for_topics:
+            raise TopicNotFound(
+                f"Topic {', '.join(missing)} does not exist at {self._servers}: create it first, or set the "
+                "option 'sparklog.waitForTopics' to 'true' to read it once it appears")
+        tps, waiting = [], []
+        for topic, (error, leaders) in sorted(view.items()):
+            if error == UNKNOWN_TOPIC_OR_PARTITION or not subscription.matches(topic):
+                continue
+            if error:  # e.g. LEADER_NOT_AVAILABLE while a topic is being created
+                waiting.append((topic, -1))
+                continue
+            tps.extend((topic, p) for p in sorted(leaders))
+            waiting.extend((topic, p) for p, has_leader in sorted(leaders.items()) if not has_leader)
+        if subscription.kind == "assign":
+            _check_assigned(subscription, view)
+            tps = [tp for tp in tps if tp in subscription.partitions]
+            waiting = [tp for tp in waiting if tp in subscription.partitions or tp[1] == -1]
+        return tps, waiting
+
+    # -- offsets
+
+    def _retrying(self, fn: Callable[[float], T], what: str) -> T:
+        try:
+            return with_retries(fn, self.options.fetch_offset_num_retries, self.options.fetch_offset_retry_interval_ms,
+                                what, self._deadline())
+        except (TimeoutError, ConnectionError, LookupError) as exc:
+            raise self._unreachable(what, exc) from exc
 
     def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         tps = list(tps)
-        return dict(self._retrying(lambda: self.consumer().beginning_offsets(tps), "fetching earliest offsets")) if tps else {}
+        if not tps:
+            return {}
+        return dict(self._retrying(lambda t: self.consumer().beginning_offsets(tps, timeout=t),
+                                   f"the earliest offsets of {_names(tps)}"))
 
     def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         tps = list(tps)
-        return dict(self._retrying(lambda: self.consumer().end_offsets(tps), "fetching latest offsets")) if tps else {}
+        if not tps:
+            return {}
+        return dict(self._retrying(lambda t: self.consumer().end_offsets(tps, timeout=t),
+                                   f"the latest offsets of {_names(tps)}"))
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         if not timestamps:
             return {}
-        found = self._retrying(lambda: self.consumer().offsets_for_times(dict(timestamps)), "fetching offsets by time")
+        found = self._retrying(lambda t: self.consumer().offsets_for_times(dict(timestamps), timeout=t),
+                               f"the offsets by time of {_names(timestamps)}")
         return {tp: _offset_of(found.get(tp)) for tp in timestamps}
+
+
+def _topics_of(subscription: Subscription) -> set[str]:
+    if subscription.kind == "subscribe":
+        return set(subscription.topics)
+    return {t for t, _ in subscription.partitions}
+
+
+def _check_assigned(subscription: Subscription, view) -> None:
+    """An assigned partition the topic does not have is a mistake in `assign`, not an empty partition."""
+    for topic, partition in subscription.partitions:
+        error, leaders = view.get(topic, (UNKNOWN_TOPIC_OR_PARTITION, {}))
+        if not error and partition not in leaders:
+            raise SparklogOptionError(
+                f"Partition {topic}-{partition} is assigned but topic {topic} has {len(leaders)} partitions: "
+                "fix the option 'assign'")
 
 
 def _offset_of(value) -> int | None:

@@ -11,6 +11,7 @@ past the latest offset of any partition.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -145,3 +146,26 @@ def plan(
         ideal = total / min_partitions
         result = [piece for r in result for piece in split_range(r, max(1, round(r.size / ideal)))]
     return result
+
+
+def behind_latest(consumed: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> dict[str, str]:
+    """Spark's Kafka source metrics min/max/avgOffsetsBehindLatest (strings, as Spark reports them): how far
+    each partition's consumed offset is behind its latest; empty when no partition is known."""
+    behind = [end - consumed.get(tp, NEW_PARTITION_START) for tp, end in latest.items()]
+    if not behind:
+        return {}
+    return {"minOffsetsBehindLatest": str(min(behind)), "maxOffsetsBehindLatest": str(max(behind)),
+            "avgOffsetsBehindLatest": str(sum(behind) / len(behind))}
+
+
+def offsets_behind_latest(source_progress: Mapping) -> dict[str, str]:
+    """`behind_latest` of one source of a query's progress (`query.lastProgress["sources"][0]`): its
+    `endOffset` against its `latestOffset`, which the stream reader reports before any rate limit.
+
+    Python data sources cannot add metrics to Spark's progress (pyspark's stream has no
+    `ReportsSourceMetrics`), so this derives the same numbers from what the progress does carry.
+    """
+    def parse(value):
+        return from_json(json.loads(value) if isinstance(value, str) else value or {})
+
+    return behind_latest(parse(source_progress.get("endOffset")), parse(source_progress.get("latestOffset")))

@@ -5,17 +5,29 @@ refused Kafka setting fails before any data moves, with the advice Spark's Kafka
 Rule 2: the parsed result is a frozen dataclass of plain values, so readers and writers that hold one stay
 picklable (they are shipped to Spark's Python workers).
 
+Rule 3: a `kafka.`-prefixed setting reaches the client when the client knows it (`CONSUMER_DEFAULTS`,
+`PRODUCER_DEFAULTS`); a security setting the client cannot honour (`ssl.*`, `sasl.*`, `security.protocol`
+other than PLAINTEXT) is refused, because ignoring it would send data in the clear; any other unknown one
+is logged as ignored, as Kafka's own clients warn "supplied but isn't a known config".
+Rule 4: every error's first line says what is wrong and what to do.
+
 Names are case-insensitive, as Spark passes them. Kafka client settings may carry Spark's `kafka.` prefix
-(`kafka.bootstrap.servers`) or none (`bootstrap.servers`); producer settings for the sink may also carry
-our own `sparklog.` prefix (`sparklog.linger.ms`).
+(`kafka.bootstrap.servers`) or none (`bootstrap.servers`); client settings may also carry our own
+`sparklog.` prefix (`sparklog.linger.ms`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from sparklog.client.config import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
+from sparklog.client.config import resolve as resolve_settings
+
+logger = logging.getLogger(__name__)
 
 # Sentinels inside offset JSON, as in Spark's Kafka source (and Kafka's ListOffsets).
 LATEST = -1
@@ -76,17 +88,16 @@ _PREFIXED_ALLOWED = {"group.id"}
 STRATEGIES = ("error", "latest")
 SUBSCRIPTIONS = ("subscribe", "subscribepattern", "assign")
 _SUBSCRIPTION_NAMES = {"subscribe": "subscribe", "subscribepattern": "subscribePattern", "assign": "assign"}
-# Producer settings a writer passes through (with a `sparklog.` or `kafka.` prefix).
-PRODUCER_SETTINGS = (
-    "acks", "compression.type", "batch.size", "linger.ms", "batch.num.messages", "buffer.memory",
-    "max.block.ms", "max.request.size", "retries", "delivery.timeout.ms", "request.timeout.ms",
-    "retry.backoff.ms", "client.id", "max.in.flight.requests.per.connection",
-)
-CONSUMER_SETTINGS = (
-    "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.max.wait.ms", "fetch.min.bytes",
-    "request.timeout.ms", "retry.backoff.ms", "client.id", "check.crcs", "receive.message.max.bytes",
-    "socket.connection.setup.timeout.ms",
-)
+# Kafka settings the source itself interprets; they never reach a client as settings.
+SOURCE_KAFKA_SETTINGS = frozenset({"bootstrap.servers", "zookeeper.connect", "group.id",
+                                   "zookeeper.connection.timeout.ms"})
+# Client settings a reader or writer passes through (with a `kafka.` or `sparklog.` prefix, Rule 3).
+# `auto.offset.reset` belongs to the source (startingOffsets), never to the user.
+CONSUMER_SETTINGS = tuple(sorted(set(CONSUMER_DEFAULTS) - SOURCE_KAFKA_SETTINGS - {"auto.offset.reset"}))
+PRODUCER_SETTINGS = tuple(sorted(set(PRODUCER_DEFAULTS) - SOURCE_KAFKA_SETTINGS))
+# Settings that ask for a secured connection: the client speaks PLAINTEXT only, so these are refused (Rule 3).
+_SECURITY_PREFIXES = ("ssl.", "sasl.")
+PLAINTEXT = "plaintext"
 
 
 class SparklogOptionError(ValueError):
@@ -104,7 +115,7 @@ class Subscription:
 
     def matches(self, topic: str) -> bool:
         if self.kind == "subscribePattern":
-            return re.fullmatch(self.pattern, topic) is not None  # Java's Matcher.matches()
+            return re.search(self.pattern, topic) is not None  # Spark 4: `topicRegex.findFirstIn(name)`
         if self.kind == "subscribe":
             return topic in self.topics
         return any(t == topic for t, _ in self.partitions)
@@ -154,7 +165,8 @@ class ReadOptions:
     fetch_offset_retry_interval_ms: int = DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS
     group_id: str | None = None
     group_id_prefix: str = DEFAULT_GROUP_ID_PREFIX
-    query_key: str | None = None
+    query_key: str | None = None  # names the query's own initial offsets in ZooKeeper; never the group id
+    wait_for_topics: bool = False  # sparklog.waitForTopics: a missing topic is "no partitions yet", not an error
     commit_progress: bool = True
     avro_options: tuple[tuple[str, str], ...] = ()  # valueFormat=avro (see sparklog.datasource.avro)
 
@@ -265,16 +277,44 @@ def parse_connection(opts: Mapping[str, str], passthrough: tuple[str, ...]) -> C
     zookeeper = _kafka_setting(opts, "zookeeper.connect")
     if not servers and not zookeeper:
         raise SparklogOptionError(
-            "Option 'bootstrap.servers' (or 'kafka.bootstrap.servers') or 'zookeeper.connect' must be "
-            "specified for configuring the sparklog client"
+            "No brokers to connect to: set the option 'kafka.bootstrap.servers' (host:port,...) or "
+            "'zookeeper.connect' (brokers are then found in ZooKeeper's broker registry)"
         )
+    timeout = _positive(opts, "zookeeper.connection.timeout.ms", DEFAULT_ZOOKEEPER_TIMEOUT_MS)
+    return ConnectionOptions(servers, zookeeper, client_settings(opts, passthrough), timeout)
+
+
+def client_settings(opts: Mapping[str, str], known: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
+    """The `kafka.`/`sparklog.` settings the client knows, with values it accepts; refuse or log the rest
+    (Rule 3)."""
     settings = []
-    for name in passthrough:
+    for name in known:
         for prefixed in ("kafka." + name, "sparklog." + name):
             if prefixed in opts:
                 settings.append((name, opts[prefixed]))
-    timeout = _positive(opts, "zookeeper.connection.timeout.ms", DEFAULT_ZOOKEEPER_TIMEOUT_MS)
-    return ConnectionOptions(servers, zookeeper, tuple(settings), timeout)
+    for option in sorted(k for k in opts if k.startswith("kafka.")):
+        name = option[len("kafka."):]
+        if name in known or name in SOURCE_KAFKA_SETTINGS:
+            continue
+        if name.startswith(_SECURITY_PREFIXES) or (name == "security.protocol" and str(opts[option]).lower() != PLAINTEXT):
+            raise SparklogOptionError(
+                f"Option '{option}' cannot be honoured: sparklog's client speaks PLAINTEXT only. Remove the "
+                "option, or connect through a network that does not need TLS or SASL."
+            )
+        if name != "security.protocol":
+            logger.warning("Kafka option '%s' is not a setting of sparklog's client and is ignored", option)
+    _check_client_values(settings)
+    return tuple(settings)
+
+
+def _check_client_values(settings: list[tuple[str, Any]]) -> None:
+    """A passed-through value the client would refuse fails now, at load(), not in a task."""
+    for name, value in settings:
+        defaults = CONSUMER_DEFAULTS if name in CONSUMER_DEFAULTS else PRODUCER_DEFAULTS
+        try:
+            resolve_settings(defaults, {name: value})
+        except ValueError as exc:
+            raise SparklogOptionError(f"Option 'kafka.{name}' has a value the client refuses: {exc}") from None
 
 
 def parse_subscription(opts: Mapping[str, str]) -> Subscription:
@@ -324,36 +364,46 @@ def _offset_spec(opts: Mapping[str, str], prefix: str, default: str) -> OffsetSp
     return OffsetSpec("offsets", offsets=tuple(sorted(spec.items())))
 
 
-def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
-    """Validate and parse a reader's options; `streaming` selects Spark's stream or batch rules."""
+def parse_read_options(options: Mapping[str, str], streaming: bool | None) -> ReadOptions:
+    """Validate and parse a reader's options; `streaming` selects Spark's stream or batch rules.
+
+    `streaming=None` checks only what batch and streaming reads share: `schema()` runs it at `load()`,
+    before Spark says which kind of read it is.
+    """
     opts = _lower(options)
     check_refused(opts, REFUSED_READ_OPTIONS)
     connection = parse_connection(opts, CONSUMER_SETTINGS)
     subscription = parse_subscription(opts)
-    starting = _offset_spec(opts, "starting", "latest" if streaming else "earliest")
+    starting = _offset_spec(opts, "starting", "earliest" if streaming is False else "latest")
     ending = _offset_spec(opts, "ending", "latest")
     if streaming:
         for name in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
             if name in opts:
-                raise SparklogOptionError("ending offset not valid in streaming queries")
-    else:
+                raise SparklogOptionError(
+                    "ending offset not valid in streaming queries: remove the option, or use a batch read "
+                    "(spark.read) to stop at given offsets")
+    elif streaming is False:
         _check_batch_offsets(starting, ending)
     strategy = str(opts.get("startingoffsetsbytimestampstrategy", "error")).strip().lower()
     if strategy not in STRATEGIES:
         raise SparklogOptionError(f"Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', not {strategy!r}")
-    if not streaming:
+    if streaming is False:
         for name in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"):
             opts.pop(name, None)  # Spark's Kafka source ignores them in batch queries
+    max_offsets, min_offsets = _positive(opts, "maxOffsetsPerTrigger"), _positive(opts, "minOffsetsPerTrigger")
+    if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
+        raise SparklogOptionError(  # Spark's KafkaSourceProvider message
+            f"The value of minOffsetPerTrigger({min_offsets}) is higher than the maxOffsetsPerTrigger({max_offsets})."
+        )
     delay = opts.get("maxtriggerdelay")
-    group_id = opts.get("kafka.group.id")
     return ReadOptions(
         connection=connection,
         subscription=subscription,
         starting=starting,
         ending=ending,
         starting_strategy=strategy,
-        max_offsets_per_trigger=_positive(opts, "maxOffsetsPerTrigger"),
-        min_offsets_per_trigger=_positive(opts, "minOffsetsPerTrigger"),
+        max_offsets_per_trigger=max_offsets,
+        min_offsets_per_trigger=min_offsets,
         max_trigger_delay_ms=parse_duration_ms(delay) if delay is not None else DEFAULT_MAX_TRIGGER_DELAY_MS,
         min_partitions=_positive(opts, "minPartitions"),
         max_records_per_partition=_positive(opts, "maxRecordsPerPartition"),
@@ -364,10 +414,12 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
         fetch_offset_retry_interval_ms=_positive(
             opts, "fetchOffset.retryIntervalMs", DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS, zero_ok=True
         ),
-        group_id=group_id,
+        group_id=opts.get("kafka.group.id"),
         group_id_prefix=str(opts.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX)),
-        query_key=opts.get("sparklog.queryid") or opts.get("checkpointlocation") or group_id,
+        # A group id may be shared by many queries, so it never keys a query's own state (issue 13 item 3).
+        query_key=opts.get("sparklog.queryid") or opts.get("checkpointlocation"),
         commit_progress=_bool(opts, "sparklog.commitProgress", True),
+        wait_for_topics=_bool(opts, "sparklog.waitForTopics", False),
         avro_options=_avro_options(opts),
     )
 
@@ -404,11 +456,7 @@ def _check_batch_offsets(starting: OffsetSpec, ending: OffsetSpec) -> None:
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = _lower(options)
     check_refused(opts, REFUSED_WRITE_OPTIONS)
-    connection = parse_connection(opts, ())
-    settings = []
-    for name in PRODUCER_SETTINGS:
-        for prefixed in ("kafka." + name, "sparklog." + name):
-            if prefixed in opts:
-                settings.append((name, opts[prefixed]))
+    connection = parse_connection(opts, PRODUCER_SETTINGS)
     topic = opts.get("topic")
-    return WriteOptions(connection=connection, topic=topic.strip() if topic else None, producer_settings=tuple(settings))
+    return WriteOptions(connection=connection, topic=topic.strip() if topic else None,
+                        producer_settings=connection.settings)

@@ -1,8 +1,12 @@
 """The `sparklog` data source: Spark's Kafka source options, schema and semantics over sparklog.
 
-Rule 1: options are validated where Spark first hands them over — `schema()` checks what every read needs,
-`reader`/`streamReader`/`writer`/`streamWriter` what batch or streaming adds — so errors surface at
-`load()`/`save()`/`start()`, before any task runs.
+Rule 1: options are validated where Spark first hands them over — `schema()` checks what every read needs
+(it runs at `load()`), `reader`/`streamReader`/`writer`/`streamWriter` what batch or streaming adds — so
+errors surface at `load()`/`save()`/`start()`, before any task runs.
+Rule 2: a topic is append-only: a batch write in mode "overwrite" is refused (Spark's Kafka sink refuses it
+too). Spark itself refuses its default mode ErrorIfExists for Python sources, so batch writes say
+`.mode("append")`. Streaming Complete mode (which Spark passes as overwrite) appends every row each batch,
+as Spark's Kafka sink does.
 """
 
 from __future__ import annotations
@@ -17,7 +21,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from sparklog.datasource.arrow import spark_schema
-from sparklog.datasource.options import _bool, _lower, parse_read_options, parse_write_options
+from sparklog.datasource.options import SparklogOptionError, _bool, _lower, parse_read_options, parse_write_options
+
+OVERWRITE_REFUSED = (
+    'Save mode "overwrite" is not allowed for sparklog: a topic is append-only and cannot be truncated. '
+    'Use .mode("append") (Spark refuses its default "errorifexists" for Python data sources).'
+)
 
 
 class SparklogDataSource(DataSource):
@@ -41,8 +50,9 @@ class SparklogDataSource(DataSource):
         (spark.range(10).selectExpr("CAST(id AS STRING) AS value").write.format("sparklog")
          .option("bootstrap.servers", "localhost:9092").option("topic", "events").mode("append").save())
 
-    Spark lets Python sources write in "append" (or "overwrite") mode only: Kafka's default ErrorIfExists is refused
-    by Spark itself, so batch writes say `.mode("append")`.
+    Batch writes say `.mode("append")` (Rule 2). Streaming writes take output modes append and complete;
+    for update (an aggregation written to a topic) use `foreachBatch(sparklog.datasource.writer.to_sparklog(...))`,
+    because pyspark's Python sink cannot declare update mode.
     """
 
     @classmethod
@@ -50,6 +60,7 @@ class SparklogDataSource(DataSource):
         return "sparklog"
 
     def schema(self) -> StructType:
+        parse_read_options(self.options, streaming=None)  # Rule 1: a read's options fail at load()
         schema = spark_schema(_bool(_lower(self.options), "includeHeaders", False))
         if "valueformat" in _lower(self.options):  # valueFormat=avro types `value` (sparklog.datasource.avro)
             from sparklog.datasource.avro import pin_value_schema
@@ -70,6 +81,8 @@ class SparklogDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from sparklog.datasource.writer import SparklogWriter, validate_schema
 
+        if overwrite:
+            raise SparklogOptionError(OVERWRITE_REFUSED)
         options = parse_write_options(self.options)
         validate_schema(schema, options)
         return SparklogWriter(options)

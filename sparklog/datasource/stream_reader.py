@@ -8,6 +8,14 @@ Rule 2: `latestOffset(start, limit)` honours the limit Spark passes: `ReadAllAva
 offsets (or `maxTriggerDelay`). With Trigger.AvailableNow the latest offsets are frozen at
 `prepareForTriggerAvailableNow()` and the default limit still applies, so the rate limit holds there too.
 Rule 3: offsets are canonical JSON (see offsets.py); returning `start` unchanged means "no new data".
+Rule 4: a query's initial offsets are resolved once. Spark calls `initialOffset()` more than once before
+batch 0 commits (while planning batch 0 and again when running it), so the first answer is kept on the
+instance and every later call returns it; "latest" moving between the calls would otherwise look like
+offsets going backwards. With `zookeeper.connect` and a query key (`sparklog.queryId` or
+`checkpointLocation`) it is also kept in ZooKeeper for a restart before batch 0 commits (progress.py).
+Rule 5: `reportLatestOffset()` is the latest offset seen before any rate limit, so Spark's progress shows
+how far the log really is; `offsets_behind_latest(progress)` derives Spark's Kafka source's
+min/max/avgOffsetsBehindLatest from it, since Python sources cannot add source metrics to the progress.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._oracle_factory = oracle_factory
         self._clock = clock
         self._oracle = None
+        self._initial: dict | None = None  # the query's initial offsets, once resolved (Rule 4)
         self._available_now: dict | None = None  # the frozen target of Trigger.AvailableNow
         self._latest: dict | None = None  # last latest offsets seen, for reportLatestOffset
         self._last_trigger_ms = 0.0  # as Spark's Kafka source: the first batch is never delayed
@@ -62,6 +71,11 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- offsets
 
     def initialOffset(self) -> dict:
+        if self._initial is None:
+            self._initial = self._resolve_initial()
+        return self._initial
+
+    def _resolve_initial(self) -> dict:
         key = self.options.query_key
         zk = self.oracle.zookeeper() if key else None
         if zk is not None:

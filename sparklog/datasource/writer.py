@@ -20,7 +20,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from sparklog.datasource.options import WriteOptions
+from sparklog.datasource.options import WriteOptions, parse_write_options
+
 
 
 class SparklogSchemaError(ValueError):
@@ -157,3 +158,28 @@ class SparklogStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
         pass
+
+
+def to_sparklog(**options: str):
+    """A `foreachBatch` function that appends each micro-batch to sparklog, for output mode "update".
+
+    Spark's Kafka sink takes update mode (each updated row of an aggregation becomes a record), but pyspark's
+    Python sink cannot declare it ("sparklog does not support Update mode"). Each micro-batch of an
+    update-mode query is an ordinary DataFrame, so it is written as a batch, with the same options:
+
+        (counts.writeStream.outputMode("update")
+         .foreachBatch(to_sparklog(**{"kafka.bootstrap.servers": "h:9092", "topic": "counts"}))
+         .option("checkpointLocation", "/tmp/ckpt").start())
+
+    The options are checked now, so a mistake fails at the definition, not in the first batch. Delivery is
+    at-least-once, as with the sink: a replayed batch is written again.
+    """
+    parse_write_options(options)
+
+    def write(batch_df, batch_id: int) -> None:
+        writer = batch_df.write.format("sparklog").mode("append")
+        for key, value in options.items():
+            writer = writer.option(key, str(value))
+        writer.save()
+
+    return write

@@ -1,5 +1,8 @@
 """Streaming reads with Spark (local[2]) from real brokers: exactly-once reads with Trigger.AvailableNow,
-restart from a checkpoint while producing continues, the per-trigger rate limit, and replayed batches."""
+restart from a checkpoint while producing continues, the per-trigger rate limit, and replayed batches.
+
+Every query here names only `kafka.bootstrap.servers` (support.spark.stream): the suite runs with ZooKeeper
+absent from the options, except the test of the start kept in ZooKeeper, which is about ZooKeeper."""
 
 from __future__ import annotations
 
@@ -36,13 +39,15 @@ def test_restart_from_checkpoint_while_producing_has_no_duplicates(spark, sparkl
                    **{"sparklog.queryId": f"restart-{uuid.uuid4()}"})
     background.start()
     try:
-        run_available_now(stream(spark, sparklog_cluster, **options), tmp_path / "out", tmp_path / "ckpt")
+        before = run_available_now(stream(spark, sparklog_cluster, **options), tmp_path / "out", tmp_path / "ckpt")
     finally:
         background.join()
-    run_available_now(stream(spark, sparklog_cluster, **options), tmp_path / "out", tmp_path / "ckpt")
+    after_stop = produce(sparklog_cluster.bootstrap, [topic], 500, "c")  # only a resumed query can read these
+    resumed = run_available_now(stream(spark, sparklog_cluster, **options), tmp_path / "out", tmp_path / "ckpt")
+    assert sum(resumed) >= 500 and sum(before) + sum(resumed) == 1500 + 3000 + 500  # the restart resumed
     got = spark.read.parquet(str(tmp_path / "out")).select(*COLUMNS)
     assert got.count() == got.dropDuplicates(["topic", "partition", "offset"]).count()
-    assertDataFrameEqual(got, expected_df(spark, first + more))
+    assertDataFrameEqual(got, expected_df(spark, first + more + after_stop))
 
 
 def test_latest_start_is_resolved_once_and_replayed_batches_are_identical(spark, sparklog_cluster, make_topic, tmp_path):

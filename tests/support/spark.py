@@ -88,7 +88,14 @@ def expected_df(spark, rows):
 
 
 def stream(spark, cluster, **options):
-    reader = spark.readStream.format("sparklog").option("zookeeper.connect", cluster.zk_connect)
+    """A readStream naming only the brokers (`kafka.bootstrap.servers`) when `cluster` has them, so the
+    streaming suite runs with ZooKeeper absent from the options; `zookeeper.connect` otherwise."""
+    bootstrap = getattr(cluster, "bootstrap", None)
+    reader = spark.readStream.format("sparklog")
+    if bootstrap:
+        reader = reader.option("kafka.bootstrap.servers", bootstrap)
+    else:
+        reader = reader.option("zookeeper.connect", cluster.zk_connect)
     for key, value in options.items():
         reader = reader.option(key, str(value))
     return reader.load()

@@ -32,7 +32,7 @@ def test_names_are_case_insensitive_and_kafka_prefix_accepted():
     o = parse_read_options({"KAFKA.BOOTSTRAP.SERVERS": "h:1", "SubscribePattern": "t-.*",
                             "MAXOFFSETSPERTRIGGER": "7"}, streaming=True)
     assert o.connection.bootstrap_servers == "h:1"
-    assert o.subscription.matches("t-1") and not o.subscription.matches("xt-1")
+    assert o.subscription.matches("t-1") and not o.subscription.matches("t1")
     assert o.max_offsets_per_trigger == 7
 
 
@@ -50,9 +50,9 @@ def test_refused_options_carry_spark_advice(name, fragment):
         read(**{name: "x"})
 
 
-def test_kafka_group_id_names_the_progress_group():
+def test_kafka_group_id_names_the_progress_group_but_never_keys_the_query():
     o = read(**{"kafka.group.id": "g1"})
-    assert o.group_id == "g1" and o.query_key == "g1"
+    assert o.group_id == "g1" and o.query_key is None  # two queries may share a group (issue 13 item 3)
     assert read(**{"sparklog.queryId": "q", "kafka.group.id": "g1"}).query_key == "q"
 
 
@@ -126,3 +126,62 @@ def test_write_options():
     assert w.topic == "t" and dict(w.producer_settings) == {"linger.ms": "5", "acks": "all"}
     with pytest.raises(SparklogOptionError, match="ByteArraySerializer"):
         parse_write_options({"bootstrap.servers": "h:1", "kafka.value.serializer": "x"})
+
+
+def test_min_offsets_above_max_offsets_is_refused_with_sparks_message():
+    with pytest.raises(SparklogOptionError, match=r"minOffsetPerTrigger\(100\) is higher than the maxOffsetsPerTrigger\(10\)"):
+        read(minOffsetsPerTrigger="100", maxOffsetsPerTrigger="10")
+    assert read(minOffsetsPerTrigger="10", maxOffsetsPerTrigger="10").min_offsets_per_trigger == 10
+
+
+def test_subscribe_pattern_finds_the_pattern_anywhere_in_the_name_as_spark_4():
+    s = parse_read_options({"bootstrap.servers": "h:1", "subscribePattern": "pat"}, streaming=True).subscription
+    assert s.matches("pat_a") and s.matches("x-pat") and not s.matches("pa_t")
+    anchored = parse_read_options({"bootstrap.servers": "h:1", "subscribePattern": "^pat$"}, streaming=True)
+    assert anchored.subscription.matches("pat") and not anchored.subscription.matches("pat_a")
+
+
+def test_known_kafka_settings_reach_the_client_and_unknown_ones_are_logged(caplog):
+    o = read(**{"kafka.max.poll.records": "7", "kafka.fetch.max.wait.ms": "20", "kafka.no.such.thing": "1",
+                "kafka.security.protocol": "PLAINTEXT"})
+    assert dict(o.connection.settings) == {"max.poll.records": "7", "fetch.max.wait.ms": "20"}
+    assert "'kafka.no.such.thing' is not a setting of sparklog's client and is ignored" in caplog.text
+    assert "security.protocol" not in caplog.text
+    w = parse_write_options({"bootstrap.servers": "h:1", "kafka.linger.ms": "3", "kafka.acks": "all"})
+    assert dict(w.producer_settings) == {"linger.ms": "3", "acks": "all"}
+
+
+@pytest.mark.parametrize("name, value", [("kafka.security.protocol", "SASL_SSL"),
+                                         ("kafka.ssl.truststore.location", "/x"),
+                                         ("kafka.sasl.mechanism", "PLAIN")])
+def test_security_settings_the_client_cannot_honour_are_refused(name, value):
+    with pytest.raises(SparklogOptionError, match=f"Option '{name}' cannot be honoured: .*PLAINTEXT only"):
+        read(**{name: value})
+    with pytest.raises(SparklogOptionError, match="PLAINTEXT only"):
+        parse_write_options({"bootstrap.servers": "h:1", name: value})
+
+
+def test_common_checks_run_before_the_kind_of_read_is_known():
+    """`schema()` parses with streaming=None at load(): shared mistakes fail, kind-specific rules wait."""
+    with pytest.raises(SparklogOptionError, match="must be specified"):
+        parse_read_options({"bootstrap.servers": "h:1"}, streaming=None)
+    with pytest.raises(SparklogOptionError, match="higher than"):
+        read(streaming=None, minOffsetsPerTrigger="2", maxOffsetsPerTrigger="1")
+    read(streaming=None, startingOffsets="latest", endingOffsets="latest")  # valid for a stream or a batch
+
+
+def test_missing_brokers_error_says_what_to_set():
+    with pytest.raises(SparklogOptionError, match="No brokers to connect to: set the option 'kafka.bootstrap.servers'"):
+        parse_read_options({"subscribe": "t"}, streaming=True)
+
+
+def test_wait_for_topics_is_opt_in():
+    assert read().wait_for_topics is False
+    assert read(**{"sparklog.waitForTopics": "true"}).wait_for_topics is True
+
+
+def test_a_passed_through_value_the_client_refuses_fails_at_parse():
+    with pytest.raises(SparklogOptionError, match="Option 'kafka.max.poll.records' has a value the client refuses"):
+        read(**{"kafka.max.poll.records": "many"})
+    with pytest.raises(SparklogOptionError, match="Option 'kafka.acks' has a value the client refuses"):
+        parse_write_options({"bootstrap.servers": "h:1", "kafka.acks": "7"})

@@ -153,3 +153,28 @@ def test_resolve_ending_timestamp_falls_back_to_latest(cluster):
     oracle = FakeOracle(None, cluster)
     opts = parse_read_options({"bootstrap.servers": "h", "subscribe": "a", "endingTimestamp": "99999"}, streaming=False)
     assert resolve(opts.ending, [("a", 0), ("a", 1)], oracle, is_start=False) == {("a", 0): 100, ("a", 1): 50}
+
+
+def test_latest_start_is_resolved_once_per_query_although_spark_asks_again(cluster):
+    """Spark calls initialOffset() again for batch 0; a producer moved "latest" in between (issue 13 item 1)."""
+    r = reader(cluster)  # startingOffsets=latest, no ZooKeeper, no query id
+    first = r.initialOffset()
+    cluster["end"][("a", 0)] = 130
+    assert r.initialOffset() == first
+    end = r.latestOffset(first, r.getDefaultReadLimit())
+    parts = r.partitions(r.initialOffset(), end)  # no DataLossError: the start did not move past the end
+    assert [(p.topic, p.partition, p.start, p.end) for p in parts] == [("a", 0, 100, 130)]
+
+
+def test_progress_latest_offset_is_the_real_latest_and_offsets_behind_are_derived(cluster):
+    from sparklog.datasource.offsets import offsets_behind_latest
+
+    r = reader(cluster, maxOffsetsPerTrigger="16", startingOffsets="earliest")
+    start = r.initialOffset()
+    end = r.latestOffset(start, r.getDefaultReadLimit())
+    latest = r.reportLatestOffset()
+    assert latest == {"a": {"0": 100, "1": 50}, "b": {"0": 10}} and end != latest
+    progress = {"endOffset": json.dumps(end), "latestOffset": json.dumps(latest)}
+    assert offsets_behind_latest(progress) == {
+        "minOffsetsBehindLatest": "9", "maxOffsetsBehindLatest": "90", "avgOffsetsBehindLatest": str((90 + 45 + 9) / 3)}
+    assert offsets_behind_latest({"endOffset": None, "latestOffset": None}) == {}

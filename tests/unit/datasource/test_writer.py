@@ -48,3 +48,26 @@ def test_a_null_topic_fails_before_anything_is_sent():
     with pytest.raises(ValueError, match="Null topic"):
         _send_batch(producer, options(), batch)
     assert producer.sent == []
+
+
+def test_batch_overwrite_is_refused_and_complete_mode_streams_still_append():
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from sparklog.datasource.options import SparklogOptionError
+    from sparklog.datasource.source import SparklogDataSource
+
+    schema = StructType([StructField("value", StringType())])
+    source = SparklogDataSource({"bootstrap.servers": "h:1", "topic": "t"})
+    with pytest.raises(SparklogOptionError, match=r'Save mode "overwrite" is not allowed .* Use .mode\("append"\)'):
+        source.writer(schema, True)
+    assert source.writer(schema, False) is not None
+    assert source.streamWriter(schema, True) is not None  # outputMode("complete"): every row is appended
+
+
+def test_update_mode_helper_checks_its_options_when_defined():
+    from sparklog.datasource.options import SparklogOptionError
+    from sparklog.datasource.writer import to_sparklog
+
+    with pytest.raises(SparklogOptionError, match="No brokers to connect to"):
+        to_sparklog(topic="t")
+    assert callable(to_sparklog(**{"kafka.bootstrap.servers": "h:1", "topic": "t"}))
