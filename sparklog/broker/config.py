@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from sparklog.broker.group_config import GROUP_KEYS
+
 log = logging.getLogger(__name__)
 
 # Kafka's defaults, named as Kafka names them.
@@ -105,10 +107,9 @@ _IGNORED_KEYS = {
     "offsets.topic.replication.factor",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
-    "group.initial.rebalance.delay.ms",
     "log.flush.offset.checkpoint.interval.ms",
 }
-KNOWN_KEYS = _BROKER_KEYS | set(LOG_KEY_TO_TOPIC_KEY) | set(_COARSE_MS) | _IGNORED_KEYS
+KNOWN_KEYS = _BROKER_KEYS | set(LOG_KEY_TO_TOPIC_KEY) | set(_COARSE_MS) | _IGNORED_KEYS | GROUP_KEYS
 
 
 class ConfigError(ValueError):

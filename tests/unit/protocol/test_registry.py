@@ -20,9 +20,10 @@ def test_advertised_table():
         ApiKey.PRODUCE: (3, 8), ApiKey.FETCH: (4, 11), ApiKey.LIST_OFFSETS: (1, 5), ApiKey.METADATA: (1, 8),
         ApiKey.OFFSET_COMMIT: (2, 7), ApiKey.OFFSET_FETCH: (1, 5), ApiKey.FIND_COORDINATOR: (0, 2),
         ApiKey.API_VERSIONS: (0, 4), ApiKey.CREATE_TOPICS: (0, 4), ApiKey.DELETE_TOPICS: (0, 3),
-        ApiKey.INIT_PRODUCER_ID: (0, 1)}
-    assert ALL_VERSIONS[ApiKey.JOIN_GROUP] == (0, 5) and ALL_VERSIONS[ApiKey.SYNC_GROUP] == (0, 3)
-    assert ALL_VERSIONS[ApiKey.HEARTBEAT] == (0, 3) and ALL_VERSIONS[ApiKey.LEAVE_GROUP] == (0, 3)
+        ApiKey.INIT_PRODUCER_ID: (0, 1), ApiKey.JOIN_GROUP: (0, 5), ApiKey.SYNC_GROUP: (0, 3),
+        ApiKey.HEARTBEAT: (0, 3), ApiKey.LEAVE_GROUP: (0, 3), ApiKey.DESCRIBE_GROUPS: (0, 4),
+        ApiKey.LIST_GROUPS: (0, 2), ApiKey.DELETE_GROUPS: (0, 1)}
+    assert API_VERSIONS == ALL_VERSIONS
 
 
 def test_api_versions_fallback_bytes():
