@@ -1,0 +1,210 @@
+"""Broker-coordinated consumer groups with real clients' `subscribe()`: consumer processes
+(tests/support/kafka_group_member.py: confluent-kafka or kafka-python) against two real broker processes and
+a real ZooKeeper; faults are real (SIGKILL). Session timeouts and the initial rebalance delay are set low so
+the module stays fast."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from support.cluster import REPO, Cluster
+
+pytestmark = pytest.mark.slow
+
+PARTITIONS = 12
+SESSION_MS = 3000
+TIMEOUT_S = 40
+MEMBER = str(REPO / "tests" / "support" / "kafka_group_member.py")
+
+
+@pytest.fixture(scope="module")
+def cluster(request, zookeeper, tmp_path_factory):
+    zk_connect = f"{zookeeper.connect_string}/groups-{uuid.uuid4().hex}"
+    c = Cluster(zk_connect, tmp_path_factory.mktemp("groups"), brokers=2, overrides={
+        "num.partitions": str(PARTITIONS), "log.flush.interval.ms": "20",
+        "group.initial.rebalance.delay.ms": "300", "group.min.session.timeout.ms": "1000"})
+    request.addfinalizer(c.stop)
+    c.start()
+    return c
+
+
+class Member:
+    """One consumer process and the events it printed (see kafka_group_member.py)."""
+
+    def __init__(self, cluster, client: str, topic: str, group: str, *extra: str) -> None:
+        self.events: list[dict] = []
+        self._lock = threading.Lock()
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        self.proc = subprocess.Popen([sys.executable, MEMBER, client, cluster.bootstrap, topic, group, *extra],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            with self._lock:
+                self.events.append(json.loads(line))
+
+    def snapshot(self) -> list[dict]:
+        with self._lock:
+            return list(self.events)
+
+    def assignment(self) -> list[int] | None:
+        found = [e["assigned"] for e in self.snapshot() if "assigned" in e]
+        return found[-1] if found else None
+
+    def consumed(self) -> set[tuple[int, int]]:
+        return {tuple(e["m"]) for e in self.snapshot() if "m" in e}
+
+    def count(self, key: str) -> int:
+        return sum(1 for e in self.snapshot() if key in e)
+
+    def errors(self) -> list[str]:
+        return [e["error"] for e in self.snapshot() if "error" in e]
+
+    def stop(self, sig=signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(timeout=5)
+
+
+@pytest.fixture
+def members():
+    started: list[Member] = []
+    yield started
+    for m in started:
+        m.stop(signal.SIGKILL)
+
+
+def start(members, cluster, client, topic, group, *extra) -> Member:
+    member = Member(cluster, client, topic, group, "--session-ms", str(SESSION_MS), *extra)
+    members.append(member)
+    return member
+
+
+def wait_until(what: str, predicate, timeout: float = TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def produce(cluster, topic: str, count: int) -> set[tuple[int, int]]:
+    """`count` messages spread over every partition; returns their (partition, offset)s."""
+    written: set[tuple[int, int]] = set()
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5})
+
+    def delivered(err, msg):
+        assert err is None, err
+        written.add((msg.partition(), msg.offset()))
+
+    for i in range(count):
+        producer.produce(topic, f"v{i}".encode(), partition=i % PARTITIONS, on_delivery=delivered)
+    assert producer.flush(TIMEOUT_S) == 0
+    return written
+
+
+def new_topic(cluster) -> str:
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    produce(cluster, topic, PARTITIONS)  # auto-created with num.partitions
+    return topic
+
+
+def partitions_of(members) -> list[int]:
+    return sorted(p for m in members for p in (m.assignment() or []))
+
+
+def balanced(members) -> bool:
+    return partitions_of(members) == list(range(PARTITIONS)) and all(m.assignment() for m in members)
+
+
+def describe(cluster, group: str):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    return admin.describe_consumer_groups([group])[group].result(timeout=TIMEOUT_S)
+
+
+def test_three_processes_share_the_topic_and_a_sigkilled_one_is_replaced_from_committed_offsets(cluster, members):
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    written = produce(cluster, topic, 600) | {(p, 0) for p in range(PARTITIONS)}
+    trio = [start(members, cluster, "confluent", topic, group) for _ in range(3)]
+    wait_until("a balanced three-member group", lambda: balanced(trio) and all(len(m.assignment()) == 4 for m in trio))
+    wait_until("every message consumed", lambda: set().union(*(m.consumed() for m in trio)) >= written)
+    victim, survivors = trio[0], trio[1:]
+    orphaned = set(victim.assignment())
+    victim.stop(signal.SIGKILL)
+    killed_at = time.monotonic()
+    more = produce(cluster, topic, 600)
+    wait_until("the survivors take the victim's partitions", lambda: balanced(survivors))
+    assert time.monotonic() - killed_at < SESSION_MS / 1000 + 10
+    wait_until("every later message consumed", lambda: set().union(*(m.consumed() for m in survivors)) >= more)
+    # resumed from the committed offsets: nothing the victim committed is read again by the survivors
+    reread = {(p, o) for m in survivors for p, o in m.consumed() if p in orphaned} & victim.consumed()
+    assert len(reread) <= 100 * len(orphaned)  # at most the victim's last uncommitted poll batch
+    assert not any(m.errors() for m in survivors)
+
+
+def test_a_group_mixing_librdkafka_and_kafka_python_with_the_range_assignor(cluster, members):
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    written = produce(cluster, topic, 240) | {(p, 0) for p in range(PARTITIONS)}
+    pair = [start(members, cluster, "confluent", topic, group), start(members, cluster, "kafka-python", topic, group)]
+    wait_until("a balanced mixed group", lambda: balanced(pair))
+    assert sorted(len(m.assignment()) for m in pair) == [6, 6]
+    for m in pair:  # the range assignor gives each member one contiguous run
+        assert m.assignment() == list(range(m.assignment()[0], m.assignment()[0] + 6))
+    wait_until("every message consumed", lambda: pair[0].consumed() | pair[1].consumed() >= written)
+    found = describe(cluster, group)
+    assert str(found.state).endswith("STABLE") and found.partition_assignor == "range"
+    assert len(found.members) == 2
+
+
+def test_kcat_balanced_consumer(cluster):
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    produce(cluster, topic, 48)
+    out = subprocess.run(["kcat", "-b", cluster.bootstrap, "-G", group, "-o", "beginning", "-c", "60",
+                          "-f", "%p:%o\\n", "-X", "session.timeout.ms=3000", topic],
+                         capture_output=True, timeout=TIMEOUT_S, check=True).stdout.decode()
+    got = {tuple(map(int, line.split(":"))) for line in out.split()}
+    assert len(got) == 60 and {p for p, _ in got} == set(range(PARTITIONS))
+
+
+def test_static_member_restarted_within_its_session_keeps_its_assignment_without_a_rebalance(cluster, members):
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    static = start(members, cluster, "confluent", topic, group, "--instance", "static-1")
+    other = start(members, cluster, "confluent", topic, group)
+    wait_until("a balanced group", lambda: balanced([static, other]))
+    before, revokes = static.assignment(), other.count("revoked")
+    static.stop(signal.SIGKILL)  # a crash: no LeaveGroup
+    again = start(members, cluster, "confluent", topic, group, "--instance", "static-1")
+    wait_until("the restarted static member's assignment", lambda: again.assignment() is not None)
+    assert again.assignment() == before
+    time.sleep(SESSION_MS / 1000 + 1)  # past the old session: still no rebalance
+    assert other.count("revoked") == revokes and other.count("assigned") == 1
+    assert str(describe(cluster, group).state).endswith("STABLE")
+
+
+def test_a_duplicate_instance_id_fences_the_older_member(cluster, members):
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    first = start(members, cluster, "confluent", topic, group, "--instance", "twin")
+    wait_until("the first member's assignment", lambda: first.assignment() is not None)
+    second = start(members, cluster, "confluent", topic, group, "--instance", "twin")
+    wait_until("the older member fenced", lambda: first.errors(), timeout=SESSION_MS / 1000 + 20)
+    assert "FENCED_INSTANCE_ID" in first.errors()[0] or "fenced" in first.errors()[0].lower()
+    assert first.proc.wait(timeout=15) == 3
+    assert second.assignment() == list(range(PARTITIONS)) and not second.errors()
