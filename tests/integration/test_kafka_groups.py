@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from support import broker_matrix
 from support.cluster import REPO, Cluster
 
 pytestmark = pytest.mark.slow
@@ -208,3 +209,61 @@ def test_a_duplicate_instance_id_fences_the_older_member(cluster, members):
     assert "FENCED_INSTANCE_ID" in first.errors()[0] or "fenced" in first.errors()[0].lower()
     assert first.proc.wait(timeout=15) == 3
     assert second.assignment() == list(range(PARTITIONS)) and not second.errors()
+
+
+def test_cooperative_sticky_keeps_unmoved_partitions_flowing_while_a_member_joins(cluster, members):
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    first = start(members, cluster, "confluent", topic, group, "--assignor", "cooperative-sticky")
+    wait_until("the first member owns everything", lambda: first.assignment() == list(range(PARTITIONS)))
+    stop = threading.Event()
+    feeder = threading.Thread(target=lambda: [produce(cluster, topic, PARTITIONS) for _ in iter(stop.is_set, True)])
+    feeder.start()
+    try:
+        wait_until("messages flowing", lambda: len(first.consumed()) > 3 * PARTITIONS)
+        second = start(members, cluster, "confluent", topic, group, "--assignor", "cooperative-sticky")
+        wait_until("a balanced cooperative group", lambda: balanced([first, second]))
+        kept = set(first.assignment())
+        marks = len(first.snapshot())
+        wait_until("more messages on the kept partitions",
+                   lambda: len({p for e in first.snapshot()[marks:] if "m" in e for p in [e["m"][0]]} & kept) == len(kept))
+    finally:
+        stop.set()
+        feeder.join()
+    # incremental: the first member never gave up the partitions it kept (no stop-the-world revoke)
+    revoked = {p for e in first.snapshot() if "revoked" in e for p in e["revoked"]}
+    assert revoked and not revoked & kept
+    assert len(kept) == PARTITIONS // 2
+
+
+# The group apis each client negotiates against our advertised ranges, as observed (client names as in
+# test_broker_interop.py; kcat is Debian's, librdkafka 2.0, whose LeaveGroup stops at v1).
+NEGOTIATED = {
+    "confluent-kafka-python 2.16": {"FindCoordinator": {2}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {3},
+                                    "LeaveGroup": {1}, "OffsetCommit": {7}, "OffsetFetch": {5},
+                                    "DescribeGroups": {4}, "ListGroups": {2}, "DeleteGroups": {1}},
+    "kafka-python 3.0": {"FindCoordinator": {2}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {3},
+                         "LeaveGroup": {3}, "OffsetCommit": {7}, "OffsetFetch": {5}},
+    "librdkafka 2.0": {"FindCoordinator": {2}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {3},
+                       "LeaveGroup": {1}, "OffsetCommit": {7}, "OffsetFetch": {5}},
+}
+GROUP_APIS = {"FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit",
+              "OffsetFetch", "DescribeGroups", "ListGroups", "DeleteGroups"}
+
+
+def test_group_api_versions_per_client(cluster):
+    """Runs last in the module: every group api each client used in it, at exactly the versions above; each
+    client joined a group (FindCoordinator, JoinGroup, SyncGroup). Recorded for the run's matrix table."""
+    served: dict[str, dict[str, set[int]]] = {}
+    for broker in cluster.brokers.values():
+        matrix = broker.api_matrix()
+        broker_matrix.record(matrix)
+        for client, apis in matrix["served"].items():
+            software = next(name for name in NEGOTIATED if client.startswith(name))
+            for api, versions in apis.items():
+                if api in GROUP_APIS:
+                    served.setdefault(software, {}).setdefault(api, set()).update(versions)
+    assert set(served) == set(NEGOTIATED)
+    for software, apis in served.items():
+        assert {"FindCoordinator", "JoinGroup", "SyncGroup"} <= set(apis), (software, apis)
+        for api, versions in apis.items():
+            assert versions == NEGOTIATED[software][api], (software, api, versions)
