@@ -235,6 +235,39 @@ def test_cooperative_sticky_keeps_unmoved_partitions_flowing_while_a_member_join
     assert len(kept) == PARTITIONS // 2
 
 
+def sparklog(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "sparklog.cli", *args], capture_output=True, timeout=60,
+                          cwd=str(REPO), env=env)
+
+
+def test_groups_command_shows_and_manages_kafka_groups(cluster, members):
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    produce(cluster, topic, 120)
+    pair = [start(members, cluster, "confluent", topic, group), start(members, cluster, "kafka-python", topic, group)]
+    wait_until("a balanced group that committed", lambda: balanced(pair) and all(m.count("committed") for m in pair))
+    base = ("groups", "--zookeeper", cluster.zk_connect, "--bootstrap-server", cluster.bootstrap)
+    described = sparklog(*base, "describe", group)
+    out = described.stdout.decode()
+    assert described.returncode == 0, described.stderr.decode()
+    assert "state Stable, protocol range, 2 member(s)" in out and "member-kafka-python" in out
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines()]
+    rows = [r for r in cells if len(r) == 6 and r[0] == topic]  # the offsets table: topic, partition, owner ...
+    assert sorted(int(r[1]) for r in rows) == list(range(PARTITIONS))  # every partition, with its owner
+    assert all(r[2].startswith("member-") for r in rows)
+    listed = sparklog(*base, "list")
+    assert group in listed.stdout.decode()
+    refused = sparklog(*base, "reset-offsets", group, "--to", "earliest")
+    assert refused.returncode == 1 and b"active members" in refused.stderr
+    assert sparklog(*base, "delete", group).returncode == 1  # NON_EMPTY_GROUP
+    for m in pair:
+        m.stop()  # SIGTERM: the members close and leave the group
+    deleted = sparklog(*base, "delete", group)
+    assert deleted.returncode == 0, deleted.stderr.decode()
+    assert sparklog(*base, "describe", group).returncode == 1  # no members, no offsets left
+    assert sparklog(*base, "delete", group).returncode == 1  # GROUP_ID_NOT_FOUND
+
+
 # The group apis each client negotiates against our advertised ranges, as observed (client names as in
 # test_broker_interop.py; kcat is Debian's, librdkafka 2.0, whose LeaveGroup stops at v1).
 NEGOTIATED = {
