@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from sparklog.broker.group_config import GROUP_KEYS
+from sparklog.broker.group_config import GROUP_KEYS, GroupConfig, GroupConfigError
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +177,10 @@ class BrokerConfig:
         zk = props.get("zookeeper.connect")
         if not zk:
             raise ConfigError("zookeeper.connect must be set")
+        try:
+            GroupConfig.from_properties(props)  # the coordinator reads it again from `raw`
+        except GroupConfigError as exc:
+            raise ConfigError(str(exc)) from None
         return cls(
             broker_id=broker_id,
             listeners=listeners,

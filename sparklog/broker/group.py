@@ -311,6 +311,8 @@ class Group:
         member.deadline_ms = now_ms + member.join.session_timeout_ms
         if self.state is GroupState.STABLE:
             return SyncResult(NONE, member.assignment)
+        if member.awaiting_sync:  # a second SyncGroup replaces the first: answer the first at once
+            self.outbox.append((member_id, SyncResult(REBALANCE_IN_PROGRESS)))
         member.awaiting_sync = True
         if member_id == self.leader:
             for m in self.members.values():

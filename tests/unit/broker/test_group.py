@@ -241,4 +241,4 @@ class GroupMachine(RuleBasedStateMachine):
 
 
 TestGroupMachine = GroupMachine.TestCase
-TestGroupMachine.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+TestGroupMachine.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
