@@ -25,8 +25,9 @@ generation other than the current one ILLEGAL_GENERATION; a heartbeat, sync or c
 rebalancing REBALANCE_IN_PROGRESS (the member must rejoin).
 Rule 4: members waiting for their JoinGroup or SyncGroup response do not expire by session (the rebalance
 timeout bounds them); every other member expires `session_timeout_ms` after its last request.
-Rule 5: delayed responses are not returned (`Delayed(member id)` is) but queued in `outbox` as (member id, JoinResult | SyncResult);
-the caller drains it after every call and after `tick(now_ms)`, which it calls at `next_deadline()`.
+Rule 5: a delayed response is not returned (`Delayed(member id)` is) but queued in `outbox` as
+(member id, JoinResult | SyncResult); the caller drains it after every call and after `tick(now_ms)`, which
+it calls at `next_deadline()`.
 """
 
 from __future__ import annotations

@@ -225,7 +225,7 @@ def test_cooperative_sticky_keeps_unmoved_partitions_flowing_while_a_member_join
         kept = set(first.assignment())
         marks = len(first.snapshot())
         wait_until("more messages on the kept partitions",
-                   lambda: len({p for e in first.snapshot()[marks:] if "m" in e for p in [e["m"][0]]} & kept) == len(kept))
+                   lambda: {e["m"][0] for e in first.snapshot()[marks:] if "m" in e} >= kept)
     finally:
         stop.set()
         feeder.join()
@@ -233,6 +233,45 @@ def test_cooperative_sticky_keeps_unmoved_partitions_flowing_while_a_member_join
     revoked = {p for e in first.snapshot() if "revoked" in e for p in e["revoked"]}
     assert revoked and not revoked & kept
     assert len(kept) == PARTITIONS // 2
+
+
+def test_members_follow_a_sigkilled_coordinator_and_resume_from_committed_offsets(zookeeper, tmp_path, members):
+    """Its own two brokers, with a short ZooKeeper session so the dead one leaves the metadata quickly."""
+    c = Cluster(f"{zookeeper.connect_string}/failover-{uuid.uuid4().hex}", tmp_path, brokers=2, overrides={
+        "num.partitions": str(PARTITIONS), "log.flush.interval.ms": "20", "zookeeper.session.timeout.ms": "4000",
+        "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"})
+    try:
+        c.start()
+        topic, group = new_topic(c), f"g-{uuid.uuid4().hex[:8]}"
+        written = produce(c, topic, 240) | {(p, 0) for p in range(PARTITIONS)}
+        member = start(members, c, "confluent", topic, group)
+        wait_until("every message consumed and committed", lambda: member.consumed() >= written)
+        time.sleep(0.5)  # the last batch's commit
+        coordinator = describe(c, group).coordinator.id
+        survivor = next(b for b in c.brokers if b != coordinator)
+        leaders = AdminClient({"bootstrap.servers": c.bootstrap}).list_topics(topic, timeout=TIMEOUT_S).topics[topic]
+        kept = {p for p, meta in leaders.partitions.items() if meta.leader == survivor}
+        c.brokers[coordinator].kill()
+        seen_before = len(member.snapshot())
+        more = produce_to(c, topic, sorted(kept), 120)
+        wait_until("new messages after the coordinator died", lambda: member.consumed() >= more)
+        assert describe(c, group).coordinator.id == survivor
+        again = [tuple(e["m"]) for e in member.snapshot()[seen_before:] if "m" in e and tuple(e["m"]) in written]
+        assert len(again) <= 100  # resumed from the committed offsets: at most one uncommitted poll batch
+    finally:
+        for m in members:
+            m.stop(signal.SIGKILL)
+        c.stop()
+
+
+def produce_to(cluster, topic: str, partitions: list[int], count: int) -> set[tuple[int, int]]:
+    written: set[tuple[int, int]] = set()
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    for i in range(count):
+        producer.produce(topic, b"x", partition=partitions[i % len(partitions)],
+                         on_delivery=lambda err, msg: err is None and written.add((msg.partition(), msg.offset())))
+    assert producer.flush(TIMEOUT_S) == 0 and len(written) == count
+    return written
 
 
 def sparklog(*args: str) -> subprocess.CompletedProcess:
