@@ -157,7 +157,7 @@ def test_three_processes_share_the_topic_and_a_sigkilled_one_is_replaced_from_co
     wait_until("every later message consumed", lambda: set().union(*(m.consumed() for m in survivors)) >= more)
     # resumed from the committed offsets: nothing the victim committed is read again by the survivors
     reread = {(p, o) for m in survivors for p, o in m.consumed() if p in orphaned} & victim.consumed()
-    assert len(reread) <= 100 * len(orphaned)  # at most the victim's last uncommitted poll batch
+    assert len(reread) <= 100  # at most the victim's last uncommitted poll batch (consume(100))
     assert not any(m.errors() for m in survivors)
 
 
