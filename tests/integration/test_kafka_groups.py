@@ -5,6 +5,7 @@ the module stays fast."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -235,6 +236,34 @@ def test_cooperative_sticky_keeps_unmoved_partitions_flowing_while_a_member_join
     assert len(kept) == PARTITIONS // 2
 
 
+def test_aiokafka_subscribe_consumes_and_commits(cluster):
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    written = produce(cluster, topic, 60) | {(p, 0) for p in range(PARTITIONS)}
+
+    async def scenario():
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group,
+                                    auto_offset_reset="earliest", enable_auto_commit=False,
+                                    session_timeout_ms=SESSION_MS, heartbeat_interval_ms=300)
+        await consumer.start()
+        try:
+            got: set[tuple[int, int]] = set()
+            deadline = time.monotonic() + TIMEOUT_S
+            while not got >= written and time.monotonic() < deadline:
+                for messages in (await consumer.getmany(timeout_ms=200)).values():
+                    got.update((m.partition, m.offset) for m in messages)
+            await consumer.commit()
+            committed = await consumer.committed(TopicPartition(topic, 0))
+            await asyncio.sleep(1)  # a few heartbeats
+        finally:
+            await consumer.stop()
+        return got, committed
+
+    got, committed = asyncio.run(scenario())
+    assert got >= written and committed == 1 + max(o for p, o in written if p == 0)
+
+
 def test_members_follow_a_sigkilled_coordinator_and_resume_from_committed_offsets(zookeeper, tmp_path, members):
     """Its own two brokers, with a short ZooKeeper session so the dead one leaves the metadata quickly."""
     c = Cluster(f"{zookeeper.connect_string}/failover-{uuid.uuid4().hex}", tmp_path, brokers=2, overrides={
@@ -308,7 +337,8 @@ def test_groups_command_shows_and_manages_kafka_groups(cluster, members):
 
 
 # The group apis each client negotiates against our advertised ranges, as observed (client names as in
-# test_broker_interop.py; kcat is Debian's, librdkafka 2.0, whose LeaveGroup stops at v1).
+# test_broker_interop.py; kcat is Debian's, librdkafka 2.0, whose LeaveGroup stops at v1; aiokafka stays at the
+# versions it has always sent).
 NEGOTIATED = {
     "confluent-kafka-python 2.16": {"FindCoordinator": {2}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {3},
                                     "LeaveGroup": {1}, "OffsetCommit": {7}, "OffsetFetch": {5},
@@ -317,9 +347,11 @@ NEGOTIATED = {
                          "LeaveGroup": {3}, "OffsetCommit": {7}, "OffsetFetch": {5}},
     "librdkafka 2.0": {"FindCoordinator": {2}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {3},
                        "LeaveGroup": {1}, "OffsetCommit": {7}, "OffsetFetch": {5}},
+    "aiokafka-0.14": {"FindCoordinator": {1}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {1},
+                      "LeaveGroup": {1}, "OffsetCommit": {3}, "OffsetFetch": {3}},
     "sparklog-python": {"FindCoordinator": {2}, "ListGroups": {2}, "DescribeGroups": {4}, "DeleteGroups": {1}},
 }
-MEMBERS = ("confluent-kafka-python 2.16", "kafka-python 3.0", "librdkafka 2.0")
+MEMBERS = ("confluent-kafka-python 2.16", "kafka-python 3.0", "librdkafka 2.0", "aiokafka-0.14")
 GROUP_APIS = {"FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit",
               "OffsetFetch", "DescribeGroups", "ListGroups", "DeleteGroups"}
 
