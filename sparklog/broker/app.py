@@ -112,6 +112,8 @@ class Broker:
             print(f"sparklog broker {self.config.broker_id} ready on {host}:{port}", flush=True)
             await self.server.serve()
         finally:
+            if self.dispatcher is not None:  # on the loop: waiting joins and syncs answered, timers cancelled
+                self.dispatcher.state.groups.close()
             await self.loop.run_in_executor(None, self._close)
 
     def stop(self) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from sparklog.broker.group_config import GROUP_KEYS, GroupConfig, GroupConfigError
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
 from sparklog.storage.scrubber import SCRUBBER_KEYS
 
@@ -110,10 +111,9 @@ _IGNORED_KEYS = {
     "offsets.topic.replication.factor",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
-    "group.initial.rebalance.delay.ms",
     "log.flush.offset.checkpoint.interval.ms",
 }
-KNOWN_KEYS = _BROKER_KEYS | set(LOG_KEY_TO_TOPIC_KEY) | set(_COARSE_MS) | _IGNORED_KEYS
+KNOWN_KEYS = _BROKER_KEYS | set(LOG_KEY_TO_TOPIC_KEY) | set(_COARSE_MS) | _IGNORED_KEYS | GROUP_KEYS
 
 
 class ConfigError(ValueError):
@@ -187,6 +187,10 @@ class BrokerConfig:
         zk = props.get("zookeeper.connect")
         if not zk:
             raise ConfigError("zookeeper.connect must be set")
+        try:
+            GroupConfig.from_properties(props)  # the coordinator reads it again from `raw`
+        except GroupConfigError as exc:
+            raise ConfigError(str(exc)) from None
         return cls(
             broker_id=broker_id,
             listeners=listeners,

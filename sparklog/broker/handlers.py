@@ -10,9 +10,8 @@ Hot paths are per batch, not per record: Produce hands each partition's record s
 request frame) to one `PartitionLog.append`; Fetch returns `FileSlice`s that the server sends with
 `os.sendfile`. Neither touches ZooKeeper: they look the partition up in the current `MetadataSnapshot`.
 
-Group membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) is not implemented yet; those requests get
-GROUP_AUTHORIZATION_FAILED, which every client treats as fatal and reports with the group's name, so a
-consumer using `subscribe()` fails at once instead of retrying forever (use `assign()`).
+The group apis (JoinGroup ... DeleteGroups) are in group_handlers.py, over `state.groups` (the group
+coordinator); FindCoordinator, OffsetCommit and OffsetFetch are here, over `state.offsets` (offset_store.py).
 """
 
 from __future__ import annotations
@@ -24,8 +23,11 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparklog.broker import partition_limits
+from sparklog.broker import group_handlers, partition_limits
 from sparklog.broker.config import BrokerConfig
+from sparklog.broker.group_config import GroupConfig
+from sparklog.broker.group_coordinator import GroupCoordinator
+from sparklog.broker.offset_store import ZooKeeperOffsetStore
 from sparklog.coordination import offsets as offset_registry
 from sparklog.coordination import paths as zk_paths
 from sparklog.coordination import topics as topic_registry
@@ -37,7 +39,6 @@ from sparklog.protocol.create_topics import CreatableTopicResult, CreateTopicsRe
 from sparklog.protocol.delete_topics import DeletableTopicResult, DeleteTopicsResponse
 from sparklog.protocol.fetch import FetchableTopicResponse, FetchResponse, PartitionData
 from sparklog.protocol.find_coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, FindCoordinatorResponse
-from sparklog.protocol.groups import HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
 from sparklog.protocol.init_producer_id import InitProducerIdResponse
 from sparklog.protocol.list_offsets import (
     EARLIEST_TIMESTAMP,
@@ -86,7 +87,6 @@ INVALID_TOPIC_EXCEPTION = errors.InvalidTopicError.errno
 INVALID_REQUIRED_ACKS = errors.InvalidRequiredAcksError.errno
 UNKNOWN_MEMBER_ID = errors.UnknownMemberIdError.errno
 INVALID_GROUP_ID = errors.InvalidGroupIdError.errno
-GROUP_AUTHORIZATION_FAILED = errors.GroupAuthorizationFailedError.errno
 TOPIC_ALREADY_EXISTS = errors.TopicAlreadyExistsError.errno
 INVALID_PARTITIONS = errors.InvalidPartitionsError.errno
 INVALID_REPLICATION_FACTOR = errors.InvalidReplicationFactorError.errno
@@ -119,6 +119,8 @@ class BrokerState:
     loop: asyncio.AbstractEventLoop | None = None
     producer_ids: ProducerIdAllocator | None = None
     waiters: "HighWatermarkWaiters | None" = None
+    groups: GroupCoordinator | None = None
+    offsets: ZooKeeperOffsetStore | None = None
     controller: Any = None  # broker.controller.Controller: who the controller is (Metadata's controller_id)
     counters: dict = field(default_factory=lambda: dict.fromkeys(
         ("produced_batches_bytes", "produce_errors", "fetch_waits", "zookeeper_calls"), 0))
@@ -128,6 +130,11 @@ class BrokerState:
             self.producer_ids = ProducerIdAllocator(self.zk, self.broker_id)
         if self.waiters is None:
             self.waiters = HighWatermarkWaiters()
+        group_config = GroupConfig.from_properties(self.config.raw)
+        if self.groups is None:
+            self.groups = GroupCoordinator(group_config)
+        if self.offsets is None:
+            self.offsets = ZooKeeperOffsetStore(self.zk, group_config.offsets_topic_num_partitions)
 
     async def blocking(self, fn, *args):
         """Run a blocking (ZooKeeper) call on the executor."""
@@ -636,28 +643,33 @@ async def _init_producer_id(state) -> InitProducerIdResponse:
 
 
 def handle_find_coordinator(request, state) -> FindCoordinatorResponse:
-    """Every broker coordinates every group (offsets live in ZooKeeper): answer with this broker."""
+    """A group's coordinator is chosen by the offset store (offset_store.py); any broker serves transactions."""
     body = request.body
     if body.key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=INVALID_REQUEST,
                                        error_message=f"unknown key type {body.key_type}", node_id=-1, host="",
                                        port=-1)
-    me = state.partitions.snapshot.brokers.get(state.broker_id)
-    if me is None:
+    snapshot = state.partitions.snapshot
+    node = state.broker_id
+    if body.key_type == KEY_TYPE_GROUP:
+        node = state.offsets.coordinator_for(body.key, snapshot)
+    coordinator = snapshot.brokers.get(node)
+    if coordinator is None or state.broker_id not in snapshot.brokers:
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=COORDINATOR_NOT_AVAILABLE, node_id=-1,
                                        host="", port=-1)
-    return FindCoordinatorResponse(throttle_time_ms=0, error_code=NONE, node_id=me.id, host=me.host, port=me.port)
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=NONE, node_id=coordinator.id,
+                                   host=coordinator.host, port=coordinator.port)
 
 
 # ---------------------------------------------------------------------------------------------------------
-# OffsetCommit, OffsetFetch: member-less, in the paper's offset registry
+# OffsetCommit, OffsetFetch: through the offset store
 
 
 def handle_offset_commit(request, state):
     body = request.body
     code = _group_error(body.group_id)
-    if code == NONE and (body.member_id or body.generation_id_or_member_epoch not in (-1,)):
-        code = UNKNOWN_MEMBER_ID  # no group membership yet: only member-less (assign) commits
+    if code == NONE:
+        code = _commit_membership_error(body, state)
     if code != NONE:
         return _offset_commit_response(body, lambda t, p: code)
     return _offset_commit(body, state)
@@ -675,15 +687,27 @@ async def _offset_commit(body, state) -> OffsetCommitResponse:
             offsets[(topic.name, part.partition_index)] = offset_registry.OffsetAndMetadata(
                 part.committed_offset, part.committed_metadata or "")
     try:
-        refused = await state.blocking(offset_registry.commit_offsets, state.zk, body.group_id, offsets)
+        refused = await state.blocking(state.offsets.commit, body.group_id, offsets)
     except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: retriable for the client
         log.warning("committing offsets of group %s failed: %s", body.group_id, exc)
         for key in offsets:
             codes[key] = COORDINATOR_NOT_AVAILABLE
-    else:  # a member-less commit to a partition a group member owns (offsets.py Rule 2), as Kafka answers it
+    else:  # a member-less commit to a partition a ZooKeeper-group member owns (offsets.py), as Kafka answers it
         for key in refused:
             codes[key] = UNKNOWN_MEMBER_ID
     return _offset_commit_response(body, lambda t, p: codes.get((t, p), NONE))
+
+
+def _commit_membership_error(body, state) -> int:
+    """A member's commit is checked by its coordinator (generation, member id, group state); a member-less
+    commit (generation -1, no member id) of a group no coordinator here knows goes straight to the store."""
+    generation, member_id = body.generation_id_or_member_epoch, body.member_id
+    if generation < 0 and not member_id and body.group_id not in state.groups.groups:
+        return NONE
+    code = group_handlers.group_error(state, body.group_id)
+    if code != NONE:
+        return code
+    return state.groups.check_commit(body.group_id, member_id, body.group_instance_id, generation)
 
 
 def _offset_commit_response(body, code_of) -> OffsetCommitResponse:
@@ -715,8 +739,7 @@ async def _offset_fetch(body, state) -> OffsetFetchResponse:
         wanted = [(t.name, p) for t in body.topics for p in t.partition_indexes]
         valid = [(t, p) for t, p in wanted if _valid_topic(t) and p >= 0]
     try:
-        found = await state.blocking(offset_registry.fetch_offsets, state.zk, body.group_id,
-                                     valid if wanted is not None else None)
+        found = await state.blocking(state.offsets.fetch, body.group_id, valid if wanted is not None else None)
     except Exception as exc:  # noqa: BLE001
         log.warning("fetching offsets of group %s failed: %s", body.group_id, exc)
         return OffsetFetchResponse(throttle_time_ms=0, topics=[], error_code=COORDINATOR_NOT_AVAILABLE)
@@ -741,27 +764,6 @@ def _valid_topic(name: str) -> bool:
     return True
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Group membership: not yet (see the module docstring)
-
-
-def handle_join_group(request, state) -> JoinGroupResponse:
-    return JoinGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, generation_id=-1,
-                             protocol_name="", leader="", member_id="", members=[])
-
-
-def handle_sync_group(request, state) -> SyncGroupResponse:
-    return SyncGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, assignment=b"")
-
-
-def handle_heartbeat(request, state) -> HeartbeatResponse:
-    return HeartbeatResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED)
-
-
-def handle_leave_group(request, state) -> LeaveGroupResponse:
-    return LeaveGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, members=[])
-
-
 HANDLERS = {
     ApiKey.PRODUCE: handle_produce,
     ApiKey.FETCH: handle_fetch,
@@ -770,10 +772,7 @@ HANDLERS = {
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
-    ApiKey.JOIN_GROUP: handle_join_group,
-    ApiKey.HEARTBEAT: handle_heartbeat,
-    ApiKey.LEAVE_GROUP: handle_leave_group,
-    ApiKey.SYNC_GROUP: handle_sync_group,
+    **group_handlers.HANDLERS,
     ApiKey.API_VERSIONS: handle_api_versions,
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.DELETE_TOPICS: handle_delete_topics,

@@ -2,7 +2,7 @@
 
     sparklog produce TOPIC [--key-separator :] < lines
     sparklog consume TOPIC [--group G] [--from-beginning] [--max-messages N]
-    sparklog groups list | describe G | reset-offsets G --to earliest|latest|OFFSET [--topic T]
+    sparklog groups list | describe G | reset-offsets G --to earliest|latest|OFFSET [--topic T] | delete G
 
 Servers come from `--bootstrap-server host:port[,...]`, else from the ZooKeeper broker registry
 (`--zookeeper`, default 127.0.0.1:2181). `--property key=value` passes any client setting by its Kafka name.
@@ -36,7 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     consume.add_argument("--timeout-ms", type=int, default=-1, help="exit after this long without a record")
     consume.set_defaults(func=run_consume)
 
-    groups = subparsers.add_parser("groups", help="list, describe and reset ZooKeeper consumer groups")
+    groups = subparsers.add_parser("groups", help="list, describe, reset and delete consumer groups "
+                                   "(ZooKeeper groups and broker-coordinated Kafka groups)")
     groups.add_argument("--zookeeper", default=DEFAULT_ZOOKEEPER, help="host:port[/chroot] (default %(default)s)")
     groups.add_argument("--bootstrap-server", help="brokers for log end offsets (default: from ZooKeeper)")
     commands = groups.add_subparsers(dest="groups_command", metavar="SUBCOMMAND")
@@ -49,6 +50,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     reset.add_argument("--to", required=True, help="earliest, latest or an offset")
     reset.add_argument("--topic", action="append", help="only these topics (default: every topic it committed)")
     reset.set_defaults(func=run_groups_reset)
+    delete = commands.add_parser("delete", help="delete an inactive group and its committed offsets")
+    delete.add_argument("group")
+    delete.set_defaults(func=run_groups_delete)
     for parser in (commands.choices.values()):  # --zookeeper also after the subcommand, as for `topics`
         parser.add_argument("--zookeeper", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         parser.add_argument("--bootstrap-server", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -152,11 +156,15 @@ def run_groups_list(args: argparse.Namespace) -> int:
     from sparklog.coordination.connection import close, connect
     from sparklog.coordination.offsets import list_groups
 
+    kafka = _kafka_groups(args)
     zk = connect(args.zookeeper)
     try:
         table = Table("GROUP", "MEMBERS", "SUBSCRIBED TOPICS")
-        for group in list_groups(zk):
-            members = registry.list_consumers(zk, group)
+        for group in sorted(set(list_groups(zk)) | set(kafka)):
+            if kafka.get(group) is not None:
+                members = {m.member_id: sorted({t for t, _ in m.assignment}) for m in kafka[group].members}
+            else:
+                members = registry.list_consumers(zk, group)
             topics = sorted({t for sub in members.values() for t in sub})
             table.add_row(group, str(len(members)), ",".join(topics) or "-")
     finally:
@@ -165,13 +173,31 @@ def run_groups_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def describe_group(zk, group: str, bootstrap: str | None, zookeeper: str) -> list[dict]:
-    """One row per partition the group committed or owns: topic, partition, owner, committed, end, lag."""
+def _kafka_groups(args: argparse.Namespace, only: str | None = None) -> dict:
+    """{group: KafkaGroup or None} of the broker-coordinated groups (only `only` when given); unreachable
+    brokers are warned about, and the ZooKeeper groups are still shown."""
+    from sparklog.client.kafka_groups import KafkaGroupAdmin
+
+    try:
+        with KafkaGroupAdmin(args.bootstrap_server, None if args.bootstrap_server else args.zookeeper) as admin:
+            names = [only] if only else sorted(admin.list_groups())
+            return {name: admin.describe_group(name) for name in names}
+    except Exception as exc:  # noqa: BLE001 - no broker up: show what ZooKeeper knows
+        print(f"warning: broker-coordinated groups unavailable: {exc}", file=sys.stderr)
+        return {}
+
+
+def describe_group(zk, group: str, bootstrap: str | None, zookeeper: str, kafka=None) -> list[dict]:
+    """One row per partition the group committed or owns: topic, partition, owner, committed, end, lag.
+    A Kafka group (`kafka`, a KafkaGroup) owns what its members are assigned; owners are client ids."""
     from sparklog.client import group_registry as registry
     from sparklog.coordination.offsets import fetch_offsets
 
     committed = {tp: o.offset for tp, o in fetch_offsets(zk, group).items()}
-    owners = registry.list_owners(zk, group)
+    if kafka is not None:
+        owners = {tp: f"{m.client_id} ({m.member_id})" for m in kafka.members for tp in m.assignment}
+    else:
+        owners = registry.list_owners(zk, group)
     partitions = sorted(set(committed) | set(owners))
     ends = _end_offsets(partitions, bootstrap, zookeeper)
     rows = []
@@ -203,12 +229,21 @@ def run_groups_describe(args: argparse.Namespace) -> int:
 
     from sparklog.coordination.connection import close, connect
 
+    kafka = _kafka_groups(args, args.group).get(args.group)
     zk = connect(args.zookeeper)
     try:
-        rows = describe_group(zk, args.group, args.bootstrap_server, args.zookeeper)
+        rows = describe_group(zk, args.group, args.bootstrap_server, args.zookeeper, kafka)
     finally:
         close(zk)
-    if not rows:
+    if kafka is not None:
+        print(f"consumer group {args.group} (broker-coordinated): state {kafka.state}, "
+              f"protocol {kafka.protocol or '-'}, {len(kafka.members)} member(s)")
+        members = Table("MEMBER ID", "INSTANCE ID", "CLIENT ID", "HOST", "ASSIGNMENT")
+        for m in kafka.members:
+            members.add_row(m.member_id, m.instance_id or "-", m.client_id, m.client_host or "-",
+                            ",".join(f"{t}-{p}" for t, p in m.assignment) or "-")
+        Console(width=200).print(members)
+    if not rows and kafka is None:
         print(f"group {args.group!r} has no committed offsets and no owners", file=sys.stderr)
         return 1
     table = Table("TOPIC", "PARTITION", "OWNER", "COMMITTED OFFSET", "LOG END OFFSET", "LAG",
@@ -231,6 +266,9 @@ def run_groups_reset(args: argparse.Namespace) -> int:
     if not named and not args.to.isdigit():
         print(f"error: --to is earliest, latest or an offset (>= 0), not {args.to!r}", file=sys.stderr)
         return 2
+    if _kafka_groups(args, args.group).get(args.group) is not None:
+        print(f"group {args.group!r} has active members; stop them first", file=sys.stderr)
+        return 1
     zk = connect(args.zookeeper)
     try:
         if registry.list_consumers(zk, args.group):
@@ -258,4 +296,31 @@ def run_groups_reset(args: argparse.Namespace) -> int:
         return 1
     for (topic, partition), offset in sorted(offsets.items()):
         print(f"{topic}\t{partition}\t{offset}")
+    return 0
+
+
+def run_groups_delete(args: argparse.Namespace) -> int:
+    """DeleteGroups at the group's coordinator, which refuses a group with members (either kind) and deletes
+    the committed offsets; with no broker reachable, a ZooKeeper group is deleted in the registry directly."""
+    from sparklog.client.kafka_groups import KafkaGroupAdmin
+    from sparklog.coordination.connection import close, connect
+    from sparklog.coordination.offsets import GroupNotEmpty, UnknownGroup, delete_group
+
+    try:
+        with KafkaGroupAdmin(args.bootstrap_server, None if args.bootstrap_server else args.zookeeper) as admin:
+            admin.delete_group(args.group)
+    except TimeoutError as exc:
+        print(f"warning: no broker answered ({exc}); deleting in ZooKeeper", file=sys.stderr)
+        zk = connect(args.zookeeper)
+        try:
+            delete_group(zk, args.group)
+        except (UnknownGroup, GroupNotEmpty) as err:
+            print(f"cannot delete group {args.group!r}: {err}", file=sys.stderr)
+            return 1
+        finally:
+            close(zk)
+    except Exception as exc:  # noqa: BLE001 - the broker's answer (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP ...)
+        print(f"cannot delete group {args.group!r}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(f"deleted group {args.group}")
     return 0

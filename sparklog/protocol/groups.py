@@ -2,8 +2,8 @@
 Heartbeat (12) v0-3, LeaveGroup (13) v0-3, none flexible. Transcribed from Kafka's JoinGroup*,
 SyncGroup*, Heartbeat* and LeaveGroup* JSON specs.
 
-sparklog coordinates groups through ZooKeeper and does not advertise these apis; they are decoded so
-that the broker can answer a client that sends them anyway with an error code instead of closing.
+The broker's group coordinator (sparklog/broker/group_coordinator.py) serves them; the paper's ZooKeeper
+groups (sparklog/coordination) are a separate kind of group that never uses these apis.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from __future__ import annotations
 import struct
 
 from sparklog.protocol import (alter_configs, api_versions, create_partitions, create_topics, delete_records,
-                               delete_topics, describe_cluster, describe_configs, fetch, find_coordinator, groups,
-                               incremental_alter_configs, init_producer_id, list_offsets, metadata, offset_commit,
-                               offset_fetch, produce)
+                               delete_topics, describe_cluster, describe_configs, fetch, find_coordinator, group_admin,
+                               groups, incremental_alter_configs, init_producer_id, list_offsets, metadata,
+                               offset_commit, offset_fetch, produce)
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import (LocalProtocolError, MalformedRequest, MalformedResponse,
                                       UnsupportedVersion)
@@ -47,6 +47,9 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
     (groups.HeartbeatRequest, groups.HeartbeatResponse),
     (groups.LeaveGroupRequest, groups.LeaveGroupResponse),
     (groups.SyncGroupRequest, groups.SyncGroupResponse),
+    (group_admin.DescribeGroupsRequest, group_admin.DescribeGroupsResponse),
+    (group_admin.ListGroupsRequest, group_admin.ListGroupsResponse),
+    (group_admin.DeleteGroupsRequest, group_admin.DeleteGroupsResponse),
     (api_versions.ApiVersionsRequest, api_versions.ApiVersionsResponse),
     (create_topics.CreateTopicsRequest, create_topics.CreateTopicsResponse),
     (delete_topics.DeleteTopicsRequest, delete_topics.DeleteTopicsResponse),
@@ -68,12 +71,8 @@ ALL_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     key: (cls.min_version, cls.max_version) for key, cls in sorted(REQUESTS.items())
 }
 
-# What the broker advertises in ApiVersions: everything but the group apis, which sparklog coordinates
-# through ZooKeeper (they are decoded only to be answered with an error).
-_NOT_ADVERTISED = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP}
-API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    key: versions for key, versions in ALL_VERSIONS.items() if key not in _NOT_ADVERTISED
-}
+# What the broker advertises in ApiVersions: everything it decodes.
+API_VERSIONS: dict[ApiKey, tuple[int, int]] = dict(ALL_VERSIONS)
 
 _SIZE = struct.Struct(">i")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")

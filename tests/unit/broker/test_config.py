@@ -32,3 +32,18 @@ def test_connection_and_partition_limits():
             c.max_partitions_per_request) == (10, 100, 50, 60)
     with pytest.raises(ConfigError, match="max.partitions.per.topic=0 must be positive"):
         config(max_partitions_per_topic="0")
+
+
+def test_group_coordinator_settings():
+    from sparklog.broker.group_config import GroupConfig
+
+    base = {"broker.id": "1", "log.dirs": "/d", "zookeeper.connect": "z:1"}
+    assert GroupConfig.from_properties(base) == GroupConfig(3000, 6000, 1800000, 2147483647, 50)
+    low = GroupConfig.from_properties({**base, "group.initial.rebalance.delay.ms": "0",
+                                       "group.min.session.timeout.ms": "500"})
+    assert (low.initial_rebalance_delay_ms, low.min_session_timeout_ms) == (0, 500)
+    with pytest.raises(ConfigError, match="group.initial.rebalance.delay.ms='soon' is not an integer"):
+        BrokerConfig.from_properties({**base, "group.initial.rebalance.delay.ms": "soon"})
+    with pytest.raises(ConfigError, match="group.min.session.timeout.ms=9000 is above group.max.session"):
+        BrokerConfig.from_properties({**base, "group.min.session.timeout.ms": "9000",
+                                      "group.max.session.timeout.ms": "8000"})

@@ -319,14 +319,6 @@ def test_create_topics_accepts_the_unclean_election_override_and_checks_it(state
     assert [r.error_code for r in response.topics] == [0, handlers.INVALID_CONFIG]
 
 
-def test_group_membership_apis_answer_a_fatal_error(state):
-    from sparklog.protocol import HeartbeatRequest, JoinGroupRequest
-
-    join = handlers.handle_join_group(request(JoinGroupRequest(group_id="g"), 11, 5), state)
-    beat = handlers.handle_heartbeat(request(HeartbeatRequest(group_id="g"), 12, 3), state)
-    assert join.error_code == beat.error_code == handlers.GROUP_AUTHORIZATION_FAILED
-
-
 # -- CreateTopics partition limits (issue 14: checked before any ZooKeeper write) ----------------------------
 
 

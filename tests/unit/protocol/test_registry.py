@@ -22,9 +22,10 @@ def test_advertised_table():
         ApiKey.API_VERSIONS: (0, 4), ApiKey.CREATE_TOPICS: (0, 4), ApiKey.DELETE_TOPICS: (0, 3),
         ApiKey.INIT_PRODUCER_ID: (0, 1), ApiKey.DELETE_RECORDS: (0, 2), ApiKey.DESCRIBE_CONFIGS: (0, 4),
         ApiKey.ALTER_CONFIGS: (0, 2), ApiKey.CREATE_PARTITIONS: (0, 3), ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
-        ApiKey.DESCRIBE_CLUSTER: (0, 2)}
-    assert ALL_VERSIONS[ApiKey.JOIN_GROUP] == (0, 5) and ALL_VERSIONS[ApiKey.SYNC_GROUP] == (0, 3)
-    assert ALL_VERSIONS[ApiKey.HEARTBEAT] == (0, 3) and ALL_VERSIONS[ApiKey.LEAVE_GROUP] == (0, 3)
+        ApiKey.DESCRIBE_CLUSTER: (0, 2), ApiKey.JOIN_GROUP: (0, 5), ApiKey.SYNC_GROUP: (0, 3),
+        ApiKey.HEARTBEAT: (0, 3), ApiKey.LEAVE_GROUP: (0, 3), ApiKey.DESCRIBE_GROUPS: (0, 4),
+        ApiKey.LIST_GROUPS: (0, 2), ApiKey.DELETE_GROUPS: (0, 1)}
+    assert API_VERSIONS == ALL_VERSIONS
 
 
 def test_api_versions_fallback_bytes():

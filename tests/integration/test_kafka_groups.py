@@ -1,0 +1,374 @@
+"""Broker-coordinated consumer groups with real clients' `subscribe()`: consumer processes
+(tests/support/kafka_group_member.py: confluent-kafka or kafka-python) against two real broker processes and
+a real ZooKeeper; faults are real (SIGKILL). Session timeouts and the initial rebalance delay are set low so
+the module stays fast."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from support import broker_matrix
+from support.cluster import REPO, Cluster
+
+pytestmark = pytest.mark.slow
+
+PARTITIONS = 12
+SESSION_MS = 3000
+TIMEOUT_S = 40
+MEMBER = str(REPO / "tests" / "support" / "kafka_group_member.py")
+
+
+@pytest.fixture(scope="module")
+def cluster(request, zookeeper, tmp_path_factory):
+    zk_connect = f"{zookeeper.connect_string}/groups-{uuid.uuid4().hex}"
+    c = Cluster(zk_connect, tmp_path_factory.mktemp("groups"), brokers=2, overrides={
+        "num.partitions": str(PARTITIONS), "log.flush.interval.ms": "20",
+        "group.initial.rebalance.delay.ms": "300", "group.min.session.timeout.ms": "1000"})
+    request.addfinalizer(c.stop)
+    c.start()
+    return c
+
+
+class Member:
+    """One consumer process and the events it printed (see kafka_group_member.py)."""
+
+    def __init__(self, cluster, client: str, topic: str, group: str, *extra: str) -> None:
+        self.events: list[dict] = []
+        self._lock = threading.Lock()
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        self.proc = subprocess.Popen([sys.executable, MEMBER, client, cluster.bootstrap, topic, group, *extra],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            with self._lock:
+                self.events.append(json.loads(line))
+
+    def snapshot(self) -> list[dict]:
+        with self._lock:
+            return list(self.events)
+
+    def assignment(self) -> list[int] | None:
+        found = [e["assigned"] for e in self.snapshot() if "assigned" in e]
+        return found[-1] if found else None
+
+    def consumed(self) -> set[tuple[int, int]]:
+        return {tuple(e["m"]) for e in self.snapshot() if "m" in e}
+
+    def count(self, key: str) -> int:
+        return sum(1 for e in self.snapshot() if key in e)
+
+    def errors(self) -> list[str]:
+        return [e["error"] for e in self.snapshot() if "error" in e]
+
+    def stop(self, sig=signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(timeout=5)
+
+
+@pytest.fixture
+def members():
+    started: list[Member] = []
+    yield started
+    for m in started:
+        m.stop(signal.SIGKILL)
+
+
+def start(members, cluster, client, topic, group, *extra) -> Member:
+    member = Member(cluster, client, topic, group, "--session-ms", str(SESSION_MS), *extra)
+    members.append(member)
+    return member
+
+
+def wait_until(what: str, predicate, timeout: float = TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def produce(cluster, topic: str, count: int) -> set[tuple[int, int]]:
+    """`count` messages spread over every partition; returns their (partition, offset)s."""
+    written: set[tuple[int, int]] = set()
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5})
+
+    def delivered(err, msg):
+        assert err is None, err
+        written.add((msg.partition(), msg.offset()))
+
+    for i in range(count):
+        producer.produce(topic, f"v{i}".encode(), partition=i % PARTITIONS, on_delivery=delivered)
+    assert producer.flush(TIMEOUT_S) == 0
+    return written
+
+
+def new_topic(cluster) -> str:
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    produce(cluster, topic, PARTITIONS)  # auto-created with num.partitions
+    return topic
+
+
+def partitions_of(members) -> list[int]:
+    return sorted(p for m in members for p in (m.assignment() or []))
+
+
+def balanced(members) -> bool:
+    return partitions_of(members) == list(range(PARTITIONS)) and all(m.assignment() for m in members)
+
+
+def describe(cluster, group: str):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    return admin.describe_consumer_groups([group])[group].result(timeout=TIMEOUT_S)
+
+
+def test_three_processes_share_the_topic_and_a_sigkilled_one_is_replaced_from_committed_offsets(cluster, members):
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    written = produce(cluster, topic, 600) | {(p, 0) for p in range(PARTITIONS)}
+    trio = [start(members, cluster, "confluent", topic, group) for _ in range(3)]
+    wait_until("a balanced three-member group", lambda: balanced(trio) and all(len(m.assignment()) == 4 for m in trio))
+    wait_until("every message consumed", lambda: set().union(*(m.consumed() for m in trio)) >= written)
+    victim, survivors = trio[0], trio[1:]
+    orphaned = set(victim.assignment())
+    victim.stop(signal.SIGKILL)
+    killed_at = time.monotonic()
+    more = produce(cluster, topic, 600)
+    wait_until("the survivors take the victim's partitions", lambda: balanced(survivors))
+    assert time.monotonic() - killed_at < SESSION_MS / 1000 + 10
+    wait_until("every later message consumed", lambda: set().union(*(m.consumed() for m in survivors)) >= more)
+    # resumed from the committed offsets: nothing the victim committed is read again by the survivors
+    reread = {(p, o) for m in survivors for p, o in m.consumed() if p in orphaned} & victim.consumed()
+    assert len(reread) <= 100  # at most the victim's last uncommitted poll batch (consume(100))
+    assert not any(m.errors() for m in survivors)
+
+
+def test_a_group_mixing_librdkafka_and_kafka_python_with_the_range_assignor(cluster, members):
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    written = produce(cluster, topic, 240) | {(p, 0) for p in range(PARTITIONS)}
+    pair = [start(members, cluster, "confluent", topic, group), start(members, cluster, "kafka-python", topic, group)]
+    wait_until("a balanced mixed group", lambda: balanced(pair))
+    assert sorted(len(m.assignment()) for m in pair) == [6, 6]
+    for m in pair:  # the range assignor gives each member one contiguous run
+        assert m.assignment() == list(range(m.assignment()[0], m.assignment()[0] + 6))
+    wait_until("every message consumed", lambda: pair[0].consumed() | pair[1].consumed() >= written)
+    found = describe(cluster, group)
+    assert str(found.state).endswith("STABLE") and found.partition_assignor == "range"
+    assert len(found.members) == 2
+
+
+def test_kcat_balanced_consumer(cluster):
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    produce(cluster, topic, 48)
+    out = subprocess.run(["kcat", "-b", cluster.bootstrap, "-G", group, "-o", "beginning", "-c", "60",
+                          "-f", "%p:%o\\n", "-X", "session.timeout.ms=3000", topic],
+                         capture_output=True, timeout=TIMEOUT_S, check=True).stdout.decode()
+    got = {tuple(map(int, line.split(":"))) for line in out.split()}
+    assert len(got) == 60 and {p for p, _ in got} == set(range(PARTITIONS))
+
+
+def test_static_member_restarted_within_its_session_keeps_its_assignment_without_a_rebalance(cluster, members):
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    static = start(members, cluster, "confluent", topic, group, "--instance", "static-1")
+    other = start(members, cluster, "confluent", topic, group)
+    wait_until("a balanced group", lambda: balanced([static, other]))
+    before, revokes = static.assignment(), other.count("revoked")
+    static.stop(signal.SIGKILL)  # a crash: no LeaveGroup
+    again = start(members, cluster, "confluent", topic, group, "--instance", "static-1")
+    wait_until("the restarted static member's assignment", lambda: again.assignment() is not None)
+    assert again.assignment() == before
+    time.sleep(SESSION_MS / 1000 + 1)  # past the old session: still no rebalance
+    assert other.count("revoked") == revokes and other.count("assigned") == 1
+    assert str(describe(cluster, group).state).endswith("STABLE")
+
+
+def test_a_duplicate_instance_id_fences_the_older_member(cluster, members):
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    first = start(members, cluster, "confluent", topic, group, "--instance", "twin")
+    wait_until("the first member's assignment", lambda: first.assignment() is not None)
+    second = start(members, cluster, "confluent", topic, group, "--instance", "twin")
+    wait_until("the older member fenced", lambda: first.errors(), timeout=SESSION_MS / 1000 + 20)
+    assert "FENCED_INSTANCE_ID" in first.errors()[0] or "fenced" in first.errors()[0].lower()
+    assert first.proc.wait(timeout=15) == 3
+    assert second.assignment() == list(range(PARTITIONS)) and not second.errors()
+
+
+def test_cooperative_sticky_keeps_unmoved_partitions_flowing_while_a_member_joins(cluster, members):
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    first = start(members, cluster, "confluent", topic, group, "--assignor", "cooperative-sticky")
+    wait_until("the first member owns everything", lambda: first.assignment() == list(range(PARTITIONS)))
+    stop = threading.Event()
+    feeder = threading.Thread(target=lambda: [produce(cluster, topic, PARTITIONS) for _ in iter(stop.is_set, True)])
+    feeder.start()
+    try:
+        wait_until("messages flowing", lambda: len(first.consumed()) > 3 * PARTITIONS)
+        second = start(members, cluster, "confluent", topic, group, "--assignor", "cooperative-sticky")
+        wait_until("a balanced cooperative group", lambda: balanced([first, second]))
+        kept = set(first.assignment())
+        marks = len(first.snapshot())
+        wait_until("more messages on the kept partitions",
+                   lambda: {e["m"][0] for e in first.snapshot()[marks:] if "m" in e} >= kept)
+    finally:
+        stop.set()
+        feeder.join()
+    # incremental: the first member never gave up the partitions it kept (no stop-the-world revoke)
+    revoked = {p for e in first.snapshot() if "revoked" in e for p in e["revoked"]}
+    assert revoked and not revoked & kept
+    assert len(kept) == PARTITIONS // 2
+
+
+def test_aiokafka_subscribe_consumes_and_commits(cluster):
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    written = produce(cluster, topic, 60) | {(p, 0) for p in range(PARTITIONS)}
+
+    async def scenario():
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group,
+                                    auto_offset_reset="earliest", enable_auto_commit=False,
+                                    session_timeout_ms=SESSION_MS, heartbeat_interval_ms=300)
+        await consumer.start()
+        try:
+            got: set[tuple[int, int]] = set()
+            deadline = time.monotonic() + TIMEOUT_S
+            while not got >= written and time.monotonic() < deadline:
+                for messages in (await consumer.getmany(timeout_ms=200)).values():
+                    got.update((m.partition, m.offset) for m in messages)
+            await consumer.commit()
+            committed = await consumer.committed(TopicPartition(topic, 0))
+            await asyncio.sleep(1)  # a few heartbeats
+        finally:
+            await consumer.stop()
+        return got, committed
+
+    got, committed = asyncio.run(scenario())
+    assert got >= written and committed == 1 + max(o for p, o in written if p == 0)
+
+
+def test_members_follow_a_sigkilled_coordinator_and_resume_from_committed_offsets(zookeeper, tmp_path, members):
+    """Its own two brokers, with a short ZooKeeper session so the dead one leaves the metadata quickly."""
+    c = Cluster(f"{zookeeper.connect_string}/failover-{uuid.uuid4().hex}", tmp_path, brokers=2, overrides={
+        "num.partitions": str(PARTITIONS), "log.flush.interval.ms": "20", "zookeeper.session.timeout.ms": "4000",
+        "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"})
+    try:
+        c.start()
+        topic, group = new_topic(c), f"g-{uuid.uuid4().hex[:8]}"
+        written = produce(c, topic, 240) | {(p, 0) for p in range(PARTITIONS)}
+        member = start(members, c, "confluent", topic, group)
+        wait_until("every message consumed and committed", lambda: member.consumed() >= written)
+        time.sleep(0.5)  # the last batch's commit
+        coordinator = describe(c, group).coordinator.id
+        survivor = next(b for b in c.brokers if b != coordinator)
+        leaders = AdminClient({"bootstrap.servers": c.bootstrap}).list_topics(topic, timeout=TIMEOUT_S).topics[topic]
+        kept = {p for p, meta in leaders.partitions.items() if meta.leader == survivor}
+        c.brokers[coordinator].kill()
+        seen_before = len(member.snapshot())
+        more = produce_to(c, topic, sorted(kept), 120)
+        wait_until("new messages after the coordinator died", lambda: member.consumed() >= more)
+        assert describe(c, group).coordinator.id == survivor
+        again = [tuple(e["m"]) for e in member.snapshot()[seen_before:] if "m" in e and tuple(e["m"]) in written]
+        assert len(again) <= 100  # resumed from the committed offsets: at most one uncommitted poll batch
+    finally:
+        for m in members:
+            m.stop(signal.SIGKILL)
+        c.stop()
+
+
+def produce_to(cluster, topic: str, partitions: list[int], count: int) -> set[tuple[int, int]]:
+    written: set[tuple[int, int]] = set()
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    for i in range(count):
+        producer.produce(topic, b"x", partition=partitions[i % len(partitions)],
+                         on_delivery=lambda err, msg: err is None and written.add((msg.partition(), msg.offset())))
+    assert producer.flush(TIMEOUT_S) == 0 and len(written) == count
+    return written
+
+
+def sparklog(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "sparklog.cli", *args], capture_output=True, timeout=60,
+                          cwd=str(REPO), env=env)
+
+
+def test_groups_command_shows_and_manages_kafka_groups(cluster, members):
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    produce(cluster, topic, 120)
+    pair = [start(members, cluster, "confluent", topic, group), start(members, cluster, "kafka-python", topic, group)]
+    wait_until("a balanced group that committed", lambda: balanced(pair) and all(m.count("committed") for m in pair))
+    base = ("groups", "--zookeeper", cluster.zk_connect, "--bootstrap-server", cluster.bootstrap)
+    described = sparklog(*base, "describe", group)
+    out = described.stdout.decode()
+    assert described.returncode == 0, described.stderr.decode()
+    assert "state Stable, protocol range, 2 member(s)" in out and "member-kafka-python" in out
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines()]
+    rows = [r for r in cells if len(r) == 6 and r[0] == topic]  # the offsets table: topic, partition, owner ...
+    assert sorted(int(r[1]) for r in rows) == list(range(PARTITIONS))  # every partition, with its owner
+    assert all(r[2].startswith("member-") for r in rows)
+    listed = sparklog(*base, "list")
+    assert group in listed.stdout.decode()
+    refused = sparklog(*base, "reset-offsets", group, "--to", "earliest")
+    assert refused.returncode == 1 and b"active members" in refused.stderr
+    assert sparklog(*base, "delete", group).returncode == 1  # NON_EMPTY_GROUP
+    for m in pair:
+        m.stop()  # SIGTERM: the members close and leave the group
+    deleted = sparklog(*base, "delete", group)
+    assert deleted.returncode == 0, deleted.stderr.decode()
+    assert sparklog(*base, "describe", group).returncode == 1  # no members, no offsets left
+    assert sparklog(*base, "delete", group).returncode == 1  # GROUP_ID_NOT_FOUND
+
+
+# The group apis each client negotiates against our advertised ranges, as observed (client names as in
+# test_broker_interop.py; kcat is Debian's, librdkafka 2.0, whose LeaveGroup stops at v1; aiokafka stays at the
+# versions it has always sent).
+NEGOTIATED = {
+    "confluent-kafka-python 2.16": {"FindCoordinator": {2}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {3},
+                                    "LeaveGroup": {1}, "OffsetCommit": {7}, "OffsetFetch": {5},
+                                    "DescribeGroups": {4}, "ListGroups": {2}, "DeleteGroups": {1}},
+    "kafka-python 3.0": {"FindCoordinator": {2}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {3},
+                         "LeaveGroup": {3}, "OffsetCommit": {7}, "OffsetFetch": {5}},
+    "librdkafka 2.0": {"FindCoordinator": {2}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {3},
+                       "LeaveGroup": {1}, "OffsetCommit": {7}, "OffsetFetch": {5}},
+    "aiokafka-0.14": {"FindCoordinator": {1}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {1},
+                      "LeaveGroup": {1}, "OffsetCommit": {3}, "OffsetFetch": {3}},
+    "sparklog-python": {"FindCoordinator": {2}, "ListGroups": {2}, "DescribeGroups": {4}, "DeleteGroups": {1}},
+}
+MEMBERS = ("confluent-kafka-python 2.16", "kafka-python 3.0", "librdkafka 2.0", "aiokafka-0.14")
+GROUP_APIS = {"FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit",
+              "OffsetFetch", "DescribeGroups", "ListGroups", "DeleteGroups"}
+
+
+def test_group_api_versions_per_client(cluster):
+    """Runs last in the module: every group api each client used in it, at exactly the versions above, and
+    every member client was seen. Recorded for the run's matrix table."""
+    served: dict[str, dict[str, set[int]]] = {}
+    for broker in cluster.brokers.values():
+        matrix = broker.api_matrix()
+        broker_matrix.record(matrix)
+        for client, apis in matrix["served"].items():
+            software = next((name for name in NEGOTIATED if client.startswith(name)), client)
+            for api, versions in apis.items():
+                if api in GROUP_APIS:
+                    served.setdefault(software, {}).setdefault(api, set()).update(versions)
+    assert set(MEMBERS) <= set(served) <= set(NEGOTIATED), sorted(served)
+    for software, apis in served.items():
+        for api, versions in apis.items():
+            assert versions == NEGOTIATED[software][api], (software, api, versions)

@@ -1,0 +1,135 @@
+"""One consumer process in a broker-coordinated Kafka group, driven through a real client's `subscribe()`.
+
+    python tests/support/kafka_group_member.py CLIENT BOOTSTRAP TOPIC GROUP [--instance ID]
+        [--session-ms N] [--assignor NAME]
+
+CLIENT is `confluent` (librdkafka) or `kafka-python`. The process prints one JSON object per line on stdout:
+{"assigned": [partitions]} after every rebalance (the whole assignment), {"revoked": [partitions]},
+{"m": [partition, offset]} per message, {"committed": true} after each synchronous commit (one per poll
+batch), and {"error": "..."} on a fatal client error (then it exits 3). It runs until killed or SIGTERM
+(then it closes the consumer: a dynamic member leaves the group, a static one does not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+
+POLL_S = 0.2
+HEARTBEAT_MS = 300  # well under the tests' session timeouts
+
+
+def say(**event) -> None:
+    print(json.dumps(event), flush=True)
+
+
+def run_confluent(args, stopping) -> int:
+    from confluent_kafka import Consumer, KafkaError
+
+    config = {"bootstrap.servers": args.bootstrap, "group.id": args.group, "auto.offset.reset": "earliest",
+              "enable.auto.commit": False, "session.timeout.ms": args.session_ms,
+              "heartbeat.interval.ms": HEARTBEAT_MS, "partition.assignment.strategy": args.assignor,
+              "client.id": f"member-{args.instance or 'dynamic'}"}
+    if args.instance:
+        config["group.instance.id"] = args.instance
+    fatal: list[str] = []
+    config["error_cb"] = lambda err: err.fatal() and fatal.append(str(err))
+    consumer = Consumer(config)
+    cooperative = args.assignor == "cooperative-sticky"
+    owned: set[int] = set()
+
+    def on_assign(c, parts):
+        owned.update(p.partition for p in parts)
+        if cooperative:
+            c.incremental_assign(parts)
+        say(assigned=sorted(owned))
+
+    def on_revoke(c, parts):
+        owned.difference_update(p.partition for p in parts)
+        if cooperative:
+            c.incremental_unassign(parts)
+        say(revoked=sorted(p.partition for p in parts))
+
+    consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke)
+    while not stopping:
+        if fatal:
+            say(error=fatal[0])
+            return 3
+        batch = consumer.consume(100, POLL_S)
+        got = False
+        for msg in batch:
+            if msg.error():
+                if msg.error().fatal() or msg.error().code() == KafkaError._FATAL:
+                    say(error=str(msg.error()))
+                    return 3
+                continue
+            say(m=[msg.partition(), msg.offset()])
+            got = True
+        if got:
+            try:
+                consumer.commit(asynchronous=False)
+                say(committed=True)
+            except Exception as exc:  # noqa: BLE001 - a rebalance in between: the next batch commits
+                say(commit_failed=str(exc))
+    consumer.close()
+    return 0
+
+
+def run_kafka_python(args, stopping) -> int:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[args.assignor]
+    consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group, auto_offset_reset="earliest",
+                             enable_auto_commit=False, session_timeout_ms=args.session_ms,
+                             heartbeat_interval_ms=HEARTBEAT_MS, partition_assignment_strategy=[assignor],
+                             client_id="member-kafka-python", group_instance_id=args.instance)
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            say(revoked=sorted(p.partition for p in revoked))
+
+        def on_partitions_assigned(self, assigned):
+            say(assigned=sorted(p.partition for p in assigned))
+
+    consumer.subscribe([args.topic], listener=Listener())
+    while not stopping:
+        records = consumer.poll(timeout_ms=int(POLL_S * 1000), max_records=100)
+        for messages in records.values():
+            for msg in messages:
+                say(m=[msg.partition, msg.offset])
+        if records:
+            try:
+                consumer.commit()
+                say(committed=True)
+            except Exception as exc:  # noqa: BLE001
+                say(commit_failed=str(exc))
+    consumer.close()
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("client", choices=["confluent", "kafka-python"])
+    parser.add_argument("bootstrap")
+    parser.add_argument("topic")
+    parser.add_argument("group")
+    parser.add_argument("--instance")
+    parser.add_argument("--session-ms", type=int, default=3000)
+    parser.add_argument("--assignor", default="range")
+    args = parser.parse_args()
+    stopping: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    run = run_confluent if args.client == "confluent" else run_kafka_python
+    try:
+        return run(args, stopping)
+    except Exception as exc:  # noqa: BLE001 - reported to the test, which shows it
+        say(error=f"{type(exc).__name__}: {exc}")
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

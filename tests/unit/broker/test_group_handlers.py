@@ -1,0 +1,179 @@
+"""The group apis through their handlers and the asyncio coordinator, on a real event loop and clock with
+short timeouts; offsets go to an in-memory stand-in of the offset store (the ZooKeeper one is exercised by
+the integration tests)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sparklog.broker import handlers
+from sparklog.broker.config import BrokerConfig
+from sparklog.broker.offset_store import ZooKeeperOffsetStore, java_string_hash, offsets_partition
+from sparklog.broker.partitions import MetadataSnapshot
+from sparklog.coordination.brokers import BrokerInfo
+from sparklog.protocol import errors
+from sparklog.protocol.find_coordinator import FindCoordinatorRequest
+from sparklog.protocol.group_admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from sparklog.protocol.groups import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
+from sparklog.protocol.headers import RequestHeader
+from sparklog.protocol.offset_commit import OffsetCommitRequest
+from sparklog.protocol.registry import Request
+
+ME, OTHER = 1, 2
+DELAY_MS, SESSION_MS = 50, 300
+
+
+class MemoryOffsets(ZooKeeperOffsetStore):
+    """The offset store's placement, with offsets kept in a dict."""
+
+    def __init__(self):
+        super().__init__(None, 50)
+        self.committed = {}
+
+    def commit(self, group, offsets):
+        self.committed.update({(group, *k): v.offset for k, v in offsets.items()})
+        return {}
+
+    def delete(self, group):
+        self.committed = {k: v for k, v in self.committed.items() if k[0] != group}
+
+
+class Partitions:
+    snapshot = MetadataSnapshot({}, {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "h2", 9093)},
+                                {})
+
+
+def group_on(broker: int, prefix: str) -> str:
+    """A group id the offset store places on `broker` (of the two live ones)."""
+    return next(g for g in (f"{prefix}{i}" for i in range(100)) if offsets_partition(g, 50) % 2 == broker - 1)
+
+
+@pytest.fixture
+def state():
+    config = BrokerConfig.from_properties({
+        "broker.id": str(ME), "log.dirs": "/unused", "zookeeper.connect": "unused:1",
+        "group.initial.rebalance.delay.ms": str(DELAY_MS), "group.min.session.timeout.ms": "100"})
+    return handlers.BrokerState(config=config, broker_id=ME, cluster_id="c" * 22, zk=None, logs=None,
+                                partitions=Partitions(), offsets=MemoryOffsets())
+
+
+def call(state, body, key, version, client="cli"):
+    result = handlers.HANDLERS[key](Request(RequestHeader(key, version, 7, client), body), state)
+    return result
+
+
+async def join(state, group, member_id="", instance=None, session=SESSION_MS):
+    body = JoinGroupRequest(group_id=group, session_timeout_ms=session, rebalance_timeout_ms=1000,
+                            member_id=member_id, group_instance_id=instance, protocol_type="consumer",
+                            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"m")])
+    result = call(state, body, 11, 5)
+    return await result if asyncio.iscoroutine(result) else result
+
+
+async def sync(state, group, generation, member_id, assignments=()):
+    body = SyncGroupRequest(group_id=group, generation_id=generation, member_id=member_id, assignments=[
+        SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a) for m, a in assignments])
+    return await call(state, body, 14, 3)
+
+
+def commit(state, group, generation, member_id):
+    body = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=generation, member_id=member_id,
+                               topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="t", partitions=[
+                                   OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                                       partition_index=0, committed_offset=5, committed_metadata="")])])
+    result = call(state, body, 8, 7)
+    return result
+
+
+async def commit_code(state, group, generation, member_id):
+    result = commit(state, group, generation, member_id)
+    if asyncio.iscoroutine(result):
+        result = await result
+    return result.topics[0].partitions[0].error_code
+
+
+async def two_member_group(state, group):
+    first = await join(state, group)
+    assert first.error_code == errors.MemberIdRequiredError.errno
+    second = await join(state, group)
+    a, b = await asyncio.gather(join(state, group, first.member_id), join(state, group, second.member_id))
+    assert a.error_code == b.error_code == 0 and a.generation_id == b.generation_id == 1
+    leader, follower = (a, b) if a.member_id == a.leader else (b, a)
+    assert {m.member_id for m in leader.members} == {a.member_id, b.member_id} and follower.members == []
+    follower_sync = asyncio.ensure_future(sync(state, group, 1, follower.member_id))
+    await asyncio.sleep(0.01)
+    assert not follower_sync.done()  # waits for the leader's assignment
+    mine = await sync(state, group, 1, leader.member_id, [(leader.member_id, b"L"), (follower.member_id, b"F")])
+    assert (mine.assignment, (await follower_sync).assignment) == (b"L", b"F")
+    return leader.member_id, follower.member_id
+
+
+def test_join_sync_heartbeat_commit_and_leave(state):
+    group = group_on(ME, "g")
+
+    async def scenario():
+        leader, follower = await two_member_group(state, group)
+        beat = call(state, HeartbeatRequest(group_id=group, generation_id=1, member_id=follower), 12, 3)
+        assert beat.error_code == 0
+        assert await commit_code(state, group, 0, follower) == errors.IllegalGenerationError.errno
+        assert await commit_code(state, group, 1, "nobody") == errors.UnknownMemberIdError.errno
+        assert await commit_code(state, group, -1, "") == errors.UnknownMemberIdError.errno  # members only
+        assert await commit_code(state, group, 1, follower) == 0
+        assert state.offsets.committed == {(group, "t", 0): 5}
+        described = call(state, DescribeGroupsRequest(groups=[group]), 15, 4).groups[0]
+        assert (described.group_state, described.protocol_data) == ("Stable", "range")
+        assert {m.member_assignment for m in described.members} == {b"L", b"F"}
+        assert call(state, ListGroupsRequest(), 16, 2).groups[0].group_id == group
+        assert (await call(state, DeleteGroupsRequest(groups_names=[group]), 42, 1)).results[0].error_code == (
+            errors.NonEmptyGroupError.errno)
+        left = call(state, LeaveGroupRequest(group_id=group, member_id=follower), 13, 1)
+        assert left.error_code == 0
+        beat = call(state, HeartbeatRequest(group_id=group, generation_id=1, member_id=leader), 12, 3)
+        assert beat.error_code == errors.RebalanceInProgressError.errno
+        assert await commit_code(state, group, 1, leader) == errors.RebalanceInProgressError.errno
+
+    asyncio.run(scenario())
+
+
+def test_a_silent_member_expires_and_the_empty_group_is_forgotten(state):
+    group = group_on(ME, "s")
+
+    async def scenario():
+        await two_member_group(state, group)
+        await asyncio.sleep((SESSION_MS + 150) / 1000)  # nobody heartbeats: both expire
+        assert group not in state.groups.groups
+        assert await commit_code(state, group, -1, "") == 0  # member-less commits work again
+        assert state.groups.statistics().waiting_requests == 0
+
+    asyncio.run(scenario())
+
+
+def test_groups_placed_on_another_broker_get_not_coordinator(state):
+    group = group_on(OTHER, "o")
+    found = call(state, FindCoordinatorRequest(key=group, key_type=0), 10, 2)
+    assert (found.error_code, found.node_id, found.host, found.port) == (0, OTHER, "h2", 9093)
+    mine = call(state, FindCoordinatorRequest(key=group_on(ME, "m"), key_type=0), 10, 2)
+    assert mine.node_id == ME
+
+    async def scenario():
+        assert (await join(state, group)).error_code == errors.NotCoordinatorError.errno
+        assert await commit_code(state, group, 3, "m") == errors.NotCoordinatorError.errno
+
+    asyncio.run(scenario())
+
+
+def test_session_timeout_outside_the_broker_bounds_is_refused(state):
+    async def scenario():
+        assert (await join(state, group_on(ME, "b"), session=50)).error_code == errors.InvalidSessionTimeoutError.errno
+
+    asyncio.run(scenario())
+
+
+def test_java_string_hash_and_kafka_partitioning():
+    assert java_string_hash("") == 0 and java_string_hash("hello") == 99162322
+    assert java_string_hash("Aa") == java_string_hash("BB") == 2112
+    assert java_string_hash("polygenelubricants") == -2147483648  # Kafka's Utils.abs masks it to 0
+    assert offsets_partition("polygenelubricants", 50) == 0
+    assert offsets_partition("hello", 50) == 99162322 % 50
