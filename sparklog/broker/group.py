@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from sparklog.protocol import errors
