@@ -122,7 +122,7 @@ def _fetch_into(builder: ColumnBuilder, consumer, position: int, end: int, on_ga
         return position
     _state, _epoch, view, _start = chunk
     for batch, columns in batches_in_range(view, position, end, consumer.config["check.crcs"]):
-        if batch.base_offset > position and on_gap is not None:  # a fenced range (Rule 2)
+        if on_gap is not None and position < min(batch.base_offset, end):  # a fenced range (Rule 2)
             on_gap(position, min(batch.base_offset, end))
         if columns is not None and columns.offsets:
             builder.append(*columns, batch.timestamp_type)

@@ -23,3 +23,11 @@ def test_fail_on_data_loss_fails_the_task_naming_the_fenced_range():
     with pytest.raises(DataLossError, match=r"Offsets \[5, 8\) of t-0 are missing"):
         _fetch_into(ColumnBuilder("t", 0), consumer, 0, 13,
                     lambda a, b: report_data_loss(True, missing_range("t", 0, a, b)))
+
+
+def test_a_range_that_ends_at_a_batch_boundary_reports_no_gap_for_later_batches():
+    """The range [0, 5) is complete after the first batch; a later batch past a gap is outside it."""
+    gaps = []
+    consumer = FakeConsumer(batch(0, 5), batch(8, 5))
+    assert _fetch_into(ColumnBuilder("t", 0), consumer, 0, 5, lambda a, b: gaps.append((a, b))) == 5
+    assert gaps == []
