@@ -197,7 +197,7 @@ def final_read(cluster, topic: str, partitions: int, history: History) -> None:
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          "log_level": LIBRDKAFKA_LOG_LEVEL})
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        ends = {p: high_watermark(consumer, TopicPartition(topic, p)) for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         position = dict.fromkeys(range(partitions), 0)
         deadline = time.monotonic() + FINAL_READ_TIMEOUT_S
@@ -208,6 +208,21 @@ def final_read(cluster, topic: str, partitions: int, history: History) -> None:
                     position[msg.partition()] = msg.offset() + 1
     finally:
         consumer.close()
+
+
+def high_watermark(consumer, tp, timeout: float = LEADERS_TIMEOUT_S) -> int:
+    """The partition's high watermark, asked again while its leader is still taking over (a restarted broker
+    opens its logs after it is elected: NOT_LEADER_OR_FOLLOWER and an unknown partition are retriable)."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=10)[1]
+        except KafkaException as exc:
+            if time.monotonic() > deadline or not (exc.args[0].retriable() or exc.args[0].code() < 0):
+                raise
+            time.sleep(0.5)
 
 
 def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float = LEADERS_TIMEOUT_S) -> None:
