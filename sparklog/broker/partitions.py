@@ -416,12 +416,11 @@ class PartitionManager:
                 self.zk.DataWatch(path, self._node_watcher(name))
 
     def _node_watcher(self, topic: str):
-        first = [True]
+        """Every call re-reads the topic, the one made when the watch is set too: the node may have changed
+        between the sync's read and this watch (a restarted broker that the controller re-elects meanwhile
+        must still learn that it leads). That costs one more read per topic when its watches are set."""
 
         def watcher(data, stat):  # exactly two parameters (kazoo passes the event to a third)
-            if first[0]:  # the call made when the watch is set: nothing changed yet
-                first[0] = False
-                return None if not self._closed else False
             return self._on_node_change(topic)
 
         return watcher

@@ -76,8 +76,13 @@ def test_a_killed_leaders_partitions_get_leaders_from_the_isr_in_one_batch(three
     # Metadata now names the new leaders and epochs, and reports the dead replica offline.
     from confluent_kafka.admin import AdminClient
 
-    md = AdminClient({"bootstrap.servers": three.bootstrap}).list_topics("failover", timeout=10)
-    for p, meta in md.topics["failover"].partitions.items():
+    admin = AdminClient({"bootstrap.servers": three.bootstrap})
+
+    def metadata_caught_up():  # every broker's snapshot follows ZooKeeper through its watches, a moment later
+        md = admin.list_topics("failover", timeout=10).topics["failover"].partitions
+        return md if all(md[p].leader == after[p].leader for p in after) else None
+
+    for p, meta in wait_until(metadata_caught_up, TIMEOUT_S, "metadata names the new leaders").items():
         assert meta.leader == after[p].leader
         assert victim not in meta.isrs
 
