@@ -18,7 +18,8 @@ reads. Exit status 0 when the history is clean, 1 otherwise.
 
 With `--replication-factor 1` it exercises failover without data movement (a partition is offline while its
 only broker is down); RF >= 2 needs the replication data path (followers, high watermark, acks=all).
-The suite runs a short RF 1 version (tests/integration/test_fault_run.py).
+Not in the suite for now: on main (RF 1, no replication data path yet) a short run reports acknowledged writes
+missing from the final read after SIGKILL/SIGSTOP/SIGTERM faults; that is the next thing to investigate.
 """
 
 from __future__ import annotations
