@@ -24,6 +24,8 @@ from sparklog.broker.config import BrokerConfig
 from sparklog.broker.dispatch import Dispatcher
 from sparklog.broker.handlers import BrokerState
 from sparklog.broker.partitions import PartitionManager
+from sparklog.broker.purgatory import Purgatory
+from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.broker.server import BrokerServer
 from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination import cluster as cluster_registry
@@ -59,6 +61,7 @@ class Broker:
         self.partitions: PartitionManager | None = None
         self.server: BrokerServer | None = None
         self.dispatcher: Dispatcher | None = None
+        self.replicas: ReplicaManager | None = None
         self.executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.address: tuple[str, int] | None = None
@@ -87,6 +90,8 @@ class Broker:
             print(f"sparklog broker {self.config.broker_id} ready on {host}:{port}", flush=True)
             await self.server.serve()
         finally:
+            if self.replicas is not None:
+                await self.replicas.close()  # the fetchers, before the logs they append to close
             await self.loop.run_in_executor(None, self._close)
 
     def stop(self) -> None:
@@ -141,9 +146,16 @@ class Broker:
         self.registration.register(wait=cfg.zookeeper_session_timeout_ms / 1000.0 + REGISTRATION_GRACE_S)
         me = broker_registry.BrokerInfo(cfg.broker_id, host, port, cfg.rack, (f"PLAINTEXT://{host}:{port}",))
         self.partitions = PartitionManager(self.zk, cfg.broker_id, self.logs, cfg.log_defaults, self_info=me)
+        purgatory = Purgatory()
+        self.replicas = ReplicaManager(self.zk, cfg.broker_id, purgatory, self.executor,
+                                       min_insync_replicas=cfg.min_insync_replicas,
+                                       replica_lag_time_max_ms=cfg.replica_lag_time_max_ms)
+        self.replicas.start(self.loop)
+        self.partitions.add_listener(self.replicas.on_snapshot)
         state = BrokerState(
             config=cfg, broker_id=cfg.broker_id, cluster_id=self.cluster_id, zk=self.zk, logs=self.logs,
-            partitions=self.partitions, executor=self.executor, loop=self.loop)
+            partitions=self.partitions, executor=self.executor, loop=self.loop, waiters=purgatory,
+            replicas=self.replicas)
         self.dispatcher = Dispatcher(state)
         self.server.app = self.dispatcher
         self.partitions.start()

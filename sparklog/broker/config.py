@@ -31,6 +31,8 @@ DEFAULT_MAX_CONNECTIONS = 2147483647  # max.connections
 DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS = 300000  # log.retention.check.interval.ms
 DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS = 9223372036854775807  # log.flush.scheduler.interval.ms
 DEFAULT_PORT = 9092
+DEFAULT_MIN_INSYNC_REPLICAS = 1  # min.insync.replicas (a topic may override it)
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30000  # replica.lag.time.max.ms
 
 # Broker-level key -> topic-level key of the storage's LogConfig (Kafka's LogConfig "synonyms").
 LOG_KEY_TO_TOPIC_KEY = {
@@ -79,6 +81,8 @@ _BROKER_KEYS = {
     "log.retention.check.interval.ms",
     "log.flush.scheduler.interval.ms",
     "broker.rack",
+    "min.insync.replicas",
+    "replica.lag.time.max.ms",
 }
 # Keys a stock server.properties carries that have no meaning here yet: accepted silently.
 _IGNORED_KEYS = {
@@ -133,6 +137,8 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS
     log_flush_scheduler_interval_ms: int = DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS
     rack: str | None = None
+    min_insync_replicas: int = DEFAULT_MIN_INSYNC_REPLICAS
+    replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
     # Topic-level defaults for the storage (`segment.bytes`, `retention.ms`, ...), from the log.* keys.
     log_defaults: Mapping[str, str] = field(default_factory=dict)
     raw: Mapping[str, str] = field(default_factory=dict)
@@ -180,6 +186,8 @@ class BrokerConfig:
                 props, "log.flush.scheduler.interval.ms", DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS
             ),
             rack=props.get("broker.rack") or None,
+            min_insync_replicas=_positive(props, "min.insync.replicas", DEFAULT_MIN_INSYNC_REPLICAS),
+            replica_lag_time_max_ms=_positive(props, "replica.lag.time.max.ms", DEFAULT_REPLICA_LAG_TIME_MAX_MS),
             log_defaults=topic_defaults(props),
             raw=dict(props),
         )

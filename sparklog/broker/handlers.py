@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparklog.broker.config import BrokerConfig
+from sparklog.broker.purgatory import Purgatory
+from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.coordination import offsets as offset_registry
 from sparklog.coordination import paths as zk_paths
 from sparklog.coordination import topics as topic_registry
@@ -60,6 +61,8 @@ from sparklog.protocol.offset_fetch import (
     OffsetFetchResponsePartition,
     OffsetFetchResponseTopic,
 )
+from sparklog.protocol.offset_for_leader_epoch import (EpochEndOffset, OffsetForLeaderEpochResponse,
+                                                       OffsetForLeaderTopicResult)
 from sparklog.protocol.produce import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
 from sparklog.protocol.registry import advertised_api_versions
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
@@ -96,10 +99,11 @@ TOPIC_DELETION_DISABLED = errors.TopicDeletionDisabledError.errno
 INVALID_RECORD = errors.InvalidRecordError.errno
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.errno
 REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
+NOT_ENOUGH_REPLICAS = errors.NotEnoughReplicasError.errno
 
 NO_OFFSET = -1
 NO_TIMESTAMP = -1
-NO_LEADER_EPOCH = -1  # leader epochs are not exposed until replication moves leaders
+NO_LEADER_EPOCH = -1
 # Replication is a later issue: a topic with followers would claim copies that do not exist.
 MAX_REPLICATION_FACTOR = 1
 
@@ -116,7 +120,8 @@ class BrokerState:
     executor: Any = None
     loop: asyncio.AbstractEventLoop | None = None
     producer_ids: ProducerIdAllocator | None = None
-    waiters: "HighWatermarkWaiters | None" = None
+    waiters: Purgatory | None = None  # parked long-polling fetches and acks=all produces
+    replicas: ReplicaManager | None = None  # leader state and followers (replica_manager.py)
     counters: dict = field(default_factory=lambda: dict.fromkeys(
         ("produced_batches_bytes", "produce_errors", "fetch_waits", "zookeeper_calls"), 0))
 
@@ -124,7 +129,9 @@ class BrokerState:
         if self.producer_ids is None and self.zk is not None:
             self.producer_ids = ProducerIdAllocator(self.zk, self.broker_id)
         if self.waiters is None:
-            self.waiters = HighWatermarkWaiters()
+            self.waiters = Purgatory()
+        if self.replicas is None:
+            self.replicas = ReplicaManager(self.zk, self.broker_id, self.waiters, self.executor)
 
     async def blocking(self, fn, *args):
         """Run a blocking (ZooKeeper) call on the executor."""
@@ -154,36 +161,78 @@ def handle_api_versions(request, state) -> ApiVersionsResponse:
 
 
 def handle_produce(request, state):
-    """Append each partition's record set in one call; acks=0 gets no response (None)."""
+    """Append each partition's record set in one call; acks=0 gets no response (None); acks=all waits in
+    the purgatory until the HW passes each batch (a coroutine then), or answers at once when it already has."""
     body = request.body
     acks = body.acks
     snapshot = state.partitions.snapshot
-    leading = snapshot.leading
+    replicas = state.replicas
     responses = []
+    delayed = []  # (parts, position, led, offset the HW must reach)
     bad_acks = acks not in (0, 1, -1)
     for topic in body.topic_data:
         name = topic.name
         parts = []
         for part in topic.partition_data:
             index = part.index
-            plog = leading.get((name, index))
+            led = None if bad_acks else replicas.leader_of(snapshot, (name, index))
             if bad_acks:
                 parts.append(_produce_error(index, INVALID_REQUIRED_ACKS))
-            elif plog is None:
+            elif led is None:
                 parts.append(_produce_error(index, _not_led_error(snapshot, name, index)))
+            elif led.fenced:
+                parts.append(_produce_error(index, NOT_LEADER_OR_FOLLOWER))
+            elif acks == -1 and len(led.state.isr) < led.min_insync:
+                parts.append(_produce_error(index, NOT_ENOUGH_REPLICAS, (
+                    f"{len(led.state.isr)} in-sync replicas, min.insync.replicas is {led.min_insync}")))
             else:
-                parts.append(_append(plog, index, part.records, state))
+                result = _append(led, index, part.records, state)
+                parts.append(result)
+                if result.error_code == NONE:
+                    replicas.after_leader_append(led)
+                    if acks == -1:
+                        delayed.append((parts, len(parts) - 1, led, led.plog.log_end_offset))
         responses.append(TopicProduceResponse(name=name, partition_responses=parts))
     if acks == 0:
         return None
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    response = ProduceResponse(responses=responses, throttle_time_ms=0)
+    if delayed and not _settle_produces(delayed, replicas):
+        return _await_replication(state, response, delayed, body.timeout_ms)
+    return response
 
 
-def _append(plog, index: int, records, state) -> PartitionProduceResponse:
+def _settle_produces(delayed: list, replicas) -> bool:
+    """Answer the acks=all partitions that can be answered now (removed from `delayed`); True if all were."""
+    waiting = []
+    for item in delayed:
+        parts, position, led, required = item
+        code = replicas.produce_outcome(led, required)
+        if code is None:
+            waiting.append(item)
+        elif code != NONE:
+            parts[position] = _produce_error(parts[position].index, code)
+    delayed[:] = waiting
+    return not waiting
+
+
+async def _await_replication(state, response, delayed: list, timeout_ms: int) -> ProduceResponse:
+    """Kafka's DelayedProduce: woken by HW moves and ISR or leadership changes; REQUEST_TIMED_OUT at timeout."""
+    loop = asyncio.get_running_loop()
+    plogs = list({id(item[2].plog): item[2].plog for item in delayed}.values())
+    await state.waiters.wait_until(plogs, lambda: _settle_produces(delayed, state.replicas),
+                                   loop.time() + max(0, timeout_ms) / 1000)
+    for parts, position, _, _ in delayed:
+        parts[position] = _produce_error(parts[position].index, REQUEST_TIMED_OUT,
+                                         "not replicated to the in-sync replicas within the request's timeout")
+    return response
+
+
+def _append(led, index: int, records, state) -> PartitionProduceResponse:
+    plog = led.plog
     if records is None or not len(records):
         return _produce_error(index, INVALID_RECORD, "no record batch in the request")
     try:
-        base = plog.append(records)
+        base = plog.append_as_leader(records, led.leader_epoch)
     except CorruptRecordError as exc:
         return _produce_error(index, CORRUPT_MESSAGE, str(exc))
     except RecordBatchTooLarge as exc:
@@ -220,88 +269,48 @@ def _not_led_error(snapshot, topic: str, partition: int) -> int:
 # Fetch
 
 
-class HighWatermarkWaiters:
-    """Wakes long-polling fetches when a partition's high watermark moves.
-
-    The log calls `_on_high_watermark` from whichever thread moved it (an appending handler on the loop,
-    or the storage's flusher thread); it hands the wake-up to the loop with call_soon_threadsafe, and only
-    when a fetch is waiting on that log, so the produce path pays one dict lookup.
-    """
-
-    def __init__(self) -> None:
-        self._waiting: dict[Any, set[asyncio.Future]] = {}  # log -> futures of fetches waiting on it
-        self._watched: "weakref.WeakSet" = weakref.WeakSet()
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def watch(self, plog) -> None:
-        if plog not in self._watched:
-            self._watched.add(plog)
-            plog.add_high_watermark_listener(self._on_high_watermark)
-
-    def add(self, plogs, future: asyncio.Future) -> None:
-        self._loop = asyncio.get_running_loop()
-        for plog in plogs:
-            self.watch(plog)
-            self._waiting.setdefault(plog, set()).add(future)
-
-    def remove(self, plogs, future: asyncio.Future) -> None:
-        for plog in plogs:
-            waiting = self._waiting.get(plog)
-            if waiting is not None:
-                waiting.discard(future)
-                if not waiting:
-                    del self._waiting[plog]
-
-    def waiting(self) -> int:
-        return sum(len(s) for s in self._waiting.values())
-
-    def _on_high_watermark(self, plog, high_watermark: int) -> None:
-        if plog in self._waiting and self._loop is not None:
-            try:
-                self._loop.call_soon_threadsafe(self._wake, plog)
-            except RuntimeError:  # the loop is closed: shutting down
-                pass
-
-    def _wake(self, plog) -> None:
-        for future in self._waiting.get(plog, ()):
-            if not future.done():
-                future.set_result(None)
-
-
 def handle_fetch(request, state):
-    """Every requested partition, records as FileSlices; long-polls when fewer than min_bytes are ready."""
+    """Every requested partition, records as FileSlices; long-polls when fewer than min_bytes are ready.
+
+    A follower's fetch (replica_id >= 0) reads up to the log end offset, not the HW, and its fetch offsets
+    are the follower's LEOs, recorded first: they move the HW and the ISR (replica_manager.py)."""
     body = request.body
+    if body.replica_id >= 0:
+        _record_follower_fetch(body, state)
     response, ready, plogs, failed = _fetch_once(body, state)
     if ready >= body.min_bytes or body.max_wait_ms <= 0 or failed or not plogs:
         return response
     return _fetch_long_poll(body, state, plogs)
 
 
+def _record_follower_fetch(body, state) -> None:
+    snapshot, replicas = state.partitions.snapshot, state.replicas
+    for topic in body.topics:
+        for part in topic.partitions:
+            led = replicas.leader_of(snapshot, (topic.topic, part.partition))
+            if led is not None and replicas.epoch_error(led, part.current_leader_epoch) == NONE:
+                replicas.record_follower_fetch(led, body.replica_id, part.fetch_offset)
+
+
 async def _fetch_long_poll(body, state, plogs) -> FetchResponse:
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + body.max_wait_ms / 1000.0
     state.counters["fetch_waits"] += 1
-    while True:
-        future = loop.create_future()
-        state.waiters.add(plogs, future)
-        try:
-            # Read again after registering: a move in between is seen either here or by the listener.
-            response, ready, _, failed = _fetch_once(body, state)
-            remaining = deadline - loop.time()
-            if ready >= body.min_bytes or failed or remaining <= 0:
-                return response
-            try:
-                await asyncio.wait_for(future, remaining)
-            except asyncio.TimeoutError:
-                return _fetch_once(body, state)[0]
-        finally:
-            state.waiters.remove(plogs, future)
+    last = []
+
+    def enough() -> bool:
+        response, ready, _, failed = _fetch_once(body, state)
+        last[:] = [response]
+        return ready >= body.min_bytes or failed
+
+    await state.waiters.wait_until(plogs, enough, loop.time() + body.max_wait_ms / 1000.0)
+    return last[0]
 
 
 def _fetch_once(body, state):
     """(response, bytes ready, logs read, whether any partition failed) for one pass over the request."""
     snapshot = state.partitions.snapshot
-    leading = snapshot.leading
+    replicas = state.replicas
+    follower = body.replica_id >= 0
     budget = min(body.max_bytes, state.config.fetch_max_bytes)
     ready = 0
     failed = False
@@ -312,11 +321,13 @@ def _fetch_once(body, state):
         parts = []
         for part in topic.partitions:
             index = part.partition
-            plog = leading.get((name, index))
-            if plog is None:
+            led = replicas.leader_of(snapshot, (name, index))
+            code = NONE if led is None else replicas.epoch_error(led, part.current_leader_epoch)
+            if led is None or code != NONE:
                 failed = True
-                parts.append(_fetch_error(index, _not_led_error(snapshot, name, index)))
+                parts.append(_fetch_error(index, code or _not_led_error(snapshot, name, index)))
                 continue
+            plog = led.plog
             plogs.append(plog)
             high_watermark = plog.high_watermark
             log_start = plog.log_start_offset
@@ -324,7 +335,8 @@ def _fetch_once(body, state):
             error = NONE
             if budget > 0:
                 try:
-                    records = plog.read(part.fetch_offset, min(part.partition_max_bytes, budget))
+                    size = min(part.partition_max_bytes, budget)
+                    records = plog.read_replica(part.fetch_offset, size) if follower else plog.read(part.fetch_offset, size)
                 except OffsetOutOfRange:
                     error = OFFSET_OUT_OF_RANGE
                     failed = True
@@ -357,22 +369,47 @@ def _fetch_error(index: int, code: int) -> PartitionData:
 
 
 def handle_list_offsets(request, state) -> ListOffsetsResponse:
-    snapshot = state.partitions.snapshot
+    snapshot, replicas = state.partitions.snapshot, state.replicas
     topics = []
     for topic in request.body.topics:
         parts = []
         for part in topic.partitions:
-            plog = snapshot.leading.get((topic.name, part.partition_index))
-            if plog is None:
-                code = _not_led_error(snapshot, topic.name, part.partition_index)
+            led = replicas.leader_of(snapshot, (topic.name, part.partition_index))
+            code = NONE if led is None else replicas.epoch_error(led, part.current_leader_epoch)
+            if led is None or code != NONE:
+                code = code or _not_led_error(snapshot, topic.name, part.partition_index)
                 parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=code))
                 continue
-            timestamp, offset = _offset_for(plog, part.timestamp)
+            timestamp, offset = _offset_for(led.plog, part.timestamp)
             parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=NONE,
                                                       timestamp=timestamp, offset=offset,
-                                                      leader_epoch=NO_LEADER_EPOCH))
+                                                      leader_epoch=led.leader_epoch))
         topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# OffsetForLeaderEpoch
+
+
+def handle_offset_for_leader_epoch(request, state) -> OffsetForLeaderEpochResponse:
+    """Where each asked leader epoch ends in this leader's log (KIP-101/279), from its epoch cache."""
+    snapshot, replicas = state.partitions.snapshot, state.replicas
+    topics = []
+    for topic in request.body.topics:
+        parts = []
+        for part in topic.partitions:
+            led = replicas.leader_of(snapshot, (topic.topic, part.partition))
+            code = NONE if led is None else replicas.epoch_error(led, part.current_leader_epoch)
+            if led is None or code != NONE:
+                code = code or _not_led_error(snapshot, topic.topic, part.partition)
+                parts.append(EpochEndOffset(error_code=code, partition=part.partition))
+                continue
+            found = led.plog.leader_epochs.end_offset_for(part.leader_epoch, led.plog.log_end_offset)
+            parts.append(EpochEndOffset(error_code=NONE, partition=part.partition, leader_epoch=found.epoch,
+                                        end_offset=found.end_offset))
+        topics.append(OffsetForLeaderTopicResult(topic=topic.topic, partitions=parts))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
 
 
 def _offset_for(plog, timestamp: int) -> tuple[int, int]:
@@ -730,4 +767,5 @@ HANDLERS = {
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.DELETE_TOPICS: handle_delete_topics,
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
 }

@@ -19,7 +19,8 @@ from __future__ import annotations
 import struct
 
 from sparklog.protocol import (api_versions, create_topics, delete_topics, fetch, find_coordinator, groups,
-                               init_producer_id, list_offsets, metadata, offset_commit, offset_fetch, produce)
+                               init_producer_id, list_offsets, metadata, offset_commit, offset_fetch,
+                               offset_for_leader_epoch, produce)
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import (LocalProtocolError, MalformedRequest, MalformedResponse,
                                       UnsupportedVersion)
@@ -49,6 +50,7 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
     (create_topics.CreateTopicsRequest, create_topics.CreateTopicsResponse),
     (delete_topics.DeleteTopicsRequest, delete_topics.DeleteTopicsResponse),
     (init_producer_id.InitProducerIdRequest, init_producer_id.InitProducerIdResponse),
+    (offset_for_leader_epoch.OffsetForLeaderEpochRequest, offset_for_leader_epoch.OffsetForLeaderEpochResponse),
 ]
 
 REQUESTS: dict[ApiKey, type[Message]] = {ApiKey(req.api_key): req for req, _ in _PAIRS}

@@ -51,3 +51,7 @@ class CorruptIndexError(StorageError):
 
 class LogClosedError(StorageError):
     """The log was closed or deleted."""
+
+
+class OffsetsNotContiguous(StorageError):
+    """A replicated batch does not start where the log ends (a follower's fetch raced a truncation)."""
