@@ -251,6 +251,15 @@ def _produce_error(index: int, code: int, message: str | None = None) -> Partiti
                                     log_start_offset=NO_OFFSET, error_message=message)
 
 
+def _led_or_error(state, snapshot, topic: str, partition: int, current_leader_epoch: int):
+    """(the led partition, NONE), or (None, why it is not served: not led here, or a stale/unknown epoch)."""
+    led = state.replicas.leader_of(snapshot, (topic, partition))
+    if led is None:
+        return None, _not_led_error(snapshot, topic, partition)
+    code = state.replicas.epoch_error(led, current_leader_epoch)
+    return (led, NONE) if code == NONE else (None, code)
+
+
 def _not_led_error(snapshot, topic: str, partition: int) -> int:
     """Why this broker does not serve (topic, partition): unknown, illegal name, or led elsewhere."""
     meta = snapshot.topics.get(topic)
@@ -309,7 +318,6 @@ async def _fetch_long_poll(body, state, plogs) -> FetchResponse:
 def _fetch_once(body, state):
     """(response, bytes ready, logs read, whether any partition failed) for one pass over the request."""
     snapshot = state.partitions.snapshot
-    replicas = state.replicas
     follower = body.replica_id >= 0
     budget = min(body.max_bytes, state.config.fetch_max_bytes)
     ready = 0
@@ -321,11 +329,10 @@ def _fetch_once(body, state):
         parts = []
         for part in topic.partitions:
             index = part.partition
-            led = replicas.leader_of(snapshot, (name, index))
-            code = NONE if led is None else replicas.epoch_error(led, part.current_leader_epoch)
-            if led is None or code != NONE:
+            led, code = _led_or_error(state, snapshot, name, index, part.current_leader_epoch)
+            if led is None:
                 failed = True
-                parts.append(_fetch_error(index, code or _not_led_error(snapshot, name, index)))
+                parts.append(_fetch_error(index, code))
                 continue
             plog = led.plog
             plogs.append(plog)
@@ -369,15 +376,13 @@ def _fetch_error(index: int, code: int) -> PartitionData:
 
 
 def handle_list_offsets(request, state) -> ListOffsetsResponse:
-    snapshot, replicas = state.partitions.snapshot, state.replicas
+    snapshot = state.partitions.snapshot
     topics = []
     for topic in request.body.topics:
         parts = []
         for part in topic.partitions:
-            led = replicas.leader_of(snapshot, (topic.name, part.partition_index))
-            code = NONE if led is None else replicas.epoch_error(led, part.current_leader_epoch)
-            if led is None or code != NONE:
-                code = code or _not_led_error(snapshot, topic.name, part.partition_index)
+            led, code = _led_or_error(state, snapshot, topic.name, part.partition_index, part.current_leader_epoch)
+            if led is None:
                 parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=code))
                 continue
             timestamp, offset = _offset_for(led.plog, part.timestamp)
@@ -394,15 +399,13 @@ def handle_list_offsets(request, state) -> ListOffsetsResponse:
 
 def handle_offset_for_leader_epoch(request, state) -> OffsetForLeaderEpochResponse:
     """Where each asked leader epoch ends in this leader's log (KIP-101/279), from its epoch cache."""
-    snapshot, replicas = state.partitions.snapshot, state.replicas
+    snapshot = state.partitions.snapshot
     topics = []
     for topic in request.body.topics:
         parts = []
         for part in topic.partitions:
-            led = replicas.leader_of(snapshot, (topic.topic, part.partition))
-            code = NONE if led is None else replicas.epoch_error(led, part.current_leader_epoch)
-            if led is None or code != NONE:
-                code = code or _not_led_error(snapshot, topic.topic, part.partition)
+            led, code = _led_or_error(state, snapshot, topic.topic, part.partition, part.current_leader_epoch)
+            if led is None:
                 parts.append(EpochEndOffset(error_code=code, partition=part.partition))
                 continue
             found = led.plog.leader_epochs.end_offset_for(part.leader_epoch, led.plog.log_end_offset)
