@@ -256,6 +256,8 @@ def _led_or_error(state, snapshot, topic: str, partition: int, current_leader_ep
     led = state.replicas.leader_of(snapshot, (topic, partition))
     if led is None:
         return None, _not_led_error(snapshot, topic, partition)
+    if led.fenced:
+        return None, NOT_LEADER_OR_FOLLOWER  # its state moved on: it waits for the new one (replica_manager)
     code = state.replicas.epoch_error(led, current_leader_epoch)
     return (led, NONE) if code == NONE else (None, code)
 

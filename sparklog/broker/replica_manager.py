@@ -48,6 +48,15 @@ NOT_ENOUGH_REPLICAS_AFTER_APPEND = errors.NotEnoughReplicasAfterAppendError.errn
 NO_EPOCH_CHECK = -1  # current_leader_epoch of a client that does not fence
 
 
+@dataclass(frozen=True)
+class ReplicaManagerStatistics:
+    leading: int
+    fenced_now: int  # led partitions fenced and waiting for their new state
+    isr_writes: int
+    fencings: int
+    fetchers: tuple
+
+
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
@@ -111,9 +120,9 @@ class ReplicaManager:
             await asyncio.gather(self._applying, return_exceptions=True)
         await self.fetchers.close()
 
-    def statistics(self) -> dict:
-        return {"leading": len(self.leaders), "isr_writes": self._isr_writes, "fenced": self._fenced,
-                "fetchers": self.fetchers.statistics()}
+    def statistics(self) -> ReplicaManagerStatistics:
+        return ReplicaManagerStatistics(len(self.leaders), sum(1 for led in self.leaders.values() if led.fenced),
+                                        self._isr_writes, self._fenced, tuple(self.fetchers.statistics()))
 
     # -- snapshots -----------------------------------------------------------------------------------------
 

@@ -778,8 +778,17 @@ class PartitionLog:
         return offset
 
     def use_replicated_high_watermark(self) -> None:
-        """From now on only set_high_watermark moves the HW (Rule R3); flushes keep fsyncing."""
-        self._replicated_hw = True
+        """From now on only set_high_watermark moves the HW (Rule R3); flushes keep fsyncing.
+
+        The first call drops the HW to the log start: what an opened log holds may include a tail no other
+        replica has, and nothing may be shown as committed until replication says so (a leader learns it
+        within one fetch of each ISR follower, a follower from its leader's next answer)."""
+        with self._lock:
+            if self._replicated_hw:
+                return
+            self._replicated_hw = True
+            first = self._segments[0]
+            self._hw = _Visible(first.base_offset, first.base_offset, 0)
 
     def set_high_watermark(self, offset: int) -> int:
         """Move the HW forward to `offset` (capped at the LEO, rounded down to a batch start); return it."""

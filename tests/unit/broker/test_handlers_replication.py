@@ -150,3 +150,75 @@ def test_offset_for_leader_epoch_answers_from_the_epoch_cache(state, logs):
     answers = handlers.handle_offset_for_leader_epoch(request(body, 23, 3), state).topics[0].partitions
     assert [(a.error_code, a.leader_epoch, a.end_offset) for a in answers] == [
         (0, EPOCH, 2), (0, EPOCH - 1, 0), (handlers.errors.FencedLeaderEpochError.errno, -1, -1)]
+
+
+# -- with a real ZooKeeper: ISR writes, NOT_ENOUGH_REPLICAS_AFTER_APPEND, a zombie leader fenced ---------------
+
+LAG_MS = 200
+
+
+@pytest.fixture
+def zk_state(zk, logs):
+    """A broker leading a fresh RF-3 topic `z` (min.insync.replicas=2) whose state lives in ZooKeeper."""
+    from sparklog.broker.partitions import topic_meta
+    from sparklog.broker.purgatory import Purgatory
+    from sparklog.broker.replica_manager import ReplicaManager
+    from sparklog.coordination import topics
+
+    created = topics.create_topic(zk, "z", 1, 3, {"min.insync.replicas": "2"}, live_broker_ids=[1, 2, 3])
+    me = created.states[0].leader
+    config = BrokerConfig.from_properties({"broker.id": str(me), "log.dirs": "/u", "zookeeper.connect": "u:1"})
+    snapshot = MetadataSnapshot({"z": topic_meta(topics.get_topic(zk, "z"))}, {}, {("z", 0): logs.get_or_create("z", 0)})
+    purgatory = Purgatory()
+    replicas = ReplicaManager(zk, me, purgatory, replica_lag_time_max_ms=LAG_MS)
+    return handlers.BrokerState(config=config, broker_id=me, cluster_id="c" * 22, zk=zk, logs=logs,
+                                partitions=FakePartitions(snapshot), waiters=purgatory, replicas=replicas)
+
+
+def test_isr_shrinking_while_acks_all_waits_is_not_enough_replicas_after_append_then_expands(zk, zk_state):
+    from sparklog.coordination import topics
+
+    me = zk_state.broker_id
+    others = [b for b in (1, 2, 3) if b != me]
+
+    async def scenario():
+        zk_state.replicas.start(asyncio.get_running_loop())
+        pending = produce(zk_state, "z", [b"a"], timeout_ms=10_000)
+        assert code_of(await asyncio.wait_for(pending, 5)) == handlers.errors.NotEnoughReplicasAfterAppendError.errno
+        state = topics.partition_state(zk, "z", 0)
+        assert (state.leader, state.isr, state.leader_epoch) == (me, (me,), 0)  # the leader's version-checked write
+        assert code_of(produce(zk_state, "z", [b"b"])) == handlers.NOT_ENOUGH_REPLICAS
+        fetch(zk_state, "z", 1, replica_id=others[0], current_leader_epoch=0)  # caught up: rejoins
+        for _ in range(50):
+            await asyncio.sleep(0.05)
+            if topics.partition_state(zk, "z", 0).isr == tuple(sorted((me, others[0]))):
+                break
+        assert topics.partition_state(zk, "z", 0).isr == tuple(sorted((me, others[0])))
+        await zk_state.replicas.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_zombie_leader_never_acknowledges_acks_all(zk, zk_state):
+    """Its state moved on (a new leader, a new epoch) without it noticing: the ISR shrink it needs is a
+    version-checked write that fails, so it fences itself and answers NOT_LEADER_OR_FOLLOWER."""
+    from sparklog.coordination import topics
+
+    me = zk_state.broker_id
+    others = [b for b in (1, 2, 3) if b != me]
+    old = topics.partition_state(zk, "z", 0)
+    moved = topics.set_partition_state(zk, "z", 0, topics.PartitionState(others[0], tuple(others), 1, 1),
+                                       expected_version=old.zk_version)
+
+    async def scenario():
+        zk_state.replicas.start(asyncio.get_running_loop())
+        pending = produce(zk_state, "z", [b"zombie"], timeout_ms=10_000)
+        assert code_of(await asyncio.wait_for(pending, 5)) == handlers.NOT_LEADER_OR_FOLLOWER
+        assert code_of(produce(zk_state, "z", [b"again"])) == handlers.NOT_LEADER_OR_FOLLOWER
+        assert zk_state.replicas.statistics().fencings == 1
+        await zk_state.replicas.close()
+
+    asyncio.run(scenario())
+    assert topics.partition_state(zk, "z", 0) == moved  # the controller's state stands
+    assert latest(zk_state, "z")[0] == handlers.NOT_LEADER_OR_FOLLOWER  # fenced: serves nothing
+    assert zk_state.logs.get("z", 0).high_watermark == 0  # nothing of the zombie's became visible

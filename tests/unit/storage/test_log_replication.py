@@ -82,6 +82,19 @@ def test_replicated_high_watermark_is_set_not_flushed(tmp_path, flusher):
     assert [b.base_offset for b in iter_batches(log.read(0, 10_000).read_bytes())] == [0, 3]
 
 
+def test_replicated_mode_starts_with_nothing_committed(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    log.append(make_batch(3))
+    log.flush()
+    assert log.high_watermark == 3
+    log.use_replicated_high_watermark()
+    assert log.high_watermark == 0 and log.read(0, 10_000).length == 0
+    log.use_replicated_high_watermark()  # later calls change nothing
+    assert log.set_high_watermark(3) == 3
+    log.use_replicated_high_watermark()
+    assert log.high_watermark == 3
+
+
 def test_read_replica_reaches_the_log_end_beyond_the_high_watermark(tmp_path, flusher):
     log = open_log(tmp_path, flusher)
     log.use_replicated_high_watermark()
