@@ -72,6 +72,21 @@ def _produce(producer, topic, values):
     return acked, failed
 
 
+def _produce_kafka_python(cluster, topic, values):
+    """kafka-python with acks=all, in order (one in flight); every send must be acknowledged."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=2,
+                             max_in_flight_requests_per_connection=1)
+    try:
+        futures = [producer.send(topic, value=v, partition=0) for v in values]
+        producer.flush(TIMEOUT_S)
+        assert all(f.get(TIMEOUT_S).offset >= 0 for f in futures)
+    finally:
+        producer.close(TIMEOUT_S)
+    return values
+
+
 def _consume_all(cluster, topic, partition=0):
     from confluent_kafka import Consumer, TopicPartition
 
@@ -116,6 +131,7 @@ def test_followers_converge_byte_identical_and_acks_all_is_replicated(three, zk)
     values = [b"value-%d" % i for i in range(300)]
     acked, failed = _produce(_producer(three), "rep", values)
     assert failed == [] and sorted(acked) == sorted(values)
+    values += _produce_kafka_python(three, "rep", [b"kp-%d" % i for i in range(100)])
     logs = _wait(lambda: (lambda b: b if len(set(b)) == 1 and b[0] else None)(
         [_segment_bytes(three, i, "rep") for i in (1, 2, 3)]), "three identical logs")
     assert len(logs[0]) > 300 * 7
