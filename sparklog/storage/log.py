@@ -738,9 +738,12 @@ class PartitionLog:
         """append() with `leader_epoch` stamped into every batch header and recorded in the epoch cache."""
         data = batches if type(batches) is bytearray else bytearray(batches)
         position, size = 0, len(data)
-        while position + HEADER_SIZE <= size:
+        while position + HEADER_SIZE <= size:  # a bad length stops the walk; append() then refuses the bytes
             set_partition_leader_epoch(data, leader_epoch, position)
-            position += peek_size(data, position)
+            batch_size = peek_size(data, position)
+            if batch_size < HEADER_SIZE:
+                break
+            position += batch_size
         cache = self.leader_epochs
         if leader_epoch > cache.latest_epoch:
             cache.assign(leader_epoch, self._leo)

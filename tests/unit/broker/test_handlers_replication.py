@@ -222,3 +222,27 @@ def test_a_zombie_leader_never_acknowledges_acks_all(zk, zk_state):
     assert topics.partition_state(zk, "z", 0) == moved  # the controller's state stands
     assert latest(zk_state, "z")[0] == handlers.NOT_LEADER_OR_FOLLOWER  # fenced: serves nothing
     assert zk_state.logs.get("z", 0).high_watermark == 0  # nothing of the zombie's became visible
+
+
+def test_while_zookeeper_is_away_the_leader_serves_and_the_isr_change_waits(zk_connect, zk_state):
+    """The broker's own session is gone (its client stopped): the shrink cannot be written, so acks=all waits
+    (and times out) instead of being acknowledged by a leader alone, while acks=1 goes on."""
+    from sparklog.coordination import topics
+    from sparklog.coordination.connection import close, connect
+
+    away = connect(zk_connect)
+    close(away)
+    zk_state.replicas.zk = away
+    before = topics.partition_state(zk_state.zk, "z", 0)
+
+    async def scenario():
+        zk_state.replicas.start(asyncio.get_running_loop())
+        response = await produce(zk_state, "z", [b"waits"], timeout_ms=4 * LAG_MS)
+        assert code_of(response) == handlers.REQUEST_TIMED_OUT
+        assert code_of(produce(zk_state, "z", [b"served"], acks=1)) == 0
+        assert zk_state.replicas.statistics().isr_writes == 0
+        await zk_state.replicas.close()
+
+    asyncio.run(scenario())
+    assert topics.partition_state(zk_state.zk, "z", 0) == before
+    assert zk_state.logs.get("z", 0).log_end_offset == 2

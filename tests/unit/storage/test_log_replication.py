@@ -50,6 +50,16 @@ def test_follower_copies_leader_bytes_verbatim(tmp_path, flusher):
     assert len(follower.segments) > 1
 
 
+@pytest.mark.parametrize("length", [-12, 0, 5])
+def test_leader_append_of_a_bad_length_is_refused_not_looped_on(tmp_path, flusher, length):
+    log = open_log(tmp_path, flusher)
+    data = bytearray(make_batch(2))
+    data[8:12] = length.to_bytes(4, "big", signed=True)
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(bytes(data) + make_batch(1), 3)
+    assert log.log_end_offset == 0
+
+
 def test_replicated_batches_must_continue_the_log_and_nothing_is_written_otherwise(tmp_path, flusher):
     leader = open_log(tmp_path, flusher, "a-0")
     follower = open_log(tmp_path, flusher, "b-0")
