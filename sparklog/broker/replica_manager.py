@@ -229,12 +229,16 @@ class ReplicaManager:
             self._write_isr_soon(led)
 
     def produce_outcome(self, led: LedPartition, required_offset: int) -> int | None:
-        """An acks=all write ending at `required_offset`: its answer, or None while it must wait."""
-        if led.fenced or self.leaders.get(led.key) is not led:
+        """An acks=all write ending at `required_offset`: its answer, or None while it must wait.
+
+        A new leader epoch with this broker still leader (the same log) keeps the write waiting, as Kafka's
+        DelayedProduce does; losing leadership, or being fenced, answers NOT_LEADER_OR_FOLLOWER."""
+        current = self.leaders.get(led.key)
+        if current is None or current.fenced or current.plog is not led.plog:
             return NOT_LEADER_OR_FOLLOWER
-        if led.plog.high_watermark < required_offset:
+        if current.plog.high_watermark < required_offset:
             return None
-        if len(led.state.isr) < led.min_insync:
+        if len(current.state.isr) < current.min_insync:
             return NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return NONE
 

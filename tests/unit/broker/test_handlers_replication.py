@@ -129,6 +129,27 @@ def test_acks_all_waits_for_the_isr_followers_fetch(state, logs):
     asyncio.run(scenario())
 
 
+def test_acks_all_keeps_waiting_across_a_new_epoch_of_the_same_leader(state):
+    async def scenario():
+        task = asyncio.ensure_future(produce(state, "three", [b"a"]))
+        await asyncio.sleep(0.05)
+        snapshot = state.partitions.snapshot
+        topics = dict(snapshot.topics)
+        topics["three"] = TopicMeta("three", {0: PartitionMeta(0, ME, EPOCH + 1, (ME, OTHER, THIRD), (ME, OTHER))},
+                                    config={"min.insync.replicas": "2"})
+        state.partitions.snapshot = MetadataSnapshot(topics, snapshot.brokers, snapshot.leading)
+        state.replicas.apply(state.partitions.snapshot)  # what the partition manager's listener does
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        assert fetch(state, "three", 1, replica_id=OTHER, current_leader_epoch=EPOCH).error_code == \
+            handlers.errors.FencedLeaderEpochError.errno  # a follower still in the old epoch
+        fetch(state, "three", 1, replica_id=OTHER, current_leader_epoch=EPOCH + 1)
+        assert code_of(await asyncio.wait_for(task, 2)) == 0
+        await state.replicas.close()
+
+    asyncio.run(scenario())
+
+
 @pytest.mark.parametrize("epoch, code", [(-1, 0), (EPOCH, 0), (EPOCH - 1, handlers.errors.FencedLeaderEpochError.errno),
                                          (EPOCH + 1, handlers.errors.UnknownLeaderEpochError.errno)])
 def test_current_leader_epoch_is_checked(state, epoch, code):
