@@ -263,6 +263,12 @@ class ReplicaFetcher:
 
     def _apply_fetched(self, key, part: _Partition, data) -> None:
         code = data.error_code
+        plog = part.target.plog
+        if code == OFFSET_OUT_OF_RANGE and plog.log_end_offset < data.log_start_offset:
+            log.info("%s: the leader's log starts at %d, past this log's end %d: restarting there", plog.name,
+                     data.log_start_offset, plog.log_end_offset)
+            plog.truncate_fully_and_start_at(data.log_start_offset)
+            return
         if code == OFFSET_OUT_OF_RANGE:
             part.truncating = True
             self._back_off(key, part, code)
@@ -270,7 +276,6 @@ class ReplicaFetcher:
         if code != NONE:
             self._back_off(key, part, code)
             return
-        plog = part.target.plog
         records = data.records
         try:
             if records is not None and len(records):

@@ -818,6 +818,24 @@ class PartitionLog:
         self.truncate_to(offset)
         self.leader_epochs.truncate_from_end(self._leo)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at `offset`, which may lie past the LEO (Kafka's
+        truncateFullyAndStartAt): a follower whose whole log is below its leader's log start."""
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    raise LogClosedError(f"{self.name} is closed")
+                doomed = list(self._segments)
+                self._retire_locked(doomed)  # first: the fresh segment may reuse a doomed one's name
+                fresh = LogSegment(self.directory, offset, self.config, self._files, self._clock())
+                self._set_segments((fresh,))
+                self._leo = offset
+                self._hw = _Visible(offset, offset, 0)
+                self._recovery_point = min(self._recovery_point, offset)
+            self._schedule_deletes(doomed)
+            self.flush()
+        self.leader_epochs.clear()
+
     def read_replica(self, offset: int, max_bytes: int) -> FileSlice:
         """read() up to the LEO instead of the HW: what a leader sends its followers."""
         with self._lock:

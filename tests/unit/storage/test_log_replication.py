@@ -105,6 +105,25 @@ def test_replicated_mode_starts_with_nothing_committed(tmp_path, flusher):
     assert log.high_watermark == 3
 
 
+def test_truncate_fully_and_start_past_the_end(tmp_path, flusher):
+    log = open_log(tmp_path, flusher, **{"segment.bytes": "300"})
+    for _ in range(4):
+        log.append_as_leader(make_batch(3), 1)
+    log.truncate_fully_and_start_at(100)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (100, 100, 100)
+    assert log.leader_epochs.entries == ()
+    leader = open_log(tmp_path, flusher, "leader-0")
+    leader.append_as_leader(make_batch(2), 5)
+    copied = bytearray(leader.read_replica(0, 10_000).read_bytes())
+    copied[0:8] = (100).to_bytes(8, "big")  # the same batch at the leader's offset 100
+    assert log.append_replicated(bytes(copied)) == 102
+    log.close()
+    reopened = open_log(tmp_path, flusher, **{"segment.bytes": "300"})
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (100, 102)
+    assert [e.start_offset for e in reopened.leader_epochs.entries] == [100]
+    reopened.close()
+
+
 def test_read_replica_reaches_the_log_end_beyond_the_high_watermark(tmp_path, flusher):
     log = open_log(tmp_path, flusher)
     log.use_replicated_high_watermark()
