@@ -219,6 +219,8 @@ async def _await_replication(state, response, delayed: list, timeout_ms: int) ->
     """Kafka's DelayedProduce: woken by HW moves and ISR or leadership changes; REQUEST_TIMED_OUT at timeout."""
     loop = asyncio.get_running_loop()
     plogs = list({id(item[2].plog): item[2].plog for item in delayed}.values())
+    for _, _, led, _ in delayed:
+        state.replicas.hasten_visibility(led)
     await state.waiters.wait_until(plogs, lambda: _settle_produces(delayed, state.replicas),
                                    loop.time() + max(0, timeout_ms) / 1000)
     for parts, position, _, _ in delayed:

@@ -23,6 +23,7 @@ FOLLOWER or REMOTE; LEADER (e) --state with epoch e' > e names it leader--> LEAD
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 from dataclasses import dataclass
@@ -74,6 +75,8 @@ class LedPartition:
     replicated: bool  # more than one replica: the HW follows the ISR
     fenced: bool = False
     writing: bool = False  # an ISR write is in flight (Rule 1)
+    flush_wanted: bool = False  # an acks=all write waits for an fsync (hasten_visibility)
+    flushing: bool = False
 
     @property
     def leader_epoch(self) -> int:
@@ -101,6 +104,7 @@ class ReplicaManager:
         self._applying: asyncio.Task | None = None
         self._isr_writes = 0
         self._fenced = 0
+        self._flusher: concurrent.futures.ThreadPoolExecutor | None = None  # hasten_visibility's fsyncs
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -119,6 +123,8 @@ class ReplicaManager:
         if self._applying is not None:
             await asyncio.gather(self._applying, return_exceptions=True)
         await self.fetchers.close()
+        if self._flusher is not None:
+            self._flusher.shutdown(wait=True)
 
     def statistics(self) -> ReplicaManagerStatistics:
         return ReplicaManagerStatistics(len(self.leaders), sum(1 for led in self.leaders.values() if led.fenced),
@@ -241,6 +247,32 @@ class ReplicaManager:
         if len(current.state.isr) < current.min_insync:
             return NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return NONE
+
+    def hasten_visibility(self, led: LedPartition) -> None:
+        """An acks=all write waits on a single-replica log whose HW is its fsynced offset: fsync now, on
+        one background thread, instead of after flush.ms (a group commit: writes arriving meanwhile share
+        the next fsync). Replicated logs need no fsync to become visible. A request landing just as the
+        last fsync ends may wait for the log's own flush, at most flush.ms."""
+        if led.replicated:
+            return
+        led.flush_wanted = True
+        if led.flushing:
+            return
+        led.flushing = True
+        if self._flusher is None:
+            self._flusher = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="acks-all-flush")
+        self._flusher.submit(self._flush_while_wanted, led)
+
+    @staticmethod
+    def _flush_while_wanted(led: LedPartition) -> None:
+        try:
+            while led.flush_wanted:
+                led.flush_wanted = False
+                led.plog.flush()  # moves the HW, which wakes the purgatory through the log's listener
+        except Exception:  # noqa: BLE001 - the flusher thread retries at flush.ms; the write times out or not
+            log.exception("%s-%d: flush for an acks=all write failed", led.key[0], led.key[1])
+        finally:
+            led.flushing = False
 
     def _advance_hw(self, led: LedPartition) -> None:
         if led.replicated and not led.fenced:

@@ -82,23 +82,25 @@ def fetch(state, topic, offset, replica_id=-1, current_leader_epoch=-1):
 
 
 def test_acks_all_is_answered_only_once_the_write_is_visible(state, logs):
+    """Issue 14: with RF 1 and flushed-only visibility (flush.ms never reached here), acks=all is not
+    answered at the append but once the write is fsynced and visible; that fsync is started at once."""
     async def scenario():
+        seen_at_ack = []
+        logs.get("one", 0).add_high_watermark_listener(lambda plog, hw: seen_at_ack.append(hw))
         pending = produce(state, "one", [b"a"])
-        assert asyncio.iscoroutine(pending)  # not flushed, so not visible: no answer yet
-        task = asyncio.ensure_future(pending)
-        await asyncio.sleep(0.05)
-        assert not task.done() and latest(state, "one")[1] == 0
-        logs.get("one", 0).flush()
-        response = await asyncio.wait_for(task, 2)
-        assert code_of(response) == 0
+        assert asyncio.iscoroutine(pending)  # not visible at the append: no answer yet
+        response = await asyncio.wait_for(pending, 2)
+        assert code_of(response) == 0 and seen_at_ack == [1]
         assert latest(state, "one")[:2] == (0, 1)  # ListOffsets right after the ack sees the write
+        await state.replicas.close()
 
     asyncio.run(scenario())
 
 
-def test_acks_all_not_visible_in_time_is_request_timed_out(state):
-    response = asyncio.run(produce(state, "one", [b"a"], timeout_ms=100))
+def test_acks_all_not_replicated_in_time_is_request_timed_out(state, logs):
+    response = asyncio.run(produce(state, "three", [b"a"], timeout_ms=100))
     assert code_of(response) == handlers.REQUEST_TIMED_OUT
+    assert logs.get("three", 0).high_watermark == 0
 
 
 def test_acks_all_below_min_insync_is_refused_and_nothing_appended_while_acks_one_works(state, logs):
