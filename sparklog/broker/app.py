@@ -48,6 +48,7 @@ class BrokerStatistics:
     partitions: object
     registration: object
     dispatcher: object
+    replicas: object = None  # ReplicaManagerStatistics
 
 
 class Broker:
@@ -73,6 +74,7 @@ class Broker:
             self.partitions.statistics() if self.partitions else None,
             self.registration.statistics() if self.registration else None,
             self.dispatcher.statistics() if self.dispatcher else None,
+            self.replicas.statistics() if self.replicas else None,
         )
 
     def run(self) -> None:

@@ -1,8 +1,12 @@
 """One function per Kafka API: `handle_x(request, state) -> response body`, with no socket access.
 
 Rule 1: a handler returns the response body, or None (Produce with acks=0), or a coroutine that resolves to
-one of those (a long-polling Fetch, anything that writes to ZooKeeper: those calls block, so they run on
-`state.executor` threads and the event loop never waits for ZooKeeper).
+one of those (a long-polling Fetch, an acks=all Produce parked in the purgatory until the high watermark
+passes its batches, anything that writes to ZooKeeper: those calls block, so they run on `state.executor`
+threads and the event loop never waits for ZooKeeper).
+Rule 3: Produce, Fetch, ListOffsets and OffsetForLeaderEpoch are served by the leader only, in its current
+leader epoch (`current_leader_epoch` older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH); a follower's
+Fetch (replica_id >= 0) reads up to the log end and reports the follower's LEO (replica_manager.py).
 Rule 2: what a client sends never raises out of a handler: every per-topic or per-partition problem becomes
 that entry's error code. An exception escaping a handler is a broker bug (the server closes the connection).
 

@@ -3,7 +3,7 @@
 Rule 1: appends take whole encoded batches, validate all of them before writing any, assign offsets in the
 headers and write them with one write; the log end offset (LEO) is the offset after the last append.
 Rule 2: readers see offsets below the high watermark (HW) only: the flushed offset by default, or the LEO
-with flush.visibility=appended. Readers never take the writer's lock: they use an immutable snapshot of
+with flush.visibility=appended, or, on a replicated log, what replication sets (Rules R1-R3 below). Readers never take the writer's lock: they use an immutable snapshot of
 the segment tuple, swapped (copy-on-write) on roll, retention and truncation.
 Rule 3: on open, the segments from the recovery point on are replayed and truncated after their valid
 prefix; the segments after the first truncation are deleted (Kafka's LogLoader).
