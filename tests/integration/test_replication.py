@@ -239,3 +239,24 @@ def test_leader_killed_and_replaced_loses_no_acknowledged_write(three, zk):
     consumed = [v for _, v in _consume_all(three, "bounce")]
     assert set(acked) <= set(consumed), f"{len(set(acked) - set(consumed))} acknowledged writes lost"
     _wait(lambda: len({_segment_bytes(three, i, "bounce") for i in (1, 2, 3)}) == 1, "identical logs")
+
+
+def test_follower_with_a_corrupt_tail_recovers_and_refetches(three, zk):
+    _create(zk, "torn", config={"min.insync.replicas": "2"})
+    leader = _state(zk, "torn").leader
+    acked, failed = _produce(_producer(three), "torn", [b"first-%d" % i for i in range(100)])
+    assert failed == []
+    _wait(lambda: len({_segment_bytes(three, i, "torn") for i in (1, 2, 3)}) == 1, "replicated")
+    victim = next(b for b in (1, 2, 3) if b != leader)
+    three.brokers[victim].kill()
+    directory = Path(three.brokers[victim].log_dir) / "torn-0"
+    segment = directory / sorted(n for n in os.listdir(directory) if n.endswith(".log"))[-1]
+    data = bytearray(segment.read_bytes())
+    data[-5] ^= 0xFF  # a flipped byte in the last batch: its CRC fails
+    segment.write_bytes(bytes(data))
+    acked, failed = _produce(_producer(three), "torn", [b"second-%d" % i for i in range(50)])
+    assert failed == []  # the other follower keeps min.insync.replicas
+    three.brokers[victim].start()
+    _wait(lambda: len({_segment_bytes(three, i, "torn") for i in (1, 2, 3)}) == 1, "the victim to converge")
+    assert [v for _, v in _consume_all(three, "torn")] == (
+        [b"first-%d" % i for i in range(100)] + [b"second-%d" % i for i in range(50)])
