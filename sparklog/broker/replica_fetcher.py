@@ -8,9 +8,10 @@ epoch): it asks the leader with OffsetForLeaderEpoch where its own latest epoch 
 exactly there (KIP-101, KIP-279: `truncation_point`), repeating until the answer names an epoch it knows.
 Only then is it FETCHING: the leader's batches are appended verbatim (`PartitionLog.append_replicated`)
 and its high watermark becomes min(leader's HW, own LEO).
-Rule 2: FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION
-delay that partition by REPLICA_FETCH_BACKOFF_MS (the new state reaches this broker through its watches
-and restarts it in TRUNCATING); OFFSET_OUT_OF_RANGE or a batch that does not continue the log sends it
+Rule 2: FENCED_LEADER_EPOCH delays that partition by REPLICA_FETCH_BACKOFF_MS (the new state reaches this
+broker through its watches and restarts it in TRUNCATING at once); UNKNOWN_LEADER_EPOCH,
+NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION (the leader has not seen the state yet) by
+LEADER_CATCHING_UP_BACKOFF_MS; OFFSET_OUT_OF_RANGE or a batch that does not continue the log sends it
 back to TRUNCATING. A connection error closes the connection and retries after the backoff.
 Rule 3: the fetchers only run on the broker's event loop; `update()` is called there too, so a partition
 removed from a fetcher (it became leader, or its leader moved) is never appended to after it returns.
@@ -46,12 +47,17 @@ REPLICA_FETCH_MIN_BYTES = 1  # replica.fetch.min.bytes: Kafka's default
 REPLICA_FETCH_MAX_BYTES = 1048576  # replica.fetch.max.bytes (per partition): Kafka's default
 REPLICA_FETCH_RESPONSE_MAX_BYTES = 10485760  # replica.fetch.response.max.bytes: Kafka's default
 REPLICA_FETCH_BACKOFF_MS = 1000  # replica.fetch.backoff.ms: Kafka's default
+# The leader has not seen the state this follower acts on yet (its own watch fires within milliseconds):
+# retry sooner, as failover waits for it. Ours; Kafka's controller tells the leader first instead.
+LEADER_CATCHING_UP_BACKOFF_MS = 100
 REPLICA_SOCKET_TIMEOUT_MS = 30000  # replica.socket.timeout.ms: Kafka's default
 # A response frame larger than this is refused before it is buffered (the response cap plus headers).
 MAX_RESPONSE_FRAME_BYTES = REPLICA_FETCH_RESPONSE_MAX_BYTES + 1024 * 1024
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = errors.OffsetOutOfRangeError.errno
+_LEADER_CATCHING_UP = {errors.UnknownLeaderEpochError.errno, errors.NotLeaderOrFollowerError.errno,
+                       errors.UnknownTopicOrPartitionError.errno}
 _SIZE = struct.Struct(">i")
 
 
@@ -200,7 +206,8 @@ class ReplicaFetcher:
 
     def _back_off(self, key, part: _Partition, code: int) -> None:
         self._note_error(f"{key[0]}-{key[1]}: {errors.for_code(code).__name__}")
-        part.retry_at = time.monotonic() + REPLICA_FETCH_BACKOFF_MS / 1000
+        delay_ms = LEADER_CATCHING_UP_BACKOFF_MS if code in _LEADER_CATCHING_UP else REPLICA_FETCH_BACKOFF_MS
+        part.retry_at = time.monotonic() + delay_ms / 1000
 
     # -- truncation (Rule 1) -------------------------------------------------------------------------------
 
