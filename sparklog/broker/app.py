@@ -3,19 +3,27 @@
 Startup order (Kafka's): connect to ZooKeeper and read the cluster id -> open the log manager (recovery
 runs here) -> bind the listeners -> register `/brokers/ids/<id>` (waiting out the ephemeral node of a
 killed predecessor with the same id) -> watch the registries and open the partitions this broker leads ->
-serve. Shutdown (SIGTERM, SIGINT, or `Broker.stop()`) runs it backwards: stop serving (listeners, then
+listen -> print the ready line -> serve. The listeners are bound early (the registration advertises the
+port) but listen only once requests can be answered: until then a connection is refused, never accepted
+and left unanswered (a restarted broker may wait a whole ZooKeeper session timeout to register).
+Shutdown (SIGTERM, SIGINT, or `Broker.stop()`) runs it backwards: stop serving (listeners, then
 connections, then tasks), deregister, stop the watches, flush and close the logs, close ZooKeeper.
 
 The (api, version) pairs served per client (`Dispatcher.statistics().versions_by_client`) are written to
-the log as one `API_MATRIX_MARKER <json>` line on SIGUSR1 and at shutdown, for tests and operators.
+the log as one `API_MATRIX_MARKER <json>` line on SIGUSR1 and at shutdown, for tests and operators; so is
+the server's `statistics()` (connections, queued request bytes, `handler_errors` ...) as one
+`STATISTICS_MARKER <json>` line, which is how the hostile-input tests see handler exceptions that the
+server caught (`BrokerProcess.statistics()` in launcher.py sends the signal and parses the line).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import json
 import logging
+import resource
 import signal
 import sys
 from dataclasses import dataclass
@@ -39,6 +47,8 @@ ZOOKEEPER_WORKERS = 4
 REGISTRATION_GRACE_S = 5.0
 # Prefix of the log line holding the versions served per client (tests/support/cluster.py parses it).
 API_MATRIX_MARKER = "api versions served:"
+# Prefix of the log line holding the server's statistics (launcher.BrokerProcess.statistics parses it).
+STATISTICS_MARKER = "broker statistics:"
 
 
 @dataclass(frozen=True)
@@ -88,6 +98,7 @@ class Broker:
             self._build_server()
             await self.loop.run_in_executor(None, self._register_and_watch)
             self._install_signal_handlers()
+            self.server.listen()
             host, port = self.advertised
             print(f"sparklog broker {self.config.broker_id} ready on {host}:{port}", flush=True)
             await self.server.serve()
@@ -130,6 +141,8 @@ class Broker:
         self.server = BrokerServer(
             None,
             max_connections=cfg.max_connections,
+            max_connections_per_ip=cfg.max_connections_per_ip,
+            max_queued_bytes=cfg.queued_max_request_bytes,
             idle_timeout_s=cfg.connections_max_idle_ms / 1000.0 if cfg.connections_max_idle_ms > 0 else None,
             send_buffer_bytes=cfg.socket_send_buffer_bytes,
             receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
@@ -168,12 +181,25 @@ class Broker:
 
     def _install_signal_handlers(self) -> None:
         handlers = {signal.SIGTERM: self.server.stop, signal.SIGINT: self.server.stop,
-                    signal.SIGUSR1: self.log_api_matrix}
+                    signal.SIGUSR1: self.log_reports}
         for signum, handler in handlers.items():
             try:
                 self.loop.add_signal_handler(signum, handler)
             except (NotImplementedError, RuntimeError):  # not the main thread
                 pass
+
+    def log_reports(self) -> None:
+        """SIGUSR1: the statistics line, then the api matrix line (which tells readers both are written)."""
+        self.log_statistics()
+        self.log_api_matrix()
+
+    def log_statistics(self) -> None:
+        """One log line: `STATISTICS_MARKER {"broker_id": .., "server": {..ServerStatistics..}}`."""
+        if self.server is None:
+            return
+        server = dataclasses.asdict(self.server.statistics())
+        log.info("%s %s", STATISTICS_MARKER, json.dumps({"broker_id": self.config.broker_id, "server": server},
+                                                        sort_keys=True))
 
     def log_api_matrix(self) -> None:
         """One log line: `API_MATRIX_MARKER {"served": {client: {api: [versions]}}, "refused": ...}`."""
@@ -188,7 +214,7 @@ class Broker:
 
     def _close(self) -> None:
         steps = [
-            ("api matrix", self.log_api_matrix),
+            ("statistics and api matrix", self.log_reports),
             ("registration", lambda: self.registration and self.registration.close()),
             ("partitions", lambda: self.partitions and self.partitions.close()),
             ("dispatcher", lambda: self.dispatcher and self.dispatcher.close()),
@@ -203,9 +229,26 @@ class Broker:
                 log.exception("error closing %s", name)
 
 
+def raise_open_file_limit() -> int:
+    """Raise the soft limit on open files to the hard one (as Go's runtime does at start, and as Kafka's
+    operators do with `ulimit -n`): every connection and every log segment is a descriptor, and the soft
+    default of many systems (1024) is below what `max.connections` and `max.broker.partitions` allow.
+    Returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft >= hard:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:
+        log.warning("could not raise the open-file limit from %d to %d: %s", soft, hard, exc)
+        return soft
+    return hard
+
+
 def main(config: BrokerConfig) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log.info("open-file limit: %d", raise_open_file_limit())
     broker = Broker(config)
     try:
         broker.run()

@@ -28,6 +28,18 @@ DEFAULT_FETCH_MAX_BYTES = 57671680  # fetch.max.bytes (55 MiB): cap of one Fetch
 DEFAULT_QUEUED_MAX_REQUESTS = 500  # queued.max.requests: here per connection, then reading pauses
 DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600000  # connections.max.idle.ms (10 minutes)
 DEFAULT_MAX_CONNECTIONS = 2147483647  # max.connections
+DEFAULT_MAX_CONNECTIONS_PER_IP = 2147483647  # max.connections.per.ip
+# queued.max.request.bytes: bytes of partly received requests, over all connections, before reading pauses.
+# Kafka's default is -1 (no limit); here an unset value means socket.request.max.bytes (one largest
+# request), so hostile or slow clients cannot make the broker buffer without end.
+QUEUED_MAX_REQUEST_BYTES_UNLIMITED = -1
+# Partition limits, checked by CreateTopics before anything is written to ZooKeeper. Kafka has none by
+# default (KIP-578's max.broker.partitions is unbounded); sparklog bounds them because every partition is
+# open files and memory in this process. The per-topic bound also keeps the creation transaction under
+# ZooKeeper's 1 MiB jute.maxbuffer.
+DEFAULT_MAX_BROKER_PARTITIONS = 4000  # max.broker.partitions (KIP-578 name): replicas on one broker
+DEFAULT_MAX_PARTITIONS_PER_TOPIC = 2000  # max.partitions.per.topic
+DEFAULT_MAX_PARTITIONS_PER_REQUEST = 4000  # max.partitions.per.request: summed over a CreateTopics request
 DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS = 300000  # log.retention.check.interval.ms
 DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS = 9223372036854775807  # log.flush.scheduler.interval.ms
 DEFAULT_PORT = 9092
@@ -78,6 +90,11 @@ _BROKER_KEYS = {
     "queued.max.requests",
     "connections.max.idle.ms",
     "max.connections",
+    "max.connections.per.ip",
+    "queued.max.request.bytes",
+    "max.broker.partitions",
+    "max.partitions.per.topic",
+    "max.partitions.per.request",
     "log.retention.check.interval.ms",
     "log.flush.scheduler.interval.ms",
     "broker.rack",
@@ -134,6 +151,11 @@ class BrokerConfig:
     queued_max_requests: int = DEFAULT_QUEUED_MAX_REQUESTS
     connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP
+    queued_max_request_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES  # -1: no limit (Kafka's default)
+    max_broker_partitions: int = DEFAULT_MAX_BROKER_PARTITIONS
+    max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC
+    max_partitions_per_request: int = DEFAULT_MAX_PARTITIONS_PER_REQUEST
     log_retention_check_interval_ms: int = DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS
     log_flush_scheduler_interval_ms: int = DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS
     rack: str | None = None
@@ -179,6 +201,12 @@ class BrokerConfig:
             queued_max_requests=_positive(props, "queued.max.requests", DEFAULT_QUEUED_MAX_REQUESTS),
             connections_max_idle_ms=_int(props, "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS),
             max_connections=_positive(props, "max.connections", DEFAULT_MAX_CONNECTIONS),
+            max_connections_per_ip=_positive(props, "max.connections.per.ip", DEFAULT_MAX_CONNECTIONS_PER_IP),
+            queued_max_request_bytes=_queued_max_request_bytes(props),
+            max_broker_partitions=_positive(props, "max.broker.partitions", DEFAULT_MAX_BROKER_PARTITIONS),
+            max_partitions_per_topic=_positive(props, "max.partitions.per.topic", DEFAULT_MAX_PARTITIONS_PER_TOPIC),
+            max_partitions_per_request=_positive(
+                props, "max.partitions.per.request", DEFAULT_MAX_PARTITIONS_PER_REQUEST),
             log_retention_check_interval_ms=_positive(
                 props, "log.retention.check.interval.ms", DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS
             ),
@@ -281,6 +309,18 @@ def _positive(props: Mapping[str, str], key: str, default: int) -> int:
     value = _int(props, key, default)
     if value <= 0:
         raise ConfigError(f"{key}={value} must be positive")
+    return value
+
+
+def _queued_max_request_bytes(props: Mapping[str, str]) -> int:
+    """-1 (no limit, Kafka's default), else at least socket.request.max.bytes, which is also the default:
+    a smaller pool could never hold the largest request the broker accepts, which would wait forever."""
+    largest = _int(props, "socket.request.max.bytes", DEFAULT_SOCKET_REQUEST_MAX_BYTES)
+    value = _int(props, "queued.max.request.bytes", largest)
+    if value == QUEUED_MAX_REQUEST_BYTES_UNLIMITED:
+        return value
+    if value < largest:
+        raise ConfigError(f"queued.max.request.bytes={value} must be -1 or at least socket.request.max.bytes={largest}")
     return value
 
 

@@ -26,6 +26,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparklog.broker import partition_limits
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.purgatory import Purgatory
 from sparklog.broker.replica_manager import ReplicaManager
@@ -519,9 +520,13 @@ async def _create_topics(body, state) -> CreateTopicsResponse:
     seen: dict[str, int] = {}
     for topic in body.topics:
         seen[topic.name] = seen.get(topic.name, 0) + 1
+    too_many = partition_limits.request_problem(
+        state.config, [_requested_partitions(state.config, topic) for topic in body.topics])
     results = []
     for topic in body.topics:
-        if seen[topic.name] > 1:
+        if too_many:
+            code, message = too_many
+        elif seen[topic.name] > 1:
             code, message = INVALID_REQUEST, "the topic appears more than once in the request"
         else:
             code, message = await _create_one(state, topic, body.validate_only)
@@ -531,7 +536,7 @@ async def _create_topics(body, state) -> CreateTopicsResponse:
 
 async def _create_one(state, topic, validate_only: bool) -> tuple[int, str | None]:
     cfg = state.config
-    partitions = cfg.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+    partitions = _requested_partitions(cfg, topic)
     replication = cfg.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
     if topic.assignments:
         return INVALID_REPLICA_ASSIGNMENT, "manual replica assignments are not supported"
@@ -540,6 +545,10 @@ async def _create_one(state, topic, validate_only: bool) -> tuple[int, str | Non
     if problem:
         return INVALID_CONFIG, problem
     return await _create_topic(state, topic.name, partitions, replication, overrides, validate_only)
+
+
+def _requested_partitions(cfg, topic) -> int:
+    return cfg.num_partitions if topic.num_partitions == -1 else topic.num_partitions
 
 
 def _check_topic_config(overrides: dict) -> str | None:
@@ -567,6 +576,10 @@ async def _create_topic(state, name, partitions, replication, overrides, validat
     live = sorted(state.partitions.snapshot.brokers)
     if replication > len(live):
         return INVALID_REPLICATION_FACTOR, f"replication factor {replication} > {len(live)} live brokers"
+    over_limit = partition_limits.topic_problem(state.config, state.partitions.snapshot.topics, live, partitions,
+                                                replication)
+    if over_limit:
+        return over_limit
     if validate_only:
         if name in state.partitions.snapshot.topics:
             return TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"

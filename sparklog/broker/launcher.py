@@ -40,6 +40,8 @@ READY = re.compile(r"^sparklog broker (\d+) ready on (\S+):(\d+)$", re.M)
 # The broker logs this (sparklog.broker.app.API_MATRIX_MARKER) on SIGUSR1 and at shutdown.
 API_MATRIX = re.compile(r"api versions served: (\{.*\})$", re.M)
 API_MATRIX_TIMEOUT_S = 10.0
+# ... and this (sparklog.broker.app.STATISTICS_MARKER), on the same occasions, just before it.
+STATISTICS = re.compile(r"broker statistics: (\{.*\})$", re.M)
 
 _LIVE: "weakref.WeakSet[BrokerProcess]" = weakref.WeakSet()
 
@@ -102,20 +104,28 @@ class BrokerProcess:
     def api_matrix(self, timeout: float = API_MATRIX_TIMEOUT_S) -> dict:
         """The (api, version) pairs this broker served per client: asks a running broker (SIGUSR1) and
         returns what it logs; for a stopped broker, what it logged at shutdown."""
+        return self._report(API_MATRIX, "api matrix", timeout)
+
+    def statistics(self, timeout: float = API_MATRIX_TIMEOUT_S) -> dict:
+        """The broker's server statistics (`{"server": {"handler_errors": .., "connections_open": ..}}`),
+        asked for and read as `api_matrix` is."""
+        return self._report(STATISTICS, "statistics", timeout)
+
+    def _report(self, pattern: re.Pattern, what: str, timeout: float) -> dict:
         if not self.running:
-            found = API_MATRIX.findall(self._read_from(0))
+            found = pattern.findall(self._read_from(0))
             if not found:
-                raise RuntimeError(f"broker {self.broker_id} logged no api matrix:\n{self.tail()}")
+                raise RuntimeError(f"broker {self.broker_id} logged no {what}:\n{self.tail()}")
             return json.loads(found[-1])
         start_at = self.out_path.stat().st_size
         self.proc.send_signal(signal.SIGUSR1)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            found = API_MATRIX.findall(self._read_from(start_at))
+            found = pattern.findall(self._read_from(start_at))
             if found:
                 return json.loads(found[-1])
             time.sleep(0.02)
-        raise RuntimeError(f"broker {self.broker_id} did not log its api matrix:\n{self.tail()}")
+        raise RuntimeError(f"broker {self.broker_id} did not log its {what}:\n{self.tail()}")
 
     def _read_from(self, position: int) -> str:
         with open(self.out_path, "rb") as f:

@@ -22,9 +22,21 @@ Fetch, a ZooKeeper write, a large sendfile), reading from that connection is pau
 Rule 2: the broker never crashes on what a client sends: a bad frame costs that connection, nothing else.
 
 Resource handling:
+    - `bind()` only binds: the socket listens (and the kernel starts completing handshakes) at `listen()`,
+      or when `serve()` starts, so a broker that cannot answer yet (still waiting for its ZooKeeper
+      registration) refuses connections instead of accepting them and staying silent; clients retry a
+      refused connection.
     - A frame larger than `socket.request.max.bytes` is refused from its size prefix, before any of it is
       buffered, and the connection is closed (the FrameDecoder raises FrameTooLarge).
-    - At most `max.connections` connections are open; one over that is closed at once.
+    - At most `max.connections` connections are open, and `max.connections.per.ip` from one address; one
+      over either is closed at once (and counted as refused).
+    - Bytes of partly received frames, over all connections, are bounded by `queued.max.request.bytes`
+      (Kafka's name; the budget is `queued_bytes.QueuedBytes`): a read that takes the total over it pauses
+      reading on that connection, which waits in a FIFO queue until frames complete or connections close
+      and bring the total back within the limit. Complete frames are answered at once and never count, so
+      clients sending small requests are not slowed by others holding half a large one; memory held is at
+      most the limit plus one read per connection. A connection that waits sends nothing, so after
+      `connections.max.idle.ms` the idle reaper closes it like any other silent one.
     - Reading pauses while the transport's write buffer is over its high-water mark (asyncio's
       `pause_writing`), so a client that does not read its responses cannot make the broker buffer them.
     - Connections idle for `connections.max.idle.ms` are closed.
@@ -55,6 +67,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Iterable, Protocol
 
+from sparklog.broker.queued_bytes import QueuedBytes
+
 log = logging.getLogger(__name__)
 
 # errnos that mean "out of resources right now", not "the listener is broken" (trio's list).
@@ -65,6 +79,13 @@ IDLE_CHECK_INTERVAL_S = 5.0
 # A transport's write buffer above this pauses reading (asyncio's default high-water mark is 64 KiB).
 WRITE_BUFFER_HIGH_WATER = 4 * 1024 * 1024
 WRITE_BUFFER_LOW_WATER = 1024 * 1024
+
+
+def _peer_ip(sock: socket.socket) -> str:
+    try:
+        return str(sock.getpeername()[0])
+    except OSError:  # already reset by the peer
+        return ""
 
 
 class CloseConnection(Exception):
@@ -102,15 +123,21 @@ class ServerStatistics:
     closed_protocol_errors: int
     handler_errors: int
     idle_closed: int
+    queued_request_bytes: int  # bytes of partly received frames, all connections
+    queue_paused: int  # connections waiting for queued_request_bytes to fall under the limit
 
 
 class BrokerServer:
     """Listeners and connections of one broker; see the module docstring."""
 
-    def __init__(self, app: App, *, max_connections: int = 2**31 - 1, idle_timeout_s: float | None = None,
+    def __init__(self, app: App, *, max_connections: int = 2**31 - 1, max_connections_per_ip: int = 2**31 - 1,
+                 max_queued_bytes: int = -1, idle_timeout_s: float | None = None,
                  send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1) -> None:
         self.app = app
         self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.queued = QueuedBytes(max_queued_bytes if max_queued_bytes >= 0 else None)
+        self._per_ip: dict[str, int] = {}
         self.idle_timeout_s = idle_timeout_s
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
@@ -134,13 +161,18 @@ class BrokerServer:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
-            sock.listen(LISTEN_BACKLOG)
             sock.setblocking(False)
         except BaseException:
             sock.close()
             raise
         self._listeners.append(sock)
         return sock.getsockname()[:2]
+
+    def listen(self) -> None:
+        """Let the kernel accept connections on every bound socket (`serve()` does it too; idempotent).
+        Call it once requests can be answered: a connection accepted earlier would wait unanswered."""
+        for sock in self._listeners:
+            sock.listen(LISTEN_BACKLOG)
 
     async def serve(self) -> None:
         """Accept and serve until `stop()`; every task started here has ended when this returns."""
@@ -149,6 +181,7 @@ class BrokerServer:
         try:
             async with asyncio.TaskGroup() as group:
                 self._group = group
+                self.listen()
                 for sock in self._listeners:
                     self.spawn(self._accept_loop(sock))
                 if self.idle_timeout_s:
@@ -206,6 +239,8 @@ class BrokerServer:
             closed_protocol_errors=c["protocol_errors"],
             handler_errors=c["handler_errors"],
             idle_closed=c["idle_closed"],
+            queued_request_bytes=self.queued.total,
+            queue_paused=self.queued.waiting,
         )
 
     # -- accepting --------------------------------------------------------------------------------------
@@ -222,14 +257,16 @@ class BrokerServer:
                 log.warning("accept() failed with %s; retrying in %.1fs", errno.errorcode.get(exc.errno), ACCEPT_RETRY_DELAY_S)
                 await asyncio.sleep(ACCEPT_RETRY_DELAY_S)
                 continue
-            if len(self.connections) >= self.max_connections:
+            ip = _peer_ip(sock)
+            if (len(self.connections) >= self.max_connections
+                    or self._per_ip.get(ip, 0) >= self.max_connections_per_ip):
                 self._counters["refused"] += 1
                 sock.close()
                 continue
             self._counters["accepted"] += 1
             self._tune(sock)
             try:
-                await loop.connect_accepted_socket(lambda: Connection(self), sock)
+                await loop.connect_accepted_socket(lambda: Connection(self, ip), sock)
             except OSError as exc:  # the peer left between accept() and now
                 log.debug("connection setup failed: %s", exc)
                 sock.close()
@@ -243,6 +280,19 @@ class BrokerServer:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
         except OSError:
             pass
+
+    def _add(self, conn: Connection) -> None:
+        self.connections.add(conn)
+        self._per_ip[conn.ip] = self._per_ip.get(conn.ip, 0) + 1
+
+    def _remove(self, conn: Connection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            left = self._per_ip[conn.ip] - 1
+            if left:
+                self._per_ip[conn.ip] = left
+            else:
+                del self._per_ip[conn.ip]
 
     async def _idle_reaper(self) -> None:
         while True:
@@ -258,10 +308,12 @@ class Connection(asyncio.Protocol):
     """One client connection: frames in through the App's decoder, replies out in request order."""
 
     __slots__ = ("server", "app", "counters", "transport", "decoder", "session", "busy", "write_paused", "closed",
-                 "last_active", "_fd", "_dup_fd", "_need_data", "_frame_errors")
+                 "queue_paused", "ip", "last_active", "_fd", "_dup_fd", "_need_data", "_frame_errors")
 
-    def __init__(self, server: BrokerServer) -> None:
+    def __init__(self, server: BrokerServer, ip: str = "") -> None:
         self.server = server
+        self.ip = ip
+        self.queue_paused = False  # waiting in server.queued for queued.max.request.bytes
         self.app = server.app
         self.counters = server._counters
         self.transport: asyncio.Transport | None = None
@@ -282,11 +334,12 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         transport.set_write_buffer_limits(WRITE_BUFFER_HIGH_WATER, WRITE_BUFFER_LOW_WATER)
         self._fd = transport.get_extra_info("socket").fileno()
-        self.server.connections.add(self)
+        self.server._add(self)
 
     def connection_lost(self, exc) -> None:
         self.closed = True
-        self.server.connections.discard(self)
+        self.server._remove(self)
+        self.server.queued.hold(self, 0)
         if self._dup_fd >= 0:
             os.close(self._dup_fd)
             self._dup_fd = -1
@@ -300,6 +353,27 @@ class Connection(asyncio.Protocol):
             self._protocol_error(exc)
             return
         self._pump()
+        self._account()
+
+    def _account(self) -> None:
+        """Count what the decoder still buffers against queued.max.request.bytes; pause if over."""
+        if self.closed:
+            self.server.queued.hold(self, 0)
+        elif self.server.queued.hold(self, self.decoder.buffered_bytes):
+            if self.queue_paused:
+                self.queue_ready()
+        elif not self.queue_paused:
+            self.queue_paused = True
+            self.transport.pause_reading()
+
+    def queue_ready(self) -> None:
+        """Called by server.queued: the queued bytes are within the limit again; read again."""
+        self.queue_paused = False
+        self._resume_reading()
+
+    def _resume_reading(self) -> None:
+        if not (self.closed or self.busy or self.write_paused or self.queue_paused):
+            self.transport.resume_reading()
 
     def eof_received(self) -> bool:
         return False  # close our side too
@@ -312,8 +386,9 @@ class Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.write_paused = False
         if not self.busy and not self.closed:
-            self.transport.resume_reading()
+            self._resume_reading()
             self._pump()
+            self._account()
 
     def close(self) -> None:
         if not self.closed:
@@ -404,9 +479,9 @@ class Connection(asyncio.Protocol):
             self.busy = False
         if not self.closed:
             self.last_active = time.monotonic()
-            if not self.write_paused:
-                self.transport.resume_reading()
+            self._resume_reading()
             self._pump()
+        self._account()
 
     def _protocol_error(self, exc: Exception) -> None:
         self.counters["protocol_errors"] += 1

@@ -62,6 +62,8 @@ def decode_client_id(buf, pos: int, end: int) -> tuple[str | None, int]:
 def skip_tagged_fields(buf, pos: int, end: int) -> int:
     """Skip a tagged-field section (headers define no tags we use); returns the position after it."""
     count, pos = read_uvarint(buf, pos)
+    if count * 2 > end - pos:  # each tagged field takes at least two bytes (its tag and its size)
+        raise ValueError("tagged field count past the end")
     for _ in range(count):
         _tag, pos = read_uvarint(buf, pos)
         size, pos = read_uvarint(buf, pos)

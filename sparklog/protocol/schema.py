@@ -21,6 +21,10 @@ no per-field interpretation. Contract of the generated functions:
 
 * ``decode(buf: memoryview, pos, end) -> (obj, pos)``; raises ``struct.error``, ``ValueError``
   (``DecodeError``) or ``IndexError`` on bad input, which the registry turns into RemoteProtocolError.
+  Every length and count the peer sent is checked against the bytes left before anything is allocated
+  for it: an array of ``n`` elements needs ``n`` times the smallest encoding of one element
+  (``min_wire_size``), so a 20-byte frame claiming two billion topics is refused at once, and no frame
+  can make the decoder build more objects than its own bytes could encode.
   ``records`` fields decode to a ``memoryview`` slice of ``buf`` (no copy); ``bytes`` to ``bytes``.
 * ``encode(obj, b: bytearray, chunks: list) -> bytearray``: appends to ``b``. A ``records`` value that is
   not a small buffer (a large bytes/memoryview, or any object with ``__len__`` such as a storage
@@ -267,6 +271,33 @@ def _default_expr(g: _Gen, f: F) -> str:
 # ---- decoder
 
 
+def min_wire_size(fields, version: int, flex: bool) -> int:
+    """The fewest bytes one struct of ``fields`` takes on the wire in ``version`` (every array and
+    string empty or null, no tagged fields)."""
+    plain, _ = _present(fields, version)
+    return sum(_min_field_size(f, flex) for f in plain) + (1 if flex else 0)
+
+
+def _min_field_size(f: F, flex: bool) -> int:
+    if f.is_array:
+        return 1 if flex else 4
+    prim = TYPES[f.elem]
+    if prim.fmt:
+        return prim.size
+    if f.elem == "uuid":
+        return 16
+    return 1 if flex else (2 if f.elem == "string" else 4)
+
+
+def _min_element_size(f: F, version: int, flex: bool) -> int:
+    if f.struct_cls is not None:
+        return min_wire_size(f.fields, version, flex)
+    prim = TYPES[f.elem]
+    if prim.fmt:
+        return prim.size
+    return 16 if f.elem == "uuid" else _min_field_size(F("_", f.elem), flex)
+
+
 def _compile_decoder(cls, version: int):
     g = _Gen()
     flex = version in cls.flexible
@@ -354,7 +385,8 @@ def _gen_decode_value(g: _Gen, f: F, version: int, flex: bool, ind: int) -> str:
     if f.is_array:
         n = _gen_len(g, ind, flex, "I32")
         _gen_null_check(g, ind, f, version, n, out)
-        g.emit(ind + 1, f"if {n} > end - pos: raise _Bad('array count past the end')")
+        size = max(_min_element_size(f, version, flex), 1)
+        g.emit(ind + 1, f"if {n} * {size} > end - pos: raise _Bad('{f.name}: array count past the end')")
         prim = TYPES.get(f.elem)
         if prim is not None and prim.fmt:
             g.emit(ind + 1, f"{out} = list(_unpack('>%d{prim.fmt}' % {n}, buf, pos))")

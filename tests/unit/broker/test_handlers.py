@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 import pytest
@@ -27,6 +28,7 @@ from sparklog.protocol import (
     RequestHeader,
     TopicProduceData,
 )
+from sparklog.protocol import errors
 from sparklog.protocol.registry import Request
 from sparklog.storage import LogManager
 from sparklog.records.batch import build_batch, iter_records
@@ -285,3 +287,43 @@ def test_group_membership_apis_answer_a_fatal_error(state):
     join = handlers.handle_join_group(request(JoinGroupRequest(group_id="g"), 11, 5), state)
     beat = handlers.handle_heartbeat(request(HeartbeatRequest(group_id="g"), 12, 3), state)
     assert join.error_code == beat.error_code == handlers.GROUP_AUTHORIZATION_FAILED
+
+
+# -- CreateTopics partition limits (issue 14: checked before any ZooKeeper write) ----------------------------
+
+
+class NoZooKeeper:
+    """A ZooKeeper client that fails the test if a handler touches it."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"ZooKeeper touched ({name}) before the partition limits were checked")
+
+
+def test_create_topics_refuses_a_million_partitions_before_zookeeper(state):
+    state.zk = NoZooKeeper()
+    response = create(state, CreatableTopic(name="huge", num_partitions=1_000_000, replication_factor=1))
+    (result,) = response.topics
+    assert result.error_code == handlers.INVALID_PARTITIONS
+    assert "max.partitions.per.topic=2000" in result.error_message
+    assert state.counters["zookeeper_calls"] == 0 and state.partitions.noted == []
+
+
+def test_create_topics_refuses_a_request_over_its_partition_total(state):
+    state.zk = NoZooKeeper()
+    topics = [CreatableTopic(name=f"many-{i}", num_partitions=1000, replication_factor=1) for i in range(5)]
+    response = create(state, *topics)
+    assert {r.error_code for r in response.topics} == {errors.PolicyViolationError.errno}
+    assert all("5000 partitions in total" in r.error_message for r in response.topics)
+    assert state.counters["zookeeper_calls"] == 0
+
+
+def test_create_topics_refuses_what_would_overfill_a_broker(state):
+    state.config = state.config.with_overrides({"max.broker.partitions": "4"})
+    state.partitions.snapshot = dataclasses.replace(state.partitions.snapshot, topics={
+        "t": dataclasses.replace(state.partitions.snapshot.topics["t"], assignment={0: (ME,), 1: (ME,), 2: (ME,)})})
+    fits = create(state, CreatableTopic(name="two", num_partitions=2, replication_factor=1), validate_only=True)
+    over = create(state, CreatableTopic(name="three", num_partitions=3, replication_factor=1), validate_only=True)
+    assert fits.topics[0].error_code == 0
+    assert over.topics[0].error_code == errors.PolicyViolationError.errno
+    assert over.topics[0].error_message == (
+        f"broker {ME} holds 3 partitions; 2 more would exceed max.broker.partitions=4")

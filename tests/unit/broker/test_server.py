@@ -9,6 +9,7 @@ import random
 import socket
 import struct
 import threading
+import time
 
 import pytest
 
@@ -34,9 +35,9 @@ SIZE = struct.Struct(">i")
 
 
 class Served:
-    def __init__(self, state):
+    def __init__(self, state, **server_options):
         state.config = state.config.with_overrides({"socket.request.max.bytes": str(8 * 1024 * 1024)})
-        self.server = BrokerServer(Dispatcher(state))
+        self.server = BrokerServer(Dispatcher(state), **server_options)
         self.host, self.port = self.server.bind("127.0.0.1", 0)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -49,6 +50,7 @@ class Served:
             self.error = exc
 
     def start(self):
+        self.server.listen()  # before the thread: connections made at once are not refused
         self.thread.start()
         return self
 
@@ -208,3 +210,94 @@ def test_truncated_frame_then_disconnect(served):
         sock.sendall(frame[: len(frame) // 2])
     with served.connect() as sock:
         assert call(sock, ApiKey.METADATA, 8, MetadataRequest(topics=None)).controller_id == 1
+
+
+# -- resource limits (issue 14) ------------------------------------------------------------------------------
+
+
+def wait_until(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def limited(state):  # noqa: F811
+    s = Served(state, max_connections_per_ip=3, max_queued_bytes=QUEUE_LIMIT).start()
+    yield s
+    s.stop()
+
+
+QUEUE_LIMIT = 1 << 20
+PARTIAL = 900 * 1024  # of a frame that is larger still: two of these are over QUEUE_LIMIT
+
+
+def padded_api_versions(correlation_id: int, size: int) -> tuple[bytes, bytes]:
+    """A valid ApiVersions frame of `size` bytes (Kafka ignores bytes after the body): (prefix, rest)."""
+    frame = encode_request(ApiKey.API_VERSIONS, 0, correlation_id, "t", ApiVersionsRequest())[4:]
+    frame += bytes(size - len(frame))
+    return SIZE.pack(size) + frame[:PARTIAL], frame[PARTIAL:]
+
+
+def test_a_bound_server_refuses_connections_until_it_serves(state):  # noqa: F811
+    """A broker binds before it has registered in ZooKeeper; until serve() it must not accept."""
+    server = BrokerServer(Dispatcher(state))
+    host, port = server.bind("127.0.0.1", 0)
+    try:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((host, port), timeout=2).close()
+    finally:
+        server._close_everything()
+
+
+def test_connections_over_the_per_ip_limit_are_closed(limited):
+    socks = [limited.connect() for _ in range(4)]
+    try:
+        assert is_closed(socks[3])
+        for sock in socks[:3]:
+            assert call(sock, ApiKey.API_VERSIONS, 3, ApiVersionsRequest()).error_code == 0
+        assert limited.statistics().connections_refused == 1
+    finally:
+        for sock in socks:
+            sock.close()
+    wait_until(lambda: limited.statistics().connections_open == 0)
+    with limited.connect() as sock:  # the slots are free again
+        assert call(sock, ApiKey.API_VERSIONS, 3, ApiVersionsRequest()).error_code == 0
+
+
+def test_partial_frames_are_bounded_by_queued_max_request_bytes(limited):
+    """Two connections each send 900 KiB of a 1 MiB frame: the second waits (reading paused), a third
+    sending whole small requests is not slowed, and the second goes on once the first completes."""
+    first_head, first_rest = padded_api_versions(1, QUEUE_LIMIT - 16)
+    second_head, second_rest = padded_api_versions(2, QUEUE_LIMIT - 16)
+    with limited.connect() as first, limited.connect() as second, limited.connect() as small:
+        first.sendall(first_head)
+        wait_until(lambda: limited.statistics().queued_request_bytes >= PARTIAL)
+        second.sendall(second_head)
+        wait_until(lambda: limited.statistics().queue_paused == 1)
+        assert limited.statistics().queued_request_bytes <= 2 * PARTIAL + 8
+        for i in range(5):
+            assert call(small, ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), 10 + i).error_code == 0
+        first.sendall(first_rest)
+        assert decode_response(ApiKey.API_VERSIONS, 0, recv_frame(first))[0] == 1
+        second.sendall(second_rest)
+        assert decode_response(ApiKey.API_VERSIONS, 0, recv_frame(second))[0] == 2
+        # the reply goes out before the server recounts (same loop turn, another thread here): wait for it
+        wait_until(lambda: limited.statistics().queued_request_bytes == 0)
+        assert limited.statistics().queue_paused == 0
+
+
+def test_idle_connections_are_closed(state):  # noqa: F811
+    s = Served(state, idle_timeout_s=0.3).start()
+    try:
+        with s.connect() as idle, s.connect() as busy:
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:  # one connection keeps asking, the other says nothing
+                assert call(busy, ApiKey.API_VERSIONS, 3, ApiVersionsRequest()).error_code == 0
+                time.sleep(0.05)
+            assert is_closed(idle)
+            assert call(busy, ApiKey.API_VERSIONS, 3, ApiVersionsRequest()).error_code == 0
+        assert s.statistics().idle_closed == 1
+    finally:
+        s.stop()

@@ -1,0 +1,34 @@
+"""The broker's resource-limit keys (issue 14): Kafka's names, defaults that bound memory, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparklog.broker.config import BrokerConfig, ConfigError
+
+BASE = {"broker.id": "1", "log.dirs": "/tmp/x", "zookeeper.connect": "localhost:2181"}
+
+
+def config(**overrides) -> BrokerConfig:
+    return BrokerConfig.from_properties({**BASE, **{k.replace("_", "."): v for k, v in overrides.items()}})
+
+
+def test_queued_request_bytes_default_to_one_largest_request():
+    assert config().queued_max_request_bytes == config().socket_request_max_bytes == 104857600
+    assert config(socket_request_max_bytes="1048576").queued_max_request_bytes == 1048576
+
+
+def test_queued_request_bytes_take_kafkas_unlimited_or_at_least_one_request():
+    assert config(queued_max_request_bytes="-1").queued_max_request_bytes == -1
+    with pytest.raises(ConfigError, match="queued.max.request.bytes=1000 must be -1 or at least "
+                                          "socket.request.max.bytes=104857600"):
+        config(queued_max_request_bytes="1000")
+
+
+def test_connection_and_partition_limits():
+    c = config(max_connections_per_ip="10", max_broker_partitions="100", max_partitions_per_topic="50",
+               max_partitions_per_request="60")
+    assert (c.max_connections_per_ip, c.max_broker_partitions, c.max_partitions_per_topic,
+            c.max_partitions_per_request) == (10, 100, 50, 60)
+    with pytest.raises(ConfigError, match="max.partitions.per.topic=0 must be positive"):
+        config(max_partitions_per_topic="0")
