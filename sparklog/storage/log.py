@@ -667,8 +667,10 @@ class PartitionLog:
                 if offset >= self._leo:
                     return
                 doomed = self._truncate_locked(offset)
+                cut = self._segments[-1]
+            self._files.fsync(cut.fd)  # a shrunk file's new size is durable only now (flush() skips it if empty)
             self._schedule_deletes(doomed)
-            self.flush()  # fsyncs the truncated segment; rewrites the checkpoint if it named removed offsets
+            self.flush()  # rewrites the checkpoint if it named removed offsets
 
     def _truncate_locked(self, offset: int) -> list[LogSegment]:
         segments = self._segments

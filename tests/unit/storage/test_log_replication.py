@@ -164,3 +164,33 @@ def test_truncation_keeps_the_log_and_its_epochs_a_prefix(tmp_path_factory, flus
     assert [(b.base_offset, b.next_offset) for b in iter_batches(all_bytes(reopened))] == [m[:2] for m in model]
     assert reopened.leader_epochs.entries == log.leader_epochs.entries
     reopened.close()
+
+
+@pytest.mark.parametrize("method, match", [
+    ("fsync", lambda path: path.endswith(".log")),  # the cut segment's fsync
+    ("rename", lambda path: "leader-epoch" in path),  # the epoch checkpoint's replacement
+])
+def test_crash_during_replica_truncation_keeps_log_and_epochs_consistent(tmp_path, flusher, method, match):
+    """One test per crash point of truncate_replica_to: after the restart the log is a prefix of what it
+    was, and the epoch cache names exactly the epochs of the batches still there, where each starts."""
+    from support.crashfs import CrashFiles, Crashed
+
+    settings = {"flush.ms": NEVER, "segment.bytes": "300", "file.delete.delay.ms": "0"}
+    files = CrashFiles()
+    directory = tmp_path / "t-0"
+    log = PartitionLog.open(str(directory), settings, flusher=flusher, files=files)
+    for epoch in (0, 0, 1, 2, 2, 3):
+        log.append_as_leader(make_batch(2), epoch)
+    log.flush()
+    before = [(b.base_offset, b.partition_leader_epoch) for b in iter_batches(all_bytes(log))]
+    files.arm(method, match)
+    with pytest.raises(Crashed):
+        log.truncate_replica_to(5)
+    reopened = PartitionLog.open(str(directory), settings, flusher=flusher)
+    after = [(b.base_offset, b.partition_leader_epoch) for b in iter_batches(all_bytes(reopened))]
+    assert after == before[:len(after)] and len(after) >= 2  # a prefix, never below the cut
+    starts = {}
+    for base, epoch in after:
+        starts.setdefault(epoch, base)
+    assert [(e.epoch, e.start_offset) for e in reopened.leader_epochs.entries] == sorted(starts.items())
+    reopened.close()
