@@ -59,6 +59,9 @@ OFFSET_OUT_OF_RANGE = errors.OffsetOutOfRangeError.errno
 _LEADER_CATCHING_UP = {errors.UnknownLeaderEpochError.errno, errors.NotLeaderOrFollowerError.errno,
                        errors.UnknownTopicOrPartitionError.errno}
 _SIZE = struct.Struct(">i")
+# The leader went away or answered garbage, or the local disk failed: logged in one line, then retried.
+_EXPECTED_ERRORS = (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError, MalformedResponse,
+                    StorageError)
 
 
 def truncation_point(leader: EpochEndOffset, cache, log_end_offset: int, high_watermark: int) -> tuple[int, bool]:
@@ -180,8 +183,9 @@ class ReplicaFetcher:
                     await self._fetch()
                 else:
                     await self._sleep_until_ready()
-            except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError, MalformedResponse,
-                    StorageError) as exc:
+            except Exception as exc:  # noqa: BLE001 - not even a bug here may end replication from this leader
+                if not isinstance(exc, _EXPECTED_ERRORS):
+                    log.exception("replica fetcher for leader %d failed; retrying", self.leader_id)
                 self._note_error(f"{type(exc).__name__}: {exc}")
                 self._disconnect()
                 await asyncio.sleep(REPLICA_FETCH_BACKOFF_MS / 1000)
