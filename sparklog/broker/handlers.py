@@ -328,7 +328,7 @@ async def _fetch_long_poll(body, state, plogs) -> FetchResponse:
 def _fetch_once(body, state):
     """(response, bytes ready, logs read, whether any partition failed) for one pass over the request."""
     snapshot = state.partitions.snapshot
-    follower = body.replica_id >= 0
+    replica_id = body.replica_id
     budget = min(body.max_bytes, state.config.fetch_max_bytes)
     ready = 0
     failed = False
@@ -353,7 +353,11 @@ def _fetch_once(body, state):
             if budget > 0:
                 try:
                     size = min(part.partition_max_bytes, budget)
-                    records = plog.read_replica(part.fetch_offset, size) if follower else plog.read(part.fetch_offset, size)
+                    # Past the HW only for a follower of this partition; any other replica_id reads as a consumer.
+                    if replica_id in led.state.followers:
+                        records = plog.read_replica(part.fetch_offset, size)
+                    else:
+                        records = plog.read(part.fetch_offset, size)
                 except OffsetOutOfRange:
                     error = OFFSET_OUT_OF_RANGE
                     failed = True

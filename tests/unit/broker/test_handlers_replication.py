@@ -152,6 +152,12 @@ def test_acks_all_keeps_waiting_across_a_new_epoch_of_the_same_leader(state):
     asyncio.run(scenario())
 
 
+def test_only_a_follower_of_the_partition_reads_past_the_high_watermark(state):
+    produce(state, "three", [b"a"], acks=1)
+    assert fetch(state, "three", 0, replica_id=7).records.length == 0  # not a replica: a consumer's view
+    assert fetch(state, "three", 0, replica_id=OTHER).records.length > 0
+
+
 @pytest.mark.parametrize("epoch, code", [(-1, 0), (EPOCH, 0), (EPOCH - 1, handlers.errors.FencedLeaderEpochError.errno),
                                          (EPOCH + 1, handlers.errors.UnknownLeaderEpochError.errno)])
 def test_current_leader_epoch_is_checked(state, epoch, code):
