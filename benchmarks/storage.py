@@ -10,6 +10,10 @@ slices (read_bytes, 1 MiB each) beside os.read() of the baseline file in 1 MiB c
 cache. The machine may be shared, so the rounds alternate baseline and log (and which goes first), and the
 report gives each round, the median of each side and the ratio of the medians, with the load average.
 Goals: append >= 70% and read >= 80% of the plain figures.
+
+The scrub cost: one unthrottled PartitionLog.scrub() pass (read, CRC-32C and offset chain of every batch;
+what the background scrubber does at log.scrubber.bytes.per.second) over the same bytes, beside the plain
+read of them and beside CRC-32C alone over batches already in memory.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from crc32c import crc32c  # noqa: E402
 
 from sparklog.storage import PartitionLog  # noqa: E402
 from sparklog.storage.config import LONG_MAX  # noqa: E402
@@ -90,6 +96,24 @@ def log_read(log: PartitionLog) -> tuple[float, int]:
     return time.perf_counter() - start, got
 
 
+def log_scrub(log: PartitionLog) -> tuple[float, int]:
+    log.roll()  # every byte in a closed, flushed segment: what a scrub pass covers
+    log.flush()
+    start = time.perf_counter()
+    got = log.scrub()
+    return time.perf_counter() - start, got
+
+
+def crc_alone(batches: list[bytes], total: int) -> float:
+    """Seconds for CRC-32C over `total` bytes of batches already in memory (16 MiB buffers)."""
+    block = b"".join(batches)
+    block *= max(1, 16 * MIB // len(block))
+    start = time.perf_counter()
+    for _ in range(max(1, total // len(block))):
+        crc32c(block)
+    return (time.perf_counter() - start) * total / (max(1, total // len(block)) * len(block))
+
+
 def one_round(root: str, batches: list[bytes], total: int, log_first: bool) -> dict[str, float]:
     """Seconds for each of the four runs; the files are removed afterwards."""
     plain_path, log_dir = os.path.join(root, "plain.bin"), os.path.join(root, "bench-0")
@@ -105,6 +129,9 @@ def one_round(root: str, batches: list[bytes], total: int, log_first: bool) -> d
         times["read"], plain_bytes = plain_read(plain_path)
         times["log_read"], log_bytes = log_read(log)
     assert abs(log_bytes - plain_bytes) < len(batches[0]), (log_bytes, plain_bytes)
+    times["scrub"], scrubbed = log_scrub(log)
+    assert scrubbed == log_bytes, (scrubbed, log_bytes)
+    times["crc"] = crc_alone(batches, total)
     times["bytes"] = log_bytes
     times["segments"] = len(log.segments)
     log.close()
@@ -129,11 +156,13 @@ def main(argv: list[str] | None = None) -> int:
             t = one_round(root, batches, total, log_first=bool(r % 2))
             mb = t["bytes"] / MIB
             print(f"round {r + 1}: write {mb / t['write']:7.1f}  append {mb / t['append']:7.1f}  "
-                  f"read {mb / t['read']:7.1f}  log read {mb / t['log_read']:7.1f} MB/s"
+                  f"read {mb / t['read']:7.1f}  log read {mb / t['log_read']:7.1f}  "
+                  f"scrub {mb / t['scrub']:7.1f}  crc {mb / t['crc']:7.1f} MB/s"
                   f"{'  (log first)' if r % 2 else ''}")
             rounds.append(t)
         mb = rounds[0]["bytes"] / MIB
-        med = {k: statistics.median(t[k] for t in rounds) for k in ("write", "append", "read", "log_read")}
+        med = {k: statistics.median(t[k] for t in rounds)
+               for k in ("write", "append", "read", "log_read", "scrub", "crc")}
         print(f"data: {mb:.0f} MiB in batches of {RECORDS_PER_BATCH} x {VALUE_BYTES}-byte records "
               f"({len(batches[0])} bytes each), {rounds[0]['segments']} segment(s); medians of {len(rounds)} rounds")
         print(f"plain write + fsync : {mb / med['write']:8.1f} MB/s")
@@ -142,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"plain read          : {mb / med['read']:8.1f} MB/s")
         print(f"log read (slices)   : {mb / med['log_read']:8.1f} MB/s   "
               f"ratio {med['read'] / med['log_read']:.2f} (goal >= 0.80)")
+        print(f"scrub pass          : {mb / med['scrub']:8.1f} MB/s   ratio {med['read'] / med['scrub']:.2f} "
+              f"of the plain read")
+        print(f"CRC-32C alone       : {mb / med['crc']:8.1f} MB/s   (in memory)")
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
         shutil.rmtree(root, ignore_errors=True)

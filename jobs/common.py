@@ -14,7 +14,7 @@ LEADER_WAIT_S = 30.0
 def ensure_topic(zookeeper: str, topic: str, partitions: int = DEFAULT_PARTITIONS, replication: int = 1) -> bool:
     """Create `topic` unless it exists; wait until every partition has a leader. True when created."""
     from sparklog.coordination.connection import close, connect
-    from sparklog.coordination.topics import TopicExists, create_topic, partition_state
+    from sparklog.coordination.topics import TopicExists, create_topic
 
     zk = connect(zookeeper)
     try:

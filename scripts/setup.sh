@@ -24,7 +24,8 @@ if [ ! -x .venv/bin/python ]; then
     .venv/bin/python -m pip install -q --upgrade pip
 fi
 stamp=.venv/.sparklog-installed
-want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+# The compiled record codec is built by the install: a change to its source reinstalls too.
+want=$(cat pyproject.toml sparklog/records/_cbatch.pyx | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # compat mode puts the checkout itself on the path, where pyspark finds `pyspark_sparklog` (and
     # `sparklog demo` finds jobs/); the default editable mode hides both.
@@ -35,5 +36,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         exit 1
     fi
     .venv/bin/python -c "import sparklog, pyspark_sparklog, jobs, pyspark, kazoo, confluent_kafka, kafka, nbclient"
+    SPARKLOG_NO_EXTENSIONS= .venv/bin/python -c "import sparklog.records as r; r.COMPILED_UNAVAILABLE and \
+        print('setup: running the pure-Python record codec:', r.COMPILED_UNAVAILABLE, '(a C compiler builds it)')" >&2
     echo "$want" > "$stamp"
 fi

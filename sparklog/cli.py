@@ -1,7 +1,12 @@
 """The `sparklog` command, shaped like Kafka's tools: `sparklog <command> <subcommand> [options]`.
 
-Each layer that owns commands has a `commands.py` with `add_parser(subparsers)`; they are imported lazily
-so that `sparklog --help` stays fast and a missing optional piece breaks only its own command.
+Each layer that owns commands has a `commands.py` with `add_parser(subparsers)`; the modules load their
+heavy dependencies inside the command functions, so that `sparklog --help` stays fast.
+
+Rule 1: every module listed is part of the package (jobs/ included): an import error in one of them is a bug
+and propagates; it is never taken for "that piece is not installed".
+Rule 2: a command that cannot reach what it needs (a broker, ZooKeeper) or gives up after its timeout ends
+with one line on stderr, `error: ...`, and exit status 1, never a traceback.
 """
 
 from __future__ import annotations
@@ -12,12 +17,10 @@ import sys
 
 # (command, module that defines it); a module's add_parser() registers one or more subcommands.
 COMMAND_MODULES = (
-    "sparklog.storage.commands",
     "sparklog.coordination.commands",
     "sparklog.broker.commands",
     "sparklog.client.commands",
     "sparklog.client.topic_commands",
-    "sparklog.datasource.commands",
     "jobs.demo",  # the pipeline's demo: jobs/ sits on top of every sparklog layer
 )
 
@@ -26,13 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparklog", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if name == exc.name or name.startswith(f"{exc.name}."):  # that part is not installed
-                continue
-            raise
-        module.add_parser(subparsers)
+        importlib.import_module(name).add_parser(subparsers)  # Rule 1
     return parser
 
 
@@ -42,10 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from sparklog.client.errors import UNREACHABLE
+
     try:
         return args.func(args) or 0
     except KeyboardInterrupt:
         return 130
+    except UNREACHABLE as exc:  # Rule 2
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -3,11 +3,16 @@
 Startup order (Kafka's): connect to ZooKeeper and read the cluster id -> open the log manager (recovery
 runs here) -> bind the listeners -> register `/brokers/ids/<id>` (waiting out the ephemeral node of a
 killed predecessor with the same id) -> watch the registries and open the partitions this broker leads ->
-listen -> print the ready line -> serve. The listeners are bound early (the registration advertises the
-port) but listen only once requests can be answered: until then a connection is refused, never accepted
-and left unanswered (a restarted broker may wait a whole ZooKeeper session timeout to register).
-Shutdown (SIGTERM, SIGINT, or `Broker.stop()`) runs it backwards: stop serving (listeners, then
-connections, then tasks), deregister, stop the watches, flush and close the logs, close ZooKeeper.
+stand for controller (`broker/controller.py`) -> listen -> print the ready line -> serve. The listeners are
+bound early (the registration advertises the port) but listen only once requests can be answered: until
+then a connection is refused, never accepted and left unanswered (a restarted broker may wait a whole
+ZooKeeper session timeout to register).
+Shutdown (SIGTERM, SIGINT, or `Broker.stop()`) first, while still serving, asks the controller to move this
+broker's leaderships and ISR memberships away and waits for that, bounded by `controlled.shutdown.timeout.ms`
+(controlled shutdown, with `controlled.shutdown.enable`), so that producers retrying on
+NOT_LEADER_OR_FOLLOWER see no error; then it runs startup backwards: stop serving (listeners, then
+connections, then tasks), resign as controller, deregister, stop the watches, flush and close the logs,
+close ZooKeeper.
 
 The (api, version) pairs served per client (`Dispatcher.statistics().versions_by_client`) are written to
 the log as one `API_MATRIX_MARKER <json>` line on SIGUSR1 and at shutdown, for tests and operators; so is
@@ -26,11 +31,14 @@ import logging
 import resource
 import signal
 import sys
+import time
 from dataclasses import dataclass
 
 from sparklog.broker.config import BrokerConfig
+from sparklog.broker.controller import Controller, controlled_shutdown
 from sparklog.broker.dispatch import Dispatcher
 from sparklog.broker.handlers import BrokerState
+from sparklog.broker.log_faults import LogFaultReporter
 from sparklog.broker.partitions import PartitionManager
 from sparklog.broker.purgatory import Purgatory
 from sparklog.broker.replica_manager import ReplicaManager
@@ -49,6 +57,8 @@ REGISTRATION_GRACE_S = 5.0
 API_MATRIX_MARKER = "api versions served:"
 # Prefix of the log line holding the server's statistics (launcher.BrokerProcess.statistics parses it).
 STATISTICS_MARKER = "broker statistics:"
+# Logged with the time it took once a controlled shutdown has moved this broker's leaderships away.
+CONTROLLED_SHUTDOWN_MARKER = "controlled shutdown: leadership moved in"
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,7 @@ class BrokerStatistics:
     partitions: object
     registration: object
     dispatcher: object
+    controller: object
     replicas: object = None  # ReplicaManagerStatistics
 
 
@@ -69,6 +80,8 @@ class Broker:
         self.zk = None
         self.logs = None
         self.registration = None
+        self.controller: Controller | None = None
+        self._stopping = False
         self.partitions: PartitionManager | None = None
         self.server: BrokerServer | None = None
         self.dispatcher: Dispatcher | None = None
@@ -84,6 +97,7 @@ class Broker:
             self.partitions.statistics() if self.partitions else None,
             self.registration.statistics() if self.registration else None,
             self.dispatcher.statistics() if self.dispatcher else None,
+            self.controller.statistics() if self.controller else None,
             self.replicas.statistics() if self.replicas else None,
         )
 
@@ -108,25 +122,54 @@ class Broker:
             await self.loop.run_in_executor(None, self._close)
 
     def stop(self) -> None:
-        """Thread-safe: ask the broker to shut down."""
+        """Thread-safe: ask the broker to shut down (after a controlled shutdown when enabled)."""
         if self.loop is not None and self.server is not None:
-            self.loop.call_soon_threadsafe(self.server.stop)
+            self.loop.call_soon_threadsafe(self._begin_shutdown)
+
+    def _begin_shutdown(self) -> None:
+        """On the loop: hand leadership away while still serving, then stop serving. Idempotent."""
+        if self._stopping:
+            return
+        self._stopping = True
+        if not self.config.controlled_shutdown_enable or self.controller is None:
+            self.server.stop()
+            return
+        self.loop.create_task(self._controlled_shutdown())
+
+    async def _controlled_shutdown(self) -> None:
+        cfg = self.config
+        started = time.monotonic()
+        try:
+            moved = await self.loop.run_in_executor(None, controlled_shutdown, self.zk, cfg.broker_id,
+                                                    cfg.controlled_shutdown_timeout_ms / 1000.0)
+            if moved:
+                log.info("%s %.0f ms", CONTROLLED_SHUTDOWN_MARKER, (time.monotonic() - started) * 1000.0)
+            else:
+                log.warning("controlled shutdown did not complete (ZooKeeper unreachable, or leadership did not "
+                            "move within %d ms); stopping anyway", cfg.controlled_shutdown_timeout_ms)
+        except Exception:  # noqa: BLE001 - ZooKeeper away: stop anyway, the controller sees us go
+            log.exception("controlled shutdown failed; stopping anyway")
+        finally:
+            self.server.stop()
 
     # -- startup ------------------------------------------------------------------------------------------
 
     def _open_storage_and_zookeeper(self) -> None:
-        from sparklog.storage import LogConfig, LogManager
+        from sparklog.storage import LogConfig, LogManager, ScrubberConfig
 
         cfg = self.config
         self.zk = zk_connection.connect(cfg.zookeeper_connect,
                                         session_timeout=cfg.zookeeper_session_timeout_ms / 1000.0)
         self.cluster_id = cluster_registry.get_or_create_cluster_id(self.zk)
+        faults = LogFaultReporter(self.zk, cfg.broker_id)  # for `sparklog topics describe`
         self.logs = LogManager(list(cfg.log_dirs), LogConfig.from_dict(self._storage_defaults()),
-                               retention_check_interval_ms=cfg.log_retention_check_interval_ms)
+                               retention_check_interval_ms=cfg.log_retention_check_interval_ms,
+                               scrubber=ScrubberConfig.from_properties(cfg.raw), on_fence=faults.on_fence)
         if len(cfg.log_dirs) > 1:
             # get_or_create looks in the emptiest dir only; find existing logs in the others first
             self.logs.load_existing()
         self.executor = concurrent.futures.ThreadPoolExecutor(ZOOKEEPER_WORKERS, thread_name_prefix="broker-zk")
+        faults.start(self.executor)
 
     def _storage_defaults(self) -> dict[str, str]:
         from sparklog.storage.config import KEYS
@@ -174,13 +217,20 @@ class Broker:
         self.dispatcher = Dispatcher(state)
         self.server.app = self.dispatcher
         self.partitions.start()
+        self.controller = Controller(
+            self.zk, cfg.broker_id, unclean_leader_election=cfg.unclean_leader_election_enable,
+            auto_leader_rebalance=cfg.auto_leader_rebalance_enable,
+            imbalance_check_interval_s=cfg.leader_imbalance_check_interval_seconds,
+            imbalance_percentage=cfg.leader_imbalance_per_broker_percentage)
+        state.controller = self.controller
+        self.controller.start()
 
     def _on_registration_conflict(self, exc: Exception) -> None:
         log.error("%s; shutting down", exc)
         self.stop()
 
     def _install_signal_handlers(self) -> None:
-        handlers = {signal.SIGTERM: self.server.stop, signal.SIGINT: self.server.stop,
+        handlers = {signal.SIGTERM: self._begin_shutdown, signal.SIGINT: self._begin_shutdown,
                     signal.SIGUSR1: self.log_reports}
         for signum, handler in handlers.items():
             try:
@@ -215,9 +265,9 @@ class Broker:
     def _close(self) -> None:
         steps = [
             ("statistics and api matrix", self.log_reports),
+            ("controller", lambda: self.controller and self.controller.close()),
             ("registration", lambda: self.registration and self.registration.close()),
             ("partitions", lambda: self.partitions and self.partitions.close()),
-            ("dispatcher", lambda: self.dispatcher and self.dispatcher.close()),
             ("executor", lambda: self.executor and self.executor.shutdown(wait=True, cancel_futures=True)),
             ("logs", lambda: self.logs and self.logs.close()),
             ("zookeeper", lambda: self.zk and zk_connection.close(self.zk)),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
+from sparklog.storage.scrubber import SCRUBBER_KEYS
+
 log = logging.getLogger(__name__)
 
 # Kafka's defaults, named as Kafka names them.
@@ -45,23 +48,18 @@ DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS = 9223372036854775807  # log.flush.sched
 DEFAULT_PORT = 9092
 DEFAULT_MIN_INSYNC_REPLICAS = 1  # min.insync.replicas (a topic may override it)
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30000  # replica.lag.time.max.ms
+DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE = False  # unclean.leader.election.enable (Kafka >= 0.11)
+DEFAULT_AUTO_LEADER_REBALANCE_ENABLE = True  # auto.leader.rebalance.enable
+DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS = 300  # leader.imbalance.check.interval.seconds
+DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE = 10  # leader.imbalance.per.broker.percentage
+DEFAULT_CONTROLLED_SHUTDOWN_ENABLE = True  # controlled.shutdown.enable
+# controlled.shutdown.max.retries (3) x controlled.shutdown.retry.backoff.ms (5000): how long a stopping
+# broker waits, at most, for the controller to move its leaderships away before it exits anyway.
+DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS = 15000
 
-# Broker-level key -> topic-level key of the storage's LogConfig (Kafka's LogConfig "synonyms").
-LOG_KEY_TO_TOPIC_KEY = {
-    "log.segment.bytes": "segment.bytes",
-    "log.roll.ms": "segment.ms",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "log.retention.ms": "retention.ms",
-    "log.retention.bytes": "retention.bytes",
-    "log.flush.interval.messages": "flush.messages",
-    "log.flush.interval.ms": "flush.ms",
-    "log.segment.delete.delay.ms": "file.delete.delay.ms",
-    "log.cleanup.policy": "cleanup.policy",
-    "message.max.bytes": "max.message.bytes",
-    # sparklog's own: "flushed" (the paper: consumers see only fsynced messages) or "appended" (Kafka's)
-    "log.flush.visibility": "flush.visibility",
-}
+# Broker-level key -> topic-level key of the storage's LogConfig (Kafka's LogConfig "synonyms": log.retention.ms
+# -> retention.ms, compression.type -> compression.type, ...), from the storage's one table of topic configs.
+LOG_KEY_TO_TOPIC_KEY = dict(TOPIC_CONFIG_BROKER_KEYS)
 # Coarser spellings of the same settings, converted to milliseconds (the finer one wins, as in Kafka).
 _COARSE_MS = {
     "log.retention.minutes": ("log.retention.ms", 60_000),
@@ -100,6 +98,13 @@ _BROKER_KEYS = {
     "broker.rack",
     "min.insync.replicas",
     "replica.lag.time.max.ms",
+    *SCRUBBER_KEYS,  # log.scrubber.*: read by the storage (ScrubberConfig.from_properties)
+    "unclean.leader.election.enable",
+    "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds",
+    "leader.imbalance.per.broker.percentage",
+    "controlled.shutdown.enable",
+    "controlled.shutdown.timeout.ms",
 }
 # Keys a stock server.properties carries that have no meaning here yet: accepted silently.
 _IGNORED_KEYS = {
@@ -161,6 +166,12 @@ class BrokerConfig:
     rack: str | None = None
     min_insync_replicas: int = DEFAULT_MIN_INSYNC_REPLICAS
     replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
+    unclean_leader_election_enable: bool = DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE
+    auto_leader_rebalance_enable: bool = DEFAULT_AUTO_LEADER_REBALANCE_ENABLE
+    leader_imbalance_check_interval_seconds: int = DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS
+    leader_imbalance_per_broker_percentage: int = DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE
+    controlled_shutdown_enable: bool = DEFAULT_CONTROLLED_SHUTDOWN_ENABLE
+    controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS
     # Topic-level defaults for the storage (`segment.bytes`, `retention.ms`, ...), from the log.* keys.
     log_defaults: Mapping[str, str] = field(default_factory=dict)
     raw: Mapping[str, str] = field(default_factory=dict)
@@ -216,6 +227,17 @@ class BrokerConfig:
             rack=props.get("broker.rack") or None,
             min_insync_replicas=_positive(props, "min.insync.replicas", DEFAULT_MIN_INSYNC_REPLICAS),
             replica_lag_time_max_ms=_positive(props, "replica.lag.time.max.ms", DEFAULT_REPLICA_LAG_TIME_MAX_MS),
+            unclean_leader_election_enable=_bool(props, "unclean.leader.election.enable",
+                                                 DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE),
+            auto_leader_rebalance_enable=_bool(props, "auto.leader.rebalance.enable",
+                                               DEFAULT_AUTO_LEADER_REBALANCE_ENABLE),
+            leader_imbalance_check_interval_seconds=_positive(
+                props, "leader.imbalance.check.interval.seconds", DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS),
+            leader_imbalance_per_broker_percentage=_percentage(
+                props, "leader.imbalance.per.broker.percentage", DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE),
+            controlled_shutdown_enable=_bool(props, "controlled.shutdown.enable", DEFAULT_CONTROLLED_SHUTDOWN_ENABLE),
+            controlled_shutdown_timeout_ms=_positive(props, "controlled.shutdown.timeout.ms",
+                                                     DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS),
             log_defaults=topic_defaults(props),
             raw=dict(props),
         )
@@ -321,6 +343,13 @@ def _queued_max_request_bytes(props: Mapping[str, str]) -> int:
         return value
     if value < largest:
         raise ConfigError(f"queued.max.request.bytes={value} must be -1 or at least socket.request.max.bytes={largest}")
+    return value
+
+
+def _percentage(props: Mapping[str, str], key: str, default: int) -> int:
+    value = _int(props, key, default)
+    if not 0 <= value <= 100:
+        raise ConfigError(f"{key}={value} must be between 0 and 100")
     return value
 
 

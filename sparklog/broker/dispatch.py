@@ -1,6 +1,6 @@
 """Frames to handlers and back: the `App` the server runs (see server.py for the contract).
 
-Rule 1: a frame that decodes goes to `handlers.HANDLERS[api_key]`; its response body is encoded against the
+Rule 1: a frame that decodes goes to its handler (`handlers.HANDLERS`, `admin_handlers.ADMIN_HANDLERS`); its response body is encoded against the
 request's header, so the correlation id and the response header version always match the request.
 Rule 2: an ApiVersions request of a version we do not serve gets the v0 fallback (error 35 and our range);
 any other unknown api or version, and any frame that does not parse, closes the connection (Kafka's
@@ -19,7 +19,8 @@ import logging
 from dataclasses import dataclass
 from types import CoroutineType
 
-from sparklog.broker.handlers import HANDLERS
+from sparklog.broker.admin_handlers import ADMIN_HANDLERS
+from sparklog.broker.handlers import HANDLERS as _HANDLERS
 from sparklog.broker.server import CloseConnection
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import RemoteProtocolError, UnsupportedVersion
@@ -35,6 +36,7 @@ MAX_CLIENT_NAME_CHARS = 100
 OTHER_CLIENTS = "(other clients)"
 UNNAMED_CLIENT = "(no client_id)"
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
+HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS}
 _VERSION_BITS = 16  # (api_key, version) is recorded as one int: api_key << 16 | version
 
 
@@ -154,9 +156,6 @@ class Dispatcher:
                 names[name] = names.get(name, 0) + count
         return DispatcherStatistics(names, self._unsupported, self._malformed, _matrix(self._served),
                                     _matrix(self._refused))
-
-    def close(self) -> None:
-        pass
 
 
 def api_name(key: int) -> str:

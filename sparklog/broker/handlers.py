@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +73,8 @@ from sparklog.protocol.produce import PartitionProduceResponse, ProduceResponse,
 from sparklog.protocol.registry import advertised_api_versions
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
 from sparklog.storage.config import LogConfig
-from sparklog.storage.errors import LogClosedError, OffsetOutOfRange, RecordBatchTooLarge, StorageError
+from sparklog.storage.errors import (InvalidTimestampError, LogClosedError, OffsetOutOfRange, RecordBatchTooLarge,
+                                     StorageError)
 from sparklog.records.batch import CorruptRecordError
 from sparklog.storage.topic_names import validate_topic
 
@@ -102,6 +104,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = errors.TransactionalIdAuthorizationFaile
 KAFKA_STORAGE_ERROR = errors.KafkaStorageError.errno
 TOPIC_DELETION_DISABLED = errors.TopicDeletionDisabledError.errno
 INVALID_RECORD = errors.InvalidRecordError.errno
+INVALID_TIMESTAMP = errors.InvalidTimestampError.errno
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.errno
 REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
 NOT_ENOUGH_REPLICAS = errors.NotEnoughReplicasError.errno
@@ -109,9 +112,7 @@ OFFSET_NOT_AVAILABLE = errors.OffsetNotAvailableError.errno
 
 NO_OFFSET = -1
 NO_TIMESTAMP = -1
-NO_LEADER_EPOCH = -1
-# Replication is a later issue: a topic with followers would claim copies that do not exist.
-MAX_REPLICATION_FACTOR = 1
+NO_LEADER_EPOCH = -1  # Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH
 
 @dataclass
 class BrokerState:
@@ -128,6 +129,7 @@ class BrokerState:
     producer_ids: ProducerIdAllocator | None = None
     waiters: Purgatory | None = None  # parked long-polling fetches and acks=all produces
     replicas: ReplicaManager | None = None  # leader state and followers (replica_manager.py)
+    controller: Any = None  # broker.controller.Controller: who the controller is (Metadata's controller_id)
     counters: dict = field(default_factory=lambda: dict.fromkeys(
         ("produced_batches_bytes", "produce_errors", "fetch_waits", "zookeeper_calls"), 0))
 
@@ -239,18 +241,21 @@ def _append(led, index: int, records, state) -> PartitionProduceResponse:
     plog = led.plog
     if records is None or not len(records):
         return _produce_error(index, INVALID_RECORD, "no record batch in the request")
+    append_time = time.time_ns() // 1_000_000 if plog.stamps_append_time else NO_TIMESTAMP  # LogAppendTime
     try:
-        base = plog.append_as_leader(records, led.leader_epoch)
+        base = plog.append_as_leader(records, led.leader_epoch, append_time if append_time != NO_TIMESTAMP else None)
     except CorruptRecordError as exc:
         return _produce_error(index, CORRUPT_MESSAGE, str(exc))
     except RecordBatchTooLarge as exc:
         return _produce_error(index, MESSAGE_TOO_LARGE, str(exc))
+    except InvalidTimestampError as exc:
+        return _produce_error(index, INVALID_TIMESTAMP, str(exc))
     except LogClosedError:
         return _produce_error(index, NOT_LEADER_OR_FOLLOWER)
     except (OSError, StorageError) as exc:
         log.error("append to %s failed: %s", plog, exc)
         return _produce_error(index, KAFKA_STORAGE_ERROR, str(exc))
-    return PartitionProduceResponse(index=index, error_code=NONE, base_offset=base, log_append_time_ms=-1,
+    return PartitionProduceResponse(index=index, error_code=NONE, base_offset=base, log_append_time_ms=append_time,
                                     log_start_offset=plog.log_start_offset)
 
 
@@ -363,6 +368,10 @@ def _fetch_once(body, state):
                     failed = True
                 except LogClosedError:
                     error = NOT_LEADER_OR_FOLLOWER
+                    failed = True
+                except StorageError as exc:  # CorruptSegmentError: damage not yet fenced; clients retry
+                    log.error("fetch from %s failed: %s", plog, exc)
+                    error = KAFKA_STORAGE_ERROR
                     failed = True
                 else:
                     size = len(records)
@@ -498,7 +507,13 @@ def _metadata_response(snapshot, state, names, errors_by_name) -> MetadataRespon
         topics.append(MetadataResponseTopic(error_code=errors_by_name.get(name, NONE), name=name,
                                             is_internal=False, partitions=partitions))
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
-                            controller_id=snapshot.controller_id, topics=topics)
+                            controller_id=_controller_id(snapshot, state), topics=topics)
+
+
+def _controller_id(snapshot, state) -> int:
+    """The elected controller when it is known and live; else any live broker (every one can create topics)."""
+    elected = state.controller.controller_id if state.controller is not None else -1
+    return elected if elected in snapshot.brokers else snapshot.controller_id
 
 
 def _partition_metadata(p, live) -> MetadataResponsePartition:
@@ -507,7 +522,7 @@ def _partition_metadata(p, live) -> MetadataResponsePartition:
         error_code=NONE if leader_alive else LEADER_NOT_AVAILABLE,
         partition_index=p.partition,
         leader_id=p.leader if leader_alive else -1,
-        leader_epoch=NO_LEADER_EPOCH,
+        leader_epoch=p.leader_epoch if leader_alive else NO_LEADER_EPOCH,
         replica_nodes=list(p.replicas),
         isr_nodes=[b for b in p.isr if b in live],
         offline_replicas=[b for b in p.replicas if b not in live],
@@ -544,13 +559,19 @@ async def _create_one(state, topic, validate_only: bool) -> tuple[int, str | Non
     cfg = state.config
     partitions = _requested_partitions(cfg, topic)
     replication = cfg.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+    assignment = None
     if topic.assignments:
-        return INVALID_REPLICA_ASSIGNMENT, "manual replica assignments are not supported"
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            return INVALID_REQUEST, "give either num_partitions and replication_factor or assignments, not both"
+        assignment = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+        if len(assignment) != len(topic.assignments):
+            return INVALID_REPLICA_ASSIGNMENT, "a partition is assigned more than once"
+        partitions, replication = len(assignment), len(next(iter(assignment.values())))
     overrides = {c.name: c.value for c in topic.configs if c.value is not None}
     problem = _check_topic_config(overrides)
     if problem:
         return INVALID_CONFIG, problem
-    return await _create_topic(state, topic.name, partitions, replication, overrides, validate_only)
+    return await _create_topic(state, topic.name, partitions, replication, overrides, validate_only, assignment)
 
 
 def _requested_partitions(cfg, topic) -> int:
@@ -558,6 +579,7 @@ def _requested_partitions(cfg, topic) -> int:
 
 
 def _check_topic_config(overrides: dict) -> str | None:
+    """The storage's typed table (storage/config.py) knows every topic config, the controller's included."""
     unknown = sorted(set(overrides) - set(LOG_CONFIG_KEYS))
     if unknown:
         return f"unknown topic config {', '.join(unknown)}; known: {', '.join(sorted(LOG_CONFIG_KEYS))}"
@@ -568,7 +590,7 @@ def _check_topic_config(overrides: dict) -> str | None:
     return None
 
 
-async def _create_topic(state, name, partitions, replication, overrides, validate_only=False):
+async def _create_topic(state, name, partitions, replication, overrides, validate_only=False, assignment=None):
     """(error code, message) of creating one topic through ZooKeeper; notes it in the snapshot at once."""
     try:
         validate_topic(name)
@@ -576,23 +598,31 @@ async def _create_topic(state, name, partitions, replication, overrides, validat
         return INVALID_TOPIC_EXCEPTION, str(exc)
     if partitions < 1:
         return INVALID_PARTITIONS, f"number of partitions must be at least 1, not {partitions}"
-    if replication < 1 or replication > MAX_REPLICATION_FACTOR:
-        return INVALID_REPLICATION_FACTOR, (
-            f"replication factor {replication} is not supported: replication is not implemented yet, use 1")
-    live = sorted(state.partitions.snapshot.brokers)
+    if replication < 1:
+        return INVALID_REPLICATION_FACTOR, f"replication factor must be at least 1, not {replication}"
+    live = {b.id: b.rack for _, b in sorted(state.partitions.snapshot.brokers.items())}
     if replication > len(live):
-        return INVALID_REPLICATION_FACTOR, f"replication factor {replication} > {len(live)} live brokers"
-    over_limit = partition_limits.topic_problem(state.config, state.partitions.snapshot.topics, live, partitions,
-                                                replication)
+        return INVALID_REPLICATION_FACTOR, (
+            f"replication factor {replication} is larger than the number of live brokers ({len(live)})")
+    if assignment is not None:
+        try:
+            topic_registry.validate_assignment(assignment, live)
+        except topic_registry.InvalidReplicaAssignment as exc:
+            return INVALID_REPLICA_ASSIGNMENT, str(exc)
+    over_limit = partition_limits.topic_problem(state.config, state.partitions.snapshot.topics, list(live),
+                                                partitions, replication)
     if over_limit:
         return over_limit
+    if partitions > topic_registry.MAX_PARTITIONS:  # one ZooKeeper transaction creates the topic
+        return INVALID_PARTITIONS, (
+            f"number of partitions must be between 1 and {topic_registry.MAX_PARTITIONS}, not {partitions}")
     if validate_only:
         if name in state.partitions.snapshot.topics:
             return TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
         return NONE, None
     try:
         created = await state.blocking(topic_registry.create_topic, state.zk, name, partitions, replication,
-                                       overrides, live)
+                                       overrides, live, assignment)
     except topic_registry.TopicExists as exc:
         return TOPIC_ALREADY_EXISTS, str(exc)
     except topic_registry.InvalidTopicName as exc:
@@ -601,6 +631,8 @@ async def _create_topic(state, name, partitions, replication, overrides, validat
         return INVALID_PARTITIONS, str(exc)
     except topic_registry.InvalidReplicationFactor as exc:
         return INVALID_REPLICATION_FACTOR, str(exc)
+    except topic_registry.InvalidReplicaAssignment as exc:
+        return INVALID_REPLICA_ASSIGNMENT, str(exc)
     except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: the client may retry
         log.warning("creating topic %s failed: %s", name, exc)
         return REQUEST_TIMED_OUT, f"ZooKeeper: {exc}"
@@ -697,11 +729,14 @@ async def _offset_commit(body, state) -> OffsetCommitResponse:
             offsets[(topic.name, part.partition_index)] = offset_registry.OffsetAndMetadata(
                 part.committed_offset, part.committed_metadata or "")
     try:
-        await state.blocking(offset_registry.commit_offsets, state.zk, body.group_id, offsets)
+        refused = await state.blocking(offset_registry.commit_offsets, state.zk, body.group_id, offsets)
     except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: retriable for the client
         log.warning("committing offsets of group %s failed: %s", body.group_id, exc)
         for key in offsets:
             codes[key] = COORDINATOR_NOT_AVAILABLE
+    else:  # a member-less commit to a partition a group member owns (offsets.py Rule 2), as Kafka answers it
+        for key in refused:
+            codes[key] = UNKNOWN_MEMBER_ID
     return _offset_commit_response(body, lambda t, p: codes.get((t, p), NONE))
 
 

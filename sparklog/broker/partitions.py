@@ -27,18 +27,18 @@ State transitions of one partition on this broker:
     REMOTE   --state.leader moves here--------------------> LEADER
     LEADER|REMOTE --topic deleted--------------------------> UNKNOWN: a local log is deleted
     LEADER|REMOTE --topic re-created (new id)--------------> UNKNOWN, then as a new topic
-    LEADER   --/config/topics/<t> changes------------------> LEADER: the new overrides are recorded and used
-                                                             when the log is next opened (see below)
+    LEADER   --/config/topics/<t> changes------------------> LEADER: the open log is reconfigured at once
+                                                             (see below)
 
 At startup, once the registry has been read successfully (never before: ZooKeeper being away must not
 look like "every topic was deleted"), log directories of topics or partitions absent from it, or whose
 topic id differs, are deleted.
 
-Config changes: the storage has no way yet to change an open PartitionLog's settings (it caches them at
-open), and closing and reopening a log under load would fail in-flight appends and fetches; so a changed
-override is logged, counted in `statistics().config_changes_pending`, and applied when the log is next
-opened. What the storage should add: `PartitionLog.reconfigure(LogConfig)`, swapping flush/segment/
-retention/max-message settings under its lock (Kafka's `UnifiedLog.updateConfig`).
+Config changes: a changed override is applied to the open log at once with `PartitionLog.reconfigure`
+(Kafka's `UnifiedLog.updateConfig`), never by closing and reopening it (that would fail in-flight appends
+and fetches), and counted in `statistics().config_changes_applied`. Overrides the storage refuses (a bad
+value written to ZooKeeper by hand: the admin APIs validate before writing) are logged once, leave the log
+as it is, and are counted in `config_changes_pending` until a valid value replaces them.
 
 The ZooKeeper watch callbacks run on kazoo's thread and only record what changed; one sync thread reads
 states and configs and opens or deletes logs, so a slow disk or ZooKeeper never blocks kazoo. Watched:
@@ -61,7 +61,7 @@ from sparklog.coordination import paths as zk_paths
 from sparklog.coordination import topics as topic_registry
 from sparklog.coordination.connection import retrying
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
-from sparklog.storage.errors import InvalidTopicName
+from sparklog.storage.errors import InvalidConfigError, InvalidTopicName
 from sparklog.storage.topic_names import parse_partition_dir
 
 log = logging.getLogger(__name__)
@@ -115,9 +115,10 @@ class PartitionManagerStatistics:
     syncs: int
     sync_errors: int
     last_error: str | None
-    config_changes_pending: int  # open logs whose overrides changed since they were opened
+    config_changes_pending: int  # open logs whose newer overrides the storage refused (left as they were)
     stale_logs_deleted: int  # logs of a topic's earlier life (other topic id) or of absent topics
     watches: int
+    config_changes_applied: int = 0  # reconfigure() calls on open logs
 
 
 class PartitionManager:
@@ -149,7 +150,8 @@ class PartitionManager:
         self._node_watches: set[str] = set()  # znode paths with a live DataWatch of ours
         self._log_ids: dict[tuple[str, int], str | None] = {}  # open log -> the topic id it belongs to
         self._log_overrides: dict[tuple[str, int], dict] = {}  # open log -> the overrides it was opened with
-        self._config_pending: dict[tuple[str, int], dict] = {}  # open log -> newer overrides not applied yet
+        self._config_pending: dict[tuple[str, int], dict] = {}  # open log -> newer overrides it refused
+        self._config_applied = 0
         self._stale_deleted = 0
         self._strays_checked = False
 
@@ -180,7 +182,7 @@ class PartitionManager:
         pending = len(self._config_pending)
         return PartitionManagerStatistics(len(snap.topics), len(snap.leading), len(snap.brokers), self._syncs,
                                           self._sync_errors, self._last_error, pending, self._stale_deleted,
-                                          len(self._node_watches))
+                                          len(self._node_watches), self._config_applied)
 
     # -- watch callbacks (kazoo's thread: record and wake only) ---------------------------------------------
 
@@ -342,7 +344,7 @@ class PartitionManager:
         return plog
 
     def _check_open_log(self, key: tuple[str, int], plog, topic: TopicMeta) -> None:
-        """An open log we keep leading: adopt a topic id learnt late; note changed overrides."""
+        """An open log we keep leading: adopt a topic id learnt late; apply changed overrides at once."""
         if self._log_ids.get(key) is None and topic.topic_id is not None:
             partition_metadata.write(plog.directory, topic.topic_id)
             self._log_ids[key] = topic.topic_id
@@ -351,12 +353,20 @@ class PartitionManager:
         if opened_with is None or wanted == opened_with:
             self._config_pending.pop(key, None)
             return
-        if self._config_pending.get(key) != wanted:  # say it once per change
-            self._config_pending[key] = wanted
-            changed = sorted(k for k in set(wanted) | set(opened_with) if wanted.get(k) != opened_with.get(k))
-            log.warning("topic %s partition %d: config %s changed; the open log keeps its settings until it is "
-                        "next opened (the storage cannot reconfigure an open log yet)", key[0], key[1],
-                        ", ".join(changed))
+        changed = sorted(k for k in set(wanted) | set(opened_with) if wanted.get(k) != opened_with.get(k))
+        try:
+            config = self.logs.default_config.with_overrides(wanted)
+        except InvalidConfigError as exc:
+            if self._config_pending.get(key) != wanted:  # say it once per change
+                self._config_pending[key] = wanted
+                log.warning("topic %s partition %d: config %s not applied (%s); the log keeps its settings",
+                            key[0], key[1], ", ".join(changed), exc)
+            return
+        plog.reconfigure(config)
+        self._log_overrides[key] = wanted
+        self._config_pending.pop(key, None)
+        self._config_applied += 1
+        log.info("topic %s partition %d: config %s applied to the open log", key[0], key[1], ", ".join(changed))
 
     def _overrides(self, topic: str, config: Mapping[str, str], quiet: bool = False) -> dict[str, str]:
         overrides = {}

@@ -68,6 +68,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Iterable, Protocol
 
 from sparklog.broker.queued_bytes import QueuedBytes
+from sparklog.storage.errors import StorageError
 
 log = logging.getLogger(__name__)
 
@@ -534,12 +535,28 @@ class Connection(asyncio.Protocol):
         return sent
 
     async def _write_rest(self, file_slice, sent: int, length: int, rest: list) -> None:
-        """Finish a record set the socket did not take at once, then the chunks after it."""
+        """Finish a record set the socket did not take at once, then the chunks after it.
+
+        The slice stays pinned until its last byte is sent (FileSlice's descriptor rule): retention or a
+        topic deletion may close its segment while a slow client drains, and the descriptor number must not
+        go to another file meanwhile. A segment closed before the pin is taken ends the connection.
+        """
         self.counters["sendfile_slow"] += 1
         loop = asyncio.get_running_loop()
-        in_fd = file_slice.fileno()
-        position = file_slice.position + sent
-        remaining = length - sent
+        try:
+            with file_slice.pinned() as in_fd:
+                await self._sendfile_rest(loop, file_slice, in_fd, file_slice.position + sent, length - sent)
+        except StorageError as exc:  # LogClosedError: the response cannot be completed
+            log.warning("record set of %s is gone (%s); closing the connection", file_slice, exc)
+            self.transport.abort()
+            self.closed = True
+            return
+        if rest and not self.closed:
+            more = self._write(rest)
+            if more is not None:
+                await more
+
+    async def _sendfile_rest(self, loop, file_slice, in_fd: int, position: int, remaining: int) -> None:
         await self._drain(loop)
         if self._dup_fd < 0:
             self._dup_fd = os.dup(self._fd)
@@ -562,10 +579,6 @@ class Connection(asyncio.Protocol):
             self.counters["sendfile"] += n
             position += n
             remaining -= n
-        if rest and not self.closed:
-            more = self._write(rest)
-            if more is not None:
-                await more
 
     async def _writable(self, loop) -> None:
         if self._dup_fd < 0:

@@ -1,5 +1,7 @@
-"""A small admin client: create, delete and describe topics through the brokers (CreateTopics, DeleteTopics,
-Metadata), for the command line, tests and benchmarks.
+"""A small admin client: create, delete, grow and describe topics, read and change their configs, delete
+records and describe the cluster through the brokers (CreateTopics, DeleteTopics, Metadata, CreatePartitions,
+DescribeConfigs, IncrementalAlterConfigs, DeleteRecords, DescribeCluster), for the command line, tests and
+benchmarks. A per-topic or per-resource error is raised as its Kafka error class, with the broker's message.
 
 Rule: `create_topic` returns once every partition of the new topic has a leader in the metadata, so a
 producer or consumer started next finds it.
@@ -7,17 +9,31 @@ producer or consumer started next finds it.
 
 from __future__ import annotations
 
-import time
 
+from sparklog.client.backoff import ExponentialBackoff, Retry
 from sparklog.client.config import COMMON_DEFAULTS, resolve
 from sparklog.client.connection import IOThread, NetworkClient
+from sparklog.client.errors import NoBrokersAvailable
 from sparklog.client.metadata import METADATA_VERSION, NO_LEADER
 from sparklog.client.producer import bootstrap_from
 from sparklog.protocol import (ApiKey, CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
                                DeleteTopicsRequest, MetadataRequest, MetadataRequestTopic, for_code)
+from sparklog.protocol.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
+from sparklog.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
+from sparklog.protocol.describe_cluster import DescribeClusterRequest
+from sparklog.protocol.describe_configs import (RESOURCE_BROKER, RESOURCE_TOPIC, DescribeConfigsRequest,
+                                               DescribeConfigsResource)
+from sparklog.protocol.incremental_alter_configs import (OP_DELETE, OP_SET, IncrementalAlterableConfig,
+                                                         IncrementalAlterConfigsRequest,
+                                                         IncrementalAlterConfigsResource)
 
 CREATE_TOPICS_VERSION = 4
 DELETE_TOPICS_VERSION = 3
+CREATE_PARTITIONS_VERSION = 3
+DESCRIBE_CONFIGS_VERSION = 4
+INCREMENTAL_ALTER_CONFIGS_VERSION = 1
+DELETE_RECORDS_VERSION = 2
+DESCRIBE_CLUSTER_VERSION = 1
 TOPIC_ALREADY_EXISTS = 36
 
 
@@ -26,24 +42,25 @@ class AdminClient:
         config = resolve(COMMON_DEFAULTS, settings)
         self.config = config
         self.timeout = config["request.timeout.ms"] / 1000.0
-        self._client = NetworkClient(bootstrap_from(bootstrap_servers or config["bootstrap.servers"], zookeeper),
-                                     config["client.id"], request_timeout_ms=config["request.timeout.ms"])
+        self._backoff = ExponentialBackoff.retry(config)
+        self._client = NetworkClient.from_config(
+            bootstrap_from(bootstrap_servers or config["bootstrap.servers"], zookeeper), config)
         self._thread = IOThread("sparklog-admin-io", self._client, lambda: None)
         self._thread.start()
 
     def _call(self, api_key: int, version: int, body, timeout: float | None = None):
-        deadline = time.monotonic() + (timeout or self.timeout)
+        retry = Retry(self._backoff, timeout or self.timeout)
         error: BaseException | None = None
-        while time.monotonic() < deadline:
+        while not retry.expired():
             node = self._client.least_loaded_node()
-            if node is None:
-                time.sleep(0.05)
-                continue
-            try:
-                return self._client.submit(node, api_key, version, body).wait(max(0.01, deadline - time.monotonic()))
-            except ConnectionError as exc:
-                error = exc
-                time.sleep(0.05)
+            if node is not None:
+                try:
+                    return self._client.submit(node, api_key, version, body).wait(max(0.01, retry.remaining()))
+                except ConnectionError as exc:
+                    error = exc
+            retry.sleep()
+        if not self._client.ever_connected:
+            raise NoBrokersAvailable(self._client.unreachable())
         raise TimeoutError(f"no broker answered api {api_key}: {error}")
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
@@ -67,6 +84,59 @@ class AdminClient:
             if result.error_code:
                 raise for_code(result.error_code)(name)
 
+    def create_partitions(self, name: str, total: int, timeout: float | None = None) -> None:
+        """Grow the topic to `total` partitions; returns once each has a serving leader."""
+        timeout_ms = int((timeout or self.timeout) * 1000)
+        response = self._call(ApiKey.CREATE_PARTITIONS, CREATE_PARTITIONS_VERSION, CreatePartitionsRequest(
+            topics=[CreatePartitionsTopic(name=name, count=total)], timeout_ms=timeout_ms), timeout)
+        _raise_first(response.results, name)
+        self.wait_for_leaders(name, timeout)
+
+    def describe_configs(self, name: str, broker: bool = False) -> dict[str, tuple[str | None, int]]:
+        """{config: (value, Kafka's config source)} of a topic (or, with broker=True, of broker `name`)."""
+        resource = DescribeConfigsResource(resource_type=RESOURCE_BROKER if broker else RESOURCE_TOPIC,
+                                           resource_name=name, configuration_keys=None)
+        response = self._call(ApiKey.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_VERSION,
+                              DescribeConfigsRequest(resources=[resource]))
+        _raise_first(response.results, name)
+        return {c.name: (c.value, c.config_source) for r in response.results for c in r.configs}
+
+    def alter_configs(self, name: str, settings: dict | None = None, delete: tuple = (),
+                      validate_only: bool = False) -> None:
+        """Set and delete a topic's config overrides (IncrementalAlterConfigs); all or nothing."""
+        configs = [IncrementalAlterableConfig(name=k, config_operation=OP_SET, value=str(v))
+                   for k, v in (settings or {}).items()]
+        configs += [IncrementalAlterableConfig(name=k, config_operation=OP_DELETE, value=None) for k in delete]
+        request = IncrementalAlterConfigsRequest(validate_only=validate_only, resources=[
+            IncrementalAlterConfigsResource(resource_type=RESOURCE_TOPIC, resource_name=name, configs=configs)])
+        response = self._call(ApiKey.INCREMENTAL_ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS_VERSION, request)
+        _raise_first(response.responses, name)
+
+    def delete_records(self, name: str, before: dict[int, int]) -> dict[int, int]:
+        """Move each partition's log start offset to `before[partition]` (-1: the high watermark), asking
+        each partition's leader; returns {partition: log start offset afterwards}."""
+        leaders = self.wait_for_leaders(name)
+        found = {}
+        for leader in sorted(set(leaders[p] for p in before)):
+            parts = [DeleteRecordsPartition(partition_index=p, offset=o) for p, o in sorted(before.items())
+                     if leaders[p] == leader]
+            request = DeleteRecordsRequest(topics=[DeleteRecordsTopic(name=name, partitions=parts)],
+                                           timeout_ms=int(self.timeout * 1000))
+            response = self._client.submit(leader, ApiKey.DELETE_RECORDS, DELETE_RECORDS_VERSION,
+                                           request).wait(self.timeout)
+            for part in (p for t in response.topics for p in t.partitions):
+                if part.error_code:
+                    raise for_code(part.error_code)(f"{name}-{part.partition_index}")
+                found[part.partition_index] = part.low_watermark
+        return found
+
+    def describe_cluster(self) -> tuple[str, int, dict[int, tuple[str, int]]]:
+        """(cluster id, controller id, {broker id: (host, port)})."""
+        response = self._call(ApiKey.DESCRIBE_CLUSTER, DESCRIBE_CLUSTER_VERSION, DescribeClusterRequest())
+        if response.error_code:
+            raise for_code(response.error_code)(response.error_message or "DescribeCluster")
+        return response.cluster_id, response.controller_id, {b.broker_id: (b.host, b.port) for b in response.brokers}
+
     def describe(self, names: list[str] | None = None) -> dict[str, dict[int, int]]:
         """{topic: {partition: leader}} of the named topics (all when None); unknown topics are left out."""
         topics = None if names is None else [MetadataRequestTopic(name=n) for n in names]
@@ -79,14 +149,14 @@ class AdminClient:
     def wait_for_leaders(self, name: str, timeout: float | None = None) -> dict[int, int]:
         """Until the metadata names a leader for every partition and each leader serves its partition (it
         answers ListOffsets for it): only then does even an acks=0 record land."""
-        deadline = time.monotonic() + (timeout or self.timeout)
+        retry = Retry(self._backoff, timeout or self.timeout)
         while True:
             leaders = self.describe([name]).get(name)
             if leaders and all(leader != NO_LEADER for leader in leaders.values()) and self._served(name, leaders):
                 return leaders
-            if time.monotonic() > deadline:
+            if retry.expired():
                 raise TimeoutError(f"topic {name!r} has no serving leader for every partition: {leaders}")
-            time.sleep(0.05)
+            retry.sleep()
 
     def _served(self, name: str, leaders: dict[int, int]) -> bool:
         from sparklog.client.consumer import LIST_OFFSETS_VERSION, list_offsets_request
@@ -132,3 +202,10 @@ class AdminClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _raise_first(results, name: str) -> None:
+    """Raise the first per-resource error of a response, with the broker's message."""
+    for result in results:
+        if result.error_code:
+            raise for_code(result.error_code)(result.error_message or name)

@@ -49,6 +49,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     reset.add_argument("--to", required=True, help="earliest, latest or an offset")
     reset.add_argument("--topic", action="append", help="only these topics (default: every topic it committed)")
     reset.set_defaults(func=run_groups_reset)
+    for parser in (commands.choices.values()):  # --zookeeper also after the subcommand, as for `topics`
+        parser.add_argument("--zookeeper", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        parser.add_argument("--bootstrap-server", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     groups.set_defaults(func=lambda args: (groups.print_help(), 2)[1])
 
 
@@ -224,6 +227,10 @@ def run_groups_reset(args: argparse.Namespace) -> int:
     from sparklog.coordination.offsets import commit_offsets, fetch_offsets
     from sparklog.coordination.topics import get_topic
 
+    named = args.to in ("earliest", "latest", "smallest", "largest")
+    if not named and not args.to.isdigit():
+        print(f"error: --to is earliest, latest or an offset (>= 0), not {args.to!r}", file=sys.stderr)
+        return 2
     zk = connect(args.zookeeper)
     try:
         if registry.list_consumers(zk, args.group):
@@ -236,15 +243,19 @@ def run_groups_reset(args: argparse.Namespace) -> int:
         if not partitions:
             print(f"group {args.group!r} has no committed offsets; name --topic", file=sys.stderr)
             return 1
-        if args.to in ("earliest", "latest", "smallest", "largest"):
+        if named:
             with Consumer(args.bootstrap_server, None if args.bootstrap_server else args.zookeeper) as consumer:
                 lookup = consumer.beginning_offsets if args.to in ("earliest", "smallest") else consumer.end_offsets
                 offsets = lookup(partitions, timeout=10)
         else:
             offsets = {tp: int(args.to) for tp in partitions}
-        commit_offsets(zk, args.group, offsets)
+        refused = commit_offsets(zk, args.group, offsets)  # refuses partitions a member claimed meanwhile
     finally:
         close(zk)
+    if refused:
+        print(f"error: group {args.group!r} became active; not reset: "
+              + ", ".join(f"{t}-{p} (owned by {owner})" for (t, p), owner in sorted(refused.items())), file=sys.stderr)
+        return 1
     for (topic, partition), offset in sorted(offsets.items()):
         print(f"{topic}\t{partition}\t{offset}")
     return 0

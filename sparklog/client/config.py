@@ -14,7 +14,10 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "bootstrap.servers": None,
     "client.id": "sparklog-python",
     "request.timeout.ms": 30_000,  # Kafka's default
-    "retry.backoff.ms": 100,  # Kafka's default
+    "retry.backoff.ms": 100,  # Kafka's default: the first retry's wait, doubling (see backoff.py)
+    "retry.backoff.max.ms": 1_000,  # Kafka's default (KIP-580)
+    "reconnect.backoff.ms": 50,  # Kafka's default
+    "reconnect.backoff.max.ms": 1_000,  # Kafka's default (KIP-144)
     "metadata.max.age.ms": 300_000,  # Kafka's default: refresh even without errors every 5 minutes
     "socket.connection.setup.timeout.ms": 10_000,  # Kafka's default
     "max.in.flight.requests.per.connection": 5,  # Kafka's default

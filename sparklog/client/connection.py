@@ -8,13 +8,18 @@ request order, so each frame's correlation id must equal the oldest in-flight re
 request in flight fails (retriable).
 Rule 3: a request that needs no response (Produce with acks=0) completes as soon as it is written.
 
+Rule 4 (unreachable brokers): a failed connect names the address and why (`reachability.failure_reason`:
+connection refused, name not resolved, timed out); the broker is not tried again before its reconnect
+backoff (exponential from `reconnect.backoff.ms` to `reconnect.backoff.max.ms`, see backoff.py), and a
+warning is logged at the first failure and then at most every `UNREACHABLE_WARNING_INTERVAL_S` while the
+failures go on. `unreachable()` is what a caller that gives up puts in its error.
+
 Connection states:  NEW --connect ok--> CONNECTED --error / timeout / close--> CLOSED (never reused; the
-next request to that broker opens a new connection, after `reconnect.backoff.ms` if the last one failed).
+next request to that broker opens a new connection, after the reconnect backoff if the last one failed).
 """
 
 from __future__ import annotations
 
-import errno
 import logging
 import selectors
 import socket
@@ -24,13 +29,17 @@ import time
 from collections import deque
 from typing import Any, Callable
 
+from sparklog.client.backoff import ExponentialBackoff
 from sparklog.client.errors import CorrelationIdMismatch, KafkaConnectionError, RequestTimedOut
+from sparklog.coordination.reachability import failure_reason
 from sparklog.protocol.frame import NEED_DATA, CLOSED, FrameDecoder
 
 logger = logging.getLogger(__name__)
 
 RECV_BYTES = 1 << 20  # one recv() reads up to 1 MiB: a fetch response arrives in few calls
-RECONNECT_BACKOFF_S = 0.05  # Kafka's reconnect.backoff.ms default (50 ms)
+RECONNECT_BACKOFF = ExponentialBackoff(50, 1_000)  # Kafka's reconnect.backoff.ms and reconnect.backoff.max.ms
+_UNEXPECTED_ERROR_BACKOFF = ExponentialBackoff(100, 1_000)  # retry.backoff.ms and retry.backoff.max.ms defaults
+UNREACHABLE_WARNING_INTERVAL_S = 10.0  # librdkafka also repeats a broker's connect failure only now and then
 _CORRELATION = struct.Struct(">i")
 _CORRELATION_LIMIT = 1 << 31
 _MAX_IOV = 64  # buffers per sendmsg (Linux allows 1024)
@@ -238,7 +247,8 @@ class NetworkClient:
 
     def __init__(self, bootstrap: list[tuple[str, int]], client_id: str, max_in_flight: int = 5,
                  request_timeout_ms: float = 30_000, connect_timeout_ms: float = 10_000,
-                 max_frame_bytes: int = 100 * 1024 * 1024 + 512) -> None:
+                 max_frame_bytes: int = 100 * 1024 * 1024 + 512,
+                 reconnect_backoff: ExponentialBackoff = RECONNECT_BACKOFF) -> None:
         # Bootstrap servers get ids -1, -2, ... until metadata names the real brokers (as kafka-python does).
         self.nodes: dict[int, tuple[str, int]] = {-(i + 1): hp for i, hp in enumerate(bootstrap)}
         self.bootstrap_ids = list(self.nodes)
@@ -247,8 +257,13 @@ class NetworkClient:
         self.request_timeout = request_timeout_ms / 1000.0
         self.connect_timeout = connect_timeout_ms / 1000.0
         self.max_frame_bytes = max_frame_bytes
+        self.reconnect_backoff = reconnect_backoff
         self._conns: dict[int, BrokerConnection] = {}
-        self._failed_at: dict[int, float] = {}
+        self._retry_at: dict[int, float] = {}  # node -> no new connection before this (reconnect backoff)
+        self._connect_failures: dict[int, int] = {}  # node -> failed connects in a row
+        self._connect_errors: dict[int, str] = {}  # node -> "host:port: why" of its last failed connect
+        self._warned_at = -1e9
+        self.ever_connected = False
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -257,7 +272,24 @@ class NetworkClient:
         self._submitted: deque[_Request] = deque()
         self._closed = False
 
+    @classmethod
+    def from_config(cls, bootstrap: list[tuple[str, int]], config: dict,
+                    request_timeout_ms: float | None = None) -> "NetworkClient":
+        """A client with the connection settings of a resolved client config (see config.py)."""
+        return cls(bootstrap, config["client.id"], config["max.in.flight.requests.per.connection"],
+                   config["request.timeout.ms"] if request_timeout_ms is None else request_timeout_ms,
+                   config["socket.connection.setup.timeout.ms"], config["receive.message.max.bytes"],
+                   ExponentialBackoff.reconnect(config))
+
     # -- any thread ---------------------------------------------------------------------------------
+
+    def unreachable(self) -> str:
+        """Which brokers could not be reached and why, for the error of a caller that gives up (Rule 4)."""
+        errors = dict(self._connect_errors)
+        if not errors:
+            return "no broker answered"
+        return "could not reach " + ("any broker: " if len(errors) == len(self.nodes) else "broker ") + "; ".join(
+            errors[n] for n in sorted(errors, key=lambda n: (n < 0, n)))
 
     def submit(self, node_id: int, api_key: int, api_version: int, body: Any, *, expect_response: bool = True,
                callback: Callable | None = None, timeout: float | None = None,
@@ -291,7 +323,7 @@ class NetworkClient:
         """True when a request to `node_id` would go out now (connected or connectable, a slot free)."""
         conn = self._conns.get(node_id)
         if conn is None or conn.closed:
-            return time.monotonic() - self._failed_at.get(node_id, -1e9) >= RECONNECT_BACKOFF_S
+            return time.monotonic() >= self._retry_at.get(node_id, 0.0)
         return len(conn.in_flight) + len(conn.backlog) < conn.max_in_flight
 
     def least_loaded_node(self) -> int | None:
@@ -302,7 +334,7 @@ class NetworkClient:
             conn = self._conns.get(node_id)
             if conn is not None and not conn.closed:
                 load = len(conn.in_flight) + len(conn.backlog)
-            elif now - self._failed_at.get(node_id, -1e9) >= RECONNECT_BACKOFF_S:
+            elif now >= self._retry_at.get(node_id, 0.0):
                 load = self.max_in_flight  # unconnected: acceptable, but prefer a live connection
             else:
                 continue
@@ -370,20 +402,37 @@ class NetworkClient:
         if address is None:
             future.set_error(KafkaConnectionError(f"unknown broker {node_id}"))
             return None
-        if time.monotonic() - self._failed_at.get(node_id, -1e9) < RECONNECT_BACKOFF_S:
-            future.set_error(KafkaConnectionError(f"broker {node_id} at {address[0]}:{address[1]} is backing off"))
+        if time.monotonic() < self._retry_at.get(node_id, 0.0):
+            reason = self._connect_errors.get(node_id, "backing off")
+            future.set_error(KafkaConnectionError(f"broker {node_id} is backing off after: {reason}"))
             return None
         conn = BrokerConnection(node_id, address[0], address[1], self.client_id, self.max_in_flight,
                                 self.max_frame_bytes)
         try:
             conn.connect(self.connect_timeout)
         except OSError as exc:
-            self._failed_at[node_id] = time.monotonic()
-            future.set_error(KafkaConnectionError(f"connect to broker {node_id} at {address[0]}:{address[1]}: {exc}"))
+            future.set_error(KafkaConnectionError(f"connect to {self._connect_failed(node_id, address, exc)}"))
             return None
+        if self._connect_failures.pop(node_id, None):
+            logger.info("connected to broker %s at %s:%s", node_id, *address)
+        self._connect_errors.pop(node_id, None)
+        self.ever_connected = True
         self._conns[node_id] = conn
         self._selector.register(conn.sock, selectors.EVENT_READ, conn)
         return conn
+
+    def _connect_failed(self, node_id: int, address: tuple[str, int], exc: OSError) -> str:
+        """Back off from `node_id` and warn now and then (Rule 4); returns "host:port: why"."""
+        failures = self._connect_failures.get(node_id, 0)
+        now = time.monotonic()
+        self._retry_at[node_id] = now + self.reconnect_backoff.delay(failures)
+        self._connect_failures[node_id] = failures + 1
+        where = f"{'bootstrap server' if node_id < 0 else f'broker {node_id} at'} {address[0]}:{address[1]}"
+        described = self._connect_errors[node_id] = f"{where}: {failure_reason(exc)}"
+        if failures == 0 or now - self._warned_at >= UNREACHABLE_WARNING_INTERVAL_S:
+            self._warned_at = now
+            logger.warning("cannot reach %s; retrying", described)
+        return described
 
     def _want_write(self, conn: BrokerConnection, want: bool) -> None:
         events = selectors.EVENT_READ | (selectors.EVENT_WRITE if want else 0)
@@ -410,7 +459,7 @@ class NetworkClient:
             self._selector.unregister(conn.sock)
         except (KeyError, ValueError):
             pass
-        self._failed_at[conn.node_id] = time.monotonic()
+        self._retry_at[conn.node_id] = time.monotonic() + self.reconnect_backoff.delay(0)
         for future in conn.close(error):
             future.set_error(error)
         if self._conns.get(conn.node_id) is conn:
@@ -431,11 +480,6 @@ class NetworkClient:
                 pass
         except (BlockingIOError, InterruptedError):
             pass
-
-    def disconnect(self, node_id: int) -> None:
-        conn = self._conns.get(node_id)
-        if conn is not None:
-            self._close(conn, KafkaConnectionError(f"disconnected from broker {node_id}"))
 
     def close(self) -> None:
         """Close every connection (I/O thread stopped, or called from it)."""
@@ -465,14 +509,17 @@ class IOThread(threading.Thread):
         self._stopping = False
 
     def run(self) -> None:
+        failures = 0  # unexpected errors in a row: a bug, logged, and not allowed to spin the CPU
         try:
             while not self._stopping:
                 try:
                     timeout = self.step()
                     self.client.poll(timeout)
+                    failures = 0
                 except Exception:
                     logger.exception("%s: unexpected error; continuing", self.name)
-                    time.sleep(0.1)
+                    time.sleep(_UNEXPECTED_ERROR_BACKOFF.delay(failures))
+                    failures += 1
         finally:
             self.client.close()
 

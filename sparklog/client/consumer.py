@@ -9,14 +9,16 @@ Threads: the application thread iterates (or polls); one daemon I/O thread ("spa
 `Fetcher`. The fetcher keeps one Fetch request in flight per broker and sends the next one as soon as the
 previous answer arrives, so the next fetch is on the wire while the application iterates over the current
 one; at most `queued.max.chunks` answered partition chunks wait for the application, which bounds memory.
-The fetcher only walks batch headers (to know where the next fetch starts); the application thread decodes
-each chunk with `records.iter_batches` (CRC-32C checked when `check.crcs`, the default: a bad batch raises
-`CorruptRecordError` and is never yielded) and `batch.records()`. A truncated last batch, which a fetch
-response may end with, is skipped and fetched again whole.
+The fetcher only walks batch headers (`records.batch.next_fetch_offset`, to know where the next fetch starts);
+the application thread decodes each chunk with `records.batch.batches_in_range` (CRC-32C checked when
+`check.crcs`, the default: a bad batch raises `CorruptRecordError` and is never yielded), the trimming rule it
+shares with the Spark fetcher. A truncated last batch, which a fetch response may end with, is skipped and
+fetched again whole.
 
 Rule 1 (positions): `position(tp)` is the offset of the next record the application will get; a record is
 yielded only if its offset is at least the position it was fetched for. `seek` bumps the partition's epoch:
-chunks and in-flight answers of an older epoch are dropped.
+chunks and in-flight answers of an older epoch are dropped. The I/O thread changes positions and epochs only
+under the lock `seek` holds (see `Fetcher`).
 Rule 2 (resets): a partition without a position, or whose fetch says OFFSET_OUT_OF_RANGE, is reset by
 `auto.offset.reset`: `earliest`/`smallest` or `latest`/`largest` through ListOffsets, or `none`: the
 application gets `OffsetOutOfRange` / `NoOffsetForPartition`.
@@ -31,9 +33,10 @@ import time
 from collections import deque
 from typing import Iterable, Iterator
 
+from sparklog.client.backoff import ExponentialBackoff, Retry
 from sparklog.client.config import CONSUMER_DEFAULTS, resolve
 from sparklog.client.connection import IOThread, NetworkClient
-from sparklog.client.errors import ClientClosed, UnknownTopic, is_retriable
+from sparklog.client.errors import METADATA_REFRESH_ERRORS, ClientClosed, NoBrokersAvailable, UnknownTopic, is_retriable
 from sparklog.client.message import ConsumerRecord
 from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
 from sparklog.client.producer import bootstrap_from
@@ -42,8 +45,7 @@ from sparklog.protocol import (ApiKey, FetchPartition, FetchRequest, FetchTopic,
                                OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetFetchRequest,
                                OffsetFetchRequestTopic, for_code)
 from sparklog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from sparklog.records.batch import LOG_OVERHEAD, MAGIC, MAGIC_OFFSET, iter_batches
-import struct
+from sparklog.records.batch import batches_in_range, next_fetch_offset
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +55,8 @@ OFFSET_COMMIT_VERSION = 7
 OFFSET_FETCH_VERSION = 5
 _BUSY_POLL_S = 0.1  # longest sleep while partitions wait for a leader, a reset or a backoff
 _OFFSET_OUT_OF_RANGE = 1
-_METADATA_ERRORS = {3, 5, 6}
-_LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
-_LAST_DELTA = struct.Struct(">i")
-_LAST_DELTA_OFFSET = 23  # lastOffsetDelta follows attributes (the 61-byte header's 6th field)
+
 _new_tuple = tuple.__new__
-_CONTROL = 0x20  # the control bit of a batch's attributes
 
 TopicPartition = tuple[str, int]
 
@@ -76,7 +74,7 @@ class _PartitionState:
     next offset to fetch (ahead of position while chunks are queued); None means "reset first"."""
 
     __slots__ = ("tp", "position", "fetch_offset", "epoch", "paused", "resetting", "in_flight", "retry_at",
-                 "high_watermark", "processed")
+                 "failures", "high_watermark", "processed")
 
     def __init__(self, tp: TopicPartition, position: int | None) -> None:
         self.tp = tp
@@ -87,24 +85,9 @@ class _PartitionState:
         self.resetting = False
         self.in_flight = False
         self.retry_at = 0.0
+        self.failures = 0  # failed fetches or resets in a row: the backoff's exponent
         self.high_watermark = -1
         self.processed: int | None = None  # group consumers: offset after the last record the app finished
-
-
-def next_fetch_offset(view, start: int) -> int:
-    """The offset after the last whole batch in `view` (only headers are read), or `start` if none is whole."""
-    end = len(view)
-    position = 0
-    next_offset = start
-    while end - position >= 61:
-        base, length = _LENGTH.unpack_from(view, position)
-        size = length + LOG_OVERHEAD
-        if length < 49 or view[position + MAGIC_OFFSET] != MAGIC or end - position < size:
-            break  # garbage is reported by the decoder on the application thread; a partial batch waits
-        (delta,) = _LAST_DELTA.unpack_from(view, position + _LAST_DELTA_OFFSET)
-        next_offset = max(next_offset, base + delta + 1)
-        position += size
-    return next_offset
 
 
 class Consumer:
@@ -115,12 +98,10 @@ class Consumer:
         if bootstrap_servers is not None:
             config["bootstrap.servers"] = bootstrap_servers
         self.config = config
-        self._client = NetworkClient(
-            bootstrap_from(config["bootstrap.servers"], zookeeper), config["client.id"],
-            config["max.in.flight.requests.per.connection"],
-            config["request.timeout.ms"] + config["fetch.max.wait.ms"],
-            config["socket.connection.setup.timeout.ms"], config["receive.message.max.bytes"])
-        self._metadata = ClusterMetadata(config["metadata.max.age.ms"])
+        self._client = NetworkClient.from_config(bootstrap_from(config["bootstrap.servers"], zookeeper), config,
+                                                 config["request.timeout.ms"] + config["fetch.max.wait.ms"])
+        self._metadata = ClusterMetadata.from_config(config)
+        self._backoff = ExponentialBackoff.retry(config)
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._lock = threading.Lock()
         self._chunks: deque = deque()
@@ -187,17 +168,25 @@ class Consumer:
         return self.config["group.id"]
 
     def _any_broker(self, api_key: int, version: int, body, timeout: float | None):
-        deadline = time.monotonic() + (self.config["request.timeout.ms"] / 1000 if timeout is None else timeout)
+        retry = Retry(self._backoff, self.config["request.timeout.ms"] / 1000 if timeout is None else timeout)
         while True:
             node = self._client.least_loaded_node()
             try:
                 if node is None:
-                    raise ConnectionError("no broker available")
-                return self._client.submit(node, api_key, version, body).wait(max(0.01, deadline - time.monotonic()))
+                    raise NoBrokersAvailable(self._client.unreachable())
+                return self._client.submit(node, api_key, version, body).wait(max(0.01, retry.remaining()))
             except Exception as exc:
-                if not is_retriable(exc) or time.monotonic() > deadline:
+                if not is_retriable(exc):
                     raise
-                time.sleep(0.05)
+                if retry.expired():
+                    raise self._unreachable_or(exc) from None
+                retry.sleep()
+
+    def _unreachable_or(self, error: BaseException) -> BaseException:
+        """The error of a caller that gives up: which brokers are unreachable and why, if none ever answered."""
+        if not self._client.ever_connected:
+            return NoBrokersAvailable(self._client.unreachable())
+        return error
 
     def _assign(self, positions: dict[TopicPartition, int | None], keep_positions: bool = False) -> None:
         """Replace the assignment; `positions` gives each partition's start (None: reset)."""
@@ -249,7 +238,7 @@ class Consumer:
         deadline = time.monotonic() + (timeout if timeout is not None else self.config["request.timeout.ms"] / 1000)
         while state.position is None:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no position for {partition} yet")
+                raise self._unreachable_or(TimeoutError(f"no position for {partition} yet"))
             self._client.wakeup()
             time.sleep(0.01)
         return state.position
@@ -289,7 +278,8 @@ class Consumer:
 
     def _list_offsets(self, timestamps: dict, timeout: float | None) -> dict:
         timeout = self.config["request.timeout.ms"] / 1000 if timeout is None else timeout
-        deadline = time.monotonic() + timeout
+        retry = Retry(self._backoff, timeout)
+        deadline = retry.deadline
         result: dict = {}
         todo = {(t, int(p)): ts for (t, p), ts in timestamps.items()}
         while todo:
@@ -319,10 +309,10 @@ class Consumer:
                         result[tp] = (part.offset, part.timestamp)
                         todo.pop(tp, None)
             if todo:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"ListOffsets for {sorted(todo)} failed: {retry_error}")
+                if retry.expired():
+                    raise self._unreachable_or(TimeoutError(f"ListOffsets for {sorted(todo)} failed: {retry_error}"))
                 self._metadata.request_update()
-                time.sleep(0.05)
+                retry.sleep()
         return result
 
     def _leaders_for(self, topics: set[str], deadline: float) -> dict[TopicPartition, int]:
@@ -335,7 +325,7 @@ class Consumer:
             if not missing and not leaderless:
                 return metadata.leaders
             if time.monotonic() > deadline:
-                raise UnknownTopic(f"no metadata or leader for {missing or leaderless}")
+                raise self._unreachable_or(UnknownTopic(f"no metadata or leader for {missing or leaderless}"))
             version = metadata.request_update()
             self._client.wakeup()
             metadata.wait_for(version, min(0.5, max(0.01, deadline - time.monotonic())))
@@ -360,6 +350,7 @@ class Consumer:
                     return  # closed from another thread: the iteration ends
                 if chunk is None:
                     if idle is not None:
+                        self._check_reached()
                         return
                     continue
                 current = self._current = self._chunk_records(chunk)
@@ -388,6 +379,11 @@ class Consumer:
             if self._current is current:
                 self._current = None
         return out
+
+    def _check_reached(self) -> None:
+        """An idle timeout with no broker ever reached is "could not reach", never "no records"."""
+        if not self._client.ever_connected and self._client.unreachable() != "no broker answered":
+            raise NoBrokersAvailable(self._client.unreachable())
 
     def next_chunk(self, timeout: float | None):
         """The next fetched chunk `(partition state, epoch, records view, start offset)`, or None after
@@ -418,17 +414,12 @@ class Consumer:
         state, epoch, view, start = chunk
         prefix = state.tp
         new, cls = _new_tuple, ConsumerRecord
-        for batch in iter_batches(view, self.config["check.crcs"]):
-            if batch.next_offset <= start:
-                continue
-            if batch.attributes & _CONTROL:
+        for batch, columns in batches_in_range(view, start, None, self.config["check.crcs"]):
+            if columns is None:  # a control batch
                 if state.epoch == epoch:
                     state.position = batch.next_offset
                 continue
-            records = zip(*batch.columns())  # (offset, timestamp, key, value, headers), no Record per row
-            if batch.base_offset < start:  # the fetch began inside this batch
-                records = [r for r in records if r[0] >= start]
-            for record in records:
+            for record in zip(*columns):  # (offset, timestamp, key, value, headers), no Record per row
                 if state.epoch != epoch:
                     return  # seek or reassignment since this chunk was fetched
                 state.position = record[0] + 1
@@ -437,8 +428,11 @@ class Consumer:
     def _deliver(self, chunk) -> None:
         """I/O thread: queue an answered chunk for the application."""
         with self._chunk_ready:
-            self._chunks.append(chunk)
-            self._chunk_ready.notify()
+            self._deliver_locked(chunk)
+
+    def _deliver_locked(self, chunk) -> None:
+        self._chunks.append(chunk)
+        self._chunk_ready.notify()
 
     def queued_chunks(self) -> int:
         return len(self._chunks)
@@ -477,7 +471,12 @@ def list_offsets_request(timestamps: dict[TopicPartition, int]) -> ListOffsetsRe
 
 
 class Fetcher:
-    """Keeps fetches in flight and positions resolved; runs on the consumer's I/O thread only."""
+    """Keeps fetches in flight and positions resolved; runs on the consumer's I/O thread only.
+
+    Rule: every change it makes to a partition's position, fetch offset or epoch is made under the
+    consumer's lock, after checking the epoch the request was sent with: `seek` and reassignment change
+    them under the same lock, so an answer to an older request can never undo them.
+    """
 
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
@@ -490,7 +489,8 @@ class Fetcher:
         self.partition_max_bytes = config["max.partition.fetch.bytes"]
         self.max_chunks = max(1, config["queued.max.chunks"])
         self.reset = config["auto.offset.reset"]
-        self.backoff = config["retry.backoff.ms"] / 1000.0
+        self.backoff = consumer._backoff
+        self.lock = consumer._lock
         self.isolation = 1 if config["isolation.level"] == "read_committed" else 0
         self.in_flight_nodes: set[int] = set()
         self.waiting_for_space = False
@@ -548,11 +548,17 @@ class Fetcher:
             state.resetting = False
             part = answered.get(tp)
             if part is None or part.error_code or part.offset < 0:
-                state.retry_at = time.monotonic() + self.backoff
+                self._back_off(state)
                 self.metadata.request_update()
                 continue
-            if state.epoch == epoch and state.fetch_offset is None:
-                state.position = state.fetch_offset = part.offset
+            with self.lock:
+                if state.epoch == epoch and state.fetch_offset is None:
+                    state.position = state.fetch_offset = part.offset
+                    state.failures = 0
+
+    def _back_off(self, state: _PartitionState) -> None:
+        state.retry_at = time.monotonic() + self.backoff.delay(state.failures)
+        state.failures += 1
 
     # -- fetches -----------------------------------------------------------------------------------------
 
@@ -583,9 +589,11 @@ class Fetcher:
         sent = []
         for state in group:
             state.in_flight = True
-            sent.append((state, state.epoch, state.fetch_offset))
+            with self.lock:
+                epoch, offset = state.epoch, state.fetch_offset
+            sent.append((state, epoch, offset))
             topics.setdefault(state.tp[0], []).append(FetchPartition(
-                partition=state.tp[1], fetch_offset=state.fetch_offset, partition_max_bytes=self.partition_max_bytes))
+                partition=state.tp[1], fetch_offset=offset, partition_max_bytes=self.partition_max_bytes))
         request = FetchRequest(replica_id=-1, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
                                max_bytes=self.max_bytes, isolation_level=self.isolation,
                                topics=[FetchTopic(topic=t, partitions=p) for t, p in topics.items()])
@@ -609,15 +617,16 @@ class Fetcher:
                 continue
             part = answered.get(state.tp)
             if part is None:
-                state.retry_at = time.monotonic() + self.backoff
+                self._back_off(state)
                 self.metadata.request_update()
             elif part.error_code:
-                self._fetch_error(state, part.error_code)
+                self._fetch_error(state, epoch, offset, part.error_code)
             else:
                 self._fetched(state, epoch, offset, part)
 
     def _fetched(self, state: _PartitionState, epoch: int, offset: int, part) -> None:
         state.high_watermark = part.high_watermark
+        state.failures = 0
         view = part.records
         if view is None or not len(view):
             return
@@ -626,20 +635,25 @@ class Fetcher:
             if len(view) >= self.partition_max_bytes:
                 logger.warning("%s: a batch at %d is larger than max.partition.fetch.bytes", state.tp, offset)
             return
-        state.fetch_offset = next_offset
-        self.consumer._deliver((state, epoch, view, offset))
+        with self.lock:  # see the class docstring
+            if state.epoch == epoch:
+                state.fetch_offset = next_offset
+                self.consumer._deliver_locked((state, epoch, view, offset))
 
-    def _fetch_error(self, state: _PartitionState, code: int) -> None:
+    def _fetch_error(self, state: _PartitionState, epoch: int, offset: int, code: int) -> None:
         if code == _OFFSET_OUT_OF_RANGE:
-            if self.reset == "none":
-                state.retry_at = float("inf")
-                self.consumer._deliver((state, state.epoch, OffsetOutOfRange(
-                    f"{state.tp}: offset {state.fetch_offset} is out of range"), None))
-                return
-            logger.info("%s: offset %s out of range, resetting to %s", state.tp, state.fetch_offset, self.reset)
-            state.epoch += 1
-            state.position = state.fetch_offset = None
+            with self.lock:  # see the class docstring
+                if state.epoch != epoch:
+                    return
+                if self.reset == "none":
+                    state.retry_at = float("inf")
+                    self.consumer._deliver_locked((state, epoch, OffsetOutOfRange(
+                        f"{state.tp}: offset {offset} is out of range"), None))
+                    return
+                state.epoch += 1
+                state.position = state.fetch_offset = None
+            logger.info("%s: offset %s out of range, resetting to %s", state.tp, offset, self.reset)
             return
-        state.retry_at = time.monotonic() + self.backoff
-        if code in _METADATA_ERRORS or for_code(code).retriable:
+        self._back_off(state)
+        if code in METADATA_REFRESH_ERRORS or for_code(code).retriable:
             self.metadata.request_update()

@@ -7,6 +7,11 @@ error codes carry `retriable`; lost connections and request timeouts are retriab
 
 from __future__ import annotations
 
+# Error codes after which a partition's leader may have moved (Kafka's InvalidMetadataException family):
+# UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+# UNKNOWN_LEADER_EPOCH. The client refreshes metadata before it retries.
+METADATA_REFRESH_ERRORS = frozenset({3, 5, 6, 74, 75})
+
 
 class ClientError(Exception):
     """Base of the client's own errors."""
@@ -42,12 +47,9 @@ class ClientClosed(ClientError):
     """The producer or consumer was closed."""
 
 
-class SessionLost(ClientError):
-    """The group consumer's ZooKeeper session expired: its partitions may already belong to others."""
-
-
-class CommitFenced(ClientError):
-    """An offset commit was refused because another consumer now owns the partition."""
+# What a command line reports as one line (`sparklog.cli`, Rule 2): the clients' own errors, and every
+# connection failure or timeout, ZooKeeper's included (`ZooKeeperUnavailable` is a ConnectionError).
+UNREACHABLE = (ClientError, ConnectionError, TimeoutError)
 
 
 def is_retriable(exc: BaseException) -> bool:

@@ -13,7 +13,7 @@ registry or a subscribed topic's partitions (kazoo watches only set a flag): com
 fetching and release every owned partition; read the registries; per subscribed topic T sort P_T and the
 consumer streams C_T (each consumer contributes one "<id>-<n>" per stream, as Kafka 0.8 did) and take our
 streams' range chunks (`coordination.rebalance.assign`); claim each partition; on a conflict (a consumer that
-has not released yet) release all, back off (doubling from `rebalance.backoff.ms`) and retry; then fetch each
+has not released yet) release all, back off (exponential with jitter from `rebalance.backoff.ms`, backoff.py) and retry; then fetch each
 partition from its committed offset, or from the smallest/largest offset for a new group.
 
 Delivery (paper 3.3): a record counts as processed when the application comes back for the next one; auto
@@ -38,7 +38,6 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import random
 import socket
 import threading
 import time
@@ -50,9 +49,10 @@ from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from sparklog.client import group_registry as registry
+from sparklog.client.backoff import ExponentialBackoff
 from sparklog.client.config import CONSUMER_DEFAULTS, GROUP_DEFAULTS, resolve
 from sparklog.client.consumer import Consumer
-from sparklog.client.errors import ClientClosed, CommitFenced
+from sparklog.client.errors import ClientClosed
 from sparklog.client.message import ConsumerRecord
 from sparklog.coordination import paths, rebalance
 from sparklog.coordination.connection import close as close_zk, connect, retrying
@@ -81,6 +81,7 @@ class GroupConsumer:
             given["auto.commit.interval.ms"] = auto_commit_interval_ms
         config = resolve(GROUP_DEFAULTS, given, {"group.id": group_id, "zookeeper.connect": zookeeper})
         self.config = config
+        self._rebalance_backoff = ExponentialBackoff(config["rebalance.backoff.ms"], config["rebalance.max.backoff.ms"])
         self.group = paths.plain_name(group_id, "group")
         self.topics: dict[str, int] = _subscription(topics)
         self.consumer_id = config["consumer.id"] or default_consumer_id(group_id)
@@ -302,7 +303,7 @@ class GroupConsumer:
             try:
                 registry.commit_offset(self._zk, self.group, claim, offset)
                 self._committed[tp] = offset
-            except CommitFenced:
+            except registry.CommitFenced:
                 self.fenced_commits += 1
                 logger.warning("group consumer %s: commit of %s fenced; rebalancing", self.consumer_id, tp)
                 self._claims.pop(tp, None)
@@ -330,19 +331,19 @@ class GroupConsumer:
                     if self._rebalance():
                         attempt = 0
                     else:
+                        backoff_until = time.monotonic() + self._rebalance_backoff.delay(attempt)
                         attempt += 1
-                        backoff = min(self.config["rebalance.max.backoff.ms"],
-                                      self.config["rebalance.backoff.ms"] * 2 ** (attempt - 1)) / 1000.0
-                        backoff_until = time.monotonic() + backoff * random.uniform(0.5, 1.0)
                 now = time.monotonic()
                 if self.config["auto.commit.enable"] and now >= next_commit and not self._suspended:
                     next_commit = now + self.config["auto.commit.interval.ms"] / 1000.0
                     with self._zk_lock:
                         self._commit(delivered=False)
-            except Exception:  # ZooKeeper unavailable for longer than the retry deadline, mostly
-                logger.exception("group consumer %s: coordinator error; retrying", self.consumer_id)
+            except Exception as exc:  # ZooKeeper unavailable for longer than the retry deadline, mostly
+                logger.warning("group consumer %s: %s; retrying", self.consumer_id, exc or type(exc).__name__,
+                               exc_info=logger.isEnabledFor(logging.DEBUG))
                 self._request_rebalance()
-                backoff_until = time.monotonic() + 1.0
+                backoff_until = time.monotonic() + self._rebalance_backoff.delay(attempt)
+                attempt += 1
 
     def _stamp_heartbeat(self) -> None:
         """(Under `_cond`.) A gap since the last stamp means this process was stopped: the session may have

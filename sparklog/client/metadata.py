@@ -4,6 +4,8 @@ Rule 1: the view is replaced whole by each Metadata response for the topics it n
 one topic), and `version` increases with each update so that waiters can tell a fresh answer from an old one.
 Rule 2: a refresh is asked for (`request_update`) on NOT_LEADER_OR_FOLLOWER, unknown topics or partitions,
 lost connections and new topics; the I/O thread sends it; other threads wait with `wait_for(version)`.
+Rule 3: refreshes asked for in a row are spaced by the retry backoff (backoff.py), which grows with each
+failed refresh and starts again from `retry.backoff.ms` after an answer.
 """
 
 from __future__ import annotations
@@ -11,17 +13,21 @@ from __future__ import annotations
 import threading
 import time
 
+from sparklog.client.backoff import ExponentialBackoff
 from sparklog.protocol import ApiKey, MetadataRequest, MetadataRequestTopic, for_code
 
 METADATA_VERSION = 8  # highest Metadata version of the shared codec
 NO_LEADER = -1
-REFRESH_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms: refreshes asked for in a row are this far apart
+REFRESH_BACKOFF = ExponentialBackoff(100, 1_000)  # Kafka's retry.backoff.ms and retry.backoff.max.ms
 
 
 class ClusterMetadata:
     """Brokers, topics and leaders; written by the I/O thread, read by any."""
 
-    def __init__(self, max_age_ms: float = 300_000) -> None:
+    def __init__(self, max_age_ms: float = 300_000, backoff: ExponentialBackoff = REFRESH_BACKOFF) -> None:
+        self.backoff = backoff
+        self.failures = 0  # failed refreshes in a row (Rule 3)
+        self.next_attempt = 0.0
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[tuple[str, int], int] = {}  # (topic, partition) -> leader id, -1 if none
         self.partition_counts: dict[str, int] = {}
@@ -30,10 +36,13 @@ class ClusterMetadata:
         self.version = 0
         self.max_age = max_age_ms / 1000.0
         self.last_refresh = 0.0
-        self.last_attempt = -1e9
         self.need_update = True
         self.in_progress = False
         self._changed = threading.Condition()
+
+    @classmethod
+    def from_config(cls, config: dict) -> "ClusterMetadata":
+        return cls(config["metadata.max.age.ms"], ExponentialBackoff.retry(config))
 
     def add_topic(self, topic: str) -> None:
         if topic not in self.topics:
@@ -46,11 +55,11 @@ class ClusterMetadata:
         return self.version
 
     def due(self, now: float) -> bool:
-        """Time to send a Metadata request: asked for (at most every REFRESH_BACKOFF_S) or too old."""
+        """Time to send a Metadata request: asked for (spaced by the backoff, Rule 3) or too old."""
         if self.in_progress:
             return False
         if self.need_update:
-            return now - self.last_attempt >= REFRESH_BACKOFF_S
+            return now >= self.next_attempt
         return now - self.last_refresh > self.max_age
 
     def request(self) -> MetadataRequest:
@@ -76,6 +85,7 @@ class ClusterMetadata:
         with self._changed:
             self.brokers, self.leaders, self.partition_counts, self.topic_errors = brokers, leaders, counts, errors
             self.last_refresh = time.monotonic()
+            self.failures = 0
             self.need_update = any(leader == NO_LEADER for leader in leaders.values()) or bool(errors)
             self.in_progress = False
             self.version += 1
@@ -83,6 +93,7 @@ class ClusterMetadata:
 
     def failed(self) -> None:
         with self._changed:
+            self.failures += 1
             self.in_progress = False
             self.need_update = True
             self._changed.notify_all()
@@ -109,7 +120,7 @@ def send_metadata_request(client, metadata: ClusterMetadata, node_id: int | None
     if node_id is None:
         return
     metadata.in_progress = True
-    metadata.last_attempt = time.monotonic()
+    metadata.next_attempt = time.monotonic() + metadata.backoff.delay(metadata.failures)
 
     def on_response(future) -> None:
         if future.error is not None:

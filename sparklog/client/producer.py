@@ -15,7 +15,7 @@ broker appends as one record set), keeps up to `max.in.flight.requests.per.conne
 per broker, and completes the batch futures from the responses.
 
 Error handling: a retriable error (NOT_LEADER_OR_FOLLOWER, a lost connection, a timeout...) sends the batch
-again after `retry.backoff.ms`, after a metadata refresh when leadership may have moved, until
+again after a backoff (exponential from `retry.backoff.ms` to `retry.backoff.max.ms`, backoff.py), after a metadata refresh when leadership may have moved, until
 `delivery.timeout.ms` since the batch was created; anything else fails the batch's futures. As in Kafka
 without idempotence, a retry may reorder batches of one partition that were in flight together.
 """
@@ -28,9 +28,15 @@ from collections import deque
 
 from sparklog.client.accumulator import ProducerBatch, RecordAccumulator
 from sparklog.client.config import PRODUCER_DEFAULTS, parse_servers, resolve
-from sparklog.client.connection import IOThread, NetworkClient, RECONNECT_BACKOFF_S
-from sparklog.client.errors import ClientClosed, NoBrokersAvailable, UnknownTopic, is_retriable
-from sparklog.client.futures import RecordFuture
+from sparklog.client.backoff import ExponentialBackoff
+from sparklog.client.connection import IOThread, NetworkClient
+from sparklog.client.errors import (
+    METADATA_REFRESH_ERRORS,
+    ClientClosed,
+    NoBrokersAvailable,
+    UnknownTopic,
+    is_retriable,
+)
 from sparklog.client.message import MessageSet
 from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
 from sparklog.client.partitioner import DefaultPartitioner
@@ -41,8 +47,6 @@ from sparklog.records.batch import build_batch
 logger = logging.getLogger(__name__)
 
 PRODUCE_VERSION = 8  # highest Produce version of the shared codec
-# Errors after which the partition's leader may have moved: refresh metadata before the retry.
-_METADATA_ERRORS = {3, 5, 6}  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
 _BUSY_POLL_S = 0.1  # longest sleep while batches wait for a leader, a connection or a retry
 _time_ns = time.time_ns
 
@@ -93,11 +97,8 @@ class Producer:
             config["bootstrap.servers"] = bootstrap_servers
         self.config = config
         codec_id(config["compression.type"])  # an unknown codec fails here, not in the sender
-        self._client = NetworkClient(
-            bootstrap_from(config["bootstrap.servers"], zookeeper), config["client.id"],
-            config["max.in.flight.requests.per.connection"], config["request.timeout.ms"],
-            config["socket.connection.setup.timeout.ms"], config["receive.message.max.bytes"])
-        self._metadata = ClusterMetadata(config["metadata.max.age.ms"])
+        self._client = NetworkClient.from_config(bootstrap_from(config["bootstrap.servers"], zookeeper), config)
+        self._metadata = ClusterMetadata.from_config(config)
         self._partitioner = DefaultPartitioner()
         self._accumulator = RecordAccumulator(
             config["batch.size"], config["batch.num.messages"], config["linger.ms"], config["buffer.memory"],
@@ -158,6 +159,9 @@ class Producer:
                 raise error
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if not metadata.version:  # never heard from any broker: say which and why
+                    raise NoBrokersAvailable(f"{self._client.unreachable()} (gave up after max.block.ms="
+                                             f"{self.config['max.block.ms']})")
                 raise UnknownTopic(f"topic {topic!r} not in metadata after max.block.ms"
                                    + (f" ({error})" if error is not None else ""))
             version = metadata.request_update()
@@ -213,7 +217,7 @@ class Sender:
         self.compression = codec_id(config["compression.type"])
         self.max_request_size = config["max.request.size"]
         self.retries = config["retries"]
-        self.retry_backoff = config["retry.backoff.ms"] / 1000.0
+        self.retry_backoff = ExponentialBackoff.retry(config)
         self.delivery_timeout = config["delivery.timeout.ms"] / 1000.0
         self.request_timeout_ms = config["request.timeout.ms"]
         self.pending: deque[ProducerBatch] = deque()  # closed batches not yet sent, oldest first
@@ -343,10 +347,10 @@ class Sender:
         now = time.monotonic()
         if (is_retriable(error) and batch.attempts < self.retries
                 and now - batch.created < self.delivery_timeout):
+            batch.retry_at = now + self.retry_backoff.delay(batch.attempts)
             batch.attempts += 1
-            batch.retry_at = now + self.retry_backoff
             self.retried_batches += 1
-            if getattr(error, "errno", None) in _METADATA_ERRORS or isinstance(error, (ConnectionError,
+            if getattr(error, "errno", None) in METADATA_REFRESH_ERRORS or isinstance(error, (ConnectionError,
                                                                                      TimeoutError)):
                 self.metadata.request_update()
             self.pending.appendleft(batch)  # ahead of the partition's later batches

@@ -1,7 +1,14 @@
-"""`sparklog topics create|list|describe|delete`, shaped like Kafka's `kafka-topics.sh`.
+"""`sparklog topics create|list|describe|alter|delete|elect-leaders|reassign`, shaped like Kafka's
+`kafka-topics.sh` (and, for `alter --config`, `kafka-configs.sh --alter --add-config/--delete-config`).
 
 The topic commands talk to ZooKeeper (as `kafka-topics.sh --zookeeper` did); `describe` also asks each
-partition's leader for its log start and end offsets when that broker is reachable.
+partition's leader for its log start and end offsets when that broker is reachable, and flags partitions
+that are offline (no live leader) or under-replicated (ISR smaller than the replica list). Topic configs are
+checked against the storage's `LogConfig` before anything is written: a bad or unknown one is refused with
+one line naming it; `alter` writes the new overrides in one set, which the brokers apply to open logs.
+`elect-leaders` writes Kafka's `/admin/preferred_replica_election` request, and `reassign --plan FILE` (the
+JSON of kafka-reassign-partitions) its `/admin/reassign_partitions` request; the controller acts on both.
+`reassign --verify` exits 0 once every partition of the plan has exactly its target replicas, 1 before.
 """
 
 from __future__ import annotations
@@ -19,7 +26,11 @@ def add_parser(subparsers) -> None:
     create = topics_sub.add_parser("create", help="create a topic, partitions round-robin over live brokers")
     create.add_argument("name")
     create.add_argument("--partitions", type=int, default=1)
-    create.add_argument("--replication-factor", type=int, default=1)
+    create.add_argument("--replication-factor", type=int, default=1,
+                        help="copies of each partition, placed rack-aware when every broker has broker.rack")
+    create.add_argument("--replica-assignment", metavar="B:B,B:B",
+                        help="explicit replicas, as kafka-topics.sh: partitions separated by commas, each "
+                             "partition's brokers by colons, the first its preferred leader (e.g. 1:2,2:3)")
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="topic-level override (retention.ms, segment.bytes, ...); repeatable")
     create.set_defaults(func=_topics_create)
@@ -27,11 +38,32 @@ def add_parser(subparsers) -> None:
     lst.set_defaults(func=_topics_list)
     describe = topics_sub.add_parser("describe", help="partitions, leaders, replicas, ISR, log offsets")
     describe.add_argument("name", nargs="?")
+    describe.add_argument("--under-replicated-partitions", action="store_true",
+                          help="only partitions whose ISR is smaller than their replica list")
+    describe.add_argument("--unavailable-partitions", action="store_true",
+                          help="only partitions without a live leader")
     describe.set_defaults(func=_topics_describe)
+    alter = topics_sub.add_parser("alter", help="add partitions, or set and delete config overrides, live")
+    alter.add_argument("name")
+    alter.add_argument("--partitions", type=int, help="the new (larger) number of partitions")
+    alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                       help="set a topic-level override; repeatable")
+    alter.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                       help="remove an override (back to the broker default); repeatable")
+    alter.set_defaults(func=_topics_alter)
+    elect = topics_sub.add_parser("elect-leaders", help="move leadership back to each partition's preferred "
+                                                        "(first) replica")
+    elect.add_argument("--topic", help="only this topic's partitions (default: every topic)")
+    elect.set_defaults(func=_topics_elect_leaders)
+    reassign = topics_sub.add_parser("reassign", help="move partitions to other brokers (kafka-reassign-partitions)")
+    reassign.add_argument("--plan", required=True, metavar="FILE",
+                          help='{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,3]}]}')
+    reassign.add_argument("--verify", action="store_true", help="report whether the plan has been carried out")
+    reassign.set_defaults(func=_topics_reassign)
     delete = topics_sub.add_parser("delete", help="delete a topic (brokers delete their local logs)")
     delete.add_argument("name")
     delete.set_defaults(func=_topics_delete)
-    for parser in (create, lst, describe, delete):
+    for parser in (create, lst, describe, alter, delete, elect, reassign):
         parser.add_argument("--zookeeper", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     topics.set_defaults(func=lambda args: topics.print_help() or 2)
 
@@ -50,18 +82,80 @@ def _topics_create(args) -> int:
     from sparklog.coordination import topics
     from sparklog.coordination.connection import close
 
+    try:
+        config = checked_overrides(parse_key_values(args.config))
+        assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     zk = _zk(args)
     try:
-        created = topics.create_topic(zk, args.name, args.partitions, args.replication_factor,
-                                      config=parse_key_values(args.config))
-    except (topics.TopicExists, topics.InvalidTopicName, topics.InvalidPartitions,
-            topics.InvalidReplicationFactor, ValueError) as exc:
+        created = topics.create_topic(zk, args.name, args.partitions, args.replication_factor, config=config,
+                                      assignment=assignment)
+    except _topic_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
         close(zk)
     print(f"Created topic {created.name} with {len(created.partitions)} partitions.")
     return 0
+
+
+def _topic_errors() -> tuple[type[Exception], ...]:
+    """What a topic command reports as one `error:` line (bad input or state, never a bug)."""
+    from sparklog.coordination import topics
+
+    return (topics.TopicExists, topics.UnknownTopic, topics.InvalidTopicName, topics.InvalidPartitions,
+            topics.InvalidReplicationFactor, ValueError)
+
+
+def checked_overrides(overrides: dict[str, str]) -> dict[str, str]:
+    """`overrides` if the storage accepts them as topic configs; else ValueError naming the bad one."""
+    from sparklog.storage.config import LogConfig
+
+    LogConfig.from_dict(overrides)
+    return overrides
+
+
+def _topics_alter(args) -> int:
+    from sparklog.client.config import parse_key_values
+    from sparklog.coordination import topics
+    from sparklog.coordination.connection import close
+
+    if args.partitions is None and not args.config and not args.delete_config:
+        print("error: nothing to alter: give --partitions, --config or --delete-config", file=sys.stderr)
+        return 2
+    zk = _zk(args)
+    try:
+        done = []
+        found = topics.get_topic(zk, args.name)
+        if args.partitions is not None and args.partitions <= len(found.partitions):  # before writing anything
+            raise topics.InvalidPartitions(f"topic {args.name!r} has {len(found.partitions)} partitions; "
+                                           f"--partitions must be larger, not {args.partitions}")
+        if args.config or args.delete_config:
+            wanted = _altered_config(found.config, parse_key_values(args.config), args.delete_config)
+            topics.set_topic_config(zk, args.name, wanted)
+            done.append("config " + (", ".join(f"{k}={v}" for k, v in sorted(wanted.items())) or "(no overrides)"))
+        if args.partitions is not None:
+            topics.add_partitions(zk, args.name, args.partitions)
+            done.append(f"partitions {len(found.partitions)} -> {args.partitions}")
+    except _topic_errors() as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        close(zk)
+    print(f"Altered topic {args.name}: {'; '.join(done)}.")
+    return 0
+
+
+def _altered_config(current: dict[str, str], settings: dict[str, str], deleted: list[str]) -> dict[str, str]:
+    missing = sorted(set(deleted) - set(current))
+    if missing:
+        raise ValueError(f"cannot delete {', '.join(missing)}: not set on the topic "
+                         f"(its overrides: {', '.join(sorted(current)) or 'none'})")
+    wanted = {k: v for k, v in current.items() if k not in deleted}
+    wanted.update(settings)
+    return checked_overrides(wanted)
 
 
 def _topics_list(args) -> int:
@@ -93,12 +187,91 @@ def _topics_delete(args) -> int:
     return 0
 
 
+def _fenced(by_broker: dict) -> str:
+    """Damaged offset ranges the brokers fenced (bit rot), e.g. "1: 500-510, 900-901", or "-"."""
+    return "; ".join(f"{b}: " + ", ".join(f"{s}-{e - 1}" for s, e in r) for b, r in sorted(by_broker.items())) or "-"
+def parse_replica_assignment(text: str) -> dict[int, tuple[int, ...]]:
+    """`"1:2,2:3"` -> `{0: (1, 2), 1: (2, 3)}` (kafka-topics.sh's --replica-assignment)."""
+    try:
+        return {p: tuple(int(b) for b in part.split(":")) for p, part in enumerate(text.split(","))}
+    except ValueError:
+        raise ValueError(f"--replica-assignment {text!r} is not broker ids joined by ':' and ','") from None
+
+
+def partition_status(replicas, state, live) -> str:
+    """"offline" (no live leader), "under-replicated" (live ISR smaller than the replicas) or "ok"."""
+    if state is None or state.leader not in live:
+        return "offline"
+    if len([b for b in state.isr if b in live]) < len(replicas):
+        return "under-replicated"
+    return "ok"
+
+
+def _topics_elect_leaders(args) -> int:
+    from sparklog.coordination import topics
+    from sparklog.coordination.controller_requests import ElectionPending, request_preferred_election
+
+    def elect(zk) -> None:
+        names = [args.topic] if args.topic else topics.list_topics(zk)
+        wanted = [(t.name, p) for t in (topics.get_topic(zk, n) for n in names) for p in t.partitions]
+        request_preferred_election(zk, wanted)
+        print(f"Requested a preferred leader election for {len(wanted)} partitions.")
+
+    return _with_zk(args, elect, (topics.UnknownTopic, topics.InvalidTopicName, ElectionPending))
+
+
+def _topics_reassign(args) -> int:
+    from pathlib import Path
+
+    from sparklog.coordination import brokers, reassignment, topics
+
+    try:
+        plan = reassignment.parse_plan(Path(args.plan).read_text(encoding="utf-8"))
+    except (OSError, reassignment.InvalidPlan) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    outcome = []
+
+    def act(zk) -> None:
+        assignments = {t: topics.get_topic(zk, t).partitions for t in sorted({t for t, _ in plan})
+                       if t in topics.list_topics(zk)}
+        if args.verify:
+            pending = reassignment.pending_reassignment(zk) or {}
+            for (t, p), target in sorted(plan.items()):
+                complete = assignments.get(t, {}).get(p) == tuple(target) and (t, p) not in pending
+                outcome.append(complete)
+                print(f"Reassignment of partition {t}-{p} is {'complete' if complete else 'still in progress'}.")
+            return
+        reassignment.validate_plan(plan, assignments, set(brokers.live_brokers(zk)))
+        reassignment.request_reassignment(zk, plan)
+        print(f"Started the reassignment of {len(plan)} partitions; check it with --verify.")
+
+    code = _with_zk(args, act, (reassignment.InvalidPlan, reassignment.ReassignmentPending, topics.UnknownTopic))
+    return code if code or all(outcome) else 1
+
+
+def _with_zk(args, action, errors: tuple) -> int:
+    """Run `action(zk)` on a fresh ZooKeeper connection; one of `errors` is one line on stderr and exit 1."""
+    from sparklog.coordination.connection import close
+
+    zk = _zk(args)
+    try:
+        action(zk)
+    except errors as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        close(zk)
+    return 0
+
+
 def _topics_describe(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
     from sparklog.client.admin import AdminClient
-    from sparklog.coordination import brokers, topics
+    from sparklog.client.errors import UNREACHABLE
+    from sparklog.coordination import brokers, log_faults, topics
     from sparklog.coordination.connection import close
 
     zk = _zk(args)
@@ -110,6 +283,7 @@ def _topics_describe(args) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         live = brokers.live_brokers(zk)
+        faults = log_faults.read_all(zk).by_partition
     finally:
         close(zk)
     console = Console()
@@ -117,18 +291,29 @@ def _topics_describe(args) -> int:
     for topic in found:
         offsets = {}
         if admin is not None:
-            offsets = admin.log_offsets(topic.name, admin.describe([topic.name]).get(topic.name, {}))
+            try:
+                offsets = admin.log_offsets(topic.name, admin.describe([topic.name]).get(topic.name, {}))
+            except UNREACHABLE as exc:  # what ZooKeeper knows is still worth showing; say why offsets are "?"
+                print(f"warning: log offsets unavailable: {exc}", file=sys.stderr)
+                admin.close()
+                admin = None
         config = ", ".join(f"{k}={v}" for k, v in sorted(topic.config.items())) or "-"
         table = Table(title=f"{topic.name}  partitions={len(topic.partitions)}  "
                             f"replication={topic.replication_factor}  config: {config}")
-        for column in ("partition", "leader", "replicas", "isr", "log start", "log end"):
-            table.add_column(column, justify="right" if column != "replicas" and column != "isr" else "left")
+        for column in ("partition", "leader", "replicas", "isr", "status", "log start", "log end",
+                       "fenced (broker: offsets)"):
+            table.add_column(column, justify="left" if column in ("replicas", "isr", "status") else "right")
         for p, replicas in sorted(topic.partitions.items()):
             state = topic.states.get(p)
+            status = partition_status(replicas, state, live)
+            if (args.under_replicated_partitions and "under-replicated" not in status) or (
+                    args.unavailable_partitions and status != "offline"):
+                continue
             leader = "-" if state is None else str(state.leader) + ("" if state.leader in live else " (down)")
             start, end = offsets.get(p, ("?", "?"))
             table.add_row(str(p), leader, ",".join(map(str, replicas)),
-                          "-" if state is None else ",".join(map(str, state.isr)), str(start), str(end))
+                          "-" if state is None else ",".join(map(str, state.isr)), status, str(start), str(end),
+                          _fenced(faults.get((topic.name, p), {})))
         console.print(table)
     if admin is not None:
         admin.close()

@@ -1,7 +1,9 @@
 """Connecting to ZooKeeper, retrying calls, and the JSON encoding of every znode value.
 
 Rule 1: `connect()` returns a started client or raises `ZooKeeperUnavailable`; a chroot in the connect string
-is created first (with a chroot-less client), so the chrooted client never sees a missing root.
+is created first (with a chroot-less client), so the chrooted client never sees a missing root. While it
+waits it warns every `UNREACHABLE_WARNING_INTERVAL_S` which server cannot be reached and why (kazoo's own
+per-attempt messages are held back until the first connection), and its error says the same.
 Rule 2: registries call ZooKeeper through `retrying(zk, fn, ...)`, which uses a *copy* of the client's
 KazooRetry: one KazooRetry instance keeps its attempt counter in itself and is not safe to share between
 threads, and brokers call registries from several threads.
@@ -10,16 +12,22 @@ threads, and brokers call registries from several threads.
 from __future__ import annotations
 
 import json
+import logging
+import time
 from typing import Any, Callable, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import RolledBackError, RuntimeInconsistency
-from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
+
+from sparklog.coordination.reachability import describe
 
 T = TypeVar("T")
 
+logger = logging.getLogger(__name__)
+
 CONNECT_TIMEOUT_S = 10.0
+UNREACHABLE_WARNING_INTERVAL_S = 3.0  # while connect() waits for a server that does not answer
 SESSION_TIMEOUT_S = 10.0  # kazoo's default; the server clamps it to [2, 20] ticks
 # Reconnect forever (a broker must survive a ZooKeeper restart), backing off up to 2s.
 CONNECTION_RETRY = dict(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0)
@@ -57,21 +65,43 @@ def connect(
     return _start(hosts + chroot, timeout, session_timeout)
 
 
+class _UntilConnected(logging.LoggerAdapter):
+    """kazoo's logger for one client: its message per failed attempt is held back until the first
+    connection (Rule 1 reports instead); errors always pass."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.getLogger("kazoo.client"), {})
+        self.connected = False
+
+    def log(self, level, msg, *args, **kwargs) -> None:
+        if self.connected or level >= logging.ERROR:
+            super().log(level, msg, *args, **kwargs)
+
+    def warn(self, msg, *args, **kwargs) -> None:  # kazoo still calls the deprecated name
+        self.log(logging.WARNING, msg, *args, **kwargs)
+
+
 def _start(hosts: str, timeout: float, session_timeout: float) -> KazooClient:
+    quiet = _UntilConnected()
     client = KazooClient(
         hosts=hosts,
         timeout=session_timeout,
         connection_retry=dict(CONNECTION_RETRY),
         command_retry=dict(COMMAND_RETRY),
+        logger=quiet,
     )
-    try:
-        client.start(timeout=timeout)
-    except KazooTimeoutError as exc:
+    connected = client.start_async()
+    deadline = time.monotonic() + timeout
+    while not connected.wait(min(UNREACHABLE_WARNING_INTERVAL_S, max(0.0, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            break
+        logger.warning("cannot reach ZooKeeper at %s; retrying", describe(hosts))
+    if not client.connected:
+        reason = describe(hosts)
         close(client)
-        raise ZooKeeperUnavailable(
-            f"could not connect to ZooKeeper at {hosts} within {timeout:g}s "
-            "(is it running? `sparklog zookeeper start` runs one)"
-        ) from exc
+        raise ZooKeeperUnavailable(f"could not reach ZooKeeper within {timeout:g}s: {reason} "
+                                   "(is it running? `sparklog zookeeper start` runs one)")
+    quiet.connected = True
     return client
 
 

@@ -14,6 +14,13 @@ Rule 2: the paths are relative to the client's chroot, so several clusters can s
     /consumers/<group>/owners/<topic>/<p>                ephemeral owner of a partition (paper 3.2)
     /consumers/<group>/offsets/<topic>/<p>               committed offset (paper 3.2), persistent
     /latest_producer_id_block                            {"version":1,"broker":..,"block_start":..,...}
+    /log_faults/<broker id>                              fenced log ranges the broker reports (log_faults.py)
+    /controller                                          ephemeral {"version":1,"brokerid":..,"timestamp":..}
+    /controller_epoch                                    "<epoch>", bumped by each newly elected controller
+    /controlled_shutdown/<broker id>                     ephemeral: this broker asks to shed its leadership
+    /admin/preferred_replica_election                    {"version":1,"partitions":[{"topic":..,"partition":..}]}
+    /admin/reassign_partitions                           {"version":1,"partitions":[{"topic":..,"partition":..,
+                                                          "replicas":[..]}]}
 """
 
 from __future__ import annotations
@@ -27,6 +34,13 @@ BROKER_TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
 CONSUMERS = "/consumers"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+LOG_FAULTS = "/log_faults"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+# sparklog's own: Kafka's brokers send a ControlledShutdown request to the controller instead.
+CONTROLLED_SHUTDOWN = "/controlled_shutdown"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 
 # Longest group/consumer id we put in a path; ZooKeeper itself refuses znodes over jute.maxbuffer (1 MiB).
 MAX_NAME_LENGTH = 255
@@ -64,6 +78,11 @@ def broker(broker_id: int) -> str:
     if not isinstance(broker_id, int) or isinstance(broker_id, bool) or broker_id < 0:
         raise ValueError(f"broker id must be a non-negative int, not {broker_id!r}")
     return f"{BROKER_IDS}/{broker_id}"
+
+
+def controlled_shutdown(broker_id: int) -> str:
+    broker(broker_id)  # validates the id
+    return f"{CONTROLLED_SHUTDOWN}/{broker_id}"
 
 
 def topic(name: str) -> str:

@@ -21,6 +21,16 @@ p's first replica is broker `(p + start) % n`, i.e. round-robin; the followers a
 grows every n partitions. Kafka picks `start` and the shift at random; we derive both from a CRC-32 of the
 topic name, so placement is reproducible (in tests and on retries) yet differs from topic to topic, and
 `add_partitions` continues the same sequence (Kafka re-randomizes the shift when partitions are added).
+
+Rack-aware placement (Kafka's `assignReplicasToBrokersRackAware`) is used when every broker has a rack
+(`broker.rack`, registered in `/brokers/ids/<id>`): the brokers are interleaved rack by rack, the leaders go
+round-robin over that list, and each follower is the next broker in the shifted sequence whose rack holds no
+replica of the partition yet (once every rack holds one, any broker without one). With some brokers
+rack-less it falls back to rack-unaware placement (Kafka refuses instead; a rolling upgrade that sets racks
+one broker at a time should not stop topic creation).
+
+Explicit assignments (CreateTopics' `assignments`, `--replica-assignment`) pass `validate_assignment`:
+partitions numbered 0..n-1, every partition with the same number of distinct replicas, every broker known.
 """
 
 from __future__ import annotations
@@ -48,17 +58,22 @@ __all__ = [
     "UnknownTopic",
     "InvalidPartitions",
     "InvalidReplicationFactor",
+    "InvalidReplicaAssignment",
     "PartitionStateConflict",
     "PartitionState",
     "TopicAssignment",
     "assign_replicas",
+    "assign_replicas_rack_aware",
+    "validate_assignment",
     "create_topic",
     "add_partitions",
     "delete_topic",
     "list_topics",
     "get_topic",
+    "get_topics",
     "partition_state",
     "set_partition_state",
+    "set_topic_config",
     "watch_topics",
 ]
 
@@ -68,6 +83,9 @@ CONFIG_JSON_VERSION = 1
 INITIAL_CONTROLLER_EPOCH = 1
 INITIAL_LEADER_EPOCH = 0
 NO_LEADER = -1  # Kafka's LeaderAndIsr.NoLeader
+# A topic is created in one multi, and ZooKeeper's jute.maxbuffer (1 MiB) bounds a multi: at ~150 bytes of
+# znodes per partition, this keeps well inside it (Kafka has no limit of its own and fails in ZooKeeper).
+MAX_PARTITIONS = 5000
 
 Assignment = dict[int, tuple[int, ...]]
 
@@ -86,6 +104,10 @@ class InvalidPartitions(ValueError):
 
 class InvalidReplicationFactor(ValueError):
     """Kafka error INVALID_REPLICATION_FACTOR: below one, or more replicas than live brokers."""
+
+
+class InvalidReplicaAssignment(ValueError):
+    """Kafka error INVALID_REPLICA_ASSIGNMENT: an explicit assignment that cannot be placed."""
 
 
 class PartitionStateConflict(Exception):
@@ -141,26 +163,101 @@ def assign_replicas(
     """Kafka's rack-unaware placement of partitions `first_partition ..` over `sorted(broker_ids)`."""
     brokers = sorted(broker_ids)
     n = len(brokers)
-    if num_partitions < 1:
-        raise InvalidPartitions(f"number of partitions must be at least 1, not {num_partitions}")
+    _check_partition_count(num_partitions, first_partition)
     if replication_factor < 1:
         raise InvalidReplicationFactor(f"replication factor must be at least 1, not {replication_factor}")
     if replication_factor > n:
         raise InvalidReplicationFactor(
             f"replication factor {replication_factor} is larger than the number of live brokers ({n})"
         )
+    assignment = {}
+    for p, first, shift in _leader_positions(n, num_partitions, seed, first_partition):
+        followers = [brokers[_follower_index(first, shift, j, n)] for j in range(replication_factor - 1)]
+        assignment[p] = (brokers[first], *followers)
+    return assignment
+
+
+def _leader_positions(n: int, num_partitions: int, seed: int, first_partition: int):
+    """(partition, index of its first replica, follower shift) for each partition placed, as Kafka steps."""
     start = seed % n
     # The shift grows by one every n partitions; starting later, count the steps already taken, so that
     # growing a topic places the new partitions exactly as creating it that big would have.
     shift = (seed // n) % n + max(0, (first_partition - 1) // n)
-    assignment = {}
     for p in range(first_partition, first_partition + num_partitions):
         if p > 0 and p % n == 0:
             shift += 1
-        first = (p + start) % n
-        followers = [brokers[_follower_index(first, shift, j, n)] for j in range(replication_factor - 1)]
-        assignment[p] = (brokers[first], *followers)
+        yield p, (p + start) % n, shift
+
+
+def assign_replicas_rack_aware(racks: Mapping[int, str], num_partitions: int, replication_factor: int,
+                               seed: int = 0, first_partition: int = 0) -> Assignment:
+    """Kafka's rack-aware placement over `racks` ({broker id: rack}); see the module docstring."""
+    brokers = _rack_alternated(racks)
+    n, num_racks = len(brokers), len(set(racks.values()))
+    assign_replicas(brokers, 1, replication_factor)  # the same checks on the replication factor
+    _check_partition_count(num_partitions, first_partition)
+    assignment = {}
+    for p, first, shift in _leader_positions(n, num_partitions, seed, first_partition):
+        replicas = [brokers[first]]
+        used_racks = {racks[brokers[first]]}
+        k = 0
+        while len(replicas) < replication_factor:
+            broker = brokers[_follower_index(first, shift * num_racks, k, n)]
+            k += 1
+            rack_ok = racks[broker] not in used_racks or len(used_racks) == num_racks
+            if broker not in replicas and rack_ok:
+                replicas.append(broker)
+                used_racks.add(racks[broker])
+        assignment[p] = tuple(replicas)
     return assignment
+
+
+def _check_partition_count(num_partitions: int, first_partition: int = 0) -> None:
+    if num_partitions < 1:
+        raise InvalidPartitions(f"number of partitions must be at least 1, not {num_partitions}")
+    if first_partition + num_partitions > MAX_PARTITIONS:
+        raise InvalidPartitions(f"{first_partition + num_partitions} partitions is more than a topic may have "
+                                f"({MAX_PARTITIONS})")
+
+
+def _rack_alternated(racks: Mapping[int, str]) -> list[int]:
+    """Brokers interleaved by rack: the first of each rack, then the second of each ... (Kafka's order)."""
+    by_rack: dict[str, list[int]] = {}
+    for broker in sorted(racks):
+        by_rack.setdefault(racks[broker], []).append(broker)
+    columns = [by_rack[rack] for rack in sorted(by_rack)]
+    return [column[i] for i in range(max(map(len, columns), default=0)) for column in columns if i < len(column)]
+
+
+def place(broker_racks: Mapping[int, str | None], num_partitions: int, replication_factor: int, seed: int = 0,
+          first_partition: int = 0) -> Assignment:
+    """Rack-aware placement when every broker has a rack, else rack-unaware."""
+    if broker_racks and all(rack for rack in broker_racks.values()):
+        return assign_replicas_rack_aware(dict(broker_racks), num_partitions, replication_factor, seed,
+                                          first_partition)
+    return assign_replicas(list(broker_racks), num_partitions, replication_factor, seed, first_partition)
+
+
+def validate_assignment(assignment: Mapping[int, tuple[int, ...]], known_brokers) -> Assignment:
+    """An explicit assignment as placed; raises InvalidReplicaAssignment saying what is wrong."""
+    if not assignment:
+        raise InvalidReplicaAssignment("the replica assignment is empty")
+    if len(assignment) > MAX_PARTITIONS:
+        raise InvalidReplicaAssignment(f"{len(assignment)} partitions is more than a topic may have ({MAX_PARTITIONS})")
+    if sorted(assignment) != list(range(len(assignment))):
+        raise InvalidReplicaAssignment(
+            f"partitions must be numbered 0..{len(assignment) - 1}, not {sorted(assignment)}")
+    sizes = {len(replicas) for replicas in assignment.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        raise InvalidReplicaAssignment("every partition must have the same, non-zero number of replicas")
+    known = set(known_brokers)
+    for p, replicas in sorted(assignment.items()):
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignment(f"partition {p} lists a broker twice: {list(replicas)}")
+        unknown = sorted(set(replicas) - known)
+        if unknown:
+            raise InvalidReplicaAssignment(f"partition {p}: unknown broker(s) {unknown} (live: {sorted(known)})")
+    return {p: tuple(replicas) for p, replicas in sorted(assignment.items())}
 
 
 def _follower_index(first: int, shift: int, j: int, n: int) -> int:
@@ -206,20 +303,34 @@ def create_topic(
     num_partitions: int,
     replication_factor: int,
     config: Mapping[str, object] | None = None,
-    live_broker_ids: list[int] | None = None,
+    live_broker_ids: list[int] | Mapping[int, str | None] | None = None,
+    assignment: Mapping[int, tuple[int, ...]] | None = None,
 ) -> TopicAssignment:
-    """Create a topic over the live brokers (or `live_broker_ids`); return what was written.
+    """Create a topic over the live brokers (or `live_broker_ids`, a list or {id: rack}); return what was
+    written. With `assignment` ({partition: replicas}) the counts are taken from it, after validation.
 
-    Raises InvalidTopicName, InvalidPartitions, InvalidReplicationFactor, TopicExists.
+    Raises InvalidTopicName, InvalidPartitions, InvalidReplicationFactor, InvalidReplicaAssignment,
+    TopicExists.
     """
     paths.topic(name)  # validates the name first
-    broker_ids = list(live_broker_ids) if live_broker_ids is not None else list(live_brokers(zk))
-    assignment = assign_replicas(broker_ids, num_partitions, replication_factor, seed=_seed(name))
+    racks = _broker_racks(zk, live_broker_ids)
+    if assignment is not None:
+        assignment = validate_assignment(assignment, racks)
+    else:
+        assignment = place(racks, num_partitions, replication_factor, seed=_seed(name))
     config = {str(k): str(v) for k, v in (config or {}).items()}
     attempts = itertools.count()
     retrying(zk, _inner_create, zk, name, assignment, config, attempts)
     states = {p: PartitionState(leader=r[0], isr=r, zk_version=0) for p, r in assignment.items()}
     return TopicAssignment(name, assignment, states, config)
+
+
+def _broker_racks(zk: KazooClient, given) -> dict[int, str | None]:
+    if given is None:
+        return {b.id: b.rack for b in live_brokers(zk).values()}
+    if isinstance(given, Mapping):
+        return dict(given)
+    return dict.fromkeys(given)
 
 
 def _inner_create(zk: KazooClient, name: str, assignment: Assignment, config: dict, attempts) -> None:
@@ -260,13 +371,14 @@ def add_partitions(
 ) -> TopicAssignment:
     """Grow a topic to `new_total` partitions with the same replication factor; return the new assignment."""
     paths.topic(name)
-    broker_ids = list(live_broker_ids) if live_broker_ids is not None else list(live_brokers(zk))
+    broker_ids = _broker_racks(zk, live_broker_ids)
     attempts = itertools.count()
     retrying(zk, _inner_add_partitions, zk, name, new_total, broker_ids, attempts)
     return get_topic(zk, name)
 
 
-def _inner_add_partitions(zk: KazooClient, name: str, new_total: int, broker_ids: list[int], attempts) -> None:
+def _inner_add_partitions(zk: KazooClient, name: str, new_total: int, broker_ids: dict[int, str | None],
+                          attempts) -> None:
     retry = next(attempts) > 0
     try:
         data, stat = zk.get(paths.topic(name))
@@ -278,7 +390,7 @@ def _inner_add_partitions(zk: KazooClient, name: str, new_total: int, broker_ids
     if new_total <= len(current):
         raise InvalidPartitions(f"topic {name!r} has {len(current)} partitions; cannot change to {new_total}")
     rf = len(current[0])
-    added = assign_replicas(broker_ids, new_total - len(current), rf, seed=_seed(name), first_partition=len(current))
+    added = place(broker_ids, new_total - len(current), rf, seed=_seed(name), first_partition=len(current))
     txn = zk.transaction()
     txn.set_data(paths.topic(name), _assignment_json({**current, **added}), version=stat.version)
     for p, replicas in added.items():
@@ -350,6 +462,45 @@ def get_topic(zk: KazooClient, name: str) -> TopicAssignment:
     return TopicAssignment(name, assignment, states, topic_config(zk, name))
 
 
+def get_topics(zk: KazooClient, names: list[str] | None = None) -> dict[str, TopicAssignment]:
+    """`get_topic` for many topics (default: all) with pipelined reads: one round trip for the assignments
+    and configs, one for every partition state, instead of one per znode (the controller reads everything
+    on each event). Topics deleted while we read are left out."""
+    return retrying(zk, _inner_get_topics, zk, names)
+
+
+def _inner_get_topics(zk: KazooClient, names: list[str] | None) -> dict[str, TopicAssignment]:
+    if names is None:
+        try:
+            names = sorted(zk.get_children(paths.BROKER_TOPICS))
+        except NoNodeError:
+            return {}
+    assignments = {n: zk.get_async(paths.topic(n)) for n in names}
+    configs = {n: zk.get_async(paths.topic_config(n)) for n in names}
+    parsed = {n: _parse_assignment(data) for n, (data, _) in _results(assignments).items()}
+    states = {(n, p): zk.get_async(paths.partition_state(n, p)) for n, a in parsed.items() for p in a}
+    found_states = _results(states)
+    found_configs = _results(configs)
+    topics = {}
+    for name, assignment in parsed.items():
+        partition_states = {p: PartitionState.from_json(decode(data), zk_version=stat.version)
+                            for (n, p), (data, stat) in found_states.items() if n == name}
+        config = dict(decode(found_configs[name][0]).get("config", {})) if name in found_configs else {}
+        topics[name] = TopicAssignment(name, assignment, partition_states, config)
+    return topics
+
+
+def _results(futures: dict) -> dict:
+    """The values of kazoo async results, leaving out the nodes that do not exist."""
+    found = {}
+    for key, future in futures.items():
+        try:
+            found[key] = future.get()
+        except NoNodeError:
+            continue
+    return found
+
+
 def topic_config(zk: KazooClient, name: str) -> dict[str, str]:
     """The topic's config overrides ({} when there are none)."""
     try:
@@ -357,6 +508,25 @@ def topic_config(zk: KazooClient, name: str) -> dict[str, str]:
     except NoNodeError:
         return {}
     return dict(decode(data).get("config", {}))
+
+
+def set_topic_config(zk: KazooClient, name: str, config: Mapping[str, object]) -> None:
+    """Replace the topic's config overrides with `config` (AlterConfigs; the brokers' watches apply them);
+    raise UnknownTopic. Idempotent: writing the same overrides again changes nothing a reader sees."""
+    paths.topic(name)
+    retrying(zk, _inner_set_config, zk, name, _config_json(config))
+
+
+def _inner_set_config(zk: KazooClient, name: str, data: bytes) -> None:
+    if zk.exists(paths.topic(name)) is None:
+        raise UnknownTopic(f"unknown topic {name!r}")
+    try:
+        zk.set(paths.topic_config(name), data)
+    except NoNodeError:  # a topic created by a tool that wrote no config node
+        try:
+            zk.create(paths.topic_config(name), data, makepath=True)
+        except NodeExistsError:
+            raise ForceRetryError() from None  # created meanwhile: set it on the retry
 
 
 def partition_state(zk: KazooClient, name: str, partition: int) -> PartitionState:

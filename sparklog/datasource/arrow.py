@@ -145,7 +145,3 @@ def headers_array(headers: Sequence[Sequence[tuple[str | bytes, bytes | None]]])
         [pa.array(keys, pa.string()), pa.array(values, pa.binary())], fields=list(HEADER_TYPE)
     )
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), structs, type=HEADERS_TYPE)
-
-
-def empty_batch(include_headers: bool = False) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=arrow_schema(include_headers))

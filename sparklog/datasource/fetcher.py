@@ -3,8 +3,9 @@
 Rule 1: everything needed travels in the partition and the options; the fetch opens its own consumer and
 closes it, whatever happens.
 Rule 2: the same `(start, end)` always yields the same rows: records before `start` in the first fetched
-batch and records from `end` on are dropped, and gaps (compacted offsets, transaction markers) are skipped
-by each batch's next offset, not waited for.
+batch and records from `end` on are dropped, and control batches (transaction markers) are skipped by each
+batch's next offset, not waited for. sparklog never compacts, so an offset gap inside the range is a range
+the broker fenced as damaged (bit rot): data loss, as Rule 3 (Spark's "Cannot fetch records in [a, b)").
 Rule 3: offsets of the range that are no longer in the log are data loss: `failOnDataLoss=true` fails the
 task naming the topic, partition and missing range; false warns and reads what is left. A range the log
 never reaches fails after `kafkaConsumer.pollTimeoutMs`, never hangs.
@@ -16,7 +17,6 @@ timestamp type, which the Consumer's per-record API does not carry, and creates 
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from typing import Iterator
 
 import pyarrow as pa
@@ -26,7 +26,7 @@ from sparklog.datasource.errors import missing_range, report_data_loss
 from sparklog.datasource.metadata import bootstrap_servers
 from sparklog.datasource.offsets import SparklogInputPartition
 from sparklog.datasource.options import ReadOptions
-from sparklog.records.batch import iter_batches
+from sparklog.records.batch import batches_in_range
 
 ROWS_PER_ARROW_BATCH = 65_536  # bounded memory per task: Spark streams the batches on as they come
 POLL_INTERVAL_S = 0.5  # one poll's wait; the overall deadline is kafkaConsumer.pollTimeoutMs
@@ -69,7 +69,8 @@ def _read(options: ReadOptions, part: SparklogInputPartition) -> Iterator[pa.Rec
         deadline = time.monotonic() + timeout_s
         while position < part.end:
             try:
-                new_position = _fetch_into(builder, consumer, position, part.end)
+                new_position = _fetch_into(builder, consumer, position, part.end, lambda a, b: report_data_loss(
+                    options.fail_on_data_loss, missing_range(part.topic, part.partition, a, b)))
             except OffsetOutOfRange:  # retention ran since we looked: report, then go on from the log start
                 new_position = _first_available(consumer, options, part, position)
                 consumer.seek(tp, new_position)
@@ -110,7 +111,7 @@ def _lost_tail(consumer, options: ReadOptions, part: SparklogInputPartition, pos
     return True
 
 
-def _fetch_into(builder: ColumnBuilder, consumer, position: int, end: int) -> int:
+def _fetch_into(builder: ColumnBuilder, consumer, position: int, end: int, on_gap=None) -> int:
     """Append the records of one fetched chunk in `[position, end)`; return the next position.
 
     Decodes whole record batches straight into columns (one transposition per batch); the position moves
@@ -120,18 +121,10 @@ def _fetch_into(builder: ColumnBuilder, consumer, position: int, end: int) -> in
     if chunk is None:
         return position
     _state, _epoch, view, _start = chunk
-    for batch in iter_batches(view, consumer.config["check.crcs"]):
-        if batch.next_offset <= position:
-            continue
-        if batch.base_offset >= end:
-            return max(position, end)
-        if not batch.is_control:
-            offsets, timestamps, keys, values, headers = batch.columns()
-            if offsets and (offsets[0] < position or offsets[-1] >= end):  # offsets ascend within a batch
-                first, last = bisect_left(offsets, position), bisect_left(offsets, end)
-                offsets, timestamps, keys, values, headers = (
-                    column[first:last] for column in (offsets, timestamps, keys, values, headers))
-            if offsets:
-                builder.append(offsets, timestamps, keys, values, headers, batch.timestamp_type)
+    for batch, columns in batches_in_range(view, position, end, consumer.config["check.crcs"]):
+        if batch.base_offset > position and on_gap is not None:  # a fenced range (Rule 2)
+            on_gap(position, min(batch.base_offset, end))
+        if columns is not None and columns.offsets:
+            builder.append(*columns, batch.timestamp_type)
         position = min(max(position, batch.next_offset), end)
     return position

@@ -55,5 +55,9 @@ def store_initial_offsets(zk: KazooClient, key: str, offsets: Mapping) -> dict:
 
 
 def commit_progress(zk: KazooClient, group: str, offsets: Mapping[tuple[str, int], int], metadata: str) -> None:
-    """Record the next offset to read per partition under `group` (Rule 2)."""
-    commit_offsets(zk, group, {tp: (offset, metadata) for tp, offset in offsets.items()})
+    """Record the next offset to read per partition under `group` (Rule 2); a partition that a member of a
+    ZooKeeper consumer group of that name owns is left to its owner (coordination.offsets, Rule 2)."""
+    refused = commit_offsets(zk, group, {tp: (offset, metadata) for tp, offset in offsets.items()})
+    if refused:
+        logger.warning("progress of group %s not recorded for partitions owned by its members: %s", group,
+                       ", ".join(f"{t}-{p} ({owner})" for (t, p), owner in sorted(refused.items())))

@@ -22,8 +22,6 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, St
 
 from sparklog.datasource.options import WriteOptions
 
-MAX_TASK_FAILURES_REPORTED = 1  # the first delivery error is raised; the rest are counted
-
 
 class SparklogSchemaError(ValueError):
     """The DataFrame cannot be written to sparklog as it is (Rule 1)."""

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import struct
 
-from sparklog.protocol import (api_versions, create_topics, delete_topics, fetch, find_coordinator, groups,
-                               init_producer_id, list_offsets, metadata, offset_commit, offset_fetch,
-                               offset_for_leader_epoch, produce)
+from sparklog.protocol import (alter_configs, api_versions, create_partitions, create_topics, delete_records,
+                               delete_topics, describe_cluster, describe_configs, fetch, find_coordinator, groups,
+                               incremental_alter_configs, init_producer_id, list_offsets, metadata, offset_commit,
+                               offset_fetch, offset_for_leader_epoch, produce)
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import (LocalProtocolError, MalformedRequest, MalformedResponse,
                                       UnsupportedVersion)
@@ -51,6 +52,13 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
     (delete_topics.DeleteTopicsRequest, delete_topics.DeleteTopicsResponse),
     (init_producer_id.InitProducerIdRequest, init_producer_id.InitProducerIdResponse),
     (offset_for_leader_epoch.OffsetForLeaderEpochRequest, offset_for_leader_epoch.OffsetForLeaderEpochResponse),
+    (delete_records.DeleteRecordsRequest, delete_records.DeleteRecordsResponse),
+    (describe_configs.DescribeConfigsRequest, describe_configs.DescribeConfigsResponse),
+    (alter_configs.AlterConfigsRequest, alter_configs.AlterConfigsResponse),
+    (create_partitions.CreatePartitionsRequest, create_partitions.CreatePartitionsResponse),
+    (incremental_alter_configs.IncrementalAlterConfigsRequest,
+     incremental_alter_configs.IncrementalAlterConfigsResponse),
+    (describe_cluster.DescribeClusterRequest, describe_cluster.DescribeClusterResponse),
 ]
 
 REQUESTS: dict[ApiKey, type[Message]] = {ApiKey(req.api_key): req for req, _ in _PAIRS}

@@ -37,13 +37,15 @@ Record (design notes, section 5.3.2); varint/varlong are zig-zag encoded as in p
 from __future__ import annotations
 
 import struct
-from itertools import starmap as _starmap
 import time
+from bisect import bisect_left
+from itertools import starmap as _starmap
 from typing import Iterable, Iterator, NamedTuple
 
 from crc32c import crc32c
 
 from sparklog.records import compression as _compression
+from sparklog.records import implementation as _implementation
 from sparklog.records.compression import CompressionError, codec_id
 
 # One struct for the whole fixed-size header, field by field as above.
@@ -69,11 +71,13 @@ MAGIC_OFFSET = struct.calcsize(">qii")  # 16
 CRC_OFFSET = MAGIC_OFFSET + 1  # 17
 ATTRIBUTES_OFFSET = CRC_OFFSET + 4  # 21: the CRC covers [21, end)
 PARTITION_LEADER_EPOCH_OFFSET = LOG_OVERHEAD  # 12
+LAST_OFFSET_DELTA_OFFSET = ATTRIBUTES_OFFSET + struct.calcsize(">h")  # 23: follows the int16 attributes
 MAGIC = 2
 
 _BASE_OFFSET = struct.Struct(">q")
 _LENGTH = struct.Struct(">i")
 _LEADER_EPOCH = struct.Struct(">i")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -514,6 +518,24 @@ def _read_headers(buffer, position: int) -> tuple[tuple, int]:
     return tuple(headers), position
 
 
+# ---------------------------------------------------------------------------------------------------------
+# The implementation switch (sparklog/records/implementation.py): the compiled codec takes over these five
+# functions unless SPARKLOG_NO_EXTENSIONS is set or it was not built; the pure-Python ones stay in PYTHON_CODEC.
+
+def use(codec: _implementation.Codec) -> None:
+    """Run `codec` from now on: at import, and in the tests and benchmarks that compare the two."""
+    global CODEC, encode_varint, decode_varint, _encode_records, _decode_columns, build_batch
+    CODEC = codec
+    encode_varint, decode_varint, _encode_records, _decode_columns, build_batch = codec[1:]
+
+
+PYTHON_CODEC = _implementation.Codec(
+    _implementation.PYTHON, encode_varint, decode_varint, _encode_records, _decode_columns, build_batch
+)
+_selected, COMPILED_UNAVAILABLE = _implementation.select(PYTHON_CODEC, RecordColumns)
+use(_selected)
+
+
 def _byte_view(buffer) -> memoryview:
     view = memoryview(buffer)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
@@ -555,3 +577,55 @@ def iter_records(buffer, check_crc: bool = True) -> Iterator[Record]:
     for batch in iter_batches(buffer, check_crc):
         if not batch.attributes & CONTROL_MASK:
             yield from batch.records()
+
+
+def next_fetch_offset(buffer, start: int) -> int:
+    """The offset after the last whole batch in `buffer`, or `start` if none is whole.
+
+    Reads only the headers' baseOffset, batchLength, magic and lastOffsetDelta (no CRC, no records): a
+    fetcher knows where its next fetch starts without decoding. It stops at the first batch that is partial
+    (a fetch response may end with one) or malformed (`iter_batches` reports that to whoever decodes it).
+    """
+    view = _byte_view(buffer)
+    end = len(view)
+    position = 0
+    next_offset = start
+    while end - position >= HEADER_SIZE:
+        (base,) = _BASE_OFFSET.unpack_from(view, position)
+        (length,) = _LENGTH.unpack_from(view, position + _BASE_OFFSET.size)
+        size = length + LOG_OVERHEAD
+        if length < _BATCH_OVERHEAD or view[position + MAGIC_OFFSET] != MAGIC or end - position < size:
+            break
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(view, position + LAST_OFFSET_DELTA_OFFSET)
+        next_offset = max(next_offset, base + delta + 1)
+        position += size
+    return next_offset
+
+
+def batches_in_range(buffer, start: int, end: int | None = None,
+                     check_crc: bool = True) -> Iterator[tuple[RecordBatch, RecordColumns | None]]:
+    """`(batch, columns)` for each whole batch of `buffer` holding offsets in `[start, end)` (`end` None: no end).
+
+    The one trimming rule of every reader of fetched batches (the consumer, the Spark fetcher): batches
+    that end before `start` are skipped; a data batch's columns are cut to the records inside `[start, end)`
+    (a fetch may begin inside a batch). `columns` None means "nothing to read here, but move your position
+    past this batch (up to `end`)": a control batch (a transaction marker), and the first batch at or past
+    `end`, which also ends the iteration (the range is complete even if compaction left a gap before it).
+    Errors are `iter_batches`': a corrupt batch raises before anything of it is returned.
+    """
+    for batch in iter_batches(buffer, check_crc):
+        if batch.next_offset <= start:
+            continue
+        if end is not None and batch.base_offset >= end:
+            yield batch, None
+            return
+        if batch.attributes & CONTROL_MASK:
+            yield batch, None
+            continue
+        columns = batch.columns()
+        offsets = columns.offsets  # ascending within a batch
+        if offsets and (offsets[0] < start or (end is not None and offsets[-1] >= end)):
+            first = bisect_left(offsets, start)
+            last = len(offsets) if end is None else bisect_left(offsets, end)
+            columns = RecordColumns(*(column[first:last] for column in columns))
+        yield batch, columns

@@ -4,6 +4,7 @@ from sparklog.storage.config import LogConfig
 from sparklog.storage.errors import (
     CorruptIndexError,
     CorruptRecordError,
+    CorruptSegmentError,
     InvalidConfigError,
     InvalidTopicName,
     LogClosedError,
@@ -16,12 +17,14 @@ from sparklog.storage.flusher import Flusher, default_flusher
 from sparklog.storage.log import FileSlice, LogStatistics, PartitionLog
 from sparklog.storage.log_manager import LogManager, LogManagerStatistics
 from sparklog.storage.recovery import RecoveryStop, ValidPrefix
+from sparklog.storage.scrubber import Scrubber, ScrubberConfig, ScrubberStatistics
 from sparklog.storage.segment import TimestampOffset
 from sparklog.storage.topic_names import validate_topic
 
 __all__ = [
     "CorruptIndexError",
     "CorruptRecordError",
+    "CorruptSegmentError",
     "FileSlice",
     "Files",
     "Flusher",
@@ -36,6 +39,9 @@ __all__ = [
     "PartitionLog",
     "RecordBatchTooLarge",
     "RecoveryStop",
+    "Scrubber",
+    "ScrubberConfig",
+    "ScrubberStatistics",
     "StorageError",
     "TimestampOffset",
     "ValidPrefix",

@@ -7,7 +7,9 @@ from sparklog.records.batch import CorruptRecordError
 __all__ = [
     "CorruptIndexError",
     "CorruptRecordError",
+    "CorruptSegmentError",
     "InvalidConfigError",
+    "InvalidTimestampError",
     "InvalidTopicName",
     "LogClosedError",
     "OffsetOutOfRange",
@@ -37,6 +39,11 @@ class RecordBatchTooLarge(StorageError):
     """A batch is larger than max.message.bytes (MESSAGE_TOO_LARGE, 10); nothing was appended."""
 
 
+class InvalidTimestampError(StorageError):
+    """A CreateTime timestamp lies outside message.timestamp.before/after.max.ms of the broker's clock
+    (INVALID_TIMESTAMP, 32); nothing was appended."""
+
+
 class InvalidTopicName(StorageError, ValueError):
     """A topic name breaks Kafka's rule [a-zA-Z0-9._-]{1,249}, not '.' or '..' (INVALID_TOPIC_EXCEPTION, 17)."""
 
@@ -47,6 +54,11 @@ class InvalidConfigError(StorageError, ValueError):
 
 class CorruptIndexError(StorageError):
     """An index file fails its sanity check; the caller rebuilds it from the log."""
+
+
+class CorruptSegmentError(StorageError):
+    """A read found no valid batch where the index and the offset chain say one starts (bit rot found
+    while reading, KAFKA_STORAGE_ERROR, 56, which clients retry); the log fences the damage."""
 
 
 class LogClosedError(StorageError):

@@ -2,6 +2,8 @@
 
 Files are named by path and used through integer file descriptors (the FileSlice hands the descriptor to
 os.sendfile). Checkpoints are written as Kafka's CheckpointFile does: tmp file, fsync, rename, fsync dir.
+A file's creation, rename or removal is durable only once its directory is fsynced (`fsync_dir`): the log
+does that before it moves its recovery point over a new segment, and after it retires or deletes segments.
 """
 
 from __future__ import annotations
@@ -74,7 +76,10 @@ class Files:
         return sorted(os.listdir(path))
 
     def makedirs(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
+        """Create `path` if missing, and make its entry in the parent durable."""
+        if not os.path.isdir(path):
+            os.makedirs(path, exist_ok=True)
+            self.fsync_dir(os.path.dirname(os.path.normpath(path)) or ".")
 
     def rmtree(self, path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)

@@ -19,7 +19,12 @@ TIME_ENTRY = struct.Struct(">qi")  # max timestamp so far, relative offset: Kafk
 
 
 class _SparseIndex:
-    """Shared machinery: the in-memory entries, the file they are appended to, truncation."""
+    """Shared machinery: the in-memory entries, the file they are appended to, truncation.
+
+    Rule: `len(_keys) <= len(_values)` at every instant, so a reader that bisects `_keys` without a lock
+    (lookups, and the flusher counting entries) always finds the value of the entry it picked: appends
+    grow `_values` first, truncation shrinks `_keys` first.
+    """
 
     ENTRY: struct.Struct
 
@@ -66,7 +71,7 @@ class _SparseIndex:
         self.truncate_entries(0)
 
     def truncate_entries(self, count: int) -> None:
-        del self._keys[count:]
+        del self._keys[count:]  # keys first: see the class rule
         del self._values[count:]
         if self._file_entries > count:
             self._files.truncate(self._fd, count * self.ENTRY.size)
@@ -112,8 +117,8 @@ class OffsetIndex(_SparseIndex):
         relative = offset - self.base_offset
         if self._keys and (relative <= self._keys[-1] or position <= self._values[-1]):
             raise ValueError(f"index entry ({offset}, {position}) is not after the last one")
+        self._values.append(position)  # values first: see _SparseIndex
         self._keys.append(relative)
-        self._values.append(position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The last entry at or before `offset`, as (offset, position); (base offset, 0) if none."""
@@ -165,8 +170,8 @@ class TimeIndex(_SparseIndex):
         relative = offset - self.base_offset
         if self._keys and (timestamp <= self._keys[-1] or relative < self._values[-1]):
             return
+        self._values.append(relative)  # values first: see _SparseIndex
         self._keys.append(timestamp)
-        self._values.append(relative)
 
     def lookup(self, timestamp: int) -> int:
         """Where a search for the first batch with max timestamp >= `timestamp` may start."""

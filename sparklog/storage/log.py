@@ -5,11 +5,23 @@ headers and write them with one write; the log end offset (LEO) is the offset af
 Rule 2: readers see offsets below the high watermark (HW) only: the flushed offset by default, or the LEO
 with flush.visibility=appended, or, on a replicated log, what replication sets (Rules R1-R3 below). Readers never take the writer's lock: they use an immutable snapshot of
 the segment tuple, swapped (copy-on-write) on roll, retention and truncation.
-Rule 3: on open, the segments from the recovery point on are replayed and truncated after their valid
-prefix; the segments after the first truncation are deleted (Kafka's LogLoader).
-
-The log start offset is the base offset of the first segment (retention deletes whole segments only), so
-it needs no checkpoint file of its own.
+Rule 3: on open, the segments from the recovery point on (and always the last one) are replayed; damage at
+or past the recovery point is a torn tail: truncated, and the later segments deleted (Kafka's LogLoader).
+Rule 4: damage below the recovery point is bit rot in fsynced bytes: the damaged offsets are fenced
+(fences.py), the valid batches after them move to a segment of their own (`<resumed base>.log`, written
+tmp, fsync, rename, fsync dir) and the damaged segment is cut after its valid prefix; every valid batch is
+kept and offsets are never reused. A fenced range is a gap between two segments, which reads step over.
+Rule 5: a segment that was only loaded (its index trusted) is verified whole (CRC-32C and structure)
+before its first use (a read, a time lookup, retention, truncation), by whichever comes first of a
+reader (in its own thread) and the background scrubber (scrubber.py), which the LogManager nudges when it
+opens such a log and which also re-verifies flushed segments periodically.
+Rule 6: the log start offset is the larger of the first segment's base offset (retention deletes whole
+segments) and the offset DeleteRecords moved it to (`delete_records_before`), which is checkpointed in
+`log-start-offset-checkpoint` before the call returns; it only moves forward (truncation below it aside).
+Rule 7: `reconfigure(LogConfig)` (Kafka's updateConfig) swaps the settings under the append lock: the next
+append, flush check, roll and retention pass use them; the active segment's segment.ms deadline moves with
+them; index sizes apply from the next segment on. Batches are converted (timestamp type and bounds,
+compression) by `log_validator` only when the config asks for it.
 """
 
 from __future__ import annotations
@@ -24,10 +36,13 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, NamedTuple
 
 from sparklog.storage.config import VISIBILITY_APPENDED, LogConfig
-from sparklog.storage.errors import LogClosedError, OffsetOutOfRange, OffsetsNotContiguous, RecordBatchTooLarge
+from sparklog.storage.errors import (CorruptSegmentError, LogClosedError, OffsetOutOfRange, OffsetsNotContiguous,
+                                     RecordBatchTooLarge)
+from sparklog.storage.fences import FencedRanges
 from sparklog.storage.files import OS_FILES, Files
 from sparklog.storage.flusher import Flusher, default_flusher
 from sparklog.storage.leader_epochs import LeaderEpochCache
+from sparklog.storage.log_validator import converter_for
 from crc32c import crc32c
 
 from sparklog.records.batch import (
@@ -42,18 +57,29 @@ from sparklog.records.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
+from sparklog.storage.recovery import (
+    INT64_MAX,
+    READ_CHUNK_BYTES,
+    ReadAt,
+    RecoveryStop,
+    Resync,
+    ValidPrefix,
+    find_next_batch,
+)
 from sparklog.storage.segment import (
     DELETED_SUFFIX,
     BatchEntry,
     LogSegment,
     TimestampOffset,
     parse_segment_file_name,
+    segment_file_name,
 )
 from sparklog.storage.topic_names import parse_partition_dir
 
 logger = logging.getLogger(__name__)
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"  # Kafka's name; here one per partition directory
+LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"  # Kafka's name; here one per partition directory
 CHECKPOINT_VERSION = 0  # Kafka's OffsetCheckpointFile version
 TMP_SUFFIX = ".tmp"
 DEFAULT_READ_BYTES = 1024 * 1024  # iter_slices' chunk: Kafka's default max.partition.fetch.bytes
@@ -78,6 +104,7 @@ assert _APPEND_FIELDS.size == HEADER_SIZE
 _pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first field, outside the CRC
 
 HighWatermarkListener = Callable[["PartitionLog", int], None]
+FenceListener = Callable[[str, int, tuple], None]  # (topic, partition, fenced ranges), at open and on change
 
 
 class FileSlice:
@@ -148,6 +175,10 @@ class LogStatistics:
     rolls: int
     deleted_segments: int
     checkpoints: int = 0  # recovery-point checkpoint files written
+    fenced_ranges: int = 0  # offset ranges lost to bit rot (Rule 4)
+    fenced_offsets: int = 0  # offsets in them
+    unverified_segments: int = 0  # loaded segments not yet verified whole (Rule 5)
+    verified_bytes: int = 0  # bytes replayed whole by first-use verification and the scrubber
 
 
 class PartitionLog:
@@ -169,17 +200,13 @@ class PartitionLog:
 
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig,
                  files: Files, flusher: Flusher, clock: Callable[[], int], *,
-                 checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS):
+                 checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS, on_fence: FenceListener | None = None):
         self.directory = directory
         self.topic = topic
         self.partition = partition
         self.name = f"{topic}-{partition}"
-        self.config = config
-        self.flush_ms = config.flush_ms
-        self._flush_messages = config.flush_messages
-        self._max_message_bytes = config.max_message_bytes
-        self._segment_bytes = config.segment_bytes
-        self._expose_on_append = config.flush_visibility == VISIBILITY_APPENDED
+        self._use_config(config)
+        self._log_start = 0  # DeleteRecords' log start offset (Rule 6); the first segment's base may be above it
         self._checkpoint_interval_s = checkpoint_interval_ms / 1000
         self._files = files
         self._flusher = flusher
@@ -188,6 +215,7 @@ class PartitionLog:
         self._flush_lock = threading.RLock()
         self._segments: tuple[LogSegment, ...] = ()
         self._bases: tuple[int, ...] = ()
+        self._snapshot: tuple[tuple[LogSegment, ...], tuple[int, ...]] = ((), ())  # both, swapped at once
         self._leo = 0
         self._hw = _Visible(0, 0, 0)
         self._recovery_point = 0
@@ -198,16 +226,42 @@ class PartitionLog:
         self._checkpointed: int | None = None  # what the checkpoint file says (None: missing or unreadable)
         self._checkpointed_at = time.monotonic()
         self._flush_everything = True  # the first flush after open: load() may have added index entries anywhere
+        self._directory_dirty = True  # segment files created or renamed since the last fsync of the directory
         self._appends = 0  # append-path counters are plain attributes: a dict update costs twice as much
         self._appended_bytes = 0
         self._counters = dict(flushes=0, rolls=0, deleted_segments=0, checkpoints=0)
+        self._on_fence = on_fence
+        self._fences = FencedRanges(files, directory)
+        self._verified_bytes = 0
+
+    def _use_config(self, config: LogConfig) -> None:
+        self.config = config
+        self.flush_ms = config.flush_ms
+        self._flush_messages = config.flush_messages
+        self._max_message_bytes = config.max_message_bytes
+        self._segment_bytes = config.segment_bytes
+        self._expose_on_append = config.flush_visibility == VISIBILITY_APPENDED
+        self._converter = converter_for(config)
+
+    def reconfigure(self, config: LogConfig) -> None:
+        """Use `config` from now on, without closing the log (Rule 7; Kafka's UnifiedLog.updateConfig).
+
+        A visibility change from "appended" to "flushed" never moves the high watermark back: what readers
+        have seen stays visible; later appends wait for their flush."""
+        with self._lock:
+            old = self.config
+            self._use_config(config)
+            active = self._segments[-1] if self._segments else None
+            if active is not None and old.segment_ms != config.segment_ms:
+                active.roll_at_ms += config.segment_ms - old.segment_ms
 
     # -- opening ----------------------------------------------------------------------------------
 
     @classmethod
     def open(cls, directory: str, config: LogConfig | Mapping | None = None, *, files: Files | None = None,
              flusher: Flusher | None = None, clock: Callable[[], int] | None = None,
-             checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS) -> "PartitionLog":
+             checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
+             on_fence: FenceListener | None = None) -> "PartitionLog":
         """Open (or create) the log in `directory`, which must be named `<topic>-<partition>`, and recover it.
 
         `clock` returns wall-clock milliseconds (for segment.ms and retention.ms); flush and checkpoint
@@ -222,47 +276,138 @@ class PartitionLog:
         files = files or OS_FILES
         files.makedirs(directory)
         log = cls(directory, topic, partition, config, files, flusher or default_flusher(),
-                  clock or _wall_clock_ms, checkpoint_interval_ms=checkpoint_interval_ms)
+                  clock or _wall_clock_ms, checkpoint_interval_ms=checkpoint_interval_ms, on_fence=on_fence)
         log._load()
+        if on_fence is not None and log._fences.ranges:
+            on_fence(topic, partition, log._fences.ranges)  # found now or on an earlier run
         log._flusher.register(log)
         return log
 
     def _load(self) -> None:
         bases = self._scan_directory()
         recovery_point = self._read_recovery_point()
+        self._fences = FencedRanges.load(self._files, self.directory, self._fences_changed)
         segments: list[LogSegment] = []
         now = self._clock()
         for i, base in enumerate(bases):
-            if segments and base != segments[-1].next_offset:  # the previous segment lost its tail
+            if segments and not self._follows(segments[-1].next_offset, base, recovery_point):
                 logger.warning("%s: segment %d does not follow offset %d; deleting it and %d later segment(s)",
                                self.name, base, segments[-1].next_offset, len(bases) - i - 1)
                 self._delete_segment_files(bases[i:])
                 break
+            bound = bases[i + 1] if i + 1 < len(bases) else None
             segment = LogSegment(self.directory, base, self.config, self._files, now)
-            prefix = self._load_segment(segment, recovery_point)
+            prefix = self._load_segment(segment, recovery_point, last=bound is None)
             segments.append(segment)
+            if not prefix.clean and prefix.next_offset < recovery_point:  # Rule 4
+                added, prefix = self._fence_damage(segment, prefix, recovery_point, bound, segments.extend)
             if not prefix.clean:
-                logger.warning("%s: segment %d truncated at byte %d (%s); deleting %d later segment(s)",
-                               self.name, base, prefix.truncate_at, prefix.stop.value, len(bases) - i - 1)
+                logger.warning("%s: segment %d truncated at offset %d (%s); deleting %d later segment(s)",
+                               self.name, segments[-1].base_offset, prefix.next_offset, prefix.stop.value,
+                               len(bases) - i - 1)
                 self._delete_segment_files(bases[i + 1:])
                 break
         if not segments:
             segments.append(LogSegment(self.directory, recovery_point, self.config, self._files, now))
+        self._fences.clip(segments[0].base_offset, segments[-1].next_offset)
         self._set_segments(tuple(segments))
         active = segments[-1]
         self._leo = active.next_offset
+        self._log_start = min(self._read_log_start(), self._leo)
         self._recovery_point = min(recovery_point, self._leo)
         self.flush()  # makes whatever recovery kept durable; rewrites the checkpoint if it named lost offsets
         self._hw = _Visible(self._leo, active.base_offset, active.size)
 
-    def _load_segment(self, segment: LogSegment, recovery_point: int):
-        """Kafka's LogLoader rule: replay fully every segment that may hold offsets at or past the recovery point."""
-        if segment.base_offset > recovery_point:
-            return segment.recover()
-        prefix = segment.load()  # cheap: trusts the index and replays only the tail
+    def _load_segment(self, segment: LogSegment, recovery_point: int, last: bool) -> ValidPrefix:
+        """Kafka's LogLoader rule: replay fully every segment that may hold offsets at or past the recovery
+        point, and the last one (appends go there: it is verified before they start, Rule 5)."""
+        if last or segment.base_offset > recovery_point:
+            return segment.recover(recovery_point)
+        prefix = segment.load(recovery_point)  # cheap: trusts the index and replays only the tail
         if segment.next_offset > recovery_point:  # holds bytes that were never fsynced: replay it all
-            prefix = segment.recover()
+            prefix = segment.recover(recovery_point)
         return prefix
+
+    def _follows(self, previous_end: int, base: int, recovery_point: int) -> bool:
+        """May a segment starting at `base` follow one ending at `previous_end`? A gap is a fenced range
+        (Rule 4), or one below the recovery point (the fence file was lost): fence it again."""
+        if base == previous_end or self._fences.covers(previous_end, base):
+            return True
+        if previous_end < base and previous_end < recovery_point:
+            logger.error("%s: offsets [%d, %d) are missing below the recovery point %d; fencing them",
+                         self.name, previous_end, base, recovery_point)
+            self._fences.add(previous_end, base)
+            return True
+        return False
+
+    # -- bit rot: fencing damaged ranges (Rule 4) ----------------------------------------------------
+
+    def _fence_damage(self, segment: LogSegment, prefix: ValidPrefix, protected_until: int, bound: int | None,
+                      publish: Callable[[list[LogSegment]], None]) -> tuple[list[LogSegment], ValidPrefix]:
+        """`segment` replays cleanly only to `prefix`, below `protected_until`: fence the damaged offsets,
+        move each run of valid batches after them into a segment of its own, and cut the damaged ones.
+
+        `bound` is the next segment's base (None for the last segment, whose fence then runs to the
+        recovery point, kept as the base of a new empty segment so offsets are never reused). `publish`
+        gets the new segments before any cut, so a reader never finds the batches in neither place.
+        Returns the new segments and the replay of the last one (not clean: a torn tail, Rule 3).
+        """
+        added, cuts, source, last = [], [], segment, prefix
+        while True:
+            resync = find_next_batch(source._read_at, source.file_size(), prefix.truncate_at, prefix.next_offset + 1,
+                                     INT64_MAX if bound is None else bound, self._may_end_at(protected_until, bound))
+            end = resync.header.base_offset if resync else protected_until if bound is None else bound
+            self._fence(source, prefix, end)
+            cuts.append((source, prefix))
+            if resync is None:  # the damage runs to the end of the file: the fence to the next segment
+                if bound is None:
+                    added.append(LogSegment(self.directory, end, self.config, self._files, self._clock()))
+                last = ValidPrefix(end, 0, RecoveryStop.END_OF_LOG, 0)
+                break
+            source = self._move_tail(source, resync)
+            added.append(source)
+            prefix = last = source.recover(protected_until)
+            if prefix.clean or prefix.next_offset >= protected_until:
+                break
+        publish(added)
+        for damaged, valid in cuts:
+            damaged.cut(valid.truncate_at, valid.next_offset)
+            damaged.flush()
+        self._files.fsync_dir(self.directory)
+        return added, last
+
+    def _may_end_at(self, protected_until: int, bound: int | None) -> Callable[[int], bool]:
+        """Where a segment's last batch may end: at the next segment's base (or a fenced gap before it); the
+        last segment at the recovery point or past it (unflushed batches follow)."""
+        if bound is None:
+            return lambda next_offset: next_offset >= protected_until
+        return lambda next_offset: next_offset == bound or self._fences.covers(next_offset, bound)
+
+    def _fence(self, segment: LogSegment, prefix: ValidPrefix, end: int) -> None:
+        logger.error("%s: DATA LOSS: segment %s is damaged at byte %d (%s); fencing offsets [%d, %d) and keeping "
+                     "every valid batch after them", self.name, segment.path, prefix.truncate_at, prefix.stop.value,
+                     prefix.next_offset, end)
+        self._fences.add(prefix.next_offset, end)  # before the files change (fences.py Rule 1)
+
+    def _move_tail(self, source: LogSegment, resync: Resync) -> LogSegment:
+        """Copy `source`'s bytes from `resync` on into a new segment named by the batch there (Rule 4)."""
+        base = resync.header.base_offset
+        path = os.path.join(self.directory, segment_file_name(base))
+        tmp = path + TMP_SUFFIX
+        out = self._files.open(tmp, create=True)
+        try:
+            self._files.truncate(out, 0)
+            end, position = source.file_size(), resync.position
+            while position < end:
+                chunk = self._files.pread(source.fd, min(READ_CHUNK_BYTES, end - position), position)
+                self._files.pwrite(out, chunk, position - resync.position)
+                position += len(chunk)
+            self._files.fsync(out)
+        finally:
+            self._files.close(out)
+        self._files.rename(tmp, path)
+        self._files.fsync_dir(self.directory)
+        return LogSegment(self.directory, base, self.config, self._files, self._clock())
 
     def _scan_directory(self) -> list[int]:
         names = self._files.listdir(self.directory)
@@ -286,15 +431,17 @@ class PartitionLog:
 
     # -- the recovery point checkpoint (Kafka's OffsetCheckpointFile format) --------------------------
 
-    def _checkpoint_path(self) -> str:
-        return os.path.join(self.directory, RECOVERY_POINT_FILE)
-
     def _read_recovery_point(self) -> int:
         """The checkpointed offset, or 0 (replay everything) if the file is missing or unreadable."""
-        self._checkpointed = None
-        data = self._files.read_file(self._checkpoint_path())
+        self._checkpointed = self._read_checkpoint(RECOVERY_POINT_FILE, "replaying every segment")
+        return 0 if self._checkpointed is None else self._checkpointed
+
+    def _read_checkpoint(self, file_name: str, fallback: str) -> int | None:
+        """The offset of one of our checkpoint files (Kafka's OffsetCheckpointFile format, one entry);
+        None when missing, or unreadable (logged, with what happens instead: `fallback`)."""
+        data = self._files.read_file(os.path.join(self.directory, file_name))
         if data is None:
-            return 0
+            return None
         try:
             version, count, entry = data.decode("ascii").splitlines()
             topic, partition, offset = entry.split(" ")
@@ -302,15 +449,17 @@ class PartitionLog:
                 self.topic, self.partition
             ):
                 raise ValueError(entry)
-            self._checkpointed = max(0, int(offset))
-            return self._checkpointed
+            return max(0, int(offset))
         except (ValueError, UnicodeDecodeError):
-            logger.warning("%s: unreadable %s; replaying every segment", self.name, RECOVERY_POINT_FILE)
-            return 0
+            logger.warning("%s: unreadable %s; %s", self.name, file_name, fallback)
+            return None
+
+    def _write_checkpoint(self, file_name: str, offset: int) -> None:
+        text = f"{CHECKPOINT_VERSION}\n1\n{self.topic} {self.partition} {offset}\n"
+        self._files.write_atomically(os.path.join(self.directory, file_name), text.encode("ascii"))
 
     def _write_recovery_point(self, offset: int) -> None:
-        text = f"{CHECKPOINT_VERSION}\n1\n{self.topic} {self.partition} {offset}\n"
-        self._files.write_atomically(self._checkpoint_path(), text.encode("ascii"))
+        self._write_checkpoint(RECOVERY_POINT_FILE, offset)
         self._checkpointed = offset
         self._checkpointed_at = time.monotonic()
         self._counters["checkpoints"] += 1
@@ -329,10 +478,43 @@ class PartitionLog:
             return True
         return force or now - self._checkpointed_at >= self._checkpoint_interval_s
 
+    # -- the log start offset checkpoint (Rule 6) -------------------------------------------------
+
+    def _read_log_start(self) -> int:
+        """The offset DeleteRecords moved the log start to, or 0 if it never did (or the file is unreadable)."""
+        return self._read_checkpoint(LOG_START_OFFSET_FILE, "the log starts at its first segment") or 0
+
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start offset up to `offset` (Kafka's DeleteRecords); return the new log start offset.
+
+        `offset` may be at most the high watermark; records below it are no longer served (a fetch there is
+        OFFSET_OUT_OF_RANGE), and whole segments below it are deleted at once. Moving it backwards is a no-op.
+        The new start is checkpointed durably before this returns, so a restart keeps it (Rule 6).
+        """
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    raise LogClosedError(f"{self.name} is closed")
+                if offset < 0 or offset > self._hw.offset:
+                    raise OffsetOutOfRange(offset, self.log_start_offset, self._hw.offset, self.name)
+                if offset <= self.log_start_offset:
+                    return self.log_start_offset
+                self._log_start = offset
+                self._write_checkpoint(LOG_START_OFFSET_FILE, offset)
+                doomed = [s for s in self._segments[:-1] if s.next_offset <= offset]
+                if doomed:
+                    self._set_segments(self._segments[len(doomed):])
+                    self._retire_locked(doomed)
+            self._schedule_deletes(doomed)
+            return offset
+
     # -- appending --------------------------------------------------------------------------------
 
-    def append(self, batches) -> int:
+    def append(self, batches, append_time_ms: int | None = None) -> int:
         """Append one or more whole v2 batches (a producer's record set); return the first batch's base offset.
+
+        `append_time_ms` is the broker's clock for LogAppendTime stamping and the timestamp bounds (default:
+        the log's clock); the broker passes it so that it can answer Produce with the time it stamped.
 
         All batches are validated (size against max.message.bytes, magic, CRC-32C) before any byte is
         written: on RecordBatchTooLarge or CorruptRecordError nothing is appended. A bytearray is used as
@@ -343,6 +525,10 @@ class PartitionLog:
         segment.ms, one write; index bookkeeping only every index.interval.bytes.
         """
         data = batches if type(batches) is bytearray else bytearray(batches)
+        converter = self._converter
+        if converter is not None:  # the config asks for LogAppendTime, timestamp bounds or a codec
+            now = self._clock() if append_time_ms is None else append_time_ms
+            data = converter.convert(data, self._validate(memoryview(data))[0], now)
         size = len(data)
         if size < HEADER_SIZE:
             return self._append_many(data)  # raises, with the reason
@@ -454,12 +640,14 @@ class PartitionLog:
         old.seal_time_index()
         segment = LogSegment(self.directory, self._leo, self.config, self._files, self._clock())
         self._set_segments(self._segments + (segment,))
+        self._directory_dirty = True
         self._counters["rolls"] += 1
         return segment
 
     def _set_segments(self, segments: tuple[LogSegment, ...]) -> None:
         self._segments = segments
         self._bases = tuple(s.base_offset for s in segments)
+        self._snapshot = (segments, self._bases)
 
     # -- flushing and the high watermark ---------------------------------------------------------
 
@@ -489,10 +677,18 @@ class PartitionLog:
                 self._flush_everything = False
                 for segment in dirty:
                     segment.seal_time_index()
+                pending = self._unflushed_messages, self._first_unflushed_at
                 self._unflushed_messages = 0
                 self._first_unflushed_at = None
-            for segment in dirty:
-                segment.flush()
+                directory_dirty, self._directory_dirty = self._directory_dirty, False
+            try:
+                for segment in dirty:
+                    segment.flush()
+                if directory_dirty:  # a new segment's bytes are durable only with its directory entry
+                    self._files.fsync_dir(self.directory)
+            except BaseException:
+                self._restore_pending(*pending, directory_dirty)
+                raise
             self._recovery_point = visible.offset
             if self._checkpoint_due(time.monotonic(), force_checkpoint):
                 self._write_recovery_point(visible.offset)
@@ -501,6 +697,15 @@ class PartitionLog:
                 moved = self._advance_hw(visible)
         if moved:
             self._notify(visible.offset)
+
+    def _restore_pending(self, messages: int, first_at: float | None, directory_dirty: bool) -> None:
+        """A flush failed: its appends are unflushed again, so the flusher retries without waiting for an append."""
+        with self._lock:
+            self._directory_dirty = self._directory_dirty or directory_dirty
+            self._unflushed_messages += messages
+            if first_at is not None and (self._first_unflushed_at is None or first_at < self._first_unflushed_at):
+                self._first_unflushed_at = first_at
+            self._flush_everything = True
 
     def _first_unflushed_index(self) -> int:
         """Segments before this one are fsynced whole, their sealed time index included: a flush skips them.
@@ -542,17 +747,36 @@ class PartitionLog:
         At least one whole batch is returned when one is visible, even if larger than max_bytes (KIP-74).
         `max_offset` (exclusive) caps further: only batches whose last offset is below it are included.
         `offset` at or past the HW (up to the LEO) gives an empty slice; outside [log start, LEO] raises
-        OffsetOutOfRange. One read never spans two segments.
+        OffsetOutOfRange. One read never spans two segments. An offset in a fenced range reads from the
+        next valid batch (Rule 4); a segment is verified before its first read (Rule 5). A read that met
+        the segment tuple changing under it (a roll, or a fence moving batches) looks again, so it never
+        steps over batches that moved; CorruptSegmentError means damage not yet fenced.
         """
-        segments, bases, hw = self._segments, self._bases, self._hw
+        while True:
+            snapshot = self._snapshot
+            try:
+                piece = self._read_in(snapshot, offset, max_bytes, max_offset)
+            except CorruptSegmentError:
+                if self._snapshot is snapshot:
+                    raise
+                continue
+            if piece is not None and self._snapshot is snapshot:
+                return piece
+
+    def _read_in(self, snapshot, offset: int, max_bytes: int, max_offset: int | None) -> FileSlice | None:
+        """read() over one segment tuple; None when it had to verify a segment first (then look again)."""
+        (segments, bases), hw = snapshot, self._hw
         if self._closed:
             raise LogClosedError(f"{self.name} is closed")
-        if offset < bases[0] or offset > self._leo:
+        if offset < bases[0] or offset < self._log_start or offset > self._leo:
             raise OffsetOutOfRange(offset, self.log_start_offset, self._leo, self.name)
         limit = hw.offset if max_offset is None else min(hw.offset, max_offset)
         for segment in segments[max(0, bisect_right(bases, offset) - 1):]:
             if offset >= limit or segment.base_offset >= limit:
                 break
+            if not segment.verified:
+                self._verify(segment)
+                return None
             end = self._visible_end(segment, hw, limit)
             position = segment.find_batch(offset, end)
             if position is not None:
@@ -602,11 +826,80 @@ class PartitionLog:
         for segment in segments:
             if segment.base_offset >= hw.offset:
                 break
+            if not segment.verified:
+                self._verify(segment)
+                return self.offset_for_timestamp(timestamp)
             if segment.max_timestamp >= timestamp:
                 found = segment.find_timestamp(timestamp, self._visible_end(segment, hw, hw.offset))
                 if found is not None:
-                    return found
+                    start = self.log_start_offset  # the batch may straddle a DeleteRecords start
+                    return found if found.offset >= start else TimestampOffset(found.timestamp, start)
         return None
+
+    # -- verification (Rule 5) ----------------------------------------------------------------------
+
+    def scrub(self, throttle: Callable[[int], None] | None = None, unverified_only: bool = False) -> int:
+        """Verify every flushed closed segment whole (or only those not yet verified since the log opened),
+        unverified ones first; return the bytes replayed.
+
+        What the scrubber runs; `throttle(n)` is called after each read of n bytes and may sleep.
+        """
+        segments = self._segments
+        todo = sorted((s for s in segments[:-1] if s.next_offset <= self._recovery_point
+                       and not (unverified_only and s.verified)), key=lambda s: s.verified)
+        replayed = 0
+        for segment in todo:
+            if self._closed:
+                break
+            replayed += self._verify(segment, throttle)
+        return replayed
+
+    def _verify(self, segment: LogSegment, throttle: Callable[[int], None] | None = None) -> int:
+        """Replay `segment` whole; rebuild indexes that disagree with it (before its first use only: later
+        the in-memory ones are the truth) and fence damage (Rule 4). Returns the bytes replayed.
+
+        The replay takes no lock, so a reader never waits for the scrubber's throttled pass (both may
+        replay the same segment); repairs are serialized by the flush lock and re-checked under it.
+        """
+        if self._closed or segment not in self._segments:
+            return 0
+        first_use = not segment.verified
+        try:
+            with segment.pinned():
+                prefix, agrees = segment.scan(_throttled(segment._read_at, throttle), check_indexes=first_use)
+        except LogClosedError:
+            return 0  # deleted meanwhile (retention, truncation): a reader looks again
+        self._verified_bytes += prefix.truncate_at
+        if prefix.clean and agrees:
+            segment.verified = True
+            return prefix.truncate_at
+        with self._flush_lock:
+            if not self._closed and segment in self._segments:
+                self._repair(segment, prefix, first_use and not segment.verified)
+        return prefix.truncate_at
+
+    def _repair(self, segment: LogSegment, prefix: ValidPrefix, first_use: bool) -> None:
+        """Under the flush lock: another replay may have repaired `segment` since this one looked."""
+        if not first_use and prefix.truncate_at >= segment.size:
+            return  # already cut there
+        if first_use:  # no reader has used it yet: rebuild its indexes from the file
+            logger.warning("%s: the index files of segment %d disagree with its batches; rebuilt them",
+                           self.name, segment.base_offset)
+            prefix = segment.recover(INT64_MAX)
+            segment.flush()
+        if not prefix.clean:
+            segments = self._segments
+            i = segments.index(segment)
+            bound = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            self._fence_damage(segment, prefix, self._recovery_point, bound,
+                               lambda added: self._insert_after(segment, added))
+
+    def _insert_after(self, segment: LogSegment, added: list[LogSegment]) -> None:
+        with self._lock:
+            segments = self._segments
+            i = segments.index(segment) + 1
+            self._set_segments(segments[:i] + tuple(added) + segments[i:])
+            self._directory_dirty = True
 
     # -- retention, truncation, lifecycle --------------------------------------------------------
 
@@ -618,11 +911,17 @@ class PartitionLog:
         batches carries a timestamp (Kafka's LogSegment.largestTimestamp).
         """
         now = self._clock() if now_ms is None else now_ms
+        for segment in self._retention_victims(now):  # a hint, unlocked: their timestamps must be verified
+            if not segment.verified:
+                self._verify(segment)
         with self._flush_lock, self._lock:
             doomed = self._retention_victims(now)
             if doomed:
                 self._set_segments(self._segments[len(doomed):])
                 self._retire_locked(doomed)
+                self._fences.clip(self._bases[0], INT64_MAX)
+        if doomed:
+            self._files.fsync_dir(self.directory)  # the renames: a crash must not bring the segments back
         self._schedule_deletes(doomed)
         return len(doomed)
 
@@ -645,6 +944,7 @@ class PartitionLog:
         """Rename to `.deleted` at once (a new segment may reuse the name); see _schedule_deletes."""
         for segment in segments:
             segment.rename_deleted()
+        self._directory_dirty = self._directory_dirty or bool(segments)
         self._counters["deleted_segments"] += len(segments)
 
     def _schedule_deletes(self, segments: list[LogSegment]) -> None:
@@ -662,22 +962,29 @@ class PartitionLog:
         A batch straddling `offset` is removed whole, so the LEO may end up below `offset`. Below the log
         start, the log is emptied and restarts at `offset` (Kafka's truncateFullyAndStartAt).
         """
+        segments, bases = self._snapshot
+        holder = segments[max(0, bisect_right(bases, offset) - 1)]
+        if not holder.verified:
+            self._verify(holder)
         with self._flush_lock:
             with self._lock:
                 if offset >= self._leo:
                     return
                 doomed = self._truncate_locked(offset)
+                self._fences.clip(self._bases[0], self._leo)
                 cut = self._segments[-1]
-            self._files.fsync(cut.fd)  # a shrunk file's new size is durable only now (flush() skips it if empty)
             self._schedule_deletes(doomed)
-            self.flush()  # rewrites the checkpoint if it named removed offsets
+            self.flush()  # fsyncs the directory (the renames) and rewrites the checkpoint if it named removed offsets
+            self._files.fsync(cut.fd)  # the cut itself: flush() skips a segment the cut left empty
 
     def _truncate_locked(self, offset: int) -> list[LogSegment]:
         segments = self._segments
-        if offset <= segments[0].base_offset:
+        if offset <= segments[0].base_offset or offset < self._log_start:  # Kafka's truncateFullyAndStartAt
             doomed = list(segments)
             self._retire_locked(doomed)  # first: the fresh segment may reuse a doomed one's name
             keep = (LogSegment(self.directory, offset, self.config, self._files, self._clock()),)
+            self._directory_dirty = True
+            self._log_start = offset
         else:
             keep = tuple(s for s in segments if s.base_offset < offset)
             doomed = [s for s in segments if s.base_offset >= offset]
@@ -736,7 +1043,7 @@ class PartitionLog:
         """This log's replica became leader of `epoch`: its appends start at the current LEO (KIP-101)."""
         self.leader_epochs.assign(epoch, self._leo)
 
-    def append_as_leader(self, batches, leader_epoch: int) -> int:
+    def append_as_leader(self, batches, leader_epoch: int, append_time_ms: int | None = None) -> int:
         """append() with `leader_epoch` stamped into every batch header and recorded in the epoch cache."""
         data = batches if type(batches) is bytearray else bytearray(batches)
         position, size = 0, len(data)
@@ -749,7 +1056,7 @@ class PartitionLog:
         cache = self.leader_epochs
         if leader_epoch > cache.latest_epoch:
             cache.assign(leader_epoch, self._leo)
-        return self.append(data)
+        return self.append(data, append_time_ms)
 
     def append_replicated(self, batches) -> int:
         """Append a leader's batches as they are (offsets, epochs, bytes); return the new LEO.
@@ -834,6 +1141,7 @@ class PartitionLog:
                 self._leo = offset
                 self._hw = _Visible(offset, offset, 0)
                 self._recovery_point = min(self._recovery_point, offset)
+                self._fences.clip(offset, offset)  # no damaged range is left
             self._schedule_deletes(doomed)
             self.flush()
         self.leader_epochs.clear()
@@ -859,7 +1167,8 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._bases[0]
+        first = self._bases[0]
+        return first if self._log_start <= first else self._log_start
 
     @property
     def log_end_offset(self) -> int:
@@ -868,6 +1177,12 @@ class PartitionLog:
     @property
     def high_watermark(self) -> int:
         return self._hw.offset
+
+    @property
+    def stamps_append_time(self) -> bool:
+        """Whether appends get LogAppendTime (message.timestamp.type): Produce then reports the time."""
+        converter = self._converter
+        return converter is not None and converter.log_append_time
 
     @property
     def recovery_point(self) -> int:
@@ -885,16 +1200,42 @@ class PartitionLog:
     def closed(self) -> bool:
         return self._closed
 
+    def _fences_changed(self, ranges: tuple) -> None:
+        if self._on_fence is not None:
+            try:
+                self._on_fence(self.topic, self.partition, ranges)
+            except Exception:
+                logger.exception("%s: fence listener failed", self.name)
+
+    def fenced_ranges(self) -> tuple[tuple[int, int], ...]:
+        """The offset ranges [start, end) lost to bit rot (Rule 4), oldest first: what a damaged follower
+        re-fetches from its leader, and a damaged leader's reason to hand leadership to an in-sync replica."""
+        return self._fences.ranges
+
     def statistics(self) -> LogStatistics:
         segments = self._segments
         return LogStatistics(
-            self.name, segments[0].base_offset, self._leo, self._hw.offset, self._recovery_point,
+            self.name, self.log_start_offset, self._leo, self._hw.offset, self._recovery_point,
             len(segments), sum(s.size for s in segments), self._unflushed_messages,
             appends=self._appends, appended_bytes=self._appended_bytes, **self._counters,
+            fenced_ranges=len(self._fences.ranges), fenced_offsets=self._fences.offsets,
+            unverified_segments=sum(not s.verified for s in segments), verified_bytes=self._verified_bytes,
         )
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.directory!r}, start={self.log_start_offset}, hw={self.high_watermark}, leo={self._leo})"
+
+
+def _throttled(read_at: ReadAt, throttle: Callable[[int], None] | None) -> ReadAt:
+    if throttle is None:
+        return read_at
+
+    def read(position: int, length: int) -> bytes:
+        data = read_at(position, length)
+        throttle(len(data))  # what was read: replay asks for 1 MiB windows, most segments end sooner
+        return data
+
+    return read
 
 
 def _wall_clock_ms() -> int:

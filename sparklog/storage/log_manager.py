@@ -1,8 +1,9 @@
 """LogManager: the partition logs of one process under one or more log dirs, and their background work.
 
-It owns one Flusher (time-based flushes and delayed file deletes for every log) and one retention thread
-that runs `enforce_retention` on every log each log.retention.check.interval.ms; `close()` stops both and
-flushes and closes every log. A new partition goes to the log dir holding the fewest partitions (Kafka's
+It owns one Flusher (time-based flushes and delayed file deletes for every log), one retention thread
+that runs `enforce_retention` on every log each log.retention.check.interval.ms, and one Scrubber that
+verifies flushed segments in the background (scrubber.py); `close()` stops all three and flushes and
+closes every log. A new partition goes to the log dir holding the fewest partitions (Kafka's
 rule); a directory that is not `<topic>-<partition>` is skipped on load with a warning.
 """
 
@@ -18,7 +19,8 @@ from sparklog.storage.config import LogConfig
 from sparklog.storage.errors import InvalidTopicName, LogClosedError
 from sparklog.storage.files import OS_FILES, Files
 from sparklog.storage.flusher import Flusher
-from sparklog.storage.log import DEFAULT_CHECKPOINT_INTERVAL_MS, PartitionLog
+from sparklog.storage.log import DEFAULT_CHECKPOINT_INTERVAL_MS, FenceListener, PartitionLog
+from sparklog.storage.scrubber import Scrubber, ScrubberConfig, ScrubberStatistics
 from sparklog.storage.topic_names import parse_partition_dir, partition_dir_name
 
 logger = logging.getLogger(__name__)
@@ -34,6 +36,8 @@ class LogManagerStatistics:
     size_bytes: int
     retention_runs: int
     deleted_segments: int
+    fenced_ranges: int = 0  # offset ranges lost to bit rot, over every log
+    scrubber: ScrubberStatistics | None = None
 
 
 class LogManager:
@@ -42,9 +46,12 @@ class LogManager:
     def __init__(self, log_dirs: str | Iterable[str], default_config: LogConfig | Mapping | None = None,
                  clock: Callable[[], int] | None = None, *, files: Files | None = None,
                  retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
-                 checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS):
+                 checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
+                 scrubber: ScrubberConfig | None = None, on_fence: FenceListener | None = None):
         """`checkpoint_interval_ms` is Kafka's log.flush.offset.checkpoint.interval.ms: how often each log's
-        recovery-point checkpoint is rewritten (also on close); see PartitionLog."""
+        recovery-point checkpoint is rewritten (also on close); see PartitionLog. `scrubber`: the
+        log.scrubber.* settings (default: enabled, ScrubberConfig's defaults). `on_fence(topic, partition,
+        ranges)` hears of each log's fenced ranges (log.py Rule 4) when it opens with some and when they change."""
         self.log_dirs = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
         if not self.log_dirs:
             raise ValueError("at least one log dir is needed")
@@ -55,6 +62,7 @@ class LogManager:
         self._files = files or OS_FILES
         self._interval_s = retention_check_interval_ms / 1000
         self._checkpoint_interval_ms = checkpoint_interval_ms
+        self._on_fence = on_fence
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.RLock()
         self._flusher = Flusher("sparklog-log-manager-flusher")
@@ -66,11 +74,15 @@ class LogManager:
         self._retention_thread = threading.Thread(target=self._retention_loop, name="sparklog-retention",
                                                   daemon=True)
         self._retention_thread.start()
+        self._scrubber = Scrubber(self.logs, scrubber or ScrubberConfig()).start()
 
     def _open(self, directory: str, overrides: Mapping | None) -> PartitionLog:
         config = self.default_config.with_overrides(overrides or {})
-        return PartitionLog.open(directory, config, files=self._files, flusher=self._flusher, clock=self._clock,
-                                 checkpoint_interval_ms=self._checkpoint_interval_ms)
+        log = PartitionLog.open(directory, config, files=self._files, flusher=self._flusher, clock=self._clock,
+                                checkpoint_interval_ms=self._checkpoint_interval_ms, on_fence=self._on_fence)
+        if log.statistics().unverified_segments:
+            self._scrubber.nudge()  # verify them in the background before a reader needs them
+        return log
 
     def load_existing(self) -> list[PartitionLog]:
         """Open (and recover) every `<topic>-<partition>` directory under the log dirs."""
@@ -147,8 +159,9 @@ class LogManager:
             log.flush()
 
     def close(self) -> None:
-        """Stop the retention thread, flush and close every log, then stop the flusher."""
+        """Stop the retention thread and the scrubber, flush and close every log, then stop the flusher."""
         self._stop.set()
+        self._scrubber.close()
         if self._retention_thread is not threading.current_thread():
             self._retention_thread.join()
         with self._lock:
@@ -166,6 +179,7 @@ class LogManager:
         return LogManagerStatistics(
             len(self.log_dirs), len(logs), sum(len(log.segments) for log in logs),
             sum(log.size_bytes for log in logs), self._retention_runs, self._deleted_segments,
+            sum(len(log.fenced_ranges()) for log in logs), self._scrubber.statistics(),
         )
 
     def __enter__(self) -> "LogManager":

@@ -1,9 +1,15 @@
-"""Recovery: find where the valid prefix of a segment file ends; the caller truncates there.
+"""Recovery: find where the valid prefix of a segment file ends, and where valid batches resume after damage.
 
 Like Redpanda's log_replayer, `replay()` only reads: it walks the batches from a start position, checking
 each (the length fits in the file, magic 2, each base offset is the previous batch's next offset and the
-first is the segment's base, CRC-32C; partitionLeaderEpoch is outside the CRC, so a flip there goes unseen), and returns `ValidPrefix(next_offset, truncate_at, stop)`. Kafka's LogLoader logic (which segments
-to replay, deleting those after the first truncation) lives in the log.
+first is the segment's base, CRC-32C; partitionLeaderEpoch is outside the CRC, so a flip there goes unseen),
+and returns `ValidPrefix(next_offset, truncate_at, stop)`. baseOffset and batchLength lie outside the CRC
+too: the offset chain and the bounds are what catch damage there.
+
+`find_next_batch()` gets past bit rot: the first whole batch after a position whose CRC holds and whose
+offsets lie in a given range (a false match needs a magic byte, a fitting length and offsets in range,
+and then a 1-in-2**32 CRC). The caller decides what a stop means: past the recovery point a torn tail
+(truncate, as Kafka's LogLoader), below it bit rot (fence, keep what follows); that logic lives in the log.
 """
 
 from __future__ import annotations
@@ -11,9 +17,20 @@ from __future__ import annotations
 import enum
 from typing import Callable, NamedTuple
 
-from sparklog.records.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, compute_crc, parse_header
+from sparklog.records.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    BatchHeader,
+    compute_crc,
+    parse_header,
+)
 
 INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1  # no offset bound: Kafka's Long.MAX_VALUE
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # batchLength of a batch with no records section
+_MAGIC_BYTE = bytes([MAGIC])
 READ_CHUNK_BYTES = 1024 * 1024  # recovery reads the file in 1 MiB windows
 
 ReadAt = Callable[[int, int], bytes]  # (position, length) -> bytes, shorter only at the end of the file
@@ -94,8 +111,11 @@ def _check_header(window, position, file_size, base_offset, min_offset):
         return None, RecoveryStop.END_OF_LOG
     if remaining < HEADER_SIZE:
         return None, RecoveryStop.SHORT_HEADER
-    header = parse_header(window.get(position, HEADER_SIZE))
-    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+    view = window.get(position, HEADER_SIZE)
+    if len(view) < HEADER_SIZE:  # the file was cut short while we read it
+        return None, RecoveryStop.SHORT_HEADER
+    header = parse_header(view)
+    if header.batch_length < MIN_BATCH_LENGTH:
         return header, RecoveryStop.BAD_LENGTH
     if header.size > remaining:
         return header, RecoveryStop.SHORT_BATCH
@@ -111,6 +131,70 @@ def _check_header(window, position, file_size, base_offset, min_offset):
 
 
 def _check_crc(window, position, header):
-    if compute_crc(window.get(position, header.size)) != header.crc:
+    batch = window.get(position, header.size)
+    if len(batch) < header.size:  # the file was cut short while we read it
+        return RecoveryStop.SHORT_BATCH
+    if compute_crc(batch) != header.crc:
         return RecoveryStop.BAD_CRC
     return None
+
+
+class Resync(NamedTuple):
+    """Where valid batches resume after damage."""
+
+    position: int  # file position of the batch
+    header: BatchHeader
+
+
+def find_next_batch(read_at: ReadAt, file_size: int, position: int, min_offset: int,
+                    max_offset: int = INT64_MAX, may_end_at: Callable[[int], bool] = lambda next_offset: True,
+                    ) -> Resync | None:
+    """The first batch starting after `position` that is whole, passes its CRC-32C, whose offsets lie in
+    [min_offset, max_offset) and whose base offset is confirmed; None if there is none.
+
+    baseOffset lies outside the CRC, so damage that ends inside it leaves a batch that passes its CRC at a
+    wrong offset: a candidate counts only if the next batch starts at its next offset (and passes its CRC),
+    or it ends the file and `may_end_at(its next offset)` says the file may end there (the next segment's
+    base, say). Candidates are the positions whose magic byte is 2, found with bytes.find over 1 MiB
+    windows, so a zeroed region costs one pass in C and random bytes one header parse per 256 bytes.
+    """
+    window_start = position + 1
+    while window_start + HEADER_SIZE <= file_size:
+        window = read_at(window_start + MAGIC_OFFSET, READ_CHUNK_BYTES)
+        if not window:
+            return None
+        i = window.find(_MAGIC_BYTE)
+        while i >= 0:
+            found = _candidate(read_at, file_size, window_start + i, min_offset, max_offset)
+            if found is not None and _confirmed(read_at, file_size, found, may_end_at):
+                return found
+            i = window.find(_MAGIC_BYTE, i + 1)
+        window_start += len(window)
+    return None
+
+
+def _confirmed(read_at: ReadAt, file_size: int, found: Resync, may_end_at: Callable[[int], bool]) -> bool:
+    after, next_offset = found.position + found.header.size, found.header.next_offset
+    if after == file_size:
+        return may_end_at(next_offset)
+    following = _candidate(read_at, file_size, after, next_offset, INT64_MAX)
+    return following is not None and following.header.base_offset == next_offset
+
+
+def _candidate(read_at: ReadAt, file_size: int, position: int, min_offset: int, max_offset: int) -> Resync | None:
+    if position + HEADER_SIZE > file_size:
+        return None
+    data = read_at(position, HEADER_SIZE)
+    if len(data) < HEADER_SIZE:
+        return None
+    header = parse_header(data)
+    if (
+        header.batch_length < MIN_BATCH_LENGTH
+        or header.size > file_size - position
+        or header.last_offset_delta < 0
+        or not min_offset <= header.base_offset <= header.last_offset < max_offset
+    ):
+        return None
+    if compute_crc(read_at(position, header.size)) != header.crc:
+        return None
+    return Resync(position, header)

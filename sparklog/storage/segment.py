@@ -14,19 +14,20 @@ from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
 from sparklog.storage.config import INT32_MAX, LogConfig
-from sparklog.storage.errors import CorruptIndexError, LogClosedError
+from sparklog.storage.errors import CorruptIndexError, CorruptSegmentError, LogClosedError
 from sparklog.storage.files import Files
 from sparklog.storage.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
 from sparklog.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC,
     NO_TIMESTAMP,
     BatchHeader,
     iter_batches,
     parse_header,
     peek_size,
 )
-from sparklog.storage.recovery import ValidPrefix, replay
+from sparklog.storage.recovery import MIN_BATCH_LENGTH, ReadAt, ValidPrefix, replay
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -73,6 +74,12 @@ class LogSegment:
     `size`. Only the log's writer (holding the log's lock) appends or truncates; readers in any thread call
     `find_batch`, `boundary_at_or_below` and `find_timestamp`, which only pread the file and read the
     in-memory indexes. The indexes are not checksummed: they are rebuilt from the log after a crash.
+
+    Verification: `verified` is False for a segment opened with `load()` (its index files were trusted and
+    only its tail replayed) until the log has replayed it whole (`scan()`, CRC-32C and structure); readers
+    never use an unverified segment. Readers check structure as they walk headers (each base offset is the
+    previous batch's next offset, the first is the segment's base, lengths stay inside the valid bytes) and
+    raise CorruptSegmentError rather than serve bytes that break it.
     """
 
     def __init__(self, directory: str, base_offset: int, config: LogConfig, files: Files, created_ms: int):
@@ -96,6 +103,7 @@ class LogSegment:
         self.roll_at_ms = created_ms + config.segment_ms  # segment.ms: the first append from then on rolls
         self.offset_limit = base_offset + INT32_MAX + 1  # next offsets above this overflow the int32 index
         self.closed = False
+        self.verified = True  # a new segment holds only batches whose CRC append() checked
         self._reset(0)
 
     def _reset(self, flushed_size: int) -> None:
@@ -186,24 +194,53 @@ class LogSegment:
 
     # -- loading and recovery ----------------------------------------------------------------------
 
-    def recover(self) -> ValidPrefix:
-        """Rebuild the indexes from a full replay and truncate the file after its valid prefix."""
+    def recover(self, protected_until: int = 0) -> ValidPrefix:
+        """Rebuild the indexes from a full replay and truncate the file after its valid prefix.
+
+        A replay that stops below `protected_until` (the recovery point: fsynced bytes) met bit rot, not a
+        torn tail: the file is left whole, for the log to fence the damage and keep what follows it.
+        """
         self.index.clear()
         self.time_index.clear()
         self._reset(0)
         file_size = self._files.size(self.fd)
         prefix = replay(self._read_at, file_size, self.base_offset, 0, None, self._on_replayed)
-        if prefix.truncate_at < file_size:
+        if prefix.truncate_at < file_size and prefix.next_offset >= protected_until:
             self._files.truncate(self.fd, prefix.truncate_at)
         self.size = prefix.truncate_at
         self.next_offset = prefix.next_offset
         self.seal_time_index()
+        self.verified = True
         return prefix
 
-    def load(self) -> ValidPrefix:
-        """Trust the index files and replay only the tail after the last offset index entry.
+    def scan(self, read_at: ReadAt | None = None, check_indexes: bool = False) -> tuple[ValidPrefix, bool]:
+        """Replay the valid bytes whole without changing anything: (where the valid prefix ends, whether the
+        in-memory indexes agree with the batches). What first-use verification and the scrubber run."""
+        check = _IndexCheck(self) if check_indexes else None
+        valid = min(self.size, self.file_size())  # a file cut short under us is damage like any other
+        prefix = replay(read_at or self._read_at, valid, self.base_offset, 0, None,
+                        check.on_batch if check else None)
+        return prefix, check is None or check.agrees()
 
-        A corrupt or missing index, or a tail that does not replay cleanly, falls back to `recover()`.
+    def cut(self, position: int, next_offset: int) -> None:
+        """Drop the bytes from `position` (a batch boundary, `next_offset` the offset there) to the end of the
+        file: what follows a fenced range, once the log has moved the valid batches beyond it elsewhere."""
+        self.index.truncate_to_offset(next_offset)
+        self.time_index.truncate_to_offset(next_offset)
+        self.size = min(self.size, position)  # size before next_offset: lock-free readers rely on this order
+        self.next_offset = next_offset
+        self._files.truncate(self.fd, position)
+        self.max_timestamp, self._offset_of_max_timestamp = self.time_index.last_entry()
+
+    def file_size(self) -> int:
+        return self._files.size(self.fd)
+
+    def load(self, protected_until: int = 0) -> ValidPrefix:
+        """Trust the index files and replay only the tail after the last offset index entry; the segment is
+        then unverified (see the class docstring).
+
+        A corrupt or missing index, or a tail that does not replay cleanly, falls back to
+        `recover(protected_until)`.
         """
         file_size = self._files.size(self.fd)
         try:
@@ -211,21 +248,22 @@ class LogSegment:
             self.time_index.load()
             self.index.check_against(max(file_size, 1))
         except CorruptIndexError:
-            return self.recover()
+            return self.recover(protected_until)
         if file_size and not len(self.time_index):  # missing, or every timestamp -1: derive it from the log
-            return self.recover()
+            return self.recover(protected_until)
         offset, position = self.index.last_entry()  # no entries (a missing index): replay it all
         self._reset(file_size)
         self.max_timestamp, self._offset_of_max_timestamp = self.time_index.last_entry()
         prefix = replay(self._read_at, file_size, self.base_offset, position, offset, self._on_replayed)
         if not prefix.clean or (position > 0 and prefix.batches == 0):
-            return self.recover()
+            return self.recover(protected_until)
         self.size, self.next_offset = prefix.truncate_at, prefix.next_offset
         try:
             self.time_index.check_against(self.next_offset)
         except CorruptIndexError:
-            return self.recover()
+            return self.recover(protected_until)
         self.seal_time_index()
+        self.verified = position == 0  # a replay from byte 0 checked every batch
         return prefix
 
     def _on_replayed(self, header: BatchHeader, position: int) -> None:
@@ -244,13 +282,24 @@ class LogSegment:
 
     def find_batch(self, offset: int, limit: int) -> int | None:
         """Position of the batch holding `offset` (its last offset >= `offset`) among the bytes below `limit`."""
-        _, position = self.index.lookup(offset)
+        expected, position = self.index.lookup(offset)
         while position < limit:
-            header = self.read_header(position)
+            header = self.checked_header(position, expected, limit)
             if header.last_offset >= offset:
                 return position
             position += header.size
+            expected = header.next_offset
         return None
+
+    def checked_header(self, position: int, expected_offset: int, limit: int) -> BatchHeader:
+        """The header of the batch at `position`, which must start at `expected_offset` and end by `limit`."""
+        data = os.pread(self.fd, HEADER_SIZE, position)
+        if len(data) == HEADER_SIZE:
+            header = parse_header(data)
+            if (header.base_offset == expected_offset and header.magic == MAGIC and header.last_offset_delta >= 0
+                    and header.batch_length >= MIN_BATCH_LENGTH and position + header.size <= limit):
+                return header
+        raise CorruptSegmentError(f"{self.path}: no valid batch for offset {expected_offset} at byte {position}")
 
     def boundary_at_or_below(self, start: int, limit: int) -> int:
         """The last batch boundary in [start, limit]: an index lookup, then a short scan of length fields."""
@@ -271,14 +320,17 @@ class LogSegment:
         of its timestamps) is the answer. A batch whose header claims a max timestamp that none of its
         records has (nothing checks this on append) is passed over, as Kafka does.
         """
-        position = self.find_batch(self.time_index.lookup(timestamp), limit)
+        start = self.time_index.lookup(timestamp)
+        position = self.find_batch(start, limit)
+        expected = None
         while position is not None and position < limit:
-            header = self.read_header(position)
+            header = self.read_header(position) if expected is None else self.checked_header(position, expected, limit)
             if header.max_timestamp >= timestamp:
                 found = self._first_record_at_or_after(position, header.size, timestamp)
                 if found is not None:
                     return found
             position += header.size
+            expected = header.next_offset
         return None
 
     def _first_record_at_or_after(self, position: int, size: int, timestamp: int) -> TimestampOffset | None:
@@ -337,6 +389,33 @@ class LogSegment:
                 self._files.unlink(path)
             except FileNotFoundError:
                 pass
+        self._files.fsync_dir(self.directory)
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"
+
+
+class _IndexCheck:
+    """Walks a segment's in-memory index entries beside a replay: each must name a batch start (offset and
+    position) of the replay, and each time index entry a batch with that max timestamp (first-use
+    verification of index files that were trusted on load)."""
+
+    def __init__(self, segment: LogSegment):
+        base = segment.base_offset
+        index, time_index = segment.index, segment.time_index
+        self._offsets = [(base + k, v) for k, v in zip(index._keys, index._values)]
+        self._times = [(base + v, k) for k, v in zip(time_index._keys, time_index._values)]
+        self._i = self._j = 0
+        self._ok = True
+
+    def on_batch(self, header: BatchHeader, position: int) -> None:
+        offsets, times = self._offsets, self._times
+        while self._i < len(offsets) and offsets[self._i][0] <= header.base_offset:
+            self._ok = self._ok and offsets[self._i] == (header.base_offset, position)
+            self._i += 1
+        while self._j < len(times) and times[self._j][0] <= header.base_offset:
+            self._ok = self._ok and times[self._j] == (header.base_offset, header.max_timestamp)
+            self._j += 1
+
+    def agrees(self) -> bool:
+        return self._ok and self._i == len(self._offsets) and self._j == len(self._times)

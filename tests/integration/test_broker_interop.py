@@ -35,10 +35,14 @@ AIOKAFKA = "aiokafka"
 KCAT = "librdkafka 2.0"
 NEGOTIATED = {
     CONFLUENT: {"ApiVersions": {3}, "Metadata": {8}, "Produce": {8}, "Fetch": {11}, "FindCoordinator": {2},
-                "OffsetCommit": {7}, "OffsetFetch": {5}},
+                "OffsetCommit": {7}, "OffsetFetch": {5}, "CreatePartitions": {2}, "DescribeConfigs": {1},
+                "IncrementalAlterConfigs": {1}, "DeleteRecords": {2}},
     KAFKA_PYTHON: {"ApiVersions": {4}, "Metadata": {8}, "Produce": {8}, "Fetch": {11}, "ListOffsets": {5},
-                   "CreateTopics": {4}, "InitProducerId": {1}},
-    AIOKAFKA: {"ApiVersions": {0}, "Metadata": {5}, "Produce": {7}, "Fetch": {11}, "ListOffsets": {3}},
+                   "CreateTopics": {4}, "InitProducerId": {1}, "CreatePartitions": {3}, "AlterConfigs": {2},
+                   "IncrementalAlterConfigs": {1}, "DescribeConfigs": {4}, "DeleteRecords": {2},
+                   "DescribeCluster": {2}},
+    AIOKAFKA: {"ApiVersions": {0}, "Metadata": {5}, "Produce": {7}, "Fetch": {11}, "ListOffsets": {3},
+               "CreatePartitions": {1}, "AlterConfigs": {1}, "DescribeConfigs": {2}, "DeleteRecords": {2}},
     KCAT: {"ApiVersions": {3}, "Metadata": {4}, "Produce": {7}, "Fetch": {11}, "ListOffsets": {2}},
 }
 
@@ -54,14 +58,40 @@ def cluster(request, zookeeper, tmp_path_factory):
     return c
 
 
+# Each test's clients carry the test's own tag in the name they give the broker (software version, or client_id
+# for clients that send no ApiVersions v3+), so a test checks the versions ITS clients were served, whatever
+# ran before it; broker_matrix drops the tag again for the run's table.
+_TAG = {"now": ""}
+
+
+@pytest.fixture(autouse=True)
+def own_client_names(monkeypatch):
+    from kafka.net.connection import KafkaConnection
+    from kafka.net.manager import KafkaConnectionManager
+
+    _TAG["now"] = broker_matrix.new_tag()
+    for cls in (KafkaConnection, KafkaConnectionManager):  # kafka-python's clients take no such option
+        monkeypatch.setitem(cls.DEFAULT_CONFIG, "client_software_version", f"3.0-{_TAG['now']}")
+    yield
+    _TAG["now"] = ""
+
+
+def tagged(name: str) -> str:
+    return f"{name}-{_TAG['now']}"
+
+
+def confluent_names() -> dict:
+    return {"client.software.name": "confluent-kafka-python", "client.software.version": f"2.16-{_TAG['now']}"}
+
+
 def served_to(cluster, software: str) -> dict[str, set[int]]:
-    """{api: versions} the broker served to clients whose name starts with `software` (merged); every
-    version must be inside the range we advertise. Records the broker's matrix for the run's table."""
+    """{api: versions} the broker served to this test's clients of `software`; every version must be inside
+    the range we advertise. Records the broker's matrix for the run's table."""
     matrix = cluster.brokers[1].api_matrix()
     broker_matrix.record(matrix)
     merged: dict[str, set[int]] = {}
     for client, apis in matrix["served"].items():
-        if client.startswith(software):
+        if client == tagged(software):
             for api, versions in apis.items():
                 merged.setdefault(api, set()).update(versions)
     advertised = {api_name(key): rng for key, rng in API_VERSIONS.items()}
@@ -73,7 +103,7 @@ def served_to(cluster, software: str) -> dict[str, set[int]]:
 
 
 def assert_negotiated(cluster, software: str, *apis: str) -> None:
-    """`software` used each of `apis`, each at exactly the versions in NEGOTIATED."""
+    """This test's clients of `software` used each of `apis`, each at exactly the versions in NEGOTIATED."""
     served = served_to(cluster, software)
     for api in apis:
         assert served.get(api) == NEGOTIATED[software][api], (software, api, served.get(api))
@@ -93,7 +123,7 @@ def confluent_produce(bootstrap, topic, msgs, acks, compression):
 
     errors = []
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "compression.type": compression,
-                         "linger.ms": 5, "enable.idempotence": False})
+                         "linger.ms": 5, "enable.idempotence": False, **confluent_names()})
     for key, value in msgs:
         producer.produce(topic, value=value, key=key, on_delivery=lambda err, m: err and errors.append(err))
         producer.poll(0)
@@ -157,7 +187,7 @@ def test_kafka_python_produces_confluent_reads_back_and_commits(cluster, compres
 
     group = f"g-{compression}"
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", **confluent_names()})
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
@@ -188,7 +218,8 @@ def test_aiokafka_metadata_produce_consume(cluster):
     msgs = messages(topic, 200)
 
     async def scenario():
-        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, compression_type="lz4", acks="all")
+        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, compression_type="lz4", acks="all",
+                                    client_id=tagged(AIOKAFKA))
         await producer.start()
         try:
             partitions = await producer.partitions_for(topic)  # auto-creates through Metadata
@@ -198,7 +229,7 @@ def test_aiokafka_metadata_produce_consume(cluster):
         finally:
             await producer.stop()
         consumer = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
-                                    enable_auto_commit=False)
+                                    enable_auto_commit=False, client_id=tagged(AIOKAFKA))
         await consumer.start()
         try:
             assert topic in await consumer.topics()
@@ -246,6 +277,58 @@ def test_list_offsets_and_metadata_through_kafka_python_admin(cluster):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Older versions, driven by a real client pinned to an older broker version
+
+# kafka-python with `api_version` pinned: the versions it then uses, as observed. It names itself by client_id
+# (ApiVersions below v3 carries no software name). Not pinnable here: kafka-python's 0.10.x (Produce v2, message
+# format v1, which a RecordBatch-v2-only broker does not serve), and librdkafka, whose
+# `broker.version.fallback` with `api.version.request=false` holds only below 0.10 (message format v0/v1) and
+# otherwise negotiates through ApiVersions anyway. Versions no client exercised are "codec-only" in the
+# run's matrix (support/broker_matrix.py).
+PINNED = {
+    (0, 11): {"ApiVersions": {1}, "Metadata": {4}, "Produce": {3}, "Fetch": {5}, "ListOffsets": {2},
+              "InitProducerId": {0}},
+    (1, 0): {"ApiVersions": {1}, "Metadata": {5}, "Produce": {5}, "Fetch": {6}, "ListOffsets": {2},
+             "InitProducerId": {0}},
+    (1, 1): {"ApiVersions": {1}, "Metadata": {5}, "Produce": {5}, "Fetch": {7}, "ListOffsets": {2},
+             "InitProducerId": {0}},
+    (2, 0): {"ApiVersions": {2}, "Metadata": {6}, "Produce": {6}, "Fetch": {8}, "ListOffsets": {3},
+             "InitProducerId": {1}},
+    (2, 1): {"ApiVersions": {2}, "Metadata": {7}, "Produce": {7}, "Fetch": {10}, "ListOffsets": {4},
+             "InitProducerId": {1}},
+}
+
+
+@pytest.mark.parametrize("api_version", sorted(PINNED), ids=lambda v: ".".join(map(str, v)))
+def test_kafka_python_pinned_to_an_older_broker_version_produces_and_reads_back(cluster, api_version):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    name = "kafka-python api_version=" + ".".join(map(str, api_version))
+    topic = f"pinned-{'-'.join(map(str, api_version))}"
+    msgs = messages(topic, 100)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, api_version=api_version, client_id=tagged(name),
+                             acks="all", compression_type="gzip")
+    futures = [producer.send(topic, key=k, value=v) for k, v in msgs]
+    producer.flush(TIMEOUT_S)
+    assert all(f.get(TIMEOUT_S).offset >= 0 for f in futures)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, api_version=api_version, client_id=tagged(name),
+                             group_id=None, enable_auto_commit=False, auto_offset_reset="earliest")
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        got, deadline = [], time.monotonic() + TIMEOUT_S
+        while len(got) < len(msgs) and time.monotonic() < deadline:
+            got += [(r.key, r.value) for rs in consumer.poll(timeout_ms=500).values() for r in rs]
+        assert sum(consumer.end_offsets(tps).values()) == len(msgs)
+    finally:
+        consumer.close()
+    assert sorted(got) == sorted(msgs)
+    assert served_to(cluster, name) == PINNED[api_version]
+
+
+# ---------------------------------------------------------------------------------------------------------
 # kcat (Debian's: librdkafka 2.0, which enables features only on exact broker versions)
 
 KCAT_FORMAT = "%p %o %K %S|%k%s"  # partition, offset, key length, value length, then the raw key and value
@@ -256,7 +339,8 @@ def kcat(cluster, *args: str, stdin: bytes | None = None) -> bytes:
     """Run kcat against the cluster; it must be installed (scripts/setup.sh) and must succeed."""
     path = shutil.which("kcat")
     assert path, "kcat is not installed: run scripts/setup.sh (apt-get install -y kcat)"
-    done = subprocess.run([path, "-b", cluster.bootstrap, *args], input=stdin, capture_output=True,
+    names = ("-X", "client.software.name=librdkafka", "-X", f"client.software.version=2.0-{_TAG['now']}")
+    done = subprocess.run([path, "-b", cluster.bootstrap, *names, *args], input=stdin, capture_output=True,
                           timeout=TIMEOUT_S)
     assert done.returncode == 0, f"kcat {' '.join(args)} failed: {done.stderr.decode(errors='replace')}"
     return done.stdout
@@ -362,3 +446,148 @@ def test_kcat_consumes_what_python_clients_produced(cluster, compression):
     producer.flush(TIMEOUT_S)
     producer.close()
     assert_same_messages(kcat_consume(cluster, topic, len(msgs)), msgs)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Admin APIs (issue 14): topic configs, CreatePartitions, DescribeConfigs, (Incremental)AlterConfigs,
+# DeleteRecords, DescribeCluster through each client's own admin client
+
+STANDARD_CONFIGS = {"compression.type": "zstd", "message.timestamp.type": "LogAppendTime",
+                    "delete.retention.ms": "1000", "cleanup.policy": "compact,delete", "min.insync.replicas": "1",
+                    "unclean.leader.election.enable": "false", "message.timestamp.before.max.ms": "86400000"}
+
+
+def read_with_timestamps(bootstrap, topic, partitions, expected):
+    """[(partition, offset, timestamp_type, value)] read by kafka-python from the log start of each partition."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in partitions])
+        got, deadline = [], time.monotonic() + TIMEOUT_S
+        while len(got) < expected and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got.extend((r.partition, r.offset, r.timestamp_type, r.value) for r in records)
+        return got
+    finally:
+        consumer.close()
+
+
+def test_confluent_admin_creates_with_standard_configs_alters_grows_and_deletes_records(cluster):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                       NewPartitions, NewTopic, ResourceType)
+
+    topic = "cfg-confluent"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config=STANDARD_CONFIGS)])[topic].result(TIMEOUT_S)
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(TIMEOUT_S)
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(TIMEOUT_S)
+    assert {k: configs[k].value for k in STANDARD_CONFIGS} == STANDARD_CONFIGS
+    assert configs["compression.type"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert configs["retention.ms"].is_default and configs["retention.ms"].value == "604800000"
+
+    change = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("delete.retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
+    admin.incremental_alter_configs([change])[change].result(TIMEOUT_S)
+    configs = admin.describe_configs([resource])[resource].result(TIMEOUT_S)
+    assert (configs["retention.ms"].value, configs["delete.retention.ms"].value) == ("3600000", "86400000")
+    bad = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("compression.type", "brotli", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception, match="compression.type"):
+        admin.incremental_alter_configs([bad])[bad].result(TIMEOUT_S)
+
+    msgs = [(b"k", b"v%d" % i) for i in range(10)]
+    confluent_produce_to(cluster.bootstrap, topic, msgs, partition=1)
+    got = read_with_timestamps(cluster.bootstrap, topic, [1], len(msgs))
+    assert [(p, o, t, v) for p, o, t, v in got] == [(1, i, 1, v) for i, (_, v) in enumerate(msgs)]  # LogAppendTime
+    deleted = admin.delete_records([TopicPartition(topic, 1, 4)])
+    assert next(iter(deleted.values())).result(TIMEOUT_S).low_watermark == 4
+    assert [o for _, o, _, _ in read_with_timestamps(cluster.bootstrap, topic, [1], 6)] == list(range(4, 10))
+    cluster_info = admin.describe_cluster().result(TIMEOUT_S)
+    assert cluster_info.cluster_id and [n.id for n in cluster_info.nodes] == [1]
+    assert_negotiated(cluster, CONFLUENT, "CreatePartitions", "DescribeConfigs", "IncrementalAlterConfigs",
+                      "DeleteRecords")  # librdkafka's DescribeCluster is a Metadata request
+
+
+def confluent_produce_to(bootstrap, topic, msgs, partition):
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4"})
+    for key, value in msgs:
+        producer.produce(topic, value=value, key=key, partition=partition)
+    assert producer.flush(TIMEOUT_S) == 0
+
+
+def test_kafka_python_admin_configs_partitions_records_and_cluster(cluster):
+    from kafka import TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+
+    topic = "cfg-kp"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"cleanup.policy": "compact"})])
+        admin.create_partitions({topic: 2})
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "5000"})],
+                            incremental=False)
+        every = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+        every = every["topic"][topic]
+        assert every["message.timestamp.type"]["value"] == "CreateTime"
+        assert every["message.timestamp.type"]["config_source"] == "DEFAULT_CONFIG"
+        # AlterConfigs replaces every override; kafka-python re-sends the modified ones itself
+        modified = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
+        assert {k: v["value"] for k, v in modified.items()} == {"cleanup.policy": "compact", "retention.ms": "5000"}
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"segment.ms": "60000"})])
+        modified = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
+        assert modified["segment.ms"]["value"] == "60000" and modified["retention.ms"]["value"] == "5000"
+        broker = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")], config_filter="all")
+        assert broker["broker"]["1"]["log.retention.ms"]["value"] == "604800000"
+        confluent_produce_to(cluster.bootstrap, topic, [(b"k", b"v%d" % i) for i in range(5)], partition=0)
+        wait_visible(cluster, topic, 5)
+        admin.delete_records({TopicPartition(topic, 0): 3})
+        assert [o for _, o, _, _ in read_with_timestamps(cluster.bootstrap, topic, [0], 2)] == [3, 4]
+        info = admin.describe_cluster()
+        assert info["cluster_id"] and [b["broker_id"] if "broker_id" in b else b["node_id"]
+                                       for b in info["brokers"]] == [1]
+    finally:
+        admin.close()
+    again = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        with pytest.raises(Exception, match="InvalidPartitions"):
+            again.create_partitions({topic: 1})
+    finally:
+        again.close()
+    assert_negotiated(cluster, KAFKA_PYTHON, "CreatePartitions", "AlterConfigs", "IncrementalAlterConfigs",
+                      "DescribeConfigs", "DeleteRecords", "DescribeCluster")
+
+
+def test_aiokafka_admin_configs_partitions_and_records(cluster):
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic, RecordsToDelete
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+    from aiokafka.structs import TopicPartition
+
+    topic = "cfg-aio"
+
+    async def scenario():
+        admin = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"compression.type": "gzip"})])
+            await admin.create_partitions({topic: NewPartitions(2)})
+            await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                                      configs={"retention.ms": "7000"})])
+            (described,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+            confluent_produce_to(cluster.bootstrap, topic, [(b"k", b"v%d" % i) for i in range(4)], partition=1)
+            wait_visible(cluster, topic, 4)
+            deleted = await admin.delete_records({TopicPartition(topic, 1): RecordsToDelete(before_offset=2)})
+            return described, deleted
+        finally:
+            await admin.close()
+
+    described, deleted = asyncio.run(scenario())
+    configs = {c[0]: c[1] for r in described.resources for c in r[4]}
+    assert configs["retention.ms"] == "7000" and configs["compression.type"] == "producer"  # replaced
+    assert list(deleted.values()) == [2]
+    assert_negotiated(cluster, AIOKAFKA, "CreatePartitions", "AlterConfigs", "DescribeConfigs", "DeleteRecords")

@@ -73,3 +73,155 @@ def test_produce_consume_and_groups(cli_cluster):
     assert reset.stdout.decode().split() == [topic, "0", "25", topic, "1", "25", topic, "2", "25"]
     unknown = sparklog("groups", "--zookeeper", zk, "describe", "no-such-group")
     assert unknown.returncode == 1
+
+
+# -- what cannot be reached is said in one line (issue 14, "Clear errors") -------------------------------------
+
+REFUSED = "127.0.0.1:1"  # nothing listens on port 1
+UNRESOLVED = "no-such-host.invalid:9092"  # .invalid never resolves (RFC 2606)
+
+
+def _one_line_error(done: subprocess.CompletedProcess, *words: str) -> str:
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and all(w in errors[0] for w in words), err
+    return err
+
+
+@pytest.mark.parametrize("server, why", [(REFUSED, "connection refused"), (UNRESOLVED, "name not resolved")])
+def test_produce_to_an_unreachable_broker_says_where_and_why(server, why):
+    done = sparklog("produce", "events", "--bootstrap-server", server, "--property", "max.block.ms=2500",
+                    input=b"hi\n", timeout=30)
+    err = _one_line_error(done, server, why, "max.block.ms")
+    assert f"cannot reach bootstrap server {server}: {why}" in err  # the warning while it retries
+
+
+def test_consume_from_an_unreachable_broker_fails_instead_of_reading_nothing():
+    listed = sparklog("consume", "events", "--bootstrap-server", REFUSED, "--property", "request.timeout.ms=2000",
+                      timeout=30)
+    _one_line_error(listed, REFUSED, "connection refused")
+    idle = sparklog("consume", "events", "--bootstrap-server", REFUSED, "--partition", "0", "--timeout-ms", "1500",
+                    timeout=30)
+    _one_line_error(idle, REFUSED, "connection refused")
+    assert b"Processed a total" not in idle.stderr  # not "0 messages": it never reached the broker
+
+
+@pytest.mark.parametrize("command", [
+    ("produce", "events", "--zookeeper", REFUSED),
+    ("consume", "events", "--group", "g", "--zookeeper", REFUSED),
+    ("topics", "--zookeeper", REFUSED, "list"),
+], ids=["produce", "consume-group", "topics"])
+def test_an_unreachable_zookeeper_is_named_with_why(command):
+    done = sparklog(*command, input=b"hi\n", timeout=40)
+    err = _one_line_error(done, "ZooKeeper", REFUSED, "connection refused")
+    assert f"cannot reach ZooKeeper at {REFUSED}: connection refused; retrying" in err
+
+
+def test_a_bad_reset_target_is_one_line_before_anything_is_contacted():
+    done = sparklog("groups", "reset-offsets", "g", "--to", "yesterday", "--zookeeper", REFUSED, timeout=30)
+    assert done.returncode == 2 and done.stderr.decode().strip() == (
+        "error: --to is earliest, latest or an offset (>= 0), not 'yesterday'")
+
+
+def produced_timestamp_type(bootstrap: str, topic: str, partition: int, tries: int = 100) -> list[int]:
+    """Produce one record at a time to `partition` and read it back (kafka-python) until the broker stamps
+    it LogAppendTime (the alter reaches the open log through ZooKeeper); the timestamp types read, in order."""
+    import time
+
+    from confluent_kafka import Producer
+    from kafka import KafkaConsumer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer.assign([TopicPartition(topic, partition)])
+    types: list[int] = []
+    try:
+        for i in range(tries):
+            producer.produce(topic, value=b"m%d" % i, partition=partition)
+            assert producer.flush(10) == 0
+            deadline = time.monotonic() + 10
+            while len(types) <= i and time.monotonic() < deadline:
+                types.extend(r.timestamp_type for rs in consumer.poll(timeout_ms=200).values() for r in rs)
+            if types and types[-1] == 1:
+                return types
+            time.sleep(0.05)
+        return types
+    finally:
+        consumer.close()
+
+
+@pytest.mark.slow
+def test_topics_alter_grows_and_reconfigures_the_open_logs_live(cli_cluster):
+    from sparklog.client.admin import AdminClient
+
+    zk = cli_cluster.zk_connect
+    topic = f"alter-{uuid.uuid4().hex[:8]}"
+    with AdminClient(cli_cluster.bootstrap) as admin:
+        admin.create_topic(topic, 1, config={"retention.ms": "100000"})
+        assert produced_timestamp_type(cli_cluster.bootstrap, topic, 0, tries=1) == [0]  # CreateTime: log open
+        done = sparklog("topics", "alter", topic, "--zookeeper", zk, "--partitions", "3",
+                        "--config", "message.timestamp.type=LogAppendTime", "--delete-config", "retention.ms")
+        assert done.returncode == 0, done.stderr.decode()
+        assert b"partitions 1 -> 3" in done.stdout and b"message.timestamp.type=LogAppendTime" in done.stdout
+        configs = admin.describe_configs(topic)
+        assert configs["message.timestamp.type"] == ("LogAppendTime", 1)  # DYNAMIC_TOPIC_CONFIG
+        assert configs["retention.ms"] == ("604800000", 5)  # DEFAULT_CONFIG
+        assert sorted(admin.wait_for_leaders(topic)) == [0, 1, 2]
+    types = produced_timestamp_type(cli_cluster.bootstrap, topic, 0)
+    assert types[0] == 0 and types[-1] == 1  # the log opened before the alter now stamps LogAppendTime
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args, code, message", [
+    (["--config", "compression.type=brotli"], 1, b"compression.type: must be one of"),
+    (["--config", "no.such.setting=1"], 1, b"unknown log setting 'no.such.setting'"),
+    (["--delete-config", "segment.ms"], 1, b"cannot delete segment.ms: not set on the topic"),
+    (["--partitions", "1"], 1, b"--partitions must be larger, not 1"),
+    ([], 2, b"nothing to alter"),
+])
+def test_topics_alter_refuses_bad_input_in_one_line_and_changes_nothing(cli_cluster, args, code, message):
+    from sparklog.client.admin import AdminClient
+
+    topic = f"alter-bad-{uuid.uuid4().hex[:8]}"
+    with AdminClient(cli_cluster.bootstrap) as admin:
+        admin.create_topic(topic, 1, config={"retention.ms": "100000"})
+        done = sparklog("topics", "alter", topic, "--zookeeper", cli_cluster.zk_connect, *args)
+        assert done.returncode == code and message in done.stderr
+        assert len(done.stderr.decode().strip().splitlines()) == 1 and b"Traceback" not in done.stderr
+        assert admin.describe_configs(topic)["retention.ms"] == ("100000", 1)
+        assert sorted(admin.describe([topic])[topic]) == [0]
+
+
+@pytest.mark.slow
+def test_admin_client_partitions_configs_records_and_cluster(cli_cluster):
+    from sparklog.client.admin import AdminClient
+    from sparklog.client.producer import Producer
+    from sparklog.protocol.errors import InvalidConfigError, InvalidPartitionsError
+
+    topic = f"admin-{uuid.uuid4().hex[:8]}"
+    with AdminClient(cli_cluster.bootstrap) as admin:
+        admin.create_topic(topic, 1, config={"flush.visibility": "appended"})
+        admin.create_partitions(topic, 2)
+        assert sorted(admin.describe([topic])[topic]) == [0, 1]
+        with pytest.raises(InvalidPartitionsError, match="new count must be larger"):
+            admin.create_partitions(topic, 2)
+        admin.alter_configs(topic, {"cleanup.policy": "compact,delete"}, delete=("flush.visibility",))
+        assert admin.describe_configs(topic)["cleanup.policy"] == ("compact,delete", 1)
+        with pytest.raises(InvalidConfigError, match="min.insync.replicas"):
+            admin.alter_configs(topic, {"min.insync.replicas": "0"})
+        admin.alter_configs(topic, {"flush.visibility": "appended"})
+        producer = Producer(bootstrap_servers=cli_cluster.bootstrap)
+        try:
+            for i in range(6):
+                producer.send(topic, b"v%d" % i, partition=0)
+            producer.flush()
+        finally:
+            producer.close()
+        assert admin.delete_records(topic, {0: 4}) == {0: 4}
+        assert admin.log_offsets(topic, {0: 1})[0] == (4, 6)
+        cluster_id, controller, brokers = admin.describe_cluster()
+        assert cluster_id and controller == 1 and list(brokers) == [1]
+        broker_configs = admin.describe_configs("1", broker=True)
+        assert broker_configs["log.message.timestamp.type"] == ("CreateTime", 5)

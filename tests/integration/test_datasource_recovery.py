@@ -48,7 +48,7 @@ def test_fail_on_data_loss_true_names_the_missing_range(spark, sparklog_cluster,
     with pytest.raises(Exception) as failure:
         run_available_now(df, tmp_path / "out", tmp_path / "ckpt")
     text = str(failure.value)
-    assert f"Offsets [0, " in text and f"of {topic}-0 are missing" in text and "failOnDataLoss" in text
+    assert "Offsets [0, " in text and f"of {topic}-0 are missing" in text and "failOnDataLoss" in text
 
 
 def test_fail_on_data_loss_false_continues_from_earliest(spark, sparklog_cluster, trimmed_topic, tmp_path):

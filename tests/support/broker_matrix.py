@@ -2,17 +2,26 @@
 
 Interop tests call `record(broker.api_matrix())` (tests/support/cluster.py); `tests/conftest.py`'s
 `pytest_terminal_summary` prints `format_table()`: one row per API, one column per client, each cell the
-versions that client was served (and `!v` for an ApiVersions version it asked for and was refused).
+versions that client was served (and `!v` for an ApiVersions version it asked for and was refused), and a last
+column, "codec-only": the versions we advertise that no real client was served in the run, which only the
+codec's own tests (round trips, the kafka-python and aiokafka oracles) exercise.
 """
 
 from __future__ import annotations
 
+import re
+import uuid
 from collections import defaultdict
 
 # client -> api -> versions, merged over every broker and test of the run
 _SERVED: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
 _REFUSED: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
 MAX_COLUMN = 40
+_TAG = re.compile(r"-t[0-9a-f]{8}$")  # a test's own tag on its clients' names (new_tag), dropped here
+
+
+def new_tag() -> str:
+    return "t" + uuid.uuid4().hex[:8]
 
 
 def record(matrix: dict) -> None:
@@ -20,7 +29,7 @@ def record(matrix: dict) -> None:
     for table, into in ((matrix.get("served", {}), _SERVED), (matrix.get("refused", {}), _REFUSED)):
         for client, apis in table.items():
             for api, versions in apis.items():
-                into[client][api].update(versions)
+                into[_TAG.sub("", client)][api].update(versions)
 
 
 def served() -> dict[str, dict[str, set[int]]]:
@@ -52,18 +61,31 @@ def format_table() -> list[str]:
     if not clients:
         return []
     apis = sorted({api for table in (_SERVED, _REFUSED) for c in clients for api in table.get(c, {})})
-    header = ["API"] + [c[:MAX_COLUMN] for c in clients]
+    advertised = _advertised()
+    apis = sorted(set(apis) | set(advertised))
+    header = ["API"] + [c[:MAX_COLUMN] for c in clients] + ["codec-only"]
     rows = [header]
     for api in apis:
         row = [api]
+        exercised = {v for client in clients for v in _SERVED.get(client, {}).get(api, ())}
         for client in clients:
             cell = versions_text(_SERVED.get(client, {}).get(api, ()))
             refused = _REFUSED.get(client, {}).get(api)
             if refused:
                 cell = ",".join(filter(None, [cell] + [f"!{v}" for v in sorted(refused)]))
             row.append(cell or "-")
+        lo, hi = advertised.get(api, (0, -1))
+        row.append(versions_text(set(range(lo, hi + 1)) - exercised) or "-")
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
+
+
+def _advertised() -> dict[str, tuple[int, int]]:
+    """{api name: (lowest, highest)} of the versions the broker advertises."""
+    from sparklog.broker.dispatch import api_name
+    from sparklog.protocol.registry import API_VERSIONS
+
+    return {api_name(key): rng for key, rng in API_VERSIONS.items()}

@@ -16,3 +16,12 @@ from sparklog.broker.launcher import (  # noqa: F401 - re-exported for the tests
 )
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def started_cluster(request, zk_connect: str, base_dir: Path, brokers: int, session_timeout_ms: int,
+                    **overrides) -> Cluster:
+    """A started Cluster stopped by the test's finalizer, with a short ZooKeeper session (fast failover)."""
+    cluster = Cluster(zk_connect, base_dir, brokers=brokers,
+                      overrides={"zookeeper.session.timeout.ms": str(session_timeout_ms), **overrides})
+    request.addfinalizer(cluster.stop)
+    return cluster.start()

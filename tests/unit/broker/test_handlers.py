@@ -247,7 +247,7 @@ def test_metadata_answers_from_the_snapshot(state):
     assert by_index[2].leader_id == OTHER and by_index[2].error_code == 0
     assert by_index[3].leader_id == -1 and by_index[3].error_code == handlers.LEADER_NOT_AVAILABLE
     assert by_index[3].offline_replicas == [DEAD]
-    assert all(p.leader_epoch == -1 for p in t.partitions)
+    assert [by_index[p].leader_epoch for p in range(4)] == [0, 0, 0, -1]  # the state's epoch; none offline
 
 
 def test_metadata_null_topics_lists_all(state):
@@ -279,6 +279,44 @@ def test_create_topics_errors(state):
         handlers.INVALID_TOPIC_EXCEPTION, handlers.INVALID_PARTITIONS, handlers.INVALID_REPLICATION_FACTOR,
         handlers.INVALID_REQUEST, handlers.INVALID_REQUEST, handlers.TOPIC_ALREADY_EXISTS, 0]
     assert state.partitions.noted == []  # validate_only writes nothing
+
+
+def test_create_topics_replication_and_explicit_assignments(state):
+    from sparklog.protocol.create_topics import CreatableReplicaAssignment
+
+    def assigned(name, *replicas, partitions=-1, rf=-1):
+        return CreatableTopic(name=name, num_partitions=partitions, replication_factor=rf, assignments=[
+            CreatableReplicaAssignment(partition_index=i, broker_ids=list(r)) for i, r in enumerate(replicas)])
+
+    response = create(
+        state,
+        CreatableTopic(name="rf2", num_partitions=3, replication_factor=2),
+        assigned("ok", (ME, OTHER), (OTHER, ME)),
+        assigned("unknown-broker", (ME, DEAD)),
+        assigned("twice", (ME, ME)),
+        assigned("uneven", (ME, OTHER), (ME,)),
+        assigned("both", (ME,), partitions=1, rf=1),
+        validate_only=True,
+    )
+    codes = {r.name: (r.error_code, r.error_message) for r in response.topics}
+    assert codes["rf2"] == codes["ok"] == (0, None)
+    assert codes["unknown-broker"][0] == handlers.INVALID_REPLICA_ASSIGNMENT and str(DEAD) in codes["unknown-broker"][1]
+    assert codes["twice"][0] == codes["uneven"][0] == handlers.INVALID_REPLICA_ASSIGNMENT
+    assert codes["both"][0] == handlers.INVALID_REQUEST
+    rf3 = create(state, CreatableTopic(name="rf3", num_partitions=1, replication_factor=3)).topics[0]
+    assert rf3.error_code == handlers.INVALID_REPLICATION_FACTOR
+    assert rf3.error_message == "replication factor 3 is larger than the number of live brokers (2)"
+
+
+def test_create_topics_accepts_the_unclean_election_override_and_checks_it(state):
+    from sparklog.protocol.create_topics import CreatableTopicConfig
+
+    good = CreatableTopic(name="u1", num_partitions=1, replication_factor=1, configs=[
+        CreatableTopicConfig(name="unclean.leader.election.enable", value="true")])
+    bad = CreatableTopic(name="u2", num_partitions=1, replication_factor=1, configs=[
+        CreatableTopicConfig(name="unclean.leader.election.enable", value="maybe")])
+    response = create(state, good, bad, validate_only=True)
+    assert [r.error_code for r in response.topics] == [0, handlers.INVALID_CONFIG]
 
 
 def test_group_membership_apis_answer_a_fatal_error(state):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import socket
 import time
 
 import pytest
 
-from sparklog.client.connection import IOThread, NetworkClient
+from sparklog.client.backoff import ExponentialBackoff
+from sparklog.client.connection import IOThread, NetworkClient, ResponseFuture
+from sparklog.coordination.reachability import failure_reason
 from sparklog.client.errors import KafkaConnectionError, RequestTimedOut, is_retriable
 from sparklog.client.metadata import METADATA_VERSION
 from sparklog.protocol import ApiKey, MetadataRequest, MetadataRequestTopic
@@ -108,3 +112,58 @@ def test_a_request_without_response_completes_when_written(broker, client):
     wait_until(lambda: len(broker.records("t", 0)) == 1)
     # The connection still works for requests that have responses.
     assert client.submit(-1, ApiKey.METADATA, METADATA_VERSION, metadata()).wait(5).topics[0].name == "t"
+
+
+@pytest.mark.parametrize("address, why", [(("127.0.0.1", 1), "connection refused"),
+                                          (("no-such-host.invalid", 9092), "name not resolved")])
+def test_an_unreachable_broker_is_named_with_why_and_warned_about(caplog, address, why):
+    c = NetworkClient([address], "test")
+    thread = IOThread("test-io", c, lambda: None)
+    thread.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="sparklog.client.connection"):
+            with pytest.raises(KafkaConnectionError, match=why):
+                c.submit(-1, ApiKey.METADATA, METADATA_VERSION, metadata()).wait(5)
+        where = f"bootstrap server {address[0]}:{address[1]}: {why}"
+        assert c.unreachable().startswith(f"could not reach any broker: {where}") and not c.ever_connected
+        [warning] = [r.getMessage() for r in caplog.records]
+        assert warning.startswith(f"cannot reach {where}") and warning.endswith("; retrying")
+    finally:
+        thread.stop()
+
+
+def test_reconnects_back_off_exponentially(monkeypatch):
+    c = NetworkClient([("127.0.0.1", 1)], "test", reconnect_backoff=ExponentialBackoff(50, 1_000))
+    waits = []
+    for _ in range(5):
+        before = time.monotonic()
+        future = ResponseFuture()
+        c._retry_at.clear()
+        assert c._connection(-1, future) is None and future.error is not None
+        waits.append(c._retry_at[-1] - before)
+    assert waits == sorted(waits) and waits[0] < 0.1 and waits[-1] > 0.5  # 50 ms, doubling to 800 ms
+    c.close()
+
+
+def test_failure_reasons_name_the_failure():
+    assert failure_reason(ConnectionRefusedError(111, "Connection refused")) == "connection refused"
+    assert failure_reason(socket.timeout("timed out")) == "timed out"
+    assert failure_reason(socket.gaierror(-2, "Name or service not known")).startswith("name not resolved")
+    assert failure_reason(OSError(113, "No route to host")) == "no route to host"
+
+
+def test_clients_that_give_up_say_which_broker_and_why():
+    from sparklog.client.admin import AdminClient
+    from sparklog.client.consumer import Consumer
+    from sparklog.client.errors import NoBrokersAvailable
+
+    started = time.monotonic()
+    with AdminClient("127.0.0.1:1", request_timeout_ms=1_000) as admin:
+        with pytest.raises(NoBrokersAvailable, match="127.0.0.1:1: connection refused"):
+            admin.describe()
+    with Consumer("127.0.0.1:1", request_timeout_ms=1_000) as consumer:
+        with pytest.raises(NoBrokersAvailable, match="127.0.0.1:1: connection refused"):
+            consumer.end_offsets([("t", 0)])
+        with pytest.raises(NoBrokersAvailable, match="connection refused"):
+            consumer.partitions_for_topic("t")
+    assert time.monotonic() - started < 10  # each within its own timeout, not the defaults'

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from sparklog.client.consumer import Consumer, _PartitionState, next_fetch_offset
+from sparklog.client.consumer import Consumer, _PartitionState
+from sparklog.records.batch import next_fetch_offset
 from sparklog.records.batch import CorruptRecordError, build_batch, set_base_offset
 
 
@@ -93,3 +94,69 @@ def test_every_record_from_the_start_offset_once_in_order_whatever_the_cut(consu
     offsets = [r.offset for r in consumer._chunk_records(chunk(view, start))]
     assert offsets == list(range(start, len(offsets) + start))
     assert next_fetch_offset(view, start) == max(start, start + len(offsets)) or not offsets
+
+
+# -- the I/O thread changes partition state only under the lock `seek` holds ------------------------------------
+
+def _answer(**part):
+    """A decoded response as the I/O thread's callbacks get it: `future.value.<topics>[].partitions[]`."""
+    from types import SimpleNamespace as NS
+
+    part = NS(partition_index=0, error_code=0, **part)
+    return NS(error=None, value=NS(topics=[NS(name="t", partitions=[part])],
+                                   responses=[NS(topic="t", partitions=[part])]))
+
+
+def _runs_only_after_the_lock_is_released(consumer, callback) -> None:
+    """Run `callback` on another thread while this one holds the consumer's lock (as `seek` does): it must
+    change nothing until the lock is released."""
+    import threading
+
+    state = consumer._states[("t", 0)]
+    before = (state.epoch, state.position, state.fetch_offset, len(consumer._chunks))
+    with consumer._lock:
+        thread = threading.Thread(target=callback)
+        thread.start()
+        thread.join(0.3)
+        assert (state.epoch, state.position, state.fetch_offset, len(consumer._chunks)) == before
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+@pytest.fixture
+def assigned():
+    c = Consumer("127.0.0.1:1", **{"auto.offset.reset": "earliest"})
+    c._thread.stop()  # the test plays the I/O thread
+    c._assign({("t", 0): None})
+    yield c
+    c.close()
+
+
+def test_a_reset_answer_waits_for_the_seek_lock(assigned):
+    state = assigned._states[("t", 0)]
+    answer, epochs = _answer(offset=7, timestamp=-1), {("t", 0): (state, state.epoch)}
+    _runs_only_after_the_lock_is_released(assigned, lambda: assigned._fetcher._on_reset(answer, epochs))
+    assert state.position == state.fetch_offset == 7
+
+
+def test_a_fetch_answer_waits_for_the_seek_lock(assigned):
+    assigned.seek(("t", 0), 0)
+    state = assigned._states[("t", 0)]
+    fetched = _answer(high_watermark=3, records=memoryview(batch(0, [b"a", b"b", b"c"])))
+    sent = [(state, state.epoch, 0)]
+    _runs_only_after_the_lock_is_released(assigned, lambda: assigned._fetcher._on_fetch(fetched, 1, sent))
+    assert state.fetch_offset == 3 and len(assigned._chunks) == 1
+
+
+def test_an_out_of_range_answer_waits_for_the_seek_lock_and_never_undoes_a_seek(assigned):
+    assigned.seek(("t", 0), 5)
+    state = assigned._states[("t", 0)]
+    epoch = state.epoch
+    out_of_range = _answer(high_watermark=3, records=None)
+    out_of_range.value.responses[0].partitions[0].error_code = 1
+    _runs_only_after_the_lock_is_released(
+        assigned, lambda: assigned._fetcher._on_fetch(out_of_range, 1, [(state, epoch, 5)]))
+    assert state.position is None  # reset: the answer was for the current position
+    assigned.seek(("t", 0), 2)
+    assigned._fetcher._on_fetch(out_of_range, 1, [(state, epoch, 5)])  # an answer to the old position
+    assert state.position == state.fetch_offset == 2

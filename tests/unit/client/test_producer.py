@@ -56,8 +56,10 @@ def test_ready_batches_of_many_partitions_travel_in_one_request_per_broker(broke
     assert max(len(list(iter_batches(bytes(p.records)))) for p in parts) > 1  # several batches per partition
 
 
-def test_a_retriable_error_refreshes_metadata_and_retries(broker):
-    broker.produce_errors = [6, 6]  # NOT_LEADER_OR_FOLLOWER twice
+# NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH: leadership moved
+@pytest.mark.parametrize("code", [6, 5, 74, 75])
+def test_a_retriable_error_refreshes_metadata_and_retries(broker, code):
+    broker.produce_errors = [code, code]
     with make(broker) as producer:
         producer.partitions_for("t")
         before = sum(1 for r in broker.requests if r.api_key == ApiKey.METADATA)

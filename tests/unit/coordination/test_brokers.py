@@ -5,7 +5,6 @@ import threading
 import time
 
 import pytest
-from kazoo.client import KazooClient
 
 from sparklog.coordination.brokers import (
     BrokerIdInUse,
@@ -16,24 +15,9 @@ from sparklog.coordination.brokers import (
     watch_brokers,
 )
 from sparklog.coordination.connection import close, connect, decode
+from support.zookeeper import expire_session, wait_for
 
 SHORT_SESSION_S = 2.0
-
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
-
-
-def expire_session(client: KazooClient, zookeeper) -> None:
-    """Kazoo harness's trick: a second client joins the same session, then closes it on the server."""
-    session_id, password = client.client_id
-    thief = KazooClient(hosts=zookeeper.connect_string, client_id=(session_id, password))
-    thief.start(timeout=10)
-    thief.stop()
-    thief.close()
 
 
 @pytest.fixture

@@ -38,6 +38,15 @@ def test_fixture_clients_see_only_their_own_chroot(zk, zk_connect):
     assert zk_connect.split("/", 1)[1].startswith("t-")
 
 
-def test_unavailable_server_is_a_clear_error():
-    with pytest.raises(ZooKeeperUnavailable, match="could not connect"):
-        connect(f"127.0.0.1:{free_port()}", timeout=1.0)
+def test_unavailable_server_is_a_clear_error_that_says_why(caplog):
+    port = free_port()
+    with pytest.raises(ZooKeeperUnavailable, match=f"could not reach ZooKeeper within 4s: 127.0.0.1:{port}: "
+                                                   "connection refused"):
+        connect(f"127.0.0.1:{port}", timeout=4.0)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [f"cannot reach ZooKeeper at 127.0.0.1:{port}: connection refused; retrying"]  # every 3 s
+
+
+def test_a_name_that_does_not_resolve_is_said_so():
+    with pytest.raises(ZooKeeperUnavailable, match="no-such-host.invalid:2181: name not resolved"):
+        connect("no-such-host.invalid:2181", timeout=1.0)

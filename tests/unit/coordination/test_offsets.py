@@ -41,3 +41,20 @@ def test_a_group_with_live_consumers_is_not_deleted(zk):
     with pytest.raises(GroupNotEmpty):
         offsets.delete_group(zk, "g")
     assert offsets.fetch_offsets(zk, "g")
+
+
+def test_member_less_writes_are_refused_while_a_member_owns_the_partition(zk):
+    claim = offsets.claim(zk, "g", "member-1", "t", 0)
+    assert offsets.commit_offsets(zk, "g", {("t", 0): 7, ("t", 1): 8}) == {("t", 0): "member-1"}
+    assert offsets.fetch_offsets(zk, "g", [("t", 0)])[("t", 0)].offset == -1  # the claim's "none committed"
+    offsets.commit_owned(zk, "g", claim, 3)
+    assert offsets.fetch_offsets(zk, "g")[("t", 0)].offset == 3
+    assert offsets.fetch_offsets(zk, "g")[("t", 1)].offset == 8
+
+
+def test_a_claim_after_a_member_less_write_gets_a_fresh_token(zk):
+    offsets.commit_offsets(zk, "g", {("t", 0): 5})
+    claim = offsets.claim(zk, "g", "member-1", "t", 0)
+    assert claim.committed == 5
+    offsets.commit_owned(zk, "g", claim, 6)
+    assert offsets.fetch_offsets(zk, "g")[("t", 0)].offset == 6

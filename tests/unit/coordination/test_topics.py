@@ -15,7 +15,10 @@ from sparklog.coordination.topics import (
     PartitionStateConflict,
     TopicExists,
     UnknownTopic,
+    InvalidReplicaAssignment,
     assign_replicas,
+    assign_replicas_rack_aware,
+    validate_assignment,
 )
 
 BROKERS = [3, 1, 2]
@@ -47,7 +50,11 @@ def test_placement_properties(brokers, partitions, rf, seed):
         with pytest.raises(InvalidReplicationFactor):
             assign_replicas(brokers, partitions, rf, seed)
         return
-    assignment = assign_replicas(brokers, partitions, rf, seed)
+    check_spread(assign_replicas(brokers, partitions, rf, seed), brokers, partitions, rf)
+
+
+def check_spread(assignment, brokers, partitions, rf) -> None:
+    """Every partition placed, rf distinct known replicas each, leaders even to within one."""
     assert sorted(assignment) == list(range(partitions))
     for replicas in assignment.values():
         assert len(replicas) == rf == len(set(replicas)) and set(replicas) <= set(brokers)
@@ -66,6 +73,51 @@ def test_growing_continues_the_same_placement():
 def test_partition_count_must_be_positive(count):
     with pytest.raises(InvalidPartitions):
         assign_replicas(BROKERS, count, 1)
+
+
+RACKS = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+
+
+def test_rack_aware_placement_puts_each_replica_on_another_rack():
+    assignment = assign_replicas_rack_aware(RACKS, 12, 3, seed=5)
+    for replicas in assignment.values():
+        assert len({RACKS[b] for b in replicas}) == 3
+    leaders = Counter(r[0] for r in assignment.values())
+    assert sorted(leaders.values()) == [2] * 6
+
+
+@given(
+    st.dictionaries(st.integers(0, 30), st.sampled_from("abcd"), min_size=1, max_size=9),
+    st.integers(1, 30),
+    st.integers(1, 6),
+    st.integers(0, 2**32),
+)
+def test_rack_aware_placement_properties(racks, partitions, rf, seed):
+    if rf > len(racks):
+        with pytest.raises(InvalidReplicationFactor):
+            assign_replicas_rack_aware(racks, partitions, rf, seed)
+        return
+    assignment = assign_replicas_rack_aware(racks, partitions, rf, seed)
+    check_spread(assignment, racks, partitions, rf)
+    for replicas in assignment.values():
+        assert len({racks[b] for b in replicas}) == min(rf, len(set(racks.values())))
+
+
+def test_explicit_assignments_are_validated():
+    assert validate_assignment({1: (2, 1), 0: (1, 2)}, {1, 2}) == {0: (1, 2), 1: (2, 1)}
+    for bad, why in [({}, "empty"), ({1: (1,)}, "numbered"), ({0: (1, 1)}, "twice"),
+                     ({0: (1, 2), 1: (1,)}, "same"), ({0: (1, 9)}, "unknown broker")]:
+        with pytest.raises(InvalidReplicaAssignment, match=why):
+            validate_assignment(bad, {1, 2})
+
+
+def test_create_with_an_explicit_assignment_and_racks(zk):
+    made = topics.create_topic(zk, "manual", 0, 0, live_broker_ids={1: None, 2: None},
+                               assignment={0: (2, 1), 1: (1, 2)})
+    assert topics.get_topic(zk, "manual").partitions == {0: (2, 1), 1: (1, 2)} == made.partitions
+    assert made.states[0].leader == 2 and made.states[0].isr == (2, 1)
+    racked = topics.create_topic(zk, "racked", 4, 2, live_broker_ids={1: "x", 2: "x", 3: "y", 4: "y"})
+    assert all({b <= 2 for b in r} == {True, False} for r in racked.partitions.values())
 
 
 # -- against ZooKeeper --------------------------------------------------------------------------------------
@@ -188,3 +240,26 @@ def test_watch_fires_on_create_grow_and_delete(zk, zk_connect):
         assert len(seen) == count
     finally:
         close(observer)
+
+
+def test_set_topic_config_replaces_the_overrides_and_refuses_unknown_topics(zk):
+    from sparklog.coordination import topics as registry
+
+    registry.create_topic(zk, "configured", 1, 1, {"retention.ms": "1"}, [1])
+    registry.set_topic_config(zk, "configured", {"cleanup.policy": "compact"})
+    registry.set_topic_config(zk, "configured", {"cleanup.policy": "compact"})  # idempotent
+    assert registry.topic_config(zk, "configured") == {"cleanup.policy": "compact"}
+    zk.delete("/config/topics/configured")  # a topic some tool created without a config node
+    registry.set_topic_config(zk, "configured", {"segment.ms": "5"})
+    assert registry.get_topic(zk, "configured").config == {"segment.ms": "5"}
+    with pytest.raises(registry.UnknownTopic):
+        registry.set_topic_config(zk, "absent", {})
+def test_get_topics_reads_what_get_topic_reads(zk):
+    assert topics.get_topics(zk) == {}
+    topics.create_topic(zk, "one", 3, 1, config={"retention.ms": "5"}, live_broker_ids=[1, 2])
+    topics.create_topic(zk, "two", 1, 2, live_broker_ids=[1, 2])
+    s = topics.partition_state(zk, "one", 1)
+    topics.set_partition_state(zk, "one", 1, PartitionState(s.leader, s.isr, 4), s.zk_version)
+    assert topics.get_topics(zk) == {"one": topics.get_topic(zk, "one"), "two": topics.get_topic(zk, "two")}
+    assert topics.get_topics(zk)["one"].states[1].zk_version == 1
+    assert topics.get_topics(zk, ["two", "absent"]) == {"two": topics.get_topic(zk, "two")}

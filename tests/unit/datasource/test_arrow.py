@@ -2,7 +2,6 @@
 
 from datetime import datetime, timezone
 
-import pyarrow as pa
 import pytest
 from hypothesis import given, strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema

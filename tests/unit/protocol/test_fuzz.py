@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparklog.protocol import (ALL_VERSIONS, REQUESTS, RESPONSES, ApiKey, MalformedResponse, RemoteProtocolError,
+from sparklog.protocol import (ALL_VERSIONS, REQUESTS, RESPONSES, MalformedResponse, RemoteProtocolError,
                                RequestHeader, decode_request, decode_response, encode_request, encode_response)
 from unit.protocol.strategies import struct_of
 

@@ -1,4 +1,7 @@
-"""RecordBatch v2: build and decode, whole, with trailing bytes and byte by byte; CRC; kafka-python interop."""
+"""RecordBatch v2: build and decode, whole, with trailing bytes and byte by byte; CRC; kafka-python interop.
+
+Every test runs against both codecs, the compiled one and the pure-Python one (the `codec` fixture).
+"""
 
 import struct
 import time
@@ -11,6 +14,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
+from sparklog.records import batch as batch_module
 from sparklog.records.compression import CODECS, SNAPPY
 from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
@@ -19,15 +23,20 @@ from sparklog.records.batch import (
     LOG_APPEND_TIME,
     CorruptRecordError,
     Record,
-    build_batch,
-    decode_varint,
-    encode_varint,
     iter_batches,
     iter_records,
     set_base_offset,
     set_partition_leader_epoch,
     validate_batch,
 )
+
+pytestmark = pytest.mark.usefixtures("codec")
+
+
+def build_batch(*args, **kwargs):
+    """The build_batch of the codec under test (`batch.use` rebinds the module's name)."""
+    return batch_module.build_batch(*args, **kwargs)
+
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # Sizes on either side of 1-, 2- and 3-byte varints and of the encoder's 2-byte table.
@@ -75,19 +84,19 @@ def reframe(batch: bytes, attributes: int, section: bytes) -> bytes:
 
 @given(st.integers(min_value=INT64_MIN, max_value=INT64_MAX))
 def test_varint_round_trip_over_int64(value):
-    encoded = encode_varint(value)
-    assert decode_varint(encoded + b"\x7f", 0) == (value, len(encoded))
+    encoded = batch_module.encode_varint(value)
+    assert batch_module.decode_varint(encoded + b"\x7f", 0) == (value, len(encoded))
     assert len(encoded) <= 10
 
 
 def test_varint_known_encodings_and_limits():
-    encoded = [encode_varint(v) for v in (0, -1, 1, -64, 63, 64)]
+    encoded = [batch_module.encode_varint(v) for v in (0, -1, 1, -64, 63, 64)]
     assert encoded == [b"\x00", b"\x01", b"\x02", b"\x7f", b"\x7e", b"\x80\x01"]
-    assert encode_varint(INT64_MIN) == b"\xff" * 9 + b"\x01"
+    assert batch_module.encode_varint(INT64_MIN) == b"\xff" * 9 + b"\x01"
     with pytest.raises(ValueError):
-        encode_varint(INT64_MAX + 1)
+        batch_module.encode_varint(INT64_MAX + 1)
     with pytest.raises(CorruptRecordError):
-        decode_varint(b"\xff" * 11, 0)
+        batch_module.decode_varint(b"\xff" * 11, 0)
 
 
 # -- round trips ------------------------------------------------------------------------------------------
@@ -414,3 +423,34 @@ def test_malformed_records_raise_the_same_errors_in_columns(section, match, comp
     (batch,) = iter_batches(reframe(good, compression, compress(compression, section) if compression else section))
     with pytest.raises(CorruptRecordError, match=match):
         batch.columns()
+
+
+# -- batches_in_range: the one trimming rule of the consumer and the Spark fetcher -------------------------------
+
+@settings(max_examples=80, deadline=None)
+@given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=6), gaps=st.lists(st.integers(0, 3), min_size=6,
+       max_size=6), start=st.integers(0, 60), length=st.one_of(st.none(), st.integers(0, 60)))
+def test_batches_in_range_yields_exactly_the_records_in_the_range(sizes, gaps, start, length):
+    from sparklog.records.batch import batches_in_range, iter_records, set_base_offset
+
+    data, base = b"", 0
+    for size, gap in zip(sizes, gaps):
+        base += gap  # compaction leaves offset gaps between batches
+        raw = bytearray(build_batch([(None, b"%d" % (base + i), None, 1) for i in range(size)]))
+        set_base_offset(raw, base)
+        data += bytes(raw)
+        base += size
+    end = None if length is None else start + length
+    got, position = [], start
+    for batch, columns in batches_in_range(data, start, end):
+        if columns is not None:
+            got += columns.offsets
+            assert columns.values == [b"%d" % o for o in columns.offsets]
+        position = max(position, batch.next_offset) if end is None else min(max(position, batch.next_offset), end)
+    expected = [r.offset for r in iter_records(data) if r.offset >= start and (end is None or r.offset < end)]
+    assert got == expected
+    last = max(r.offset for r in iter_records(data))
+    if end is not None and end <= last:
+        assert position == end  # a batch past the range ends it, even across a compaction gap
+    elif expected:
+        assert position == last + 1

@@ -3,7 +3,7 @@ from hypothesis import strategies as st
 
 from support.storage_batches import make_batch
 from sparklog.records.batch import set_base_offset
-from sparklog.storage.recovery import RecoveryStop, ValidPrefix, replay
+from sparklog.storage.recovery import RecoveryStop, ValidPrefix, find_next_batch, replay
 
 
 def segment_bytes(counts, base=100):
@@ -70,3 +70,43 @@ def test_any_cut_plus_garbage_yields_the_longest_whole_prefix(counts, cut, garba
     # garbage is at most 80 bytes: never a valid batch after the cut, so recovery stops exactly at the prefix
     assert (prefix.truncate_at, prefix.next_offset) == (expected_end, expected_offset)
     assert prefix.clean == (cut == expected_end and not garbage)
+
+
+@settings(max_examples=300, deadline=None)
+@given(counts=st.lists(st.integers(1, 4), min_size=2, max_size=12), where=st.floats(0, 1),
+       length=st.integers(1, 600), kind=st.sampled_from(["zeros", "random", "flip"]), seed=st.integers(0, 2**32))
+def test_resync_finds_the_first_batch_the_damage_did_not_touch(counts, where, length, kind, seed):
+    """Whatever one damaged span hits (even only a baseOffset, outside the CRC), the replay stops at the
+    first damaged batch and the resync finds the first undamaged one after it, never a damaged one."""
+    import random
+
+    from sparklog.records.batch import PARTITION_LEADER_EPOCH_OFFSET as EPOCH
+
+    data, ends = segment_bytes(counts)
+    start = int(where * (len(data) - 1))
+    end = min(len(data), start + (1 if kind == "flip" else length))
+    rng = random.Random(seed)
+    damaged = bytearray(data)
+    damaged[start:end] = bytes(end - start) if kind == "zeros" else (
+        rng.randbytes(end - start) if kind == "random" else bytes([data[start] ^ 0x40]))
+    read_at = lambda pos, n: bytes(damaged[pos:pos + n])  # noqa: E731
+    spans = [(p, e, o) for (p, _), (e, o) in zip([(0, 0)] + ends[:-1], ends)]  # (start, end, next offset)
+
+    def hurt(p, e):  # the leader epoch is outside every check: damage there alone changes nothing
+        return (data[p:p + EPOCH] + data[p + EPOCH + 4:e]) != (damaged[p:p + EPOCH] + damaged[p + EPOCH + 4:e])
+
+    bad = [i for i, (p, e, _) in enumerate(spans) if hurt(p, e)]
+    prefix = replay(read_at, len(damaged), 100)
+    if not bad:
+        assert prefix.clean
+        return
+    assert prefix.truncate_at == spans[bad[0]][0]
+    last = ends[-1][1]
+    found = find_next_batch(read_at, len(damaged), prefix.truncate_at, prefix.next_offset + 1,
+                            may_end_at=lambda next_offset: next_offset == last)
+    good = [i for i in range(bad[0] + 1, len(spans)) if i not in bad]
+    if good:
+        p, _, _ = spans[good[0]]
+        assert found is not None and (found.position, found.header.base_offset) == (p, spans[good[0] - 1][2])
+    else:
+        assert found is None

@@ -1,0 +1,201 @@
+"""Replication benchmark: RF 3 acks=all beside RF 1 acks=1 in one run, and failover times.
+
+    python benchmarks/replication.py [-n 100000] [--trials 10] [--session-timeout-ms 3000] [--skip-failover]
+
+Everything runs on this machine: an embedded ZooKeeper and three `sparklog broker` processes (LocalCluster).
+
+Throughput and latency (confluent-kafka, 200-byte records, `batch.num.messages` 50, linger 5 ms): N records
+to a one-partition topic with RF 1 and acks=1 (the baseline), then to one with RF 3 and acks=all. Latency is
+per record, from `produce()` to its delivery report; printed as p50/p99 ms. The RF 3 row prints its
+throughput as a ratio of the baseline's (issue 9's goal: >= 0.5).
+
+Failover (`--trials` each): a producer sends acks=all records to an RF 3 one-partition topic every
+FAILOVER_SEND_INTERVAL_S; the partition's leader is SIGKILLed (then restarted for the next trial), or stopped
+with SIGTERM (controlled shutdown). The failover time is from the signal to the first delivery report without
+error that arrives after the new leader's state was written (the first acknowledged write on the successor);
+the time to that state write is printed too (the controller's part). Goals: p99 <= the ZooKeeper
+session timeout + 1 s after SIGKILL, <= 1 s under controlled shutdown.
+
+Until the replication data path lands, RF 3 has no followers fetching: acks=all answers like acks=1 and a new
+leader starts from an empty log; the control-plane numbers (failover times) are already meaningful.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+MSG_SIZE = 200
+BATCH = 50
+FAILOVER_SEND_INTERVAL_S = 0.005
+FAILOVER_TIMEOUT_S = 60.0
+# librdkafka backs off up to 1 s (retry.backoff.max.ms) between metadata refreshes while a leader is away;
+# that would measure the client's patience, not the cluster: the failover producer retries every 20-100 ms.
+FAILOVER_CLIENT_BACKOFF = {"retry.backoff.ms": 20, "retry.backoff.max.ms": 100,
+                           "topic.metadata.refresh.fast.interval.ms": 50}
+LIBRDKAFKA_LOG_LEVEL = 2  # hide the connection-refused noise a killed broker causes (3 = error)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def make_topic(zk, rf: int, config: dict | None = None) -> str:
+    from sparklog.coordination import topics
+
+    name = f"repl-{rf}-{uuid.uuid4().hex[:8]}"
+    topics.create_topic(zk, name, 1, rf, config=config)
+    return name
+
+
+def wait_for_leader(bootstrap: str, topic: str, exclude: int | None = None) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": LIBRDKAFKA_LOG_LEVEL})
+    deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if md is not None and md.partitions and md.partitions[0].leader not in (-1, exclude):
+            return md.partitions[0].leader
+        time.sleep(0.1)
+    raise TimeoutError(f"{topic} has no leader")
+
+
+def throughput(bootstrap: str, topic: str, n: int, acks: str) -> dict:
+    from confluent_kafka import Producer
+
+    value = b"x" * MSG_SIZE
+    latencies: list[float] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "batch.num.messages": BATCH,
+                         "linger.ms": 5, "queue.buffering.max.messages": 1_000_000,
+                         "log_level": LIBRDKAFKA_LOG_LEVEL})
+
+    def delivered(err, _msg, sent_at) -> None:
+        if err is None:
+            latencies.append(time.perf_counter() - sent_at)
+
+    started = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                now = time.perf_counter()
+                producer.produce(topic, value, on_delivery=lambda err, msg, t=now: delivered(err, msg, t))
+                break
+            except BufferError:
+                producer.poll(0.001)
+        producer.poll(0)
+    producer.flush(120)
+    wall = time.perf_counter() - started
+    return {"acked": len(latencies), "msg_per_s": len(latencies) / wall,
+            "p50_ms": percentile(latencies, 50) * 1000, "p99_ms": percentile(latencies, 99) * 1000}
+
+
+def failover_trial(cluster, zk, signal_kind: str) -> tuple[float, float]:
+    """(signal -> new leader's state written, signal -> first write acknowledged after that), in seconds."""
+    from confluent_kafka import Producer
+
+    from sparklog.coordination import topics
+
+    topic = make_topic(zk, 3)
+    leader = wait_for_leader(cluster.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0,
+                         "retries": 1_000_000, "message.timeout.ms": 120_000, "log_level": LIBRDKAFKA_LOG_LEVEL,
+                         **FAILOVER_CLIENT_BACKOFF})
+    times: dict[str, float] = {}
+    done = threading.Event()
+
+    def delivered(err, _msg) -> None:
+        if err is None and "state" in times and "ack" not in times:
+            times["ack"] = time.monotonic()  # acknowledged after the successor was named: by the successor
+            done.set()
+
+    def send_until_acked() -> None:
+        deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+        while not done.is_set() and time.monotonic() < deadline:
+            producer.produce(topic, b"f" * MSG_SIZE, on_delivery=delivered)
+            producer.poll(FAILOVER_SEND_INTERVAL_S)
+
+    def watch_state() -> None:
+        deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if topics.partition_state(zk, topic, 0).leader not in (leader, -1):
+                times["state"] = time.monotonic()
+                return
+            time.sleep(0.002)
+
+    for _ in range(50):  # warm up: the producer knows the leader and has a connection
+        producer.produce(topic, b"w")
+    producer.flush(30)
+    workers = [threading.Thread(target=send_until_acked), threading.Thread(target=watch_state)]
+    for worker in workers:
+        worker.start()
+    victim = cluster.brokers[leader]
+    times["signal"] = time.monotonic()
+    if signal_kind == "kill":
+        victim.kill()
+    else:
+        threading.Thread(target=victim.stop).start()  # SIGTERM; returns when the broker has exited
+    for worker in workers:
+        worker.join()
+    producer.flush(5)
+    while victim.running:
+        time.sleep(0.05)
+    victim.start()
+    if "ack" not in times:
+        raise TimeoutError(f"no acknowledged write on a new leader within {FAILOVER_TIMEOUT_S}s of the {signal_kind}")
+    return times["state"] - times["signal"], times["ack"] - times["signal"]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", type=int, default=100_000)
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--session-timeout-ms", type=int, default=3000)
+    parser.add_argument("--skip-failover", action="store_true")
+    args = parser.parse_args(argv)
+
+    from sparklog.broker.launcher import LocalCluster
+    from sparklog.coordination.connection import close, connect
+
+    overrides = {"zookeeper.session.timeout.ms": str(args.session_timeout_ms), "log.flush.interval.ms": "50"}
+    base = Path(tempfile.mkdtemp(prefix="sparklog-repl-bench-"))
+    with LocalCluster(base, brokers=3, overrides=overrides) as cluster:
+        zk = connect(cluster.zookeeper)
+        try:
+            base_topic, all_topic = make_topic(zk, 1), make_topic(zk, 3, {"min.insync.replicas": "2"})
+            for topic in (base_topic, all_topic):
+                wait_for_leader(cluster.bootstrap, topic)
+            baseline = throughput(cluster.bootstrap, base_topic, args.n, "1")
+            replicated = throughput(cluster.bootstrap, all_topic, args.n, "all")
+            print(f"{'setting':<20}{'msg/s':>10}{'ratio':>8}{'p50 ms':>9}{'p99 ms':>9}")
+            for name, r in (("RF 1 acks=1", baseline), ("RF 3 acks=all", replicated)):
+                print(f"{name:<20}{r['msg_per_s']:>10.0f}{r['msg_per_s'] / baseline['msg_per_s']:>8.2f}"
+                      f"{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}")
+            if not args.skip_failover:
+                for kind, goal in (("kill", args.session_timeout_ms / 1000 + 1), ("term", 1.0)):
+                    trials = [failover_trial(cluster, zk, kind) for _ in range(args.trials)]
+                    states, acks = [t[0] for t in trials], [t[1] for t in trials]
+                    print(f"failover after SIG{kind.upper()}: new leader written p50 {percentile(states, 50):.2f}s "
+                          f"p99 {percentile(states, 99):.2f}s; first ack on it p50 {percentile(acks, 50):.2f}s "
+                          f"p99 {percentile(acks, 99):.2f}s mean {statistics.mean(acks):.2f}s "
+                          f"(goal p99 <= {goal:.1f}s, {len(acks)} trials)")
+        finally:
+            close(zk)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,404 @@
+"""The admin APIs Kafka's admin clients use: CreatePartitions, DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs, DeleteRecords and DescribeCluster; `handle_x(request, state) -> response`, with the
+Rules of handlers.py (a per-resource problem is that resource's error code, never an exception).
+
+Rule 1: topic configs have one authority, `/config/topics/<t>` in ZooKeeper: the alter calls validate the
+whole resulting set of overrides against the storage's `LogConfig` (over the broker's log.* defaults) and
+write it there in one set; every broker's PartitionManager applies it to its open logs (live reconfigure).
+A config that is unknown or cannot work is INVALID_CONFIG with a message naming it; nothing is written.
+Rule 2: DescribeConfigs reads the overrides from ZooKeeper (so a describe right after an alter sees it) and
+reports every topic config: the override (source DYNAMIC_TOPIC_CONFIG), else the broker's server.properties
+value of its `log.` synonym (STATIC_BROKER_CONFIG), else Kafka's default (DEFAULT_CONFIG); with synonyms
+when asked, in that order, as Kafka's brokers list them.
+Rule 3: broker resources are described (their server.properties and the log defaults) but not altered:
+sparklog has no dynamic broker configs, so an alter of one is INVALID_REQUEST saying so.
+Rule 4: CreatePartitions obeys CreateTopics' partition limits (partition_limits.py) before any ZooKeeper write:
+the new total against max.partitions.per.topic, the partitions added against max.broker.partitions and, over
+the whole request, max.partitions.per.request.
+Rule 5: DeleteRecords is served by each partition's leader and moves its log start offset
+(`PartitionLog.delete_records_before`); -1 means the high watermark; beyond it is OFFSET_OUT_OF_RANGE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sparklog.broker import handlers as base
+from sparklog.broker import partition_limits
+from sparklog.coordination import topics as topic_registry
+from sparklog.protocol.alter_configs import AlterConfigsResourceResponse, AlterConfigsResponse
+from sparklog.protocol.api_keys import ApiKey
+from sparklog.protocol.create_partitions import CreatePartitionsResponse, CreatePartitionsTopicResult
+from sparklog.protocol.delete_records import (HIGH_WATERMARK, DeleteRecordsPartitionResult, DeleteRecordsResponse,
+                                              DeleteRecordsTopicResult)
+from sparklog.protocol.describe_cluster import ENDPOINT_BROKERS, DescribeClusterBroker, DescribeClusterResponse
+from sparklog.protocol.describe_configs import (RESOURCE_BROKER, RESOURCE_TOPIC, SOURCE_DEFAULT, SOURCE_STATIC_BROKER,
+                                               SOURCE_TOPIC, DescribeConfigsResourceResult, DescribeConfigsResponse,
+                                               DescribeConfigsResult, DescribeConfigsSynonym)
+from sparklog.protocol.incremental_alter_configs import (OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT,
+                                                         IncrementalAlterConfigsResourceResponse,
+                                                         IncrementalAlterConfigsResponse)
+from sparklog.storage.config import DEFINITIONS, LogConfig
+from sparklog.storage.errors import LogClosedError, OffsetOutOfRange, StorageError
+from sparklog.storage.topic_names import validate_topic
+
+log = logging.getLogger(__name__)
+
+NONE = base.NONE
+INVALID_CONFIG = base.INVALID_CONFIG
+INVALID_REQUEST = base.INVALID_REQUEST
+INVALID_PARTITIONS = base.INVALID_PARTITIONS
+INVALID_REPLICA_ASSIGNMENT = base.INVALID_REPLICA_ASSIGNMENT
+UNKNOWN_TOPIC_OR_PARTITION = base.UNKNOWN_TOPIC_OR_PARTITION
+INVALID_TOPIC_EXCEPTION = base.INVALID_TOPIC_EXCEPTION
+REQUEST_TIMED_OUT = base.REQUEST_TIMED_OUT
+OFFSET_OUT_OF_RANGE = base.OFFSET_OUT_OF_RANGE
+NOT_LEADER_OR_FOLLOWER = base.NOT_LEADER_OR_FOLLOWER
+KAFKA_STORAGE_ERROR = base.KAFKA_STORAGE_ERROR
+MISMATCHED_ENDPOINT_TYPE = 114  # Kafka's error for DescribeCluster asking a broker for controllers (KIP-919)
+
+# Broker settings reported for a broker resource besides the log defaults: (key, Kafka's default).
+_BROKER_DEFAULTS = (("num.partitions", "1"), ("default.replication.factor", "1"),
+                    ("auto.create.topics.enable", "true"), ("delete.topic.enable", "true"))
+
+
+def _not_found(name: str) -> tuple[int, str]:
+    try:
+        validate_topic(name)
+    except ValueError as exc:
+        return INVALID_TOPIC_EXCEPTION, str(exc)
+    return UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+
+
+def _repeated(names) -> set:
+    seen, repeated = set(), set()
+    for name in names:
+        (repeated if name in seen else seen).add(name)
+    return repeated
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CreatePartitions
+
+
+def handle_create_partitions(request, state):
+    return _create_partitions(request.body, state)
+
+
+async def _create_partitions(body, state) -> CreatePartitionsResponse:
+    repeated = _repeated(t.name for t in body.topics)
+    too_many = partition_limits.request_problem(state.config, [_added(state, t) for t in body.topics])
+    results = []
+    for topic in body.topics:
+        if too_many:
+            code, message = too_many  # the request as a whole is over max.partitions.per.request: none grows
+        elif topic.name in repeated:
+            code, message = INVALID_REQUEST, "the topic appears more than once in the request"
+        else:
+            code, message = await _grow(state, topic, body.validate_only)
+        results.append(CreatePartitionsTopicResult(name=topic.name, error_code=code, error_message=message))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+def _added(state, topic) -> int:
+    """How many partitions a CreatePartitions topic asks to add (0 for an unknown topic or a shrink)."""
+    meta = state.partitions.snapshot.topics.get(topic.name)
+    return 0 if meta is None else max(0, topic.count - len(meta.partitions))
+
+
+async def _grow(state, topic, validate_only: bool) -> tuple[int, str | None]:
+    meta = state.partitions.snapshot.topics.get(topic.name)
+    if meta is None:
+        return _not_found(topic.name)
+    current = len(meta.partitions)
+    if topic.count <= current:
+        return INVALID_PARTITIONS, (f"topic {topic.name!r} has {current} partitions; the new count must be "
+                                    f"larger, not {topic.count}")
+    if topic.assignments is not None:
+        return INVALID_REPLICA_ASSIGNMENT, "manual replica assignments are not supported"
+    limit = state.config.max_partitions_per_topic
+    if topic.count > limit:
+        return INVALID_PARTITIONS, f"{topic.count} partitions is more than max.partitions.per.topic={limit}"
+    live = sorted(state.partitions.snapshot.brokers)
+    replication = max((len(replicas) for replicas in meta.assignment.values()), default=1)
+    over_limit = partition_limits.topic_problem(state.config, state.partitions.snapshot.topics, live,
+                                                topic.count - current, replication)
+    if over_limit:
+        return over_limit
+    if validate_only:
+        return NONE, None
+    try:
+        grown = await state.blocking(topic_registry.add_partitions, state.zk, topic.name, topic.count, live)
+    except topic_registry.UnknownTopic as exc:
+        return UNKNOWN_TOPIC_OR_PARTITION, str(exc)
+    except (topic_registry.InvalidPartitions, topic_registry.InvalidReplicationFactor) as exc:
+        return INVALID_PARTITIONS, str(exc)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: the client may retry
+        log.warning("adding partitions to %s failed: %s", topic.name, exc)
+        return REQUEST_TIMED_OUT, f"ZooKeeper: {exc}"
+    await state.blocking(state.partitions.note_topic, grown)
+    return NONE, None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# DescribeConfigs
+
+
+def handle_describe_configs(request, state):
+    return _describe_configs(request.body, request.api_version, state)
+
+
+async def _describe_configs(body, version: int, state) -> DescribeConfigsResponse:
+    results = []
+    for resource in body.resources:
+        try:
+            configs = await _resource_configs(resource, state)
+        except _ResourceError as exc:
+            results.append(DescribeConfigsResult(error_code=exc.code, error_message=exc.message, configs=[],
+                                                 resource_type=resource.resource_type,
+                                                 resource_name=resource.resource_name))
+            continue
+        wanted = resource.configuration_keys
+        entries = [_entry(name, sources, body, version) for name, sources in configs.items()
+                   if wanted is None or name in wanted]
+        results.append(DescribeConfigsResult(error_code=NONE, resource_type=resource.resource_type,
+                                             resource_name=resource.resource_name, configs=entries))
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+class _ResourceError(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+async def _resource_configs(resource, state) -> dict[str, list[tuple[str, str, int]]]:
+    """{config name: its sources, strongest first, as (name, value, source)}; the first one is in effect."""
+    if resource.resource_type == RESOURCE_TOPIC:
+        overrides = await _topic_overrides(state, resource.resource_name)
+        return {name: _topic_sources(name, overrides, state) for name in sorted(DEFINITIONS)}
+    if resource.resource_type == RESOURCE_BROKER:
+        _check_broker_resource(resource.resource_name, state)
+        return _broker_configs(state)
+    raise _ResourceError(INVALID_REQUEST, f"resource type {resource.resource_type} is not supported (topics "
+                                          f"are {RESOURCE_TOPIC}, brokers {RESOURCE_BROKER})")
+
+
+async def _topic_overrides(state, name: str) -> dict[str, str]:
+    if name not in state.partitions.snapshot.topics:
+        raise _ResourceError(*_not_found(name))
+    try:
+        return await state.blocking(topic_registry.topic_config, state.zk, name)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper away: say so, never answer with defaults
+        log.warning("reading the config of topic %s failed: %s", name, exc)
+        raise _ResourceError(REQUEST_TIMED_OUT, f"ZooKeeper: {exc}") from None
+
+
+def _topic_sources(name: str, overrides: dict, state) -> list[tuple[str, str, int]]:
+    definition = DEFINITIONS[name]
+    sources = []
+    if name in overrides:
+        sources.append((name, str(overrides[name]), SOURCE_TOPIC))
+    broker_key = definition.broker_name
+    if broker_key is not None and name in state.config.log_defaults:  # log.retention.hours counts, in ms
+        sources.append((broker_key, str(state.config.log_defaults[name]), SOURCE_STATIC_BROKER))
+    sources.append((broker_key or name, definition.format(definition.default), SOURCE_DEFAULT))
+    return sources
+
+
+def _check_broker_resource(name: str, state) -> None:
+    if name and name != str(state.broker_id):
+        raise _ResourceError(INVALID_REQUEST, f"this is broker {state.broker_id}; ask broker {name} itself")
+
+
+def _broker_configs(state) -> dict[str, list[tuple[str, str, int]]]:
+    raw = state.config.raw
+    defaults = {d.broker_name: d.format(d.default) for d in DEFINITIONS.values() if d.broker_name}
+    defaults.update(_BROKER_DEFAULTS)
+    configs = {}
+    for key in sorted(set(raw) | set(defaults)):
+        sources = [(key, raw[key], SOURCE_STATIC_BROKER)] if key in raw else []
+        if key in defaults:
+            sources.append((key, defaults[key], SOURCE_DEFAULT))
+        configs[key] = sources
+    return configs
+
+
+def _entry(name: str, sources, body, version: int) -> DescribeConfigsResourceResult:
+    _, value, source = sources[0]
+    definition = DEFINITIONS.get(name)
+    synonyms = [DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in sources] \
+        if body.include_synonyms else []
+    return DescribeConfigsResourceResult(
+        name=name, value=value, read_only=False, config_source=source, is_default=source == SOURCE_DEFAULT,
+        is_sensitive=False, synonyms=synonyms, config_type=definition.type_code if definition else 0,
+        documentation=definition.doc if definition and body.include_documentation else None)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# AlterConfigs and IncrementalAlterConfigs
+
+
+def handle_alter_configs(request, state):
+    return _alter_configs(request.body, state, incremental=False)
+
+
+def handle_incremental_alter_configs(request, state):
+    return _alter_configs(request.body, state, incremental=True)
+
+
+async def _alter_configs(body, state, incremental: bool):
+    repeated = _repeated((r.resource_type, r.resource_name) for r in body.resources)
+    responses = []
+    for resource in body.resources:
+        key = (resource.resource_type, resource.resource_name)
+        if key in repeated:
+            code, message = INVALID_REQUEST, "the resource appears more than once in the request"
+        else:
+            code, message = await _alter_one(resource, state, incremental, body.validate_only)
+        responses.append((code, message, resource))
+    if incremental:
+        return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[
+            IncrementalAlterConfigsResourceResponse(error_code=c, error_message=m, resource_type=r.resource_type,
+                                                    resource_name=r.resource_name) for c, m, r in responses])
+    return AlterConfigsResponse(throttle_time_ms=0, responses=[
+        AlterConfigsResourceResponse(error_code=c, error_message=m, resource_type=r.resource_type,
+                                     resource_name=r.resource_name) for c, m, r in responses])
+
+
+async def _alter_one(resource, state, incremental: bool, validate_only: bool) -> tuple[int, str | None]:
+    if resource.resource_type == RESOURCE_BROKER:
+        return INVALID_REQUEST, ("sparklog has no dynamic broker configs: set them in server.properties (or "
+                                 "--override) and restart the broker")
+    if resource.resource_type != RESOURCE_TOPIC:
+        return INVALID_REQUEST, f"resource type {resource.resource_type} cannot be altered"
+    name = resource.resource_name
+    repeated = _repeated(c.name for c in resource.configs)
+    if repeated:
+        return INVALID_REQUEST, f"config {', '.join(sorted(repeated))} appears more than once"
+    try:
+        current = await _topic_overrides(state, name)
+    except _ResourceError as exc:
+        return exc.code, exc.message
+    try:
+        wanted = apply_config_ops(current, resource.configs, incremental)
+        check_topic_overrides(wanted, state.config.log_defaults)
+    except ValueError as exc:
+        return INVALID_CONFIG, str(exc)
+    if validate_only:
+        return NONE, None
+    try:
+        await state.blocking(topic_registry.set_topic_config, state.zk, name, wanted)
+    except topic_registry.UnknownTopic as exc:
+        return UNKNOWN_TOPIC_OR_PARTITION, str(exc)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: the client may retry
+        log.warning("altering the config of topic %s failed: %s", name, exc)
+        return REQUEST_TIMED_OUT, f"ZooKeeper: {exc}"
+    return NONE, None
+
+
+def apply_config_ops(current: dict[str, str], configs, incremental: bool) -> dict[str, str]:
+    """The topic's overrides after the request's operations (AlterConfigs: exactly the configs given, a null
+    value meaning "no override"). Raises ValueError naming a config that is unknown or misused."""
+    wanted = dict(current) if incremental else {}
+    for config in configs:
+        definition = DEFINITIONS.get(config.name)
+        if definition is None:
+            raise ValueError(f"unknown topic config {config.name!r}; known: {', '.join(sorted(DEFINITIONS))}")
+        operation = config.config_operation if incremental else OP_SET
+        if operation == OP_DELETE or (operation == OP_SET and config.value is None):
+            wanted.pop(config.name, None)
+        elif operation == OP_SET:
+            wanted[config.name] = config.value
+        elif operation in (OP_APPEND, OP_SUBTRACT):
+            wanted[config.name] = _list_op(definition, wanted, config, operation)
+        else:
+            raise ValueError(f"unknown config operation {operation} for {config.name!r}")
+    return wanted
+
+
+def _list_op(definition, wanted: dict, config, operation: int) -> str:
+    if definition.type != "list":
+        raise ValueError(f"{config.name} is not a list: APPEND and SUBTRACT apply only to list configs")
+    old = wanted.get(config.name, definition.format(definition.default))
+    items = [item for item in old.split(",") if item]
+    change = [item.strip() for item in (config.value or "").split(",") if item.strip()]
+    if operation == OP_APPEND:
+        return ",".join(items + [item for item in change if item not in items])
+    return ",".join(item for item in items if item not in change)
+
+
+def check_topic_overrides(overrides: dict[str, str], broker_defaults) -> None:
+    """Raise ValueError (InvalidConfigError) if the overrides, laid over the broker's defaults, are not a
+    valid LogConfig: what the alter calls check before writing (so the brokers can apply what they read)."""
+    LogConfig.from_dict({**broker_defaults, **overrides})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# DeleteRecords
+
+
+def handle_delete_records(request, state):
+    return _delete_records(request.body, state)
+
+
+async def _delete_records(body, state) -> DeleteRecordsResponse:
+    loop = asyncio.get_running_loop()
+    snapshot = state.partitions.snapshot
+    topics = []
+    for topic in body.topics:
+        parts = []
+        for part in topic.partitions:
+            plog = snapshot.leading.get((topic.name, part.partition_index))
+            if plog is None:
+                code = base._not_led_error(snapshot, topic.name, part.partition_index)
+                parts.append(DeleteRecordsPartitionResult(partition_index=part.partition_index, error_code=code))
+                continue
+            code, low = await loop.run_in_executor(state.executor, _delete_before, plog, part.offset)
+            parts.append(DeleteRecordsPartitionResult(partition_index=part.partition_index, low_watermark=low,
+                                                      error_code=code))
+        topics.append(DeleteRecordsTopicResult(name=topic.name, partitions=parts))
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _delete_before(plog, offset: int) -> tuple[int, int]:
+    """(error code, log start offset afterwards); blocking: the new start is checkpointed with an fsync."""
+    try:
+        target = plog.high_watermark if offset == HIGH_WATERMARK else offset
+        return NONE, plog.delete_records_before(target)
+    except OffsetOutOfRange:
+        return OFFSET_OUT_OF_RANGE, -1
+    except LogClosedError:
+        return NOT_LEADER_OR_FOLLOWER, -1
+    except (OSError, StorageError) as exc:
+        log.error("deleting records of %s failed: %s", plog, exc)
+        return KAFKA_STORAGE_ERROR, -1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# DescribeCluster
+
+
+def handle_describe_cluster(request, state) -> DescribeClusterResponse:
+    body = request.body
+    snapshot = state.partitions.snapshot
+    if body.endpoint_type != ENDPOINT_BROKERS:
+        return DescribeClusterResponse(throttle_time_ms=0, error_code=MISMATCHED_ENDPOINT_TYPE,
+                                       error_message="sparklog has no controller quorum: ask for brokers",
+                                       endpoint_type=body.endpoint_type, cluster_id=state.cluster_id, brokers=[])
+    brokers = [DescribeClusterBroker(broker_id=b.id, host=b.host, port=b.port, rack=b.rack)
+               for _, b in sorted(snapshot.brokers.items())]
+    return DescribeClusterResponse(throttle_time_ms=0, error_code=NONE, endpoint_type=ENDPOINT_BROKERS,
+                                   cluster_id=state.cluster_id, controller_id=snapshot.controller_id,
+                                   brokers=brokers)
+
+
+ADMIN_HANDLERS = {
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+}

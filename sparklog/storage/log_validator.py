@@ -1,0 +1,145 @@
+"""Converting a producer's batches to what the log's config asks for, before they are stored (Kafka's
+LogValidator): the timestamp type, the timestamp bounds and the topic's compression codec.
+
+Rule 1: nothing is converted before it is validated: the caller passes batches whose size, magic and CRC
+were checked, so a corrupt batch is refused (CorruptRecordError), never re-signed with a fresh CRC.
+Rule 2: with message.timestamp.type=CreateTime, every record's timestamp must lie within
+[now - before, now + after] (message.timestamp.before/after.max.ms, and the older difference.max.ms); one
+outside fails the whole append with InvalidTimestampError (Kafka's INVALID_TIMESTAMP) and nothing is stored.
+Rule 3: with LogAppendTime, each batch gets the timestampType bit and maxTimestamp = the append time, and a
+new CRC (both fields are inside the CRC); the records' own timestamp deltas stay as sent, as in Kafka's
+in-place path (readers give every record of such a batch its maxTimestamp).
+Rule 4: with compression.type other than `producer`, a batch in another codec is decoded and rebuilt in the
+topic's codec (`uncompressed` is none), keeping its producer id, epoch, sequence and transactional flag;
+offset deltas become 0..n-1, as a producer's batch has them already. Control batches are kept as sent.
+Rule 5: with the defaults (CreateTime, no bounds, `producer`) `converter_for` returns None: append pays nothing.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from sparklog.records.batch import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    CorruptRecordError,
+    build_batch,
+    compute_crc,
+    decode_varint,
+    iter_batches,
+    peek_size,
+)
+from sparklog.records.compression import codec_id, decompress
+from sparklog.storage.config import (
+    COMPRESSION_PRODUCER,
+    COMPRESSION_UNCOMPRESSED,
+    LOG_APPEND_TIME,
+    LONG_MAX,
+    LogConfig,
+)
+from sparklog.storage.errors import InvalidTimestampError
+
+_MAX_TIMESTAMP_OFFSET = ATTRIBUTES_OFFSET + struct.calcsize(">hiq")  # after attributes, lastOffsetDelta, baseTimestamp
+_ATTRIBUTES = struct.Struct(">h")
+_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+
+
+def converter_for(config: LogConfig) -> "AppendConverter | None":
+    """The converter a log with this config needs, or None when batches are stored as sent (Rule 5)."""
+    converter = AppendConverter(config)
+    return converter if converter.active else None
+
+
+class AppendConverter:
+    """Applies Rules 2-4 to the validated batches of one append."""
+
+    def __init__(self, config: LogConfig) -> None:
+        self.log_append_time = config.message_timestamp_type == LOG_APPEND_TIME
+        self.before_ms, self.after_ms = config.timestamp_bounds_ms
+        self.bounded = not self.log_append_time and (self.before_ms < LONG_MAX or self.after_ms < LONG_MAX)
+        codec = config.compression_type
+        self.codec = None if codec == COMPRESSION_PRODUCER else codec_id(
+            "none" if codec == COMPRESSION_UNCOMPRESSED else codec)
+        self.active = self.log_append_time or self.bounded or self.codec is not None
+
+    def convert(self, data: bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> bytearray:
+        """The batches as the log stores them; `batches` are the (position, header) of each in `data`.
+
+        Without recompression `data` itself is returned, stamped in place (the log owns it: append copies
+        any buffer but a bytearray, whose baseOffset fields it overwrites anyway)."""
+        if self.bounded:
+            for position, header in batches:
+                self._check_timestamps(data, position, header, now_ms)
+        if self.codec is None or all(h.compression == self.codec or h.is_control for _, h in batches):
+            if self.log_append_time:
+                for position, _ in batches:
+                    stamp_log_append_time(data, now_ms, position)
+            return data
+        out = bytearray()
+        view = memoryview(data)
+        for position, header in batches:
+            raw = view[position:position + header.size]
+            if header.compression != self.codec and not header.is_control:
+                raw = self._recompress(raw, header)
+            if self.log_append_time:
+                raw = bytearray(raw)
+                stamp_log_append_time(raw, now_ms)
+            out += raw
+        return out
+
+    def _check_timestamps(self, data: bytearray, position: int, header: BatchHeader, now_ms: int) -> None:
+        if header.is_control:
+            return
+        low, high = timestamp_range(memoryview(data)[position:position + header.size], header)
+        if now_ms - low > self.before_ms or high - now_ms > self.after_ms:
+            bad = low if now_ms - low > self.before_ms else high
+            raise InvalidTimestampError(
+                f"timestamp {bad} of the batch is out of range: it must lie within "
+                f"message.timestamp.before.max.ms={self.before_ms} / after.max.ms={self.after_ms} of the "
+                f"broker's clock ({now_ms})")
+
+    def _recompress(self, raw: memoryview, header: BatchHeader) -> bytes:
+        batch = next(iter_batches(raw, check_crc=False))
+        return build_batch(batch.records(), compression=self.codec, base_offset=header.base_offset,
+                           producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                           base_sequence=header.base_sequence,
+                           partition_leader_epoch=header.partition_leader_epoch,
+                           is_transactional=header.is_transactional)
+
+
+def timestamp_range(raw: memoryview, header: BatchHeader) -> tuple[int, int]:
+    """(lowest, highest) record timestamp of one checked batch, reading only each record's length and
+    timestampDelta (keys, values and headers are skipped, never copied); malformed records raise
+    CorruptRecordError."""
+    section = raw[HEADER_SIZE:]
+    if header.compression:
+        try:
+            section = decompress(header.compression, section)
+        except ValueError as exc:
+            raise CorruptRecordError(f"batch at offset {header.base_offset}: {exc}") from exc
+    end, position, low, high = len(section), 0, LONG_MAX, -LONG_MAX
+    try:
+        for _ in range(header.record_count):
+            length, start = decode_varint(section, position)
+            delta, _ = decode_varint(section, start + 1)  # after the record's attributes byte
+            position = start + length
+            if length < 2 or position > end:
+                raise CorruptRecordError(f"record of {length} bytes overruns the batch at offset "
+                                         f"{header.base_offset}")
+            low, high = min(low, delta), max(high, delta)
+    except IndexError:
+        raise CorruptRecordError(f"records overrun the batch at offset {header.base_offset}") from None
+    return header.base_timestamp + low, header.base_timestamp + high
+
+
+def stamp_log_append_time(batch: bytearray, now_ms: int, position: int = 0) -> None:
+    """Mark one batch LogAppendTime with maxTimestamp `now_ms`, and re-sign it (both are inside the CRC)."""
+    (attributes,) = _ATTRIBUTES.unpack_from(batch, position + ATTRIBUTES_OFFSET)
+    _ATTRIBUTES.pack_into(batch, position + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+    _TIMESTAMP.pack_into(batch, position + _MAX_TIMESTAMP_OFFSET, now_ms)
+    end = position + peek_size(batch, position)
+    _CRC.pack_into(batch, position + CRC_OFFSET, compute_crc(memoryview(batch)[position:end]))

@@ -1,0 +1,51 @@
+"""Building sparklog from source without a C compiler: the install succeeds, the build log says the compiled
+record codec failed, and sparklog runs the pure-Python codec and says why (`sparklog.records`)."""
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_TIMEOUT_S = 600  # pip fetches setuptools and Cython into an isolated build environment
+
+
+def tracked_copy(destination: Path) -> Path:
+    """The checkout's tracked files, without the extension a developer's editable install built in place."""
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        if (REPO / name).is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, destination / name)
+    return destination
+
+
+def pip(*args: str, env: dict) -> str:
+    result = subprocess.run([sys.executable, "-m", "pip", *args], env=env, capture_output=True, text=True,
+                            timeout=BUILD_TIMEOUT_S)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_a_build_without_a_c_compiler_installs_the_pure_python_codec(tmp_path):
+    source = tracked_copy(tmp_path / "source")
+    env = dict(os.environ, CC=str(tmp_path / "no-such-cc"))
+    env.pop("SPARKLOG_NO_EXTENSIONS", None)
+    log = pip("wheel", "-v", "--no-deps", "-w", str(tmp_path / "wheel"), str(source), env=env)
+    assert 'building extension "sparklog.records._cbatch" failed' in log
+    (wheel,) = (tmp_path / "wheel").glob("sparklog-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "sparklog/records/batch.py" in names and not [name for name in names if name.endswith(".so")]
+    pip("install", "--no-deps", "--target", str(tmp_path / "site"), str(wheel), env=env)
+    script = "import sparklog, sparklog.records as r; print(sparklog.__file__); print(r.IMPLEMENTATION); " \
+             "print(r.COMPILED_UNAVAILABLE)"
+    result = subprocess.run([sys.executable, "-c", script], env=dict(env, PYTHONPATH=str(tmp_path / "site")),
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True)
+    location, name, why = result.stdout.splitlines()
+    assert location.startswith(str(tmp_path / "site")) and name == "python"
+    assert why.startswith("the compiled codec was not built")

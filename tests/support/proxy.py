@@ -1,0 +1,144 @@
+"""A TCP proxy whose link can be cut and healed: a network partition between two processes on one machine.
+
+    with TcpProxy(("127.0.0.1", broker_port)) as proxy:   # listens on proxy.port
+        ...                                                 # peers connect to 127.0.0.1:proxy.port
+        proxy.cut()            # every connection is reset; new ones are accepted and closed at once
+        proxy.cut(blackhole=True)  # connections stay open but nothing passes (a silent partition: peers
+                                   # see timeouts, not resets)
+        proxy.heal()           # new connections pass again (cut connections stay dead, as after a real one)
+
+Rule 1: one thread accepts, two threads per connection pump bytes; `close()` stops them all and closes every
+socket. Rule 2: bounded memory: each pump moves at most BUFFER_BYTES at a time and never queues.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+from dataclasses import dataclass
+
+BUFFER_BYTES = 65536
+POLL_S = 0.05  # how often pumps and the acceptor look at the cut flag
+
+
+@dataclass(frozen=True)
+class ProxyStatistics:
+    accepted: int
+    refused: int  # accepted while cut and closed at once
+    open_connections: int
+    bytes_forwarded: int
+    cut: bool
+
+
+class TcpProxy:
+    def __init__(self, target: tuple[str, int], host: str = "127.0.0.1", port: int = 0) -> None:
+        self.target = target
+        self._listener = socket.create_server((host, port))
+        self._listener.settimeout(POLL_S)
+        self.host, self.port = self._listener.getsockname()[:2]
+        self._lock = threading.Lock()
+        self._pairs: set[tuple[socket.socket, socket.socket]] = set()
+        self._threads: list[threading.Thread] = []
+        self._cut = False
+        self._blackhole = False
+        self._closed = False
+        self._accepted = self._refused = self._forwarded = 0
+        self._acceptor = threading.Thread(target=self._accept_loop, name=f"proxy-{self.port}", daemon=True)
+        self._acceptor.start()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def statistics(self) -> ProxyStatistics:
+        with self._lock:
+            return ProxyStatistics(self._accepted, self._refused, len(self._pairs), self._forwarded, self._cut)
+
+    def cut(self, blackhole: bool = False) -> None:
+        """Partition the link: reset every connection (or, with `blackhole`, stop passing bytes)."""
+        with self._lock:
+            self._cut, self._blackhole = True, blackhole
+            pairs = list(self._pairs) if not blackhole else []
+        for pair in pairs:
+            self._close_pair(pair)
+
+    def heal(self) -> None:
+        with self._lock:
+            self._cut = self._blackhole = False
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            pairs = list(self._pairs)
+        self._listener.close()
+        for pair in pairs:
+            self._close_pair(pair)
+        self._acceptor.join(timeout=5)
+        for thread in list(self._threads):
+            thread.join(timeout=5)
+
+    def __enter__(self) -> "TcpProxy":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except (TimeoutError, socket.timeout):
+                continue
+            except OSError:
+                return
+            with self._lock:
+                self._accepted += 1
+                refuse = self._cut and not self._blackhole
+                if refuse:
+                    self._refused += 1
+            if refuse:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            pair = (client, upstream)
+            with self._lock:
+                self._pairs.add(pair)
+            for src, dst in ((client, upstream), (upstream, client)):
+                thread = threading.Thread(target=self._pump, args=(pair, src, dst), daemon=True)
+                self._threads.append(thread)
+                thread.start()
+
+    def _pump(self, pair, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while not self._closed:
+                if self._blackhole:
+                    threading.Event().wait(POLL_S)
+                    continue
+                readable, _, _ = select.select([src], [], [], POLL_S)
+                if not readable:
+                    continue
+                data = src.recv(BUFFER_BYTES)
+                if not data:
+                    break
+                dst.sendall(data)
+                with self._lock:
+                    self._forwarded += len(data)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._close_pair(pair)
+
+    def _close_pair(self, pair) -> None:
+        with self._lock:
+            self._pairs.discard(pair)
+        for sock in pair:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()

@@ -1,0 +1,53 @@
+"""The slow sendfile path against segment deletion: a record set being drained by a slow client keeps
+its file open (server.py `_write_rest` pins the FileSlice), so no other file's bytes can go out."""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import time
+
+from sparklog.protocol import ApiKey, FetchPartition, FetchRequest, FetchTopic
+from sparklog.protocol.registry import decode_response, encode_request
+from sparklog.records.batch import build_batch, iter_records
+
+from unit.broker.test_handlers import logs, state  # noqa: F401 - fixtures
+from unit.broker.test_server import recv_frame, served  # noqa: F401 - fixtures
+
+
+def test_a_segment_deleted_while_a_slow_client_drains_it_still_sends_its_own_bytes(served, state):  # noqa: F811
+    plog = state.partitions.snapshot.leading[("t", 0)]
+    payload = [os.urandom(1500) for _ in range(2000)]  # ~3 MB in one segment
+    for value in payload:
+        plog.append(build_batch([(None, value, None, None)]))
+    body = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=64 * 1024 * 1024, topics=[FetchTopic(topic="t", partitions=[
+        FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=64 * 1024 * 1024)])])
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a slow reader: the send must wait
+    sock.settimeout(20)
+    sock.connect((served.host, served.port))
+    decoys = []
+    try:
+        sock.sendall(encode_request(ApiKey.FETCH, 11, 7, "t", body))
+        deadline = time.monotonic() + 10
+        while served.statistics().sendfile_slow_paths < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert served.statistics().sendfile_slow_paths == 1  # the async path holds the slice now
+        plog.config = plog.config.with_overrides({"retention.bytes": "1", "file.delete.delay.ms": "0"})
+        plog.roll()
+        plog.append(build_batch([(None, b"after", None, None)]))
+        assert plog.enforce_retention() == 1  # deletes the segment being sent, at once
+        for _ in range(20):  # take the freed descriptor numbers with files of other bytes
+            decoy = tempfile.TemporaryFile()
+            decoy.write(b"\xee" * 4_000_000)
+            decoy.flush()
+            decoys.append(decoy)
+        correlation_id, response = decode_response(ApiKey.FETCH, 11, recv_frame(sock))
+    finally:
+        sock.close()
+        for decoy in decoys:
+            decoy.close()
+    assert correlation_id == 7
+    records = response.responses[0].partitions[0].records
+    assert [r.value for r in iter_records(bytes(records))] == payload

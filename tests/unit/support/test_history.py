@@ -1,0 +1,96 @@
+"""The history checker itself, on hand-made good and bad histories: it must catch each kind of violation."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from support.history import History
+
+
+def clean_history(n=5, topic="t", partition=0) -> History:
+    h = History()
+    for offset in range(n):
+        value = h.next_value()
+        h.record_ack(topic, partition, offset, value)
+        h.record_read("final", topic, partition, offset, value)
+    return h
+
+
+def test_a_clean_history_passes():
+    report = clean_history().check()
+    assert report.ok and report.acknowledged == 5 and report.read == 5
+
+
+def test_a_lost_acknowledged_write_is_found():
+    h = clean_history(3)
+    h.record_ack("t", 0, 3, b"acked-but-gone")
+    report = h.check()
+    assert [p.kind for p in report.problems] == ["lost"]
+    assert "offset 3" in str(report.problems[0])
+
+
+def test_an_offset_read_with_two_values_is_divergent_and_the_acknowledged_one_lost():
+    h = History()
+    h.record_ack("t", 0, 0, b"a")
+    h.record_read("r1", "t", 0, 0, b"a")
+    h.record_read("r2", "t", 0, 0, b"b")  # a new leader reused offset 0
+    report = h.check()
+    assert [p.kind for p in report.of_kind("divergent")] == ["divergent"]
+    assert report.of_kind("lost") == []  # r1 did read it there
+
+
+def test_a_reused_offset_between_two_acks_is_divergent():
+    h = History()
+    h.record_ack("t", 1, 7, b"x")
+    h.record_ack("t", 1, 7, b"y")
+    h.record_read("final", "t", 1, 7, b"y")
+    report = h.check()
+    assert {p.kind for p in report.problems} == {"divergent", "lost"}
+    assert report.of_kind("lost")[0].partition == 1
+
+
+def test_a_value_at_two_offsets_is_a_duplicate():
+    h = clean_history(2)
+    h.record_read("final", "t", 0, 2, b"v-0")  # appended twice, e.g. a retried produce
+    report = h.check()
+    assert [p.kind for p in report.problems] == ["duplicate"]
+    assert "offsets [0, 2]" in report.problems[0].detail
+
+
+def test_a_reader_going_backwards_is_non_monotonic_unless_it_seeked():
+    h = clean_history(3)
+    h.record_read("c", "t", 0, 2, b"v-2")
+    h.record_read("c", "t", 0, 1, b"v-1")
+    assert [p.kind for p in h.check().problems] == ["non-monotonic"]
+    ok = clean_history(3)
+    ok.record_read("c", "t", 0, 2, b"v-2")
+    ok.record_seek("c", "t", 0)
+    ok.record_read("c", "t", 0, 1, b"v-1")
+    assert ok.check().ok
+
+
+def test_partitions_are_judged_separately():
+    h = History()
+    h.record_ack("t", 0, 0, b"a")
+    h.record_ack("t", 1, 0, b"b")
+    h.record_read("final", "t", 0, 0, b"a")
+    h.record_read("final", "t", 1, 0, b"b")
+    assert h.check().ok
+
+
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=40), st.data())
+def test_dropping_any_read_of_an_acknowledged_write_is_reported_lost(partitions, data):
+    h = History()
+    next_offset = {}
+    acked = []
+    for p in partitions:
+        offset = next_offset.get(p, 0)
+        next_offset[p] = offset + 1
+        value = h.next_value()
+        h.record_ack("t", p, offset, value)
+        acked.append((p, offset, value))
+    dropped = data.draw(st.sampled_from(acked))
+    for p, offset, value in acked:
+        if (p, offset, value) != dropped:
+            h.record_read("final", "t", p, offset, value)
+    report = h.check()
+    assert [(pr.kind, pr.partition) for pr in report.problems] == [("lost", dropped[0])]

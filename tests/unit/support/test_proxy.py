@@ -1,0 +1,92 @@
+"""The cuttable TCP proxy against a local echo server: bytes pass, cut resets or silences, heal restores."""
+
+import socket
+import threading
+
+import pytest
+
+from support.proxy import TcpProxy
+
+
+@pytest.fixture
+def echo(request):
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve_one(conn):
+        with conn:
+            while True:
+                try:
+                    data = conn.recv(4096)
+                except OSError:
+                    return
+                if not data:
+                    return
+                conn.sendall(data)
+
+    def serve():
+        server.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except (TimeoutError, socket.timeout):
+                continue
+            except OSError:
+                return
+            threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+
+    def finish():
+        stop.set()
+        thread.join()
+        server.close()
+
+    request.addfinalizer(finish)
+    return server.getsockname()
+
+
+def roundtrip(proxy, payload=b"ping", timeout=2.0):
+    with socket.create_connection((proxy.host, proxy.port), timeout=timeout) as conn:
+        conn.sendall(payload)
+        return conn.recv(4096)
+
+
+def test_bytes_pass_both_ways(echo):
+    with TcpProxy(echo) as proxy:
+        assert roundtrip(proxy, b"x" * 1000)[:4] == b"xxxx"
+        assert proxy.statistics().bytes_forwarded >= 1000
+
+
+def test_cut_resets_open_and_new_connections_and_heal_restores(echo):
+    with TcpProxy(echo) as proxy:
+        conn = socket.create_connection((proxy.host, proxy.port), timeout=2)
+        conn.sendall(b"a")
+        assert conn.recv(10) == b"a"
+        proxy.cut()
+        try:
+            conn.sendall(b"b")
+            assert conn.recv(10) == b""  # closed by the proxy
+        except OSError:
+            pass  # or reset
+        conn.close()
+        with pytest.raises(OSError):
+            data = roundtrip(proxy)
+            if data == b"":
+                raise ConnectionResetError("closed at once")
+        assert proxy.statistics().refused >= 1
+        proxy.heal()
+        assert roundtrip(proxy) == b"ping"
+
+
+def test_blackhole_keeps_connections_open_but_silent(echo):
+    with TcpProxy(echo) as proxy:
+        conn = socket.create_connection((proxy.host, proxy.port), timeout=0.5)
+        proxy.cut(blackhole=True)
+        conn.sendall(b"lost")
+        with pytest.raises((TimeoutError, socket.timeout)):
+            conn.recv(10)
+        proxy.heal()
+        assert conn.recv(10) == b"lost"  # held in the kernel's buffers, delivered once healed
+        conn.close()
