@@ -108,7 +108,6 @@ INVALID_TIMESTAMP = errors.InvalidTimestampError.errno
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.errno
 REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
 NOT_ENOUGH_REPLICAS = errors.NotEnoughReplicasError.errno
-OFFSET_NOT_AVAILABLE = errors.OffsetNotAvailableError.errno
 
 NO_OFFSET = -1
 NO_TIMESTAMP = -1
@@ -405,8 +404,7 @@ def handle_list_offsets(request, state) -> ListOffsetsResponse:
         parts = []
         for part in topic.partitions:
             led, code = _led_or_error(state, snapshot, topic.name, part.partition_index, part.current_leader_epoch)
-            if led is None or not led.high_watermark_known:
-                code = code if led is None else OFFSET_NOT_AVAILABLE  # KIP-207: retriable, never a stale HW
+            if led is None:
                 parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=code))
                 continue
             timestamp, offset = _offset_for(led.plog, part.timestamp)

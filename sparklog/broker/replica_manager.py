@@ -82,12 +82,6 @@ class LedPartition:
     def leader_epoch(self) -> int:
         return self.state.leader_epoch
 
-    @property
-    def high_watermark_known(self) -> bool:
-        """KIP-207: a new leader's HW may lag what the previous leader showed until its followers report;
-        until it reaches this epoch's start offset, ListOffsets answers OFFSET_NOT_AVAILABLE."""
-        return not self.replicated or self.plog.high_watermark >= self.state.epoch_start_offset
-
 
 class ReplicaManager:
     """Leader state and replica fetchers of this broker (module docstring). Loop thread only, except

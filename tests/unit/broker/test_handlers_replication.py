@@ -169,18 +169,6 @@ def test_list_offsets_reports_the_leader_epoch(state):
     assert latest(state, "one") == (0, 0, EPOCH)
 
 
-def test_list_offsets_waits_until_a_new_leader_knows_its_high_watermark(state, logs):
-    """KIP-207: a leader whose HW is below its epoch's start (its followers have not reported yet) answers
-    OFFSET_NOT_AVAILABLE rather than an offset that went backwards."""
-    plog = logs.get("three", 0)
-    for value in (b"a", b"b", b"c"):
-        plog.append(build_batch([(None, value, None, None)]))
-    plog.flush()
-    assert latest(state, "three")[0] == handlers.errors.OffsetNotAvailableError.errno  # HW 0, epoch starts at 3
-    fetch(state, "three", 3, replica_id=OTHER, current_leader_epoch=EPOCH)
-    assert latest(state, "three") == (0, 3, EPOCH)
-
-
 def test_offset_for_leader_epoch_answers_from_the_epoch_cache(state, logs):
     produce(state, "one", [b"a", b"b"], acks=1)
     logs.get("one", 0).flush()
