@@ -140,6 +140,8 @@ class Broker:
         cfg = self.config
         started = time.monotonic()
         try:
+            if self.replicas is not None:
+                await self.replicas.stop_following()  # leaders must not take this broker back into their ISR
             moved = await self.loop.run_in_executor(None, controlled_shutdown, self.zk, cfg.broker_id,
                                                     cfg.controlled_shutdown_timeout_ms / 1000.0)
             if moved:

@@ -105,6 +105,7 @@ class ReplicaManager:
         self._isr_writes = 0
         self._fenced = 0
         self._flusher: concurrent.futures.ThreadPoolExecutor | None = None  # hasten_visibility's fsyncs
+        self._following_stopped = False  # controlled shutdown: this broker no longer fetches (stop_following)
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -116,6 +117,12 @@ class ReplicaManager:
 
     def _start_isr_task(self) -> None:
         self._isr_task = asyncio.get_running_loop().create_task(self._isr_loop(), name="isr-check")
+
+    async def stop_following(self) -> None:
+        """Controlled shutdown (Kafka's StopReplica): stop fetching for good, so that leaders let this broker
+        leave their ISR and do not take it back while it is going away."""
+        self._following_stopped = True
+        await self.fetchers.close()
 
     async def close(self) -> None:
         if self._isr_task is not None:
@@ -153,7 +160,7 @@ class ReplicaManager:
             leaders[key] = self._leader_for(key, plog, meta, topic.config)
         self.leaders = leaders
         targets = {}
-        for key, plog in snapshot.following.items():
+        for key, plog in ({} if self._following_stopped else snapshot.following).items():
             meta = snapshot.topics[key[0]].partitions[key[1]]
             plog.use_replicated_high_watermark()
             targets[key] = FollowTarget(plog, meta.leader, meta.leader_epoch)
