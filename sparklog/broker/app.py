@@ -40,6 +40,8 @@ from sparklog.broker.dispatch import Dispatcher
 from sparklog.broker.handlers import BrokerState
 from sparklog.broker.log_faults import LogFaultReporter
 from sparklog.broker.partitions import PartitionManager
+from sparklog.broker.purgatory import Purgatory
+from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.broker.server import BrokerServer
 from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination import cluster as cluster_registry
@@ -67,6 +69,7 @@ class BrokerStatistics:
     registration: object
     dispatcher: object
     controller: object
+    replicas: object = None  # ReplicaManagerStatistics
 
 
 class Broker:
@@ -82,6 +85,7 @@ class Broker:
         self.partitions: PartitionManager | None = None
         self.server: BrokerServer | None = None
         self.dispatcher: Dispatcher | None = None
+        self.replicas: ReplicaManager | None = None
         self.executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.address: tuple[str, int] | None = None
@@ -94,6 +98,7 @@ class Broker:
             self.registration.statistics() if self.registration else None,
             self.dispatcher.statistics() if self.dispatcher else None,
             self.controller.statistics() if self.controller else None,
+            self.replicas.statistics() if self.replicas else None,
         )
 
     def run(self) -> None:
@@ -114,6 +119,8 @@ class Broker:
         finally:
             if self.dispatcher is not None:  # on the loop: waiting joins and syncs answered, timers cancelled
                 self.dispatcher.state.groups.close()
+            if self.replicas is not None:
+                await self.replicas.close()  # the fetchers, before the logs they append to close
             await self.loop.run_in_executor(None, self._close)
 
     def stop(self) -> None:
@@ -135,6 +142,8 @@ class Broker:
         cfg = self.config
         started = time.monotonic()
         try:
+            if self.replicas is not None:
+                await self.replicas.stop_following()  # leaders must not take this broker back into their ISR
             moved = await self.loop.run_in_executor(None, controlled_shutdown, self.zk, cfg.broker_id,
                                                     cfg.controlled_shutdown_timeout_ms / 1000.0)
             if moved:
@@ -199,9 +208,16 @@ class Broker:
         self.registration.register(wait=cfg.zookeeper_session_timeout_ms / 1000.0 + REGISTRATION_GRACE_S)
         me = broker_registry.BrokerInfo(cfg.broker_id, host, port, cfg.rack, (f"PLAINTEXT://{host}:{port}",))
         self.partitions = PartitionManager(self.zk, cfg.broker_id, self.logs, cfg.log_defaults, self_info=me)
+        purgatory = Purgatory()
+        self.replicas = ReplicaManager(self.zk, cfg.broker_id, purgatory, self.executor,
+                                       min_insync_replicas=cfg.min_insync_replicas,
+                                       replica_lag_time_max_ms=cfg.replica_lag_time_max_ms)
+        self.replicas.start(self.loop)
+        self.partitions.add_listener(self.replicas.on_snapshot)
         state = BrokerState(
             config=cfg, broker_id=cfg.broker_id, cluster_id=self.cluster_id, zk=self.zk, logs=self.logs,
-            partitions=self.partitions, executor=self.executor, loop=self.loop)
+            partitions=self.partitions, executor=self.executor, loop=self.loop, waiters=purgatory,
+            replicas=self.replicas)
         self.dispatcher = Dispatcher(state)
         self.server.app = self.dispatcher
         self.partitions.start()

@@ -47,6 +47,8 @@ DEFAULT_MAX_PARTITIONS_PER_REQUEST = 4000  # max.partitions.per.request: summed 
 DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS = 300000  # log.retention.check.interval.ms
 DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS = 9223372036854775807  # log.flush.scheduler.interval.ms
 DEFAULT_PORT = 9092
+DEFAULT_MIN_INSYNC_REPLICAS = 1  # min.insync.replicas (a topic may override it)
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30000  # replica.lag.time.max.ms
 DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE = False  # unclean.leader.election.enable (Kafka >= 0.11)
 DEFAULT_AUTO_LEADER_REBALANCE_ENABLE = True  # auto.leader.rebalance.enable
 DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS = 300  # leader.imbalance.check.interval.seconds
@@ -95,6 +97,8 @@ _BROKER_KEYS = {
     "log.retention.check.interval.ms",
     "log.flush.scheduler.interval.ms",
     "broker.rack",
+    "min.insync.replicas",
+    "replica.lag.time.max.ms",
     *SCRUBBER_KEYS,  # log.scrubber.*: read by the storage (ScrubberConfig.from_properties)
     "unclean.leader.election.enable",
     "auto.leader.rebalance.enable",
@@ -160,6 +164,8 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS
     log_flush_scheduler_interval_ms: int = DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS
     rack: str | None = None
+    min_insync_replicas: int = DEFAULT_MIN_INSYNC_REPLICAS
+    replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
     unclean_leader_election_enable: bool = DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE
     auto_leader_rebalance_enable: bool = DEFAULT_AUTO_LEADER_REBALANCE_ENABLE
     leader_imbalance_check_interval_seconds: int = DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS
@@ -223,6 +229,8 @@ class BrokerConfig:
                 props, "log.flush.scheduler.interval.ms", DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS
             ),
             rack=props.get("broker.rack") or None,
+            min_insync_replicas=_positive(props, "min.insync.replicas", DEFAULT_MIN_INSYNC_REPLICAS),
+            replica_lag_time_max_ms=_positive(props, "replica.lag.time.max.ms", DEFAULT_REPLICA_LAG_TIME_MAX_MS),
             unclean_leader_election_enable=_bool(props, "unclean.leader.election.enable",
                                                  DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE),
             auto_leader_rebalance_enable=_bool(props, "auto.leader.rebalance.enable",

@@ -1,8 +1,12 @@
 """One function per Kafka API: `handle_x(request, state) -> response body`, with no socket access.
 
 Rule 1: a handler returns the response body, or None (Produce with acks=0), or a coroutine that resolves to
-one of those (a long-polling Fetch, anything that writes to ZooKeeper: those calls block, so they run on
-`state.executor` threads and the event loop never waits for ZooKeeper).
+one of those (a long-polling Fetch, an acks=all Produce parked in the purgatory until the high watermark
+passes its batches, anything that writes to ZooKeeper: those calls block, so they run on `state.executor`
+threads and the event loop never waits for ZooKeeper).
+Rule 3: Produce, Fetch, ListOffsets and OffsetForLeaderEpoch are served by the leader only, in its current
+leader epoch (`current_leader_epoch` older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH); a follower's
+Fetch (replica_id >= 0) reads up to the log end and reports the follower's LEO (replica_manager.py).
 Rule 2: what a client sends never raises out of a handler: every per-topic or per-partition problem becomes
 that entry's error code. An exception escaping a handler is a broker bug (the server closes the connection).
 
@@ -19,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +31,8 @@ from sparklog.broker.config import BrokerConfig
 from sparklog.broker.group_config import GroupConfig
 from sparklog.broker.group_coordinator import GroupCoordinator
 from sparklog.broker.offset_store import ZooKeeperOffsetStore
+from sparklog.broker.purgatory import Purgatory
+from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.coordination import offsets as offset_registry
 from sparklog.coordination import paths as zk_paths
 from sparklog.coordination import topics as topic_registry
@@ -63,6 +68,8 @@ from sparklog.protocol.offset_fetch import (
     OffsetFetchResponsePartition,
     OffsetFetchResponseTopic,
 )
+from sparklog.protocol.offset_for_leader_epoch import (EpochEndOffset, OffsetForLeaderEpochResponse,
+                                                       OffsetForLeaderTopicResult)
 from sparklog.protocol.produce import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
 from sparklog.protocol.registry import advertised_api_versions
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
@@ -100,6 +107,7 @@ INVALID_RECORD = errors.InvalidRecordError.errno
 INVALID_TIMESTAMP = errors.InvalidTimestampError.errno
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.errno
 REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
+NOT_ENOUGH_REPLICAS = errors.NotEnoughReplicasError.errno
 
 NO_OFFSET = -1
 NO_TIMESTAMP = -1
@@ -118,7 +126,8 @@ class BrokerState:
     executor: Any = None
     loop: asyncio.AbstractEventLoop | None = None
     producer_ids: ProducerIdAllocator | None = None
-    waiters: "HighWatermarkWaiters | None" = None
+    waiters: Purgatory | None = None  # parked long-polling fetches and acks=all produces
+    replicas: ReplicaManager | None = None  # leader state and followers (replica_manager.py)
     groups: GroupCoordinator | None = None
     offsets: ZooKeeperOffsetStore | None = None
     controller: Any = None  # broker.controller.Controller: who the controller is (Metadata's controller_id)
@@ -129,7 +138,9 @@ class BrokerState:
         if self.producer_ids is None and self.zk is not None:
             self.producer_ids = ProducerIdAllocator(self.zk, self.broker_id)
         if self.waiters is None:
-            self.waiters = HighWatermarkWaiters()
+            self.waiters = Purgatory()
+        if self.replicas is None:
+            self.replicas = ReplicaManager(self.zk, self.broker_id, self.waiters, self.executor)
         group_config = GroupConfig.from_properties(self.config.raw)
         if self.groups is None:
             self.groups = GroupCoordinator(group_config)
@@ -164,37 +175,81 @@ def handle_api_versions(request, state) -> ApiVersionsResponse:
 
 
 def handle_produce(request, state):
-    """Append each partition's record set in one call; acks=0 gets no response (None)."""
+    """Append each partition's record set in one call; acks=0 gets no response (None); acks=all waits in
+    the purgatory until the HW passes each batch (a coroutine then), or answers at once when it already has."""
     body = request.body
     acks = body.acks
     snapshot = state.partitions.snapshot
-    leading = snapshot.leading
+    replicas = state.replicas
     responses = []
+    delayed = []  # (parts, position, led, offset the HW must reach)
     bad_acks = acks not in (0, 1, -1)
     for topic in body.topic_data:
         name = topic.name
         parts = []
         for part in topic.partition_data:
             index = part.index
-            plog = leading.get((name, index))
+            led = None if bad_acks else replicas.leader_of(snapshot, (name, index))
             if bad_acks:
                 parts.append(_produce_error(index, INVALID_REQUIRED_ACKS))
-            elif plog is None:
+            elif led is None:
                 parts.append(_produce_error(index, _not_led_error(snapshot, name, index)))
+            elif led.fenced:
+                parts.append(_produce_error(index, NOT_LEADER_OR_FOLLOWER))
+            elif acks == -1 and len(led.state.isr) < led.min_insync:
+                parts.append(_produce_error(index, NOT_ENOUGH_REPLICAS, (
+                    f"{len(led.state.isr)} in-sync replicas, min.insync.replicas is {led.min_insync}")))
             else:
-                parts.append(_append(plog, index, part.records, state))
+                result = _append(led, index, part.records, state)
+                parts.append(result)
+                if result.error_code == NONE:
+                    replicas.after_leader_append(led)
+                    if acks == -1:
+                        delayed.append((parts, len(parts) - 1, led, led.plog.log_end_offset))
         responses.append(TopicProduceResponse(name=name, partition_responses=parts))
     if acks == 0:
         return None
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    response = ProduceResponse(responses=responses, throttle_time_ms=0)
+    if delayed and not _settle_produces(delayed, replicas):
+        return _await_replication(state, response, delayed, body.timeout_ms)
+    return response
 
 
-def _append(plog, index: int, records, state) -> PartitionProduceResponse:
+def _settle_produces(delayed: list, replicas) -> bool:
+    """Answer the acks=all partitions that can be answered now (removed from `delayed`); True if all were."""
+    waiting = []
+    for item in delayed:
+        parts, position, led, required = item
+        code = replicas.produce_outcome(led, required)
+        if code is None:
+            waiting.append(item)
+        elif code != NONE:
+            parts[position] = _produce_error(parts[position].index, code)
+    delayed[:] = waiting
+    return not waiting
+
+
+async def _await_replication(state, response, delayed: list, timeout_ms: int) -> ProduceResponse:
+    """Kafka's DelayedProduce: woken by HW moves and ISR or leadership changes; REQUEST_TIMED_OUT at timeout."""
+    loop = asyncio.get_running_loop()
+    plogs = list({id(item[2].plog): item[2].plog for item in delayed}.values())
+    for _, _, led, _ in delayed:
+        state.replicas.hasten_visibility(led)
+    await state.waiters.wait_until(plogs, lambda: _settle_produces(delayed, state.replicas),
+                                   loop.time() + max(0, timeout_ms) / 1000)
+    for parts, position, _, _ in delayed:
+        parts[position] = _produce_error(parts[position].index, REQUEST_TIMED_OUT,
+                                         "not replicated to the in-sync replicas within the request's timeout")
+    return response
+
+
+def _append(led, index: int, records, state) -> PartitionProduceResponse:
+    plog = led.plog
     if records is None or not len(records):
         return _produce_error(index, INVALID_RECORD, "no record batch in the request")
     append_time = time.time_ns() // 1_000_000 if plog.stamps_append_time else NO_TIMESTAMP  # LogAppendTime
     try:
-        base = plog.append(records, append_time if append_time != NO_TIMESTAMP else None)
+        base = plog.append_as_leader(records, led.leader_epoch, append_time if append_time != NO_TIMESTAMP else None)
     except CorruptRecordError as exc:
         return _produce_error(index, CORRUPT_MESSAGE, str(exc))
     except RecordBatchTooLarge as exc:
@@ -215,6 +270,17 @@ def _produce_error(index: int, code: int, message: str | None = None) -> Partiti
                                     log_start_offset=NO_OFFSET, error_message=message)
 
 
+def _led_or_error(state, snapshot, topic: str, partition: int, current_leader_epoch: int):
+    """(the led partition, NONE), or (None, why it is not served: not led here, or a stale/unknown epoch)."""
+    led = state.replicas.leader_of(snapshot, (topic, partition))
+    if led is None:
+        return None, _not_led_error(snapshot, topic, partition)
+    if led.fenced:
+        return None, NOT_LEADER_OR_FOLLOWER  # its state moved on: it waits for the new one (replica_manager)
+    code = state.replicas.epoch_error(led, current_leader_epoch)
+    return (led, NONE) if code == NONE else (None, code)
+
+
 def _not_led_error(snapshot, topic: str, partition: int) -> int:
     """Why this broker does not serve (topic, partition): unknown, illegal name, or led elsewhere."""
     meta = snapshot.topics.get(topic)
@@ -233,88 +299,47 @@ def _not_led_error(snapshot, topic: str, partition: int) -> int:
 # Fetch
 
 
-class HighWatermarkWaiters:
-    """Wakes long-polling fetches when a partition's high watermark moves.
-
-    The log calls `_on_high_watermark` from whichever thread moved it (an appending handler on the loop,
-    or the storage's flusher thread); it hands the wake-up to the loop with call_soon_threadsafe, and only
-    when a fetch is waiting on that log, so the produce path pays one dict lookup.
-    """
-
-    def __init__(self) -> None:
-        self._waiting: dict[Any, set[asyncio.Future]] = {}  # log -> futures of fetches waiting on it
-        self._watched: "weakref.WeakSet" = weakref.WeakSet()
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def watch(self, plog) -> None:
-        if plog not in self._watched:
-            self._watched.add(plog)
-            plog.add_high_watermark_listener(self._on_high_watermark)
-
-    def add(self, plogs, future: asyncio.Future) -> None:
-        self._loop = asyncio.get_running_loop()
-        for plog in plogs:
-            self.watch(plog)
-            self._waiting.setdefault(plog, set()).add(future)
-
-    def remove(self, plogs, future: asyncio.Future) -> None:
-        for plog in plogs:
-            waiting = self._waiting.get(plog)
-            if waiting is not None:
-                waiting.discard(future)
-                if not waiting:
-                    del self._waiting[plog]
-
-    def waiting(self) -> int:
-        return sum(len(s) for s in self._waiting.values())
-
-    def _on_high_watermark(self, plog, high_watermark: int) -> None:
-        if plog in self._waiting and self._loop is not None:
-            try:
-                self._loop.call_soon_threadsafe(self._wake, plog)
-            except RuntimeError:  # the loop is closed: shutting down
-                pass
-
-    def _wake(self, plog) -> None:
-        for future in self._waiting.get(plog, ()):
-            if not future.done():
-                future.set_result(None)
-
-
 def handle_fetch(request, state):
-    """Every requested partition, records as FileSlices; long-polls when fewer than min_bytes are ready."""
+    """Every requested partition, records as FileSlices; long-polls when fewer than min_bytes are ready.
+
+    A follower's fetch (replica_id >= 0) reads up to the log end offset, not the HW, and its fetch offsets
+    are the follower's LEOs, recorded first: they move the HW and the ISR (replica_manager.py)."""
     body = request.body
+    if body.replica_id >= 0:
+        _record_follower_fetch(body, state)
     response, ready, plogs, failed = _fetch_once(body, state)
     if ready >= body.min_bytes or body.max_wait_ms <= 0 or failed or not plogs:
         return response
     return _fetch_long_poll(body, state, plogs)
 
 
+def _record_follower_fetch(body, state) -> None:
+    snapshot, replicas = state.partitions.snapshot, state.replicas
+    for topic in body.topics:
+        for part in topic.partitions:
+            led = replicas.leader_of(snapshot, (topic.topic, part.partition))
+            if led is not None and replicas.epoch_error(led, part.current_leader_epoch) == NONE:
+                replicas.record_follower_fetch(led, body.replica_id, part.fetch_offset)
+
+
 async def _fetch_long_poll(body, state, plogs) -> FetchResponse:
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + body.max_wait_ms / 1000.0
     state.counters["fetch_waits"] += 1
-    while True:
-        future = loop.create_future()
-        state.waiters.add(plogs, future)
-        try:
-            # Read again after registering: a move in between is seen either here or by the listener.
-            response, ready, _, failed = _fetch_once(body, state)
-            remaining = deadline - loop.time()
-            if ready >= body.min_bytes or failed or remaining <= 0:
-                return response
-            try:
-                await asyncio.wait_for(future, remaining)
-            except asyncio.TimeoutError:
-                return _fetch_once(body, state)[0]
-        finally:
-            state.waiters.remove(plogs, future)
+    last = []
+
+    def enough() -> bool:
+        response, ready, _, failed = _fetch_once(body, state)
+        last[:] = [response]
+        return ready >= body.min_bytes or failed
+
+    await state.waiters.wait_until(plogs, enough, loop.time() + body.max_wait_ms / 1000.0)
+    return last[0]
 
 
 def _fetch_once(body, state):
     """(response, bytes ready, logs read, whether any partition failed) for one pass over the request."""
     snapshot = state.partitions.snapshot
-    leading = snapshot.leading
+    replica_id = body.replica_id
     budget = min(body.max_bytes, state.config.fetch_max_bytes)
     ready = 0
     failed = False
@@ -325,11 +350,12 @@ def _fetch_once(body, state):
         parts = []
         for part in topic.partitions:
             index = part.partition
-            plog = leading.get((name, index))
-            if plog is None:
+            led, code = _led_or_error(state, snapshot, name, index, part.current_leader_epoch)
+            if led is None:
                 failed = True
-                parts.append(_fetch_error(index, _not_led_error(snapshot, name, index)))
+                parts.append(_fetch_error(index, code))
                 continue
+            plog = led.plog
             plogs.append(plog)
             high_watermark = plog.high_watermark
             log_start = plog.log_start_offset
@@ -337,7 +363,12 @@ def _fetch_once(body, state):
             error = NONE
             if budget > 0:
                 try:
-                    records = plog.read(part.fetch_offset, min(part.partition_max_bytes, budget))
+                    size = min(part.partition_max_bytes, budget)
+                    # Past the HW only for a follower of this partition; any other replica_id reads as a consumer.
+                    if replica_id in led.state.followers:
+                        records = plog.read_replica(part.fetch_offset, size)
+                    else:
+                        records = plog.read(part.fetch_offset, size)
                 except OffsetOutOfRange:
                     error = OFFSET_OUT_OF_RANGE
                     failed = True
@@ -379,17 +410,38 @@ def handle_list_offsets(request, state) -> ListOffsetsResponse:
     for topic in request.body.topics:
         parts = []
         for part in topic.partitions:
-            plog = snapshot.leading.get((topic.name, part.partition_index))
-            if plog is None:
-                code = _not_led_error(snapshot, topic.name, part.partition_index)
+            led, code = _led_or_error(state, snapshot, topic.name, part.partition_index, part.current_leader_epoch)
+            if led is None:
                 parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=code))
                 continue
-            timestamp, offset = _offset_for(plog, part.timestamp)
+            timestamp, offset = _offset_for(led.plog, part.timestamp)
             parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=NONE,
                                                       timestamp=timestamp, offset=offset,
-                                                      leader_epoch=NO_LEADER_EPOCH))
+                                                      leader_epoch=led.leader_epoch))
         topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# OffsetForLeaderEpoch
+
+
+def handle_offset_for_leader_epoch(request, state) -> OffsetForLeaderEpochResponse:
+    """Where each asked leader epoch ends in this leader's log (KIP-101/279), from its epoch cache."""
+    snapshot = state.partitions.snapshot
+    topics = []
+    for topic in request.body.topics:
+        parts = []
+        for part in topic.partitions:
+            led, code = _led_or_error(state, snapshot, topic.topic, part.partition, part.current_leader_epoch)
+            if led is None:
+                parts.append(EpochEndOffset(error_code=code, partition=part.partition))
+                continue
+            found = led.plog.leader_epochs.end_offset_for(part.leader_epoch, led.plog.log_end_offset)
+            parts.append(EpochEndOffset(error_code=NONE, partition=part.partition, leader_epoch=found.epoch,
+                                        end_offset=found.end_offset))
+        topics.append(OffsetForLeaderTopicResult(topic=topic.topic, partitions=parts))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
 
 
 def _offset_for(plog, timestamp: int) -> tuple[int, int]:
@@ -777,4 +829,5 @@ HANDLERS = {
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.DELETE_TOPICS: handle_delete_topics,
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
 }

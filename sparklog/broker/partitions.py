@@ -5,6 +5,11 @@ built from ZooKeeper (the topic registry, partition states, `/config/topics/<t>`
 when ZooKeeper is unreachable, so the broker keeps serving what it leads while ZooKeeper is away.
 Rule 2: a partition is served (Produce, Fetch, ListOffsets) only if its state names this broker as leader
 and its log is open; the log's high watermark alone decides what consumers may see.
+Rule 4 (replication): every partition whose replicas include this broker has its log open: LEADER when its
+state names this broker as leader, FOLLOWER otherwise (the replica fetcher copies it from the leader; it
+is never served to clients: NOT_LEADER_OR_FOLLOWER). `snapshot.leading` and `snapshot.following` hold
+the open logs by role; the replica manager (replica_manager.py) listens to every snapshot and starts or
+stops leader state and fetchers on each change of leader or leader epoch.
 
 Rule 3: a log directory belongs to one life of its topic: the topic id (partition_metadata.py, from the
 assignment znode's czxid) is written into it, and a log whose id differs is deleted, never served.
@@ -14,8 +19,11 @@ State transitions of one partition on this broker:
     UNKNOWN  --topic appears, state.leader == me-----------> LEADER: log opened (created) with overrides; a
                                                              log left by an earlier topic of that name
                                                              (other topic id) is deleted first
-    UNKNOWN  --topic appears, another leader---------------> REMOTE: only metadata kept
-    LEADER   --state.leader moves away (later: replication)-> REMOTE: no longer served, log kept on disk
+    UNKNOWN  --topic appears, another leader, a replica here> FOLLOWER: log opened, fetched from the leader
+    UNKNOWN  --topic appears, not a replica here-----------> REMOTE: only metadata kept
+    LEADER   --state.leader moves to another broker--------> FOLLOWER (a replica here) or REMOTE (log kept)
+    FOLLOWER --state.leader moves here--------------------> LEADER (its leader epoch starts at its LEO)
+    LEADER|FOLLOWER --leader epoch changes----------------> the same role, in the new epoch
     REMOTE   --state.leader moves here--------------------> LEADER
     LEADER|REMOTE --topic deleted--------------------------> UNKNOWN: a local log is deleted
     LEADER|REMOTE --topic re-created (new id)--------------> UNKNOWN, then as a new topic
@@ -69,6 +77,8 @@ class PartitionMeta:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    zk_version: int = -1  # the state znode's version when read (for version-checked ISR writes)
+    controller_epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -88,6 +98,8 @@ class MetadataSnapshot:
     brokers: Mapping[int, broker_registry.BrokerInfo]
     # (topic, partition) -> the open PartitionLog, for the partitions this broker leads
     leading: Mapping[tuple[str, int], object]
+    # (topic, partition) -> the open PartitionLog, for the partitions this broker follows (Rule 4)
+    following: Mapping[tuple[str, int], object] = field(default_factory=dict)
 
     @property
     def controller_id(self) -> int:
@@ -296,11 +308,11 @@ class PartitionManager:
                 self._apply({k: v for k, v in self.snapshot.topics.items() if k != name})
 
     def _apply(self, topics: dict[str, TopicMeta]) -> None:
-        leading = {}
-        current = self.snapshot.leading
+        leading, following = {}, {}
+        current = {**self.snapshot.following, **self.snapshot.leading}
         for name, topic in topics.items():
             for p, meta in topic.partitions.items():
-                if meta.leader != self.broker_id:
+                if meta.leader != self.broker_id and self.broker_id not in meta.replicas:
                     continue
                 key = (name, p)
                 opened = current.get(key)
@@ -308,9 +320,9 @@ class PartitionManager:
                     opened = self._open_log(name, p, topic)
                 else:
                     self._check_open_log(key, opened, topic)
-                leading[key] = opened
+                (leading if meta.leader == self.broker_id else following)[key] = opened
         with self._lock:
-            self._publish(topics=topics, leading=leading)
+            self._publish(topics=topics, leading=leading, following=following)
 
     def _open_log(self, name: str, p: int, topic: TopicMeta):
         """Open (or create) the log of a partition we lead; a log of the topic's earlier life is deleted."""
@@ -425,12 +437,13 @@ class PartitionManager:
 
         return watcher
 
-    def _publish(self, topics=None, brokers=None, leading=None) -> None:
+    def _publish(self, topics=None, brokers=None, leading=None, following=None) -> None:
         old = self.snapshot
         self.snapshot = MetadataSnapshot(
             topics=old.topics if topics is None else topics,
             brokers=old.brokers if brokers is None else brokers,
             leading=old.leading if leading is None else leading,
+            following=old.following if following is None else following,
         )
         for fn in self._listeners:
             fn(self.snapshot)
@@ -443,5 +456,6 @@ def topic_meta(found: topic_registry.TopicAssignment, topic_id: str | None = Non
         if state is None:
             partitions[p] = PartitionMeta(p, NO_LEADER, -1, tuple(replicas), ())
         else:
-            partitions[p] = PartitionMeta(p, state.leader, state.leader_epoch, tuple(replicas), tuple(state.isr))
+            partitions[p] = PartitionMeta(p, state.leader, state.leader_epoch, tuple(replicas), tuple(state.isr),
+                                          state.zk_version, state.controller_epoch)
     return TopicMeta(found.name, partitions, dict(found.config), dict(found.partitions), topic_id)

@@ -21,7 +21,7 @@ import struct
 from sparklog.protocol import (alter_configs, api_versions, create_partitions, create_topics, delete_records,
                                delete_topics, describe_cluster, describe_configs, fetch, find_coordinator, group_admin,
                                groups, incremental_alter_configs, init_producer_id, list_offsets, metadata,
-                               offset_commit, offset_fetch, produce)
+                               offset_commit, offset_fetch, offset_for_leader_epoch, produce)
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import (LocalProtocolError, MalformedRequest, MalformedResponse,
                                       UnsupportedVersion)
@@ -54,6 +54,7 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
     (create_topics.CreateTopicsRequest, create_topics.CreateTopicsResponse),
     (delete_topics.DeleteTopicsRequest, delete_topics.DeleteTopicsResponse),
     (init_producer_id.InitProducerIdRequest, init_producer_id.InitProducerIdResponse),
+    (offset_for_leader_epoch.OffsetForLeaderEpochRequest, offset_for_leader_epoch.OffsetForLeaderEpochResponse),
     (delete_records.DeleteRecordsRequest, delete_records.DeleteRecordsResponse),
     (describe_configs.DescribeConfigsRequest, describe_configs.DescribeConfigsResponse),
     (alter_configs.AlterConfigsRequest, alter_configs.AlterConfigsResponse),

@@ -63,3 +63,7 @@ class CorruptSegmentError(StorageError):
 
 class LogClosedError(StorageError):
     """The log was closed or deleted."""
+
+
+class OffsetsNotContiguous(StorageError):
+    """A replicated batch does not start where the log ends (a follower's fetch raced a truncation)."""

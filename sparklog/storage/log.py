@@ -3,7 +3,7 @@
 Rule 1: appends take whole encoded batches, validate all of them before writing any, assign offsets in the
 headers and write them with one write; the log end offset (LEO) is the offset after the last append.
 Rule 2: readers see offsets below the high watermark (HW) only: the flushed offset by default, or the LEO
-with flush.visibility=appended. Readers never take the writer's lock: they use an immutable snapshot of
+with flush.visibility=appended, or, on a replicated log, what replication sets (Rules R1-R3 below). Readers never take the writer's lock: they use an immutable snapshot of
 the segment tuple, swapped (copy-on-write) on roll, retention and truncation.
 Rule 3: on open, the segments from the recovery point on (and always the last one) are replayed; damage at
 or past the recovery point is a torn tail: truncated, and the later segments deleted (Kafka's LogLoader).
@@ -36,10 +36,12 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, NamedTuple
 
 from sparklog.storage.config import VISIBILITY_APPENDED, LogConfig
-from sparklog.storage.errors import CorruptSegmentError, LogClosedError, OffsetOutOfRange, RecordBatchTooLarge
+from sparklog.storage.errors import (CorruptSegmentError, LogClosedError, OffsetOutOfRange, OffsetsNotContiguous,
+                                     RecordBatchTooLarge)
 from sparklog.storage.fences import FencedRanges
 from sparklog.storage.files import OS_FILES, Files
 from sparklog.storage.flusher import Flusher, default_flusher
+from sparklog.storage.leader_epochs import LeaderEpochCache
 from sparklog.storage.log_validator import converter_for
 from crc32c import crc32c
 
@@ -52,6 +54,7 @@ from sparklog.records.batch import (
     CorruptRecordError,
     peek_size,
     set_base_offset,
+    set_partition_leader_epoch,
     validate_batch,
 )
 from sparklog.storage.recovery import (
@@ -190,6 +193,10 @@ class PartitionLog:
     (truncation). A stale checkpoint only costs replay time on open: recovery scans everything from it,
     and the file never names an offset above what is fsynced.
     """
+
+    # Replication state, as class defaults so a log that never replicates pays nothing (see "replication").
+    _replicated_hw = False  # True: set_high_watermark alone moves the HW
+    _epoch_cache: LeaderEpochCache | None = None  # loaded on first use
 
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig,
                  files: Files, flusher: Flusher, clock: Callable[[], int], *,
@@ -709,6 +716,8 @@ class PartitionLog:
         return max(0, bisect_right(self._bases, self._recovery_point) - 2)
 
     def _advance_hw(self, visible: _Visible) -> bool:
+        if self._replicated_hw:
+            return False  # replication sets the HW (set_high_watermark); flushes only fsync
         if visible.offset > self._hw.offset:
             self._hw = visible
             return True
@@ -963,8 +972,10 @@ class PartitionLog:
                     return
                 doomed = self._truncate_locked(offset)
                 self._fences.clip(self._bases[0], self._leo)
+                cut = self._segments[-1]
             self._schedule_deletes(doomed)
-            self.flush()  # fsyncs the truncated segment; rewrites the checkpoint if it named removed offsets
+            self.flush()  # fsyncs the directory (the renames) and rewrites the checkpoint if it named removed offsets
+            self._files.fsync(cut.fd)  # the cut itself: flush() skips a segment the cut left empty
 
     def _truncate_locked(self, offset: int) -> list[LogSegment]:
         segments = self._segments
@@ -1006,6 +1017,151 @@ class PartitionLog:
             for segment in self._segments:
                 segment.close()
         self._files.rmtree(self.directory)
+
+    # -- replication: what a leader and its followers need of the log -------------------------------
+    #
+    # Rule R1: a leader stamps its leader epoch into every batch it appends (the field is outside the CRC),
+    # and the epoch cache records where each epoch starts. Rule R2: a follower appends the leader's batches
+    # verbatim, at their own offsets, which must continue the log exactly. Rule R3: with replication the
+    # HW is set from outside (min LEO over the ISR on a leader, the leader's HW on a follower), never by a
+    # flush; it only moves forward, except when truncation cuts it. One appender at a time (the broker's
+    # event loop): the epoch cache is updated beside the append, not under the log's lock.
+
+    @property
+    def leader_epochs(self) -> LeaderEpochCache:
+        """The leader-epoch cache, loaded on first use and cut to the log's offsets (a crash may have left
+        entries past a truncated tail)."""
+        cache = self._epoch_cache
+        if cache is None:
+            cache = LeaderEpochCache.load(self.directory, self._files)
+            cache.truncate_from_end(self._leo)
+            cache.truncate_from_start(self.log_start_offset)
+            self._epoch_cache = cache
+        return cache
+
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """This log's replica became leader of `epoch`: its appends start at the current LEO (KIP-101)."""
+        self.leader_epochs.assign(epoch, self._leo)
+
+    def append_as_leader(self, batches, leader_epoch: int, append_time_ms: int | None = None) -> int:
+        """append() with `leader_epoch` stamped into every batch header and recorded in the epoch cache."""
+        data = batches if type(batches) is bytearray else bytearray(batches)
+        position, size = 0, len(data)
+        while position + HEADER_SIZE <= size:  # a bad length stops the walk; append() then refuses the bytes
+            set_partition_leader_epoch(data, leader_epoch, position)
+            batch_size = peek_size(data, position)
+            if batch_size < HEADER_SIZE:
+                break
+            position += batch_size
+        cache = self.leader_epochs
+        if leader_epoch > cache.latest_epoch:
+            cache.assign(leader_epoch, self._leo)
+        return self.append(data, append_time_ms)
+
+    def append_replicated(self, batches) -> int:
+        """Append a leader's batches as they are (offsets, epochs, bytes); return the new LEO.
+
+        Each batch is validated (size, magic, CRC) and must start where the previous one ends, the first at
+        the LEO (else OffsetsNotContiguous); nothing is written unless all pass. New leader epochs found in
+        the headers are added to the epoch cache.
+        """
+        data = bytearray(batches)
+        headers, _ = self._validate(memoryview(data))
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(f"{self.name} is closed")
+            entries, messages, offset = [], 0, self._leo
+            for position, header in headers:
+                if header.base_offset != offset:
+                    raise OffsetsNotContiguous(
+                        f"{self.name}: replicated batch at offset {header.base_offset}, expected {offset}")
+                entries.append(BatchEntry(position, offset, header.next_offset, header.max_timestamp, header.size))
+                messages += header.record_count
+                offset = header.next_offset
+            segment = self._maybe_roll(len(data), offset - self._leo)
+            segment.append(data, entries)
+            self._appended_locked(segment, offset, messages, len(data))
+        cache = self.leader_epochs
+        for _, header in headers:
+            if header.partition_leader_epoch > cache.latest_epoch:
+                cache.assign(header.partition_leader_epoch, header.base_offset)
+        if self._unflushed_messages >= self._flush_messages:
+            self.flush()
+        return offset
+
+    def use_replicated_high_watermark(self) -> None:
+        """From now on only set_high_watermark moves the HW (Rule R3); flushes keep fsyncing.
+
+        The first call drops the HW to the log start: what an opened log holds may include a tail no other
+        replica has, and nothing may be shown as committed until replication says so (a leader learns it
+        within one fetch of each ISR follower, a follower from its leader's next answer)."""
+        with self._lock:
+            if self._replicated_hw:
+                return
+            self._replicated_hw = True
+            first = self._segments[0]
+            self._hw = _Visible(first.base_offset, first.base_offset, 0)
+
+    def set_high_watermark(self, offset: int) -> int:
+        """Move the HW forward to `offset` (capped at the LEO, rounded down to a batch start); return it."""
+        with self._lock:
+            if self._closed or offset <= self._hw.offset:
+                return self._hw.offset
+            visible = self._visible_at(min(offset, self._leo))
+            if visible.offset <= self._hw.offset:
+                return self._hw.offset
+            self._hw = visible
+        self._notify(visible.offset)
+        return visible.offset
+
+    def _visible_at(self, offset: int) -> _Visible:
+        """Where `offset` is in the files, as a batch boundary at or below it."""
+        segment = self._segments[max(0, bisect_right(self._bases, offset) - 1)]
+        if offset >= segment.next_offset:
+            return _Visible(segment.next_offset, segment.base_offset, segment.size)
+        position = segment.find_batch(offset, segment.size)
+        return _Visible(segment.read_header(position).base_offset, segment.base_offset, position)
+
+    def truncate_replica_to(self, offset: int) -> None:
+        """truncate_to(), then the epoch cache to the new LEO (a follower cutting its divergent tail)."""
+        self.truncate_to(offset)
+        self.leader_epochs.truncate_from_end(self._leo)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at `offset`, which may lie past the LEO (Kafka's
+        truncateFullyAndStartAt): a follower whose whole log is below its leader's log start."""
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    raise LogClosedError(f"{self.name} is closed")
+                doomed = list(self._segments)
+                self._retire_locked(doomed)  # first: the fresh segment may reuse a doomed one's name
+                fresh = LogSegment(self.directory, offset, self.config, self._files, self._clock())
+                self._set_segments((fresh,))
+                self._leo = offset
+                self._hw = _Visible(offset, offset, 0)
+                self._recovery_point = min(self._recovery_point, offset)
+                self._fences.clip(offset, offset)  # no damaged range is left
+            self._schedule_deletes(doomed)
+            self.flush()
+        self.leader_epochs.clear()
+
+    def read_replica(self, offset: int, max_bytes: int) -> FileSlice:
+        """read() up to the LEO instead of the HW: what a leader sends its followers."""
+        with self._lock:
+            active = self._segments[-1]
+            end = _Visible(self._leo, active.base_offset, active.size)
+            segments, bases = self._segments, self._bases
+        if self._closed:
+            raise LogClosedError(f"{self.name} is closed")
+        if offset < bases[0] or offset > end.offset:
+            raise OffsetOutOfRange(offset, bases[0], end.offset, self.name)
+        for segment in segments[max(0, bisect_right(bases, offset) - 1):]:
+            limit = self._visible_end(segment, end, end.offset)
+            position = segment.find_batch(offset, limit)
+            if position is not None:
+                return FileSlice(segment, position, self._slice_end(segment, position, limit, max_bytes) - position)
+        return FileSlice(segments[-1], 0, 0)
 
     # -- properties -------------------------------------------------------------------------------
 

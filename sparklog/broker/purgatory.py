@@ -1,0 +1,105 @@
+"""The purgatory: requests parked until something happens to a partition log (Kafka's DelayedOperation).
+
+Two kinds wait here: long-polling fetches (until enough bytes are readable) and acks=all produces (until
+the high watermark passes their batches, Kafka's DelayedProduce). Both are a condition over some logs,
+re-checked whenever one of those logs is poked, and answered at their deadline whatever it says.
+
+Rule 1: `notify(log)` may be called from any thread (the storage calls it from the flusher when the HW
+moves; the replica manager when an ISR or a leadership changes); it hands the wake-up to the event loop
+and costs one dict lookup when nobody waits on that log.
+Rule 2: `wait_until(logs, check, deadline)` registers before it checks, so a change between the check and
+the wait is never missed; it returns check()'s last answer, True only if the condition held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class PurgatoryStatistics:
+    waiting: int
+    watched_logs: int
+    completed: int
+    expired: int
+
+
+class Purgatory:
+    """Futures of parked requests, by the log they wait on (module docstring)."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[Any, set[asyncio.Future]] = {}  # log -> futures of requests waiting on it
+        self._watched: "weakref.WeakSet" = weakref.WeakSet()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._completed = 0
+        self._expired = 0
+
+    def watch(self, plog) -> None:
+        """Be notified by `plog` when its high watermark moves (once per log)."""
+        if plog not in self._watched:
+            self._watched.add(plog)
+            plog.add_high_watermark_listener(self._on_high_watermark)
+
+    def add(self, plogs, future: asyncio.Future) -> None:
+        self._loop = asyncio.get_running_loop()
+        for plog in plogs:
+            self.watch(plog)
+            self._waiting.setdefault(plog, set()).add(future)
+
+    def remove(self, plogs, future: asyncio.Future) -> None:
+        for plog in plogs:
+            waiting = self._waiting.get(plog)
+            if waiting is not None:
+                waiting.discard(future)
+                if not waiting:
+                    del self._waiting[plog]
+
+    def waiting(self) -> int:
+        return sum(len(s) for s in self._waiting.values())
+
+    def notify(self, plog) -> None:
+        """Re-check whatever waits on `plog` (any thread)."""
+        if plog in self._waiting and self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._wake, plog)
+            except RuntimeError:  # the loop is closed: shutting down
+                pass
+
+    def notify_all(self) -> None:
+        for plog in list(self._waiting):
+            self.notify(plog)
+
+    def _on_high_watermark(self, plog, high_watermark: int) -> None:
+        self.notify(plog)
+
+    def _wake(self, plog) -> None:
+        for future in self._waiting.get(plog, ()):
+            if not future.done():
+                future.set_result(None)
+
+    async def wait_until(self, plogs, check: Callable[[], bool], deadline: float) -> bool:
+        """Wait until `check()` holds or the loop's clock passes `deadline`; return check()'s last answer."""
+        loop = asyncio.get_running_loop()
+        while True:
+            future = loop.create_future()
+            self.add(plogs, future)
+            try:
+                if check():
+                    self._completed += 1
+                    return True
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    self._expired += 1
+                    return False
+                try:
+                    await asyncio.wait_for(future, remaining)
+                except asyncio.TimeoutError:
+                    pass
+            finally:
+                self.remove(plogs, future)
+
+    def statistics(self) -> PurgatoryStatistics:
+        return PurgatoryStatistics(self.waiting(), len(self._watched), self._completed, self._expired)

@@ -1,0 +1,367 @@
+"""Replica fetchers: a follower copies its leaders' logs with the Fetch API (Kafka's ReplicaFetcherThread).
+
+One asyncio task per leader broker, one connection to it, all the partitions this broker follows there in
+each Fetch request (`replica_id` = this broker's id, `current_leader_epoch` = the epoch it follows in).
+
+Rule 1: a partition starts in TRUNCATING whenever it starts following (a new leader or a new leader
+epoch): it asks the leader with OffsetForLeaderEpoch where its own latest epoch ends and truncates its log
+exactly there (KIP-101, KIP-279: `truncation_point`), repeating until the answer names an epoch it knows.
+Only then is it FETCHING: the leader's batches are appended verbatim (`PartitionLog.append_replicated`)
+and its high watermark becomes min(leader's HW, own LEO).
+Rule 2: FENCED_LEADER_EPOCH delays that partition by REPLICA_FETCH_BACKOFF_MS (the new state reaches this
+broker through its watches and restarts it in TRUNCATING at once); UNKNOWN_LEADER_EPOCH,
+NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION (the leader has not seen the state yet) by
+LEADER_CATCHING_UP_BACKOFF_MS; OFFSET_OUT_OF_RANGE or a batch that does not continue the log sends it
+back to TRUNCATING. A connection error closes the connection and retries after the backoff.
+Rule 3: the fetchers only run on the broker's event loop; `update()` is called there too, so a partition
+removed from a fetcher (it became leader, or its leader moved) is never appended to after it returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from sparklog.protocol import errors
+from sparklog.protocol.api_keys import ApiKey
+from sparklog.protocol.errors import MalformedResponse
+from sparklog.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
+from sparklog.protocol.offset_for_leader_epoch import (OffsetForLeaderEpochRequest, OffsetForLeaderPartition,
+                                                       OffsetForLeaderTopic)
+from sparklog.protocol.registry import decode_response, encode_request
+from sparklog.records.batch import CorruptRecordError
+from sparklog.storage.errors import LogClosedError, OffsetsNotContiguous, StorageError
+from sparklog.storage.leader_epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEndOffset
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 11  # current_leader_epoch needs v9+
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3  # replica_id needs v3+
+REPLICA_FETCH_WAIT_MAX_MS = 500  # replica.fetch.wait.max.ms: Kafka's default
+REPLICA_FETCH_MIN_BYTES = 1  # replica.fetch.min.bytes: Kafka's default
+REPLICA_FETCH_MAX_BYTES = 1048576  # replica.fetch.max.bytes (per partition): Kafka's default
+REPLICA_FETCH_RESPONSE_MAX_BYTES = 10485760  # replica.fetch.response.max.bytes: Kafka's default
+REPLICA_FETCH_BACKOFF_MS = 1000  # replica.fetch.backoff.ms: Kafka's default
+# The leader has not seen the state this follower acts on yet (its own watch fires within milliseconds):
+# retry sooner, as failover waits for it. Ours; Kafka's controller tells the leader first instead.
+LEADER_CATCHING_UP_BACKOFF_MS = 100
+REPLICA_SOCKET_TIMEOUT_MS = 30000  # replica.socket.timeout.ms: Kafka's default
+# A response frame larger than this is refused before it is buffered (the response cap plus headers).
+MAX_RESPONSE_FRAME_BYTES = REPLICA_FETCH_RESPONSE_MAX_BYTES + 1024 * 1024
+
+NONE = 0
+OFFSET_OUT_OF_RANGE = errors.OffsetOutOfRangeError.errno
+_LEADER_CATCHING_UP = {errors.UnknownLeaderEpochError.errno, errors.NotLeaderOrFollowerError.errno,
+                       errors.UnknownTopicOrPartitionError.errno}
+_SIZE = struct.Struct(">i")
+# The leader went away or answered garbage, or the local disk failed: logged in one line, then retried.
+_EXPECTED_ERRORS = (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError, MalformedResponse,
+                    StorageError)
+
+
+def truncation_point(leader: EpochEndOffset, cache, log_end_offset: int, high_watermark: int) -> tuple[int, bool]:
+    """Where a follower truncates given the leader's answer for its latest epoch: (offset, finished?).
+
+    KIP-279: if the leader's epoch is one the follower has, the logs agree up to the smaller of the two
+    ends of that epoch. If the follower does not have it, it cuts to the end of its own largest epoch
+    below it and asks again (not finished). Without any epoch to compare, the HW is the safe point.
+    """
+    if leader.epoch == UNDEFINED_EPOCH or leader.end_offset == UNDEFINED_EPOCH_OFFSET:
+        return min(high_watermark, log_end_offset), True
+    own = cache.end_offset_for(leader.epoch, log_end_offset)
+    if own.end_offset == UNDEFINED_EPOCH_OFFSET:
+        return min(leader.end_offset, log_end_offset), True
+    if own.epoch != leader.epoch:
+        return min(own.end_offset, log_end_offset), False
+    return min(own.end_offset, leader.end_offset, log_end_offset), True
+
+
+@dataclass(frozen=True)
+class FollowTarget:
+    """What a follower partition follows: its log, the leader's broker id and the leader epoch."""
+
+    plog: object
+    leader: int
+    leader_epoch: int
+
+
+@dataclass
+class _Partition:
+    target: FollowTarget
+    truncating: bool = True
+    retry_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class ReplicaFetcherStatistics:
+    leader: int
+    partitions: int
+    truncating: int
+    fetches: int
+    appended_bytes: int
+    truncations: int
+    errors: int
+    last_error: str | None
+
+
+@dataclass
+class _Counters:
+    fetches: int = 0
+    appended_bytes: int = 0
+    truncations: int = 0
+    errors: int = 0
+    last_error: str | None = None
+
+
+class ReplicaFetcher:
+    """Copies the partitions led by one broker (module docstring)."""
+
+    def __init__(self, broker_id: int, leader_id: int) -> None:
+        self.broker_id = broker_id
+        self.leader_id = leader_id
+        self._partitions: dict[tuple[str, int], _Partition] = {}
+        self._address: tuple[str, int] | None = None
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._streams = None
+        self._correlation = itertools.count()
+        self._counters = _Counters()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping: its errors were logged
+                pass
+        self._disconnect()
+
+    def set_partitions(self, targets: Mapping[tuple[str, int], FollowTarget], address: tuple[str, int] | None) -> None:
+        """Follow exactly `targets`; a changed target (new epoch) starts over in TRUNCATING (Rule 1)."""
+        for key in list(self._partitions):
+            if key not in targets:
+                del self._partitions[key]
+        for key, target in targets.items():
+            known = self._partitions.get(key)
+            if known is None or known.target != target:
+                self._partitions[key] = _Partition(target)
+        if address != self._address:
+            self._address = address
+            self._disconnect()
+        self._wake.set()
+
+    @property
+    def partitions(self) -> dict:
+        return self._partitions
+
+    def statistics(self) -> ReplicaFetcherStatistics:
+        c = self._counters
+        truncating = sum(1 for p in self._partitions.values() if p.truncating)
+        return ReplicaFetcherStatistics(self.leader_id, len(self._partitions), truncating, c.fetches,
+                                        c.appended_bytes, c.truncations, c.errors, c.last_error)
+
+    # -- the loop ------------------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            if not self._partitions or self._address is None:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                if any(p.truncating for p in self._ready()):
+                    await self._truncate()
+                elif self._ready():
+                    await self._fetch()
+                else:
+                    await self._sleep_until_ready()
+            except Exception as exc:  # noqa: BLE001 - not even a bug here may end replication from this leader
+                if not isinstance(exc, _EXPECTED_ERRORS):
+                    log.exception("replica fetcher for leader %d failed; retrying", self.leader_id)
+                self._note_error(f"{type(exc).__name__}: {exc}")
+                self._disconnect()
+                await asyncio.sleep(REPLICA_FETCH_BACKOFF_MS / 1000)
+
+    def _ready(self) -> list[_Partition]:
+        now = time.monotonic()
+        return [p for p in self._partitions.values() if p.retry_at <= now]
+
+    async def _sleep_until_ready(self) -> None:
+        wake_at = min(p.retry_at for p in self._partitions.values())
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), max(0.0, wake_at - time.monotonic()))
+        except asyncio.TimeoutError:
+            pass
+
+    def _note_error(self, message: str) -> None:
+        self._counters.errors += 1
+        if message != self._counters.last_error:
+            log.warning("replica fetcher for leader %d: %s", self.leader_id, message)
+        self._counters.last_error = message
+
+    def _back_off(self, key, part: _Partition, code: int) -> None:
+        self._note_error(f"{key[0]}-{key[1]}: {errors.for_code(code).__name__}")
+        delay_ms = LEADER_CATCHING_UP_BACKOFF_MS if code in _LEADER_CATCHING_UP else REPLICA_FETCH_BACKOFF_MS
+        part.retry_at = time.monotonic() + delay_ms / 1000
+
+    # -- truncation (Rule 1) -------------------------------------------------------------------------------
+
+    async def _truncate(self) -> None:
+        asking = {key: p for key, p in self._partitions.items() if p.truncating and p.retry_at <= time.monotonic()}
+        by_topic: dict[str, list] = {}
+        for (topic, index), part in asking.items():
+            by_topic.setdefault(topic, []).append(OffsetForLeaderPartition(
+                partition=index, current_leader_epoch=part.target.leader_epoch,
+                leader_epoch=part.target.plog.leader_epochs.latest_epoch))
+        request = OffsetForLeaderEpochRequest(replica_id=self.broker_id, topics=[
+            OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+        response = await self._call(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, request)
+        for topic in response.topics:
+            for answer in topic.partitions:
+                key = (topic.topic, answer.partition)
+                part = asking.get(key)
+                if part is None or self._partitions.get(key) is not part:
+                    continue  # no longer ours (Rule 3)
+                if answer.error_code != NONE:
+                    self._back_off(key, part, answer.error_code)
+                    continue
+                self._apply_truncation(part, EpochEndOffset(answer.leader_epoch, answer.end_offset))
+
+    def _apply_truncation(self, part: _Partition, leader: EpochEndOffset) -> None:
+        plog = part.target.plog
+        offset, finished = truncation_point(leader, plog.leader_epochs, plog.log_end_offset, plog.high_watermark)
+        if offset < plog.log_end_offset:
+            log.info("%s: truncating from %d to %d (leader %d, epoch %d, leader's end of epoch %d: %d)",
+                     plog.name, plog.log_end_offset, offset, self.leader_id, part.target.leader_epoch,
+                     leader.epoch, leader.end_offset)
+            plog.truncate_replica_to(offset)
+            self._counters.truncations += 1
+        part.truncating = not finished
+
+    # -- fetching ------------------------------------------------------------------------------------------
+
+    async def _fetch(self) -> None:
+        asking = {key: p for key, p in self._partitions.items() if p.retry_at <= time.monotonic()}
+        by_topic: dict[str, list] = {}
+        for (topic, index), part in asking.items():
+            plog = part.target.plog
+            by_topic.setdefault(topic, []).append(FetchPartition(
+                partition=index, current_leader_epoch=part.target.leader_epoch, fetch_offset=plog.log_end_offset,
+                log_start_offset=plog.log_start_offset, partition_max_bytes=REPLICA_FETCH_MAX_BYTES))
+        request = FetchRequest(
+            replica_id=self.broker_id, max_wait_ms=REPLICA_FETCH_WAIT_MAX_MS, min_bytes=REPLICA_FETCH_MIN_BYTES,
+            max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[], rack_id="")
+        response = await self._call(ApiKey.FETCH, FETCH_VERSION, request)
+        self._counters.fetches += 1
+        for topic in response.responses:
+            for data in topic.partitions:
+                key = (topic.topic, data.partition_index)
+                part = asking.get(key)
+                if part is None or self._partitions.get(key) is not part or part.truncating:
+                    continue  # no longer ours, or restarted meanwhile (Rule 3)
+                self._apply_fetched(key, part, data)
+
+    def _apply_fetched(self, key, part: _Partition, data) -> None:
+        code = data.error_code
+        plog = part.target.plog
+        if code == OFFSET_OUT_OF_RANGE and plog.log_end_offset < data.log_start_offset:
+            log.info("%s: the leader's log starts at %d, past this log's end %d: restarting there", plog.name,
+                     data.log_start_offset, plog.log_end_offset)
+            plog.truncate_fully_and_start_at(data.log_start_offset)
+            return
+        if code == OFFSET_OUT_OF_RANGE:
+            part.truncating = True
+            self._back_off(key, part, code)
+            return
+        if code != NONE:
+            self._back_off(key, part, code)
+            return
+        records = data.records
+        try:
+            if records is not None and len(records):
+                plog.append_replicated(records)
+                self._counters.appended_bytes += len(records)
+        except OffsetsNotContiguous as exc:
+            self._note_error(str(exc))
+            part.truncating = True
+            return
+        except CorruptRecordError as exc:
+            self._note_error(f"{plog.name}: corrupt batch from leader {self.leader_id}: {exc}")
+            part.retry_at = time.monotonic() + REPLICA_FETCH_BACKOFF_MS / 1000
+            return
+        except LogClosedError:
+            return
+        plog.set_high_watermark(min(data.high_watermark, plog.log_end_offset))
+
+    # -- the connection ------------------------------------------------------------------------------------
+
+    async def _call(self, api_key: int, version: int, body):
+        reader, writer = await self._connect()
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        writer.write(encode_request(api_key, version, correlation_id, f"replica-{self.broker_id}", body))
+        timeout = REPLICA_SOCKET_TIMEOUT_MS / 1000
+        await asyncio.wait_for(writer.drain(), timeout)
+        (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(_SIZE.size), timeout))
+        if not 0 < size <= MAX_RESPONSE_FRAME_BYTES:
+            raise MalformedResponse(f"response of {size} bytes from leader {self.leader_id}")
+        frame = await asyncio.wait_for(reader.readexactly(size), timeout)
+        got, response = decode_response(api_key, version, frame)
+        if got != correlation_id:
+            raise MalformedResponse(f"correlation id {got} from leader {self.leader_id}, expected {correlation_id}")
+        return response
+
+    async def _connect(self):
+        if self._streams is None:
+            host, port = self._address
+            self._streams = await asyncio.wait_for(asyncio.open_connection(host, port),
+                                                   REPLICA_SOCKET_TIMEOUT_MS / 1000)
+        return self._streams
+
+    def _disconnect(self) -> None:
+        if self._streams is not None:
+            self._streams[1].close()
+            self._streams = None
+
+
+@dataclass
+class ReplicaFetcherManager:
+    """One ReplicaFetcher per leader broker this broker follows partitions of (loop thread only)."""
+
+    broker_id: int
+    fetchers: dict[int, ReplicaFetcher] = field(default_factory=dict)
+
+    async def update(self, targets: Mapping[tuple[str, int], FollowTarget], brokers: Mapping) -> None:
+        by_leader: dict[int, dict] = {}
+        for key, target in targets.items():
+            by_leader.setdefault(target.leader, {})[key] = target
+        for leader_id in [lid for lid in self.fetchers if lid not in by_leader]:
+            fetcher = self.fetchers.pop(leader_id)
+            fetcher.set_partitions({}, None)  # nothing is appended after this returns (Rule 3)
+            await fetcher.stop()
+        for leader_id, parts in by_leader.items():
+            fetcher = self.fetchers.get(leader_id)
+            if fetcher is None:
+                fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.broker_id, leader_id)
+                fetcher.start()
+            info = brokers.get(leader_id)
+            fetcher.set_partitions(parts, (info.host, info.port) if info is not None else None)
+
+    async def close(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.set_partitions({}, None)
+            await fetcher.stop()
+        self.fetchers.clear()
+
+    def statistics(self) -> list[ReplicaFetcherStatistics]:
+        return [f.statistics() for f in self.fetchers.values()]

@@ -1,0 +1,67 @@
+"""The purgatory: a parked condition is re-checked when its log is notified (from any thread), answered at
+its deadline otherwise, and a notification between check and wait is never lost."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from sparklog.broker.purgatory import Purgatory
+
+
+class FakeLog:
+    """Only what the purgatory uses of a PartitionLog: listener registration."""
+
+    def __init__(self):
+        self.listeners = []
+
+    def add_high_watermark_listener(self, fn):
+        self.listeners.append(fn)
+
+
+def test_wakes_on_notify_from_another_thread():
+    async def run():
+        purgatory, plog, done = Purgatory(), FakeLog(), []
+        loop = asyncio.get_running_loop()
+        waiter = asyncio.ensure_future(purgatory.wait_until([plog], lambda: bool(done), loop.time() + 5))
+        await asyncio.sleep(0.01)
+        done.append(1)
+        threading.Thread(target=purgatory.notify, args=(plog,)).start()
+        started = loop.time()
+        assert await waiter is True
+        assert loop.time() - started < 1
+        assert purgatory.waiting() == 0 and purgatory.statistics().completed == 1
+
+    asyncio.run(run())
+
+
+def test_high_watermark_listener_wakes_it():
+    async def run():
+        purgatory, plog, done = Purgatory(), FakeLog(), []
+        loop = asyncio.get_running_loop()
+        waiter = asyncio.ensure_future(purgatory.wait_until([plog], lambda: bool(done), loop.time() + 5))
+        await asyncio.sleep(0.01)
+        done.append(1)
+        for listener in plog.listeners:
+            listener(plog, 10)
+        assert await asyncio.wait_for(waiter, 1) is True
+
+    asyncio.run(run())
+
+
+def test_expires_at_the_deadline_with_the_last_answer():
+    async def run():
+        purgatory, plog = Purgatory(), FakeLog()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        assert await purgatory.wait_until([plog], lambda: False, started + 0.2) is False
+        assert 0.19 <= loop.time() - started < 1
+        assert purgatory.statistics().expired == 1 and purgatory.waiting() == 0
+
+    asyncio.run(run())
+
+
+def test_notify_without_waiters_costs_nothing_and_does_not_fail():
+    purgatory = Purgatory()
+    purgatory.notify(FakeLog())
+    purgatory.notify_all()
