@@ -519,13 +519,22 @@ class Connection(asyncio.Protocol):
         return None
 
     def _sendfile_now(self, file_slice, length: int) -> int:
-        """Send what the socket takes right now, without blocking; -1 if the connection broke."""
+        """Send what the socket takes right now, without blocking; -1 if the connection broke.
+
+        The slice is pinned for the call, as in `_write_rest`: a bare `fileno()` could be a number that a
+        concurrent close (retention, topic deletion) released and another open() reused."""
         if self.transport.get_write_buffer_size():
             return 0
         try:
-            sent = os.sendfile(self._fd, file_slice.fileno(), file_slice.position, length)
+            with file_slice.pinned() as in_fd:
+                sent = os.sendfile(self._fd, in_fd, file_slice.position, length)
         except (BlockingIOError, InterruptedError):
             return 0
+        except StorageError as exc:  # LogClosedError: the segment was closed before the pin
+            log.warning("record set of %s is gone (%s); closing the connection", file_slice, exc)
+            self.transport.abort()
+            self.closed = True
+            return -1
         except OSError as exc:
             log.debug("sendfile failed: %s", exc)
             self.transport.abort()

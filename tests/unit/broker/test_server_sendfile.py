@@ -51,3 +51,74 @@ def test_a_segment_deleted_while_a_slow_client_drains_it_still_sends_its_own_byt
     assert correlation_id == 7
     records = response.responses[0].partitions[0].records
     assert [r.value for r in iter_records(bytes(records))] == payload
+
+
+class _BareDescriptorForbidden:
+    """A real FileSlice whose bare `fileno()` is off limits: the immediate sendfile path must pin."""
+
+    def __init__(self, file_slice):
+        self.slice = file_slice
+        self.position = file_slice.position
+        self.pins = 0
+
+    def fileno(self):
+        raise AssertionError("the descriptor was used without pinning the slice")
+
+    def pinned(self):
+        self.pins += 1
+        return self.slice.pinned()
+
+    def __len__(self):
+        return len(self.slice)
+
+
+class _Transport:
+    """The two calls `_sendfile_now` makes on its transport, over a real socket."""
+
+    def __init__(self):
+        self.aborted = False
+
+    def get_write_buffer_size(self):
+        return 0
+
+    def abort(self):
+        self.aborted = True
+
+
+def _connection(served, sock):  # noqa: F811
+    from sparklog.broker.server import Connection
+
+    conn = Connection(served.server)
+    conn.transport = _Transport()
+    conn._fd = sock.fileno()
+    return conn
+
+
+def test_the_immediate_sendfile_pins_the_slice_it_sends(served, state):  # noqa: F811
+    plog = state.partitions.snapshot.leading[("t", 0)]
+    plog.append(build_batch([(None, b"pinned bytes", None, None)]))
+    piece = plog.read(0, 1 << 20)
+    out, peer = socket.socketpair()
+    try:
+        guarded = _BareDescriptorForbidden(piece)
+        assert _connection(served, out)._sendfile_now(guarded, len(piece)) == len(piece)
+        assert guarded.pins == 1
+        assert peer.recv(len(piece), socket.MSG_WAITALL) == piece.read_bytes()
+    finally:
+        out.close()
+        peer.close()
+
+
+def test_the_immediate_sendfile_of_a_closed_segment_ends_the_connection_not_the_server(served, state):  # noqa: F811
+    plog = state.partitions.snapshot.leading[("t", 0)]
+    plog.append(build_batch([(None, b"gone", None, None)]))
+    piece = plog.read(0, 1 << 20)
+    plog.close()
+    out, peer = socket.socketpair()
+    try:
+        conn = _connection(served, out)
+        assert conn._sendfile_now(piece, len(piece)) == -1
+        assert conn.transport.aborted and conn.closed
+    finally:
+        out.close()
+        peer.close()
