@@ -465,3 +465,12 @@ def test_batches_in_range_yields_exactly_the_records_in_the_range(sizes, gaps, s
         assert position == end  # a batch past the range ends it, even across a compaction gap
     elif expected:
         assert position == last + 1
+
+
+def test_a_batch_whose_section_is_a_decompression_bomb_raises_a_clear_error():
+    """What a consumer or the Spark source decodes: a bound, not gigabytes (compression.py Rule 3)."""
+    from support.bombs import bomb_batch
+
+    (batch,) = iter_batches(bomb_batch(4 << 30))  # 128 KiB that expand to 4 GiB
+    with pytest.raises(CorruptRecordError, match=r"batch at offset 0: zstd records section expands beyond"):
+        batch.columns()

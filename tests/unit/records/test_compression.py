@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparklog.records import compression
+from support.bombs import zstd_rle_bomb
 from sparklog.records.compression import (
     CODECS,
     XERIAL_BLOCK_SIZE,
@@ -115,3 +116,81 @@ def test_xerial_block_overrunning_the_stream_raises():
         decompress(compression.SNAPPY, packed[:-1])
     with pytest.raises(CompressionError, match="block length"):
         decompress(compression.SNAPPY, packed + b"\x00\x00")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Decompression bombs (Rule 3): a small section that expands without end is refused at its bound, and the
+# bytes held on the way stay near that bound.
+
+
+def gzip_bomb(members: int) -> bytes:
+    return gzip.compress(b"\x00" * (1 << 20), compresslevel=9) * members  # ~1 KB in per MiB out
+
+
+def lz4_bomb(frames: int) -> bytes:
+    return lz4.frame.compress(b"\x00" * (4 << 20)) * frames  # ~16 KB in per 4 MiB out
+
+
+def peak_bytes(call) -> int:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        call()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+def test_a_one_kilobyte_zstd_bomb_is_refused_at_the_default_bound():
+    bomb = zstd_rle_bomb(8 << 30)[:1024]  # the first KB of an 8 GiB frame: 250 blocks, 32 MiB
+    assert compression.output_limit(len(bomb)) == compression.MIN_OUTPUT_LIMIT
+    with pytest.raises(compression.DecompressedTooLarge, match="expands beyond 16777216 bytes"):
+        decompress(compression.ZSTD, bomb)
+
+
+def test_a_zstd_bomb_of_gigabytes_holds_no_more_than_its_bound():
+    bomb = zstd_rle_bomb(4 << 30)  # 128 KiB in, 4 GiB out
+    limit = compression.output_limit(len(bomb))
+
+    def refuse():
+        with pytest.raises(compression.DecompressedTooLarge):
+            decompress(compression.ZSTD, bomb)
+
+    assert peak_bytes(refuse) < 2 * limit + (4 << 20)
+
+
+@pytest.mark.parametrize("codec, bomb", [(compression.GZIP, gzip_bomb(64)), (compression.LZ4, lz4_bomb(16))],
+                         ids=["gzip", "lz4"])
+def test_gzip_and_lz4_bombs_are_refused_at_the_given_bound(codec, bomb):
+    limit = 8 << 20  # the bombs expand to 64 MiB
+
+    def refuse():
+        with pytest.raises(compression.DecompressedTooLarge, match=f"expands beyond {limit} bytes"):
+            decompress(codec, bomb, limit)
+
+    assert peak_bytes(refuse) < 2 * limit + (4 << 20)
+    assert len(decompress(codec, bomb, 64 << 20)) == 64 << 20  # at the bound it still decodes
+
+
+def test_a_raw_snappy_block_claiming_gigabytes_is_refused_before_it_is_decoded():
+    claims_4gib = bytes([0xFF, 0xFF, 0xFF, 0xFF, 0x0F]) + b"\x00" * 20
+    with pytest.raises(compression.DecompressedTooLarge):
+        decompress(compression.SNAPPY, claims_4gib)
+    xerial = XERIAL_HEADER + struct.pack(">i", len(claims_4gib)) + claims_4gib
+    with pytest.raises(compression.DecompressedTooLarge):
+        decompress(compression.SNAPPY, xerial)
+
+
+@pytest.mark.parametrize("codec", COMPRESSED_CODECS)
+def test_a_section_of_exactly_its_bound_decodes(codec):
+    data = b"\x00" * (1 << 16)
+    assert decompress(codec, compress(codec, data), limit=len(data)) == data
+    with pytest.raises(compression.DecompressedTooLarge):
+        decompress(codec, compress(codec, data), limit=len(data) - 1)
+
+
+def test_many_lz4_frames_back_to_back_decode():
+    frames = lz4.frame.compress(b"frame") * 2000  # more than the recursion limit
+    assert decompress(compression.LZ4, frames) == b"frame" * 2000

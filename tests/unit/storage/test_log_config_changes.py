@@ -278,3 +278,14 @@ def test_timestamp_range_refuses_records_that_overrun_the_batch():
     raw[61] = 0x7E  # the first record's length varint: 63 bytes, past the end
     with pytest.raises(CorruptRecordError, match="overruns"):
         timestamp_range(memoryview(raw), batch)
+
+
+@pytest.mark.parametrize("settings", [{"compression_type": "gzip"}, {"message_timestamp_before_max_ms": 10**12}],
+                         ids=["recompression", "timestamp-bounds"])
+def test_a_decompression_bomb_is_refused_as_corrupt_and_nothing_is_stored(tmp_path, flusher, settings):
+    from support.bombs import bomb_batch
+
+    log = open_log(tmp_path, flusher, **settings)
+    with pytest.raises(CorruptRecordError, match="expands beyond"):
+        log.append(bomb_batch(4 << 30, timestamp=BASE_TS))
+    assert log.log_end_offset == 0
