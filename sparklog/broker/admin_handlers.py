@@ -26,6 +26,7 @@ import logging
 
 from sparklog.broker import handlers as base
 from sparklog.broker import partition_limits
+from sparklog.broker.config import BROKER
 from sparklog.coordination import topics as topic_registry
 from sparklog.protocol.alter_configs import AlterConfigsResourceResponse, AlterConfigsResponse
 from sparklog.protocol.api_keys import ApiKey
@@ -58,9 +59,9 @@ NOT_LEADER_OR_FOLLOWER = base.NOT_LEADER_OR_FOLLOWER
 KAFKA_STORAGE_ERROR = base.KAFKA_STORAGE_ERROR
 MISMATCHED_ENDPOINT_TYPE = 114  # Kafka's error for DescribeCluster asking a broker for controllers (KIP-919)
 
-# Broker settings reported for a broker resource besides the log defaults: (key, Kafka's default).
-_BROKER_DEFAULTS = (("num.partitions", "1"), ("default.replication.factor", "1"),
-                    ("auto.create.topics.enable", "true"), ("delete.topic.enable", "true"))
+# Broker settings reported for a broker resource besides the log defaults, with their declared defaults.
+_BROKER_DEFAULTS = tuple((key, BROKER[key].format(BROKER[key].default)) for key in (
+    "num.partitions", "default.replication.factor", "auto.create.topics.enable", "delete.topic.enable"))
 
 
 def _not_found(name: str) -> tuple[int, str]:
@@ -200,7 +201,7 @@ def _topic_sources(name: str, overrides: dict, state) -> list[tuple[str, str, in
     sources = []
     if name in overrides:
         sources.append((name, str(overrides[name]), SOURCE_TOPIC))
-    broker_key = definition.broker_name
+    broker_key = definition.synonym
     if broker_key is not None and name in state.config.log_defaults:  # log.retention.hours counts, in ms
         sources.append((broker_key, str(state.config.log_defaults[name]), SOURCE_STATIC_BROKER))
     sources.append((broker_key or name, definition.format(definition.default), SOURCE_DEFAULT))
@@ -214,7 +215,7 @@ def _check_broker_resource(name: str, state) -> None:
 
 def _broker_configs(state) -> dict[str, list[tuple[str, str, int]]]:
     raw = state.config.raw
-    defaults = {d.broker_name: d.format(d.default) for d in DEFINITIONS.values() if d.broker_name}
+    defaults = {d.synonym: d.format(d.default) for d in DEFINITIONS.values() if d.synonym}
     defaults.update(_BROKER_DEFAULTS)
     configs = {}
     for key in sorted(set(raw) | set(defaults)):

@@ -3,8 +3,12 @@
 Rule 1: every key is spelled as Kafka's `server.properties` spells it; the broker-level `log.*` defaults are
 mapped to the topic-level names the storage understands (`log.segment.bytes` -> `segment.bytes`, ...), and a
 topic's `/config/topics/<t>` overrides are laid over those.
-Rule 2: an unknown key is warned about, never fatal (Kafka does the same); a known key with a bad value is
-a `ConfigError` naming the key.
+Rule 2: an unknown key is warned about, never fatal (Kafka does the same), naming the nearest known key; a
+known key with a bad value is a `ConfigError` naming the key, the value and the rule.
+Rule 3: every key is declared once in `BROKER` (`sparklog.settings`: type, default, range, importance, doc):
+the broker's own, the group coordinator's (`group_config.GROUP`), the scrubber's, and the `log.*` defaults of
+the topic configs, derived from the storage's table. Adding a setting is one `Setting(...)` line there plus
+its `BrokerConfig` field.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from sparklog.broker.group_config import GROUP_KEYS, GroupConfig, GroupConfigError
+from sparklog.broker.group_config import GROUP, GroupConfig, GroupConfigError
+from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, STRING, WARN, Definitions, Setting
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
-from sparklog.storage.scrubber import SCRUBBER_KEYS
+from sparklog.storage.config import DEFINITIONS as TOPIC_CONFIGS
+from sparklog.storage.scrubber import SCRUBBER_SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -68,47 +74,8 @@ _COARSE_MS = {
     "log.roll.hours": ("log.roll.ms", 3_600_000),
 }
 
-_BROKER_KEYS = {
-    "broker.id",
-    "listeners",
-    "advertised.listeners",
-    "listener.security.protocol.map",
-    "log.dirs",
-    "log.dir",
-    "zookeeper.connect",
-    "zookeeper.session.timeout.ms",
-    "zookeeper.connection.timeout.ms",
-    "num.partitions",
-    "default.replication.factor",
-    "auto.create.topics.enable",
-    "delete.topic.enable",
-    "socket.request.max.bytes",
-    "socket.send.buffer.bytes",
-    "socket.receive.buffer.bytes",
-    "fetch.max.bytes",
-    "queued.max.requests",
-    "connections.max.idle.ms",
-    "max.connections",
-    "max.connections.per.ip",
-    "queued.max.request.bytes",
-    "max.broker.partitions",
-    "max.partitions.per.topic",
-    "max.partitions.per.request",
-    "log.retention.check.interval.ms",
-    "log.flush.scheduler.interval.ms",
-    "broker.rack",
-    "min.insync.replicas",
-    "replica.lag.time.max.ms",
-    *SCRUBBER_KEYS,  # log.scrubber.*: read by the storage (ScrubberConfig.from_properties)
-    "unclean.leader.election.enable",
-    "auto.leader.rebalance.enable",
-    "leader.imbalance.check.interval.seconds",
-    "leader.imbalance.per.broker.percentage",
-    "controlled.shutdown.enable",
-    "controlled.shutdown.timeout.ms",
-}
 # Keys a stock server.properties carries that have no meaning here yet: accepted silently.
-_IGNORED_KEYS = {
+_IGNORED_KEYS = (
     "num.network.threads",
     "num.io.threads",
     "num.recovery.threads.per.data.dir",
@@ -116,8 +83,7 @@ _IGNORED_KEYS = {
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
     "log.flush.offset.checkpoint.interval.ms",
-}
-KNOWN_KEYS = _BROKER_KEYS | set(LOG_KEY_TO_TOPIC_KEY) | set(_COARSE_MS) | _IGNORED_KEYS | GROUP_KEYS
+)
 
 
 class ConfigError(ValueError):
@@ -134,6 +100,82 @@ class Endpoint:
 
     def __str__(self) -> str:
         return f"{self.name}://{self.host}:{self.port}"
+
+
+def _synonym(broker_key: str, topic_key: str) -> Setting:
+    """The broker-level default of a topic config: the topic config's type, default and rule (Rule 3)."""
+    topic = TOPIC_CONFIGS[topic_key]
+    return Setting(broker_key, topic.type, topic.default, f"default of the topic config `{topic_key}`: {topic.doc}",
+                   topic.importance, topic.low, topic.high, topic.choices, topic.rule, topic.kafka,
+                   convert=topic.convert)
+
+
+def _ignored(name: str) -> Setting:
+    return Setting(name, STRING, None, "accepted from a stock server.properties; no effect in sparklog", LOW)
+
+
+BROKER = Definitions("broker", (
+    Setting("broker.id", INT, None, "this broker's id, unique in the cluster (required)", HIGH, low=0),
+    Setting("listeners", STRING, f"PLAINTEXT://:{DEFAULT_PORT}", "NAME://host:port,... to listen on (PLAINTEXT "
+            "only)", HIGH),
+    Setting("advertised.listeners", STRING, None, "what clients are told (unset: the listeners)", HIGH),
+    Setting("listener.security.protocol.map", STRING, None, "accepted; every listener speaks PLAINTEXT", LOW),
+    Setting("log.dirs", LIST, None, "directories of the partition logs (required, or log.dir)", HIGH),
+    Setting("log.dir", LIST, None, "the same as log.dirs, when that is unset", HIGH),
+    Setting("zookeeper.connect", STRING, None, "host:port[,...][/chroot] of ZooKeeper (required)", HIGH),
+    Setting("zookeeper.session.timeout.ms", INT, DEFAULT_ZOOKEEPER_SESSION_TIMEOUT_MS, "ZooKeeper session timeout",
+            HIGH),
+    Setting("zookeeper.connection.timeout.ms", INT, None, "accepted; the session timeout bounds connecting", LOW),
+    Setting("num.partitions", INT, DEFAULT_NUM_PARTITIONS, "partitions of an auto-created topic", low=1),
+    Setting("default.replication.factor", INT, DEFAULT_REPLICATION_FACTOR, "replicas of an auto-created topic",
+            low=1),
+    Setting("auto.create.topics.enable", BOOLEAN, True, "create a topic on its first metadata request or produce",
+            HIGH),
+    Setting("delete.topic.enable", BOOLEAN, True, "allow DeleteTopics", HIGH),
+    Setting("socket.request.max.bytes", INT, DEFAULT_SOCKET_REQUEST_MAX_BYTES, "the largest request accepted",
+            HIGH, low=1),
+    Setting("socket.send.buffer.bytes", INT, -1, "SO_SNDBUF (-1: the OS default and its autotuning)"),
+    Setting("socket.receive.buffer.bytes", INT, -1, "SO_RCVBUF (-1: the OS default and its autotuning)"),
+    Setting("fetch.max.bytes", INT, DEFAULT_FETCH_MAX_BYTES, "cap of one Fetch response's records", low=1),
+    Setting("queued.max.requests", INT, DEFAULT_QUEUED_MAX_REQUESTS, "requests in progress per connection before "
+            "reading pauses (Kafka's is per broker)", HIGH, low=1),
+    Setting("connections.max.idle.ms", LONG, DEFAULT_CONNECTIONS_MAX_IDLE_MS, "close a connection idle this long"),
+    Setting("max.connections", INT, DEFAULT_MAX_CONNECTIONS, "connections accepted at once", low=1),
+    Setting("max.connections.per.ip", INT, DEFAULT_MAX_CONNECTIONS_PER_IP, "connections from one address", low=1),
+    Setting("queued.max.request.bytes", LONG, None, "bytes of partly received requests over all connections "
+            "(-1: no limit; unset: socket.request.max.bytes)"),
+    Setting("max.broker.partitions", INT, DEFAULT_MAX_BROKER_PARTITIONS, "partition replicas on this broker "
+            "(KIP-578)", low=1),
+    Setting("max.partitions.per.topic", INT, DEFAULT_MAX_PARTITIONS_PER_TOPIC, "partitions of one topic", low=1,
+            kafka=""),
+    Setting("max.partitions.per.request", INT, DEFAULT_MAX_PARTITIONS_PER_REQUEST, "partitions created by one "
+            "CreateTopics request", low=1, kafka=""),
+    Setting("log.retention.check.interval.ms", LONG, DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS, "how often "
+            "retention runs", low=1),
+    Setting("log.flush.scheduler.interval.ms", LONG, DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS, "how often the "
+            "flusher looks for logs to flush", low=1),
+    Setting("log.retention.minutes", LONG, None, "log.retention.ms in minutes (the finer key wins)", low=-1),
+    Setting("log.retention.hours", LONG, None, "log.retention.ms in hours (the finer key wins)", low=-1),
+    Setting("log.roll.hours", LONG, None, "log.roll.ms in hours (the finer key wins)", low=1),
+    Setting("broker.rack", STRING, None, "this broker's rack, for rack-aware replica placement"),
+    Setting("replica.lag.time.max.ms", LONG, DEFAULT_REPLICA_LAG_TIME_MAX_MS, "a follower that has not caught up "
+            "for this long leaves the ISR", HIGH, low=1),
+    Setting("auto.leader.rebalance.enable", BOOLEAN, DEFAULT_AUTO_LEADER_REBALANCE_ENABLE, "move leadership back "
+            "to preferred replicas"),
+    Setting("leader.imbalance.check.interval.seconds", LONG, DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS,
+            "how often the controller checks the leader balance", low=1),
+    Setting("leader.imbalance.per.broker.percentage", INT, DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
+            "imbalance that triggers a preferred election", low=0, high=100),
+    Setting("controlled.shutdown.enable", BOOLEAN, DEFAULT_CONTROLLED_SHUTDOWN_ENABLE, "move leaderships away "
+            "before stopping"),
+    Setting("controlled.shutdown.timeout.ms", LONG, DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS, "how long a stopping "
+            "broker waits for that (Kafka: max.retries x retry.backoff.ms)", low=1, kafka=""),
+    *SCRUBBER_SETTINGS.values(),
+    *GROUP.values(),
+    *(_synonym(broker_key, topic_key) for broker_key, topic_key in TOPIC_CONFIG_BROKER_KEYS.items()),
+    *(_ignored(name) for name in _IGNORED_KEYS),
+), error=ConfigError, unknown=WARN)
+KNOWN_KEYS = frozenset(BROKER)
 
 
 @dataclass(frozen=True)
@@ -180,70 +222,30 @@ class BrokerConfig:
     def from_properties(cls, props: Mapping[str, str]) -> "BrokerConfig":
         """Build from Kafka-named string properties; warns about unknown keys."""
         props = {k.strip(): str(v).strip() for k, v in props.items()}
-        for key in sorted(set(props) - KNOWN_KEYS):
-            log.warning("unknown broker configuration key %r ignored", key)
-        broker_id = _int(props, "broker.id", None)
-        if broker_id is None or broker_id < 0:
+        values = BROKER.parse(props)  # every key checked; unknown ones warned about (Rule 2)
+        if values["broker.id"] is None:
             raise ConfigError("broker.id must be set to a non-negative integer")
-        listeners = parse_listeners(props.get("listeners") or f"PLAINTEXT://:{DEFAULT_PORT}")
-        advertised = parse_listeners(props["advertised.listeners"]) if props.get("advertised.listeners") else ()
-        log_dirs = props.get("log.dirs") or props.get("log.dir")
+        log_dirs = values["log.dirs"] or values["log.dir"]
         if not log_dirs:
             raise ConfigError("log.dirs (or log.dir) must be set")
-        zk = props.get("zookeeper.connect")
-        if not zk:
+        if not values["zookeeper.connect"]:
             raise ConfigError("zookeeper.connect must be set")
         try:
             GroupConfig.from_properties(props)  # the coordinator reads it again from `raw`
         except GroupConfigError as exc:
             raise ConfigError(str(exc)) from None
+        advertised = values["advertised.listeners"]
         return cls(
-            broker_id=broker_id,
-            listeners=listeners,
-            advertised_listeners=advertised,
-            log_dirs=tuple(d.strip() for d in log_dirs.split(",") if d.strip()),
-            zookeeper_connect=zk,
-            zookeeper_session_timeout_ms=_int(props, "zookeeper.session.timeout.ms", DEFAULT_ZOOKEEPER_SESSION_TIMEOUT_MS),
-            num_partitions=_positive(props, "num.partitions", DEFAULT_NUM_PARTITIONS),
-            default_replication_factor=_positive(props, "default.replication.factor", DEFAULT_REPLICATION_FACTOR),
-            auto_create_topics_enable=_bool(props, "auto.create.topics.enable", True),
-            delete_topic_enable=_bool(props, "delete.topic.enable", True),
-            message_max_bytes=_positive(props, "message.max.bytes", DEFAULT_MESSAGE_MAX_BYTES),
-            socket_request_max_bytes=_positive(props, "socket.request.max.bytes", DEFAULT_SOCKET_REQUEST_MAX_BYTES),
-            socket_send_buffer_bytes=_int(props, "socket.send.buffer.bytes", -1),
-            socket_receive_buffer_bytes=_int(props, "socket.receive.buffer.bytes", -1),
-            fetch_max_bytes=_positive(props, "fetch.max.bytes", DEFAULT_FETCH_MAX_BYTES),
-            queued_max_requests=_positive(props, "queued.max.requests", DEFAULT_QUEUED_MAX_REQUESTS),
-            connections_max_idle_ms=_int(props, "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS),
-            max_connections=_positive(props, "max.connections", DEFAULT_MAX_CONNECTIONS),
-            max_connections_per_ip=_positive(props, "max.connections.per.ip", DEFAULT_MAX_CONNECTIONS_PER_IP),
-            queued_max_request_bytes=_queued_max_request_bytes(props),
-            max_broker_partitions=_positive(props, "max.broker.partitions", DEFAULT_MAX_BROKER_PARTITIONS),
-            max_partitions_per_topic=_positive(props, "max.partitions.per.topic", DEFAULT_MAX_PARTITIONS_PER_TOPIC),
-            max_partitions_per_request=_positive(
-                props, "max.partitions.per.request", DEFAULT_MAX_PARTITIONS_PER_REQUEST),
-            log_retention_check_interval_ms=_positive(
-                props, "log.retention.check.interval.ms", DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS
-            ),
-            log_flush_scheduler_interval_ms=_positive(
-                props, "log.flush.scheduler.interval.ms", DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS
-            ),
-            rack=props.get("broker.rack") or None,
-            min_insync_replicas=_positive(props, "min.insync.replicas", DEFAULT_MIN_INSYNC_REPLICAS),
-            replica_lag_time_max_ms=_positive(props, "replica.lag.time.max.ms", DEFAULT_REPLICA_LAG_TIME_MAX_MS),
-            unclean_leader_election_enable=_bool(props, "unclean.leader.election.enable",
-                                                 DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE),
-            auto_leader_rebalance_enable=_bool(props, "auto.leader.rebalance.enable",
-                                               DEFAULT_AUTO_LEADER_REBALANCE_ENABLE),
-            leader_imbalance_check_interval_seconds=_positive(
-                props, "leader.imbalance.check.interval.seconds", DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS),
-            leader_imbalance_per_broker_percentage=_percentage(
-                props, "leader.imbalance.per.broker.percentage", DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE),
-            controlled_shutdown_enable=_bool(props, "controlled.shutdown.enable", DEFAULT_CONTROLLED_SHUTDOWN_ENABLE),
-            controlled_shutdown_timeout_ms=_positive(props, "controlled.shutdown.timeout.ms",
-                                                     DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS),
+            broker_id=values["broker.id"],
+            listeners=parse_listeners(values["listeners"] or BROKER["listeners"].default),
+            advertised_listeners=parse_listeners(advertised) if advertised else (),
+            log_dirs=tuple(log_dirs.split(",")),
+            zookeeper_connect=values["zookeeper.connect"],
+            queued_max_request_bytes=_queued_max_request_bytes(values),
+            rack=values["broker.rack"] or None,
             log_defaults=topic_defaults(props),
             raw=dict(props),
+            **{name: values[key] for name, key in _FIELD_KEYS.items()},
         )
 
     def with_overrides(self, overrides: Mapping[str, str]) -> "BrokerConfig":
@@ -260,12 +262,20 @@ class BrokerConfig:
         )
 
 
+# BrokerConfig fields read straight from their key (`num_partitions` <- `num.partitions`); the others above.
+_SPECIAL_FIELDS = {"broker_id", "listeners", "advertised_listeners", "log_dirs", "zookeeper_connect",
+                   "queued_max_request_bytes", "rack", "log_defaults", "raw"}
+_FIELD_KEYS = {f.name: f.name.replace("_", ".") for f in dataclasses.fields(BrokerConfig)
+               if f.name not in _SPECIAL_FIELDS}
+assert set(_FIELD_KEYS.values()) <= KNOWN_KEYS, "every BrokerConfig field has a declared setting"
+
+
 def topic_defaults(props: Mapping[str, str]) -> dict[str, str]:
     """The storage's topic-level defaults from the broker's log.* keys (hours/minutes -> ms)."""
     resolved = dict(props)
     for coarse, (fine, factor) in _COARSE_MS.items():
         if coarse in props and fine not in props:
-            resolved[fine] = str(_int(props, coarse, 0) * factor)
+            resolved[fine] = str(BROKER.value(props, coarse) * factor)
     return {topic: resolved[broker] for broker, topic in LOG_KEY_TO_TOPIC_KEY.items() if broker in resolved}
 
 
@@ -322,45 +332,15 @@ def parse_overrides(items: list[str] | None) -> dict[str, str]:
     return props
 
 
-def _int(props: Mapping[str, str], key: str, default):
-    if key not in props or props[key] == "":
-        return default
-    try:
-        return int(props[key])
-    except ValueError:
-        raise ConfigError(f"{key}={props[key]!r} is not an integer") from None
-
-
-def _positive(props: Mapping[str, str], key: str, default: int) -> int:
-    value = _int(props, key, default)
-    if value <= 0:
-        raise ConfigError(f"{key}={value} must be positive")
-    return value
-
-
-def _queued_max_request_bytes(props: Mapping[str, str]) -> int:
+def _queued_max_request_bytes(values: Mapping[str, object]) -> int:
     """-1 (no limit, Kafka's default), else at least socket.request.max.bytes, which is also the default:
     a smaller pool could never hold the largest request the broker accepts, which would wait forever."""
-    largest = _int(props, "socket.request.max.bytes", DEFAULT_SOCKET_REQUEST_MAX_BYTES)
-    value = _int(props, "queued.max.request.bytes", largest)
+    largest = values["socket.request.max.bytes"]
+    value = values["queued.max.request.bytes"]
+    if value is None:
+        return largest
     if value == QUEUED_MAX_REQUEST_BYTES_UNLIMITED:
         return value
     if value < largest:
         raise ConfigError(f"queued.max.request.bytes={value} must be -1 or at least socket.request.max.bytes={largest}")
     return value
-
-
-def _percentage(props: Mapping[str, str], key: str, default: int) -> int:
-    value = _int(props, key, default)
-    if not 0 <= value <= 100:
-        raise ConfigError(f"{key}={value} must be between 0 and 100")
-    return value
-
-
-def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
-    if key not in props:
-        return default
-    value = props[key].lower()
-    if value not in ("true", "false"):
-        raise ConfigError(f"{key}={props[key]!r} is not true or false")
-    return value == "true"

@@ -2,116 +2,136 @@
 
 Rule 1: a setting may be given by its dotted name (`{"batch.size": 65536}`, the way the data source and
 Kafka users pass them) or as a keyword with underscores (`batch_size=65536`); both mean the same setting.
-Rule 2: an unknown name raises `ValueError` (Kafka only warns, but a typo here silently changes nothing).
-Strings are converted to the default's type, so settings may come straight from a command line or Spark.
+Rule 2: an unknown name raises `ValueError` naming the nearest known one (Kafka only warns, but a typo here
+silently changes nothing). Every setting is declared once (`PRODUCER`, `CONSUMER`, `GROUP`, `ADMIN`: tables of
+`sparklog.settings`, with type, default, range, importance and doc); strings are parsed to the declared type,
+so settings may come straight from a command line or Spark, and a bad value names the key, value and rule.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-COMMON_DEFAULTS: dict[str, Any] = {
-    "bootstrap.servers": None,
-    "client.id": "sparklog-python",
-    "request.timeout.ms": 30_000,  # Kafka's default
-    "retry.backoff.ms": 100,  # Kafka's default: the first retry's wait, doubling (see backoff.py)
-    "retry.backoff.max.ms": 1_000,  # Kafka's default (KIP-580)
-    "reconnect.backoff.ms": 50,  # Kafka's default
-    "reconnect.backoff.max.ms": 1_000,  # Kafka's default (KIP-144)
-    "metadata.max.age.ms": 300_000,  # Kafka's default: refresh even without errors every 5 minutes
-    "socket.connection.setup.timeout.ms": 10_000,  # Kafka's default
-    "max.in.flight.requests.per.connection": 5,  # Kafka's default
-    "receive.message.max.bytes": 100 * 1024 * 1024 + 512,  # librdkafka's default frame limit
-}
-
-PRODUCER_DEFAULTS: dict[str, Any] = {
-    **COMMON_DEFAULTS,
-    "acks": 1,  # the paper's producer waits for the leader only (Kafka < 3.0 default)
-    "batch.size": 65_536,  # design notes 4.4: "64k or 10 ms"
-    "linger.ms": 10,  # design notes 4.4
-    "batch.num.messages": 10_000,  # librdkafka's name and default: records per batch at most
-    "compression.type": "none",
-    "buffer.memory": 32 * 1024 * 1024,  # Kafka's default: bytes of unsent records before send() blocks
-    "max.block.ms": 60_000,  # Kafka's default
-    "max.request.size": 1_048_576,  # Kafka's default
-    "retries": 2_147_483_647,  # Kafka's default; bounded in practice by delivery.timeout.ms
-    "delivery.timeout.ms": 120_000,  # Kafka's default
-}
-
-CONSUMER_DEFAULTS: dict[str, Any] = {
-    **COMMON_DEFAULTS,
-    "group.id": None,
-    "fetch.min.bytes": 1,  # Kafka's default
-    "fetch.max.wait.ms": 500,  # Kafka's default
-    "fetch.max.bytes": 52_428_800,  # Kafka's default
-    "max.partition.fetch.bytes": 1_048_576,  # Kafka's default
-    "check.crcs": True,  # Kafka's default
-    "auto.offset.reset": "latest",  # Kafka's default; the paper's names smallest|largest are accepted
-    "consumer.timeout.ms": -1,  # kafka-python's consumer_timeout_ms: iteration stops after this idle time
-    "max.poll.records": 500,  # Kafka's default
-    "queued.max.chunks": 4,  # fetched responses buffered ahead of the application (old Kafka: 10 chunks)
-    "isolation.level": "read_uncommitted",
-}
-
-GROUP_DEFAULTS: dict[str, Any] = {
-    **CONSUMER_DEFAULTS,
-    "auto.offset.reset": "smallest",  # the paper: "the smallest or the largest offset"
-    "auto.commit.enable": True,  # the 0.8 ZooKeeper consumer's name
-    "auto.commit.interval.ms": 5_000,  # Kafka's default
-    "zookeeper.connect": None,
-    "zookeeper.session.timeout.ms": 6_000,  # the 0.8 consumer's default
-    "zookeeper.connection.timeout.ms": 6_000,
-    "rebalance.backoff.ms": 200,  # the 0.8 consumer waited 2000 ms; we back off from 200 ms, doubling
-    "rebalance.max.backoff.ms": 3_000,
-    "rebalance.handover.wait.ms": 2_000,  # how long a rebalance waits for the application's record in hand
-    "consumer.id": None,  # default: <hostname>-<pid>-<random>
-}
+from sparklog.settings import BOOLEAN, HIGH, INT, LONG, LOW, STRING, Definitions, Setting
 
 AUTO_OFFSET_RESET = {"smallest": "earliest", "earliest": "earliest", "largest": "latest", "latest": "latest",
                      "none": "none"}
 ACKS = {"all": -1, "-1": -1, "0": 0, "1": 1, -1: -1, 0: 0, 1: 1}
 
 
+def _servers_text(value: Any) -> Any:
+    """A list of "host:port" (or (host, port)) as the one string form: "h1:9092,h2:9093"."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(f"{item[0]}:{item[1]}" if isinstance(item, tuple) else str(item) for item in value)
+    return value
+
+
+def _acks_text(value: Any) -> Any:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _setting(name, type_, default, doc, importance=LOW, low=None, **extra) -> Setting:
+    return Setting(name, type_, default, doc, importance, low, **extra)
+
+
+COMMON_SETTINGS = (
+    _setting("bootstrap.servers", STRING, None, "host:port,... of brokers to start from", HIGH,
+             convert=_servers_text),
+    _setting("client.id", STRING, "sparklog-python", "names this client in the brokers' logs"),
+    _setting("request.timeout.ms", INT, 30_000, "how long a request may wait for its response", HIGH, 0),
+    _setting("retry.backoff.ms", LONG, 100, "the first retry's wait, doubling to retry.backoff.max.ms (KIP-580)",
+             low=0),
+    _setting("retry.backoff.max.ms", LONG, 1_000, "the longest wait between retries (KIP-580)", low=0),
+    _setting("reconnect.backoff.ms", LONG, 50, "the first reconnect's wait, doubling", low=0),
+    _setting("reconnect.backoff.max.ms", LONG, 1_000, "the longest wait between reconnects (KIP-144)", low=0),
+    _setting("metadata.max.age.ms", LONG, 300_000, "refresh metadata this often even without errors", low=0),
+    _setting("socket.connection.setup.timeout.ms", LONG, 10_000, "how long a connection may take to open", low=0),
+    _setting("max.in.flight.requests.per.connection", INT, 5, "requests sent before their responses", low=1),
+    _setting("receive.message.max.bytes", INT, 100 * 1024 * 1024 + 512, "the largest response frame accepted",
+             low=1, kafka="librdkafka's receive.message.max.bytes"),
+)
+PRODUCER = Definitions("producer", (
+    *COMMON_SETTINGS,
+    _setting("acks", STRING, "1", "0, 1 or all: which replicas acknowledge a write (the paper's producer waits "
+             "for the leader only, Kafka < 3.0's default)", HIGH, choices=("all", "-1", "0", "1"),
+             convert=_acks_text),
+    _setting("batch.size", INT, 65_536, "bytes of records per batch (design notes 4.4: \"64k or 10 ms\")", HIGH, 0),
+    _setting("linger.ms", LONG, 10, "how long a batch waits to fill (design notes 4.4)", HIGH, 0),
+    _setting("batch.num.messages", INT, 10_000, "records per batch at most", low=1,
+             kafka="librdkafka's batch.num.messages"),
+    _setting("compression.type", STRING, "none", "codec of the batches sent", HIGH,
+             choices=("none", "gzip", "snappy", "lz4", "zstd")),
+    _setting("buffer.memory", LONG, 32 * 1024 * 1024, "bytes of unsent records before send() blocks", HIGH, 0),
+    _setting("max.block.ms", LONG, 60_000, "how long send() may block (buffer full, metadata)", low=0),
+    _setting("max.request.size", INT, 1_048_576, "the largest request sent", low=0),
+    _setting("retries", INT, 2_147_483_647, "retries of a failed batch, bounded by delivery.timeout.ms", low=0),
+    _setting("delivery.timeout.ms", INT, 120_000, "when a send fails at the latest", low=0),
+))
+CONSUMER = Definitions("consumer", (
+    *COMMON_SETTINGS,
+    _setting("group.id", STRING, None, "the consumer group", HIGH),
+    _setting("fetch.min.bytes", INT, 1, "bytes a fetch waits for, up to fetch.max.wait.ms", HIGH, 0),
+    _setting("fetch.max.wait.ms", INT, 500, "how long a fetch waits for fetch.min.bytes", low=0),
+    _setting("fetch.max.bytes", INT, 52_428_800, "records bytes of one fetch response", low=0),
+    _setting("max.partition.fetch.bytes", INT, 1_048_576, "records bytes of one partition in a fetch", HIGH, 0),
+    _setting("check.crcs", BOOLEAN, True, "check every fetched batch's CRC-32C"),
+    _setting("auto.offset.reset", STRING, "latest", "where to start without a committed offset (the paper's "
+             "smallest and largest are accepted)", choices=tuple(AUTO_OFFSET_RESET)),
+    _setting("consumer.timeout.ms", LONG, -1, "iteration stops after this idle time (-1: never)", low=-1,
+             kafka="kafka-python's consumer_timeout_ms"),
+    _setting("max.poll.records", INT, 500, "records one poll returns at most", low=1),
+    _setting("queued.max.chunks", INT, 4, "fetched responses buffered ahead of the application", low=1,
+             kafka="the 0.8 consumer's queued.max.message.chunks"),
+    _setting("isolation.level", STRING, "read_uncommitted", "read_committed hides aborted transactions",
+             choices=("read_uncommitted", "read_committed")),
+))
+GROUP = Definitions("ZooKeeper group consumer", (
+    *(setting for setting in CONSUMER.values() if setting.name != "auto.offset.reset"),
+    _setting("auto.offset.reset", STRING, "smallest", "where a group starts without a committed offset (the "
+             "paper: \"the smallest or the largest offset\")", choices=tuple(AUTO_OFFSET_RESET)),
+    _setting("auto.commit.enable", BOOLEAN, True, "commit consumed offsets to ZooKeeper periodically",
+             kafka="the 0.8 consumer's auto.commit.enable"),
+    _setting("auto.commit.interval.ms", LONG, 5_000, "how often offsets are committed", low=0),
+    _setting("zookeeper.connect", STRING, None, "host:port[,...][/chroot] of ZooKeeper", HIGH),
+    _setting("zookeeper.session.timeout.ms", INT, 6_000, "the group member's ZooKeeper session", low=1,
+             kafka="the 0.8 consumer's zookeeper.session.timeout.ms"),
+    _setting("zookeeper.connection.timeout.ms", INT, 6_000, "how long connecting to ZooKeeper may take", low=1),
+    _setting("rebalance.backoff.ms", LONG, 200, "the first wait between rebalance attempts, doubling (the 0.8 "
+             "consumer waited 2000 ms)", low=0),
+    _setting("rebalance.max.backoff.ms", LONG, 3_000, "the longest wait between rebalance attempts", low=0, kafka=""),
+    _setting("rebalance.handover.wait.ms", LONG, 2_000, "how long a rebalance waits for the record in hand",
+             low=0, kafka=""),
+    _setting("consumer.id", STRING, None, "this member's id (unset: <hostname>-<pid>-<random>)"),
+))
+ADMIN = Definitions("admin client", COMMON_SETTINGS)
+_ALL = {setting.name: setting for table in (PRODUCER, CONSUMER, GROUP) for setting in table.values()}
+
+COMMON_DEFAULTS: dict[str, Any] = ADMIN.defaults()
+PRODUCER_DEFAULTS: dict[str, Any] = PRODUCER.defaults()
+CONSUMER_DEFAULTS: dict[str, Any] = CONSUMER.defaults()
+GROUP_DEFAULTS: dict[str, Any] = GROUP.defaults()
+
+
 def resolve(defaults: Mapping[str, Any], *sources: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Merge `sources` (later wins) over `defaults`, accepting dotted or underscored names."""
+    """Merge `sources` (later wins) over `defaults`, accepting dotted or underscored names; each value is
+    parsed and checked by its declaration (Rule 2)."""
     by_underscore = {name.replace(".", "_"): name for name in defaults}
     settings = dict(defaults)
     for source in sources:
         for name, value in (source or {}).items():
             dotted = name if name in defaults else by_underscore.get(name)
             if dotted is None:
-                raise ValueError(f"unknown setting {name!r}; known: {', '.join(sorted(defaults))}")
-            settings[dotted] = _convert(dotted, value, defaults[dotted])
+                known = Definitions("client", (_ALL[known] for known in defaults if known in _ALL), error=ValueError)
+                raise ValueError(known.unknown_message(name.replace("_", "."), name))
+            settings[dotted] = _ALL[dotted].parse(value, ValueError) if dotted in _ALL else value
     return _normalize(settings)
-
-
-def _convert(name: str, value: Any, default: Any) -> Any:
-    if not isinstance(value, str) or default is None or isinstance(default, str):
-        return value
-    if isinstance(default, bool):
-        if value.lower() not in ("true", "false"):
-            raise ValueError(f"{name} is true or false, not {value!r}")
-        return value.lower() == "true"
-    if name == "acks":
-        return value
-    try:
-        return type(default)(value)
-    except ValueError:
-        raise ValueError(f"{name} must be a {type(default).__name__}, not {value!r}") from None
 
 
 def _normalize(settings: dict[str, Any]) -> dict[str, Any]:
     if "acks" in settings:
-        if settings["acks"] not in ACKS:
-            raise ValueError(f"acks is 0, 1 or all, not {settings['acks']!r}")
         settings["acks"] = ACKS[settings["acks"]]
     if "auto.offset.reset" in settings:
-        reset = str(settings["auto.offset.reset"]).lower()
-        if reset not in AUTO_OFFSET_RESET:
-            raise ValueError(f"auto.offset.reset is one of {sorted(AUTO_OFFSET_RESET)}, not {reset!r}")
-        settings["auto.offset.reset"] = AUTO_OFFSET_RESET[reset]
-    if settings.get("max.in.flight.requests.per.connection", 1) < 1:
-        raise ValueError("max.in.flight.requests.per.connection must be at least 1")
+        settings["auto.offset.reset"] = AUTO_OFFSET_RESET[str(settings["auto.offset.reset"]).lower()]
     return settings
 
 

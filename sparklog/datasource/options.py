@@ -10,6 +10,10 @@ Rule 3: a `kafka.`-prefixed setting reaches the client when the client knows it 
 other than PLAINTEXT) is refused, because ignoring it would send data in the clear; any other unknown one
 is logged as ignored, as Kafka's own clients warn "supplied but isn't a known config".
 Rule 4: every error's first line says what is wrong and what to do.
+Rule 5: every option is declared once in `READ_OPTIONS` / `WRITE_OPTIONS` (`sparklog.settings`: type,
+default, range, doc, the Spark Kafka option it mirrors); a bad value names the option, the value and the rule;
+an option name close to a declared one is warned about with that name (`startingOffset`: did you mean
+`startingOffsets`?), as Spark ignores options it does not know.
 
 Names are case-insensitive, as Spark passes them. Kafka client settings may carry Spark's `kafka.` prefix
 (`kafka.bootstrap.servers`) or none (`bootstrap.servers`); client settings may also carry our own
@@ -18,6 +22,7 @@ Names are case-insensitive, as Spark passes them. Kafka client settings may carr
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -26,6 +31,7 @@ from typing import Any, Mapping
 
 from sparklog.client.config import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 from sparklog.client.config import resolve as resolve_settings
+from sparklog.settings import BOOLEAN, HIGH, INT, LONG, LOW, MEDIUM, STRING, WARN, Definitions, Setting
 
 logger = logging.getLogger(__name__)
 
@@ -190,29 +196,6 @@ def _kafka_setting(opts: Mapping[str, str], name: str) -> str | None:
     return opts.get(name) or opts.get("kafka." + name)
 
 
-def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
-    value = opts.get(name.lower())
-    if value is None:
-        return default
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise SparklogOptionError(f"Option '{name}' must be true or false, not {value!r}")
-    return text == "true"
-
-
-def _positive(opts: Mapping[str, str], name: str, default: int | None = None, zero_ok: bool = False) -> int | None:
-    value = opts.get(name.lower())
-    if value is None:
-        return default
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        raise SparklogOptionError(f"Invalid value '{value}' for option '{name}', must be a positive integer") from None
-    if number < 0 or (number == 0 and not zero_ok):
-        raise SparklogOptionError(f"Invalid value '{value}' for option '{name}', must be a positive integer")
-    return number
-
-
 def parse_duration_ms(value: str, name: str = "maxTriggerDelay") -> int:
     """`"15m"`, `"30s"`, `"500ms"`, `"2000"` (ms) -> milliseconds, as Spark's time strings."""
     match = _DURATION.match(str(value))
@@ -220,6 +203,80 @@ def parse_duration_ms(value: str, name: str = "maxTriggerDelay") -> int:
         raise SparklogOptionError(f"Invalid value '{value}' for option '{name}': expected a duration like '15m'")
     unit = match.group(2).lower() if match.group(2) else None
     return int(match.group(1)) * _DURATION_MS[unit]
+
+
+def _duration(value: Any) -> Any:
+    return parse_duration_ms(value) if isinstance(value, str) else value
+
+
+def _option(name, type_, default, doc, importance=LOW, low=None, kafka=None, **extra) -> Setting:
+    """A Spark option: `kafka` names the Spark Kafka source option it mirrors ("" when it is ours alone)."""
+    return Setting(name, type_, default, doc, importance, low, kafka=kafka, **extra)
+
+
+_SPARK = None  # the option of Spark's Kafka source of the same name
+_CONNECTION_OPTIONS = (
+    _option("kafka.bootstrap.servers", STRING, None, "host:port,... of brokers (or set zookeeper.connect)", HIGH,
+            kafka=_SPARK),
+    _option("zookeeper.connect", STRING, None, "ZooKeeper, to find brokers in its registry and for the Avro "
+            "schema registry", HIGH, kafka=""),
+    _option("zookeeper.connection.timeout.ms", LONG, DEFAULT_ZOOKEEPER_TIMEOUT_MS, "how long connecting to "
+            "ZooKeeper may take", low=1, kafka=""),
+)
+READ_OPTIONS = Definitions("Spark source", (
+    *_CONNECTION_OPTIONS,
+    _option("subscribe", STRING, None, "topics to read, comma-separated (one of subscribe, subscribePattern, "
+            "assign)", HIGH, kafka=_SPARK),
+    _option("subscribePattern", STRING, None, "a regex of the topics to read", HIGH, kafka=_SPARK),
+    _option("assign", STRING, None, "JSON of the partitions to read: {\"t\":[0,1]}", HIGH, kafka=_SPARK),
+    _option("startingOffsets", STRING, None, "earliest, latest or JSON {\"t\":{\"0\":23}} (default: latest when "
+            "streaming, earliest in a batch)", HIGH, kafka=_SPARK),
+    _option("endingOffsets", STRING, "latest", "batch reads: latest or JSON", kafka=_SPARK),
+    _option("startingTimestamp", LONG, None, "start every partition at this time (ms)", kafka=_SPARK),
+    _option("endingTimestamp", LONG, None, "batch reads: end every partition at this time (ms)", kafka=_SPARK),
+    _option("startingOffsetsByTimestamp", STRING, None, "JSON of start times per partition", kafka=_SPARK),
+    _option("endingOffsetsByTimestamp", STRING, None, "batch reads: JSON of end times per partition",
+            kafka=_SPARK),
+    _option("startingOffsetsByTimestampStrategy", STRING, "error", "when no offset matches a start time: error "
+            "or latest", choices=STRATEGIES, kafka=_SPARK),
+    _option("maxOffsetsPerTrigger", LONG, None, "records per micro-batch at most", MEDIUM, 1, kafka=_SPARK),
+    _option("minOffsetsPerTrigger", LONG, None, "records a micro-batch waits for, up to maxTriggerDelay", low=1,
+            kafka=_SPARK),
+    _option("maxTriggerDelay", LONG, DEFAULT_MAX_TRIGGER_DELAY_MS, "how long minOffsetsPerTrigger may delay a "
+            "batch (a duration: 15m, 30s, 500ms)", low=0, kafka=_SPARK, convert=_duration),
+    _option("minPartitions", INT, None, "Spark partitions at least (large ranges are split)", low=1,
+            kafka=_SPARK),
+    _option("maxRecordsPerPartition", LONG, None, "records per Spark partition at most", low=1, kafka=_SPARK),
+    _option("failOnDataLoss", BOOLEAN, True, "fail when offsets are lost (deleted, fenced); else warn", HIGH,
+            kafka=_SPARK),
+    _option("includeHeaders", BOOLEAN, False, "add the records' headers column", kafka=_SPARK),
+    _option("kafkaConsumer.pollTimeoutMs", LONG, DEFAULT_POLL_TIMEOUT_MS, "how long a task waits for a fetch",
+            low=1, kafka=_SPARK),
+    _option("fetchOffset.numRetries", INT, DEFAULT_FETCH_OFFSET_NUM_RETRIES, "retries of a failed offset lookup",
+            low=0, kafka=_SPARK),
+    _option("fetchOffset.retryIntervalMs", LONG, DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS, "wait between those "
+            "retries", low=0, kafka=_SPARK),
+    _option("kafka.group.id", STRING, None, "the group under which the query's progress is recorded",
+            kafka=_SPARK),
+    _option("groupIdPrefix", STRING, DEFAULT_GROUP_ID_PREFIX, "prefix of the generated group id", kafka=_SPARK),
+    _option("sparklog.queryId", STRING, None, "names the query's own initial offsets in ZooKeeper (default: the "
+            "checkpoint location)", kafka=""),
+    _option("sparklog.commitProgress", BOOLEAN, True, "record the query's progress in the offset registry",
+            kafka=""),
+    _option("sparklog.waitForTopics", BOOLEAN, False, "a missing topic is \"no partitions yet\", not an error",
+            kafka=""),
+    _option("valueFormat", STRING, "binary", "binary, or avro (decode with the schema registry)", kafka=""),
+    _option("subject", STRING, None, "valueFormat=avro: the schema registry subject", kafka=""),
+    _option("subjectVersion", INT, None, "valueFormat=avro: the reader schema's version (default: latest)",
+            low=1, kafka=""),
+    _option("valueSchemaId", INT, None, "valueFormat=avro: the reader schema's id", low=0, kafka=""),
+), error=SparklogOptionError, label="Option '{}'", unknown=WARN, case_insensitive=True,
+                           noun="option")
+WRITE_OPTIONS = Definitions("Spark sink", (
+    *_CONNECTION_OPTIONS,
+    _option("topic", STRING, None, "the topic of rows without a topic column", HIGH, kafka=_SPARK),
+), error=SparklogOptionError, label="Option '{}'", unknown=WARN, case_insensitive=True,
+                           noun="option")
 
 
 def _json_object(text: str, name: str) -> dict:
@@ -264,6 +321,16 @@ def parse_assign(text: str) -> tuple[tuple[str, int], ...]:
 # ---------------------------------------------------------------------------------------------- reading
 
 
+# Options Spark or sparklog itself passes, and Kafka settings given bare: never warned about (Rule 5).
+_PASSED_OPTIONS = frozenset({"path", "checkpointlocation", "bootstrap.servers", "sparklog.avro.readerschemaid"})
+
+
+def warn_unknown(opts: Mapping[str, str], table: Definitions) -> None:
+    """Warn, naming the nearest declared option, about an option nobody reads (Rule 5); client settings
+    (`kafka.`, `sparklog.`) are checked by `client_settings`."""
+    table.check_known(name for name in opts if name not in _PASSED_OPTIONS and not name.startswith(("kafka.", "sparklog.")))
+
+
 def check_refused(opts: Mapping[str, str], refused: Mapping[str, str]) -> None:
     """Refuse a Kafka setting given bare or with `kafka.`; `kafka.group.id` alone is accepted (it names
     the group under which progress is recorded, as in Spark's Kafka source)."""
@@ -280,7 +347,7 @@ def parse_connection(opts: Mapping[str, str], passthrough: tuple[str, ...]) -> C
             "No brokers to connect to: set the option 'kafka.bootstrap.servers' (host:port,...) or "
             "'zookeeper.connect' (brokers are then found in ZooKeeper's broker registry)"
         )
-    timeout = _positive(opts, "zookeeper.connection.timeout.ms", DEFAULT_ZOOKEEPER_TIMEOUT_MS)
+    timeout = READ_OPTIONS.value(opts, "zookeeper.connection.timeout.ms")
     return ConnectionOptions(servers, zookeeper, client_settings(opts, passthrough), timeout)
 
 
@@ -372,6 +439,7 @@ def parse_read_options(options: Mapping[str, str], streaming: bool | None) -> Re
     """
     opts = _lower(options)
     check_refused(opts, REFUSED_READ_OPTIONS)
+    warn_unknown(opts, READ_OPTIONS)
     connection = parse_connection(opts, CONSUMER_SETTINGS)
     subscription = parse_subscription(opts)
     starting = _offset_spec(opts, "starting", "earliest" if streaming is False else "latest")
@@ -390,12 +458,12 @@ def parse_read_options(options: Mapping[str, str], streaming: bool | None) -> Re
     if streaming is False:
         for name in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"):
             opts.pop(name, None)  # Spark's Kafka source ignores them in batch queries
-    max_offsets, min_offsets = _positive(opts, "maxOffsetsPerTrigger"), _positive(opts, "minOffsetsPerTrigger")
+    option = functools.partial(READ_OPTIONS.value, opts)
+    max_offsets, min_offsets = option("maxOffsetsPerTrigger"), option("minOffsetsPerTrigger")
     if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
         raise SparklogOptionError(  # Spark's KafkaSourceProvider message
             f"The value of minOffsetPerTrigger({min_offsets}) is higher than the maxOffsetsPerTrigger({max_offsets})."
         )
-    delay = opts.get("maxtriggerdelay")
     return ReadOptions(
         connection=connection,
         subscription=subscription,
@@ -404,22 +472,20 @@ def parse_read_options(options: Mapping[str, str], streaming: bool | None) -> Re
         starting_strategy=strategy,
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,
-        max_trigger_delay_ms=parse_duration_ms(delay) if delay is not None else DEFAULT_MAX_TRIGGER_DELAY_MS,
-        min_partitions=_positive(opts, "minPartitions"),
-        max_records_per_partition=_positive(opts, "maxRecordsPerPartition"),
-        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
-        include_headers=_bool(opts, "includeHeaders", False),
-        poll_timeout_ms=_positive(opts, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS),
-        fetch_offset_num_retries=_positive(opts, "fetchOffset.numRetries", DEFAULT_FETCH_OFFSET_NUM_RETRIES, zero_ok=True),
-        fetch_offset_retry_interval_ms=_positive(
-            opts, "fetchOffset.retryIntervalMs", DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS, zero_ok=True
-        ),
+        max_trigger_delay_ms=option("maxTriggerDelay"),
+        min_partitions=option("minPartitions"),
+        max_records_per_partition=option("maxRecordsPerPartition"),
+        fail_on_data_loss=option("failOnDataLoss"),
+        include_headers=option("includeHeaders"),
+        poll_timeout_ms=option("kafkaConsumer.pollTimeoutMs"),
+        fetch_offset_num_retries=option("fetchOffset.numRetries"),
+        fetch_offset_retry_interval_ms=option("fetchOffset.retryIntervalMs"),
         group_id=opts.get("kafka.group.id"),
-        group_id_prefix=str(opts.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX)),
+        group_id_prefix=option("groupIdPrefix"),
         # A group id may be shared by many queries, so it never keys a query's own state (issue 13 item 3).
         query_key=opts.get("sparklog.queryid") or opts.get("checkpointlocation"),
-        commit_progress=_bool(opts, "sparklog.commitProgress", True),
-        wait_for_topics=_bool(opts, "sparklog.waitForTopics", False),
+        commit_progress=option("sparklog.commitProgress"),
+        wait_for_topics=option("sparklog.waitForTopics"),
         avro_options=_avro_options(opts),
     )
 
@@ -456,6 +522,7 @@ def _check_batch_offsets(starting: OffsetSpec, ending: OffsetSpec) -> None:
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = _lower(options)
     check_refused(opts, REFUSED_WRITE_OPTIONS)
+    warn_unknown(opts, WRITE_OPTIONS)
     connection = parse_connection(opts, PRODUCER_SETTINGS)
     topic = opts.get("topic")
     return WriteOptions(connection=connection, topic=topic.strip() if topic else None,

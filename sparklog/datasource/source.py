@@ -21,7 +21,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from sparklog.datasource.arrow import spark_schema
-from sparklog.datasource.options import SparklogOptionError, _bool, _lower, parse_read_options, parse_write_options
+from sparklog.datasource.options import SparklogOptionError, _lower, parse_read_options, parse_write_options
 
 OVERWRITE_REFUSED = (
     'Save mode "overwrite" is not allowed for sparklog: a topic is append-only and cannot be truncated. '
@@ -60,8 +60,8 @@ class SparklogDataSource(DataSource):
         return "sparklog"
 
     def schema(self) -> StructType:
-        parse_read_options(self.options, streaming=None)  # Rule 1: a read's options fail at load()
-        schema = spark_schema(_bool(_lower(self.options), "includeHeaders", False))
+        options = parse_read_options(self.options, streaming=None)  # Rule 1: a read's options fail at load()
+        schema = spark_schema(options.include_headers)
         if "valueformat" in _lower(self.options):  # valueFormat=avro types `value` (sparklog.datasource.avro)
             from sparklog.datasource.avro import pin_value_schema
 

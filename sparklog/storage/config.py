@@ -1,5 +1,6 @@
-"""LogConfig: a partition log's settings, under Kafka's topic-level names, and `DEFINITIONS`, the one table
-(Kafka's `ConfigDef`) from which parsing, validation, broker synonyms and DescribeConfigs' answers all come.
+"""LogConfig: a partition log's settings, under Kafka's topic-level names, and `DEFINITIONS`, their table in
+the one definition mechanism (`sparklog.settings`, Kafka's `ConfigDef`) from which parsing, validation, broker
+synonyms, DescribeConfigs' answers and the README's settings tables all come.
 
 Build one with `LogConfig.from_dict({"segment.bytes": "1048576", ...})`: values may be strings as in a
 .properties file; an unknown key raises InvalidConfigError naming the known ones.
@@ -9,21 +10,19 @@ the storage acts on those marked `used` (segments, retention, flush, max.message
 message.timestamp.* settings, compression.type); the others are validated and reported, and their consumers
 (replication, the cleaner) read them from here.
 Rule 2: a value that cannot work here is refused, naming it: `remote.storage.enable=true` (no tiered storage).
-Rule 3: the broker-level default of a topic config is the broker key in `ConfigKey.broker_name`
+Rule 3: the broker-level default of a topic config is the broker key in `Setting.synonym`
 (`log.retention.ms` for `retention.ms`, as Kafka's synonyms); broker/config.py maps them from this table.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
+from sparklog.settings import (BOOLEAN, DOUBLE, HIGH, INT, INT32_MAX, LIST, LONG, LONG_MAX, LOW, MEDIUM, STRING,
+                               TYPE_CODES, Definitions, Setting)
 from sparklog.storage.errors import InvalidConfigError
-
-LONG_MAX = 2**63 - 1  # Kafka's Long.MAX_VALUE, its "never" for flush.messages and flush.ms
-INT32_MAX = 2**31 - 1
 
 DEFAULT_SEGMENT_BYTES = 1024**3  # segment.bytes: Kafka's 1 GiB
 DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000  # segment.ms: Kafka's 7 days
@@ -52,9 +51,7 @@ COMPRESSION_TYPES = (COMPRESSION_UNCOMPRESSED, "gzip", "snappy", "lz4", "zstd", 
 CLEANUP_DELETE = "delete"
 CLEANUP_COMPACT = "compact"
 
-# Kafka's ConfigDef types, with the code DescribeConfigs v3+ reports (DescribeConfigsResponse.ConfigType).
-TYPE_CODES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
-              "password": 9}
+__all__ = ["DEFINITIONS", "KEYS", "BROKER_KEYS", "LogConfig", "TYPE_CODES", "LONG_MAX", "INT32_MAX"]
 
 
 @dataclass(frozen=True)
@@ -115,7 +112,7 @@ class LogConfig:
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
-            DEFINITIONS[_key(field.name)].check(getattr(self, field.name))
+            DEFINITIONS[_key(field.name)].check(getattr(self, field.name), InvalidConfigError)
 
     @classmethod
     def from_dict(cls, settings: Mapping[str, Any] | None = None) -> "LogConfig":
@@ -124,11 +121,8 @@ class LogConfig:
 
     def with_overrides(self, settings: Mapping[str, Any]) -> "LogConfig":
         """A copy with some Kafka-named settings replaced (a topic's overrides of the broker defaults)."""
-        changes = {}
-        for key, value in settings.items():
-            if key not in KEYS:
-                raise InvalidConfigError(f"unknown log setting {key!r}; known settings: {', '.join(sorted(KEYS))}")
-            changes[KEYS[key]] = DEFINITIONS[key].parse(value)
+        DEFINITIONS.check_known(settings)
+        changes = {KEYS[key]: DEFINITIONS[key].parse(value, InvalidConfigError) for key, value in settings.items()}
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -160,114 +154,10 @@ def _key(field_name: str) -> str:
 # The definitions table
 
 
-@dataclass(frozen=True)
-class ConfigKey:
-    """One topic config: Kafka's name, type and default, the broker key that supplies its default, whether
-    the storage acts on it, the allowed values (`low`/`high` for numbers, `choices` for strings), and a doc."""
-
-    name: str
-    type: str
-    broker_name: str | None
-    used: bool
-    doc: str
-    low: float | None = None
-    high: float | None = None
-    choices: tuple[str, ...] = ()
-    check_value: Callable[[Any], str | None] | None = None  # extra rule: returns the problem, or None
-
-    @property
-    def default(self) -> Any:
-        return _DEFAULTS[self.name]
-
-    @property
-    def type_code(self) -> int:
-        return TYPE_CODES[self.type]
-
-    def parse(self, value: Any) -> Any:
-        """A properties-file string (or a Python value) to this key's type; raises InvalidConfigError."""
-        if self.type == "boolean":
-            return _parse_bool(self.name, value)
-        if self.name == "flush.visibility":
-            return _parse_visibility(value)
-        if self.type in ("int", "long", "short"):
-            return _parse_int(self.name, value)
-        if self.type == "double":
-            try:
-                number = float(str(value).strip())
-            except ValueError:
-                number = math.nan
-            if not math.isfinite(number):
-                raise InvalidConfigError(f"{self.name} must be a number, not {value!r}")
-            return number
-        text = str(value).strip()
-        if self.type == "list":
-            return ",".join(dict.fromkeys(item.strip().lower() for item in text.split(",") if item.strip()))
-        for choice in self.choices:  # choices are matched case-insensitively and stored as Kafka spells them
-            if text.lower() == choice.lower():
-                return choice
-        return text
-
-    def check(self, value: Any) -> None:
-        """Raise InvalidConfigError naming the key when `value` (of this key's type) is not allowed."""
-        problem = self._problem(value)
-        if problem:
-            raise InvalidConfigError(f"{self.name}: {problem}")
-
-    def _problem(self, value: Any) -> str | None:
-        if self.type == "boolean":
-            if not isinstance(value, bool):
-                return f"must be true or false, not {value!r}"
-        elif self.type in ("int", "long", "short", "double"):
-            numeric = (int, float) if self.type == "double" else (int,)
-            if not isinstance(value, numeric) or isinstance(value, bool):
-                return f"must be {'a number' if self.type == 'double' else 'an integer'}, not {value!r}"
-            if self.low is not None and value < self.low or self.high is not None and value > self.high:
-                kind = "a number" if self.type == "double" else f"an integer ({self.type})"
-                return f"must be {kind} in [{_num(self.low)}, {_num(self.high)}], not {value!r}"
-        elif not isinstance(value, str):
-            return f"must be a string, not {value!r}"
-        elif self.type == "list" and self.choices:
-            items = value.split(",") if value else []
-            bad = [item for item in items if item not in self.choices]
-            if bad or not items:
-                return f"must be a list of {', '.join(self.choices)}, not {value!r}"
-        elif self.choices and value not in self.choices:
-            return f"must be one of {', '.join(self.choices)}, not {value!r}"
-        return self.check_value(value) if self.check_value else None
-
-    def format(self, value: Any) -> str:
-        """The value as Kafka prints it in DescribeConfigs."""
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        return str(value)
-
-
-def _num(bound: float | None) -> str:
-    return "-inf" if bound is None else str(bound)
-
-
-def _parse_bool(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise InvalidConfigError(f"{key} must be true or false, not {value!r}")
-    return text == "true"
-
-
-def _parse_int(key: str, value: Any) -> int:
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            raise InvalidConfigError(f"{key} must be an integer, not {value!r}") from None
-    return value
-
-
-def _parse_visibility(value: Any) -> str:
+def _visibility(value: Any) -> Any:
     if isinstance(value, bool):  # True means "appended": expose on append
         return VISIBILITY_APPENDED if value else VISIBILITY_FLUSHED
-    return str(value).strip().lower()
+    return value
 
 
 def _no_remote_storage(value: bool) -> str | None:
@@ -276,74 +166,78 @@ def _no_remote_storage(value: bool) -> str | None:
 
 _I = INT32_MAX
 _L = LONG_MAX
-_TABLE = (
-    # name, type, broker key, used by the storage, low, high, doc
-    ("segment.bytes", "int", "log.segment.bytes", True, 1, _I, "bytes per segment file (Kafka's floor is 14)"),
-    ("segment.ms", "long", "log.roll.ms", True, 1, _L, "roll a segment this long after it was created"),
-    ("index.interval.bytes", "int", "log.index.interval.bytes", True, 0, _I, "bytes between offset index entries"),
-    ("segment.index.bytes", "int", "log.index.size.max.bytes", True, 8, _I, "bytes of an offset index file"),
-    ("flush.messages", "long", "log.flush.interval.messages", True, 1, _L, "fsync after this many messages"),
-    ("flush.ms", "long", "log.flush.interval.ms", True, 0, _L, "fsync this long after the oldest unflushed append"),
-    ("retention.ms", "long", "log.retention.ms", True, -1, _L, "delete segments older than this (-1: never)"),
-    ("retention.bytes", "long", "log.retention.bytes", True, -1, _L, "delete old segments beyond this size (-1: no limit)"),
-    ("max.message.bytes", "int", "message.max.bytes", True, 0, _I, "the largest record batch accepted"),
-    ("file.delete.delay.ms", "long", "log.segment.delete.delay.ms", True, 0, _L, "keep deleted segment files this long"),
-    ("flush.visibility", "string", "log.flush.visibility", True, None, None,
-     "sparklog's: 'flushed' shows consumers only fsynced messages, 'appended' every append"),
-    ("message.timestamp.type", "string", "log.message.timestamp.type", True, None, None,
-     "CreateTime keeps the producer's timestamps, LogAppendTime stamps each batch with the broker's clock"),
-    ("message.timestamp.difference.max.ms", "long", "log.message.timestamp.difference.max.ms", True, 0, _L,
-     "deprecated: bound on both sides of the broker's clock for CreateTime timestamps"),
-    ("message.timestamp.before.max.ms", "long", "log.message.timestamp.before.max.ms", True, 0, _L,
-     "how far behind the broker's clock a CreateTime timestamp may be"),
-    ("message.timestamp.after.max.ms", "long", "log.message.timestamp.after.max.ms", True, 0, _L,
-     "how far ahead of the broker's clock a CreateTime timestamp may be"),
-    ("compression.type", "string", "compression.type", True, None, None,
-     "codec of stored batches; 'producer' keeps the producer's, others recompress"),
-    ("compression.gzip.level", "int", "compression.gzip.level", False, -1, 9, "gzip level (-1: the codec's default)"),
-    ("compression.lz4.level", "int", "compression.lz4.level", False, 1, 17, "lz4 level"),
-    ("compression.zstd.level", "int", "compression.zstd.level", False, -131072, 22, "zstd level"),
-    ("cleanup.policy", "list", "log.cleanup.policy", False, None, None,
-     "delete (retention), compact (keep the last value of each key) or both; the cleaner reads it"),
-    ("delete.retention.ms", "long", "log.cleaner.delete.retention.ms", False, 0, _L,
-     "how long a compacted topic keeps tombstones"),
-    ("min.cleanable.dirty.ratio", "double", "log.cleaner.min.cleanable.ratio", False, 0.0, 1.0,
-     "the dirty ratio above which the cleaner compacts a log"),
-    ("min.compaction.lag.ms", "long", "log.cleaner.min.compaction.lag.ms", False, 0, _L,
-     "a message stays uncompacted at least this long"),
-    ("max.compaction.lag.ms", "long", "log.cleaner.max.compaction.lag.ms", False, 1, _L,
-     "a message stays uncompacted at most this long"),
-    ("min.insync.replicas", "int", "min.insync.replicas", False, 1, _I,
-     "replicas that must acknowledge an acks=all produce; replication reads it"),
-    ("unclean.leader.election.enable", "boolean", "unclean.leader.election.enable", False, None, None,
-     "whether a replica outside the ISR may become leader; replication reads it"),
-    ("segment.jitter.ms", "long", "log.roll.jitter.ms", False, 0, _L, "random jitter subtracted from segment.ms"),
-    ("preallocate", "boolean", "log.preallocate", False, None, None, "preallocate segment files"),
-    ("message.downconversion.enable", "boolean", "log.message.downconversion.enable", False, None, None,
-     "down-convert for old consumers (sparklog serves RecordBatch v2 only)"),
-    ("message.format.version", "string", "log.message.format.version", False, None, None,
-     "ignored since Kafka 3.0: batches are always v2"),
-    ("follower.replication.throttled.replicas", "list", None, False, None, None, "throttled follower replicas"),
-    ("leader.replication.throttled.replicas", "list", None, False, None, None, "throttled leader replicas"),
-    ("local.retention.ms", "long", "log.local.retention.ms", False, -2, _L, "tiered storage: local retention time"),
-    ("local.retention.bytes", "long", "log.local.retention.bytes", False, -2, _L, "tiered storage: local retention size"),
-    ("remote.storage.enable", "boolean", None, False, None, None, "tiered storage (not supported: false only)"),
-)
-_CHOICES = {
-    "flush.visibility": (VISIBILITY_FLUSHED, VISIBILITY_APPENDED),
-    "message.timestamp.type": (CREATE_TIME, LOG_APPEND_TIME),
-    "compression.type": COMPRESSION_TYPES,
-    "cleanup.policy": (CLEANUP_DELETE, CLEANUP_COMPACT),
-}
-_CHECKS = {"remote.storage.enable": _no_remote_storage}
+def _topic(name, type_, synonym, low, high, doc, importance=MEDIUM, **extra) -> Setting:
+    """A topic config whose default is LogConfig's field (one place for each default)."""
+    return Setting(name, type_, _DEFAULTS[name], doc, importance, low, high, synonym=synonym, **extra)
 
-DEFINITIONS: dict[str, ConfigKey] = {
-    name: ConfigKey(name, type_, broker, used, doc, low, high, _CHOICES.get(name, ()), _CHECKS.get(name))
-    for name, type_, broker, used, low, high, doc in _TABLE
-}
+
 _DEFAULTS = {_key(f.name): f.default for f in dataclasses.fields(LogConfig)}
+_I = INT32_MAX
+_L = LONG_MAX
+DEFINITIONS = Definitions("log", (
+    # name, type, broker key (its default), low, high, doc
+    _topic("segment.bytes", INT, "log.segment.bytes", 1, _I, "bytes per segment file (Kafka's floor is 14)", HIGH),
+    _topic("segment.ms", LONG, "log.roll.ms", 1, _L, "roll a segment this long after it was created"),
+    _topic("index.interval.bytes", INT, "log.index.interval.bytes", 0, _I, "bytes between offset index entries"),
+    _topic("segment.index.bytes", INT, "log.index.size.max.bytes", 8, _I, "bytes of an offset index file"),
+    _topic("flush.messages", LONG, "log.flush.interval.messages", 1, _L, "fsync after this many messages", HIGH),
+    _topic("flush.ms", LONG, "log.flush.interval.ms", 0, _L, "fsync this long after the oldest unflushed append "
+           "(Kafka's default: never)", HIGH),
+    _topic("retention.ms", LONG, "log.retention.ms", -1, _L, "delete segments older than this (-1: never)", HIGH),
+    _topic("retention.bytes", LONG, "log.retention.bytes", -1, _L, "delete old segments beyond this size (-1: no "
+           "limit)", HIGH),
+    _topic("max.message.bytes", INT, "message.max.bytes", 0, _I, "the largest record batch accepted", HIGH),
+    _topic("file.delete.delay.ms", LONG, "log.segment.delete.delay.ms", 0, _L, "keep deleted segment files this "
+           "long"),
+    _topic("flush.visibility", STRING, "log.flush.visibility", None, None, "'flushed' shows consumers only fsynced "
+           "messages, 'appended' every append", HIGH, choices=(VISIBILITY_FLUSHED, VISIBILITY_APPENDED),
+           convert=_visibility, kafka=""),
+    _topic("message.timestamp.type", STRING, "log.message.timestamp.type", None, None, "CreateTime keeps the "
+           "producer's timestamps, LogAppendTime stamps each batch with the broker's clock",
+           choices=(CREATE_TIME, LOG_APPEND_TIME)),
+    _topic("message.timestamp.difference.max.ms", LONG, "log.message.timestamp.difference.max.ms", 0, _L,
+           "deprecated: bound on both sides of the broker's clock for CreateTime timestamps", LOW),
+    _topic("message.timestamp.before.max.ms", LONG, "log.message.timestamp.before.max.ms", 0, _L,
+           "how far behind the broker's clock a CreateTime timestamp may be"),
+    _topic("message.timestamp.after.max.ms", LONG, "log.message.timestamp.after.max.ms", 0, _L,
+           "how far ahead of the broker's clock a CreateTime timestamp may be"),
+    _topic("compression.type", STRING, "compression.type", None, None, "codec of stored batches; 'producer' keeps "
+           "the producer's, others recompress", choices=COMPRESSION_TYPES),
+    _topic("compression.gzip.level", INT, "compression.gzip.level", -1, 9, "gzip level (-1: the codec's default)",
+           LOW),
+    _topic("compression.lz4.level", INT, "compression.lz4.level", 1, 17, "lz4 level", LOW),
+    _topic("compression.zstd.level", INT, "compression.zstd.level", -131072, 22, "zstd level", LOW),
+    _topic("cleanup.policy", LIST, "log.cleanup.policy", None, None, "delete (retention), compact (keep the last "
+           "value of each key) or both; the cleaner reads it", choices=(CLEANUP_DELETE, CLEANUP_COMPACT)),
+    _topic("delete.retention.ms", LONG, "log.cleaner.delete.retention.ms", 0, _L, "how long a compacted topic keeps "
+           "tombstones"),
+    _topic("min.cleanable.dirty.ratio", DOUBLE, "log.cleaner.min.cleanable.ratio", 0.0, 1.0, "the dirty ratio "
+           "above which the cleaner compacts a log"),
+    _topic("min.compaction.lag.ms", LONG, "log.cleaner.min.compaction.lag.ms", 0, _L, "a message stays "
+           "uncompacted at least this long"),
+    _topic("max.compaction.lag.ms", LONG, "log.cleaner.max.compaction.lag.ms", 1, _L, "a message stays "
+           "uncompacted at most this long"),
+    _topic("min.insync.replicas", INT, "min.insync.replicas", 1, _I, "replicas that must acknowledge an acks=all "
+           "produce; replication reads it", HIGH),
+    _topic("unclean.leader.election.enable", BOOLEAN, "unclean.leader.election.enable", None, None, "whether a "
+           "replica outside the ISR may become leader; replication reads it"),
+    _topic("segment.jitter.ms", LONG, "log.roll.jitter.ms", 0, _L, "random jitter subtracted from segment.ms", LOW),
+    _topic("preallocate", BOOLEAN, "log.preallocate", None, None, "preallocate segment files", LOW),
+    _topic("message.downconversion.enable", BOOLEAN, "log.message.downconversion.enable", None, None,
+           "down-convert for old consumers (sparklog serves RecordBatch v2 only)", LOW),
+    _topic("message.format.version", STRING, "log.message.format.version", None, None, "ignored since Kafka 3.0: "
+           "batches are always v2", LOW),
+    _topic("follower.replication.throttled.replicas", LIST, None, None, None, "throttled follower replicas", LOW),
+    _topic("leader.replication.throttled.replicas", LIST, None, None, None, "throttled leader replicas", LOW),
+    _topic("local.retention.ms", LONG, "log.local.retention.ms", -2, _L, "tiered storage: local retention time",
+           LOW),
+    _topic("local.retention.bytes", LONG, "log.local.retention.bytes", -2, _L, "tiered storage: local retention "
+           "size", LOW),
+    _topic("remote.storage.enable", BOOLEAN, None, None, None, "tiered storage (not supported: false only)", LOW,
+           rule=_no_remote_storage),
+), error=InvalidConfigError)
 KEYS = {_key(f.name): f.name for f in dataclasses.fields(LogConfig)}
-BROKER_KEYS: dict[str, str] = {d.broker_name: d.name for d in DEFINITIONS.values() if d.broker_name}
+BROKER_KEYS: dict[str, str] = {d.synonym: d.name for d in DEFINITIONS.values() if d.synonym}
 """Broker-level key -> topic-level key (Kafka's synonyms: `log.retention.ms` -> `retention.ms`)."""
 
 assert set(DEFINITIONS) == set(KEYS), "every LogConfig field has exactly one definition"

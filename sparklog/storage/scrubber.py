@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
+from sparklog.settings import BOOLEAN, LONG, Definitions, Setting
 from sparklog.storage.errors import InvalidConfigError, LogClosedError
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,15 @@ logger = logging.getLogger(__name__)
 DEFAULT_SCRUBBER_ENABLE = True
 DEFAULT_SCRUBBER_BYTES_PER_SECOND = 16 * 1024 * 1024  # a few percent of one disk's sequential read rate
 DEFAULT_SCRUBBER_INTERVAL_MS = 24 * 3600 * 1000  # a pass a day, as Ceph's osd_scrub_min_interval
-SCRUBBER_KEYS = ("log.scrubber.enable", "log.scrubber.bytes.per.second", "log.scrubber.interval.ms")
+SCRUBBER_SETTINGS = Definitions("scrubber", (
+    Setting("log.scrubber.enable", BOOLEAN, DEFAULT_SCRUBBER_ENABLE, "verify closed segments in the background",
+            kafka=""),
+    Setting("log.scrubber.bytes.per.second", LONG, DEFAULT_SCRUBBER_BYTES_PER_SECOND, "the scrubber's read rate",
+            low=1, kafka=""),
+    Setting("log.scrubber.interval.ms", LONG, DEFAULT_SCRUBBER_INTERVAL_MS, "time between scrub passes", low=1,
+            kafka=""),
+), error=InvalidConfigError)
+SCRUBBER_KEYS = tuple(SCRUBBER_SETTINGS)
 UNVERIFIED_CHECK_S = 10.0  # how soon the segments of a newly opened log are verified in the background
 
 
@@ -44,23 +53,13 @@ class ScrubberConfig:
     interval_ms: int = DEFAULT_SCRUBBER_INTERVAL_MS
 
     def __post_init__(self) -> None:
-        if self.bytes_per_second < 1 or self.interval_ms < 1:
-            raise InvalidConfigError(
-                f"log.scrubber.bytes.per.second and log.scrubber.interval.ms must be >= 1, not "
-                f"{self.bytes_per_second} and {self.interval_ms}")
+        for key, value in zip(SCRUBBER_SETTINGS, (self.enable, self.bytes_per_second, self.interval_ms)):
+            SCRUBBER_SETTINGS[key].check(value, InvalidConfigError)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "ScrubberConfig":
         """From broker properties; missing keys take the defaults, bad values raise InvalidConfigError."""
-        enable = str(props.get("log.scrubber.enable", DEFAULT_SCRUBBER_ENABLE)).strip().lower()
-        if enable not in ("true", "false"):
-            raise InvalidConfigError(f"log.scrubber.enable must be true or false, not {enable!r}")
-        try:
-            rate = int(props.get("log.scrubber.bytes.per.second", DEFAULT_SCRUBBER_BYTES_PER_SECOND))
-            interval = int(props.get("log.scrubber.interval.ms", DEFAULT_SCRUBBER_INTERVAL_MS))
-        except ValueError as exc:
-            raise InvalidConfigError(f"log.scrubber.*: {exc}") from None
-        return cls(enable == "true", rate, interval)
+        return cls(*(SCRUBBER_SETTINGS.value(props, key) for key in SCRUBBER_SETTINGS))
 
 
 @dataclass(frozen=True)

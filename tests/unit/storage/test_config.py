@@ -107,7 +107,7 @@ def test_broker_synonyms_are_kafkas_log_names():
     assert BROKER_KEYS["log.cleaner.delete.retention.ms"] == "delete.retention.ms"
     assert BROKER_KEYS["compression.type"] == "compression.type"
     assert BROKER_KEYS["message.max.bytes"] == "max.message.bytes"
-    assert all(DEFINITIONS[topic].broker_name == broker for broker, topic in BROKER_KEYS.items())
+    assert all(DEFINITIONS[topic].synonym == broker for broker, topic in BROKER_KEYS.items())
 
 
 @given(st.sampled_from(sorted(DEFINITIONS)), st.text(max_size=12))

@@ -1,0 +1,30 @@
+"""docs/settings.md is what scripts/settings_tables.py generates from the settings' definitions."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "settings_tables.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("settings_tables", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_settings_tables_are_the_generated_ones():
+    script = load_script()
+    assert script.OUTPUT.read_text(encoding="utf-8") == script.render(), \
+        "docs/settings.md is out of date: run .venv/bin/python scripts/settings_tables.py"
+
+
+def test_every_declared_setting_has_a_row_and_the_readme_links_the_tables():
+    script = load_script()
+    text = script.render()
+    for _, table, _ in script.SECTIONS:
+        for name in table:
+            assert f"| `{name}` |" in text
+    assert "(docs/settings.md)" in (SCRIPT.parents[1] / "README.md").read_text(encoding="utf-8")
