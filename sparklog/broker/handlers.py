@@ -307,10 +307,41 @@ def handle_fetch(request, state):
     body = request.body
     if body.replica_id >= 0:
         _record_follower_fetch(body, state)
+    unverified = _unverified_reads(body, state)
+    if unverified:
+        return _verify_then_fetch(body, state, unverified)
+    return _fetch_now(body, state)
+
+
+def _fetch_now(body, state):
     response, ready, plogs, failed = _fetch_once(body, state)
     if ready >= body.min_bytes or body.max_wait_ms <= 0 or failed or not plogs:
         return response
     return _fetch_long_poll(body, state, plogs)
+
+
+def _unverified_reads(body, state) -> list:
+    """(log, offset) of each read that would first replay a loaded segment (storage log.py Rule 5)."""
+    snapshot, reads = state.partitions.snapshot, []
+    for topic in body.topics:
+        for part in topic.partitions:
+            led = state.replicas.leader_of(snapshot, (topic.topic, part.partition))
+            if led is not None and led.plog.needs_verification(part.fetch_offset):
+                reads.append((led.plog, part.fetch_offset))
+    return reads
+
+
+async def _verify_then_fetch(body, state, unverified) -> FetchResponse:
+    """Replay the segments on the executor, so the event loop answers everyone else meanwhile (a loaded
+    segment of a GiB takes a while), then fetch as usual."""
+    loop = asyncio.get_running_loop()
+    for plog, offset in unverified:
+        try:
+            await loop.run_in_executor(state.executor, plog.verify_at, offset)
+        except StorageError:
+            pass  # closed or moved meanwhile: the fetch itself answers with the partition's error
+    response = _fetch_now(body, state)
+    return await response if asyncio.iscoroutine(response) else response
 
 
 def _record_follower_fetch(body, state) -> None:

@@ -14,7 +14,9 @@ kept and offsets are never reused. A fenced range is a gap between two segments,
 Rule 5: a segment that was only loaded (its index trusted) is verified whole (CRC-32C and structure)
 before its first use (a read, a time lookup, retention, truncation), by whichever comes first of a
 reader (in its own thread) and the background scrubber (scrubber.py), which the LogManager nudges when it
-opens such a log and which also re-verifies flushed segments periodically.
+opens such a log and which also re-verifies flushed segments periodically. A reader on an event loop asks
+`needs_verification(offset)` first and runs `verify_at(offset)` on a thread, so the loop never replays a
+segment.
 Rule 6: the log start offset is the larger of the first segment's base offset (retention deletes whole
 segments) and the offset DeleteRecords moved it to (`delete_records_before`), which is checkpointed in
 `log-start-offset-checkpoint` before the call returns; it only moves forward (truncation below it aside).
@@ -837,6 +839,22 @@ class PartitionLog:
         return None
 
     # -- verification (Rule 5) ----------------------------------------------------------------------
+
+    def needs_verification(self, offset: int) -> bool:
+        """Whether a read at `offset` would first replay a loaded segment (cheap: no I/O, no lock)."""
+        segment = self._segment_holding(offset)
+        return segment is not None and not segment.verified
+
+    def verify_at(self, offset: int) -> int:
+        """Verify the segment a read at `offset` starts in, if it is not yet (blocking: call it off an event
+        loop); returns the bytes replayed."""
+        segment = self._segment_holding(offset)
+        return self._verify(segment) if segment is not None and not segment.verified else 0
+
+    def _segment_holding(self, offset: int) -> LogSegment | None:
+        segments, bases = self._snapshot
+        index = bisect_right(bases, offset) - 1
+        return segments[index] if index >= 0 else None
 
     def scrub(self, throttle: Callable[[int], None] | None = None, unverified_only: bool = False) -> int:
         """Verify every flushed closed segment whole (or only those not yet verified since the log opened),
