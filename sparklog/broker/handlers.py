@@ -21,6 +21,7 @@ coordinator); FindCoordinator, OffsetCommit and OffsetFetch are here, over `stat
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -307,9 +308,9 @@ def handle_fetch(request, state):
     body = request.body
     if body.replica_id >= 0:
         _record_follower_fetch(body, state)
-    unverified = _unverified_reads(body, state)
-    if unverified:
-        return _verify_then_fetch(body, state, unverified)
+    verifications = _unverified_reads(body, state)
+    if verifications:
+        return _verified_first(state, verifications, functools.partial(_fetch_now, body, state))
     return _fetch_now(body, state)
 
 
@@ -321,26 +322,26 @@ def _fetch_now(body, state):
 
 
 def _unverified_reads(body, state) -> list:
-    """(log, offset) of each read that would first replay a loaded segment (storage log.py Rule 5)."""
-    snapshot, reads = state.partitions.snapshot, []
+    """A verification for each read that would first replay a loaded segment (storage log.py Rule 5)."""
+    snapshot, calls = state.partitions.snapshot, []
     for topic in body.topics:
         for part in topic.partitions:
             led = state.replicas.leader_of(snapshot, (topic.topic, part.partition))
             if led is not None and led.plog.needs_verification(part.fetch_offset):
-                reads.append((led.plog, part.fetch_offset))
-    return reads
+                calls.append(functools.partial(led.plog.verify_at, part.fetch_offset))
+    return calls
 
 
-async def _verify_then_fetch(body, state, unverified) -> FetchResponse:
-    """Replay the segments on the executor, so the event loop answers everyone else meanwhile (a loaded
-    segment of a GiB takes a while), then fetch as usual."""
+async def _verified_first(state, verifications: list, then):
+    """Replay segments on the executor, so the event loop answers everyone else meanwhile (a loaded
+    segment of a GiB takes a while), then answer with `then()` as usual."""
     loop = asyncio.get_running_loop()
-    for plog, offset in unverified:
+    for verify in verifications:
         try:
-            await loop.run_in_executor(state.executor, plog.verify_at, offset)
+            await loop.run_in_executor(state.executor, verify)
         except StorageError:
-            pass  # closed or moved meanwhile: the fetch itself answers with the partition's error
-    response = _fetch_now(body, state)
+            pass  # closed or moved meanwhile: the answer itself carries the partition's error
+    response = then()
     return await response if asyncio.iscoroutine(response) else response
 
 
@@ -435,7 +436,20 @@ def _fetch_error(index: int, code: int) -> PartitionData:
 # ListOffsets
 
 
-def handle_list_offsets(request, state) -> ListOffsetsResponse:
+def handle_list_offsets(request, state):
+    """Offsets by time look at every segment's timestamps: loaded segments are verified off the loop first."""
+    snapshot, verifications = state.partitions.snapshot, []
+    for topic in request.body.topics:
+        for part in topic.partitions:
+            led = state.replicas.leader_of(snapshot, (topic.name, part.partition_index))
+            if led is not None and part.timestamp >= 0 and led.plog.has_unverified_segments():
+                verifications.append(functools.partial(led.plog.scrub, None, True))
+    if verifications:
+        return _verified_first(state, verifications, functools.partial(_list_offsets, request, state))
+    return _list_offsets(request, state)
+
+
+def _list_offsets(request, state) -> ListOffsetsResponse:
     snapshot = state.partitions.snapshot
     topics = []
     for topic in request.body.topics:

@@ -15,8 +15,8 @@ Rule 5: a segment that was only loaded (its index trusted) is verified whole (CR
 before its first use (a read, a time lookup, retention, truncation), by whichever comes first of a
 reader (in its own thread) and the background scrubber (scrubber.py), which the LogManager nudges when it
 opens such a log and which also re-verifies flushed segments periodically. A reader on an event loop asks
-`needs_verification(offset)` first and runs `verify_at(offset)` on a thread, so the loop never replays a
-segment.
+`needs_verification(offset)` (a read) or `has_unverified_segments()` (a time lookup) first and runs
+`verify_at(offset)` or `scrub(None, True)` on a thread, so the loop never replays a segment.
 Rule 6: the log start offset is the larger of the first segment's base offset (retention deletes whole
 segments) and the offset DeleteRecords moved it to (`delete_records_before`), which is checkpointed in
 `log-start-offset-checkpoint` before the call returns; it only moves forward (truncation below it aside).
@@ -850,6 +850,11 @@ class PartitionLog:
         loop); returns the bytes replayed."""
         segment = self._segment_holding(offset)
         return self._verify(segment) if segment is not None and not segment.verified else 0
+
+    def has_unverified_segments(self) -> bool:
+        """Whether a time lookup may first replay loaded segments (cheap: no I/O, no lock); `scrub(None,
+        True)` verifies them."""
+        return not all(segment.verified for segment in self._segments)
 
     def _segment_holding(self, offset: int) -> LogSegment | None:
         segments, bases = self._snapshot
