@@ -194,3 +194,19 @@ def test_a_section_of_exactly_its_bound_decodes(codec):
 def test_many_lz4_frames_back_to_back_decode():
     frames = lz4.frame.compress(b"frame") * 2000  # more than the recursion limit
     assert decompress(compression.LZ4, frames) == b"frame" * 2000
+
+
+@settings(max_examples=60, deadline=None)
+@given(codec=st.sampled_from(COMPRESSED_CODECS), data=st.binary(max_size=3000), frames=st.integers(1, 3),
+       limit=st.integers(0, 10_000))
+def test_a_bound_decodes_everything_within_it_and_refuses_anything_beyond(codec, data, frames, limit):
+    packed = compress(codec, data)
+    if codec != compression.SNAPPY:
+        packed *= frames  # gzip members, LZ4 and zstd frames back to back
+    else:
+        frames = 1
+    if len(data) * frames <= limit:
+        assert decompress(codec, packed, limit) == data * frames
+    else:
+        with pytest.raises(compression.DecompressedTooLarge):
+            decompress(codec, packed, limit)
