@@ -71,10 +71,12 @@ class AdminClient:
         timeout_ms = int((timeout or self.timeout) * 1000)
         response = self._call(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION,
                               CreateTopicsRequest(topics=[topic], timeout_ms=timeout_ms), timeout)
+        existed = False
         for result in response.topics:
-            if result.error_code and not (exist_ok and result.error_code == TOPIC_ALREADY_EXISTS):
+            existed = result.error_code == TOPIC_ALREADY_EXISTS
+            if result.error_code and not (exist_ok and existed):
                 raise for_code(result.error_code)(result.error_message or name)
-        self.wait_for_leaders(name, timeout)
+        self.wait_for_leaders(name, timeout, 1 if existed else partitions)
 
     def delete_topic(self, name: str, timeout: float | None = None) -> None:
         timeout_ms = int((timeout or self.timeout) * 1000)
@@ -90,7 +92,7 @@ class AdminClient:
         response = self._call(ApiKey.CREATE_PARTITIONS, CREATE_PARTITIONS_VERSION, CreatePartitionsRequest(
             topics=[CreatePartitionsTopic(name=name, count=total)], timeout_ms=timeout_ms), timeout)
         _raise_first(response.results, name)
-        self.wait_for_leaders(name, timeout)
+        self.wait_for_leaders(name, timeout, total)
 
     def describe_configs(self, name: str, broker: bool = False) -> dict[str, tuple[str | None, int]]:
         """{config: (value, Kafka's config source)} of a topic (or, with broker=True, of broker `name`)."""
@@ -155,13 +157,15 @@ class AdminClient:
         self._client.set_nodes({b.node_id: (b.host, b.port) for b in response.brokers})
         return response
 
-    def wait_for_leaders(self, name: str, timeout: float | None = None) -> dict[int, int]:
-        """Until the metadata names a leader for every partition and each leader serves its partition (it
-        answers ListOffsets for it): only then does even an acks=0 record land."""
+    def wait_for_leaders(self, name: str, timeout: float | None = None, partitions: int = 1) -> dict[int, int]:
+        """Until the metadata lists at least `partitions` partitions (a broker's metadata may lag a creation
+        or a growth), names a leader for each, and each leader serves its partition (it answers ListOffsets
+        for it): only then does even an acks=0 record land."""
         retry = Retry(self._backoff, timeout or self.timeout)
         while True:
             leaders = self.describe([name]).get(name)
-            if leaders and all(leader != NO_LEADER for leader in leaders.values()) and self._served(name, leaders):
+            if (leaders and len(leaders) >= partitions and all(leader != NO_LEADER for leader in leaders.values())
+                    and self._served(name, leaders)):
                 return leaders
             if retry.expired():
                 raise TimeoutError(f"topic {name!r} has no serving leader for every partition: {leaders}")
