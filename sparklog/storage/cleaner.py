@@ -1,0 +1,289 @@
+"""The log cleaner's work on one log: find the cleanable range, deduplicate it, recopy and swap (design
+notes 4.8; Kafka's `Cleaner.clean`). Which log, when, in which thread and how fast is cleaner_manager.py.
+
+A log is, from its start: the clean section (cleaned before, below `cleaner-offset-checkpoint`), the dirty
+section (up to the first uncleanable offset), and the rest, never touched.
+
+Rule 1 (the range): the first uncleanable offset is the least of the active segment's base, the high
+watermark, the recovery point (only fsynced, closed segments are cleaned) and the base of the first segment
+holding a record younger than min.compaction.lag.ms. Only whole segments below it are cleaned. The dirty
+ratio is dirty bytes / (clean + dirty bytes).
+Rule 2 (the map): the dirty section's keys are put, in offset order, into the OffsetMap (key -> its last
+offset). When the map fills, the range ends at the base of the batch that did not fit; the rest is
+cleaned next time.
+Rule 3 (what is kept): in every segment from the log start to the end of the range, a record below the
+range's end is dropped when the map holds a later offset for its key, when it is a tombstone (null value)
+whose timestamp is older than delete.retention.ms, or when it has no key (a topic made compact after
+null-key records were written: Kafka drops them too). Control batches are kept whole. Records at or past
+the range's end are kept. Offsets never change (records/retain.py): batches keep their headers, even empty.
+Rule 4 (the recopy): consecutive segments are grouped while their sizes sum to at most segment.bytes and
+their offsets span less than 2^31; each group is written to `<base>.log.cleaned` (with its indexes),
+fsynced, renamed to `.swap` (the commit point; the directory is fsynced), then swapped in by
+`PartitionLog.replace_segments`, which holds the append lock only for the renames (log.py Rule 8). A group
+in which nothing was dropped is discarded unswapped. Reads and writes pass through the I/O throttle.
+Rule 5 (crash safety): a crash before the `.swap` rename leaves the old segments (the `.cleaned` files are
+deleted on open); after it, the open completes the swap. Either way every latest value is there once.
+The cleaner checkpoint moves to the range's end after the last swap; a crash before that repeats a clean,
+which is idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from sparklog.records.batch import HEADER_SIZE, RecordBatch, iter_batches, peek_size
+from sparklog.records.retain import retain
+from sparklog.storage.config import INT32_MAX
+from sparklog.storage.offset_map import OffsetMap
+from sparklog.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, BatchEntry, LogSegment, segment_file_name
+
+logger = logging.getLogger(__name__)
+
+IO_BUFFER_BYTES = 1024 * 1024  # log.cleaner.io.buffer.size: Kafka's 512 KiB, for reading and writing each
+
+Throttle = Callable[[int], None]
+
+
+class DedupeBufferTooSmall(Exception):
+    """Not even one batch of the dirty section fits the offset map (log.cleaner.dedupe.buffer.size)."""
+
+
+@dataclass(frozen=True)
+class CleanableRange:
+    """Kafka's LogToClean: where a log's clean and dirty sections are, and how dirty it is (Rule 1)."""
+
+    first_dirty: int
+    end: int  # the first uncleanable offset, on a segment boundary
+    clean_bytes: int
+    dirty_bytes: int
+    first_dirty_timestamp: int  # the first dirty batch's max timestamp (-1: none), for max.compaction.lag.ms
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+
+@dataclass(frozen=True)
+class CleanResult:
+    """One clean of one log: what `sparklog topics describe` shows as the cleaner's last run."""
+
+    started_ms: int
+    duration_s: float
+    first_dirty: int
+    end: int  # the new cleaner checkpoint
+    dirty_ratio: float  # before the clean
+    bytes_read: int
+    bytes_written: int
+    records_read: int
+    records_removed: int
+    tombstones_removed: int
+    segments_swapped: int
+
+
+def cleanable_range(log, now_ms: int) -> CleanableRange | None:
+    """Rule 1 for `log`, or None when it has no closed segment to clean."""
+    segments, config = log.segments, log.config
+    limit = min(segments[-1].base_offset, log.high_watermark, log.recovery_point)
+    lag = config.min_compaction_lag_ms
+    end = segments[0].base_offset
+    for segment in segments[:-1]:
+        if segment.next_offset > limit or (lag > 0 and segment.largest_timestamp > now_ms - lag):
+            break
+        end = segment.next_offset
+    first_dirty = min(max(log.cleaner_checkpoint(), segments[0].base_offset), end)
+    if end <= segments[0].base_offset:
+        return None
+    clean = dirty = 0
+    first_ts = -1
+    for segment in segments:
+        if segment.base_offset >= end:
+            break
+        if segment.next_offset <= first_dirty:
+            clean += segment.size
+        else:
+            if not dirty and segment.size:
+                first_ts = segment.read_header(0).max_timestamp
+            dirty += segment.size
+    return CleanableRange(first_dirty, end, clean, dirty, first_ts)
+
+
+def segment_batches(segment: LogSegment, files, throttle: Throttle | None = None) -> Iterator[RecordBatch]:
+    """Every batch of a closed segment, CRC-checked, read IO_BUFFER_BYTES at a time through `throttle`."""
+    with segment.pinned() as fd:
+        end, position, want = segment.size, 0, IO_BUFFER_BYTES
+        while position < end:
+            chunk = files.pread(fd, min(want, end - position), position)
+            if throttle is not None:
+                throttle(len(chunk))
+            used = 0
+            for batch in iter_batches(memoryview(chunk)):
+                yield batch
+                used += batch.size
+            if used:
+                position, want = position + used, IO_BUFFER_BYTES
+            elif len(chunk) >= HEADER_SIZE and peek_size(chunk) > len(chunk):
+                want = peek_size(chunk)  # one batch larger than the buffer
+            else:
+                raise ValueError(f"{segment.path}: no whole batch at byte {position}")
+
+
+class Cleaner:
+    """Cleans one log at a time with its own OffsetMap (one per cleaner thread)."""
+
+    def __init__(self, offset_map: OffsetMap | Callable[[], OffsetMap], files, throttle: Throttle | None = None,
+                 clock: Callable[[], int] | None = None):
+        """`offset_map` may be a factory, called at the first clean (the map's memory is allocated then)."""
+        self._map = offset_map if isinstance(offset_map, OffsetMap) else None
+        self._new_map = offset_map
+        self._files = files
+        self._throttle = throttle
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+
+    @property
+    def map(self) -> OffsetMap:
+        if self._map is None:
+            self._map = self._new_map()
+        return self._map
+
+    @property
+    def map_bytes(self) -> int:
+        return 0 if self._map is None else self._map.memory_bytes
+
+    def clean(self, log, span: CleanableRange | None = None) -> CleanResult | None:
+        """Clean `log` (Rules 2-5); None when there is nothing dirty to clean."""
+        started, now = time.monotonic(), self._clock()
+        span = span or cleanable_range(log, now)
+        if span is None or span.first_dirty >= span.end:
+            return None
+        stats = _Stats()
+        end = self._build_map(log, span, stats)
+        horizon = now - log.config.delete_retention_ms
+        swapped = 0
+        for group in _groups([s for s in log.segments[:-1] if s.base_offset < end], log.config.segment_bytes):
+            swapped += self._clean_group(log, group, end, horizon, stats)
+        log.write_cleaner_checkpoint(end)
+        return CleanResult(now, time.monotonic() - started, span.first_dirty, end, span.dirty_ratio,
+                           stats.read, stats.written, stats.records, stats.removed, stats.tombstones, swapped)
+
+    def _build_map(self, log, span: CleanableRange, stats: "_Stats") -> int:
+        """Rule 2: returns the end of the range that the map covers."""
+        offset_map = self.map
+        offset_map.clear()
+        for segment in log.segments[:-1]:
+            if segment.next_offset <= span.first_dirty:
+                continue
+            if segment.base_offset >= span.end:
+                break
+            for batch in segment_batches(segment, self._files, self._throttle):
+                if batch.next_offset <= span.first_dirty or batch.is_control or not batch.record_count:
+                    continue
+                columns = batch.columns()
+                if offset_map.put_all(columns.keys, columns.offsets) < len(columns.keys):
+                    if batch.base_offset <= span.first_dirty:
+                        raise DedupeBufferTooSmall(
+                            f"{log.name}: the offset map of {offset_map.max_entries} entries cannot hold the keys "
+                            f"of the batch at offset {batch.base_offset}; raise log.cleaner.dedupe.buffer.size")
+                    return batch.base_offset
+        return span.end
+
+    def _clean_group(self, log, group: list[LogSegment], end: int, horizon: int, stats: "_Stats") -> int:
+        """Rule 4 for one group; returns 1 if it was swapped in, else 0."""
+        base = group[0].base_offset
+        self._remove_leftovers(log.directory, base)
+        cleaned = LogSegment(log.directory, base, log.config, self._files, self._clock(), suffix=CLEANED_SUFFIX)
+        try:
+            changed = self._recopy(group, cleaned, end, horizon, stats)
+            if not changed or log.closed:
+                cleaned.delete_files()
+                return 0
+            cleaned.flush()
+            cleaned.rename_files(SWAP_SUFFIX)  # the commit point (Rule 5)
+            self._files.fsync_dir(log.directory)
+            if cleaned.next_offset != group[-1].next_offset or not log.replace_segments(tuple(group), cleaned):
+                cleaned.delete_files()  # retention or truncation changed the group meanwhile
+                return 0
+            return 1
+        except BaseException:
+            cleaned.delete_files()
+            raise
+
+    def _recopy(self, group: list[LogSegment], cleaned: LogSegment, end: int, horizon: int, stats: "_Stats") -> bool:
+        changed = False
+        pending, entries = bytearray(), []
+        for segment in group:
+            for batch in segment_batches(segment, self._files, self._throttle):
+                stats.read += batch.size
+                raw = batch.raw
+                if batch.base_offset < end and batch.record_count and not batch.is_control:
+                    out = self._filter(batch, end, horizon, stats)
+                    if out is not None:
+                        raw, changed = out, True
+                entries.append(BatchEntry(len(pending), batch.base_offset, batch.next_offset, batch.max_timestamp,
+                                          len(raw)))
+                pending += raw
+                if len(pending) >= IO_BUFFER_BYTES:
+                    self._write(cleaned, pending, entries, stats)
+                    pending, entries = bytearray(), []
+        if entries:
+            self._write(cleaned, pending, entries, stats)
+        return changed
+
+    def _write(self, cleaned: LogSegment, data: bytearray, entries: list[BatchEntry], stats: "_Stats") -> None:
+        if self._throttle is not None:
+            self._throttle(len(data))
+        cleaned.append(data, entries)
+        stats.written += len(data)
+
+    def _filter(self, batch: RecordBatch, end: int, horizon: int, stats: "_Stats") -> bytes | None:
+        """Rule 3 for one batch: its bytes with only the records kept, or None when all are."""
+        columns = batch.columns()
+        get = self.map.get
+        keep = []
+        for offset, timestamp, key, value in zip(columns.offsets, columns.timestamps, columns.keys, columns.values):
+            if offset >= end:
+                keep.append(True)
+            elif key is None or get(key) > offset:
+                keep.append(False)
+            elif value is None and timestamp < horizon:
+                keep.append(False)
+                stats.tombstones += 1
+            else:
+                keep.append(True)
+        stats.records += len(keep)
+        stats.removed += len(keep) - sum(keep)
+        return retain(batch, columns, keep)
+
+    def _remove_leftovers(self, directory: str, base: int) -> None:
+        """Files of an earlier clean of this group that failed (never swapped): start from nothing."""
+        stem = segment_file_name(base, "")
+        for name in self._files.listdir(directory):
+            if name.startswith(stem + ".") and name.endswith(CLEANED_SUFFIX):
+                self._files.unlink(os.path.join(directory, name))
+
+
+class _Stats:
+    __slots__ = ("read", "written", "records", "removed", "tombstones")
+
+    def __init__(self):
+        self.read = self.written = self.records = self.removed = self.tombstones = 0
+
+
+def _groups(segments: list[LogSegment], max_bytes: int) -> Iterator[list[LogSegment]]:
+    """Rule 4: runs of consecutive segments (no fenced gap between them) of at most `max_bytes` together
+    (a larger segment alone) whose offsets fit one segment's int32 index."""
+    group: list[LogSegment] = []
+    size = 0
+    for segment in segments:
+        if group and (size + segment.size > max_bytes or segment.base_offset != group[-1].next_offset
+                      or segment.next_offset - group[0].base_offset > INT32_MAX):
+            yield group
+            group, size = [], 0
+        group.append(segment)
+        size += segment.size
+    if group:
+        yield group

@@ -1,0 +1,100 @@
+"""OffsetMap: key -> last offset of the dirty section, in a fixed amount of memory (Kafka's SkimpyOffsetMap).
+
+The cleaner fills it with every key of the dirty section, in offset order, then keeps a record only if its
+offset is at least the map's offset for its key.
+
+Rule 1: memory is preallocated once, `log.cleaner.dedupe.buffer.size` / threads bytes: two flat int64
+arrays (a key digest and an offset per slot, 16 bytes a slot); nothing grows while cleaning. With the
+load factor of 0.9 (Kafka's log.cleaner.io.buffer.load.factor) that is under 18 bytes an entry, against
+Kafka's 24 (a 16-byte MD5 and an 8-byte offset) and a Python dict's ~100 for the same key -> offset.
+Rule 2: a key is stored as a 64-bit digest (the interpreter's hash of the bytes, stable within the process
+that fills and reads the map, which is all a clean needs); 0 marks an empty slot, so a digest of 0 is
+stored as 1. Two keys with the same digest would count as one key (as two keys with the same MD5 do in
+Kafka): with 64 bits and a million keys the chance is about 3e-8.
+Rule 3: open addressing with linear probing; `put` of a new key into a map at its load limit returns False
+and stores nothing: the caller ends the cleanable range there (Kafka cleans up to where the map filled).
+"""
+
+from __future__ import annotations
+
+from array import array
+
+DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size: Kafka's 128 MiB
+DEFAULT_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor: Kafka's 0.9
+SLOT_BYTES = 16  # an int64 digest and an int64 offset
+_EMPTY = 0
+_MASK64 = (1 << 64) - 1
+
+
+class OffsetMap:
+    """A fixed-size map from key digests to offsets; not thread-safe (one per cleaner thread)."""
+
+    def __init__(self, memory_bytes: int = DEFAULT_DEDUPE_BUFFER_SIZE, load_factor: float = DEFAULT_LOAD_FACTOR):
+        slots = memory_bytes // SLOT_BYTES
+        if slots < 1:
+            raise ValueError(f"an offset map needs at least {SLOT_BYTES} bytes, not {memory_bytes}")
+        if not 0 < load_factor <= 1:
+            raise ValueError(f"the load factor must be in (0, 1], not {load_factor}")
+        self.slots = slots
+        self.max_entries = max(1, int(slots * load_factor))
+        self._digests = array("q", bytes(8 * slots))
+        self._offsets = array("q", bytes(8 * slots))
+        self.size = 0
+        self.latest_offset = -1  # the largest offset put since the last clear
+
+    @property
+    def memory_bytes(self) -> int:
+        return self._digests.itemsize * len(self._digests) + self._offsets.itemsize * len(self._offsets)
+
+    def clear(self) -> None:
+        self._digests = array("q", bytes(8 * self.slots))
+        self.size = 0
+        self.latest_offset = -1
+
+    @property
+    def full(self) -> bool:
+        return self.size >= self.max_entries
+
+    def _slot(self, digest: int) -> int:
+        """The slot holding `digest`, or the empty slot where it would go (linear probing)."""
+        digests, slots = self._digests, self.slots
+        slot = (digest & _MASK64) % slots
+        while True:
+            found = digests[slot]
+            if found == digest or found == _EMPTY:
+                return slot
+            slot += 1
+            if slot == slots:
+                slot = 0
+
+    def put(self, key: bytes, offset: int) -> bool:
+        """Map `key` to `offset`; False (nothing stored) when `key` is new and the map is at its limit."""
+        digest = hash(key) or 1
+        slot = self._slot(digest)
+        if self._digests[slot] == _EMPTY:
+            if self.size >= self.max_entries:
+                return False
+            self._digests[slot] = digest
+            self.size += 1
+        self._offsets[slot] = offset
+        if offset > self.latest_offset:
+            self.latest_offset = offset
+        return True
+
+    def put_all(self, keys: list, offsets: list[int]) -> int:
+        """`put` each (key, offset) in order, null keys skipped; returns how many were taken before the map
+        filled (len(keys) when all were)."""
+        put = self.put
+        for i, key in enumerate(keys):
+            if key is not None and not put(key, offsets[i]):
+                return i
+        return len(keys)
+
+    def get(self, key: bytes) -> int:
+        """The offset stored for `key`, or -1."""
+        digest = hash(key) or 1
+        slot = self._slot(digest)
+        return -1 if self._digests[slot] == _EMPTY else self._offsets[slot]
+
+    def __len__(self) -> int:
+        return self.size
