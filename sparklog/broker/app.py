@@ -159,7 +159,7 @@ class Broker:
     # -- startup ------------------------------------------------------------------------------------------
 
     def _open_storage_and_zookeeper(self) -> None:
-        from sparklog.storage import LogConfig, LogManager, ScrubberConfig
+        from sparklog.storage import CleanerConfig, LogConfig, LogManager, ScrubberConfig
 
         cfg = self.config
         self.zk = zk_connection.connect(cfg.zookeeper_connect,
@@ -168,7 +168,8 @@ class Broker:
         faults = LogFaultReporter(self.zk, cfg.broker_id)  # for `sparklog topics describe`
         self.logs = LogManager(list(cfg.log_dirs), LogConfig.from_dict(self._storage_defaults()),
                                retention_check_interval_ms=cfg.log_retention_check_interval_ms,
-                               scrubber=ScrubberConfig.from_properties(cfg.raw), on_fence=faults.on_fence)
+                               scrubber=ScrubberConfig.from_properties(cfg.raw), on_fence=faults.on_fence,
+                               cleaner=CleanerConfig.from_properties(cfg.raw))
         if len(cfg.log_dirs) > 1:
             # get_or_create looks in the emptiest dir only; find existing logs in the others first
             self.logs.load_existing()

@@ -18,6 +18,7 @@ from typing import Mapping
 
 from sparklog.broker.group_config import GROUP_KEYS, GroupConfig, GroupConfigError
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
+from sparklog.storage.cleaner_manager import CLEANER_KEYS
 from sparklog.storage.scrubber import SCRUBBER_KEYS
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ _BROKER_KEYS = {
     "min.insync.replicas",
     "replica.lag.time.max.ms",
     *SCRUBBER_KEYS,  # log.scrubber.*: read by the storage (ScrubberConfig.from_properties)
+    *CLEANER_KEYS,  # log.cleaner.* broker settings: read by the storage (CleanerConfig.from_properties)
     "unclean.leader.election.enable",
     "auto.leader.rebalance.enable",
     "leader.imbalance.check.interval.seconds",

@@ -209,7 +209,8 @@ class Cleaner:
                 return 0
             return 1
         except BaseException:
-            cleaned.delete_files()
+            if cleaned not in log.segments:  # once swapped in, the files are the log's
+                cleaned.delete_files()
             raise
 
     def _recopy(self, group: list[LogSegment], cleaned: LogSegment, end: int, horizon: int, stats: "_Stats") -> bool:
