@@ -38,6 +38,7 @@ from sparklog.broker.config import BrokerConfig
 from sparklog.broker.controller import Controller, controlled_shutdown
 from sparklog.broker.dispatch import Dispatcher
 from sparklog.broker.handlers import BrokerState
+from sparklog.broker.cleaner_reporter import CleanerReporter
 from sparklog.broker.log_faults import LogFaultReporter
 from sparklog.broker.partitions import PartitionManager
 from sparklog.broker.purgatory import Purgatory
@@ -79,6 +80,7 @@ class Broker:
         self.config = config
         self.zk = None
         self.logs = None
+        self.cleaner_reporter: CleanerReporter | None = None
         self.registration = None
         self.controller: Controller | None = None
         self._stopping = False
@@ -175,6 +177,7 @@ class Broker:
             self.logs.load_existing()
         self.executor = concurrent.futures.ThreadPoolExecutor(ZOOKEEPER_WORKERS, thread_name_prefix="broker-zk")
         faults.start(self.executor)
+        self.cleaner_reporter = CleanerReporter(self.zk, cfg.broker_id, self.logs).start()
 
     def _storage_defaults(self) -> dict[str, str]:
         from sparklog.storage.config import KEYS
@@ -274,6 +277,7 @@ class Broker:
             ("registration", lambda: self.registration and self.registration.close()),
             ("partitions", lambda: self.partitions and self.partitions.close()),
             ("executor", lambda: self.executor and self.executor.shutdown(wait=True, cancel_futures=True)),
+            ("cleaner reporter", lambda: self.cleaner_reporter and self.cleaner_reporter.close()),
             ("logs", lambda: self.logs and self.logs.close()),
             ("zookeeper", lambda: self.zk and zk_connection.close(self.zk)),
         ]

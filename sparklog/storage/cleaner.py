@@ -243,20 +243,15 @@ class Cleaner:
     def _filter(self, batch: RecordBatch, end: int, horizon: int, stats: "_Stats") -> bytes | None:
         """Rule 3 for one batch: its bytes with only the records kept, or None when all are."""
         columns = batch.columns()
-        get = self.map.get
-        keep = []
-        for offset, timestamp, key, value in zip(columns.offsets, columns.timestamps, columns.keys, columns.values):
-            if offset >= end:
-                keep.append(True)
-            elif key is None or get(key) > offset:
-                keep.append(False)
-            elif value is None and timestamp < horizon:
-                keep.append(False)
-                stats.tombstones += 1
-            else:
-                keep.append(True)
+        rows = list(zip(columns.offsets, self.map.get_all(columns.keys), columns.keys, columns.values,
+                        columns.timestamps))
+        latest = [offset >= end or (key is not None and last <= offset) for offset, last, key, _, _ in rows]
+        keep = [is_latest and (row[3] is not None or row[4] >= horizon or row[0] >= end)
+                for is_latest, row in zip(latest, rows)]
+        kept = sum(keep)
         stats.records += len(keep)
-        stats.removed += len(keep) - sum(keep)
+        stats.removed += len(keep) - kept
+        stats.tombstones += sum(latest) - kept  # the latest records dropped: expired tombstones
         return retain(batch, columns, keep)
 
     def _remove_leftovers(self, directory: str, base: int) -> None:

@@ -11,8 +11,9 @@ Rule 2: a key is stored as a 64-bit digest (the interpreter's hash of the bytes,
 that fills and reads the map, which is all a clean needs); 0 marks an empty slot, so a digest of 0 is
 stored as 1. Two keys with the same digest would count as one key (as two keys with the same MD5 do in
 Kafka): with 64 bits and a million keys the chance is about 3e-8.
-Rule 3: open addressing with linear probing; `put` of a new key into a map at its load limit returns False
-and stores nothing: the caller ends the cleanable range there (Kafka cleans up to where the map filled).
+Rule 3: open addressing with double hashing over a power-of-two number of slots (the largest that fits the
+memory); `put` of a new key into a map at its load limit returns False and stores nothing: the caller ends
+the cleanable range there (Kafka cleans up to where the map filled).
 """
 
 from __future__ import annotations
@@ -23,24 +24,23 @@ DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
 DEFAULT_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor: Kafka's 0.9
 SLOT_BYTES = 16  # an int64 digest and an int64 offset
 _EMPTY = 0
-_MASK64 = (1 << 64) - 1
+_STEP_SHIFT = 32  # the probe step comes from the digest's high half, the slot from its low bits
 
 
 class OffsetMap:
     """A fixed-size map from key digests to offsets; not thread-safe (one per cleaner thread)."""
 
     def __init__(self, memory_bytes: int = DEFAULT_DEDUPE_BUFFER_SIZE, load_factor: float = DEFAULT_LOAD_FACTOR):
-        slots = memory_bytes // SLOT_BYTES
-        if slots < 1:
+        if memory_bytes < SLOT_BYTES:
             raise ValueError(f"an offset map needs at least {SLOT_BYTES} bytes, not {memory_bytes}")
         if not 0 < load_factor <= 1:
             raise ValueError(f"the load factor must be in (0, 1], not {load_factor}")
-        self.slots = slots
-        self.max_entries = max(1, int(slots * load_factor))
-        self._digests = array("q", bytes(8 * slots))
-        self._offsets = array("q", bytes(8 * slots))
+        self.slots = 1 << (memory_bytes // SLOT_BYTES).bit_length() - 1  # a power of two: see _probe
+        self._mask = self.slots - 1
+        self.max_entries = max(1, min(self.slots - 1, int(self.slots * load_factor)))
+        self._digests = array("q", bytes(8 * self.slots))
+        self._offsets = array("q", bytes(8 * self.slots))
         self.size = 0
-        self.latest_offset = -1  # the largest offset put since the last clear
 
     @property
     def memory_bytes(self) -> int:
@@ -49,52 +49,73 @@ class OffsetMap:
     def clear(self) -> None:
         self._digests = array("q", bytes(8 * self.slots))
         self.size = 0
-        self.latest_offset = -1
 
     @property
     def full(self) -> bool:
         return self.size >= self.max_entries
 
-    def _slot(self, digest: int) -> int:
-        """The slot holding `digest`, or the empty slot where it would go (linear probing)."""
-        digests, slots = self._digests, self.slots
-        slot = (digest & _MASK64) % slots
-        while True:
-            found = digests[slot]
-            if found == digest or found == _EMPTY:
-                return slot
-            slot += 1
-            if slot == slots:
-                slot = 0
-
     def put(self, key: bytes, offset: int) -> bool:
         """Map `key` to `offset`; False (nothing stored) when `key` is new and the map is at its limit."""
-        digest = hash(key) or 1
-        slot = self._slot(digest)
-        if self._digests[slot] == _EMPTY:
-            if self.size >= self.max_entries:
-                return False
-            self._digests[slot] = digest
-            self.size += 1
-        self._offsets[slot] = offset
-        if offset > self.latest_offset:
-            self.latest_offset = offset
-        return True
+        return self.put_all([key], [offset]) == 1
 
     def put_all(self, keys: list, offsets: list[int]) -> int:
         """`put` each (key, offset) in order, null keys skipped; returns how many were taken before the map
-        filled (len(keys) when all were)."""
-        put = self.put
+        filled (len(keys) when all were).
+
+        Double hashing (Rule 3's probing): the slot is the digest's low bits, the step its higher bits made
+        odd, so every slot of the power-of-two table is reached and no primary clusters form (at a 0.9 load a
+        lookup probes ~2.6 slots on average, where linear probing would probe ~50 for a new key). Inlined:
+        this loop runs once per record of the dirty section."""
+        digests, stored, mask = self._digests, self._offsets, self._mask
+        size, limit = self.size, self.max_entries
         for i, key in enumerate(keys):
-            if key is not None and not put(key, offsets[i]):
-                return i
+            if key is None:
+                continue
+            digest = hash(key) or 1
+            slot = digest & mask
+            step = (digest >> _STEP_SHIFT) & mask | 1
+            while True:
+                found = digests[slot]
+                if found == digest:
+                    break
+                if found == _EMPTY:
+                    if size >= limit:
+                        self.size = size
+                        return i
+                    digests[slot] = digest
+                    size += 1
+                    break
+                slot = (slot + step) & mask
+            stored[slot] = offsets[i]
+        self.size = size
         return len(keys)
 
     def get(self, key: bytes) -> int:
         """The offset stored for `key`, or -1."""
-        digest = hash(key) or 1
-        slot = self._slot(digest)
-        return -1 if self._digests[slot] == _EMPTY else self._offsets[slot]
+        return self.get_all([key])[0]
+
+    def get_all(self, keys: list) -> list[int]:
+        """`get` of each key (-1 for a null key or one not stored), in one loop."""
+        digests, stored, mask = self._digests, self._offsets, self._mask
+        out = []
+        append = out.append
+        for key in keys:
+            if key is None:
+                append(-1)
+                continue
+            digest = hash(key) or 1
+            slot = digest & mask
+            step = (digest >> _STEP_SHIFT) & mask | 1
+            while True:
+                found = digests[slot]
+                if found == digest:
+                    append(stored[slot])
+                    break
+                if found == _EMPTY:
+                    append(-1)
+                    break
+                slot = (slot + step) & mask
+        return out
 
     def __len__(self) -> int:
         return self.size

@@ -13,7 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from support.crashfs import CrashFiles, Crashed
 from sparklog.records.batch import build_batch, iter_batches, iter_records
 from sparklog.records.compression import CODECS
-from sparklog.storage import CleanerConfig, CleanerManager, PartitionLog
+from sparklog.storage import CleanerConfig, CleanerManager, Flusher, PartitionLog
 from sparklog.storage.cleaner import Cleaner, cleanable_range
 from sparklog.storage.errors import InvalidRecordError
 from sparklog.storage.files import OS_FILES
@@ -209,7 +209,8 @@ class CompactionModel(RuleBasedStateMachine):
         self.tmp = tempfile.TemporaryDirectory()
         self.directory = os.path.join(self.tmp.name, "t-0")
         self.clock = Clock()
-        self.log = open_log(self.directory, self.clock)
+        self.flusher = Flusher("test-flusher")
+        self.log = open_log(self.directory, self.clock, flusher=self.flusher)
         self.model: list[tuple[int, bytes, bytes | None, int]] = []  # (offset, key, value, timestamp)
         self.cleaned_to = 0
 
@@ -236,7 +237,7 @@ class CompactionModel(RuleBasedStateMachine):
     @rule()
     def reopen(self):
         self.log.close()
-        self.log = open_log(self.directory, self.clock)
+        self.log = open_log(self.directory, self.clock, flusher=self.flusher)
 
     @precondition(lambda self: self.model)
     @rule(data=st.data())
@@ -262,6 +263,7 @@ class CompactionModel(RuleBasedStateMachine):
 
     def teardown(self):
         self.log.close()
+        self.flusher.close()
         self.tmp.cleanup()
 
 
@@ -309,8 +311,8 @@ class KillFiles(OS_FILES.__class__):
         return get(self, name)
 
 
-def build_dirty_log(directory, clock, files):
-    log = open_log(directory, clock, files=files)
+def build_dirty_log(directory, clock, files, flusher):
+    log = open_log(directory, clock, files=files, flusher=flusher)
     for i in range(24):
         append(log, [(b"k%d" % (i % 3), b"v%d" % i)], clock, "gzip" if i % 2 else "none")
     append(log, [(b"k0", None)], clock)
@@ -319,9 +321,9 @@ def build_dirty_log(directory, clock, files):
     return log
 
 
-def crash_points(tmp_path):
+def crash_points(tmp_path, flusher):
     files = CountingFiles()
-    log = build_dirty_log(str(tmp_path / "probe" / "t-0"), Clock(), files)
+    log = build_dirty_log(str(tmp_path / "probe" / "t-0"), Clock(), files, flusher)
     files.calls.clear()
     clean(log, Clock(), files=files)
     return [(method, k) for method, n in sorted(files.calls.items())
@@ -329,23 +331,24 @@ def crash_points(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["kill", "drop", "tear"])
-def test_a_crash_at_any_step_of_a_clean_loses_no_latest_value(tmp_path, mode):
+def test_a_crash_at_any_step_of_a_clean_loses_no_latest_value(tmp_path, flusher, mode):
     """"kill": the process dies at that call (every earlier operation stays); "drop" and "tear": power is
     lost there (only what was fsynced stays, tails torn or not)."""
-    points = crash_points(tmp_path)
+    points = crash_points(tmp_path, flusher)
     assert len(points) > 20
     for n, (method, skip) in enumerate(points):
         clock = Clock()
         files = KillFiles() if mode == "kill" else CrashFiles()
         directory = str(tmp_path / f"{mode}{n}" / "t-0")
-        log = build_dirty_log(directory, clock, files)
+        log = build_dirty_log(directory, clock, files, flusher)
         expected = records(log)
         files.arm(method, skip) if mode == "kill" else files.arm(method, mode=mode, skip=skip)
         with pytest.raises((Crashed, Killed)):
             clean(log, clock, files=files)
         if mode == "kill":
             log._closed = True  # what a SIGKILL leaves: no close, no flush
-        reopened = open_log(directory, clock)
+        flusher.unregister(log)  # the dead process's log: never flushed nor closed
+        reopened = open_log(directory, clock, flusher=flusher)
         seen = records(reopened)
         offsets = [o for o, *_ in seen]
         assert offsets == sorted(set(offsets)), (method, skip)  # nothing duplicated

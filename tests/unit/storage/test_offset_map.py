@@ -19,15 +19,16 @@ def test_the_map_answers_as_a_dict_of_last_offsets(pairs):
 
 
 def test_a_new_key_is_refused_at_the_load_limit_and_an_old_one_still_updates():
-    offset_map = OffsetMap(10 * SLOT_BYTES, load_factor=0.5)  # 10 slots, 5 entries
-    assert offset_map.put_all([b"a", b"b", None, b"c", b"d", b"e", b"f"], list(range(7))) == 6
-    assert offset_map.full and len(offset_map) == 5 and offset_map.get(b"f") == -1
+    offset_map = OffsetMap(10 * SLOT_BYTES, load_factor=0.5)  # 8 slots (a power of two), 4 entries
+    assert offset_map.slots == 8 and offset_map.memory_bytes == 8 * SLOT_BYTES
+    assert offset_map.put_all([b"a", b"b", None, b"c", b"d", b"e", b"f"], list(range(7))) == 5
+    assert offset_map.full and len(offset_map) == 4 and offset_map.get(b"e") == -1
     assert offset_map.put(b"a", 99) and offset_map.get(b"a") == 99
     offset_map.clear()
     assert len(offset_map) == 0 and offset_map.get(b"a") == -1
 
 
 def test_memory_per_entry_is_under_kafkas_24_bytes():
-    offset_map = OffsetMap(1024 * 1024)
-    assert offset_map.memory_bytes <= 1024 * 1024
+    offset_map = OffsetMap(1536 * 1024)
+    assert offset_map.memory_bytes == 1024 * 1024  # the largest power of two of slots that fits
     assert offset_map.memory_bytes / offset_map.max_entries < 18  # 16-byte slots at a 0.9 load factor
