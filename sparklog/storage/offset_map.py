@@ -60,35 +60,8 @@ class OffsetMap:
 
     def put_all(self, keys: list, offsets: list[int]) -> int:
         """`put` each (key, offset) in order, null keys skipped; returns how many were taken before the map
-        filled (len(keys) when all were).
-
-        Double hashing (Rule 3's probing): the slot is the digest's low bits, the step its higher bits made
-        odd, so every slot of the power-of-two table is reached and no primary clusters form (at a 0.9 load a
-        lookup probes ~2.6 slots on average, where linear probing would probe ~50 for a new key). Inlined:
-        this loop runs once per record of the dirty section."""
-        digests, stored, mask = self._digests, self._offsets, self._mask
-        size, limit = self.size, self.max_entries
-        for i, key in enumerate(keys):
-            if key is None:
-                continue
-            digest = hash(key) or 1
-            slot = digest & mask
-            step = (digest >> _STEP_SHIFT) & mask | 1
-            while True:
-                found = digests[slot]
-                if found == digest:
-                    break
-                if found == _EMPTY:
-                    if size >= limit:
-                        self.size = size
-                        return i
-                    digests[slot] = digest
-                    size += 1
-                    break
-                slot = (slot + step) & mask
-            stored[slot] = offsets[i]
-        self.size = size
-        return len(keys)
+        filled (len(keys) when all were)."""
+        return self._probe_all(keys, offsets)
 
     def get(self, key: bytes) -> int:
         """The offset stored for `key`, or -1."""
@@ -96,26 +69,42 @@ class OffsetMap:
 
     def get_all(self, keys: list) -> list[int]:
         """`get` of each key (-1 for a null key or one not stored), in one loop."""
+        return self._probe_all(keys, None)
+
+    def _probe_all(self, keys: list, offsets: list[int] | None):
+        """put_all (with `offsets`) or get_all (without): one loop per record of the dirty section, inlined.
+
+        Double hashing (Rule 3's probing): the slot is the digest's low bits, the step its high bits made odd,
+        so every slot of the power-of-two table is reached and no primary clusters form (at a 0.9 load a
+        lookup probes ~2.6 slots on average, where linear probing would probe ~50 for a new key)."""
         digests, stored, mask = self._digests, self._offsets, self._mask
-        out = []
-        append = out.append
-        for key in keys:
+        size, limit = self.size, self.max_entries
+        found_offsets: list[int] = []
+        answer = found_offsets.append
+        for i, key in enumerate(keys):
             if key is None:
-                append(-1)
+                if offsets is None:
+                    answer(-1)
                 continue
             digest = hash(key) or 1
             slot = digest & mask
             step = (digest >> _STEP_SHIFT) & mask | 1
-            while True:
-                found = digests[slot]
-                if found == digest:
-                    append(stored[slot])
-                    break
-                if found == _EMPTY:
-                    append(-1)
-                    break
+            found = digests[slot]
+            while found != digest and found != _EMPTY:
                 slot = (slot + step) & mask
-        return out
+                found = digests[slot]
+            if offsets is None:
+                answer(stored[slot] if found else -1)
+                continue
+            if found == _EMPTY:
+                if size >= limit:
+                    self.size = size
+                    return i
+                digests[slot] = digest
+                size += 1
+            stored[slot] = offsets[i]
+        self.size = size
+        return found_offsets if offsets is None else len(keys)
 
     def __len__(self) -> int:
         return self.size
