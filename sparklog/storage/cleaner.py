@@ -16,8 +16,9 @@ range's end is dropped when the map holds a later offset for its key, when it is
 whose timestamp is older than delete.retention.ms, or when it has no key (a topic made compact after
 null-key records were written: Kafka drops them too). Control batches are kept whole. Records at or past
 the range's end are kept. Offsets never change (records/retain.py): batches keep their headers, even empty.
-Rule 4 (the recopy): consecutive segments are grouped while their sizes sum to at most segment.bytes and
-their offsets span less than 2^31; each group is written to `<base>.log.cleaned` (with its indexes),
+Rule 4 (the recopy): consecutive segments are recopied into one cleaned segment while what it holds plus
+the next source segment's size stays within segment.bytes (so fully superseded segments merge into their
+neighbours) and its offsets span less than 2^31; each is written to `<base>.log.cleaned` (with its indexes),
 fsynced, renamed to `.swap` (the commit point; the directory is fsynced), then swapped in by
 `PartitionLog.replace_segments`, which holds the append lock only for the renames (log.py Rule 8). A group
 in which nothing was dropped is discarded unswapped. Reads and writes pass through the I/O throttle.
@@ -35,8 +36,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from sparklog.records.batch import HEADER_SIZE, RecordBatch, iter_batches, peek_size
-from sparklog.records.retain import retain
+from sparklog.records.batch import HEADER_SIZE, BatchHeader, RecordBatch, iter_batches, parse_header, peek_size
+from sparklog.records.retain import can_extend, extend_empty, retain
 from sparklog.storage.config import INT32_MAX
 from sparklog.storage.offset_map import OffsetMap
 from sparklog.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, BatchEntry, LogSegment, segment_file_name
@@ -164,8 +165,9 @@ class Cleaner:
         end = self._build_map(log, span, stats)
         horizon = now - log.config.delete_retention_ms
         swapped = 0
-        for group in _groups([s for s in log.segments[:-1] if s.base_offset < end], log.config.segment_bytes):
-            swapped += self._clean_group(log, group, end, horizon, stats)
+        for group in self._recopy_groups(log, [s for s in log.segments[:-1] if s.base_offset < end], end, horizon,
+                                         stats):
+            swapped += self._swap(log, group)
         log.write_cleaner_checkpoint(end)
         return CleanResult(now, time.monotonic() - started, span.first_dirty, end, span.dirty_ratio,
                            stats.read, stats.written, stats.records, stats.removed, stats.tombstones, swapped)
@@ -191,20 +193,46 @@ class Cleaner:
                     return batch.base_offset
         return span.end
 
-    def _clean_group(self, log, group: list[LogSegment], end: int, horizon: int, stats: "_Stats") -> int:
-        """Rule 4 for one group; returns 1 if it was swapped in, else 0."""
-        base = group[0].base_offset
-        self._remove_leftovers(log.directory, base)
-        cleaned = LogSegment(log.directory, base, log.config, self._files, self._clock(), suffix=CLEANED_SUFFIX)
+    def _recopy_groups(self, log, segments: list[LogSegment], end: int, horizon: int,
+                       stats: "_Stats") -> Iterator["_Group"]:
+        """Rule 4: recopy `segments` into cleaned segments, each closed (and yielded, to be swapped in) when the
+        next source segment might not fit beside what it holds already."""
+        group = None
         try:
-            changed = self._recopy(group, cleaned, end, horizon, stats)
-            if not changed or log.closed:
+            for segment in segments:
+                if group is not None and not group.fits(segment, log.config.segment_bytes):
+                    finished, group = group.close(), None  # _swap owns it from here
+                    yield finished
+                if group is None:
+                    self._remove_leftovers(log.directory, segment.base_offset)
+                    group = _Group(LogSegment(log.directory, segment.base_offset, log.config, self._files,
+                                              self._clock(), suffix=CLEANED_SUFFIX), self._write, stats)
+                for batch in segment_batches(segment, self._files, self._throttle):
+                    stats.read += batch.size
+                    out = None
+                    if batch.base_offset < end and batch.record_count and not batch.is_control:
+                        out = self._filter(batch, end, horizon, stats)
+                    group.add(batch, out)
+                group.sources.append(segment)
+            if group is not None:
+                finished, group = group.close(), None
+                yield finished
+        except BaseException:
+            if group is not None and group.cleaned not in log.segments:
+                group.cleaned.delete_files()
+            raise
+
+    def _swap(self, log, group: "_Group") -> int:
+        """Rule 4's end for one group: commit and swap in; returns 1 if it was swapped in, else 0."""
+        cleaned, sources = group.cleaned, group.sources
+        try:
+            if not group.changed or log.closed:
                 cleaned.delete_files()
                 return 0
             cleaned.flush()
             cleaned.rename_files(SWAP_SUFFIX)  # the commit point (Rule 5)
             self._files.fsync_dir(log.directory)
-            if cleaned.next_offset != group[-1].next_offset or not log.replace_segments(tuple(group), cleaned):
+            if cleaned.next_offset != sources[-1].next_offset or not log.replace_segments(tuple(sources), cleaned):
                 cleaned.delete_files()  # retention or truncation changed the group meanwhile
                 return 0
             return 1
@@ -212,27 +240,6 @@ class Cleaner:
             if cleaned not in log.segments:  # once swapped in, the files are the log's
                 cleaned.delete_files()
             raise
-
-    def _recopy(self, group: list[LogSegment], cleaned: LogSegment, end: int, horizon: int, stats: "_Stats") -> bool:
-        changed = False
-        pending, entries = bytearray(), []
-        for segment in group:
-            for batch in segment_batches(segment, self._files, self._throttle):
-                stats.read += batch.size
-                raw = batch.raw
-                if batch.base_offset < end and batch.record_count and not batch.is_control:
-                    out = self._filter(batch, end, horizon, stats)
-                    if out is not None:
-                        raw, changed = out, True
-                entries.append(BatchEntry(len(pending), batch.base_offset, batch.next_offset, batch.max_timestamp,
-                                          len(raw)))
-                pending += raw
-                if len(pending) >= IO_BUFFER_BYTES:
-                    self._write(cleaned, pending, entries, stats)
-                    pending, entries = bytearray(), []
-        if entries:
-            self._write(cleaned, pending, entries, stats)
-        return changed
 
     def _write(self, cleaned: LogSegment, data: bytearray, entries: list[BatchEntry], stats: "_Stats") -> None:
         if self._throttle is not None:
@@ -269,17 +276,61 @@ class _Stats:
         self.read = self.written = self.records = self.removed = self.tombstones = 0
 
 
-def _groups(segments: list[LogSegment], max_bytes: int) -> Iterator[list[LogSegment]]:
-    """Rule 4: runs of consecutive segments (no fenced gap between them) of at most `max_bytes` together
-    (a larger segment alone) whose offsets fit one segment's int32 index."""
-    group: list[LogSegment] = []
-    size = 0
-    for segment in segments:
-        if group and (size + segment.size > max_bytes or segment.base_offset != group[-1].next_offset
-                      or segment.next_offset - group[0].base_offset > INT32_MAX):
-            yield group
-            group, size = [], 0
-        group.append(segment)
-        size += segment.size
-    if group:
-        yield group
+class _Group:
+    """One cleaned segment being written from consecutive source segments (Rule 4), with runs of emptied
+    batches coalesced (records/retain.py Rule 3)."""
+
+    def __init__(self, cleaned: LogSegment, write, stats: _Stats):
+        self.cleaned = cleaned
+        self.sources: list[LogSegment] = []
+        self.changed = False
+        self._write = write
+        self._stats = stats
+        self._pending = bytearray()
+        self._entries: list[BatchEntry] = []
+        self._run: tuple[BatchHeader, bytes] | None = None  # an emptied batch that the next may extend
+        self._run_length = 0
+
+    def fits(self, segment: LogSegment, max_bytes: int) -> bool:
+        """May `segment` follow in this cleaned segment? Its bytes (at most what it adds) must fit segment.bytes,
+        it must follow without a fenced gap, and the offsets must fit one segment's int32 index."""
+        size = self.cleaned.size + len(self._pending) + (len(self._run[1]) if self._run else 0)
+        return (size + segment.size <= max_bytes and segment.base_offset == self.sources[-1].next_offset
+                and segment.next_offset - self.sources[0].base_offset <= INT32_MAX)
+
+    def add(self, batch: RecordBatch, out: bytes | None) -> None:
+        """Add one batch, `out` being its cleaned bytes (None: unchanged)."""
+        self.changed = self.changed or out is not None
+        raw = batch.raw if out is None else out
+        header = batch if out is None else parse_header(out)
+        if header.record_count == 0 and not header.is_control:
+            if self._run is not None and can_extend(self._run[0], header):
+                self._run = extend_empty(self._run[1], header)
+                self.changed = True
+                return
+            self._flush_run()
+            self._run = (header, bytes(raw))
+            return
+        self._flush_run()
+        self._append(header, raw)
+
+    def close(self) -> "_Group":
+        self._flush_run()
+        if self._entries:
+            self._write(self.cleaned, self._pending, self._entries, self._stats)
+            self._pending, self._entries = bytearray(), []
+        return self
+
+    def _flush_run(self) -> None:
+        if self._run is not None:
+            header, raw = self._run
+            self._run = None
+            self._append(header, raw)
+
+    def _append(self, header: BatchHeader, raw) -> None:
+        self._entries.append(BatchEntry(len(self._pending), header.base_offset, header.next_offset,
+                                        header.max_timestamp, len(raw)))
+        self._pending += raw
+        if len(self._pending) >= IO_BUFFER_BYTES:
+            self._write(self.cleaned, self._pending, self._entries, self._stats)
+            self._pending, self._entries = bytearray(), []

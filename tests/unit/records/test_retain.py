@@ -52,3 +52,27 @@ def test_record_spans_cover_the_section_exactly():
     spans = record_spans(section, 6)
     assert spans[0][0] == 0 and spans[-1][1] == len(section)
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+
+
+def test_consecutive_empty_batches_of_one_producer_coalesce_into_one_header():
+    from sparklog.records.retain import can_extend, extend_empty
+
+    def emptied(base, count, **fields):
+        b = one(build_batch(RECORDS[:count], base_offset=base, **fields))
+        out = retain(b, b.columns(), [False] * count)
+        return one(out), out
+
+    (a, a_raw), (b, _), (c, _) = emptied(0, 3), emptied(3, 2), emptied(5, 4)
+    header, raw = extend_empty(a_raw, b)
+    assert can_extend(a, b) and can_extend(header, c)
+    header, raw = extend_empty(raw, c)
+    merged = one(raw)
+    validate_batch(raw)
+    assert (merged.base_offset, merged.next_offset, merged.record_count) == (0, 9, 0) == (
+        header.base_offset, header.next_offset, header.record_count)
+    assert merged.max_timestamp == max(a.max_timestamp, b.max_timestamp, c.max_timestamp)
+    assert not can_extend(a, emptied(4, 2)[0])  # not adjacent
+    assert not can_extend(a, emptied(3, 2, producer_id=7, producer_epoch=0, base_sequence=0)[0])  # another producer
+    p, _ = emptied(0, 3, producer_id=7, producer_epoch=0, base_sequence=10)
+    assert can_extend(p, emptied(3, 2, producer_id=7, producer_epoch=0, base_sequence=13)[0])
+    assert not can_extend(p, emptied(3, 2, producer_id=7, producer_epoch=0, base_sequence=20)[0])  # a sequence gap
