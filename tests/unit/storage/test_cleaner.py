@@ -267,7 +267,7 @@ class CompactionModel(RuleBasedStateMachine):
         self.tmp.cleanup()
 
 
-CompactionModel.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None,
+CompactionModel.TestCase.settings = settings(max_examples=30, stateful_step_count=20, deadline=None,
                                              suppress_health_check=[HealthCheck.too_slow])
 test_compaction_guarantees = CompactionModel.TestCase
 
@@ -313,8 +313,8 @@ class KillFiles(OS_FILES.__class__):
 
 def build_dirty_log(directory, clock, files, flusher):
     log = open_log(directory, clock, files=files, flusher=flusher)
-    for i in range(24):
-        append(log, [(b"k%d" % (i % 3), b"v%d" % i)], clock, "gzip" if i % 2 else "none")
+    for i in range(12):
+        append(log, [(b"k%d" % (i % 3), b"v%d" % i), (b"k%d" % (i % 2), b"w%d" % i)], clock, "gzip" if i % 2 else "none")
     append(log, [(b"k0", None)], clock)
     log.roll()
     log.flush()
@@ -336,6 +336,8 @@ def test_a_crash_at_any_step_of_a_clean_loses_no_latest_value(tmp_path, flusher,
     lost there (only what was fsynced stays, tails torn or not)."""
     points = crash_points(tmp_path, flusher)
     assert len(points) > 20
+    if mode == "tear":  # a torn tail differs from a dropped one only where file bytes are written
+        points = [(method, skip) for method, skip in points if method in ("pwrite", "fsync", "truncate")]
     for n, (method, skip) in enumerate(points):
         clock = Clock()
         files = KillFiles() if mode == "kill" else CrashFiles()
