@@ -137,7 +137,7 @@ def main() -> int:
         size = sum(os.path.getsize(os.path.join(dirty, n)) for n in os.listdir(dirty) if n.endswith(".log"))
         print(f"log: {size / MIB:.0f} MiB, {keys} keys x {VERSIONS} versions, built in "
               f"{time.perf_counter() - started:.0f} s")
-        shutil.copytree(dirty, os.path.join(root, "spare-0"))  # for part 3, before cleaning
+        shutil.copytree(dirty, os.path.join(root, "spare", "table-0"))  # for part 3, before cleaning
 
         copied, copy_s = copy_files(dirty, os.path.join(root, "copy"))
         clean_s, result = clean_rate(dirty, flusher, keys)
@@ -154,7 +154,7 @@ def main() -> int:
               f"(goal <= 32)")
 
         alone = produce_rate(os.path.join(root, "p1-0"), flusher, PRODUCE_S)
-        spare = PartitionLog.open(os.path.join(root, "spare-0"), SETTINGS, flusher=flusher)
+        spare = PartitionLog.open(os.path.join(root, "spare", "table-0"), SETTINGS, flusher=flusher)
         throttle = args.throttle_mb * MIB if args.throttle_mb > 0 else float("inf")
         manager = CleanerManager(lambda: [spare], CleanerConfig(dedupe_buffer_size=map_bytes(keys),
                                                                 io_max_bytes_per_second=throttle, backoff_ms=10))

@@ -33,10 +33,13 @@ from __future__ import annotations
 import logging
 import os
 import time
+from bisect import bisect_right
+from itertools import accumulate
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from sparklog.records.batch import HEADER_SIZE, BatchHeader, RecordBatch, iter_batches, parse_header, peek_size
+from sparklog.records.batch import (HEADER_SIZE, BatchHeader, RecordBatch, RecordColumns, iter_batches, parse_header,
+                                    peek_size)
 from sparklog.records.retain import can_extend, extend_empty, retain
 from sparklog.storage.config import INT32_MAX
 from sparklog.storage.offset_map import OffsetMap
@@ -45,6 +48,7 @@ from sparklog.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, BatchEntry, Lo
 logger = logging.getLogger(__name__)
 
 IO_BUFFER_BYTES = 1024 * 1024  # log.cleaner.io.buffer.size: Kafka's 512 KiB, for reading and writing each
+WINDOW_RECORDS = 4096  # records decoded before the offset map is asked about all their keys at once
 
 Throttle = Callable[[int], None]
 
@@ -181,17 +185,33 @@ class Cleaner:
                 continue
             if segment.base_offset >= span.end:
                 break
-            for batch in segment_batches(segment, self._files, self._throttle):
-                if batch.next_offset <= span.first_dirty or batch.is_control or not batch.record_count:
-                    continue
-                columns = batch.columns()
-                if offset_map.put_all(columns.keys, columns.offsets) < len(columns.keys):
+            for window in self._windows(segment):
+                dirty = [(b, c) for b, c in window if c is not None and b.next_offset > span.first_dirty]
+                keys = [key for _, columns in dirty for key in columns.keys]
+                taken = offset_map.put_all(keys, [o for _, columns in dirty for o in columns.offsets])
+                if taken < len(keys):
+                    starts = list(accumulate(len(c.keys) for _, c in dirty))
+                    batch = dirty[bisect_right(starts, taken)][0]
                     if batch.base_offset <= span.first_dirty:
                         raise DedupeBufferTooSmall(
                             f"{log.name}: the offset map of {offset_map.max_entries} entries cannot hold the keys "
                             f"of the batch at offset {batch.base_offset}; raise log.cleaner.dedupe.buffer.size")
                     return batch.base_offset
         return span.end
+
+    def _windows(self, segment: LogSegment) -> Iterator[list[tuple[RecordBatch, RecordColumns | None]]]:
+        """The batches of `segment` with their columns (None for control and empty batches), about
+        WINDOW_RECORDS records at a time: the offset map is asked once per window, not once per batch."""
+        window, records = [], 0
+        for batch in segment_batches(segment, self._files, self._throttle):
+            columns = batch.columns() if batch.record_count and not batch.is_control else None
+            window.append((batch, columns))
+            records += batch.record_count
+            if records >= WINDOW_RECORDS:
+                yield window
+                window, records = [], 0
+        if window:
+            yield window
 
     def _recopy_groups(self, log, segments: list[LogSegment], end: int, horizon: int,
                        stats: "_Stats") -> Iterator["_Group"]:
@@ -207,12 +227,17 @@ class Cleaner:
                     self._remove_leftovers(log.directory, segment.base_offset)
                     group = _Group(LogSegment(log.directory, segment.base_offset, log.config, self._files,
                                               self._clock(), suffix=CLEANED_SUFFIX), self._write, stats)
-                for batch in segment_batches(segment, self._files, self._throttle):
-                    stats.read += batch.size
-                    out = None
-                    if batch.base_offset < end and batch.record_count and not batch.is_control:
-                        out = self._filter(batch, end, horizon, stats)
-                    group.add(batch, out)
+                for window in self._windows(segment):
+                    keys = [k for b, c in window if c is not None and b.base_offset < end for k in c.keys]
+                    latest, at = self.map.get_all(keys), 0
+                    for batch, columns in window:
+                        stats.read += batch.size
+                        out = None
+                        if columns is not None and batch.base_offset < end:
+                            count = len(columns.keys)
+                            out = self._filter(batch, columns, latest[at:at + count], end, horizon, stats)
+                            at += count
+                        group.add(batch, out)
                 group.sources.append(segment)
             if group is not None:
                 finished, group = group.close(), None
@@ -247,11 +272,11 @@ class Cleaner:
         cleaned.append(data, entries)
         stats.written += len(data)
 
-    def _filter(self, batch: RecordBatch, end: int, horizon: int, stats: "_Stats") -> bytes | None:
-        """Rule 3 for one batch: its bytes with only the records kept, or None when all are."""
-        columns = batch.columns()
-        rows = list(zip(columns.offsets, self.map.get_all(columns.keys), columns.keys, columns.values,
-                        columns.timestamps))
+    def _filter(self, batch: RecordBatch, columns: RecordColumns, lasts: list[int], end: int, horizon: int,
+                stats: "_Stats") -> bytes | None:
+        """Rule 3 for one batch (`lasts`: the map's offset for each of its keys): its bytes with only the records
+        kept, or None when all are."""
+        rows = list(zip(columns.offsets, lasts, columns.keys, columns.values, columns.timestamps))
         latest = [offset >= end or (key is not None and last <= offset) for offset, last, key, _, _ in rows]
         keep = [is_latest and (row[3] is not None or row[4] >= horizon or row[0] >= end)
                 for is_latest, row in zip(latest, rows)]

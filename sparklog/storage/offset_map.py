@@ -20,11 +20,14 @@ from __future__ import annotations
 
 from array import array
 
+import numpy as np
+
 DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size: Kafka's 128 MiB
 DEFAULT_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor: Kafka's 0.9
 SLOT_BYTES = 16  # an int64 digest and an int64 offset
 _EMPTY = 0
 _STEP_SHIFT = 32  # the probe step comes from the digest's high half, the slot from its low bits
+VECTOR_MIN_KEYS = 256  # from this many keys a call probes with numpy, all keys at once, round by round
 
 
 class OffsetMap:
@@ -61,6 +64,9 @@ class OffsetMap:
     def put_all(self, keys: list, offsets: list[int]) -> int:
         """`put` each (key, offset) in order, null keys skipped; returns how many were taken before the map
         filled (len(keys) when all were)."""
+        if len(keys) >= VECTOR_MIN_KEYS and self.size + len(keys) <= self.max_entries:  # cannot fill: no order
+            self._put_vector(keys, offsets)
+            return len(keys)
         return self._probe_all(keys, offsets)
 
     def get(self, key: bytes) -> int:
@@ -69,7 +75,69 @@ class OffsetMap:
 
     def get_all(self, keys: list) -> list[int]:
         """`get` of each key (-1 for a null key or one not stored), in one loop."""
+        if len(keys) >= VECTOR_MIN_KEYS:
+            return self._get_vector(keys).tolist()
         return self._probe_all(keys, None)
+
+    # -- the same probing, vectorized (what a clean uses: keys come a read buffer at a time) -----------------
+
+    def _vector(self, keys: list) -> tuple[np.ndarray, np.ndarray]:
+        """(indexes of the non-null keys, their digests)."""
+        if None in keys:
+            present = [i for i, key in enumerate(keys) if key is not None]
+            digests = np.array([hash(keys[i]) for i in present], dtype=np.int64)
+            index = np.asarray(present, dtype=np.int64)
+        else:  # the common case, with hash() called from C
+            digests = np.array(list(map(hash, keys)), dtype=np.int64)
+            index = np.arange(len(keys), dtype=np.int64)
+        digests[digests == _EMPTY] = 1
+        return index, digests
+
+    def _tables(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.frombuffer(self._digests, dtype=np.int64), np.frombuffer(self._offsets, dtype=np.int64)
+
+    def _get_vector(self, keys: list) -> np.ndarray:
+        index, digests = self._vector(keys)
+        table, stored = self._tables()
+        out = np.full(len(keys), -1, dtype=np.int64)
+        slots, steps = digests & self._mask, ((digests >> _STEP_SHIFT) & self._mask) | 1
+        pending = np.arange(len(digests))
+        while pending.size:
+            found = table[slots[pending]]
+            hit = found == digests[pending]
+            out[index[pending[hit]]] = stored[slots[pending[hit]]]
+            pending = pending[~hit & (found != _EMPTY)]
+            slots[pending] = (slots[pending] + steps[pending]) & self._mask
+        return out
+
+    def _put_vector(self, keys: list, offsets: list[int]) -> None:
+        """put_all when the map cannot fill: the last offset of each digest, then rounds of probing in which
+        a new digest takes an empty slot unless another new digest of the round takes it first."""
+        index, digests = self._vector(keys)
+        values = np.asarray(offsets, dtype=np.int64)[index]
+        reversed_unique, last = np.unique(digests[::-1], return_index=True)  # the last occurrence of each
+        digests, values = reversed_unique, values[::-1][last]
+        table, stored = self._tables()
+        mask = self._mask
+        slots, steps = digests & mask, ((digests >> _STEP_SHIFT) & mask) | 1
+        pending = np.arange(len(digests))
+        while pending.size:
+            at = slots[pending]
+            found = table[at]
+            hit = found == digests[pending]
+            stored[at[hit]] = values[pending[hit]]
+            empty = np.flatnonzero(found == _EMPTY)
+            _, first = np.unique(at[empty], return_index=True)  # one new digest per empty slot this round
+            won = pending[empty[first]]
+            table[slots[won]] = digests[won]
+            stored[slots[won]] = values[won]
+            self.size += len(won)
+            done = hit.copy()
+            done[empty[first]] = True
+            lost = ~done & (found == _EMPTY)  # lost an empty slot to another: look at it again
+            moving = ~done & ~lost
+            slots[pending[moving]] = (slots[pending[moving]] + steps[pending[moving]]) & mask
+            pending = pending[~done]
 
     def _probe_all(self, keys: list, offsets: list[int] | None):
         """put_all (with `offsets`) or get_all (without): one loop per record of the dirty section, inlined.

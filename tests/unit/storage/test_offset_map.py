@@ -32,3 +32,21 @@ def test_memory_per_entry_is_under_kafkas_24_bytes():
     offset_map = OffsetMap(1536 * 1024)
     assert offset_map.memory_bytes == 1024 * 1024  # the largest power of two of slots that fits
     assert offset_map.memory_bytes / offset_map.max_entries < 18  # 16-byte slots at a 0.9 load factor
+
+
+@settings(max_examples=30, deadline=None)
+@given(pairs=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 2**40)), min_size=256, max_size=900),
+       split=st.integers(0, 900))
+def test_the_vectorized_probing_answers_as_the_loop(pairs, split):
+    """Calls of 256 keys or more probe with numpy; repeated keys keep their last offset, in a small table."""
+    keys = [b"k%d" % k for k, _ in pairs]
+    offsets = [o for _, o in pairs]
+    vector, loop, model = OffsetMap(1024 * SLOT_BYTES), OffsetMap(1024 * SLOT_BYTES), {}
+    assert vector.put_all(keys[:split], offsets[:split]) == len(keys[:split])
+    assert vector.put_all(keys[split:], offsets[split:]) == len(keys[split:])
+    for key, offset in zip(keys, offsets):
+        assert loop.put(key, offset)
+        model[key] = offset
+    probe = keys + [b"absent-%d" % i for i in range(300)] + [None]
+    assert vector.get_all(probe) == loop.get_all(probe) == [model.get(k, -1) for k in probe[:-1]] + [-1]
+    assert len(vector) == len(loop) == len(model)
