@@ -6,7 +6,8 @@ Build one with `LogConfig.from_dict({"segment.bytes": "1048576", ...})`: values 
 
 Rule 1: every topic config Kafka 3.x defines is accepted and stored, with Kafka's type, default and range;
 the storage acts on those marked `used` (segments, retention, flush, max.message.bytes, the
-message.timestamp.* settings, compression.type); the others are validated and reported, and their consumers
+message.timestamp.* settings, compression.type, and through the cleaner cleanup.policy,
+delete.retention.ms, min.cleanable.dirty.ratio and *.compaction.lag.ms); the others are validated and reported, and their consumers
 (replication, the cleaner) read them from here.
 Rule 2: a value that cannot work here is refused, naming it: `remote.storage.enable=true` (no tiered storage).
 Rule 3: the broker-level default of a topic config is the broker key in `ConfigKey.broker_name`
@@ -303,15 +304,15 @@ _TABLE = (
     ("compression.gzip.level", "int", "compression.gzip.level", False, -1, 9, "gzip level (-1: the codec's default)"),
     ("compression.lz4.level", "int", "compression.lz4.level", False, 1, 17, "lz4 level"),
     ("compression.zstd.level", "int", "compression.zstd.level", False, -131072, 22, "zstd level"),
-    ("cleanup.policy", "list", "log.cleanup.policy", False, None, None,
+    ("cleanup.policy", "list", "log.cleanup.policy", True, None, None,
      "delete (retention), compact (keep the last value of each key) or both; the cleaner reads it"),
-    ("delete.retention.ms", "long", "log.cleaner.delete.retention.ms", False, 0, _L,
+    ("delete.retention.ms", "long", "log.cleaner.delete.retention.ms", True, 0, _L,
      "how long a compacted topic keeps tombstones"),
-    ("min.cleanable.dirty.ratio", "double", "log.cleaner.min.cleanable.ratio", False, 0.0, 1.0,
+    ("min.cleanable.dirty.ratio", "double", "log.cleaner.min.cleanable.ratio", True, 0.0, 1.0,
      "the dirty ratio above which the cleaner compacts a log"),
-    ("min.compaction.lag.ms", "long", "log.cleaner.min.compaction.lag.ms", False, 0, _L,
+    ("min.compaction.lag.ms", "long", "log.cleaner.min.compaction.lag.ms", True, 0, _L,
      "a message stays uncompacted at least this long"),
-    ("max.compaction.lag.ms", "long", "log.cleaner.max.compaction.lag.ms", False, 1, _L,
+    ("max.compaction.lag.ms", "long", "log.cleaner.max.compaction.lag.ms", True, 1, _L,
      "a message stays uncompacted at most this long"),
     ("min.insync.replicas", "int", "min.insync.replicas", False, 1, _I,
      "replicas that must acknowledge an acks=all produce; replication reads it"),

@@ -375,3 +375,24 @@ def test_cleanable_range_counts_clean_and_dirty_bytes(tmp_path, flusher):
     span = cleanable_range(log, clock.now)
     assert span.first_dirty == span.end == 30 and span.dirty_ratio == 0.0
     log.close()
+
+
+def test_a_log_below_its_dirty_ratio_is_cleaned_once_its_first_dirty_record_passes_max_compaction_lag(tmp_path, flusher):
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher, **{"min.cleanable.dirty.ratio": 0.99,
+                                                                     "max.compaction.lag.ms": 1000})
+    for i in range(30):
+        append(log, [(b"k%d" % (i % 3), b"%d" % i)], clock)
+    log.roll()
+    log.flush()
+    clean(log, clock)  # everything clean: the next appends make a ratio well below 0.99
+    append(log, [(b"k0", b"late")], clock)
+    log.roll()
+    log.flush()
+    manager = CleanerManager(lambda: [log], CleanerConfig(dedupe_buffer_size=64 * 1024), clock=clock)
+    assert manager.dirty_ratio(log) < 0.99 and manager.clean_once() is None
+    clock.now += 1001
+    assert manager.clean_once() is not None  # overdue: max.compaction.lag.ms beats min.cleanable.dirty.ratio
+    assert {k: v for _, k, v, _ in records(log)}[b"k0"] == b"late"
+    manager.close()
+    log.close()
