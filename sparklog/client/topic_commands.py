@@ -316,9 +316,10 @@ def _topics_describe(args) -> int:
         config = ", ".join(f"{k}={v}" for k, v in sorted(topic.config.items())) or "-"
         table = Table(title=f"{topic.name}  partitions={len(topic.partitions)}  "
                             f"replication={topic.replication_factor}  config: {config}")
-        compacted = any(key[0] == topic.name for key in cleaning)
+        compacted = any(key[0] == topic.name for key in cleaning)  # a cleaner column only for compacted topics
+        cleaner_column = ("cleaner (broker: dirty ratio, last run)",) if compacted else ()
         for column in ("partition", "leader", "replicas", "isr", "status", "log start", "log end",
-                       "fenced (broker: offsets)") + (("cleaner (broker: dirty ratio, last run)",) if compacted else ()):
+                       "fenced (broker: offsets)") + cleaner_column:
             table.add_column(column, justify="left" if column in ("replicas", "isr", "status") else "right",
                              overflow="fold")  # a narrow terminal wraps a cell, never cuts an offset short
         for p, replicas in sorted(topic.partitions.items()):
