@@ -34,10 +34,12 @@ import logging
 import os
 import time
 from bisect import bisect_right
-from itertools import accumulate
+from itertools import accumulate, chain, repeat
+from operator import is_
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+import numpy as np
 from sparklog.records.batch import (HEADER_SIZE, BatchHeader, RecordBatch, RecordColumns, iter_batches, parse_header,
                                     peek_size)
 from sparklog.records.retain import can_extend, extend_empty, retain
@@ -228,15 +230,13 @@ class Cleaner:
                     group = _Group(LogSegment(log.directory, segment.base_offset, log.config, self._files,
                                               self._clock(), suffix=CLEANED_SUFFIX), self._write, stats)
                 for window in self._windows(segment):
-                    keys = [k for b, c in window if c is not None and b.base_offset < end for k in c.keys]
-                    latest, at = self.map.get_all(keys), 0
+                    decided = iter(self._decide(window, end, horizon, stats))
                     for batch, columns in window:
                         stats.read += batch.size
                         out = None
                         if columns is not None and batch.base_offset < end:
-                            count = len(columns.keys)
-                            out = self._filter(batch, columns, latest[at:at + count], end, horizon, stats)
-                            at += count
+                            keep = next(decided)
+                            out = None if keep is None else retain(batch, columns, keep)
                         group.add(batch, out)
                 group.sources.append(segment)
             if group is not None:
@@ -272,19 +272,30 @@ class Cleaner:
         cleaned.append(data, entries)
         stats.written += len(data)
 
-    def _filter(self, batch: RecordBatch, columns: RecordColumns, lasts: list[int], end: int, horizon: int,
-                stats: "_Stats") -> bytes | None:
-        """Rule 3 for one batch (`lasts`: the map's offset for each of its keys): its bytes with only the records
-        kept, or None when all are."""
-        rows = list(zip(columns.offsets, lasts, columns.keys, columns.values, columns.timestamps))
-        latest = [offset >= end or (key is not None and last <= offset) for offset, last, key, _, _ in rows]
-        keep = [is_latest and (row[3] is not None or row[4] >= horizon or row[0] >= end)
-                for is_latest, row in zip(latest, rows)]
-        kept = sum(keep)
-        stats.records += len(keep)
-        stats.removed += len(keep) - kept
-        stats.tombstones += sum(latest) - kept  # the latest records dropped: expired tombstones
-        return retain(batch, columns, keep)
+    def _decide(self, window: list, end: int, horizon: int, stats: "_Stats") -> list[list[bool] | None]:
+        """Rule 3 for the data batches of a window below `end`, all records at once: for each, the keep flag of
+        every record, or None when it keeps them all."""
+        data = [c for b, c in window if c is not None and b.base_offset < end]
+        if not data:
+            return []
+        flat = chain.from_iterable  # C loops over each column of every batch: nothing per record in Python
+        keys = list(flat(c.keys for c in data))
+        n = len(keys)
+        offsets = np.fromiter(flat(c.offsets for c in data), dtype=np.int64, count=n)
+        timestamps = np.fromiter(flat(c.timestamps for c in data), dtype=np.int64, count=n)
+        tombstone = np.fromiter(map(is_, flat(c.values for c in data), repeat(None)), dtype=bool, count=n)
+        no_key = np.fromiter(map(is_, keys, repeat(None)), dtype=bool, count=n)
+        past = offsets >= end
+        latest = past | (~no_key & (self.map.get_array(keys) <= offsets))
+        keep = latest & (~tombstone | (timestamps >= horizon) | past)
+        kept = int(keep.sum())
+        stats.records += len(keys)
+        stats.removed += len(keys) - kept
+        stats.tombstones += int(latest.sum()) - kept  # the latest records dropped: expired tombstones
+        counts = [len(c.keys) for c in data]
+        starts = np.cumsum([0] + counts[:-1])
+        kept_per_batch = np.add.reduceat(keep, starts).tolist()
+        return [None if k == n else keep[a:a + n].tolist() for a, n, k in zip(starts.tolist(), counts, kept_per_batch)]
 
     def _remove_leftovers(self, directory: str, base: int) -> None:
         """Files of an earlier clean of this group that failed (never swapped): start from nothing."""

@@ -79,6 +79,10 @@ class OffsetMap:
             return self._get_vector(keys).tolist()
         return self._probe_all(keys, None)
 
+    def get_array(self, keys: list) -> np.ndarray:
+        """get_all as an int64 array, probing with numpy whatever the number of keys."""
+        return self._get_vector(keys)
+
     # -- the same probing, vectorized (what a clean uses: keys come a read buffer at a time) -----------------
 
     def _vector(self, keys: list) -> tuple[np.ndarray, np.ndarray]:
