@@ -15,7 +15,9 @@ Rule 3 (what is kept): in every segment from the log start to the end of the ran
 range's end is dropped when the map holds a later offset for its key, when it is a tombstone (null value)
 whose timestamp is older than delete.retention.ms, or when it has no key (a topic made compact after
 null-key records were written: Kafka drops them too). Control batches are kept whole. Records at or past
-the range's end are kept. Offsets never change (records/retain.py): batches keep their headers, even empty.
+the range's end are kept. Offsets never change (records/retain.py): batches keep their headers, even empty
+ones, and consecutive empty ones of one producer become one header spanning their offsets. What to keep is
+decided for a window of ~WINDOW_RECORDS records at once (numpy), not record by record.
 Rule 4 (the recopy): consecutive segments are recopied into one cleaned segment while what it holds plus
 the next source segment's size stays within segment.bytes (so fully superseded segments merge into their
 neighbours) and its offsets span less than 2^31; each is written to `<base>.log.cleaned` (with its indexes),
@@ -34,12 +36,13 @@ import logging
 import os
 import time
 from bisect import bisect_right
+from dataclasses import dataclass
 from itertools import accumulate, chain, repeat
 from operator import is_
-from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
+
 from sparklog.records.batch import (HEADER_SIZE, BatchHeader, RecordBatch, RecordColumns, iter_batches, parse_header,
                                     peek_size)
 from sparklog.records.retain import can_extend, extend_empty, retain
