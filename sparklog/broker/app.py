@@ -38,6 +38,7 @@ from sparklog.broker.config import BrokerConfig
 from sparklog.broker.controller import Controller, controlled_shutdown
 from sparklog.broker.dispatch import Dispatcher
 from sparklog.broker.handlers import BrokerState
+from sparklog.broker.cleaner_reporter import CleanerReporter
 from sparklog.broker.log_faults import LogFaultReporter
 from sparklog.broker.partitions import PartitionManager
 from sparklog.broker.purgatory import Purgatory
@@ -79,6 +80,7 @@ class Broker:
         self.config = config
         self.zk = None
         self.logs = None
+        self.cleaner_reporter: CleanerReporter | None = None
         self.registration = None
         self.controller: Controller | None = None
         self._stopping = False
@@ -159,7 +161,7 @@ class Broker:
     # -- startup ------------------------------------------------------------------------------------------
 
     def _open_storage_and_zookeeper(self) -> None:
-        from sparklog.storage import LogConfig, LogManager, ScrubberConfig
+        from sparklog.storage import CleanerConfig, LogConfig, LogManager, ScrubberConfig
 
         cfg = self.config
         self.zk = zk_connection.connect(cfg.zookeeper_connect,
@@ -168,12 +170,14 @@ class Broker:
         faults = LogFaultReporter(self.zk, cfg.broker_id)  # for `sparklog topics describe`
         self.logs = LogManager(list(cfg.log_dirs), LogConfig.from_dict(self._storage_defaults()),
                                retention_check_interval_ms=cfg.log_retention_check_interval_ms,
-                               scrubber=ScrubberConfig.from_properties(cfg.raw), on_fence=faults.on_fence)
+                               scrubber=ScrubberConfig.from_properties(cfg.raw), on_fence=faults.on_fence,
+                               cleaner=CleanerConfig.from_properties(cfg.raw))
         if len(cfg.log_dirs) > 1:
             # get_or_create looks in the emptiest dir only; find existing logs in the others first
             self.logs.load_existing()
         self.executor = concurrent.futures.ThreadPoolExecutor(ZOOKEEPER_WORKERS, thread_name_prefix="broker-zk")
         faults.start(self.executor)
+        self.cleaner_reporter = CleanerReporter(self.zk, cfg.broker_id, self.logs).start()
 
     def _storage_defaults(self) -> dict[str, str]:
         from sparklog.storage.config import KEYS
@@ -273,6 +277,7 @@ class Broker:
             ("registration", lambda: self.registration and self.registration.close()),
             ("partitions", lambda: self.partitions and self.partitions.close()),
             ("executor", lambda: self.executor and self.executor.shutdown(wait=True, cancel_futures=True)),
+            ("cleaner reporter", lambda: self.cleaner_reporter and self.cleaner_reporter.close()),
             ("logs", lambda: self.logs and self.logs.close()),
             ("zookeeper", lambda: self.zk and zk_connection.close(self.zk)),
         ]

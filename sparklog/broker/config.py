@@ -6,8 +6,8 @@ topic's `/config/topics/<t>` overrides are laid over those.
 Rule 2: an unknown key is warned about, never fatal (Kafka does the same), naming the nearest known key; a
 known key with a bad value is a `ConfigError` naming the key, the value and the rule.
 Rule 3: every key is declared once in `BROKER` (`sparklog.settings`: type, default, range, importance, doc):
-the broker's own, the group coordinator's (`group_config.GROUP`), the scrubber's, and the `log.*` defaults of
-the topic configs, derived from the storage's table. Adding a setting is one `Setting(...)` line there plus
+the broker's own, the group coordinator's (`group_config.GROUP`), the scrubber's, the cleaner's, and the
+`log.*` defaults of the topic configs, derived from the storage's table. Adding a setting is one `Setting(...)` line there plus
 its `BrokerConfig` field.
 """
 
@@ -24,6 +24,7 @@ from sparklog.broker.group_config import GROUP, GroupConfig, GroupConfigError
 from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, STRING, WARN, Definitions, Setting
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
 from sparklog.storage.config import DEFINITIONS as TOPIC_CONFIGS
+from sparklog.storage.cleaner_manager import CLEANER_SETTINGS
 from sparklog.storage.scrubber import SCRUBBER_SETTINGS
 
 log = logging.getLogger(__name__)
@@ -171,6 +172,7 @@ BROKER = Definitions("broker", (
     Setting("controlled.shutdown.timeout.ms", LONG, DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS, "how long a stopping "
             "broker waits for that (Kafka: max.retries x retry.backoff.ms)", low=1, kafka=""),
     *SCRUBBER_SETTINGS.values(),
+    *CLEANER_SETTINGS.values(),
     *GROUP.values(),
     *(_synonym(broker_key, topic_key) for broker_key, topic_key in TOPIC_CONFIG_BROKER_KEYS.items()),
     *(_ignored(name) for name in _IGNORED_KEYS),

@@ -75,8 +75,8 @@ from sparklog.protocol.produce import PartitionProduceResponse, ProduceResponse,
 from sparklog.protocol.registry import advertised_api_versions
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
 from sparklog.storage.config import LogConfig
-from sparklog.storage.errors import (InvalidTimestampError, LogClosedError, OffsetOutOfRange, RecordBatchTooLarge,
-                                     StorageError)
+from sparklog.storage.errors import (InvalidRecordError, InvalidTimestampError, LogClosedError, OffsetOutOfRange,
+                                     RecordBatchTooLarge, StorageError)
 from sparklog.records.batch import CorruptRecordError
 from sparklog.storage.topic_names import validate_topic
 
@@ -257,6 +257,8 @@ def _append(led, index: int, records, state) -> PartitionProduceResponse:
         return _produce_error(index, MESSAGE_TOO_LARGE, str(exc))
     except InvalidTimestampError as exc:
         return _produce_error(index, INVALID_TIMESTAMP, str(exc))
+    except InvalidRecordError as exc:  # a null key in a compacted topic
+        return _produce_error(index, INVALID_RECORD, str(exc))
     except LogClosedError:
         return _produce_error(index, NOT_LEADER_OR_FOLLOWER)
     except (OSError, StorageError) as exc:

@@ -265,13 +265,28 @@ def _with_zk(args, action, errors: tuple) -> int:
     return 0
 
 
+def _cleaner(reports: dict) -> str:
+    """Each broker's dirty ratio of the log and its cleaner's last run: `1: 0.42, last 2026-11-23 08:01:02
+    removed 1200 in 0.3 s` (or `never`)."""
+    import datetime
+
+    parts = []
+    for broker, report in sorted(reports.items()):
+        run = report.get("last_run")
+        last = "never" if not run else (
+            f"last {datetime.datetime.fromtimestamp(run['ended_ms'] / 1000):%Y-%m-%d %H:%M:%S} removed "
+            f"{run['records_removed']} in {run['duration_ms'] / 1000:.1f} s")
+        parts.append(f"{broker}: {report.get('dirty_ratio', 0):.2f}, {last}")
+    return "; ".join(parts) or "-"
+
+
 def _topics_describe(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
     from sparklog.client.admin import AdminClient
     from sparklog.client.errors import UNREACHABLE
-    from sparklog.coordination import brokers, log_faults, topics
+    from sparklog.coordination import brokers, log_cleaner, log_faults, topics
     from sparklog.coordination.connection import close
 
     zk = _zk(args)
@@ -284,6 +299,7 @@ def _topics_describe(args) -> int:
             return 1
         live = brokers.live_brokers(zk)
         faults = log_faults.read_all(zk).by_partition
+        cleaning = log_cleaner.read_all(zk)
     finally:
         close(zk)
     console = Console()
@@ -300,8 +316,10 @@ def _topics_describe(args) -> int:
         config = ", ".join(f"{k}={v}" for k, v in sorted(topic.config.items())) or "-"
         table = Table(title=f"{topic.name}  partitions={len(topic.partitions)}  "
                             f"replication={topic.replication_factor}  config: {config}")
+        compacted = any(key[0] == topic.name for key in cleaning)  # a cleaner column only for compacted topics
+        cleaner_column = ("cleaner (broker: dirty ratio, last run)",) if compacted else ()
         for column in ("partition", "leader", "replicas", "isr", "status", "log start", "log end",
-                       "fenced (broker: offsets)"):
+                       "fenced (broker: offsets)") + cleaner_column:
             table.add_column(column, justify="left" if column in ("replicas", "isr", "status") else "right",
                              overflow="fold")  # a narrow terminal wraps a cell, never cuts an offset short
         for p, replicas in sorted(topic.partitions.items()):
@@ -314,7 +332,8 @@ def _topics_describe(args) -> int:
             start, end = offsets.get(p, ("?", "?"))
             table.add_row(str(p), leader, ",".join(map(str, replicas)),
                           "-" if state is None else ",".join(map(str, state.isr)), status, str(start), str(end),
-                          _fenced(faults.get((topic.name, p), {})))
+                          _fenced(faults.get((topic.name, p), {})),
+                          *((_cleaner(cleaning.get((topic.name, p), {})),) if compacted else ()))
         console.print(table)
     if admin is not None:
         admin.close()

@@ -41,13 +41,16 @@ def publish(zk: KazooClient, broker_id: int, faults: Mapping[tuple[str, int], Ra
     for (topic, partition), ranges in sorted(faults.items()):
         if ranges:
             partitions.setdefault(paths.topic_name(topic), {})[str(partition)] = [list(r) for r in ranges]
-    value = encode({"version": LOG_FAULTS_JSON_VERSION, "partitions": partitions})
+    write_node(zk, _path(broker_id), encode({"version": LOG_FAULTS_JSON_VERSION, "partitions": partitions}))
 
+
+def write_node(zk: KazooClient, path: str, value: bytes) -> None:
+    """Rule 1: create `path` with `value`, or set it when it exists; retried on connection loss."""
     def inner() -> None:
         try:
-            zk.create(_path(broker_id), value, makepath=True)
+            zk.create(path, value, makepath=True)
         except NodeExistsError:
-            zk.set(_path(broker_id), value)
+            zk.set(path, value)
 
     retrying(zk, inner)
 

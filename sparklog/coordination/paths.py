@@ -35,6 +35,7 @@ CONFIG_TOPICS = "/config/topics"
 CONSUMERS = "/consumers"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 LOG_FAULTS = "/log_faults"
+LOG_CLEANER = "/log_cleaner"  # each broker's compacted logs: dirty ratio and the cleaner's last run
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 # sparklog's own: Kafka's brokers send a ControlledShutdown request to the controller instead.

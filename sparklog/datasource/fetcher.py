@@ -4,8 +4,11 @@ Rule 1: everything needed travels in the partition and the options; the fetch op
 closes it, whatever happens.
 Rule 2: the same `(start, end)` always yields the same rows: records before `start` in the first fetched
 batch and records from `end` on are dropped, and control batches (transaction markers) are skipped by each
-batch's next offset, not waited for. sparklog never compacts, so an offset gap inside the range is a range
-the broker fenced as damaged (bit rot): data loss, as Rule 3 (Spark's "Cannot fetch records in [a, b)").
+batch's next offset, not waited for. The offsets a compacted topic's cleaner removed are gaps *inside*
+batches (the cleaner keeps every batch header, even of an emptied batch: records/retain.py Rule 3): the
+position moves over them by each batch's next offset, silently, as over control batches. A gap *between*
+batches is a range the broker fenced as damaged (bit rot): data loss, as Rule 3 (Spark's "Cannot fetch
+records in [a, b)").
 Rule 3: offsets of the range that are no longer in the log are data loss: `failOnDataLoss=true` fails the
 task naming the topic, partition and missing range; false warns and reads what is left. A range the log
 never reaches fails after `kafkaConsumer.pollTimeoutMs`, never hangs; the offset lookups are bounded by it too.

@@ -1,11 +1,13 @@
 """Storage: partition logs of RecordBatch v2 segment files (the paper's section 3.1)."""
 
+from sparklog.storage.cleaner_manager import CleanerConfig, CleanerManager, CleanerStatistics
 from sparklog.storage.config import LogConfig
 from sparklog.storage.errors import (
     CorruptIndexError,
     CorruptRecordError,
     CorruptSegmentError,
     InvalidConfigError,
+    InvalidRecordError,
     InvalidTopicName,
     LogClosedError,
     OffsetOutOfRange,
@@ -22,6 +24,9 @@ from sparklog.storage.segment import TimestampOffset
 from sparklog.storage.topic_names import validate_topic
 
 __all__ = [
+    "CleanerConfig",
+    "CleanerManager",
+    "CleanerStatistics",
     "CorruptIndexError",
     "CorruptRecordError",
     "CorruptSegmentError",
@@ -29,6 +34,7 @@ __all__ = [
     "Files",
     "Flusher",
     "InvalidConfigError",
+    "InvalidRecordError",
     "InvalidTopicName",
     "LogClosedError",
     "LogConfig",

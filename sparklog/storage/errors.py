@@ -9,6 +9,7 @@ __all__ = [
     "CorruptRecordError",
     "CorruptSegmentError",
     "InvalidConfigError",
+    "InvalidRecordError",
     "InvalidTimestampError",
     "InvalidTopicName",
     "LogClosedError",
@@ -42,6 +43,11 @@ class RecordBatchTooLarge(StorageError):
 class InvalidTimestampError(StorageError):
     """A CreateTime timestamp lies outside message.timestamp.before/after.max.ms of the broker's clock
     (INVALID_TIMESTAMP, 32); nothing was appended."""
+
+
+class InvalidRecordError(StorageError):
+    """A record breaks the topic's rules: a null key in a compacted topic (INVALID_RECORD, 87, as Kafka's
+    LogValidator answers); nothing was appended."""
 
 
 class InvalidTopicName(StorageError, ValueError):

@@ -24,6 +24,13 @@ Rule 7: `reconfigure(LogConfig)` (Kafka's updateConfig) swaps the settings under
 append, flush check, roll and retention pass use them; the active segment's segment.ms deadline moves with
 them; index sizes apply from the next segment on. Batches are converted (timestamp type and bounds,
 compression) by `log_validator` only when the config asks for it.
+Rule 8 (compaction, cleaner.py): the cleaner swaps cleaned segments in with `replace_segments`, under the
+append lock for the renames only: the old segments go to `.deleted` (slices already handed out keep
+reading them) and the cleaned one, written and fsynced as `<base>.log.cleaned` and committed by its rename
+to `.swap`, becomes live. On open a `.cleaned` file is deleted (the clean never committed) and a `.swap`
+file completes its swap: the live segments whose offsets it covers are deleted and it is renamed live.
+Where the cleaner stopped is checkpointed in `cleaner-offset-checkpoint`. Time and size retention run only
+when cleanup.policy includes `delete`.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, NamedTuple
 
-from sparklog.storage.config import VISIBILITY_APPENDED, LogConfig
+from sparklog.storage.config import CLEANUP_DELETE, VISIBILITY_APPENDED, LogConfig
 from sparklog.storage.errors import (CorruptSegmentError, LogClosedError, OffsetOutOfRange, OffsetsNotContiguous,
                                      RecordBatchTooLarge)
 from sparklog.storage.fences import FencedRanges
@@ -69,7 +76,9 @@ from sparklog.storage.recovery import (
     find_next_batch,
 )
 from sparklog.storage.segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
+    SWAP_SUFFIX,
     BatchEntry,
     LogSegment,
     TimestampOffset,
@@ -82,6 +91,7 @@ logger = logging.getLogger(__name__)
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"  # Kafka's name; here one per partition directory
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"  # Kafka's name; here one per partition directory
+CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"  # Kafka's name (one per log dir there): the first dirty offset
 CHECKPOINT_VERSION = 0  # Kafka's OffsetCheckpointFile version
 TMP_SUFFIX = ".tmp"
 DEFAULT_READ_BYTES = 1024 * 1024  # iter_slices' chunk: Kafka's default max.partition.fetch.bytes
@@ -413,10 +423,15 @@ class PartitionLog:
 
     def _scan_directory(self) -> list[int]:
         names = self._files.listdir(self.directory)
+        for name in names:
+            if name.endswith(DELETED_SUFFIX) or name.endswith(TMP_SUFFIX) or name.endswith(CLEANED_SUFFIX):
+                self._files.unlink(os.path.join(self.directory, name))  # leftovers of a previous run (Rule 8)
+        swaps = [name for name in names if name.endswith(SWAP_SUFFIX)]
+        if swaps:
+            self._complete_swaps(swaps)
+            names = self._files.listdir(self.directory)
         logs = set()
         for name in names:
-            if name.endswith(DELETED_SUFFIX) or name.endswith(TMP_SUFFIX):
-                self._files.unlink(os.path.join(self.directory, name))  # leftovers of a previous run
             parsed = parse_segment_file_name(name)
             if parsed and parsed[1] == ".log":
                 logs.add(parsed[0])
@@ -425,6 +440,33 @@ class PartitionLog:
             if parsed and parsed[0] not in logs:
                 self._files.unlink(os.path.join(self.directory, name))
         return sorted(logs)
+
+    def _complete_swaps(self, swaps: list[str]) -> None:
+        """Rule 8: each `<base>.log.swap` was fsynced whole before that name was given to it: it replaces
+        the live segments whose base offsets lie in [base, its next offset); its index files are rebuilt."""
+        bases = []
+        for name in swaps:
+            parsed = parse_segment_file_name(name[: -len(SWAP_SUFFIX)])
+            if parsed and parsed[1] == ".log":
+                bases.append(parsed[0])
+            else:
+                self._files.unlink(os.path.join(self.directory, name))  # an index: rebuilt from the .log
+        for base in bases:
+            swap = LogSegment(self.directory, base, self.config, self._files, 0, suffix=SWAP_SUFFIX)
+            end = swap.recover(INT64_MAX).next_offset
+            swap.close()
+            for index_path in (swap.index.path, swap.time_index.path):
+                self._files.unlink(index_path)
+            covered = [b for b in self._live_bases() if base <= b < end]
+            logger.info("%s: completing the swap of cleaned segment %d over offsets [%d, %d) (%d segment(s))",
+                        self.name, base, base, end, len(covered))
+            self._delete_segment_files(covered)
+            self._files.rename(swap.path, os.path.join(self.directory, segment_file_name(base)))
+        self._files.fsync_dir(self.directory)
+
+    def _live_bases(self) -> list[int]:
+        return sorted(p[0] for p in map(parse_segment_file_name, self._files.listdir(self.directory))
+                      if p and p[1] == ".log")
 
     def _delete_segment_files(self, bases) -> None:
         for base in bases:
@@ -949,6 +991,8 @@ class PartitionLog:
         return len(doomed)
 
     def _retention_victims(self, now: int) -> list[LogSegment]:
+        if CLEANUP_DELETE not in self.config.cleanup_policies:
+            return []  # Rule 8: a compact-only topic keeps every key's last value, however old
         retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
         excess = sum(s.size for s in self._segments) - retention_bytes
         victims = []
@@ -962,6 +1006,36 @@ class PartitionLog:
             victims.append(segment)
             excess -= segment.size
         return victims
+
+    # -- compaction (Rule 8; the cleaner itself is cleaner.py) ---------------------------------------
+
+    def cleaner_checkpoint(self) -> int:
+        """The first offset the cleaner has not deduplicated yet (0 if it never ran here)."""
+        return self._read_checkpoint(CLEANER_OFFSET_FILE, "cleaning from the log start") or 0
+
+    def write_cleaner_checkpoint(self, offset: int) -> None:
+        self._write_checkpoint(CLEANER_OFFSET_FILE, offset)
+
+    def replace_segments(self, old: tuple[LogSegment, ...], cleaned: LogSegment) -> bool:
+        """Swap `cleaned` (committed as `.swap`, flushed) in for the consecutive segments `old`; False (nothing
+        changed) when `old` is no longer a run of the live segments (retention or truncation ran meanwhile).
+
+        Only renames happen under the append lock; the old segments' files are deleted after
+        file.delete.delay.ms, so slices already handed out stay readable."""
+        with self._lock:
+            segments = self._segments
+            if self._closed or not old or old[0] not in segments:
+                return False
+            i = segments.index(old[0])
+            if segments[i:i + len(old)] != old or i + len(old) == len(segments):
+                return False
+            self._retire_locked(list(old))
+            cleaned.rename_files("")
+            self._set_segments(segments[:i] + (cleaned,) + segments[i + len(old):])
+            self._directory_dirty = True
+        self._files.fsync_dir(self.directory)
+        self._schedule_deletes(list(old))
+        return True
 
     def _retire_locked(self, segments: list[LogSegment]) -> None:
         """Rename to `.deleted` at once (a new segment may reuse the name); see _schedule_deletes."""

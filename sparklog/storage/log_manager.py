@@ -1,8 +1,9 @@
 """LogManager: the partition logs of one process under one or more log dirs, and their background work.
 
 It owns one Flusher (time-based flushes and delayed file deletes for every log), one retention thread
-that runs `enforce_retention` on every log each log.retention.check.interval.ms, and one Scrubber that
-verifies flushed segments in the background (scrubber.py); `close()` stops all three and flushes and
+that runs `enforce_retention` on every log each log.retention.check.interval.ms, one Scrubber that
+verifies flushed segments in the background (scrubber.py) and the log cleaner threads that compact the
+logs whose cleanup.policy includes `compact` (cleaner_manager.py); `close()` stops all four and flushes and
 closes every log. A new partition goes to the log dir holding the fewest partitions (Kafka's
 rule); a directory that is not `<topic>-<partition>` is skipped on load with a warning.
 """
@@ -15,6 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
+from sparklog.storage.cleaner_manager import CleanerConfig, CleanerManager, CleanerStatistics
 from sparklog.storage.config import LogConfig
 from sparklog.storage.errors import InvalidTopicName, LogClosedError
 from sparklog.storage.files import OS_FILES, Files
@@ -38,6 +40,7 @@ class LogManagerStatistics:
     deleted_segments: int
     fenced_ranges: int = 0  # offset ranges lost to bit rot, over every log
     scrubber: ScrubberStatistics | None = None
+    cleaner: CleanerStatistics | None = None
 
 
 class LogManager:
@@ -47,11 +50,13 @@ class LogManager:
                  clock: Callable[[], int] | None = None, *, files: Files | None = None,
                  retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
                  checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
-                 scrubber: ScrubberConfig | None = None, on_fence: FenceListener | None = None):
+                 scrubber: ScrubberConfig | None = None, on_fence: FenceListener | None = None,
+                 cleaner: CleanerConfig | None = None):
         """`checkpoint_interval_ms` is Kafka's log.flush.offset.checkpoint.interval.ms: how often each log's
         recovery-point checkpoint is rewritten (also on close); see PartitionLog. `scrubber`: the
         log.scrubber.* settings (default: enabled, ScrubberConfig's defaults). `on_fence(topic, partition,
-        ranges)` hears of each log's fenced ranges (log.py Rule 4) when it opens with some and when they change."""
+        ranges)` hears of each log's fenced ranges (log.py Rule 4) when it opens with some and when they change.
+        `cleaner`: the log.cleaner.* settings (default: enabled, CleanerConfig's defaults)."""
         self.log_dirs = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
         if not self.log_dirs:
             raise ValueError("at least one log dir is needed")
@@ -75,6 +80,7 @@ class LogManager:
                                                   daemon=True)
         self._retention_thread.start()
         self._scrubber = Scrubber(self.logs, scrubber or ScrubberConfig()).start()
+        self.cleaner = CleanerManager(self.logs, cleaner, files=self._files, clock=clock).start()
 
     def _open(self, directory: str, overrides: Mapping | None) -> PartitionLog:
         config = self.default_config.with_overrides(overrides or {})
@@ -162,6 +168,7 @@ class LogManager:
         """Stop the retention thread and the scrubber, flush and close every log, then stop the flusher."""
         self._stop.set()
         self._scrubber.close()
+        self.cleaner.close()
         if self._retention_thread is not threading.current_thread():
             self._retention_thread.join()
         with self._lock:
@@ -179,7 +186,7 @@ class LogManager:
         return LogManagerStatistics(
             len(self.log_dirs), len(logs), sum(len(log.segments) for log in logs),
             sum(log.size_bytes for log in logs), self._retention_runs, self._deleted_segments,
-            sum(len(log.fenced_ranges()) for log in logs), self._scrubber.statistics(),
+            sum(len(log.fenced_ranges()) for log in logs), self._scrubber.statistics(), self.cleaner.statistics(),
         )
 
     def __enter__(self) -> "LogManager":

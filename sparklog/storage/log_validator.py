@@ -12,7 +12,11 @@ in-place path (readers give every record of such a batch its maxTimestamp).
 Rule 4: with compression.type other than `producer`, a batch in another codec is decoded and rebuilt in the
 topic's codec (`uncompressed` is none), keeping its producer id, epoch, sequence and transactional flag;
 offset deltas become 0..n-1, as a producer's batch has them already. Control batches are kept as sent.
-Rule 5: with the defaults (CreateTime, no bounds, `producer`) `converter_for` returns None: append pays nothing.
+Rule 5: with cleanup.policy containing `compact`, every record of a data batch must have a key (the cleaner
+keeps the last value per key): a null key fails the whole append with InvalidRecordError (Kafka's
+INVALID_RECORD, "Compacted topic cannot accept message without key"). Control batches are not checked.
+Rule 6: with the defaults (CreateTime, no bounds, `producer`, `delete`) `converter_for` returns None: append
+pays nothing.
 """
 
 from __future__ import annotations
@@ -34,13 +38,14 @@ from sparklog.records.batch import (
 )
 from sparklog.records.compression import codec_id, decompress
 from sparklog.storage.config import (
+    CLEANUP_COMPACT,
     COMPRESSION_PRODUCER,
     COMPRESSION_UNCOMPRESSED,
     LOG_APPEND_TIME,
     LONG_MAX,
     LogConfig,
 )
-from sparklog.storage.errors import InvalidTimestampError
+from sparklog.storage.errors import InvalidRecordError, InvalidTimestampError
 
 _MAX_TIMESTAMP_OFFSET = ATTRIBUTES_OFFSET + struct.calcsize(">hiq")  # after attributes, lastOffsetDelta, baseTimestamp
 _ATTRIBUTES = struct.Struct(">h")
@@ -49,22 +54,23 @@ _CRC = struct.Struct(">I")
 
 
 def converter_for(config: LogConfig) -> "AppendConverter | None":
-    """The converter a log with this config needs, or None when batches are stored as sent (Rule 5)."""
+    """The converter a log with this config needs, or None when batches are stored as sent (Rule 6)."""
     converter = AppendConverter(config)
     return converter if converter.active else None
 
 
 class AppendConverter:
-    """Applies Rules 2-4 to the validated batches of one append."""
+    """Applies Rules 2-5 to the validated batches of one append."""
 
     def __init__(self, config: LogConfig) -> None:
+        self.keys_required = CLEANUP_COMPACT in config.cleanup_policies
         self.log_append_time = config.message_timestamp_type == LOG_APPEND_TIME
         self.before_ms, self.after_ms = config.timestamp_bounds_ms
         self.bounded = not self.log_append_time and (self.before_ms < LONG_MAX or self.after_ms < LONG_MAX)
         codec = config.compression_type
         self.codec = None if codec == COMPRESSION_PRODUCER else codec_id(
             "none" if codec == COMPRESSION_UNCOMPRESSED else codec)
-        self.active = self.log_append_time or self.bounded or self.codec is not None
+        self.active = self.log_append_time or self.bounded or self.codec is not None or self.keys_required
 
     def convert(self, data: bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> bytearray:
         """The batches as the log stores them; `batches` are the (position, header) of each in `data`.
@@ -74,6 +80,9 @@ class AppendConverter:
         if self.bounded:
             for position, header in batches:
                 self._check_timestamps(data, position, header, now_ms)
+        if self.keys_required:
+            for position, header in batches:
+                _check_keys(memoryview(data)[position:position + header.size], header)
         if self.codec is None or all(h.compression == self.codec or h.is_control for _, h in batches):
             if self.log_append_time:
                 for position, _ in batches:
@@ -109,6 +118,16 @@ class AppendConverter:
                            base_sequence=header.base_sequence,
                            partition_leader_epoch=header.partition_leader_epoch,
                            is_transactional=header.is_transactional)
+
+
+def _check_keys(raw: memoryview, header: BatchHeader) -> None:
+    """Rule 5: a data batch of a compacted topic holds no record without a key."""
+    if header.is_control:
+        return
+    batch = next(iter_batches(raw, check_crc=False))
+    if None in batch.columns().keys:
+        raise InvalidRecordError(f"Compacted topic cannot accept message without key (the batch at offset "
+                                 f"{header.base_offset} has a record with a null key; cleanup.policy=compact)")
 
 
 def timestamp_range(raw: memoryview, header: BatchHeader) -> tuple[int, int]:

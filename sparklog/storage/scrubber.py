@@ -28,6 +28,8 @@ from typing import Callable, Iterable, Mapping
 
 from sparklog.settings import BOOLEAN, LONG, Definitions, Setting
 from sparklog.storage.errors import InvalidConfigError, LogClosedError
+from sparklog.storage.throttle import Stopped as _Stopped
+from sparklog.storage.throttle import Throttle as _Throttle
 
 logger = logging.getLogger(__name__)
 
@@ -67,28 +69,6 @@ class ScrubberStatistics:
     passes: int  # passes completed
     verified_bytes: int  # bytes read and checked by all passes
     errors: int  # logs whose scrub failed (other than being closed meanwhile)
-
-
-class _Stopped(Exception):
-    """close() was called during a throttle sleep."""
-
-
-class _Throttle:
-    """A token bucket of `rate` bytes per second; `consume(n)` sleeps until n bytes may be read."""
-
-    def __init__(self, rate: int, stop: threading.Event):
-        self._rate = rate
-        self._stop = stop
-        self._start = time.monotonic()
-        self._used = 0
-
-    def consume(self, n: int) -> None:
-        self._used += n
-        wait = self._used / self._rate - (time.monotonic() - self._start)
-        if wait > 0 and self._stop.wait(wait):
-            raise _Stopped()
-        if self._stop.is_set():
-            raise _Stopped()
 
 
 class Scrubber:

@@ -33,6 +33,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"  # Kafka's: a cleaned segment being written; deleted on open
+SWAP_SUFFIX = ".swap"  # Kafka's: a cleaned segment committed to replace the ones it covers; completed on open
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 OFFSET_DIGITS = 20  # Kafka's file-name width: every int64 offset fits
 
@@ -56,6 +58,14 @@ class BatchEntry(NamedTuple):
 
 def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
     return f"{base_offset:0{OFFSET_DIGITS}d}{suffix}"
+
+
+def _live_path(path: str) -> str:
+    """A segment file's path without a `.deleted`, `.cleaned` or `.swap` suffix."""
+    for suffix in (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX):
+        if path.endswith(suffix):
+            return path[: -len(suffix)]
+    return path
 
 
 def parse_segment_file_name(name: str) -> tuple[int, str] | None:
@@ -82,19 +92,22 @@ class LogSegment:
     raise CorruptSegmentError rather than serve bytes that break it.
     """
 
-    def __init__(self, directory: str, base_offset: int, config: LogConfig, files: Files, created_ms: int):
+    def __init__(self, directory: str, base_offset: int, config: LogConfig, files: Files, created_ms: int,
+                 suffix: str = ""):
+        """`suffix` names a segment that is not live yet: the cleaner writes `<base>.log.cleaned` (and its
+        indexes) and renames them with `rename_files` (`CLEANED_SUFFIX` -> `SWAP_SUFFIX` -> "")."""
         self.base_offset = base_offset
         self.directory = directory
-        self.path = os.path.join(directory, segment_file_name(base_offset))
+        self.path = os.path.join(directory, segment_file_name(base_offset) + suffix)
         self._files = files
         self._interval = config.index_interval_bytes
         self.fd = files.open(self.path, create=True)
         self.index = OffsetIndex(
-            os.path.join(directory, segment_file_name(base_offset, INDEX_SUFFIX)),
+            os.path.join(directory, segment_file_name(base_offset, INDEX_SUFFIX) + suffix),
             base_offset, files, max(1, config.segment_index_bytes // OFFSET_ENTRY.size),
         )
         self.time_index = TimeIndex(
-            os.path.join(directory, segment_file_name(base_offset, TIME_INDEX_SUFFIX)),
+            os.path.join(directory, segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
             base_offset, files, max(1, config.segment_index_bytes // TIME_ENTRY.size),
         )
         self.created_ms = created_ms
@@ -376,11 +389,16 @@ class LogSegment:
 
     def rename_deleted(self) -> None:
         """Rename the three files to `*.deleted`; open descriptors (and FileSlices) keep working."""
-        new_path = self.path + DELETED_SUFFIX
+        self.rename_files(DELETED_SUFFIX)
+
+    def rename_files(self, suffix: str) -> None:
+        """Rename the three files to their live names plus `suffix`, the indexes first: the `.log` file's
+        rename is the one that counts (the cleaner's commit point; an index that lags is rebuilt on open)."""
+        for index in (self.time_index, self.index):
+            index.rename(_live_path(index.path) + suffix)
+        new_path = _live_path(self.path) + suffix
         self._files.rename(self.path, new_path)
         self.path = new_path
-        self.index.rename(self.index.path + DELETED_SUFFIX)
-        self.time_index.rename(self.time_index.path + DELETED_SUFFIX)
 
     def delete_files(self) -> None:
         self.close()

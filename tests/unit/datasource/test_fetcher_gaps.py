@@ -31,3 +31,22 @@ def test_a_range_that_ends_at_a_batch_boundary_reports_no_gap_for_later_batches(
     consumer = FakeConsumer(batch(0, 5), batch(8, 5))
     assert _fetch_into(ColumnBuilder("t", 0), consumer, 0, 5, lambda a, b: gaps.append((a, b))) == 5
     assert gaps == []
+
+
+def test_the_offset_gaps_of_a_compacted_topic_are_not_data_loss():
+    """The cleaner removes records inside batches and keeps every batch header (records/retain.py Rule 3), even
+    of an emptied batch: the missing offsets are no fenced range, and the range still ends where planned."""
+    from sparklog.records.batch import iter_batches
+    from sparklog.records.retain import retain
+
+    def cleaned(data, keep):
+        (b,) = iter_batches(data)
+        return retain(b, b.columns(), keep) or data
+
+    chunks = (cleaned(batch(0, 5), [False, True, False, False, True]), cleaned(batch(5, 5, compression="gzip"),
+              [False] * 5), cleaned(batch(10, 5, compression="zstd"), [True, False, False, True, False]))
+    gaps = []
+    builder = ColumnBuilder("t", 0)
+    assert _fetch_into(builder, FakeConsumer(*chunks), 0, 14, lambda a, b: gaps.append((a, b))) == 14
+    assert gaps == []
+    assert builder.build().column("offset").to_pylist() == [1, 4, 10, 13]

@@ -1,0 +1,182 @@
+"""Log compaction: cleaning rate beside a plain copy of the same files, offset-map memory per entry, and
+produce throughput while the cleaner runs beside without it, all measured in the same run.
+
+    .venv/bin/python benchmarks/compaction.py [--size-mb 64] [--dir /some/dir] [--throttle-mb 0]
+
+The log (issue 10's shape): values of 200 bytes, keys written 10 times each (10 versions, shuffled within
+each round), 50 records a batch, uncompressed, 64 MiB segments; `--size-mb 1024` is the issue's 1 GiB, which
+at ~220 bytes a record holds ~490 k distinct keys (a million keys x 10 versions of 200-byte values would be
+~2 GiB: `--size-mb 2100`). Its segments are closed and flushed before anything is timed.
+
+1. Copy: read each segment file and write it to a new file (1 MiB at a time), then fsync: the baseline.
+   Clean: one `Cleaner.clean` of the whole dirty log (build the offset map, recopy, swap). Reported in MB/s
+   of log bytes read; goal >= 30% of the copy rate.
+2. Memory: bytes of the offset map per entry it can hold (two int64 arrays at load factor 0.9), beside a
+   Python dict of the same keys -> offsets measured with tracemalloc; goal <= 32 bytes an entry.
+3. Produce: appends of 50-record batches to another log for `PRODUCE_S` seconds, alone and then while the
+   cleaner thread cleans a fresh copy of the dirty log; goal >= 80%. Both are in this one process, so they
+   share the interpreter lock, as a broker's request threads and its cleaner do; `--throttle-mb` sets
+   log.cleaner.io.max.bytes.per.second (0: unthrottled, Kafka's default) for this part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from sparklog.records.batch import build_batch  # noqa: E402
+from sparklog.storage import CleanerConfig, CleanerManager, Flusher, PartitionLog  # noqa: E402
+from sparklog.storage.cleaner import Cleaner  # noqa: E402
+from sparklog.storage.config import LONG_MAX  # noqa: E402
+from sparklog.storage.files import OS_FILES  # noqa: E402
+from sparklog.storage.offset_map import OffsetMap  # noqa: E402
+
+MIB = 1024 * 1024
+VALUE_BYTES = 200
+VERSIONS = 10
+RECORDS_PER_BATCH = 50
+SEGMENT_BYTES = 64 * MIB
+PRODUCE_S = 5.0
+RECORD_BYTES = VALUE_BYTES + 20  # value, key and record framing, batch headers shared
+SETTINGS = {"cleanup.policy": "compact", "segment.bytes": SEGMENT_BYTES, "flush.ms": LONG_MAX,
+            "file.delete.delay.ms": 0, "min.cleanable.dirty.ratio": 0.0}
+
+
+def build_log(directory: str, size_mb: int, flusher: Flusher) -> int:
+    """The dirty log; returns its number of distinct keys."""
+    keys = max(1, size_mb * MIB // (RECORD_BYTES * VERSIONS))
+    value = b"v" * VALUE_BYTES
+    log = PartitionLog.open(directory, SETTINGS, flusher=flusher)
+    rng = random.Random(1)
+    now = int(time.time() * 1000)
+    for _ in range(VERSIONS):
+        order = list(range(keys))
+        rng.shuffle(order)
+        for i in range(0, keys, RECORDS_PER_BATCH):
+            log.append(build_batch([(b"key-%09d" % k, value, None, now) for k in order[i:i + RECORDS_PER_BATCH]]))
+    log.roll()
+    log.close()
+    return keys
+
+
+def copy_files(source: str, target: str) -> tuple[int, float]:
+    os.makedirs(target)
+    started, copied = time.perf_counter(), 0
+    for name in sorted(os.listdir(source)):
+        if not name.endswith(".log"):
+            continue
+        with open(os.path.join(source, name), "rb") as src, open(os.path.join(target, name), "wb") as dst:
+            while chunk := src.read(MIB):
+                dst.write(chunk)
+                copied += len(chunk)
+            dst.flush()
+            os.fsync(dst.fileno())
+    return copied, time.perf_counter() - started
+
+
+def clean_rate(directory: str, flusher: Flusher, keys: int) -> tuple[float, object]:
+    log = PartitionLog.open(directory, SETTINGS, flusher=flusher)
+    try:
+        offset_map = OffsetMap(map_bytes(keys))
+        started = time.perf_counter()
+        result = Cleaner(offset_map, OS_FILES).clean(log)
+        return time.perf_counter() - started, result
+    finally:
+        log.close()
+
+
+def map_bytes(keys: int) -> int:
+    """The smallest offset map (a power of two of 16-byte slots) that holds `keys` at load factor 0.9."""
+    return 16 << max(10, int(keys / 0.9)).bit_length()
+
+
+def dict_bytes_per_entry(keys: int) -> float:
+    sample = min(keys, 200_000)
+    names = [b"key-%09d" % k for k in range(sample)]
+    tracemalloc.start()
+    table = {name: k * 7 for k, name in enumerate(names)}
+    size, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del table
+    return size / sample
+
+
+def produce_rate(directory: str, flusher: Flusher, seconds: float) -> float:
+    log = PartitionLog.open(directory, {"flush.ms": LONG_MAX}, flusher=flusher)
+    batch = build_batch([(b"p-%d" % i, b"v" * VALUE_BYTES, None, None) for i in range(RECORDS_PER_BATCH)])
+    appended, deadline = 0, time.perf_counter() + seconds
+    started = time.perf_counter()
+    while time.perf_counter() < deadline:
+        log.append(batch)
+        appended += RECORDS_PER_BATCH
+    elapsed = time.perf_counter() - started
+    log.delete()
+    return appended / elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=int, default=64)
+    parser.add_argument("--dir", default=None)
+    parser.add_argument("--throttle-mb", type=float, default=0.0)
+    args = parser.parse_args()
+    root = tempfile.mkdtemp(prefix="compaction-bench-", dir=args.dir)
+    flusher = Flusher("bench-flusher")
+    try:
+        dirty = os.path.join(root, "table-0")
+        started = time.perf_counter()
+        keys = build_log(dirty, args.size_mb, flusher)
+        size = sum(os.path.getsize(os.path.join(dirty, n)) for n in os.listdir(dirty) if n.endswith(".log"))
+        print(f"log: {size / MIB:.0f} MiB, {keys} keys x {VERSIONS} versions, built in "
+              f"{time.perf_counter() - started:.0f} s")
+        shutil.copytree(dirty, os.path.join(root, "spare", "table-0"))  # for part 3, before cleaning
+
+        copied, copy_s = copy_files(dirty, os.path.join(root, "copy"))
+        clean_s, result = clean_rate(dirty, flusher, keys)
+        copy_rate, rate = copied / MIB / copy_s, result.bytes_read / MIB / clean_s
+        print(f"1. copy  {copy_rate:8.1f} MB/s ({copied / MIB:.0f} MiB in {copy_s:.2f} s)")
+        print(f"   clean {rate:8.1f} MB/s ({result.bytes_read / MIB:.0f} MiB read, {result.bytes_written / MIB:.0f} "
+              f"MiB written, {result.records_removed} of {result.records_read} records removed, {clean_s:.2f} s)")
+        print(f"   clean / copy = {rate / copy_rate:.2f}  (goal >= 0.30)")
+
+        offset_map = OffsetMap(map_bytes(keys))
+        per_entry = offset_map.memory_bytes / offset_map.max_entries
+        print(f"2. offset map {per_entry:.1f} bytes/entry at capacity ({offset_map.memory_bytes / keys:.1f} per key of "
+              f"this log, the table being a power of two); Python dict {dict_bytes_per_entry(keys):.1f} bytes/entry "
+              f"(goal <= 32)")
+
+        alone = produce_rate(os.path.join(root, "p1-0"), flusher, PRODUCE_S)
+        spare = PartitionLog.open(os.path.join(root, "spare", "table-0"), SETTINGS, flusher=flusher)
+        throttle = args.throttle_mb * MIB if args.throttle_mb > 0 else float("inf")
+        manager = CleanerManager(lambda: [spare], CleanerConfig(dedupe_buffer_size=map_bytes(keys),
+                                                                io_max_bytes_per_second=throttle, backoff_ms=10))
+        thread = threading.Thread(target=manager.clean_once)
+        thread.start()
+        time.sleep(0.2)  # the clean is under way
+        during = produce_rate(os.path.join(root, "p2-0"), flusher, PRODUCE_S)
+        still_cleaning = thread.is_alive()
+        thread.join()
+        manager.close()
+        spare.close()
+        print(f"3. produce alone {alone:10.0f} records/s; while cleaning {during:10.0f} records/s "
+              f"(cleaner throttle: {'none' if throttle == float('inf') else f'{args.throttle_mb} MB/s'}; "
+              f"{'cleaning all along' if still_cleaning else 'the clean ended first'})")
+        print(f"   during / alone = {during / alone:.2f}  (goal >= 0.80)")
+        print(f"load average: {os.getloadavg()[0]:.2f}")
+    finally:
+        flusher.close()
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

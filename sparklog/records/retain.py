@@ -1,0 +1,112 @@
+"""Rewriting one batch with only some of its records: what the log cleaner does to each batch it recopies
+(Kafka's `MemoryRecords.filterTo`).
+
+Rule 1: offsets never change. The batch keeps its baseOffset, lastOffsetDelta, baseTimestamp, maxTimestamp,
+partitionLeaderEpoch, producer id, epoch and base sequence and its attributes; each kept record keeps its
+bytes exactly (its offsetDelta and timestampDelta are relative to the unchanged base), so a reader sees the
+same offset, timestamp, key, value and headers as before, with gaps where records were removed.
+Rule 2: a compressed batch is decompressed once and its kept records recompressed with the same codec.
+Rule 3: a batch whose every record is removed keeps its header (recordCount 0, no records), so the batch
+offset chain stays contiguous: the next batch still starts where this one ends, and a gap inside a batch is
+never mistaken for a fenced range (an offset gap between batches). Like Kafka's empty headers it is
+written uncompressed. Consecutive emptied batches of one producer (the same producer id, epoch,
+transactional flag and partition leader epoch, with sequences that follow on) are coalesced into one header
+spanning their offsets (`extend_empty`): a fetch of nothing but empty batches is what librdkafka takes for
+a message too large to fetch, and it gives up after a few in a row.
+Rule 4: a batch whose every record is kept is returned as it was (the caller copies its bytes unchanged).
+"""
+
+from __future__ import annotations
+
+import struct
+from crc32c import crc32c
+
+from sparklog.records.batch import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    HEADER_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    NO_PRODUCER_ID,
+    BatchHeader,
+    parse_header,
+    RecordBatch,
+    RecordColumns,
+    decode_varint,
+)
+from sparklog.records.compression import compress, decompress
+
+# The header fields a rewrite changes, after the CRC: attributes, and recordCount at the end of the header.
+_ATTRIBUTES = struct.Struct(">h")
+_RECORD_COUNT = struct.Struct(">i")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_MAX_TIMESTAMP = struct.Struct(">q")
+_MAX_TIMESTAMP_OFFSET = LAST_OFFSET_DELTA_OFFSET + struct.calcsize(">iq")  # after lastOffsetDelta, baseTimestamp
+_RECORD_COUNT_OFFSET = HEADER_SIZE - _RECORD_COUNT.size
+_LENGTH = struct.Struct(">i")
+_CRC = struct.Struct(">I")
+_CRC_OFFSET = ATTRIBUTES_OFFSET - _CRC.size
+_INT32_MAX = 2**31 - 1  # lastOffsetDelta is an int32
+
+
+def record_spans(section: bytes, count: int) -> list[tuple[int, int]]:
+    """(start, end) of each of the `count` records of an uncompressed records section (length prefix included)."""
+    spans, position, varint = [], 0, decode_varint
+    for _ in range(count):
+        length, body = varint(section, position)
+        end = body + length
+        spans.append((position, end))
+        position = end
+    return spans
+
+
+def retain(batch: RecordBatch, columns: RecordColumns, keep: list[bool]) -> bytes | None:
+    """The batch with only the records whose `keep` flag is set (Rules 1-3), or None if every one is kept
+    (Rule 4). `columns` is `batch.columns()` (the caller decoded it to decide), `keep` parallel to it."""
+    kept = sum(keep)
+    if kept == len(keep):
+        return None
+    raw = batch.raw
+    codec = batch.attributes & COMPRESSION_MASK
+    attributes = batch.attributes
+    if kept == 0:
+        section = b""
+        attributes &= ~COMPRESSION_MASK  # Rule 3: an empty batch is written uncompressed
+    else:
+        section = _records_section(raw, codec)
+        spans = record_spans(section, batch.record_count)
+        section = b"".join(section[s:e] for (s, e), k in zip(spans, keep) if k)
+        if codec:
+            section = compress(codec, section)
+    head = bytearray(raw[:HEADER_SIZE])
+    _LENGTH.pack_into(head, LOG_OVERHEAD - _LENGTH.size, HEADER_SIZE - LOG_OVERHEAD + len(section))
+    _ATTRIBUTES.pack_into(head, ATTRIBUTES_OFFSET, attributes)
+    _RECORD_COUNT.pack_into(head, _RECORD_COUNT_OFFSET, kept)
+    _CRC.pack_into(head, _CRC_OFFSET, crc32c(section, crc32c(memoryview(head)[ATTRIBUTES_OFFSET:])))
+    return bytes(head) + section
+
+
+def _records_section(raw: memoryview, codec: int) -> bytes:
+    section = raw[HEADER_SIZE:]
+    return decompress(codec, section) if codec else section.tobytes()
+
+
+def can_extend(run: BatchHeader, empty: BatchHeader) -> bool:
+    """May the empty batch `empty` be coalesced into the empty batch (or run) `run` before it (Rule 3)?"""
+    if empty.base_offset != run.next_offset or run.is_control or empty.is_control:
+        return False
+    same = (run.producer_id, run.producer_epoch, run.is_transactional, run.partition_leader_epoch) == (
+        empty.producer_id, empty.producer_epoch, empty.is_transactional, empty.partition_leader_epoch)
+    follows = run.producer_id == NO_PRODUCER_ID or empty.base_sequence == run.base_sequence + run.last_offset_delta + 1
+    return same and follows and empty.next_offset - run.base_offset <= _INT32_MAX
+
+
+def extend_empty(run: bytes, empty: BatchHeader) -> tuple[BatchHeader, bytes]:
+    """The empty header `run` made to span `empty`'s offsets too: lastOffsetDelta to its last offset,
+    maxTimestamp the larger of both, a new CRC."""
+    head = bytearray(run[:HEADER_SIZE])
+    first = parse_header(head)
+    _LAST_OFFSET_DELTA.pack_into(head, LAST_OFFSET_DELTA_OFFSET, empty.last_offset - first.base_offset)
+    _MAX_TIMESTAMP.pack_into(head, _MAX_TIMESTAMP_OFFSET, max(first.max_timestamp, empty.max_timestamp))
+    _CRC.pack_into(head, _CRC_OFFSET, crc32c(memoryview(head)[ATTRIBUTES_OFFSET:]))
+    return parse_header(head), bytes(head)

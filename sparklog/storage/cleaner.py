@@ -1,0 +1,375 @@
+"""The log cleaner's work on one log: find the cleanable range, deduplicate it, recopy and swap (design
+notes 4.8; Kafka's `Cleaner.clean`). Which log, when, in which thread and how fast is cleaner_manager.py.
+
+A log is, from its start: the clean section (cleaned before, below `cleaner-offset-checkpoint`), the dirty
+section (up to the first uncleanable offset), and the rest, never touched.
+
+Rule 1 (the range): the first uncleanable offset is the least of the active segment's base, the high
+watermark, the recovery point (only fsynced, closed segments are cleaned) and the base of the first segment
+holding a record younger than min.compaction.lag.ms. Only whole segments below it are cleaned. The dirty
+ratio is dirty bytes / (clean + dirty bytes).
+Rule 2 (the map): the dirty section's keys are put, in offset order, into the OffsetMap (key -> its last
+offset). When the map fills, the range ends at the base of the batch that did not fit; the rest is
+cleaned next time.
+Rule 3 (what is kept): in every segment from the log start to the end of the range, a record below the
+range's end is dropped when the map holds a later offset for its key, when it is a tombstone (null value)
+whose timestamp is older than delete.retention.ms, or when it has no key (a topic made compact after
+null-key records were written: Kafka drops them too). Control batches are kept whole. Records at or past
+the range's end are kept. Offsets never change (records/retain.py): batches keep their headers, even empty
+ones, and consecutive empty ones of one producer become one header spanning their offsets. What to keep is
+decided for a window of ~WINDOW_RECORDS records at once (numpy), not record by record.
+Rule 4 (the recopy): consecutive segments are recopied into one cleaned segment while what it holds plus
+the next source segment's size stays within segment.bytes (so fully superseded segments merge into their
+neighbours) and its offsets span less than 2^31; each is written to `<base>.log.cleaned` (with its indexes),
+fsynced, renamed to `.swap` (the commit point; the directory is fsynced), then swapped in by
+`PartitionLog.replace_segments`, which holds the append lock only for the renames (log.py Rule 8). A group
+in which nothing was dropped is discarded unswapped. Reads and writes pass through the I/O throttle.
+Rule 5 (crash safety): a crash before the `.swap` rename leaves the old segments (the `.cleaned` files are
+deleted on open); after it, the open completes the swap. Either way every latest value is there once.
+The cleaner checkpoint moves to the range's end after the last swap; a crash before that repeats a clean,
+which is idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from itertools import accumulate, chain, repeat
+from operator import is_
+from typing import Callable, Iterator
+
+import numpy as np
+
+from sparklog.records.batch import (HEADER_SIZE, BatchHeader, RecordBatch, RecordColumns, iter_batches, parse_header,
+                                    peek_size)
+from sparklog.records.retain import can_extend, extend_empty, retain
+from sparklog.storage.config import INT32_MAX
+from sparklog.storage.offset_map import OffsetMap
+from sparklog.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, BatchEntry, LogSegment, segment_file_name
+
+logger = logging.getLogger(__name__)
+
+IO_BUFFER_BYTES = 1024 * 1024  # log.cleaner.io.buffer.size: Kafka's 512 KiB, for reading and writing each
+WINDOW_RECORDS = 4096  # records decoded before the offset map is asked about all their keys at once
+
+Throttle = Callable[[int], None]
+
+
+class DedupeBufferTooSmall(Exception):
+    """Not even one batch of the dirty section fits the offset map (log.cleaner.dedupe.buffer.size)."""
+
+
+@dataclass(frozen=True)
+class CleanableRange:
+    """Kafka's LogToClean: where a log's clean and dirty sections are, and how dirty it is (Rule 1)."""
+
+    first_dirty: int
+    end: int  # the first uncleanable offset, on a segment boundary
+    clean_bytes: int
+    dirty_bytes: int
+    first_dirty_timestamp: int  # the first dirty batch's max timestamp (-1: none), for max.compaction.lag.ms
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+
+@dataclass(frozen=True)
+class CleanResult:
+    """One clean of one log: what `sparklog topics describe` shows as the cleaner's last run."""
+
+    started_ms: int
+    duration_s: float
+    first_dirty: int
+    end: int  # the new cleaner checkpoint
+    dirty_ratio: float  # before the clean
+    bytes_read: int
+    bytes_written: int
+    records_read: int
+    records_removed: int
+    tombstones_removed: int
+    segments_swapped: int
+
+
+def cleanable_range(log, now_ms: int) -> CleanableRange | None:
+    """Rule 1 for `log`, or None when it has no closed segment to clean."""
+    segments, config = log.segments, log.config
+    limit = min(segments[-1].base_offset, log.high_watermark, log.recovery_point)
+    lag = config.min_compaction_lag_ms
+    end = segments[0].base_offset
+    for segment in segments[:-1]:
+        if segment.next_offset > limit or (lag > 0 and segment.largest_timestamp > now_ms - lag):
+            break
+        end = segment.next_offset
+    first_dirty = min(max(log.cleaner_checkpoint(), segments[0].base_offset), end)
+    if end <= segments[0].base_offset:
+        return None
+    clean = dirty = 0
+    first_ts = -1
+    for segment in segments:
+        if segment.base_offset >= end:
+            break
+        if segment.next_offset <= first_dirty:
+            clean += segment.size
+        else:
+            if not dirty and segment.size:
+                first_ts = segment.read_header(0).max_timestamp
+            dirty += segment.size
+    return CleanableRange(first_dirty, end, clean, dirty, first_ts)
+
+
+def segment_batches(segment: LogSegment, files, throttle: Throttle | None = None) -> Iterator[RecordBatch]:
+    """Every batch of a closed segment, CRC-checked, read IO_BUFFER_BYTES at a time through `throttle`."""
+    with segment.pinned() as fd:
+        end, position, want = segment.size, 0, IO_BUFFER_BYTES
+        while position < end:
+            chunk = files.pread(fd, min(want, end - position), position)
+            if throttle is not None:
+                throttle(len(chunk))
+            used = 0
+            for batch in iter_batches(memoryview(chunk)):
+                yield batch
+                used += batch.size
+            if used:
+                position, want = position + used, IO_BUFFER_BYTES
+            elif len(chunk) >= HEADER_SIZE and peek_size(chunk) > len(chunk):
+                want = peek_size(chunk)  # one batch larger than the buffer
+            else:
+                raise ValueError(f"{segment.path}: no whole batch at byte {position}")
+
+
+class Cleaner:
+    """Cleans one log at a time with its own OffsetMap (one per cleaner thread)."""
+
+    def __init__(self, offset_map: OffsetMap | Callable[[], OffsetMap], files, throttle: Throttle | None = None,
+                 clock: Callable[[], int] | None = None):
+        """`offset_map` may be a factory, called at the first clean (the map's memory is allocated then)."""
+        self._map = offset_map if isinstance(offset_map, OffsetMap) else None
+        self._new_map = offset_map
+        self._files = files
+        self._throttle = throttle
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+
+    @property
+    def map(self) -> OffsetMap:
+        if self._map is None:
+            self._map = self._new_map()
+        return self._map
+
+    @property
+    def map_bytes(self) -> int:
+        return 0 if self._map is None else self._map.memory_bytes
+
+    def clean(self, log, span: CleanableRange | None = None) -> CleanResult | None:
+        """Clean `log` (Rules 2-5); None when there is nothing dirty to clean."""
+        started, now = time.monotonic(), self._clock()
+        span = span or cleanable_range(log, now)
+        if span is None or span.first_dirty >= span.end:
+            return None
+        stats = _Stats()
+        end = self._build_map(log, span, stats)
+        horizon = now - log.config.delete_retention_ms
+        swapped = 0
+        for group in self._recopy_groups(log, [s for s in log.segments[:-1] if s.base_offset < end], end, horizon,
+                                         stats):
+            swapped += self._swap(log, group)
+        log.write_cleaner_checkpoint(end)
+        return CleanResult(now, time.monotonic() - started, span.first_dirty, end, span.dirty_ratio,
+                           stats.read, stats.written, stats.records, stats.removed, stats.tombstones, swapped)
+
+    def _build_map(self, log, span: CleanableRange, stats: "_Stats") -> int:
+        """Rule 2: returns the end of the range that the map covers."""
+        offset_map = self.map
+        offset_map.clear()
+        for segment in log.segments[:-1]:
+            if segment.next_offset <= span.first_dirty:
+                continue
+            if segment.base_offset >= span.end:
+                break
+            for window in self._windows(segment):
+                dirty = [(b, c) for b, c in window if c is not None and b.next_offset > span.first_dirty]
+                keys = [key for _, columns in dirty for key in columns.keys]
+                taken = offset_map.put_all(keys, [o for _, columns in dirty for o in columns.offsets])
+                if taken < len(keys):
+                    starts = list(accumulate(len(c.keys) for _, c in dirty))
+                    batch = dirty[bisect_right(starts, taken)][0]
+                    if batch.base_offset <= span.first_dirty:
+                        raise DedupeBufferTooSmall(
+                            f"{log.name}: the offset map of {offset_map.max_entries} entries cannot hold the keys "
+                            f"of the batch at offset {batch.base_offset}; raise log.cleaner.dedupe.buffer.size")
+                    return batch.base_offset
+        return span.end
+
+    def _windows(self, segment: LogSegment) -> Iterator[list[tuple[RecordBatch, RecordColumns | None]]]:
+        """The batches of `segment` with their columns (None for control and empty batches), about
+        WINDOW_RECORDS records at a time: the offset map is asked once per window, not once per batch."""
+        window, records = [], 0
+        for batch in segment_batches(segment, self._files, self._throttle):
+            columns = batch.columns() if batch.record_count and not batch.is_control else None
+            window.append((batch, columns))
+            records += batch.record_count
+            if records >= WINDOW_RECORDS:
+                yield window
+                window, records = [], 0
+        if window:
+            yield window
+
+    def _recopy_groups(self, log, segments: list[LogSegment], end: int, horizon: int,
+                       stats: "_Stats") -> Iterator["_Group"]:
+        """Rule 4: recopy `segments` into cleaned segments, each closed (and yielded, to be swapped in) when the
+        next source segment might not fit beside what it holds already."""
+        group = None
+        try:
+            for segment in segments:
+                if group is not None and not group.fits(segment, log.config.segment_bytes):
+                    finished, group = group.close(), None  # _swap owns it from here
+                    yield finished
+                if group is None:
+                    self._remove_leftovers(log.directory, segment.base_offset)
+                    group = _Group(LogSegment(log.directory, segment.base_offset, log.config, self._files,
+                                              self._clock(), suffix=CLEANED_SUFFIX), self._write, stats)
+                for window in self._windows(segment):
+                    decided = iter(self._decide(window, end, horizon, stats))
+                    for batch, columns in window:
+                        stats.read += batch.size
+                        out = None
+                        if columns is not None and batch.base_offset < end:
+                            keep = next(decided)
+                            out = None if keep is None else retain(batch, columns, keep)
+                        group.add(batch, out)
+                group.sources.append(segment)
+            if group is not None:
+                finished, group = group.close(), None
+                yield finished
+        except BaseException:
+            if group is not None and group.cleaned not in log.segments:
+                group.cleaned.delete_files()
+            raise
+
+    def _swap(self, log, group: "_Group") -> int:
+        """Rule 4's end for one group: commit and swap in; returns 1 if it was swapped in, else 0."""
+        cleaned, sources = group.cleaned, group.sources
+        try:
+            if not group.changed or log.closed:
+                cleaned.delete_files()
+                return 0
+            cleaned.flush()
+            cleaned.rename_files(SWAP_SUFFIX)  # the commit point (Rule 5)
+            self._files.fsync_dir(log.directory)
+            if cleaned.next_offset != sources[-1].next_offset or not log.replace_segments(tuple(sources), cleaned):
+                cleaned.delete_files()  # retention or truncation changed the group meanwhile
+                return 0
+            return 1
+        except BaseException:
+            if cleaned not in log.segments:  # once swapped in, the files are the log's
+                cleaned.delete_files()
+            raise
+
+    def _write(self, cleaned: LogSegment, data: bytearray, entries: list[BatchEntry], stats: "_Stats") -> None:
+        if self._throttle is not None:
+            self._throttle(len(data))
+        cleaned.append(data, entries)
+        stats.written += len(data)
+
+    def _decide(self, window: list, end: int, horizon: int, stats: "_Stats") -> list[list[bool] | None]:
+        """Rule 3 for the data batches of a window below `end`, all records at once: for each, the keep flag of
+        every record, or None when it keeps them all."""
+        data = [c for b, c in window if c is not None and b.base_offset < end]
+        if not data:
+            return []
+        flat = chain.from_iterable  # C loops over each column of every batch: nothing per record in Python
+        keys = list(flat(c.keys for c in data))
+        n = len(keys)
+        offsets = np.fromiter(flat(c.offsets for c in data), dtype=np.int64, count=n)
+        timestamps = np.fromiter(flat(c.timestamps for c in data), dtype=np.int64, count=n)
+        tombstone = np.fromiter(map(is_, flat(c.values for c in data), repeat(None)), dtype=bool, count=n)
+        no_key = np.fromiter(map(is_, keys, repeat(None)), dtype=bool, count=n)
+        past = offsets >= end
+        latest = past | (~no_key & (self.map.get_array(keys) <= offsets))
+        keep = latest & (~tombstone | (timestamps >= horizon) | past)
+        kept = int(keep.sum())
+        stats.records += len(keys)
+        stats.removed += len(keys) - kept
+        stats.tombstones += int(latest.sum()) - kept  # the latest records dropped: expired tombstones
+        counts = [len(c.keys) for c in data]
+        starts = np.cumsum([0] + counts[:-1])
+        kept_per_batch = np.add.reduceat(keep, starts).tolist()
+        return [None if k == n else keep[a:a + n].tolist() for a, n, k in zip(starts.tolist(), counts, kept_per_batch)]
+
+    def _remove_leftovers(self, directory: str, base: int) -> None:
+        """Files of an earlier clean of this group that failed (never swapped): start from nothing."""
+        stem = segment_file_name(base, "")
+        for name in self._files.listdir(directory):
+            if name.startswith(stem + ".") and name.endswith(CLEANED_SUFFIX):
+                self._files.unlink(os.path.join(directory, name))
+
+
+class _Stats:
+    __slots__ = ("read", "written", "records", "removed", "tombstones")
+
+    def __init__(self):
+        self.read = self.written = self.records = self.removed = self.tombstones = 0
+
+
+class _Group:
+    """One cleaned segment being written from consecutive source segments (Rule 4), with runs of emptied
+    batches coalesced (records/retain.py Rule 3)."""
+
+    def __init__(self, cleaned: LogSegment, write, stats: _Stats):
+        self.cleaned = cleaned
+        self.sources: list[LogSegment] = []
+        self.changed = False
+        self._write = write
+        self._stats = stats
+        self._pending = bytearray()
+        self._entries: list[BatchEntry] = []
+        self._run: tuple[BatchHeader, bytes] | None = None  # an emptied batch that the next may extend
+        self._run_length = 0
+
+    def fits(self, segment: LogSegment, max_bytes: int) -> bool:
+        """May `segment` follow in this cleaned segment? Its bytes (at most what it adds) must fit segment.bytes,
+        it must follow without a fenced gap, and the offsets must fit one segment's int32 index."""
+        size = self.cleaned.size + len(self._pending) + (len(self._run[1]) if self._run else 0)
+        return (size + segment.size <= max_bytes and segment.base_offset == self.sources[-1].next_offset
+                and segment.next_offset - self.sources[0].base_offset <= INT32_MAX)
+
+    def add(self, batch: RecordBatch, out: bytes | None) -> None:
+        """Add one batch, `out` being its cleaned bytes (None: unchanged)."""
+        self.changed = self.changed or out is not None
+        raw = batch.raw if out is None else out
+        header = batch if out is None else parse_header(out)
+        if header.record_count == 0 and not header.is_control:
+            if self._run is not None and can_extend(self._run[0], header):
+                self._run = extend_empty(self._run[1], header)
+                self.changed = True
+                return
+            self._flush_run()
+            self._run = (header, bytes(raw))
+            return
+        self._flush_run()
+        self._append(header, raw)
+
+    def close(self) -> "_Group":
+        self._flush_run()
+        if self._entries:
+            self._write(self.cleaned, self._pending, self._entries, self._stats)
+            self._pending, self._entries = bytearray(), []
+        return self
+
+    def _flush_run(self) -> None:
+        if self._run is not None:
+            header, raw = self._run
+            self._run = None
+            self._append(header, raw)
+
+    def _append(self, header: BatchHeader, raw) -> None:
+        self._entries.append(BatchEntry(len(self._pending), header.base_offset, header.next_offset,
+                                        header.max_timestamp, len(raw)))
+        self._pending += raw
+        if len(self._pending) >= IO_BUFFER_BYTES:
+            self._write(self.cleaned, self._pending, self._entries, self._stats)
+            self._pending, self._entries = bytearray(), []

@@ -1,0 +1,398 @@
+"""The log cleaner on real logs: what it keeps (the design notes' four guarantees, against a model), codecs,
+headers, null keys, tombstones, the compaction lags, and a crash at every file operation of a clean."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from support.crashfs import CrashFiles, Crashed
+from sparklog.records.batch import build_batch, iter_batches, iter_records
+from sparklog.records.compression import CODECS
+from sparklog.storage import CleanerConfig, CleanerManager, Flusher, PartitionLog
+from sparklog.storage.cleaner import Cleaner, cleanable_range
+from sparklog.storage.errors import InvalidRecordError
+from sparklog.storage.files import OS_FILES
+from sparklog.storage.offset_map import OffsetMap
+
+NEVER = 10**12
+T0 = 1_700_000_000_000
+RETENTION = 1000  # delete.retention.ms of these tests
+SETTINGS = {"cleanup.policy": "compact", "segment.bytes": 600, "index.interval.bytes": 100, "flush.ms": NEVER,
+            "file.delete.delay.ms": 0, "delete.retention.ms": RETENTION, "min.cleanable.dirty.ratio": 0.0}
+
+
+class Clock:
+    def __init__(self):
+        self.now = T0
+
+    def __call__(self):
+        return self.now
+
+
+def open_log(directory, clock, files=None, flusher=None, **overrides):
+    return PartitionLog.open(directory, dict(SETTINGS, **overrides), clock=clock, files=files, flusher=flusher)
+
+
+def records(log, offset=None):
+    """(offset, key, value, headers) of every visible record from `offset` (default: the log start)."""
+    return [(r.offset, r.key, r.value, r.headers) for piece in log.iter_slices(offset)
+            for r in iter_records(piece.read_bytes())]
+
+
+def append(log, pairs, clock, codec="none", headers=None):
+    log.append(build_batch([(k, v, headers, clock.now) for k, v in pairs], compression=codec))
+
+
+def clean(log, clock, map_bytes=64 * 1024, files=OS_FILES):
+    return Cleaner(OffsetMap(map_bytes), files, clock=clock).clean(log)
+
+
+def latest(model):
+    """key -> (offset, value) of its last record."""
+    last = {}
+    for offset, key, value, _ in model:
+        last[key] = (offset, value)
+    return last
+
+
+# -- what is kept -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+def test_each_key_keeps_its_last_value_in_every_codec_with_headers(tmp_path, flusher, codec):
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher)
+    for i in range(40):
+        append(log, [(b"k%d" % (i % 5), b"v%d" % i), (b"other", b"o%d" % i)], clock, codec, [("h", b"%d" % i)])
+    log.roll()
+    log.flush()
+    before = records(log)
+    result = clean(log, clock)
+    after = records(log)
+    assert result.records_removed == len(before) - len(after) > 0
+    kept = {(o, k, v) for o, k, v, _ in after}
+    assert kept == {(o, k, v) for k, (o, v) in latest(before).items()}
+    assert all(h == (("h", b"%d" % (o // 2)),) for o, _, _, h in after)  # headers travel with their record
+    codecs = {b.compression for p in log.iter_slices() for b in iter_batches(p.read_bytes()) if b.record_count}
+    assert log.log_end_offset == 80 and codecs == {CODECS[codec]}  # recompressed with their own codec
+    log.close()
+
+
+def test_a_null_key_is_refused_in_a_compacted_topic_and_nothing_is_appended(tmp_path, flusher):
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher, **{"flush.visibility": "appended"})
+    append(log, [(b"a", b"1")], clock)
+    with pytest.raises(InvalidRecordError, match="without key"):
+        append(log, [(b"b", b"2"), (None, b"3")], clock, "lz4")
+    assert log.log_end_offset == 1
+    log.reconfigure(log.config.with_overrides({"cleanup.policy": "delete"}))
+    append(log, [(None, b"4")], clock)  # a delete-policy topic takes null keys
+    log.reconfigure(log.config.with_overrides({"cleanup.policy": "compact"}))
+    append(log, [(b"a", b"5")], clock)
+    log.roll()
+    log.flush()
+    clean(log, clock)
+    assert [(o, k, v) for o, k, v, _ in records(log)] == [(2, b"a", b"5")]  # null-key records are dropped (Kafka)
+    log.close()
+
+
+def test_tombstones_delete_a_key_and_go_after_delete_retention_ms(tmp_path, flusher):
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher)
+    append(log, [(b"a", b"1"), (b"b", b"1")], clock)
+    append(log, [(b"a", None)], clock)
+    log.roll()
+    log.flush()
+    clean(log, clock)
+    assert [(o, k, v) for o, k, v, _ in records(log)] == [(1, b"b", b"1"), (2, b"a", None)]
+    clock.now += RETENTION + 1
+    append(log, [(b"c", b"1")], clock)  # a new dirty section, so the cleaner runs again
+    log.roll()
+    log.flush()
+    result = clean(log, clock)
+    assert result.tombstones_removed == 1
+    assert [(o, k, v) for o, k, v, _ in records(log)] == [(1, b"b", b"1"), (3, b"c", b"1")]
+    log.close()
+
+
+def test_the_active_segment_and_records_younger_than_min_compaction_lag_are_not_cleaned(tmp_path, flusher):
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher, **{"min.compaction.lag.ms": 500})
+    for i in range(30):
+        append(log, [(b"k", b"%d" % i)], clock)
+    log.flush()
+    assert clean(log, clock) is None  # every record is younger than the lag
+    clock.now += 501
+    result = clean(log, clock)
+    assert result is not None and result.end == log.segments[-1].base_offset  # the active segment stays dirty
+    assert [o for o, *_ in records(log)][-1] == 29 and len(records(log)) > 1
+    log.close()
+
+
+def test_a_compact_only_topic_keeps_old_segments_from_time_retention(tmp_path, flusher):
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher, **{"retention.ms": 10})
+    for i in range(30):
+        append(log, [(b"k%d" % i, b"v")], clock)
+    log.flush()
+    clock.now += 10_000
+    assert log.enforce_retention() == 0
+    log.reconfigure(log.config.with_overrides({"cleanup.policy": "compact,delete"}))
+    assert log.enforce_retention() > 0
+    log.close()
+
+
+def test_the_manager_picks_the_dirtiest_compacted_log_and_reports_its_last_run(tmp_path, flusher):
+    clock = Clock()
+    dirty = open_log(str(tmp_path / "dirty-0"), clock, flusher=flusher)
+    plain = open_log(str(tmp_path / "plain-0"), clock, flusher=flusher, **{"cleanup.policy": "delete"})
+    for log in (dirty, plain):
+        for i in range(30):
+            append(log, [(b"k", b"%d" % i)], clock)
+        log.roll()
+        log.flush()
+    manager = CleanerManager(lambda: [plain, dirty], CleanerConfig(dedupe_buffer_size=64 * 1024), clock=clock)
+    assert manager.dirty_ratio(dirty) == 1.0 and manager.dirty_ratio(plain) is None
+    result = manager.clean_once()
+    assert manager.last_run(dirty) == result and manager.last_run(plain) is None
+    assert manager.dirty_ratio(dirty) == 0.0 and manager.clean_once() is None
+    assert manager.statistics().runs == 1 and manager.statistics().records_removed == 29
+    manager.close()
+    dirty.close()
+    plain.close()
+
+
+def test_reads_and_appends_go_on_while_the_cleaner_thread_runs(tmp_path, flusher):
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher, **{"flush.visibility": "appended"})
+    manager = CleanerManager(lambda: [log], CleanerConfig(dedupe_buffer_size=64 * 1024, backoff_ms=1),
+                             clock=clock).start()
+    try:
+        for i in range(600):
+            append(log, [(b"k%d" % (i % 4), b"%d" % i)], clock)
+            if i % 50 == 0:
+                log.flush()
+            seen = [o for o, *_ in records(log, max(log.log_start_offset, log.log_end_offset - 3))]
+            assert seen == list(range(log.log_end_offset - 3, log.log_end_offset))[-len(seen):]
+        log.roll()
+        log.flush()
+        for _ in range(200):
+            if manager.dirty_ratio(log) == 0.0:
+                break
+            manager.wake()
+            clock.now += 1
+            import time
+            time.sleep(0.01)
+    finally:
+        manager.close()
+    assert manager.statistics().runs >= 1
+    assert {k: (o, v) for o, k, v, _ in records(log)} == {b"k%d" % j: (596 + j, b"%d" % (596 + j)) for j in range(4)}
+    log.close()
+
+
+# -- the four guarantees against a model ------------------------------------------------------------------
+
+
+class CompactionModel(RuleBasedStateMachine):
+    """Appends with random keys and tombstones, cleans (with a small offset map, so ranges end where it
+    fills), reads from any offset, time passing and reopening, checked against the list of appended records."""
+
+    def __init__(self):
+        super().__init__()
+        import tempfile
+
+        self.tmp = tempfile.TemporaryDirectory()
+        self.directory = os.path.join(self.tmp.name, "t-0")
+        self.clock = Clock()
+        self.flusher = Flusher("test-flusher")
+        self.log = open_log(self.directory, self.clock, flusher=self.flusher)
+        self.model: list[tuple[int, bytes, bytes | None, int]] = []  # (offset, key, value, timestamp)
+        self.cleaned_to = 0
+
+    @rule(pairs=st.lists(st.tuples(st.sampled_from([b"a", b"b", b"c", b"d", b"e", b"f"]),
+                                   st.one_of(st.none(), st.binary(min_size=1, max_size=30))), min_size=1, max_size=3),
+          codec=st.sampled_from(["none", "gzip", "zstd"]))
+    def append(self, pairs, codec):
+        base = self.log.log_end_offset
+        append(self.log, pairs, self.clock, codec)
+        self.model += [(base + i, k, v, self.clock.now) for i, (k, v) in enumerate(pairs)]
+        self.log.flush()
+
+    @rule(ms=st.integers(0, 2 * RETENTION))
+    def time_passes(self, ms):
+        self.clock.now += ms
+
+    @rule(map_bytes=st.sampled_from([64, 64 * 1024]))
+    def clean(self, map_bytes):
+        self.log.roll()
+        result = clean(self.log, self.clock, map_bytes)
+        if result is not None:
+            self.cleaned_to = max(self.cleaned_to, result.end)
+
+    @rule()
+    def reopen(self):
+        self.log.close()
+        self.log = open_log(self.directory, self.clock, flusher=self.flusher)
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def read_from_any_offset(self, data):
+        start = data.draw(st.integers(0, self.log.log_end_offset))
+        seen = [r for r in records(self.log, start) if r[0] >= start]  # a fetch may begin inside a batch
+        offsets = [o for o, *_ in seen]
+        assert offsets == sorted(set(offsets))  # order kept, no duplicate
+        by_offset = {o: (k, v) for o, k, v, _ in self.model}
+        assert all(by_offset[o] == (k, v) for o, k, v, _ in seen)  # offsets never change
+        caught_up = max(start, self.cleaned_to)  # a consumer past the cleaned range sees every record
+        assert [o for o in offsets if o >= caught_up] == [o for o, *_ in self.model if o >= caught_up]
+
+    @invariant()
+    def a_reader_from_the_start_sees_every_final_value_and_young_tombstone(self):
+        seen = {o for o, *_ in records(self.log)}
+        last = {}
+        for offset, key, value, timestamp in self.model:
+            last[key] = (offset, value, timestamp)
+        for offset, value, timestamp in last.values():
+            if value is not None or timestamp >= self.clock.now - RETENTION:
+                assert offset in seen
+
+    def teardown(self):
+        self.log.close()
+        self.flusher.close()
+        self.tmp.cleanup()
+
+
+CompactionModel.TestCase.settings = settings(max_examples=30, stateful_step_count=20, deadline=None,
+                                             suppress_health_check=[HealthCheck.too_slow])
+test_compaction_guarantees = CompactionModel.TestCase
+
+
+# -- a crash at every file operation of a clean ----------------------------------------------------------
+
+
+class CountingFiles(CrashFiles):
+    def __init__(self):
+        super().__init__()
+        self.calls: dict[str, int] = {}
+
+    def _alive(self, method: str = "", path: str = "") -> None:
+        self.calls[method] = self.calls.get(method, 0) + 1
+        super()._alive(method, path)
+
+
+class Killed(Exception):
+    """The process died here (SIGKILL): every file operation before this one happened, none after."""
+
+
+class KillFiles(OS_FILES.__class__):
+    """Plain files until the armed call, which kills the process: it and every later call raise Killed."""
+
+    method = None
+    left = 0
+    dead = False
+
+    def arm(self, method, skip):
+        self.method, self.left = method, skip
+
+    def __getattribute__(self, name):
+        get = object.__getattribute__
+        if get(self, "dead") and not name.startswith("_") and name not in ("arm", "dead", "method", "left"):
+            raise Killed(name)
+        if name == get(self, "method"):
+            if get(self, "left") == 0:
+                self.dead = True
+                raise Killed(name)
+            self.left -= 1
+        return get(self, name)
+
+
+def build_dirty_log(directory, clock, files, flusher):
+    log = open_log(directory, clock, files=files, flusher=flusher)
+    for i in range(12):
+        append(log, [(b"k%d" % (i % 3), b"v%d" % i), (b"k%d" % (i % 2), b"w%d" % i)], clock, "gzip" if i % 2 else "none")
+    append(log, [(b"k0", None)], clock)
+    log.roll()
+    log.flush()
+    return log
+
+
+def crash_points(tmp_path, flusher):
+    files = CountingFiles()
+    log = build_dirty_log(str(tmp_path / "probe" / "t-0"), Clock(), files, flusher)
+    files.calls.clear()
+    clean(log, Clock(), files=files)
+    return [(method, k) for method, n in sorted(files.calls.items())
+            for k in range(n) if method in ("pwrite", "fsync", "rename", "fsync_dir", "unlink", "truncate")]
+
+
+@pytest.mark.parametrize("mode", ["kill", "drop", "tear"])
+def test_a_crash_at_any_step_of_a_clean_loses_no_latest_value(tmp_path, flusher, mode):
+    """"kill": the process dies at that call (every earlier operation stays); "drop" and "tear": power is
+    lost there (only what was fsynced stays, tails torn or not)."""
+    points = crash_points(tmp_path, flusher)
+    assert len(points) > 20
+    if mode == "tear":  # a torn tail differs from a dropped one only where file bytes are written
+        points = [(method, skip) for method, skip in points if method in ("pwrite", "fsync", "truncate")]
+    for n, (method, skip) in enumerate(points):
+        clock = Clock()
+        files = KillFiles() if mode == "kill" else CrashFiles()
+        directory = str(tmp_path / f"{mode}{n}" / "t-0")
+        log = build_dirty_log(directory, clock, files, flusher)
+        expected = records(log)
+        files.arm(method, skip) if mode == "kill" else files.arm(method, mode=mode, skip=skip)
+        with pytest.raises((Crashed, Killed)):
+            clean(log, clock, files=files)
+        if mode == "kill":
+            log._closed = True  # what a SIGKILL leaves: no close, no flush
+        flusher.unregister(log)  # the dead process's log: never flushed nor closed
+        reopened = open_log(directory, clock, flusher=flusher)
+        seen = records(reopened)
+        offsets = [o for o, *_ in seen]
+        assert offsets == sorted(set(offsets)), (method, skip)  # nothing duplicated
+        assert set(seen) <= set(expected), (method, skip)  # nothing changed
+        assert {k: o for o, k, _, _ in expected} == {k: o for o, k, _, _ in seen}, (method, skip)  # latest kept
+        assert reopened.log_end_offset == 25
+        assert not [f for f in os.listdir(directory) if f.endswith((".cleaned", ".swap"))]
+        assert clean(reopened, clock) is None or records(reopened)[-1][0] == 24  # cleans again from there
+        reopened.close()
+
+
+def test_cleanable_range_counts_clean_and_dirty_bytes(tmp_path, flusher):
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher)
+    for i in range(30):
+        append(log, [(b"k", b"%d" % i)], clock)
+    log.roll()
+    log.flush()
+    span = cleanable_range(log, clock.now)
+    assert span.first_dirty == 0 and span.end == 30 and span.dirty_ratio == 1.0
+    clean(log, clock)
+    span = cleanable_range(log, clock.now)
+    assert span.first_dirty == span.end == 30 and span.dirty_ratio == 0.0
+    log.close()
+
+
+def test_a_log_below_its_dirty_ratio_is_cleaned_once_its_first_dirty_record_passes_max_compaction_lag(tmp_path, flusher):
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher, **{"min.cleanable.dirty.ratio": 0.99,
+                                                                     "max.compaction.lag.ms": 1000})
+    for i in range(30):
+        append(log, [(b"k%d" % (i % 3), b"%d" % i)], clock)
+    log.roll()
+    log.flush()
+    clean(log, clock)  # everything clean: the next appends make a ratio well below 0.99
+    append(log, [(b"k0", b"late")], clock)
+    log.roll()
+    log.flush()
+    manager = CleanerManager(lambda: [log], CleanerConfig(dedupe_buffer_size=64 * 1024), clock=clock)
+    assert manager.dirty_ratio(log) < 0.99 and manager.clean_once() is None
+    clock.now += 1001
+    assert manager.clean_once() is not None  # overdue: max.compaction.lag.ms beats min.cleanable.dirty.ratio
+    assert {k: v for _, k, v, _ in records(log)}[b"k0"] == b"late"
+    manager.close()
+    log.close()
