@@ -222,14 +222,16 @@ def test_a_rolling_restart_costs_retrying_acks_all_producers_no_error(three, zk)
     workers = [threading.Thread(target=confluent), threading.Thread(target=ours)]
     for worker in workers:
         worker.start()
-    for broker in three.brokers.values():
+    try:
+        for broker in three.brokers.values():
+            time.sleep(0.5)
+            assert broker.stop() == 0
+            broker.start()
         time.sleep(0.5)
-        assert broker.stop() == 0
-        broker.start()
-    time.sleep(0.5)
-    stop.set()
-    for worker in workers:
-        worker.join(90)
+    finally:  # the producers stop even when a broker does not
+        stop.set()
+        for worker in workers:
+            worker.join(90)
     assert failures == []
     assert acked["confluent"] > 100 and acked["sparklog"] > 100
 
