@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from support.cluster import REPO, started_cluster
+from support.cluster import REPO, started_cluster, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -34,13 +34,7 @@ def states(zk, topic):
 
 
 def wait_until(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"not reached within {timeout}s: {what}"
-        time.sleep(0.05)
+    return wait_for(predicate, what, timeout)
 
 
 def test_a_killed_leaders_partitions_get_leaders_from_the_isr_in_one_batch(three, zk):

@@ -39,6 +39,19 @@ def replicated_cluster(request, zookeeper, tmp_path_factory, name: str, session_
                               "auto.create.topics.enable": "false"})
 
 
+def wait_for(predicate, what: str, timeout: float):
+    """predicate()'s first truthy value, polled every 0.1 s; AssertionError naming `what` after `timeout` s."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(0.1)
+
+
 def cluster_zookeeper(request, cluster: Cluster):
     """A ZooKeeper client on the cluster's chroot, closed by the finalizer of `request`'s scope."""
     from sparklog.coordination.connection import close, connect
