@@ -128,6 +128,7 @@ class ReplicaFetcher:
         self._address: tuple[str, int] | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._stopping = False  # set by stop(): the loop ends even if its cancel was lost (see stop)
         self._streams = None
         self._correlation = itertools.count()
         self._counters = _Counters()
@@ -136,12 +137,13 @@ class ReplicaFetcher:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
 
     async def stop(self) -> None:
+        """Cancel the loop and wait for it. Python 3.11's wait_for drops a cancel that arrives as the wait it
+        guards finishes (set_partitions wakes it just before), so the loop also checks `_stopping`."""
+        self._stopping = True
+        self._wake.set()
         if self._task is not None:
             self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping: its errors were logged
-                pass
+            await asyncio.wait({self._task})  # its errors were logged; our own cancellation propagates
         self._disconnect()
 
     def set_partitions(self, targets: Mapping[tuple[str, int], FollowTarget], address: tuple[str, int] | None) -> None:
@@ -171,7 +173,7 @@ class ReplicaFetcher:
     # -- the loop ------------------------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             if not self._partitions or self._address is None:
                 self._wake.clear()
                 await self._wake.wait()

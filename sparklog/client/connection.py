@@ -345,9 +345,8 @@ class NetworkClient:
     def poll(self, timeout: float | None) -> None:
         """Send what was submitted, wait up to `timeout` for I/O, and complete futures."""
         now = time.monotonic()
-        self._take_submitted(now)
-        if self._submitted:
-            timeout = 0
+        if self._take_submitted(now) or self._submitted:
+            timeout = 0  # a request failed at once: its callback may have left the step work to do
         deadline = self._next_deadline()
         if deadline is not None:
             timeout = max(0.0, deadline - now) if timeout is None else max(0.0, min(timeout, deadline - now))
@@ -366,18 +365,22 @@ class NetworkClient:
                 self._close(conn, exc if isinstance(exc, ConnectionError) else KafkaConnectionError(str(exc)))
         self._expire(time.monotonic())
 
-    def _take_submitted(self, now: float) -> None:
+    def _take_submitted(self, now: float) -> bool:
+        """Hand submitted requests to their connections; True if one failed at once (no connection)."""
         touched = set()
+        failed = False
         submitted = self._submitted
         while submitted:
             request = submitted.popleft()
             conn = self._connection(request.node_id, request.future)
             if conn is None:
+                failed = True
                 continue
             conn.backlog.append(request)
             touched.add(conn)
         for conn in touched:
             self._send_backlog(conn, now)
+        return failed
 
     def _send_backlog(self, conn: BrokerConnection, now: float) -> None:
         while conn.backlog and conn.can_send():

@@ -3,6 +3,8 @@
 - `spark`: local[2] session, stopped at the end of the session.
 - `sparklog_cluster`: two broker subprocesses on one ZooKeeper chroot (module scope; stopped after).
 - `make_topic(name, partitions)`: creates a topic in that cluster's ZooKeeper and waits for its leaders.
+- `three` / `three_zk`: three brokers per module (the module's SESSION_TIMEOUT_MS and LAG_MS), and a
+  ZooKeeper client on their chroot; a test that kills a broker restarts it before it ends.
 """
 
 from __future__ import annotations
@@ -71,3 +73,19 @@ def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float
             return
         time.sleep(0.2)
     raise TimeoutError(f"topic {topic} has no leaders after {timeout}s")
+
+
+@pytest.fixture(scope="module")
+def three(request, zookeeper, tmp_path_factory):
+    from support.cluster import replicated_cluster
+
+    module = request.module
+    return replicated_cluster(request, zookeeper, tmp_path_factory, module.__name__.rsplit(".", 1)[-1],
+                              module.SESSION_TIMEOUT_MS, module.LAG_MS)
+
+
+@pytest.fixture(scope="module")
+def three_zk(request, three):
+    from support.cluster import cluster_zookeeper
+
+    return cluster_zookeeper(request, three)

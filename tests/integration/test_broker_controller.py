@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from support.cluster import REPO, started_cluster
+from support.cluster import REPO, started_cluster, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -34,13 +34,7 @@ def states(zk, topic):
 
 
 def wait_until(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"not reached within {timeout}s: {what}"
-        time.sleep(0.05)
+    return wait_for(predicate, what, timeout)
 
 
 def test_a_killed_leaders_partitions_get_leaders_from_the_isr_in_one_batch(three, zk):
@@ -222,14 +216,16 @@ def test_a_rolling_restart_costs_retrying_acks_all_producers_no_error(three, zk)
     workers = [threading.Thread(target=confluent), threading.Thread(target=ours)]
     for worker in workers:
         worker.start()
-    for broker in three.brokers.values():
+    try:
+        for broker in three.brokers.values():
+            time.sleep(0.5)
+            assert broker.stop() == 0
+            broker.start()
         time.sleep(0.5)
-        assert broker.stop() == 0
-        broker.start()
-    time.sleep(0.5)
-    stop.set()
-    for worker in workers:
-        worker.join(90)
+    finally:  # the producers stop even when a broker does not
+        stop.set()
+        for worker in workers:
+            worker.join(90)
     assert failures == []
     assert acked["confluent"] > 100 and acked["sparklog"] > 100
 

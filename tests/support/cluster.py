@@ -25,3 +25,37 @@ def started_cluster(request, zk_connect: str, base_dir: Path, brokers: int, sess
                       overrides={"zookeeper.session.timeout.ms": str(session_timeout_ms), **overrides})
     request.addfinalizer(cluster.stop)
     return cluster.start()
+
+
+def replicated_cluster(request, zookeeper, tmp_path_factory, name: str, session_timeout_ms: int,
+                       lag_time_max_ms: int) -> Cluster:
+    """Three brokers for one test module (its own ZooKeeper chroot), stopped by the module's finalizer; short
+    session and replica.lag.time.max.ms, so that failover and ISR changes happen within a test."""
+    import uuid
+
+    return started_cluster(request, f"{zookeeper.connect_string}/{name}-{uuid.uuid4().hex}",
+                           tmp_path_factory.mktemp(name), 3, session_timeout_ms,
+                           **{"replica.lag.time.max.ms": str(lag_time_max_ms), "log.flush.interval.ms": "20",
+                              "auto.create.topics.enable": "false"})
+
+
+def wait_for(predicate, what: str, timeout: float):
+    """predicate()'s first truthy value, polled every 0.1 s; AssertionError naming `what` after `timeout` s."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(0.1)
+
+
+def cluster_zookeeper(request, cluster: Cluster):
+    """A ZooKeeper client on the cluster's chroot, closed by the finalizer of `request`'s scope."""
+    from sparklog.coordination.connection import close, connect
+
+    client = connect(cluster.zk_connect)
+    request.addfinalizer(lambda: close(client))
+    return client

@@ -66,3 +66,25 @@ def test_truncates_to_exactly_the_common_prefix(tmp_path_factory, common, leader
     leader = common + [top + bump + 1 + e for e in sorted(leader_tail)]
     agreed = next((i for i, (a, b) in enumerate(zip(leader, follower)) if a != b), min(len(leader), len(follower)))
     assert converge(tmp_path_factory.mktemp("c"), leader, follower, leader_epoch=top + bump + 4) == agreed
+
+
+def test_the_fetchers_stop_when_closed_right_after_their_partitions_are_taken_away():
+    """A controlled shutdown's close(): set_partitions({}) wakes a fetcher's timed wait and stop() cancels it
+    in the same loop turn. Python 3.11's wait_for returns the finished wait and drops that cancel; the
+    fetcher must stop anyway (the broker hung on SIGTERM until it was SIGKILLed)."""
+    import asyncio
+    import time
+
+    from sparklog.broker.replica_fetcher import FollowTarget, ReplicaFetcherManager
+    from sparklog.coordination.brokers import BrokerInfo
+
+    async def scenario():
+        manager = ReplicaFetcherManager(2)
+        await manager.update({("t", 0): FollowTarget(None, 1, 0)}, {1: BrokerInfo(1, "127.0.0.1", 9)})
+        manager.fetchers[1].partitions[("t", 0)].retry_at = time.monotonic() + 60  # backing off: a timed wait
+        await asyncio.sleep(0.05)
+        closing = asyncio.ensure_future(manager.close())
+        done, _ = await asyncio.wait({closing}, timeout=2)
+        assert done, "the fetcher did not stop"
+
+    asyncio.run(scenario())

@@ -101,6 +101,31 @@ def test_an_unreachable_broker_fails_fast_and_backs_off():
         thread.stop()
 
 
+def test_a_request_failing_before_it_is_sent_lets_the_io_loop_step_again():
+    """A request submitted without a wake-up (the consumer's fetch to a leader the client backs off from)
+    fails inside poll(); its callback asks the step for more work (a metadata refresh), so poll must not
+    then sleep until woken: the consumer stalled for good after its partition leader was killed."""
+    c = NetworkClient([("127.0.0.1", 1)], "test")
+    steps = []
+
+    def step():
+        steps.append(time.monotonic())
+        if len(steps) == 1:  # as the fetcher does: a request, no wake-up; its failure wants another step
+            c.submit(-1, ApiKey.METADATA, METADATA_VERSION, metadata(), wake=False,
+                     callback=lambda future: steps.append("failed"))
+        return None  # nothing else to do until woken
+
+    thread = IOThread("test-io", c, step)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 2
+        while len(steps) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "failed" in steps and len(steps) >= 3, "the loop slept after a request failed in poll()"
+    finally:
+        thread.stop()
+
+
 def test_a_request_without_response_completes_when_written(broker, client):
     from sparklog.protocol import PartitionProduceData, ProduceRequest, TopicProduceData
     from sparklog.records.batch import build_batch

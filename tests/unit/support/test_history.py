@@ -56,6 +56,35 @@ def test_a_value_at_two_offsets_is_a_duplicate():
     assert "offsets [0, 2]" in report.problems[0].detail
 
 
+def test_a_retried_produce_appended_twice_is_legal_without_idempotence_only():
+    """acks=all without idempotence: the first attempt was appended but its answer lost; the retry was
+    appended again and acknowledged. Kafka allows that copy before the acknowledged offset; an idempotent
+    producer must never leave one."""
+    for idempotent in (False, True):
+        h = History(idempotent=idempotent)
+        h.record_ack("t", 0, 0, b"a")
+        h.record_ack("t", 0, 2, b"b")  # acknowledged at 2, its first attempt is at 1
+        for offset, value in ((0, b"a"), (1, b"b"), (2, b"b")):
+            h.record_read("final", "t", 0, offset, value)
+        report = h.check()
+        assert report.ok is not idempotent
+        assert [p.kind for p in report.problems] == (["duplicate"] if idempotent else [])
+        assert [p.kind for p in report.retried] == ([] if idempotent else ["retried"])
+        assert "offsets [1, 2]" in (report.problems or report.retried)[0].detail
+
+
+def test_a_failed_delivery_stored_twice_is_a_retry_and_a_copy_after_the_ack_is_not():
+    h = History()
+    h.record_read("final", "t", 0, 0, b"never-acked")  # the delivery report was an error: no ack recorded
+    h.record_read("final", "t", 0, 1, b"never-acked")
+    h.record_ack("t", 0, 2, b"c")
+    h.record_read("final", "t", 0, 2, b"c")
+    h.record_read("final", "t", 0, 3, b"c")  # after its acknowledgement: no producer retry explains it
+    report = h.check()
+    assert [(p.kind, p.detail.split(" at ")[0]) for p in report.retried] == [("retried", "b'never-acked'")]
+    assert [p.kind for p in report.problems] == ["duplicate"] and "offsets [2, 3]" in report.problems[0].detail
+
+
 def test_a_reader_going_backwards_is_non_monotonic_unless_it_seeked():
     h = clean_history(3)
     h.record_read("c", "t", 0, 2, b"v-2")
