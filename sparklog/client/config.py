@@ -26,7 +26,8 @@ COMMON_DEFAULTS: dict[str, Any] = {
 
 PRODUCER_DEFAULTS: dict[str, Any] = {
     **COMMON_DEFAULTS,
-    "acks": 1,  # the paper's producer waits for the leader only (Kafka < 3.0 default)
+    "acks": "all",  # Kafka >= 3.0's default (the paper's producer waited for the leader only: acks=1)
+    "enable.idempotence": True,  # Kafka >= 3.0's default: see client/idempotence.py for what it implies
     "batch.size": 65_536,  # design notes 4.4: "64k or 10 ms"
     "linger.ms": 10,  # design notes 4.4
     "batch.num.messages": 10_000,  # librdkafka's name and default: records per batch at most
