@@ -35,7 +35,7 @@ from sparklog.client.accumulator import ProducerBatch, RecordAccumulator
 from sparklog.client.config import PRODUCER_DEFAULTS, parse_servers, resolve
 from sparklog.client.backoff import ExponentialBackoff
 from sparklog.client.connection import IOThread, NetworkClient
-from sparklog.client.idempotence import ProducerIdentity, configure
+from sparklog.client.idempotence import MAX_IN_FLIGHT_FOR_IDEMPOTENCE, ProducerIdentity, configure
 from sparklog.client.errors import (
     METADATA_REFRESH_ERRORS,
     ClientClosed,
@@ -270,12 +270,20 @@ class Sender:
         return bool(self.pending)
 
     def _send_ready(self, now: float) -> bool:
-        """Send what can go now; return True if batches remain waiting."""
-        by_node: dict[int, list[ProducerBatch]] = {}
-        sizes: dict[int, int] = {}
+        """Send what can go now; return True if batches remain waiting.
+
+        Without idempotence one request per broker carries every ready batch (several per partition, back
+        to back). An idempotent producer's request carries one batch per partition, as Kafka's does: the
+        broker acknowledges a retried duplicate with one offset, which a record set of several batches could
+        not have; its later batches go in further requests (rounds), up to five per partition in flight."""
+        requests: dict[tuple[int, int], list[ProducerBatch]] = {}  # (node, round) -> batches
+        sizes: dict[tuple[int, int], int] = {}
+        rounds: dict[tuple[str, int], int] = {}
+        nodes: set[int] = set()
         held = deque()
         blocked: set[tuple[str, int]] = set()
         client = self.client
+        one_per_request = self.identity is not None
         for batch in self.pending:
             tp = (batch.topic, batch.partition)
             if tp in blocked:
@@ -285,25 +293,28 @@ class Sender:
                 self._fail(batch, TimeoutError(f"{tp[0]}-{tp[1]}: not acknowledged within delivery.timeout.ms"))
                 continue
             leader = self.metadata.leader(*tp)
-            if batch.retry_at > now or leader == NO_LEADER or (leader not in by_node and not client.is_ready(leader)):
+            turn = rounds.get(tp, 0) if one_per_request else 0
+            if (batch.retry_at > now or leader == NO_LEADER or turn >= MAX_IN_FLIGHT_FOR_IDEMPOTENCE
+                    or (leader not in nodes and not client.is_ready(leader))):
                 if leader == NO_LEADER:
                     self.metadata.add_topic(batch.topic)
                     self.metadata.request_update()
                 blocked.add(tp)  # keep the partition's later batches behind this one
                 held.append(batch)
                 continue
-            if batch.payload is None or (self.identity is not None
-                                         and batch.producer_id != self.identity.producer_id):
+            if batch.payload is None or (one_per_request and batch.producer_id != self.identity.producer_id):
                 batch.payload = self._build(batch)
-            size = len(batch.payload)
-            if leader in by_node and sizes[leader] + size > self.max_request_size:
+            size, key = len(batch.payload), (leader, turn)
+            if key in requests and sizes[key] + size > self.max_request_size:
                 blocked.add(tp)
                 held.append(batch)
                 continue
-            by_node.setdefault(leader, []).append(batch)
-            sizes[leader] = sizes.get(leader, 0) + size
+            requests.setdefault(key, []).append(batch)
+            sizes[key] = sizes.get(key, 0) + size
+            rounds[tp] = turn + 1
+            nodes.add(leader)
         self.pending = held
-        for node_id, batches in by_node.items():
+        for (node_id, _), batches in sorted(requests.items(), key=lambda item: item[0][1]):
             self._produce(node_id, batches)
         return bool(held)
 
