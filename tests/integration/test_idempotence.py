@@ -17,6 +17,7 @@ from kazoo.exceptions import BadVersionError
 
 from support.cluster import BrokerProcess
 from support.proxy import TcpProxy
+from support.zookeeper import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -96,16 +97,6 @@ def _topic(zk, replicas=1, leader=1) -> str:
     return name
 
 
-def _wait(predicate, what, timeout=TIMEOUT_S):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _confluent(brokers):
     from confluent_kafka import Producer
 
@@ -114,24 +105,20 @@ def _confluent(brokers):
 
 
 def _values(brokers, topic) -> list[bytes]:
-    """Every record of partition 0, from the start to the high watermark, read with confluent-kafka."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Every record of partition 0, from the start to the end offset asked first, read with kafka-python."""
+    from kafka import KafkaConsumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": _bootstrap(brokers), "group.id": f"check-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer = KafkaConsumer(bootstrap_servers=_bootstrap(brokers), enable_auto_commit=False)
     try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        got, deadline = [], time.monotonic() + TIMEOUT_S
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().name() == "_PARTITION_EOF":
-                    return got
-                continue
-            got.append(msg.value())
-        raise AssertionError(f"the consumer did not reach the end of {topic}")
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        end, got = consumer.end_offsets([tp])[tp], []
+        deadline = time.monotonic() + TIMEOUT_S
+        while consumer.position(tp) < end:
+            assert time.monotonic() < deadline, f"the consumer did not reach offset {end} of {topic}"
+            got += [record.value for records in consumer.poll(500).values() for record in records]
+        return got
     finally:
         consumer.close()
 
@@ -211,7 +198,7 @@ def test_a_retry_after_the_broker_was_killed_and_restarted_is_still_deduplicated
     broker.proxy.drop_responses(PRODUCE, count=1, then_cut=True)  # the answer is lost; the retry must wait
     producer.produce(topic, value=b"landed-once", partition=0)
     producer.poll(0)
-    _wait(lambda: broker.proxy.statistics().dropped_responses, "a lost answer")
+    wait_for(lambda: broker.proxy.statistics().dropped_responses, TIMEOUT_S)
     broker.process.kill()  # SIGKILL: the state is rebuilt from the last snapshot and the log
     broker.start()
     broker.proxy.heal()  # now the producer's retry reaches the restarted broker
@@ -223,14 +210,14 @@ def test_a_retry_to_the_new_leader_after_a_failover_is_still_deduplicated(broker
     from sparklog.coordination import topics
 
     topic = _topic(zk_client, replicas=3, leader=3)
-    _wait(lambda: len(topics.partition_state(zk_client, topic, 0).isr) == 3, "a full ISR")
+    wait_for(lambda: len(topics.partition_state(zk_client, topic, 0).isr) == 3, TIMEOUT_S)
     old = brokers[3]
     producer = _confluent(brokers)
     assert _produce_confluent(producer, topic, [b"f-%03d" % i for i in range(20)]) == []
     old.proxy.drop_responses(PRODUCE, count=1, then_cut=True)  # acks=all: replicated before the lost answer
     producer.produce(topic, value=b"landed-once", partition=0)
     producer.poll(0)
-    _wait(lambda: old.proxy.statistics().dropped_responses, "a lost answer")
+    wait_for(lambda: old.proxy.statistics().dropped_responses, TIMEOUT_S)
     old.process.kill()
     state = topics.partition_state(zk_client, topic, 0)
     survivors = [b for b in state.isr if b != 3]
