@@ -337,16 +337,27 @@ class PartitionLog:
         self._producers.truncate_head(self.log_start_offset, self._bases[0])
 
     def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
-        """The headers of the batches from `offset` (a batch boundary) to the LEO, across segments."""
+        """The headers of the batches from `offset` (a batch boundary) to the LEO, across segments.
+
+        Each header is checked against the offset chain (a segment not yet verified whole, Rule 5, may hold
+        bit rot): the walk leaves a segment at the first header that does not fit, which the verification
+        then fences; the producers of those batches are as unknown as the batches."""
         for segment in self._segments:
             if segment.next_offset <= offset:
                 continue
             end = segment.size
-            position = segment.find_batch(max(offset, segment.base_offset), end) if offset > segment.base_offset else 0
-            while position is not None and position < end:
-                header = segment.read_header(position)
-                yield header
-                position += header.size
+            try:
+                position = segment.find_batch(offset, end) if offset > segment.base_offset else 0
+                if position is None:
+                    continue
+                expected = segment.read_header(position).base_offset if position else segment.base_offset
+                while position < end:
+                    header = segment.checked_header(position, expected, end)
+                    yield header
+                    position, expected = position + header.size, header.next_offset
+            except CorruptSegmentError as exc:
+                logger.warning("%s: producer state replay stopped in segment %d: %s", self.name,
+                               segment.base_offset, exc)
 
     @property
     def producer_state(self) -> ProducerStateManager:

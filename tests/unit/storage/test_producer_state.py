@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
@@ -298,3 +299,27 @@ def test_snapshot_bytes_decode_whole_and_refuse_damage():
         damaged[position] ^= 0x40
         with pytest.raises(CorruptSnapshot):
             ProducerStateManager.decode(bytes(damaged))
+
+
+def test_replay_over_bit_rot_in_an_unverified_segment_stops_instead_of_looping(tmp_path, flusher):
+    dense = {"index.interval.bytes": "50"}  # an index entry per batch: opening trusts it, replays no closed segment
+    log = open_log(tmp_path, flusher, **dense)
+    for sequence in range(0, 40, 4):
+        log.append(batch(7, 0, sequence, count=4))
+    first = log.segments[0]
+    path, second_batch = first.path, first.read_header(0).size
+    log.close()
+    for name in os.listdir(log.directory):
+        if name.endswith(".snapshot"):
+            os.unlink(os.path.join(log.directory, name))
+    with open(path, "r+b") as f:  # the second batch's length now says 0 bytes: a walk trusting it never moves
+        f.seek(second_batch + 8)
+        f.write((-12).to_bytes(4, "big", signed=True))
+    opened = []
+    thread = threading.Thread(target=lambda: opened.append(open_log(tmp_path, flusher, **dense)), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert opened, "opening the log did not return"
+    entry = opened[0].producer_state.producers[7]
+    assert entry.batches[-1].last_sequence == 39  # the later segments were replayed
+    opened[0].close()
