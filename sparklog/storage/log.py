@@ -48,7 +48,7 @@ from sparklog.storage.files import OS_FILES, Files
 from sparklog.storage.flusher import Flusher, default_flusher
 from sparklog.storage.leader_epochs import LeaderEpochCache
 from sparklog.storage.log_validator import converter_for
-from sparklog.storage.producer_state import ProducerStateManager, last_sequence
+from sparklog.storage.producer_state import ProducerStateManager
 from crc32c import crc32c
 
 from sparklog.records.batch import (
@@ -655,13 +655,8 @@ class PartitionLog:
 
     def _check_producers(self, headers: list[tuple[int, BatchHeader]]) -> None:
         """Rule 8 for a record set of several batches, each against the state the earlier ones will leave."""
-        pending: dict[int, tuple[int, int]] = {}
-        for _, header in headers:
-            if header.producer_id >= 0 and not header.is_control:
-                self._producers.check(header.producer_id, header.producer_epoch, header.base_sequence,
-                                      header.last_offset_delta, pending)
-                pending[header.producer_id] = (header.producer_epoch, last_sequence(header.base_sequence,
-                                                                                    header.last_offset_delta))
+        self._producers.check_record_set((h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
+                                         for _, h in headers if h.producer_id >= 0 and not h.is_control)
 
     def _validate(self, view: memoryview) -> tuple[list[tuple[int, BatchHeader]], int]:
         headers, position, offsets, total = [], 0, 0, len(view)

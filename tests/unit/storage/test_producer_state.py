@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sparklog.records.batch import build_batch, iter_records
 from sparklog.storage import PartitionLog
 from sparklog.storage.errors import DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence
-from sparklog.storage.producer_state import (INT32_MAX, CorruptSnapshot, ProducerStateManager, last_sequence,
+from sparklog.storage.producer_state import (INT32_MAX, BatchMetadata, CorruptSnapshot, ProducerStateManager, last_sequence,
                                              snapshot_file_name)
 
 NEVER = 10**12
@@ -321,5 +321,5 @@ def test_replay_over_bit_rot_in_an_unverified_segment_stops_instead_of_looping(t
     thread.join(10)
     assert opened, "opening the log did not return"
     entry = opened[0].producer_state.producers[7]
-    assert entry.batches[-1].last_sequence == 39  # the later segments were replayed
+    assert BatchMetadata(*entry.batches[-1]).last_sequence == 39  # the later segments were replayed
     opened[0].close()
