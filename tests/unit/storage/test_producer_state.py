@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
 
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support.crashfs import CrashFiles, Crashed
 from sparklog.records.batch import build_batch, iter_records
 from sparklog.storage import PartitionLog
 from sparklog.storage.errors import DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence
@@ -133,7 +135,7 @@ OPERATIONS = st.lists(st.one_of(
 ), max_size=40)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(operations=OPERATIONS)
 def test_the_log_answers_as_the_model_says(tmp_path_factory, flusher, operations):
     log = PartitionLog.open(str(tmp_path_factory.mktemp("p") / "t-0"), SMALL, flusher=flusher)
@@ -189,7 +191,7 @@ def fill(log, appends) -> None:
         sequences[producer] = sequence + count
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(appends=APPENDS, damage=st.sampled_from(["close", "no-close", "corrupt-newest", "no-snapshots"]))
 def test_recovered_state_equals_the_incremental_state(tmp_path_factory, flusher, appends, damage):
     directory = str(tmp_path_factory.mktemp("r") / "t-0")
@@ -216,7 +218,7 @@ def test_recovered_state_equals_the_incremental_state(tmp_path_factory, flusher,
         reopened.close()
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(appends=APPENDS)
 def test_a_follower_carries_the_leaders_state(tmp_path_factory, flusher, appends):
     root = tmp_path_factory.mktemp("f")
@@ -231,7 +233,7 @@ def test_a_follower_carries_the_leaders_state(tmp_path_factory, flusher, appends
         follower.close()
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(appends=APPENDS, cut=st.integers(0, 100))
 def test_truncation_rebuilds_the_state_of_the_remaining_prefix(tmp_path_factory, flusher, appends, cut):
     root = tmp_path_factory.mktemp("t")
@@ -323,3 +325,30 @@ def test_replay_over_bit_rot_in_an_unverified_segment_stops_instead_of_looping(t
     entry = opened[0].producer_state.producers[7]
     assert BatchMetadata(*entry.batches[-1]).last_sequence == 39  # the later segments were replayed
     opened[0].close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(appends=APPENDS, method=st.sampled_from(["pwrite", "fsync", "rename", "fsync_dir"]),
+       skip=st.integers(0, 30), mode=st.sampled_from(["drop", "tear"]))
+def test_after_power_loss_anywhere_the_state_is_that_of_the_surviving_log(tmp_path_factory, flusher, appends,
+                                                                         method, skip, mode):
+    """Power lost at any write, fsync or rename (snapshot files included): the reopened state equals the state
+    a replica builds from the batches that survived (snapshots never describe batches the log lost)."""
+    root = tmp_path_factory.mktemp("c")
+    files = CrashFiles()
+    log = PartitionLog.open(str(root / "a-0"), SMALL, flusher=flusher, files=files)
+    files.arm(method, skip=skip, mode=mode)
+    try:
+        fill(log, appends)
+        log.close()
+        files.crash(mode, random.Random(skip))
+    except Crashed:
+        flusher.unregister(log)
+    reopened = PartitionLog.open(str(root / "a-0"), SMALL, flusher=flusher)
+    reference = PartitionLog.open(str(root / "b-0"), SMALL, flusher=flusher)
+    try:
+        replicate(reopened, reference)
+        assert reopened.producer_state.producers == reference.producer_state.producers
+    finally:
+        reopened.close()
+        reference.close()
