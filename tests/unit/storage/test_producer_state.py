@@ -183,6 +183,17 @@ def replicate(leader, follower) -> None:
         follower.append_replicated(leader.read_replica(follower.log_end_offset, 10_000).read_bytes())
 
 
+def assert_state_is_the_replicas(log, root, flusher) -> None:
+    """`log`'s producer state equals the one a fresh replica of its batches builds; closes both."""
+    replica = PartitionLog.open(str(root / "replica-0"), SMALL, flusher=flusher)
+    try:
+        replicate(log, replica)
+        assert log.producer_state.producers == replica.producer_state.producers
+    finally:
+        log.close()
+        replica.close()
+
+
 def fill(log, appends) -> None:
     sequences: dict[int, int] = {}
     for producer, count in appends:
@@ -240,13 +251,7 @@ def test_truncation_rebuilds_the_state_of_the_remaining_prefix(tmp_path_factory,
     log = PartitionLog.open(str(root / "a-0"), SMALL, flusher=flusher)
     fill(log, appends)
     log.truncate_to(cut)
-    prefix = PartitionLog.open(str(root / "b-0"), SMALL, flusher=flusher)
-    try:
-        replicate(log, prefix)
-        assert log.producer_state.producers == prefix.producer_state.producers
-    finally:
-        log.close()
-        prefix.close()
+    assert_state_is_the_replicas(log, root, flusher)
 
 
 def test_snapshots_are_written_at_roll_and_close_and_removed_past_the_log_end(tmp_path, flusher):
@@ -344,11 +349,4 @@ def test_after_power_loss_anywhere_the_state_is_that_of_the_surviving_log(tmp_pa
         files.crash(mode, random.Random(skip))
     except Crashed:
         flusher.unregister(log)
-    reopened = PartitionLog.open(str(root / "a-0"), SMALL, flusher=flusher)
-    reference = PartitionLog.open(str(root / "b-0"), SMALL, flusher=flusher)
-    try:
-        replicate(reopened, reference)
-        assert reopened.producer_state.producers == reference.producer_state.producers
-    finally:
-        reopened.close()
-        reference.close()
+    assert_state_is_the_replicas(PartitionLog.open(str(root / "a-0"), SMALL, flusher=flusher), root, flusher)
