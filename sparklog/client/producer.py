@@ -229,6 +229,7 @@ class Sender:
         self.request_timeout_ms = config["request.timeout.ms"]
         self.pending: deque[ProducerBatch] = deque()  # closed batches not yet sent, oldest first
         self.identity = ProducerIdentity(config) if config["enable.idempotence"] else None
+        self.unacknowledged: dict[tuple[str, int], int] = {}  # idempotent: batches sent, not yet answered
         self.idle = False
         self.sent_requests = 0
         self.sent_batches = 0
@@ -272,13 +273,15 @@ class Sender:
     def _send_ready(self, now: float) -> bool:
         """Send what can go now; return True if batches remain waiting.
 
-        Without idempotence one request per broker carries every ready batch (several per partition, back
-        to back). An idempotent producer's request carries one batch per partition, as Kafka's does: the
-        broker acknowledges a retried duplicate with one offset, which a record set of several batches could
-        not have; its later batches go in further requests (rounds), up to five per partition in flight."""
+        One request per broker carries every ready batch (several per partition, back to back), except
+        that an idempotent producer sends a retried batch alone for its partition: the broker answers a
+        duplicate with its one original offset, which a record set mixing it with new batches could not
+        have (a record set of batches never sent cannot hold a duplicate: the broker appends a record set
+        whole or not at all). The batches after it go in further requests (rounds). At most five batches of
+        a partition are unacknowledged at a time: the broker recognises a duplicate among its last five."""
         requests: dict[tuple[int, int], list[ProducerBatch]] = {}  # (node, round) -> batches
         sizes: dict[tuple[int, int], int] = {}
-        rounds: dict[tuple[str, int], int] = {}
+        rounds: dict[tuple[str, int], tuple[int, bool]] = {}  # partition -> (its last round, that round closed)
         nodes: set[int] = set()
         held = deque()
         blocked: set[tuple[str, int]] = set()
@@ -293,8 +296,9 @@ class Sender:
                 self._fail(batch, TimeoutError(f"{tp[0]}-{tp[1]}: not acknowledged within delivery.timeout.ms"))
                 continue
             leader = self.metadata.leader(*tp)
-            turn = rounds.get(tp, 0) if one_per_request else 0
-            if (batch.retry_at > now or leader == NO_LEADER or turn >= MAX_IN_FLIGHT_FOR_IDEMPOTENCE
+            turn = self._round_of(batch, rounds.get(tp)) if one_per_request else 0
+            if (batch.retry_at > now or leader == NO_LEADER
+                    or (one_per_request and self.unacknowledged.get(tp, 0) >= MAX_IN_FLIGHT_FOR_IDEMPOTENCE)
                     or (leader not in nodes and not client.is_ready(leader))):
                 if leader == NO_LEADER:
                     self.metadata.add_topic(batch.topic)
@@ -311,12 +315,23 @@ class Sender:
                 continue
             requests.setdefault(key, []).append(batch)
             sizes[key] = sizes.get(key, 0) + size
-            rounds[tp] = turn + 1
+            rounds[tp] = (turn, batch.attempts > 0)
+            if one_per_request:
+                self.unacknowledged[tp] = self.unacknowledged.get(tp, 0) + 1
             nodes.add(leader)
         self.pending = held
         for (node_id, _), batches in sorted(requests.items(), key=lambda item: item[0][1]):
             self._produce(node_id, batches)
         return bool(held)
+
+    @staticmethod
+    def _round_of(batch: ProducerBatch, last: tuple[int, bool] | None) -> int:
+        """The request round of an idempotent producer's batch: a retried batch opens a round of its own
+        for its partition and closes it; batches never sent share their partition's round."""
+        if last is None:
+            return 0
+        turn, closed = last
+        return turn + 1 if closed or batch.attempts > 0 else turn
 
     def _build(self, batch: ProducerBatch) -> bytes:
         """The batch's bytes, built once; an idempotent producer's carry its id and the next sequence."""
@@ -357,6 +372,9 @@ class Sender:
             self._retry_or_fail(batch, future.error)
 
     def _on_response(self, future, by_tp: dict[tuple[str, int], list[ProducerBatch]]) -> None:
+        if self.identity is not None:
+            for tp, group in by_tp.items():
+                self.unacknowledged[tp] -= len(group)
         if future.error is not None:
             for group in by_tp.values():
                 for batch in group:
