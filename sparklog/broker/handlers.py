@@ -75,8 +75,9 @@ from sparklog.protocol.produce import PartitionProduceResponse, ProduceResponse,
 from sparklog.protocol.registry import advertised_api_versions
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
 from sparklog.storage.config import LogConfig
-from sparklog.storage.errors import (InvalidRecordError, InvalidTimestampError, LogClosedError, OffsetOutOfRange,
-                                     RecordBatchTooLarge, StorageError)
+from sparklog.storage.errors import (DuplicateSequence, InvalidProducerEpoch, InvalidRecordError, InvalidTimestampError,
+                                     LogClosedError, OffsetOutOfRange, OutOfOrderSequence, RecordBatchTooLarge,
+                                     StorageError)
 from sparklog.records.batch import CorruptRecordError
 from sparklog.storage.topic_names import validate_topic
 
@@ -109,6 +110,12 @@ INVALID_TIMESTAMP = errors.InvalidTimestampError.errno
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.errno
 REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
 NOT_ENOUGH_REPLICAS = errors.NotEnoughReplicasError.errno
+# The idempotent producer's refusals (storage/producer_state.py Rule 1), by the storage exception.
+PRODUCER_STATE_ERRORS = {
+    OutOfOrderSequence: errors.OutOfOrderSequenceNumberError.errno,
+    InvalidProducerEpoch: errors.InvalidProducerEpochError.errno,
+    DuplicateSequence: errors.DuplicateSequenceNumberError.errno,
+}
 
 NO_OFFSET = -1
 NO_TIMESTAMP = -1
@@ -261,6 +268,8 @@ def _append(led, index: int, records, state) -> PartitionProduceResponse:
         return _produce_error(index, INVALID_RECORD, str(exc))
     except LogClosedError:
         return _produce_error(index, NOT_LEADER_OR_FOLLOWER)
+    except (OutOfOrderSequence, InvalidProducerEpoch, DuplicateSequence) as exc:
+        return _produce_error(index, PRODUCER_STATE_ERRORS[type(exc)], str(exc))
     except (OSError, StorageError) as exc:
         log.error("append to %s failed: %s", plog, exc)
         return _produce_error(index, KAFKA_STORAGE_ERROR, str(exc))

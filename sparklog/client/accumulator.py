@@ -32,7 +32,7 @@ class ProducerBatch(BatchFuture):
     """Records of one partition that will travel as one RecordBatch; it is its own future (one object per
     batch instead of two: at `batch.num.messages=1` that is one object per record)."""
 
-    __slots__ = ("size", "created", "attempts", "retry_at", "payload")
+    __slots__ = ("size", "created", "attempts", "retry_at", "payload", "producer_id", "base_sequence")
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
         BatchFuture.__init__(self, topic, partition)
@@ -42,6 +42,8 @@ class ProducerBatch(BatchFuture):
         self.attempts = 0
         self.retry_at = 0.0
         self.payload: bytes | None = None  # built once by the sender, reused on retries
+        self.producer_id = -1  # the idempotent producer's id and sequence the payload was built with
+        self.base_sequence = -1
 
     @property
     def future(self) -> "ProducerBatch":

@@ -52,9 +52,11 @@ COMMON_SETTINGS = (
 )
 PRODUCER = Definitions("producer", (
     *COMMON_SETTINGS,
-    _setting("acks", STRING, "1", "0, 1 or all: which replicas acknowledge a write (the paper's producer waits "
-             "for the leader only, Kafka < 3.0's default)", HIGH, choices=("all", "-1", "0", "1"),
+    _setting("acks", STRING, "all", "0, 1 or all: which replicas acknowledge a write (Kafka >= 3.0's default; "
+             "the paper's producer waited for the leader only: 1)", HIGH, choices=("all", "-1", "0", "1"),
              convert=_acks_text),
+    _setting("enable.idempotence", BOOLEAN, True, "the broker keeps each batch once however often it is retried; "
+             "implies acks=all (Kafka >= 3.0's default; see client/idempotence.py)", HIGH),
     _setting("batch.size", INT, 65_536, "bytes of records per batch (design notes 4.4: \"64k or 10 ms\")", HIGH, 0),
     _setting("linger.ms", LONG, 10, "how long a batch waits to fill (design notes 4.4)", HIGH, 0),
     _setting("batch.num.messages", INT, 10_000, "records per batch at most", low=1,

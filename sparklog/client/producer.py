@@ -16,8 +16,13 @@ per broker, and completes the batch futures from the responses.
 
 Error handling: a retriable error (NOT_LEADER_OR_FOLLOWER, a lost connection, a timeout...) sends the batch
 again after a backoff (exponential from `retry.backoff.ms` to `retry.backoff.max.ms`, backoff.py), after a metadata refresh when leadership may have moved, until
-`delivery.timeout.ms` since the batch was created; anything else fails the batch's futures. As in Kafka
-without idempotence, a retry may reorder batches of one partition that were in flight together.
+`delivery.timeout.ms` since the batch was created; anything else fails the batch's futures.
+
+Idempotence (`enable.idempotence`, the default, as in Kafka >= 3.0; idempotence.py): the sender first takes
+a producer id (InitProducerId), builds each batch once with its partition's next sequence, and puts a retried
+batch back ahead of the later batches of its partition, so the broker writes each batch once and in order.
+With `enable.idempotence=false`, as in Kafka without idempotence, a retry may reorder batches of one
+partition that were in flight together, and a batch whose answer was lost may be written twice.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from sparklog.client.accumulator import ProducerBatch, RecordAccumulator
 from sparklog.client.config import PRODUCER_DEFAULTS, parse_servers, resolve
 from sparklog.client.backoff import ExponentialBackoff
 from sparklog.client.connection import IOThread, NetworkClient
+from sparklog.client.idempotence import MAX_IN_FLIGHT_FOR_IDEMPOTENCE, ProducerIdentity, configure
 from sparklog.client.errors import (
     METADATA_REFRESH_ERRORS,
     ClientClosed,
@@ -93,6 +99,7 @@ class Producer:
 
     def __init__(self, bootstrap_servers=None, zookeeper: str | None = None, **settings) -> None:
         config = resolve(PRODUCER_DEFAULTS, settings)
+        configure(config, {name.replace("_", "."): value for name, value in settings.items()})
         if bootstrap_servers is not None:
             config["bootstrap.servers"] = bootstrap_servers
         self.config = config
@@ -221,6 +228,8 @@ class Sender:
         self.delivery_timeout = config["delivery.timeout.ms"] / 1000.0
         self.request_timeout_ms = config["request.timeout.ms"]
         self.pending: deque[ProducerBatch] = deque()  # closed batches not yet sent, oldest first
+        self.identity = ProducerIdentity(config) if config["enable.idempotence"] else None
+        self.unacknowledged: dict[tuple[str, int], int] = {}  # idempotent: batches sent, not yet answered
         self.idle = False
         self.sent_requests = 0
         self.sent_batches = 0
@@ -237,7 +246,12 @@ class Sender:
         ready = self.accumulator.ready
         while ready:
             self.pending.append(ready.popleft())
-        waiting = self._send_ready(now) if self.pending else False
+        identity = self.identity
+        if identity is not None and not identity.ready:
+            identity.request_id(self.client)  # Rule 2 of idempotence.py: nothing goes out before the id
+            waiting = self._expire_pending(now)
+        else:
+            waiting = self._send_ready(now) if self.pending else False
         timeout = None if next_expiry is None else max(0.0, next_expiry - now)
         if waiting:
             timeout = _BUSY_POLL_S if timeout is None else min(timeout, _BUSY_POLL_S)
@@ -248,13 +262,31 @@ class Sender:
                 return 0
         return timeout
 
+    def _expire_pending(self, now: float) -> bool:
+        """Fail the pending batches past delivery.timeout.ms; return True if batches remain waiting."""
+        for batch in [b for b in self.pending if now - b.created > self.delivery_timeout]:
+            self.pending.remove(batch)
+            self._fail(batch, TimeoutError(f"{batch.topic}-{batch.partition}: not acknowledged within "
+                                           "delivery.timeout.ms (no producer id)"))
+        return bool(self.pending)
+
     def _send_ready(self, now: float) -> bool:
-        """Send what can go now; return True if batches remain waiting."""
-        by_node: dict[int, list[ProducerBatch]] = {}
-        sizes: dict[int, int] = {}
+        """Send what can go now; return True if batches remain waiting.
+
+        One request per broker carries every ready batch (several per partition, back to back), except
+        that an idempotent producer sends a retried batch alone for its partition: the broker answers a
+        duplicate with its one original offset, which a record set mixing it with new batches could not
+        have (a record set of batches never sent cannot hold a duplicate: the broker appends a record set
+        whole or not at all). The batches after it go in further requests (rounds). At most five batches of
+        a partition are unacknowledged at a time: the broker recognises a duplicate among its last five."""
+        requests: dict[tuple[int, int], list[ProducerBatch]] = {}  # (node, round) -> batches
+        sizes: dict[tuple[int, int], int] = {}
+        rounds: dict[tuple[str, int], tuple[int, bool]] = {}  # partition -> (its last round, that round closed)
+        nodes: set[int] = set()
         held = deque()
         blocked: set[tuple[str, int]] = set()
         client = self.client
+        one_per_request = self.identity is not None
         for batch in self.pending:
             tp = (batch.topic, batch.partition)
             if tp in blocked:
@@ -264,26 +296,52 @@ class Sender:
                 self._fail(batch, TimeoutError(f"{tp[0]}-{tp[1]}: not acknowledged within delivery.timeout.ms"))
                 continue
             leader = self.metadata.leader(*tp)
-            if batch.retry_at > now or leader == NO_LEADER or (leader not in by_node and not client.is_ready(leader)):
+            turn = self._round_of(batch, rounds.get(tp)) if one_per_request else 0
+            if (batch.retry_at > now or leader == NO_LEADER
+                    or (one_per_request and self.unacknowledged.get(tp, 0) >= MAX_IN_FLIGHT_FOR_IDEMPOTENCE)
+                    or (leader not in nodes and not client.is_ready(leader))):
                 if leader == NO_LEADER:
                     self.metadata.add_topic(batch.topic)
                     self.metadata.request_update()
                 blocked.add(tp)  # keep the partition's later batches behind this one
                 held.append(batch)
                 continue
-            if batch.payload is None:
-                batch.payload = build_batch(batch.records, self.compression)
-            size = len(batch.payload)
-            if leader in by_node and sizes[leader] + size > self.max_request_size:
+            if batch.payload is None or (one_per_request and batch.producer_id != self.identity.producer_id):
+                batch.payload = self._build(batch)
+            size, key = len(batch.payload), (leader, turn)
+            if key in requests and sizes[key] + size > self.max_request_size:
                 blocked.add(tp)
                 held.append(batch)
                 continue
-            by_node.setdefault(leader, []).append(batch)
-            sizes[leader] = sizes.get(leader, 0) + size
+            requests.setdefault(key, []).append(batch)
+            sizes[key] = sizes.get(key, 0) + size
+            rounds[tp] = (turn, batch.attempts > 0)
+            if one_per_request:
+                self.unacknowledged[tp] = self.unacknowledged.get(tp, 0) + 1
+            nodes.add(leader)
         self.pending = held
-        for node_id, batches in by_node.items():
+        for (node_id, _), batches in sorted(requests.items(), key=lambda item: item[0][1]):
             self._produce(node_id, batches)
         return bool(held)
+
+    @staticmethod
+    def _round_of(batch: ProducerBatch, last: tuple[int, bool] | None) -> int:
+        """The request round of an idempotent producer's batch: a retried batch opens a round of its own
+        for its partition and closes it; batches never sent share their partition's round."""
+        if last is None:
+            return 0
+        turn, closed = last
+        return turn + 1 if closed or batch.attempts > 0 else turn
+
+    def _build(self, batch: ProducerBatch) -> bytes:
+        """The batch's bytes, built once; an idempotent producer's carry its id and the next sequence."""
+        identity = self.identity
+        if identity is None:
+            return build_batch(batch.records, self.compression)
+        batch.producer_id = identity.producer_id
+        batch.base_sequence = identity.assign((batch.topic, batch.partition), len(batch.records))
+        return build_batch(batch.records, self.compression, producer_id=identity.producer_id,
+                           producer_epoch=identity.epoch, base_sequence=batch.base_sequence)
 
     def _produce(self, node_id: int, batches: list[ProducerBatch]) -> None:
         by_tp: dict[tuple[str, int], list[ProducerBatch]] = {}
@@ -314,6 +372,9 @@ class Sender:
             self._retry_or_fail(batch, future.error)
 
     def _on_response(self, future, by_tp: dict[tuple[str, int], list[ProducerBatch]]) -> None:
+        if self.identity is not None:
+            for tp, group in by_tp.items():
+                self.unacknowledged[tp] -= len(group)
         if future.error is not None:
             for group in by_tp.values():
                 for batch in group:
@@ -336,6 +397,8 @@ class Sender:
                 for batch in group:
                     batch.complete(offset, part.log_append_time_ms)
                     offset += len(batch.records)
+                    if self.identity is not None:
+                        self.identity.acknowledged(tp, batch.producer_id, batch.base_sequence, len(batch.records))
                 self.accumulator.release_all(group)
         for tp, group in by_tp.items():
             if tp not in answered:
@@ -345,7 +408,7 @@ class Sender:
     def _retry_or_fail(self, batch: ProducerBatch, error: BaseException) -> None:
         self.last_error = error
         now = time.monotonic()
-        if (is_retriable(error) and batch.attempts < self.retries
+        if (self._retriable(batch, error) and batch.attempts < self.retries
                 and now - batch.created < self.delivery_timeout):
             batch.retry_at = now + self.retry_backoff.delay(batch.attempts)
             batch.attempts += 1
@@ -353,13 +416,39 @@ class Sender:
             if getattr(error, "errno", None) in METADATA_REFRESH_ERRORS or isinstance(error, (ConnectionError,
                                                                                      TimeoutError)):
                 self.metadata.request_update()
-            self.pending.appendleft(batch)  # ahead of the partition's later batches
+            self._requeue(batch)
             return
         self._fail(batch, error)
+
+    def _retriable(self, batch: ProducerBatch, error: BaseException) -> bool:
+        identity = self.identity
+        if is_retriable(error) or identity is None:
+            return is_retriable(error)
+        if batch.producer_id != identity.producer_id:  # built with an id given up since: rebuilt with the new one
+            return identity.is_sequence_error(error)
+        return identity.retriable((batch.topic, batch.partition), batch.producer_id, batch.base_sequence, error)
+
+    def _requeue(self, batch: ProducerBatch) -> None:
+        """Put a retried batch back ahead of its partition's later batches, behind its earlier ones (an
+        idempotent producer's sequences must reach the broker in order)."""
+        pending = self.pending
+        if self.identity is None:
+            pending.appendleft(batch)
+            return
+        tp, position = (batch.topic, batch.partition), 0
+        for i, other in enumerate(pending):
+            if (other.topic, other.partition) != tp:
+                continue
+            if other.payload is None or other.producer_id != batch.producer_id or other.base_sequence > batch.base_sequence:
+                break
+            position = i + 1
+        pending.insert(position, batch)
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         batch.fail(error)
         self.accumulator.release(batch)
+        if self.identity is not None:
+            self.identity.failed(batch.producer_id, error)
 
     def fail_all(self, error: BaseException) -> None:
         """After the I/O thread stopped: fail every unfinished batch."""

@@ -8,12 +8,15 @@ __all__ = [
     "CorruptIndexError",
     "CorruptRecordError",
     "CorruptSegmentError",
+    "DuplicateSequence",
     "InvalidConfigError",
+    "InvalidProducerEpoch",
     "InvalidRecordError",
     "InvalidTimestampError",
     "InvalidTopicName",
     "LogClosedError",
     "OffsetOutOfRange",
+    "OutOfOrderSequence",
     "RecordBatchTooLarge",
     "StorageError",
 ]
@@ -73,3 +76,16 @@ class LogClosedError(StorageError):
 
 class OffsetsNotContiguous(StorageError):
     """A replicated batch does not start where the log ends (a follower's fetch raced a truncation)."""
+
+
+class OutOfOrderSequence(StorageError):
+    """An idempotent producer's batch does not continue its sequence (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+
+class InvalidProducerEpoch(StorageError):
+    """An idempotent producer's batch carries an epoch older than the partition has seen (INVALID_PRODUCER_EPOCH)."""
+
+
+class DuplicateSequence(StorageError):
+    """A duplicate batch inside a record set of several batches, which cannot be answered with one offset
+    (DUPLICATE_SEQUENCE_NUMBER)."""

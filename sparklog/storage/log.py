@@ -31,6 +31,11 @@ to `.swap`, becomes live. On open a `.cleaned` file is deleted (the clean never 
 file completes its swap: the live segments whose offsets it covers are deleted and it is renamed live.
 Where the cleaner stopped is checkpointed in `cleaner-offset-checkpoint`. Time and size retention run only
 when cleanup.policy includes `delete`.
+Rule 9 (idempotence): batches with a producer id are checked against the producer state (producer_state.py)
+under the append lock, in the same critical section as the append: a duplicate is answered with its original
+base offset and not written, a stale epoch or a sequence gap raises and writes nothing. Every append (leader,
+follower, recovery replay) updates the state; it is snapshotted at roll and close, rebuilt on open and after
+truncation from the newest snapshot at or below the log end, and trimmed when segments are deleted.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from sparklog.storage.files import OS_FILES, Files
 from sparklog.storage.flusher import Flusher, default_flusher
 from sparklog.storage.leader_epochs import LeaderEpochCache
 from sparklog.storage.log_validator import converter_for
+from sparklog.storage.producer_state import ProducerStateManager
 from crc32c import crc32c
 
 from sparklog.records.batch import (
@@ -109,7 +115,9 @@ _APPEND_FIELDS = struct.Struct(
     "i"  # lastOffsetDelta
     "8x"  # baseTimestamp
     "q"  # maxTimestamp
-    "14x"  # producerId, producerEpoch, baseSequence
+    "q"  # producerId: -1 for a producer that is not idempotent
+    "h"  # producerEpoch
+    "i"  # baseSequence
     "i"  # recordCount
 )
 assert _APPEND_FIELDS.size == HEADER_SIZE
@@ -245,6 +253,7 @@ class PartitionLog:
         self._on_fence = on_fence
         self._fences = FencedRanges(files, directory)
         self._verified_bytes = 0
+        self._producers = ProducerStateManager(directory, files)
 
     def _use_config(self, config: LogConfig) -> None:
         self.config = config
@@ -329,6 +338,43 @@ class PartitionLog:
         self._recovery_point = min(recovery_point, self._leo)
         self.flush()  # makes whatever recovery kept durable; rewrites the checkpoint if it named lost offsets
         self._hw = _Visible(self._leo, active.base_offset, active.size)
+        self._rebuild_producer_state()
+
+    # -- producer state (Rule 9) ------------------------------------------------------------------
+
+    def _rebuild_producer_state(self) -> None:
+        """The newest snapshot at or below the LEO, plus the batches after it (producer_state.py Rule 4)."""
+        start = self._producers.load(self._leo)
+        self._producers.update_from_headers(self._headers_from(start))
+        self._producers.truncate_head(self.log_start_offset, self._bases[0])
+
+    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """The headers of the batches from `offset` (a batch boundary) to the LEO, across segments.
+
+        Each header is checked against the offset chain (a segment not yet verified whole, Rule 5, may hold
+        bit rot): the walk leaves a segment at the first header that does not fit, which the verification
+        then fences; the producers of those batches are as unknown as the batches."""
+        for segment in self._segments:
+            if segment.next_offset <= offset:
+                continue
+            end = segment.size
+            try:
+                position = segment.find_batch(offset, end) if offset > segment.base_offset else 0
+                if position is None:
+                    continue
+                expected = segment.read_header(position).base_offset if position else segment.base_offset
+                while position < end:
+                    header = segment.checked_header(position, expected, end)
+                    yield header
+                    position, expected = position + header.size, header.next_offset
+            except CorruptSegmentError as exc:
+                logger.warning("%s: producer state replay stopped in segment %d: %s", self.name,
+                               segment.base_offset, exc)
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The producer state; read it only under the log's append lock or in tests."""
+        return self._producers
 
     def _load_segment(self, segment: LogSegment, recovery_point: int, last: bool) -> ValidPrefix:
         """Kafka's LogLoader rule: replay fully every segment that may hold offsets at or past the recovery
@@ -549,6 +595,7 @@ class PartitionLog:
                 if doomed:
                     self._set_segments(self._segments[len(doomed):])
                     self._retire_locked(doomed)
+                self._producers.truncate_head(offset, self._bases[0])
             self._schedule_deletes(doomed)
             return offset
 
@@ -576,7 +623,7 @@ class PartitionLog:
         size = len(data)
         if size < HEADER_SIZE:
             return self._append_many(data)  # raises, with the reason
-        length, magic, crc, delta, max_timestamp, count = _APPEND_FIELDS.unpack_from(data)
+        length, magic, crc, delta, max_timestamp, producer_id, epoch, sequence, count = _APPEND_FIELDS.unpack_from(data)
         if length + LOG_OVERHEAD != size:
             return self._append_many(data)  # several batches, or a bad length
         if size > self._max_message_bytes:
@@ -586,6 +633,10 @@ class PartitionLog:
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"{self.name} is closed")
+            if producer_id >= 0:  # Rule 9: an idempotent producer's batch
+                duplicate = self._producers.check(producer_id, epoch, sequence, delta)
+                if duplicate is not None:
+                    return duplicate
             first = self._leo
             next_offset = first + delta + 1
             segment = self._segments[-1]
@@ -596,6 +647,8 @@ class PartitionLog:
                 segment = self._roll_locked()
             _pack_base_offset(data, 0, first)
             segment.append_batch(data, first, next_offset, max_timestamp)
+            if producer_id >= 0:
+                self._producers.update(producer_id, epoch, sequence, delta, first, max_timestamp)
             self._leo = next_offset  # _appended_locked, inlined
             self._unflushed_messages += count
             if self._first_unflushed_at is None:
@@ -623,16 +676,19 @@ class PartitionLog:
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"{self.name} is closed")
+            self._check_producers(headers)
             segment = self._maybe_roll(len(data), offset_count)
             first = offset = self._leo
-            entries, messages = [], 0
+            entries, messages, appended = [], 0, []
             for position, header in headers:
                 set_base_offset(data, offset, position)
+                appended.append(header._replace(base_offset=offset))
                 next_offset = offset + header.last_offset_delta + 1
                 entries.append(BatchEntry(position, offset, next_offset, header.max_timestamp, header.size))
                 messages += header.record_count
                 offset = next_offset
             segment.append(data, entries)
+            self._producers.update_from_headers(appended)
             self._appended_locked(segment, offset, messages, len(data))
             moved = self._expose_on_append and self._advance_hw(_Visible(offset, segment.base_offset, segment.size))
         if moved:
@@ -640,6 +696,11 @@ class PartitionLog:
         if self._unflushed_messages >= self._flush_messages:
             self.flush()
         return first
+
+    def _check_producers(self, headers: list[tuple[int, BatchHeader]]) -> None:
+        """Rule 9 for a record set of several batches, each against the state the earlier ones will leave."""
+        self._producers.check_record_set((h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
+                                         for _, h in headers if h.producer_id >= 0 and not h.is_control)
 
     def _validate(self, view: memoryview) -> tuple[list[tuple[int, BatchHeader]], int]:
         headers, position, offsets, total = [], 0, 0, len(view)
@@ -682,6 +743,8 @@ class PartitionLog:
     def _roll_locked(self) -> LogSegment:
         old = self._segments[-1]
         old.seal_time_index()
+        self._producers.expire(self._clock())
+        self._producers.write_snapshot(self._leo)  # Rule 9: the state of every batch below the new segment
         segment = LogSegment(self.directory, self._leo, self.config, self._files, self._clock())
         self._set_segments(self._segments + (segment,))
         self._directory_dirty = True
@@ -985,6 +1048,7 @@ class PartitionLog:
                 self._set_segments(self._segments[len(doomed):])
                 self._retire_locked(doomed)
                 self._fences.clip(self._bases[0], INT64_MAX)
+                self._producers.truncate_head(self.log_start_offset, self._bases[0])
         if doomed:
             self._files.fsync_dir(self.directory)  # the renames: a crash must not bring the segments back
         self._schedule_deletes(doomed)
@@ -1069,6 +1133,7 @@ class PartitionLog:
                     return
                 doomed = self._truncate_locked(offset)
                 self._fences.clip(self._bases[0], self._leo)
+                self._rebuild_producer_state()
                 cut = self._segments[-1]
             self._schedule_deletes(doomed)
             self.flush()  # fsyncs the directory (the renames) and rewrites the checkpoint if it named removed offsets
@@ -1102,6 +1167,7 @@ class PartitionLog:
         self._flusher.unregister(self)
         self._flush(force_checkpoint=True)
         with self._flush_lock, self._lock:
+            self._producers.write_snapshot(self._leo)  # Rule 8: the next open replays nothing
             self._closed = True
             for segment in self._segments:
                 segment.close()
@@ -1177,6 +1243,7 @@ class PartitionLog:
                 offset = header.next_offset
             segment = self._maybe_roll(len(data), offset - self._leo)
             segment.append(data, entries)
+            self._producers.update_from_headers(header for _, header in headers)
             self._appended_locked(segment, offset, messages, len(data))
         cache = self.leader_epochs
         for _, header in headers:
@@ -1239,6 +1306,7 @@ class PartitionLog:
                 self._hw = _Visible(offset, offset, 0)
                 self._recovery_point = min(self._recovery_point, offset)
                 self._fences.clip(offset, offset)  # no damaged range is left
+                self._rebuild_producer_state()  # every snapshot and producer is below `offset`: none is left
             self._schedule_deletes(doomed)
             self.flush()
         self.leader_epochs.clear()

@@ -38,7 +38,7 @@ NEGOTIATED = {
                 "OffsetCommit": {7}, "OffsetFetch": {5}, "CreatePartitions": {2}, "DescribeConfigs": {1},
                 "IncrementalAlterConfigs": {1}, "DeleteRecords": {2}},
     KAFKA_PYTHON: {"ApiVersions": {4}, "Metadata": {8}, "Produce": {8}, "Fetch": {11}, "ListOffsets": {5},
-                   "CreateTopics": {4}, "InitProducerId": {1}, "CreatePartitions": {3}, "AlterConfigs": {2},
+                   "CreateTopics": {4}, "InitProducerId": {4}, "CreatePartitions": {3}, "AlterConfigs": {2},
                    "IncrementalAlterConfigs": {1}, "DescribeConfigs": {4}, "DeleteRecords": {2},
                    "DescribeCluster": {2}},
     AIOKAFKA: {"ApiVersions": {0}, "Metadata": {5}, "Produce": {7}, "Fetch": {11}, "ListOffsets": {3},

@@ -1,7 +1,7 @@
 """A scriptable in-process broker for the client's unit tests, speaking the shared codec.
 
 It serves Metadata (itself as node 0, leading every partition of the topics it knows), Produce (appends to
-in-memory partition logs, assigning offsets) and ListOffsets, and answers everything else with whatever
+in-memory partition logs, assigning offsets; it checks no sequence numbers), InitProducerId and ListOffsets, and answers everything else with whatever
 `handlers[api_key](request)` returns. Misbehaviour is scripted: `produce_errors` (error codes to answer before
 succeeding), `hold` (collect requests without answering until released), `swap_correlation` and
 `close_after`. Every socket and thread it opens is closed by `stop()` (use it as a context manager).
@@ -13,7 +13,7 @@ import socket
 import threading
 from collections import defaultdict
 
-from sparklog.protocol import (ApiKey, FrameDecoder, ListOffsetsPartitionResponse, ListOffsetsResponse,
+from sparklog.protocol import (ApiKey, FrameDecoder, InitProducerIdResponse, ListOffsetsPartitionResponse, ListOffsetsResponse,
                                ListOffsetsTopicResponse, MetadataResponse, MetadataResponseBroker,
                                MetadataResponsePartition, MetadataResponseTopic, PartitionProduceResponse,
                                ProduceResponse, TopicProduceResponse, decode_request, encode_response)
@@ -33,6 +33,7 @@ class FakeBroker:
         self.held: list = []
         self.swap_correlation = False
         self.close_after: int | None = None  # close the connection after this many requests
+        self.producer_ids = 999  # the last producer id InitProducerId handed out
         self._server = socket.create_server(("127.0.0.1", 0))
         self._server.settimeout(0.05)  # accept() wakes up to notice stop()
         self.port = self._server.getsockname()[1]
@@ -115,6 +116,10 @@ class FakeBroker:
             return self._produce(request.body)
         if request.api_key == ApiKey.LIST_OFFSETS:
             return self._list_offsets(request.body)
+        if request.api_key == ApiKey.INIT_PRODUCER_ID:
+            self.producer_ids += 1
+            return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=self.producer_ids,
+                                          producer_epoch=0)
         raise AssertionError(f"FakeBroker got an unexpected {request}")
 
     def _metadata(self, body) -> MetadataResponse:

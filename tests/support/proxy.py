@@ -6,6 +6,9 @@
         proxy.cut(blackhole=True)  # connections stay open but nothing passes (a silent partition: peers
                                    # see timeouts, not resets)
         proxy.heal()           # new connections pass again (cut connections stay dead, as after a real one)
+        proxy.drop_responses(api_key=0, count=3)  # the next 3 Kafka requests with that api key (Produce) reach
+                                   # the broker, but their connection is reset before the broker's next
+                                   # bytes reach the client: the client cannot know whether the write landed
 
 Rule 1: one thread accepts, two threads per connection pump bytes; `close()` stops them all and closes every
 socket. Rule 2: bounded memory: each pump moves at most BUFFER_BYTES at a time and never queues.
@@ -15,11 +18,13 @@ from __future__ import annotations
 
 import select
 import socket
+import struct
 import threading
 from dataclasses import dataclass
 
 BUFFER_BYTES = 65536
 POLL_S = 0.05  # how often pumps and the acceptor look at the cut flag
+_REQUEST_API_KEY = struct.Struct(">ih")  # a Kafka request frame starts with its size and api key
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,7 @@ class ProxyStatistics:
     open_connections: int
     bytes_forwarded: int
     cut: bool
+    dropped_responses: int = 0  # connections reset after a request armed by drop_responses()
 
 
 class TcpProxy:
@@ -44,6 +50,8 @@ class TcpProxy:
         self._blackhole = False
         self._closed = False
         self._accepted = self._refused = self._forwarded = 0
+        self._drop_api_key, self._drops_left, self._dropped, self._cut_on_drop = None, 0, 0, False
+        self._doomed: set = set()  # pairs whose next answer is dropped (and the connection reset)
         self._acceptor = threading.Thread(target=self._accept_loop, name=f"proxy-{self.port}", daemon=True)
         self._acceptor.start()
 
@@ -53,7 +61,16 @@ class TcpProxy:
 
     def statistics(self) -> ProxyStatistics:
         with self._lock:
-            return ProxyStatistics(self._accepted, self._refused, len(self._pairs), self._forwarded, self._cut)
+            return ProxyStatistics(self._accepted, self._refused, len(self._pairs), self._forwarded, self._cut,
+                                   self._dropped)
+
+    def drop_responses(self, api_key: int, count: int = 1, then_cut: bool = False) -> None:
+        """The next `count` client chunks that start with a request of `api_key` pass to the target; the
+        target's next bytes on that connection are dropped and the connection is reset (module docstring).
+        With `then_cut`, the link is cut at that moment too, until heal(): the client's retry waits.
+        A chunk is looked at only where it starts: a test helper for requests sent one frame at a time."""
+        with self._lock:
+            self._drop_api_key, self._drops_left, self._cut_on_drop = api_key, count, then_cut
 
     def cut(self, blackhole: bool = False) -> None:
         """Partition the link: reset every connection (or, with `blackhole`, stop passing bytes)."""
@@ -109,11 +126,11 @@ class TcpProxy:
             with self._lock:
                 self._pairs.add(pair)
             for src, dst in ((client, upstream), (upstream, client)):
-                thread = threading.Thread(target=self._pump, args=(pair, src, dst), daemon=True)
+                thread = threading.Thread(target=self._pump, args=(pair, src, dst, src is client), daemon=True)
                 self._threads.append(thread)
                 thread.start()
 
-    def _pump(self, pair, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, pair, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
         try:
             while not self._closed:
                 if self._blackhole:
@@ -125,6 +142,14 @@ class TcpProxy:
                 data = src.recv(BUFFER_BYTES)
                 if not data:
                     break
+                if from_client:
+                    self._maybe_doom(pair, data)
+                elif pair in self._doomed:
+                    with self._lock:
+                        self._dropped += 1
+                    if self._cut_on_drop:
+                        self.cut()
+                    break  # the answer is lost with the connection
                 dst.sendall(data)
                 with self._lock:
                     self._forwarded += len(data)
@@ -133,9 +158,17 @@ class TcpProxy:
         finally:
             self._close_pair(pair)
 
+    def _maybe_doom(self, pair, data: bytes) -> None:
+        with self._lock:
+            if (self._drops_left and pair not in self._doomed and len(data) >= _REQUEST_API_KEY.size
+                    and _REQUEST_API_KEY.unpack_from(data)[1] == self._drop_api_key):
+                self._drops_left -= 1
+                self._doomed.add(pair)
+
     def _close_pair(self, pair) -> None:
         with self._lock:
             self._pairs.discard(pair)
+            self._doomed.discard(pair)
         for sock in pair:
             try:
                 sock.shutdown(socket.SHUT_RDWR)

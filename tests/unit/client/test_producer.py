@@ -39,7 +39,10 @@ def test_records_arrive_with_keys_headers_timestamps_and_offsets(broker):
 
 def test_ready_batches_of_many_partitions_travel_in_one_request_per_broker(broker):
     broker.hold = True
-    with make(broker, **{"batch.num.messages": 5, "max.in.flight.requests.per.connection": 1}) as producer:
+    # several batches per partition in one request: the non-idempotent producer's way (test_idempotence.py
+    # covers the idempotent one, one batch per partition per request as in Kafka)
+    with make(broker, **{"batch.num.messages": 5, "max.in.flight.requests.per.connection": 1,
+                         "enable.idempotence": False}) as producer:
         futures = [producer.send("t", b"%d" % i, partition=i % 4) for i in range(80)]
         deadline = time.monotonic() + 5
         while not broker.held and time.monotonic() < deadline:

@@ -15,6 +15,7 @@ from sparklog.storage import (
     RecordBatchTooLarge,
     TimestampOffset,
 )
+from sparklog.storage.producer_state import snapshot_file_name
 from sparklog.storage.log import RECOVERY_POINT_FILE
 from sparklog.records.batch import LOG_APPEND_TIME, build_batch, iter_batches, iter_records
 
@@ -284,7 +285,9 @@ def test_time_retention_deletes_old_segments_but_never_the_active_one(tmp_path, 
     log.close()  # writes the recovery-point checkpoint (flushes alone write it only every 60 s)
     assert sorted(os.listdir(log.directory)) == sorted(
         [os.path.basename(log.segments[0].path), os.path.basename(log.segments[0].index.path),
-         os.path.basename(log.segments[0].time_index.path), "recovery-point-offset-checkpoint"])
+         os.path.basename(log.segments[0].time_index.path), "recovery-point-offset-checkpoint",
+         # producer-state snapshots: at the roll that started the segment, and at close (producer_state.py)
+         snapshot_file_name(log.segments[0].base_offset), snapshot_file_name(20)])
 
 
 class MtimeFiles(Files):

@@ -1,6 +1,7 @@
 """The cuttable TCP proxy against a local echo server: bytes pass, cut resets or silences, heal restores."""
 
 import socket
+import struct
 import threading
 
 import pytest
@@ -90,3 +91,16 @@ def test_blackhole_keeps_connections_open_but_silent(echo):
         proxy.heal()
         assert conn.recv(10) == b"lost"  # held in the kernel's buffers, delivered once healed
         conn.close()
+
+
+def test_drop_responses_passes_the_request_and_loses_the_answer_with_the_connection(echo):
+    produce, metadata = struct.pack(">ihh", 6, 0, 9) + b"body", struct.pack(">ihh", 6, 3, 9) + b"body"
+    with TcpProxy(echo) as proxy:
+        proxy.drop_responses(api_key=0, count=1)
+        assert roundtrip(proxy, metadata) == metadata  # another api key passes
+        try:
+            assert roundtrip(proxy, produce) == b""  # the echo (the answer) is dropped, the connection closed
+        except OSError:
+            pass  # or reset
+        assert roundtrip(proxy, produce) == produce  # only `count` of them
+        assert proxy.statistics().dropped_responses == 1

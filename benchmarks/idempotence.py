@@ -1,0 +1,134 @@
+"""The idempotent producer's cost on the broker's hot path: PartitionLog.append of batches carrying a producer
+id and consecutive sequences (checked and recorded under the append lock, producer_state.py) beside the same
+appends of batches without one (not checked), in the same run.
+
+    .venv/bin/python benchmarks/idempotence.py [--batches 20000] [--records 1,50] [--rounds 3] [--dir DIR]
+                                               [--producer-messages 30000]
+
+The batches are built before the clock starts (one producer, sequences following on); each round appends them
+to a fresh log with flush.ms set to never (one fsync at the end), alternating which kind goes first, since the
+machine may be shared. It prints each round, the medians, and the ratio idempotent / plain appends per second
+(goal: >= 0.90, the check is per batch, not per record).
+
+With --producer-messages N > 0 it then starts ZooKeeper and one broker (LocalCluster) and sends N 200-byte
+messages with sparklog's producer (default batching) three ways, in rounds: acks=1 without idempotence (the
+old default), acks=all without idempotence, and the new default (idempotent, so acks=all); each to a fresh
+single-partition topic, timed to the last acknowledgement. On this broker acks=all waits for the fsync of a
+single-replica log (its high watermark is the flushed offset), and an idempotent producer keeps at most five
+batches of a partition unacknowledged (the broker's dedup window).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from sparklog.records.batch import build_batch  # noqa: E402
+from sparklog.storage import PartitionLog  # noqa: E402
+from sparklog.storage.config import LONG_MAX  # noqa: E402
+
+VALUE_BYTES = 200
+PRODUCER_ID = 4242
+LOG_CONFIG = {"flush.ms": LONG_MAX}  # fsync only at the end
+
+
+def make_batches(count: int, records: int, idempotent: bool) -> list[bytes]:
+    now = time.time_ns() // 1_000_000  # producer.id.expiration.ms counts from the batches' timestamps
+    value = b"v" * VALUE_BYTES
+    batches = []
+    for b in range(count):
+        rows = [(None, value, None, now) for _ in range(records)]
+        if idempotent:
+            batches.append(build_batch(rows, producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=b * records))
+        else:
+            batches.append(build_batch(rows))
+    return batches
+
+
+def append_all(directory: str, batches: list[bytes]) -> float:
+    log = PartitionLog.open(directory, LOG_CONFIG)
+    try:
+        append = log.append
+        start = time.perf_counter()
+        for batch in batches:
+            append(batch)
+        log.flush()
+        return time.perf_counter() - start
+    finally:
+        log.close()
+        shutil.rmtree(directory)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=20_000)
+    parser.add_argument("--records", default="1,50", help="records per batch, comma-separated")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--producer-messages", type=int, default=30_000, help="0: skip the producer part")
+    parser.add_argument("--dir", default=None, help="where to write (default: a temp dir under the cwd)")
+    args = parser.parse_args(argv)
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    with tempfile.TemporaryDirectory(prefix="sparklog-bench-idem-", dir=args.dir or os.getcwd()) as root:
+        for records in (int(r) for r in args.records.split(",")):
+            compare(root, args.batches, records, args.rounds)
+        if args.producer_messages:
+            compare_producers(root, args.producer_messages, args.rounds)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+def compare(root: str, count: int, records: int, rounds: int) -> None:
+    """Rounds of both kinds, alternating which goes first; prints each round, the medians and the ratio."""
+    kinds = {"plain": make_batches(count, records, False), "idempotent": make_batches(count, records, True)}
+    times: dict[str, list[float]] = {"plain": [], "idempotent": []}
+    for r in range(rounds):
+        for kind in (("plain", "idempotent") if r % 2 == 0 else ("idempotent", "plain")):
+            times[kind].append(append_all(os.path.join(root, f"{kind}-{r}-0"), kinds[kind]))
+        print(f"records/batch {records:3d} round {r + 1}: "
+              + "  ".join(f"{k} {count / times[k][-1]:9,.0f} appends/s" for k in times))
+    plain, idem = statistics.median(times["plain"]), statistics.median(times["idempotent"])
+    print(f"records/batch {records:3d} medians: plain {count / plain:9,.0f}  idempotent {count / idem:9,.0f} "
+          f"appends/s   ratio idempotent/plain {plain / idem:.2f} (goal >= 0.90)")
+
+
+PRODUCER_WAYS = {"acks=1, no idempotence": {"acks": 1, "enable.idempotence": False},
+                 "acks=all, no idempotence": {"enable.idempotence": False},
+                 "default: idempotent, acks=all": {}}
+
+
+def compare_producers(root: str, count: int, rounds: int) -> None:
+    from pathlib import Path
+
+    from sparklog.broker.launcher import LocalCluster
+    from sparklog.client import Producer
+    from sparklog.client.admin import AdminClient
+
+    rates: dict[str, list[float]] = {name: [] for name in PRODUCER_WAYS}
+    with LocalCluster(Path(root) / "cluster", brokers=1) as cluster:
+        for r in range(rounds):
+            for name, settings in PRODUCER_WAYS.items():
+                topic = f"bench-{r}-{len(rates[name])}-{abs(hash(name)) % 10_000}"
+                with AdminClient(cluster.bootstrap) as admin:
+                    admin.create_topic(topic, 1)
+                with Producer(cluster.bootstrap, **settings) as producer:
+                    start = time.perf_counter()
+                    for _ in range(count):
+                        producer.send(topic, b"v" * VALUE_BYTES)
+                    producer.flush(300)
+                    rates[name].append(count / (time.perf_counter() - start))
+            print(f"producer round {r + 1}: " + "  ".join(f"{n} {v[-1]:9,.0f}" for n, v in rates.items()) + " msg/s")
+    medians = {name: statistics.median(v) for name, v in rates.items()}
+    old, all_acks, new = medians.values()
+    print("producer medians: " + "  ".join(f"{n} {v:9,.0f}" for n, v in medians.items()) + " msg/s")
+    print(f"ratio idempotent / acks=all without idempotence {new / all_acks:.2f}; idempotent / acks=1 {new / old:.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
