@@ -7,8 +7,14 @@ partition, offset, value)` from any thread; then `check()` finds:
   every partition must be recorded for this to mean "lost" rather than "not read yet");
 - divergence: one offset of a partition acknowledged or read with two different values (a new leader handed
   out an offset that an old one had already acknowledged, or a consumer read an uncommitted tail);
-- duplicates: one value stored at two offsets (written values must be unique: a retried produce that the
-  broker appended twice shows up here);
+- duplicates: one value stored at two offsets that no retry explains: acknowledged at two offsets, or
+  acknowledged at an offset below another copy of it (the acknowledged attempt is a producer's last one,
+  so only a broker copying data twice puts a copy after it);
+- retries (not a problem): one value at several offsets, acknowledged at most once and then at the highest.
+  A producer with acks=all, retries and no idempotence re-sends a batch whose answer it lost (a timeout, a
+  cut connection, a leader that died after appending); each attempt may be appended: Kafka allows this
+  (at-least-once), idempotence (KIP-98) is what removes it. Counted apart, so that a report separates the
+  legal from the lost;
 - non-monotonic reads: a reader that saw offset o and then o' <= o of the same partition without a
   `record_seek` in between (a consumer going backwards, or serving one offset twice).
 
@@ -19,15 +25,16 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 TopicPartition = tuple[str, int]
+MAX_PRINTED = 50  # problems a report prints in full; the head counts them all
 
 
 @dataclass(frozen=True)
 class Problem:
-    kind: str  # "lost", "divergent", "duplicate", "non-monotonic"
+    kind: str  # "lost", "divergent", "duplicate", "non-monotonic"; or "retry" (legal: Report.retries)
     topic: str
     partition: int
     detail: str
@@ -41,6 +48,7 @@ class Report:
     acknowledged: int
     read: int  # distinct (partition, offset) positions read
     problems: tuple[Problem, ...] = field(default=())
+    retries: tuple[Problem, ...] = field(default=())  # non-idempotent retries: legal, never a problem
 
     @property
     def ok(self) -> bool:
@@ -50,8 +58,10 @@ class Report:
         return [p for p in self.problems if p.kind == kind]
 
     def __str__(self) -> str:
-        head = f"{self.acknowledged} acknowledged, {self.read} read, {len(self.problems)} problems"
-        return "\n".join([head, *map(str, self.problems[:50])])
+        head = (f"{self.acknowledged} acknowledged, {self.read} read, {len(self.problems)} problems "
+                f"{dict(Counter(p.kind for p in self.problems))}, {len(self.retries)} values written more than "
+                f"once by non-idempotent retries (legal without idempotence)")
+        return "\n".join([head, *map(str, self.problems[:MAX_PRINTED])])
 
 
 class History:
@@ -98,9 +108,10 @@ class History:
         for _reader, tp, offset, value in reads:
             read_at[tp][offset].add(value)
             seen[tp][offset].add(value)
-        problems = [*_divergent(seen), *_lost(acks, read_at), *_duplicates(read_at, acks), *backwards]
+        duplicates, retries = _copies(read_at, acks)
+        problems = [*_divergent(seen), *_lost(acks, read_at), *duplicates, *backwards]
         read_positions = sum(len(offsets) for offsets in read_at.values())
-        return Report(len(acks), read_positions, tuple(problems))
+        return Report(len(acks), read_positions, tuple(problems), tuple(retries))
 
 
 def _divergent(seen) -> list[Problem]:
@@ -114,13 +125,24 @@ def _lost(acks, read_at) -> list[Problem]:
             for tp, offset, value in acks if value not in read_at[tp].get(offset, ())]
 
 
-def _duplicates(read_at, acks) -> list[Problem]:
+def _copies(read_at, acks) -> tuple[list[Problem], list[Problem]]:
+    """Values at more than one offset: (duplicates, retries), as the module docstring tells them apart."""
     where: dict[tuple[TopicPartition, bytes], set[int]] = defaultdict(set)
     for tp, offsets in read_at.items():
         for offset, values in offsets.items():
             for value in values:
                 where[(tp, value)].add(offset)
+    acked_at: dict[tuple[TopicPartition, bytes], list[int]] = defaultdict(list)
     for tp, offset, value in acks:
         where[(tp, value)].add(offset)
-    return [Problem("duplicate", tp[0], tp[1], f"{value!r} at offsets {sorted(offsets)}")
-            for (tp, value), offsets in sorted(where.items()) if len(offsets) > 1]
+        acked_at[(tp, value)].append(offset)
+    duplicates, retries = [], []
+    for (tp, value), offsets in sorted(where.items()):
+        if len(offsets) < 2:
+            continue
+        acked = acked_at.get((tp, value), [])
+        retried = len(acked) == 0 or (len(acked) == 1 and acked[0] == max(offsets))
+        detail = f"{value!r} at offsets {sorted(offsets)}, acknowledged at {sorted(acked) or 'none'}"
+        (retries if retried else duplicates).append(
+            Problem("retry" if retried else "duplicate", tp[0], tp[1], detail))
+    return duplicates, retries
