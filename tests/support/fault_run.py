@@ -34,6 +34,9 @@ DOWN_S = (1.0, 4.0)  # a killed or stopped broker stays down this long
 FINAL_READ_TIMEOUT_S = 120.0
 LEADERS_TIMEOUT_S = 120.0
 LIBRDKAFKA_LOG_LEVEL = 2  # syslog levels: hide the connection-refused noise faults cause (3 = error)
+# librdkafka's default is 30000: a request in flight to a paused broker (SIGSTOP keeps its connections
+# open) is given up and retried elsewhere after this, instead of holding the run's final flush.
+PRODUCE_REQUEST_TIMEOUT_MS = 5000
 FLUSH_INTERVAL_MS = "50"  # log.flush.interval.ms of the brokers: RF 1 acks=all waits for an fsync
 
 
@@ -136,6 +139,7 @@ def produce(cluster, topic: str, history: History, result: RunResult, rate: floa
 
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5,
                          "retries": 1_000_000, "message.timeout.ms": 120_000, "retry.backoff.ms": 100,
+                         "request.timeout.ms": PRODUCE_REQUEST_TIMEOUT_MS,
                          "enable.idempotence": False, "log_level": LIBRDKAFKA_LOG_LEVEL})
 
     def delivered(err, msg) -> None:
