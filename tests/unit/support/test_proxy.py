@@ -90,3 +90,25 @@ def test_blackhole_keeps_connections_open_but_silent(echo):
         proxy.heal()
         assert conn.recv(10) == b"lost"  # held in the kernel's buffers, delivered once healed
         conn.close()
+
+
+def kafka_request(client_id: str) -> bytes:
+    import struct
+
+    name = client_id.encode()
+    body = struct.pack(">hhih", 18, 3, 1, len(name)) + name
+    return struct.pack(">i", len(body)) + body
+
+
+def test_a_cut_by_client_id_cuts_only_those_clients(echo):
+    with TcpProxy(echo) as proxy:
+        replica = socket.create_connection((proxy.host, proxy.port), timeout=2)
+        replica.sendall(kafka_request("replica-2"))
+        assert replica.recv(100).endswith(b"replica-2")
+        proxy.cut(client_ids={"replica-2"})
+        assert replica.recv(100) == b""  # reset now
+        replica.close()
+        assert roundtrip(proxy, kafka_request("consumer")).endswith(b"consumer")  # others pass
+        assert roundtrip(proxy, kafka_request("replica-2")) == b""  # cut again at its first request
+        proxy.heal()
+        assert roundtrip(proxy, kafka_request("replica-2")).endswith(b"replica-2")
