@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cluster import Cluster
+from support.cluster import Cluster, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -36,13 +36,7 @@ def _create(zk, name, partitions=1, config=None):
 
 
 def _wait(predicate, what, timeout=TIMEOUT_S):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(predicate, what, timeout)
 
 
 def _segment_bytes(cluster, broker_id, topic, partition=0) -> bytes:

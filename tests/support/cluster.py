@@ -4,6 +4,7 @@ Rule 1: every process started here is stopped by `stop()`/`kill()`, by the conte
 resort, at interpreter exit; tests use the `Cluster` context manager inside a fixture with a finalizer.
 """
 
+import time
 from pathlib import Path
 
 from sparklog.broker.launcher import (  # noqa: F401 - re-exported for the tests
@@ -25,3 +26,17 @@ def started_cluster(request, zk_connect: str, base_dir: Path, brokers: int, sess
                       overrides={"zookeeper.session.timeout.ms": str(session_timeout_ms), **overrides})
     request.addfinalizer(cluster.stop)
     return cluster.start()
+
+
+WAIT_POLL_S = 0.1
+
+
+def wait_until(predicate, what: str, timeout: float):
+    """`predicate()`'s first truthy value, polled until `timeout`; AssertionError naming `what` after it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(WAIT_POLL_S)
+    raise AssertionError(f"timed out waiting for {what}")

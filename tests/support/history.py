@@ -98,6 +98,15 @@ class History:
         with self._lock:
             self._last_read.pop((reader, (topic, partition)), None)
 
+    def acknowledged(self) -> int:
+        """How many writes have been acknowledged so far (a test watching writes go on)."""
+        with self._lock:
+            return len(self._acks)
+
+    def values_read(self) -> set[bytes]:
+        with self._lock:
+            return {value for *_, value in self._reads}
+
     def check(self) -> Report:
         with self._lock:
             acks, reads, backwards = list(self._acks), list(self._reads), list(self._backwards)
