@@ -128,7 +128,7 @@ class ReplicaFetcher:
         self._address: tuple[str, int] | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self._stopping = False  # set by stop(): the loop ends even if its cancel was lost (see stop)
+        self._stopping = False  # checked by the loop: a cancellation alone can be lost (see stop)
         self._streams = None
         self._correlation = itertools.count()
         self._counters = _Counters()
@@ -137,8 +137,9 @@ class ReplicaFetcher:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
 
     async def stop(self) -> None:
-        """Cancel the loop and wait for it. Python 3.11's wait_for drops a cancel that arrives as the wait it
-        guards finishes (set_partitions wakes it just before), so the loop also checks `_stopping`."""
+        """End the loop and wait for it. The flag and the wake-up, not only the cancellation: Python 3.11's
+        asyncio.wait_for can swallow a cancellation that arrives as its call completes (gh-86296), and a
+        broker's shutdown then waited forever here."""
         self._stopping = True
         self._wake.set()
         if self._task is not None:

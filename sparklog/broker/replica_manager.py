@@ -187,6 +187,8 @@ class ReplicaManager:
         plog.assign_leader_epoch(meta.leader_epoch)
         if replicated:
             plog.use_replicated_high_watermark()
+        else:  # it may have been a follower of nobody (offline) since it was opened: fsyncs move its HW again
+            plog.use_local_high_watermark()
         state = LeaderState(self.broker_id, meta.replicas, meta.isr, meta.leader_epoch, plog.log_end_offset,
                             plog.high_watermark, _now_ms())
         led = LedPartition(key, plog, state, meta.zk_version, meta.controller_epoch, min_insync, replicated)

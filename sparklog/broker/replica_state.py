@@ -8,7 +8,9 @@ Rule 3: a follower is caught up at time t if it fetched at t from an offset >= t
 from an offset >= the LEO of its previous fetch (it has since read everything that was there, Kafka's
 lastCaughtUpTimeMs). An ISR member not caught up for `replica.lag.time.max.ms` is proposed for removal;
 a replica outside the ISR whose LEO reaches the HW (and the start of this leader epoch) is proposed for
-joining. The proposals are written to ZooKeeper by the caller (version-checked, replica_manager.py);
+joining; a replica that leaves the ISR (by this leader's shrink or the controller's write) has its LEO
+unknown again, so only a fetch made after it left can bring it back (a broker in controlled shutdown has
+stopped fetching, and a cut-off follower's last fetch says nothing of now). The proposals are written to ZooKeeper by the caller (version-checked, replica_manager.py);
 `set_isr` applies what was written.
 
 Times are monotonic milliseconds passed in by the caller, so every rule is testable without a clock.
@@ -82,8 +84,13 @@ class LeaderState:
                          if r not in self.isr and s.leo != UNKNOWN_OFFSET and s.leo >= min(floor, leader_leo))
 
     def set_isr(self, isr, now_ms: int) -> None:
-        """The ISR as now written in ZooKeeper; newcomers get a full lag period from now."""
+        """The ISR as now written in ZooKeeper; newcomers get a full lag period from now, leavers an unknown
+        LEO (Rule 3)."""
         isr = frozenset(isr) | {self.leader}
+        for replica in self.isr - isr:
+            state = self.followers.get(replica)
+            if state is not None:
+                state.leo = UNKNOWN_OFFSET
         for replica in isr - self.isr:
             state = self.followers.get(replica)
             if state is not None:

@@ -1266,6 +1266,20 @@ class PartitionLog:
             first = self._segments[0]
             self._hw = _Visible(first.base_offset, first.base_offset, 0)
 
+    def use_local_high_watermark(self) -> None:
+        """Back to Rule 2 for a log that has become its partition's only replica (a restarted broker can see
+        its RF-1 partition offline, i.e. following nobody, before it leads it again): the HW follows this
+        copy alone once more (fsyncs, or appends with flush.visibility=appended), and never moves back."""
+        with self._lock:
+            if not self._replicated_hw:
+                return
+            self._replicated_hw = False
+            target = self._leo if self._expose_on_append else self._recovery_point
+            moved = target > self._hw.offset and self._advance_hw(self._visible_at(target))
+            high_watermark = self._hw.offset
+        if moved:
+            self._notify(high_watermark)
+
     def set_high_watermark(self, offset: int) -> int:
         """Move the HW forward to `offset` (capped at the LEO, rounded down to a batch start); return it."""
         with self._lock:

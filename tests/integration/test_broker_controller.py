@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from support.cluster import REPO, started_cluster, wait_for
+from support.cluster import REPO, started_cluster, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def states(zk, topic):
 
 
 def wait_until(predicate, timeout, what):
-    return wait_for(predicate, what, timeout)
+    return wait_until(predicate, what, timeout)
 
 
 def test_a_killed_leaders_partitions_get_leaders_from_the_isr_in_one_batch(three, zk):

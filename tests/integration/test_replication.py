@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cluster import wait_for
+from support.cluster import wait_until
 from support.history import History
 
 pytestmark = pytest.mark.slow
@@ -38,7 +38,7 @@ def _create(zk, name, partitions=1, config=None):
 
 
 def _wait(predicate, what, timeout=TIMEOUT_S):
-    return wait_for(predicate, what, timeout)
+    return wait_until(predicate, what, timeout)
 
 
 def _segment_bytes(cluster, broker_id, topic, partition=0) -> bytes:

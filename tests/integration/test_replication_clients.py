@@ -15,7 +15,7 @@ import time
 import pytest
 
 from support import wire
-from support.cluster import wait_for
+from support.cluster import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ def zk(three_zk):
 
 
 def _wait(predicate, what, timeout=TIMEOUT_S):
-    return wait_for(predicate, what, timeout)
+    return wait_until(predicate, what, timeout)
 
 
 def _create(zk, name, replication_factor=3, config=None):

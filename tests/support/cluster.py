@@ -4,6 +4,7 @@ Rule 1: every process started here is stopped by `stop()`/`kill()`, by the conte
 resort, at interpreter exit; tests use the `Cluster` context manager inside a fixture with a finalizer.
 """
 
+import time
 from pathlib import Path
 
 from sparklog.broker.launcher import (  # noqa: F401 - re-exported for the tests
@@ -39,19 +40,6 @@ def replicated_cluster(request, zookeeper, tmp_path_factory, name: str, session_
                               "auto.create.topics.enable": "false"})
 
 
-def wait_for(predicate, what: str, timeout: float):
-    """predicate()'s first truthy value, polled every 0.1 s; AssertionError naming `what` after `timeout` s."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.1)
-
-
 def cluster_zookeeper(request, cluster: Cluster):
     """A ZooKeeper client on the cluster's chroot, closed by the finalizer of `request`'s scope."""
     from sparklog.coordination.connection import close, connect
@@ -59,3 +47,17 @@ def cluster_zookeeper(request, cluster: Cluster):
     client = connect(cluster.zk_connect)
     request.addfinalizer(lambda: close(client))
     return client
+
+
+WAIT_POLL_S = 0.1
+
+
+def wait_until(predicate, what: str, timeout: float):
+    """`predicate()`'s first truthy value, polled until `timeout`; AssertionError naming `what` after it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(WAIT_POLL_S)
+    raise AssertionError(f"timed out waiting for {what}")

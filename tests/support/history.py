@@ -7,12 +7,15 @@ partition, offset, value)` from any thread; then `check()` finds:
   every partition must be recorded for this to mean "lost" rather than "not read yet");
 - divergence: one offset of a partition acknowledged or read with two different values (a new leader handed
   out an offset that an old one had already acknowledged, or a consumer read an uncommitted tail);
-- duplicates: one value stored at two offsets (written values must be unique). A producer without
-  idempotence may legally leave one kind: a retry of a write whose first attempt was appended but whose
-  answer was lost (Kafka's at-least-once). Such a "retried" copy lies before the acknowledged offset, or the
-  write was never acknowledged at all; it is reported in `Report.retried`, not as a problem, unless the
-  history is of an idempotent producer (`History(idempotent=True)`), for which every copy is a duplicate. A
-  copy after the acknowledged offset, or a value acknowledged at two offsets, is always a duplicate;
+- duplicates: one value stored at two offsets that no retry explains: acknowledged at two offsets, or
+  acknowledged at an offset below another copy of it (the acknowledged attempt is a producer's last one,
+  so only a broker copying data twice puts a copy after it);
+- retries (not a problem): one value at several offsets, acknowledged at most once and then at the highest.
+  A producer with acks=all, retries and no idempotence re-sends a batch whose answer it lost (a timeout, a
+  cut connection, a leader that died after appending); each attempt may be appended: Kafka allows this
+  (at-least-once), idempotence (KIP-98) is what removes it. Counted apart, so that a report separates the
+  legal from the lost. With `History(idempotent=True)` (a producer with idempotence) every copy is a
+  duplicate;
 - non-monotonic reads: a reader that saw offset o and then o' <= o of the same partition without a
   `record_seek` in between (a consumer going backwards, or serving one offset twice).
 
@@ -23,15 +26,16 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 TopicPartition = tuple[str, int]
+MAX_PRINTED = 50  # problems a report prints in full; the head counts them all
 
 
 @dataclass(frozen=True)
 class Problem:
-    kind: str  # "lost", "divergent", "duplicate", "non-monotonic"; "retried" (module docstring)
+    kind: str  # "lost", "divergent", "duplicate", "non-monotonic"; or "retry" (legal: Report.retries)
     topic: str
     partition: int
     detail: str
@@ -45,7 +49,7 @@ class Report:
     acknowledged: int
     read: int  # distinct (partition, offset) positions read
     problems: tuple[Problem, ...] = field(default=())
-    retried: tuple[Problem, ...] = field(default=())  # a non-idempotent producer's legal retry copies
+    retries: tuple[Problem, ...] = field(default=())  # non-idempotent retries: legal, never a problem
 
     @property
     def ok(self) -> bool:
@@ -55,9 +59,10 @@ class Report:
         return [p for p in self.problems if p.kind == kind]
 
     def __str__(self) -> str:
-        head = (f"{self.acknowledged} acknowledged, {self.read} read, {len(self.problems)} problems, "
-                f"{len(self.retried)} retried writes stored twice")
-        return "\n".join([head, *map(str, self.problems[:50])])
+        head = (f"{self.acknowledged} acknowledged, {self.read} read, {len(self.problems)} problems "
+                f"{dict(Counter(p.kind for p in self.problems))}, {len(self.retries)} values written more than "
+                f"once by non-idempotent retries (legal without idempotence)")
+        return "\n".join([head, *map(str, self.problems[:MAX_PRINTED])])
 
 
 class History:
@@ -95,6 +100,15 @@ class History:
         with self._lock:
             self._last_read.pop((reader, (topic, partition)), None)
 
+    def acknowledged(self) -> int:
+        """How many writes have been acknowledged so far (a test watching writes go on)."""
+        with self._lock:
+            return len(self._acks)
+
+    def values_read(self) -> set[bytes]:
+        with self._lock:
+            return {value for *_, value in self._reads}
+
     def check(self) -> Report:
         with self._lock:
             acks, reads, backwards = list(self._acks), list(self._reads), list(self._backwards)
@@ -105,12 +119,12 @@ class History:
         for _reader, tp, offset, value in reads:
             read_at[tp][offset].add(value)
             seen[tp][offset].add(value)
-        copies = _duplicates(read_at, acks)
-        retried = [] if self.idempotent else [p for p in copies if p.kind == "retried"]
-        duplicates = [p if p.kind == "duplicate" else _as_duplicate(p) for p in copies if p not in retried]
+        duplicates, retries = _copies(read_at, acks)
+        if self.idempotent:  # no copy is legal
+            duplicates, retries = duplicates + [_as_duplicate(p) for p in retries], []
         problems = [*_divergent(seen), *_lost(acks, read_at), *duplicates, *backwards]
         read_positions = sum(len(offsets) for offsets in read_at.values())
-        return Report(len(acks), read_positions, tuple(problems), tuple(retried))
+        return Report(len(acks), read_positions, tuple(problems), tuple(retries))
 
 
 def _divergent(seen) -> list[Problem]:
@@ -124,26 +138,27 @@ def _lost(acks, read_at) -> list[Problem]:
             for tp, offset, value in acks if value not in read_at[tp].get(offset, ())]
 
 
-def _duplicates(read_at, acks) -> list[Problem]:
-    """Every value stored at several offsets: "retried" when a lost answer's retry explains the copies
-    (module docstring), "duplicate" otherwise."""
+def _copies(read_at, acks) -> tuple[list[Problem], list[Problem]]:
+    """Values at more than one offset: (duplicates, retries), as the module docstring tells them apart."""
     where: dict[tuple[TopicPartition, bytes], set[int]] = defaultdict(set)
-    acked_at: dict[tuple[TopicPartition, bytes], set[int]] = defaultdict(set)
     for tp, offsets in read_at.items():
         for offset, values in offsets.items():
             for value in values:
                 where[(tp, value)].add(offset)
+    acked_at: dict[tuple[TopicPartition, bytes], list[int]] = defaultdict(list)
     for tp, offset, value in acks:
         where[(tp, value)].add(offset)
-        acked_at[(tp, value)].add(offset)
-    return [Problem("retried" if _retry_explains(offsets, acked_at.get((tp, value), set())) else "duplicate",
-                    tp[0], tp[1], f"{value!r} at offsets {sorted(offsets)}")
-            for (tp, value), offsets in sorted(where.items()) if len(offsets) > 1]
-
-
-def _retry_explains(offsets: set[int], acked: set[int]) -> bool:
-    """Earlier attempts are appended before the one acknowledged (at most one), never after it."""
-    return not acked or (len(acked) == 1 and max(acked) == max(offsets))
+        acked_at[(tp, value)].append(offset)
+    duplicates, retries = [], []
+    for (tp, value), offsets in sorted(where.items()):
+        if len(offsets) < 2:
+            continue
+        acked = acked_at.get((tp, value), [])
+        retried = len(acked) == 0 or (len(acked) == 1 and acked[0] == max(offsets))
+        detail = f"{value!r} at offsets {sorted(offsets)}, acknowledged at {sorted(acked) or 'none'}"
+        (retries if retried else duplicates).append(
+            Problem("retry" if retried else "duplicate", tp[0], tp[1], detail))
+    return duplicates, retries
 
 
 def _as_duplicate(problem: Problem) -> Problem:

@@ -5,6 +5,9 @@
         proxy.cut()            # every connection is reset; new ones are accepted and closed at once
         proxy.cut(blackhole=True)  # connections stay open but nothing passes (a silent partition: peers
                                    # see timeouts, not resets)
+        proxy.cut(client_ids={"replica-2"})  # only the connections whose first Kafka request names one of
+                                             # these client ids (broker 2's replica fetcher): a broker cut
+                                             # off from its peers while clients still get through
         proxy.heal()           # new connections pass again (cut connections stay dead, as after a real one)
         proxy.drop_responses(api_key=0, count=3)  # the next 3 Kafka requests with that api key (Produce) reach
                                    # the broker, but their connection is reset before the broker's next
@@ -12,6 +15,9 @@
 
 Rule 1: one thread accepts, two threads per connection pump bytes; `close()` stops them all and closes every
 socket. Rule 2: bounded memory: each pump moves at most BUFFER_BYTES at a time and never queues.
+Rule 3: a connection's client id is read from the request header of its first chunk (Kafka's framing: size,
+api key, version, correlation id, client id); a connection whose first chunk is not a Kafka request has
+none and is cut only by a cut of everything.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 BUFFER_BYTES = 65536
 POLL_S = 0.05  # how often pumps and the acceptor look at the cut flag
 _REQUEST_API_KEY = struct.Struct(">ih")  # a Kafka request frame starts with its size and api key
+_REQUEST_HEADER = struct.Struct(">ihhih")  # size, api key, api version, correlation id, client id length
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,8 @@ class TcpProxy:
         self._threads: list[threading.Thread] = []
         self._cut = False
         self._blackhole = False
+        self._cut_ids: frozenset[str] | None = None  # None: a cut cuts every connection
+        self._client_ids: dict[tuple, str | None] = {}  # pair -> client id of its first request (Rule 3)
         self._closed = False
         self._accepted = self._refused = self._forwarded = 0
         self._drop_api_key, self._drops_left, self._dropped, self._cut_on_drop = None, 0, 0, False
@@ -72,17 +81,25 @@ class TcpProxy:
         with self._lock:
             self._drop_api_key, self._drops_left, self._cut_on_drop = api_key, count, then_cut
 
-    def cut(self, blackhole: bool = False) -> None:
-        """Partition the link: reset every connection (or, with `blackhole`, stop passing bytes)."""
+    def cut(self, blackhole: bool = False, client_ids=None) -> None:
+        """Partition the link: reset every connection (or, with `blackhole`, stop passing bytes); with
+        `client_ids`, only the connections of those Kafka clients (Rule 3), reset now and at their first
+        request afterwards."""
         with self._lock:
-            self._cut, self._blackhole = True, blackhole
-            pairs = list(self._pairs) if not blackhole else []
+            self._cut, self._blackhole = True, blackhole and client_ids is None
+            self._cut_ids = None if client_ids is None else frozenset(client_ids)
+            pairs = [p for p in self._pairs if self._is_cut(p)] if not self._blackhole else []
         for pair in pairs:
             self._close_pair(pair)
 
     def heal(self) -> None:
         with self._lock:
             self._cut = self._blackhole = False
+            self._cut_ids = None
+
+    def _is_cut(self, pair) -> bool:
+        """Under the lock."""
+        return self._cut and (self._cut_ids is None or self._client_ids.get(pair) in self._cut_ids)
 
     def close(self) -> None:
         with self._lock:
@@ -111,7 +128,7 @@ class TcpProxy:
                 return
             with self._lock:
                 self._accepted += 1
-                refuse = self._cut and not self._blackhole
+                refuse = self._cut and not self._blackhole and self._cut_ids is None
                 if refuse:
                     self._refused += 1
             if refuse:
@@ -143,6 +160,8 @@ class TcpProxy:
                 if not data:
                     break
                 if from_client:
+                    if self._identify(pair, data):
+                        break
                     self._maybe_doom(pair, data)
                 elif pair in self._doomed:
                     with self._lock:
@@ -165,13 +184,32 @@ class TcpProxy:
                 self._drops_left -= 1
                 self._doomed.add(pair)
 
+    def _identify(self, pair, data: bytes) -> bool:
+        """Record the client id of the pair's first chunk (Rule 3); whether the pair is cut."""
+        with self._lock:
+            if pair not in self._client_ids:
+                self._client_ids[pair] = _client_id(data)
+            return self._is_cut(pair)
+
     def _close_pair(self, pair) -> None:
         with self._lock:
             self._pairs.discard(pair)
             self._doomed.discard(pair)
+            self._client_ids.pop(pair, None)
         for sock in pair:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
             sock.close()
+
+
+def _client_id(data: bytes) -> str | None:
+    """The client id of a Kafka request starting `data`, or None if `data` does not start with one."""
+    if len(data) < _REQUEST_HEADER.size:
+        return None
+    size, _api, _version, _correlation, length = _REQUEST_HEADER.unpack_from(data)
+    end = _REQUEST_HEADER.size + length
+    if size < end - 4 or length < 0 or len(data) < end:
+        return None
+    return data[_REQUEST_HEADER.size:end].decode("utf-8", "replace")

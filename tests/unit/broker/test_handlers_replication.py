@@ -97,6 +97,25 @@ def test_acks_all_is_answered_only_once_the_write_is_visible(state, logs):
     asyncio.run(scenario())
 
 
+def test_a_single_replica_offline_then_led_again_answers_acks_all_once_flushed(state, logs):
+    """The fault run's RF 1 stall: a restarted broker first sees its only-replica partition offline (leader
+    -1: a FOLLOWER of nobody), then leads it. Its HW must follow fsyncs again, or every acks=all write
+    waits until REQUEST_TIMED_OUT and each retry appends the batch once more."""
+    async def scenario():
+        snapshot = state.partitions.snapshot
+        plog = logs.get("one", 0)
+        offline = dict(snapshot.topics, one=TopicMeta("one", {0: PartitionMeta(0, -1, EPOCH + 1, (ME,), (ME,))}))
+        state.replicas.apply(MetadataSnapshot(offline, snapshot.brokers, {}, following={("one", 0): plog}))
+        led = dict(snapshot.topics, one=TopicMeta("one", {0: PartitionMeta(0, ME, EPOCH + 2, (ME,), (ME,))}))
+        state.partitions.snapshot = MetadataSnapshot(led, snapshot.brokers, snapshot.leading)
+        state.replicas.apply(state.partitions.snapshot)
+        response = await asyncio.wait_for(produce(state, "one", [b"a"]), 2)
+        assert code_of(response) == 0 and plog.high_watermark == 1
+        await state.replicas.close()
+
+    asyncio.run(scenario())
+
+
 def test_acks_all_not_replicated_in_time_is_request_timed_out(state, logs):
     response = asyncio.run(produce(state, "three", [b"a"], timeout_ms=100))
     assert code_of(response) == handlers.REQUEST_TIMED_OUT

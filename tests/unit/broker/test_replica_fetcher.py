@@ -88,3 +88,37 @@ def test_the_fetchers_stop_when_closed_right_after_their_partitions_are_taken_aw
         assert done, "the fetcher did not stop"
 
     asyncio.run(scenario())
+
+
+def test_stop_ends_the_fetcher_even_when_its_cancellation_is_swallowed():
+    """Python 3.11's asyncio.wait_for can lose a cancellation that arrives as the awaited call completes
+    (gh-86296); a broker's shutdown then waited forever for its replica fetcher. Simulated here by a wake-up
+    wait that returns normally when cancelled, as wait_for then does."""
+    import asyncio
+
+    from sparklog.broker.replica_fetcher import ReplicaFetcher
+
+    async def scenario():
+        fetcher = ReplicaFetcher(broker_id=1, leader_id=2)
+        real_wait, swallowed = fetcher._wake.wait, []
+
+        async def wait_losing_one_cancel():
+            try:
+                return await real_wait()
+            except asyncio.CancelledError:
+                if swallowed:
+                    raise
+                swallowed.append(True)
+                return True
+
+        fetcher._wake.wait = wait_losing_one_cancel
+        fetcher.start()
+        await asyncio.sleep(0.01)  # idle: no partitions, waiting to be woken
+        stopping = asyncio.ensure_future(fetcher.stop())
+        done, _ = await asyncio.wait({stopping}, timeout=2)
+        if not done:  # the old fetcher: a second cancellation ends it, so the test ends too
+            fetcher._task.cancel()
+            await stopping
+        assert swallowed and done and fetcher._task.done()
+
+    asyncio.run(scenario())

@@ -56,6 +56,20 @@ def test_out_of_sync_replica_joins_once_at_the_hw_and_the_epoch_start():
     assert state.isr == {1, 2, 3} and state.to_expand(40) == frozenset()
 
 
+def test_a_replica_taken_out_of_the_isr_rejoins_only_after_a_new_fetch():
+    """The controller drops a broker that is shutting down (it has stopped fetching) from the ISR: its last
+    fetch was caught up, but that must not bring it back, or its controlled shutdown never completes and a
+    cut-off follower flaps in and out. Kafka expands the ISR on a follower's fetch only."""
+    state = leader()
+    state.update_follower(2, 40, leader_leo=40, now_ms=1)
+    state.update_follower(3, 40, leader_leo=40, now_ms=1)
+    state.compute_high_watermark(40)
+    state.set_isr((1, 3), now_ms=2)  # written by the controller
+    assert state.to_expand(40) == frozenset()
+    state.update_follower(2, 40, leader_leo=40, now_ms=3)  # it fetches again, caught up
+    assert state.to_expand(40) == {2}
+
+
 @settings(max_examples=200, deadline=None)
 @given(fetches=st.lists(st.tuples(st.sampled_from([2, 3]), st.integers(0, 100), st.integers(0, 60_000)),
                         max_size=30), isr=st.sampled_from([(1,), (1, 2), (1, 2, 3)]))

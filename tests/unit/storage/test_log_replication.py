@@ -105,6 +105,24 @@ def test_replicated_mode_starts_with_nothing_committed(tmp_path, flusher):
     assert log.high_watermark == 3
 
 
+def test_back_to_a_single_replica_the_high_watermark_follows_fsyncs_again(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    log.use_replicated_high_watermark()
+    log.append_as_leader(make_batch(3), 0)
+    log.flush()
+    log.append_as_leader(make_batch(2), 0)
+    assert log.high_watermark == 0
+    log.use_local_high_watermark()
+    assert log.high_watermark == 3  # what is fsynced, not the unflushed tail
+    log.flush()
+    assert log.high_watermark == 5
+    log.use_replicated_high_watermark()
+    log.set_high_watermark(5)
+    log.append_as_leader(make_batch(1), 0)
+    log.use_local_high_watermark()
+    assert log.high_watermark == 5  # never backwards
+
+
 def test_truncate_fully_and_start_past_the_end(tmp_path, flusher):
     log = open_log(tmp_path, flusher, **{"segment.bytes": "300"})
     for _ in range(4):

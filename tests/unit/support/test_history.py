@@ -48,11 +48,11 @@ def test_a_reused_offset_between_two_acks_is_divergent():
     assert report.of_kind("lost")[0].partition == 1
 
 
-def test_a_value_at_two_offsets_is_a_duplicate():
+def test_a_copy_after_the_acknowledged_offset_is_a_duplicate():
     h = clean_history(2)
-    h.record_read("final", "t", 0, 2, b"v-0")  # appended twice, e.g. a retried produce
+    h.record_read("final", "t", 0, 2, b"v-0")  # acknowledged at 0, yet stored again later: no retry does that
     report = h.check()
-    assert [p.kind for p in report.problems] == ["duplicate"]
+    assert [p.kind for p in report.problems] == ["duplicate"] and report.retries == ()
     assert "offsets [0, 2]" in report.problems[0].detail
 
 
@@ -69,8 +69,8 @@ def test_a_retried_produce_appended_twice_is_legal_without_idempotence_only():
         report = h.check()
         assert report.ok is not idempotent
         assert [p.kind for p in report.problems] == (["duplicate"] if idempotent else [])
-        assert [p.kind for p in report.retried] == ([] if idempotent else ["retried"])
-        assert "offsets [1, 2]" in (report.problems or report.retried)[0].detail
+        assert [p.kind for p in report.retries] == ([] if idempotent else ["retry"])
+        assert "offsets [1, 2]" in (report.problems or report.retries)[0].detail
 
 
 def test_a_failed_delivery_stored_twice_is_a_retry_and_a_copy_after_the_ack_is_not():
@@ -81,8 +81,52 @@ def test_a_failed_delivery_stored_twice_is_a_retry_and_a_copy_after_the_ack_is_n
     h.record_read("final", "t", 0, 2, b"c")
     h.record_read("final", "t", 0, 3, b"c")  # after its acknowledgement: no producer retry explains it
     report = h.check()
-    assert [(p.kind, p.detail.split(" at ")[0]) for p in report.retried] == [("retried", "b'never-acked'")]
+    assert [(p.kind, p.detail.split(" at ")[0]) for p in report.retries] == [("retry", "b'never-acked'")]
     assert [p.kind for p in report.problems] == ["duplicate"] and "offsets [2, 3]" in report.problems[0].detail
+
+
+def test_one_value_acknowledged_at_two_offsets_is_a_duplicate():
+    h = History()
+    for offset in (0, 1):
+        h.record_ack("t", 0, offset, b"once")
+        h.record_read("final", "t", 0, offset, b"once")
+    assert [p.kind for p in h.check().problems] == ["duplicate"]
+
+
+def test_a_non_idempotent_retry_is_reported_apart_and_is_no_problem():
+    h = History()
+    h.record_read("final", "t", 0, 0, b"lost-answer")  # first attempt appended, its answer lost
+    h.record_read("final", "t", 0, 1, b"other")
+    h.record_ack("t", 0, 1, b"other")
+    h.record_ack("t", 0, 2, b"lost-answer")  # the retry, acknowledged
+    h.record_read("final", "t", 0, 2, b"lost-answer")
+    h.record_read("final", "t", 0, 3, b"never-acked")  # every attempt's answer lost: two copies, no ack
+    h.record_read("final", "t", 0, 4, b"never-acked")
+    report = h.check()
+    assert report.ok and [p.kind for p in report.retries] == ["retry", "retry"]
+    assert "2 values written more than once by non-idempotent retries" in str(report)
+
+
+@given(st.lists(st.integers(1, 3), min_size=1, max_size=30), st.data())
+def test_a_retrying_producer_is_clean_and_an_ack_before_a_later_copy_is_not(attempts, data):
+    """A model of acks=all without idempotence: write i is appended `attempts[i]` times, interleaved with the
+    others, and only its last attempt is acknowledged. Always clean; moving one ack to an earlier copy is a
+    duplicate."""
+    appended = [i for i, n in enumerate(attempts) for _ in range(n)]
+    order = data.draw(st.permutations(appended))
+    h, last = History(), {}
+    for offset, i in enumerate(order):
+        h.record_read("final", "t", 0, offset, b"w-%d" % i)
+        last[i] = offset
+    retried = [i for i, n in enumerate(attempts) if n > 1]
+    moved = data.draw(st.sampled_from(retried)) if retried else None
+    for i, offset in last.items():
+        if i == moved:
+            offset = order.index(i)
+        h.record_ack("t", 0, offset, b"w-%d" % i)
+    report = h.check()
+    assert len(report.retries) == len(retried) - (moved is not None)
+    assert [p.kind for p in report.problems] == ([] if moved is None else ["duplicate"])
 
 
 def test_a_reader_going_backwards_is_non_monotonic_unless_it_seeked():

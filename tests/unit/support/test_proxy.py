@@ -3,6 +3,7 @@
 import socket
 import struct
 import threading
+import time
 
 import pytest
 
@@ -48,7 +49,7 @@ def echo(request):
     return server.getsockname()
 
 
-def roundtrip(proxy, payload=b"ping", timeout=2.0):
+def roundtrip(proxy, payload=b"ping", timeout=10.0):
     with socket.create_connection((proxy.host, proxy.port), timeout=timeout) as conn:
         conn.sendall(payload)
         return conn.recv(4096)
@@ -57,6 +58,9 @@ def roundtrip(proxy, payload=b"ping", timeout=2.0):
 def test_bytes_pass_both_ways(echo):
     with TcpProxy(echo) as proxy:
         assert roundtrip(proxy, b"x" * 1000)[:4] == b"xxxx"
+        deadline = time.monotonic() + 10  # the pump counts after it has passed the bytes on
+        while proxy.statistics().bytes_forwarded < 1000 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert proxy.statistics().bytes_forwarded >= 1000
 
 
@@ -104,3 +108,23 @@ def test_drop_responses_passes_the_request_and_loses_the_answer_with_the_connect
             pass  # or reset
         assert roundtrip(proxy, produce) == produce  # only `count` of them
         assert proxy.statistics().dropped_responses == 1
+
+
+def kafka_request(client_id: str) -> bytes:
+    name = client_id.encode()
+    body = struct.pack(">hhih", 18, 3, 1, len(name)) + name
+    return struct.pack(">i", len(body)) + body
+
+
+def test_a_cut_by_client_id_cuts_only_those_clients(echo):
+    with TcpProxy(echo) as proxy:
+        replica = socket.create_connection((proxy.host, proxy.port), timeout=2)
+        replica.sendall(kafka_request("replica-2"))
+        assert replica.recv(100).endswith(b"replica-2")
+        proxy.cut(client_ids={"replica-2"})
+        assert replica.recv(100) == b""  # reset now
+        replica.close()
+        assert roundtrip(proxy, kafka_request("consumer")).endswith(b"consumer")  # others pass
+        assert roundtrip(proxy, kafka_request("replica-2")) == b""  # cut again at its first request
+        proxy.heal()
+        assert roundtrip(proxy, kafka_request("replica-2")).endswith(b"replica-2")
