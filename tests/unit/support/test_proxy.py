@@ -16,6 +16,7 @@ def echo(request):
     stop = threading.Event()
 
     def serve_one(conn):
+        conn.settimeout(None)  # blocking whatever the listener's timeout or a library's default timeout
         with conn:
             while True:
                 try:
@@ -34,7 +35,9 @@ def echo(request):
             except (TimeoutError, socket.timeout):
                 continue
             except OSError:
-                return
+                if stop.is_set():
+                    return
+                continue  # e.g. a connection aborted before it was accepted: keep serving
             threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
 
     thread = threading.Thread(target=serve, daemon=True)
