@@ -6,6 +6,9 @@
 - `zk`: a connected KazooClient on that chroot, closed after the test.
 
 At the end of the run, `pytest_terminal_summary` prints the broker interop tests' API x version x client table.
+
+Hypothesis runs without its per-example deadline: on a shared 2-core machine an example's wall time says
+nothing about the code (speed is measured in benchmarks/, never in tests).
 """
 
 from __future__ import annotations
@@ -13,6 +16,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("sparklog", deadline=None)
+settings.load_profile("sparklog")
 
 
 @pytest.fixture(scope="session")

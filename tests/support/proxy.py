@@ -148,13 +148,14 @@ class TcpProxy:
                 thread.start()
 
     def _pump(self, pair, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
+        poller = select.poll()  # not select(): it cannot watch descriptors >= 1024
         try:
+            poller.register(src, select.POLLIN)
             while not self._closed:
                 if self._blackhole:
                     threading.Event().wait(POLL_S)
                     continue
-                readable, _, _ = select.select([src], [], [], POLL_S)
-                if not readable:
+                if not poller.poll(POLL_S * 1000):
                     continue
                 data = src.recv(BUFFER_BYTES)
                 if not data:

@@ -131,3 +131,17 @@ def test_a_cut_by_client_id_cuts_only_those_clients(echo):
         assert roundtrip(proxy, kafka_request("replica-2")) == b""  # cut again at its first request
         proxy.heal()
         assert roundtrip(proxy, kafka_request("replica-2")).endswith(b"replica-2")
+
+
+def test_bytes_pass_when_the_process_holds_over_a_thousand_descriptors(echo, tmp_path):
+    """select() cannot watch a descriptor >= 1024: the pumps must not depend on it (a long test session holds
+    that many, and every connection through the proxy then closed at once)."""
+    import os
+
+    held = [os.open(tmp_path, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with TcpProxy(echo) as proxy:
+            assert roundtrip(proxy, b"through") == b"through"
+    finally:
+        for fd in held:
+            os.close(fd)
