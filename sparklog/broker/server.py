@@ -45,7 +45,8 @@ Resource handling:
       clients sending small requests are not slowed by others holding half a large one; memory held is at
       most the limit plus one read per connection. A connection that waits sends nothing, so after
       `connections.max.idle.ms` the idle reaper closes it like any other silent one. Requests in flight
-      (read and not yet answered) count too, with their frame sizes, until their replies are written.
+      (read and not yet answered) count too, each with its frame size or pipeline.IN_FLIGHT_MIN_BYTES,
+      until its reply is written.
     - Reading pauses while the transport's write buffer is over its high-water mark (asyncio's
       `pause_writing`), so a client that does not read its responses cannot make the broker buffer them:
       past that mark only the replies of requests already in flight are added.
@@ -151,7 +152,7 @@ class ServerStatistics:
     queued_request_bytes: int  # bytes of partly received frames, all connections
     queue_paused: int  # connections waiting for queued_request_bytes to fall under the limit
     in_flight_requests: int  # read and not yet answered, all connections
-    in_flight_bytes: int  # their frame sizes (counted in queued_request_bytes too)
+    in_flight_bytes: int  # what they count in queued_request_bytes (pipeline.py Rule 3)
 
 
 class BrokerServer:
@@ -403,9 +404,12 @@ class Connection(asyncio.Protocol):
         self._update_reading()
 
     def queue_ready(self) -> None:
-        """Called by server.queued: the queued bytes are within the limit again; read again."""
+        """Called by server.queued: the queued bytes are within the limit again; read again, and handle
+        the complete frames already received (later, on the loop: this runs inside another's `hold`)."""
         self.queue_paused = False
         self._update_reading()
+        if not self.closed and self.decoder.buffered_bytes:
+            asyncio.get_running_loop().call_soon(self._after_reply)
 
     def _update_reading(self) -> None:
         if self.closed:
@@ -448,7 +452,7 @@ class Connection(asyncio.Protocol):
         costs one send() per read, not one per request. Behind a reply still to come, replies queue in
         `inflight` and leave in order (`_write_ready`)."""
         decoder, handle, need_data, session = self.decoder, self.app.handle_frame, self._need_data, self.session
-        inflight = self.inflight
+        inflight, queued = self.inflight, self.server.queued
         out: list = []
         try:
             while not (self.busy or self.write_paused or self.closed or inflight.full):
@@ -471,6 +475,8 @@ class Connection(asyncio.Protocol):
                     continue
                 self._flush(out)
                 self._queue_reply(reply, len(frame))
+                if not queued.fits(self, decoder.buffered_bytes + inflight.bytes):
+                    return  # over queued.max.request.bytes: the rest waits (`_account` queues us)
         except self._frame_errors as exc:
             self._flush(out)
             self._protocol_error(exc)

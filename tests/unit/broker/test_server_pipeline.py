@@ -10,6 +10,7 @@ import time
 import pytest
 
 from sparklog.broker.handlers import NONE
+from sparklog.broker.pipeline import IN_FLIGHT_MIN_BYTES
 from sparklog.protocol import (ApiKey, FetchPartition, FetchRequest, FetchTopic, MetadataRequest,
                                PartitionProduceData, ProduceRequest, TopicProduceData)
 from sparklog.protocol.registry import decode_response, encode_request
@@ -161,7 +162,7 @@ def test_a_client_that_does_not_read_cannot_grow_the_brokers_buffers(served):
         client.setblocking(False)
         sent = 0
         data = request * 2000
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 1
         while time.monotonic() < deadline:
             try:
                 sent += client.send(data)
@@ -172,3 +173,24 @@ def test_a_client_that_does_not_read_cannot_grow_the_brokers_buffers(served):
         assert buffered <= WRITE_BUFFER_HIGH_WATER + 3 * 64 * 1024
         assert served.statistics().bytes_received < sent  # reading stopped: the rest waits in the kernel
         assert served.statistics().bytes_received < 64 * 1024 * 1024
+
+
+@pytest.fixture
+def ten_parked(state):  # noqa: F811
+    s = Served(state, max_queued_bytes=10 * IN_FLIGHT_MIN_BYTES).start()
+    yield s
+    s.stop()
+
+
+def test_parked_requests_are_bounded_by_queued_max_request_bytes_however_small(ten_parked):
+    """30 small long-polling fetches sent at once: each parked one counts IN_FLIGHT_MIN_BYTES, so at most
+    the limit's worth (plus the one that crosses it) wait at a time; the rest are handled as they expire."""
+    body = FetchRequest(max_wait_ms=300, min_bytes=1, topics=[FetchTopic(topic="one", partitions=[
+        FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)])])
+    with ten_parked.connect() as client:
+        client.sendall(b"".join(encode_request(ApiKey.FETCH, 11, i, "t", body) for i in range(30)))
+        wait_until(lambda: ten_parked.statistics().in_flight_requests > 0)
+        assert ten_parked.statistics().in_flight_requests <= 11
+        got = [decode_response(ApiKey.FETCH, 11, recv_frame(client))[0] for _ in range(30)]
+        assert got == list(range(30))
+    wait_until(lambda: ten_parked.statistics().queued_request_bytes == 0)
