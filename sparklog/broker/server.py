@@ -46,7 +46,9 @@ Resource handling:
       most the limit plus one read per connection. A connection that waits sends nothing, so after
       `connections.max.idle.ms` the idle reaper closes it like any other silent one. Requests in flight
       (read and not yet answered) count too, each with its frame size or pipeline.IN_FLIGHT_MIN_BYTES,
-      until its reply is written.
+      until its reply is written. When a connection closes, its Parked requests stop waiting (their tasks
+      are cancelled): a client cannot leave parked requests behind by hanging up. Barrier requests (a
+      ZooKeeper write in progress) run to their end.
     - Reading pauses while the transport's write buffer is over its high-water mark (asyncio's
       `pause_writing`), so a client that does not read its responses cannot make the broker buffer them:
       past that mark only the replies of requests already in flight are added.
@@ -340,8 +342,8 @@ class Connection(asyncio.Protocol):
     """One client connection: frames in through the App's decoder, replies out in request order."""
 
     __slots__ = ("server", "app", "counters", "transport", "decoder", "session", "busy", "write_paused", "closed",
-                 "queue_paused", "ip", "last_active", "inflight", "writing", "_fd", "_dup_fd", "_need_data",
-                 "_frame_errors")
+                 "queue_paused", "ip", "last_active", "inflight", "writing", "_parked", "_fd", "_dup_fd",
+                 "_need_data", "_frame_errors")
 
     def __init__(self, server: BrokerServer, ip: str = "") -> None:
         self.server = server
@@ -355,6 +357,7 @@ class Connection(asyncio.Protocol):
         self.busy = False  # a request that is not Parked is being answered: read nothing more until it is
         self.inflight = InFlight(server.max_in_flight)  # requests read and not yet answered (pipeline.py)
         self.writing = False  # a record set is being sent by a task: later replies wait for it
+        self._parked: set[asyncio.Task] = set()  # tasks answering Parked requests: cancelled at close
         self.write_paused = False
         self.closed = False
         self.last_active = time.monotonic()
@@ -374,6 +377,8 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.server._remove(self)
+        for task in list(self._parked):  # their answers have nowhere to go: stop waiting in the purgatory
+            task.cancel()
         self.inflight.clear()
         self.server.queued.hold(self, 0)
         if self._dup_fd >= 0:
@@ -507,9 +512,13 @@ class Connection(asyncio.Protocol):
         self.counters["async_requests"] += 1
         slot = self.inflight.add(size)
         try:
-            self.server.spawn(self._answer(reply.awaitable if parked else reply, slot, parked))
+            task = self.server.spawn(self._answer(reply.awaitable if parked else reply, slot, parked))
         except RuntimeError:  # shutting down
             self.close()
+            return
+        if parked:
+            self._parked.add(task)
+            task.add_done_callback(self._parked.discard)
 
     async def _answer(self, reply_awaitable, slot, parked: bool) -> None:
         reply = None

@@ -194,3 +194,15 @@ def test_parked_requests_are_bounded_by_queued_max_request_bytes_however_small(t
         got = [decode_response(ApiKey.FETCH, 11, recv_frame(client))[0] for _ in range(30)]
         assert got == list(range(30))
     wait_until(lambda: ten_parked.statistics().queued_request_bytes == 0)
+
+
+def test_a_closed_connection_leaves_no_parked_requests_behind(served, state):  # noqa: F811
+    """20 long-polling fetches (30 s each), then the client hangs up: they leave the purgatory at once, so
+    opening and closing connections cannot pile up parked requests."""
+    body = FetchRequest(max_wait_ms=30_000, min_bytes=1, topics=[FetchTopic(topic="one", partitions=[
+        FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)])])
+    with served.connect() as client:
+        client.sendall(b"".join(encode_request(ApiKey.FETCH, 11, i, "t", body) for i in range(20)))
+        wait_until(lambda: state.waiters.waiting() == 20, timeout=3)
+    wait_until(lambda: state.waiters.waiting() == 0, timeout=3)
+    wait_until(lambda: served.statistics().tasks_running <= 2)  # the accept loop (and the idle reaper)
