@@ -10,10 +10,8 @@ Rule 1: replies leave in `add` order, whatever order they complete in: `pop_read
 only once it is complete, never one behind an incomplete head.
 Rule 2: at most `max_requests` slots are held (`full`): the server reads no further request until one
 leaves (Kafka's queued.max.requests, here per connection).
-Rule 3: `bytes` is the sum over the slots held of their frame size, or IN_FLIGHT_MIN_BYTES if that is more,
-so requests in flight count against queued.max.request.bytes (queued_bytes.py) until they are answered, as
-partly received ones do; the floor makes that budget bound the number of parked requests over all
-connections too, whose tasks cost memory however small their frames.
+Rule 3: `bytes` is the sum of the frame sizes of the slots held (for statistics: a handled request no
+longer holds its frame, only its task and reply, so the count, not the bytes, is what bounds a connection).
 State of a slot: pending -> (complete) ready -> (pop_ready) gone; a slot added with its reply is ready
 at once.
 """
@@ -24,21 +22,16 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-# What a parked request costs beyond its frame: its task, future and coroutine frames (~2.6 KB measured
-# with tracemalloc for the smallest chain; handlers hold more). Ours: Kafka counts frames only.
-IN_FLIGHT_MIN_BYTES = 4096
-
 
 @dataclass(frozen=True)
 class InFlightStatistics:
     requests: int  # slots held: requests read and not yet written back
-    bytes: int  # what they count against queued.max.request.bytes (Rule 3)
+    bytes: int  # their frame sizes (Rule 3)
     max_requests: int
 
 
 class Slot:
-    """One request in flight: the bytes it counts (Rule 3) and, once complete, its reply (None: nothing
-    to send)."""
+    """One request in flight: its frame size and, once complete, its reply (None: nothing to send)."""
 
     __slots__ = ("size", "reply", "ready")
 
@@ -69,7 +62,7 @@ class InFlight:
 
     def add(self, size: int) -> Slot:
         """Hold a request of a `size`-byte frame whose reply is still to come (call `complete` with it)."""
-        slot = Slot(max(size, IN_FLIGHT_MIN_BYTES))
+        slot = Slot(size)
         self._slots.append(slot)
         self.bytes += slot.size
         return slot

@@ -43,11 +43,6 @@ class QueuedBytes:
     def held_by(self, holder: Holder) -> int:
         return self._held.get(holder, 0)
 
-    def fits(self, holder: Holder, held: int) -> bool:
-        """Whether `holder` holding `held` bytes would keep the total within the limit (a query only: the
-        server asks it before taking on more work with bytes already received)."""
-        return self.limit is None or self.total - self._held.get(holder, 0) + held <= self.limit
-
     def hold(self, holder: Holder, held: int) -> bool:
         """`holder` now holds `held` bytes; False if it must stop reading until `queue_ready()`."""
         before = self._held.pop(holder, 0)

@@ -44,10 +44,13 @@ Resource handling:
       and bring the total back within the limit. Complete frames are answered at once and never count, so
       clients sending small requests are not slowed by others holding half a large one; memory held is at
       most the limit plus one read per connection. A connection that waits sends nothing, so after
-      `connections.max.idle.ms` the idle reaper closes it like any other silent one. Requests in flight
-      (read and not yet answered) count too, each with its frame size or pipeline.IN_FLIGHT_MIN_BYTES,
-      until its reply is written. When a connection closes, its Parked requests stop waiting (their tasks
-      are cancelled): a client cannot leave parked requests behind by hanging up. Barrier requests (a
+      `connections.max.idle.ms` the idle reaper closes it like any other silent one.
+    - Requests in flight (read, not yet answered) are bounded per connection by `max_in_flight`
+      (`queued.max.requests`), not by the shared budget above: a parked request holds its task and reply
+      (a few KiB), not its frame, and counting it there would let one client's parked flood pause every
+      well-behaved connection until its waits expire (Kafka's memory pool likewise releases a request's
+      bytes once it is handled). When a connection closes, its Parked requests stop waiting (their tasks
+      are cancelled), so a client cannot leave parked requests behind by hanging up; barrier requests (a
       ZooKeeper write in progress) run to their end.
     - Reading pauses while the transport's write buffer is over its high-water mark (asyncio's
       `pause_writing`), so a client that does not read its responses cannot make the broker buffer them:
@@ -154,7 +157,7 @@ class ServerStatistics:
     queued_request_bytes: int  # bytes of partly received frames, all connections
     queue_paused: int  # connections waiting for queued_request_bytes to fall under the limit
     in_flight_requests: int  # read and not yet answered, all connections
-    in_flight_bytes: int  # what they count in queued_request_bytes (pipeline.py Rule 3)
+    in_flight_bytes: int  # their frame sizes (pipeline.py Rule 3)
 
 
 class BrokerServer:
@@ -397,24 +400,21 @@ class Connection(asyncio.Protocol):
         self._account()
 
     def _account(self) -> None:
-        """Count partly received frames and requests in flight against queued.max.request.bytes; pause
-        reading if over, and resume it when nothing else holds it paused."""
+        """Count partly received frames against queued.max.request.bytes; pause reading if over, and
+        resume it when nothing else holds it paused."""
         if self.closed:
             self.server.queued.hold(self, 0)
             return
-        if self.server.queued.hold(self, self.decoder.buffered_bytes + self.inflight.bytes):
+        if self.server.queued.hold(self, self.decoder.buffered_bytes):
             self.queue_paused = False
         else:
             self.queue_paused = True
         self._update_reading()
 
     def queue_ready(self) -> None:
-        """Called by server.queued: the queued bytes are within the limit again; read again, and handle
-        the complete frames already received (later, on the loop: this runs inside another's `hold`)."""
+        """Called by server.queued: the queued bytes are within the limit again; read again."""
         self.queue_paused = False
         self._update_reading()
-        if not self.closed and self.decoder.buffered_bytes:
-            asyncio.get_running_loop().call_soon(self._after_reply)
 
     def _update_reading(self) -> None:
         if self.closed:
@@ -457,7 +457,7 @@ class Connection(asyncio.Protocol):
         costs one send() per read, not one per request. Behind a reply still to come, replies queue in
         `inflight` and leave in order (`_write_ready`)."""
         decoder, handle, need_data, session = self.decoder, self.app.handle_frame, self._need_data, self.session
-        inflight, queued = self.inflight, self.server.queued
+        inflight = self.inflight
         out: list = []
         try:
             while not (self.busy or self.write_paused or self.closed or inflight.full):
@@ -480,8 +480,6 @@ class Connection(asyncio.Protocol):
                     continue
                 self._flush(out)
                 self._queue_reply(reply, len(frame))
-                if not queued.fits(self, decoder.buffered_bytes + inflight.bytes):
-                    return  # over queued.max.request.bytes: the rest waits (`_account` queues us)
         except self._frame_errors as exc:
             self._flush(out)
             self._protocol_error(exc)

@@ -8,7 +8,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from sparklog.broker.pipeline import IN_FLIGHT_MIN_BYTES, InFlight
+from sparklog.broker.pipeline import InFlight
 
 MAX = 4
 
@@ -23,7 +23,7 @@ class InFlightMachine(RuleBasedStateMachine):
         self.next = 0
 
     @precondition(lambda self: not self.inflight.full)
-    @rule(size=st.integers(0, 3 * IN_FLIGHT_MIN_BYTES), ready=st.booleans())
+    @rule(size=st.integers(0, 1000), ready=st.booleans())
     def add(self, size, ready):
         if ready:
             self.inflight.add_ready(size, self.next)
@@ -50,7 +50,7 @@ class InFlightMachine(RuleBasedStateMachine):
         assert self.written == list(range(len(self.written)))
         held = self.added[len(self.written):]
         assert len(self.inflight) == len(held) <= MAX
-        assert self.inflight.bytes == sum(max(size, IN_FLIGHT_MIN_BYTES) for _, size in held)
+        assert self.inflight.bytes == sum(size for _, size in held)
         assert self.inflight.full == (len(held) == MAX)
 
 
@@ -61,12 +61,6 @@ TestInFlight.settings = settings(max_examples=60, stateful_step_count=30, deadli
 def test_a_connection_must_hold_at_least_one_request():
     with pytest.raises(ValueError, match="at least 1"):
         InFlight(0)
-
-
-def test_a_small_request_counts_what_parking_it_costs():
-    inflight = InFlight(2)
-    inflight.add(40)
-    assert inflight.bytes == IN_FLIGHT_MIN_BYTES
 
 
 def test_clear_forgets_everything():
