@@ -11,7 +11,8 @@ DEFAULT_PARTITIONS = 4
 LEADER_WAIT_S = 30.0
 
 
-def ensure_topic(zookeeper: str, topic: str, partitions: int = DEFAULT_PARTITIONS, replication: int = 1) -> bool:
+def ensure_topic(zookeeper: str, topic: str, partitions: int = DEFAULT_PARTITIONS, replication: int = 1,
+                 config: dict | None = None) -> bool:
     """Create `topic` unless it exists; wait until every partition has a leader. True when created."""
     from sparklog.coordination.connection import close, connect
     from sparklog.coordination.topics import TopicExists, create_topic
@@ -19,7 +20,7 @@ def ensure_topic(zookeeper: str, topic: str, partitions: int = DEFAULT_PARTITION
     zk = connect(zookeeper)
     try:
         try:
-            create_topic(zk, topic, partitions, replication)
+            create_topic(zk, topic, partitions, replication, config)
             created = True
         except TopicExists:
             created = False

@@ -2,7 +2,9 @@
 
 It starts an embedded ZooKeeper and three brokers (the "live" cluster) plus one broker of an "offline"
 cluster (its own ZooKeeper chroot), registers the Avro schemas, has two front-end producers publish
-activity events with their monitoring counts, reads them with a ZooKeeper consumer group (the paper's
+activity events with their monitoring counts into topics replicated three times (`min.insync.replicas` 2,
+acks=all) while one broker, the leader of the activity topic's partition 0, is killed with SIGKILL
+(`kill -9`) a third of the way through and restarted once the producers are done, reads them with a ZooKeeper consumer group (the paper's
 Algorithm 1 splits the partitions), then with Spark: loads the warehouse table (`jobs.load_warehouse`),
 counts page views per minute (`jobs.pageview_counts`), audits every producer's counts (`jobs.audit`) and
 mirrors the topics to the offline cluster (`jobs.mirror`). It prints a summary with rates and writes a
@@ -27,6 +29,9 @@ PRODUCERS = ("frontend-1", "frontend-2")
 GROUP_MEMBERS = 3
 IDLE_STOP_MS = 3_000  # a group member stops iterating after this long without a message
 SPAN_MS = 10 * 60_000  # event times cover the last ten minutes
+LIVE_SESSION_TIMEOUT_MS = 6_000  # the live brokers' ZooKeeper session: how soon a killed one is noticed
+KILL_AT = 1 / 3  # the share of the events produced when a broker is killed
+ISR_WAIT_S = 60.0  # how long the restarted broker may take to rejoin every ISR
 
 
 def add_parser(subparsers) -> None:
@@ -37,6 +42,8 @@ def add_parser(subparsers) -> None:
     demo.add_argument("--rate", type=float, help="events per second per producer (default: as fast as possible)")
     demo.add_argument("--dir", help="working directory (default: a temporary one, removed at the end)")
     demo.add_argument("--chart", default="sparklog-demo.png", help="PNG chart of page views per minute (%(default)s)")
+    demo.add_argument("--replication-factor", type=int, help="replicas of each topic (default: min(3, brokers))")
+    demo.add_argument("--no-kill", action="store_true", help="do not kill a broker while the producers run")
     demo.add_argument("--no-spark", action="store_true", help="skip the Spark steps")
     demo.set_defaults(func=run)
 
@@ -64,7 +71,7 @@ class Report:
             self.failures.append(what)
 
 
-def produce(zookeeper: str, events: int, partitions: int, rate: float | None, progress):
+def produce(zookeeper: str, events: int, partitions: int, rate: float | None, progress, on_progress=None):
     """The front ends publish in parallel, each its share of the events (jobs.generate_events)."""
     from jobs.generate_events import generate
 
@@ -78,6 +85,8 @@ def produce(zookeeper: str, events: int, partitions: int, rate: float | None, pr
         def advance(n: int) -> None:
             done[server] = n
             progress.update(task, completed=sum(done.values()))
+            if on_progress is not None:
+                on_progress(sum(done.values()))
         try:
             reports[server] = generate(zookeeper, count, rate=rate, server=server, partitions=partitions,
                                        start_ms=start_ms, span_ms=SPAN_MS, seed=hash(server) % 1000,
@@ -96,6 +105,67 @@ def produce(zookeeper: str, events: int, partitions: int, rate: float | None, pr
     seconds = time.perf_counter() - started
     sent = sum(r.sent for r in reports.values())
     return Step(f"produce: {len(PRODUCERS)} producers, Avro, lz4, acks=all", sent, seconds), reports
+
+
+class BrokerBounce:
+    """Kill the leader of the activity topic's partition 0 with SIGKILL once `at` events are produced;
+    `restart()` brings it back and waits until it is in every ISR again. Producers must see no error."""
+
+    def __init__(self, cluster, topic: str, at: int) -> None:
+        self.cluster, self.topic, self.at = cluster, topic, at
+        self.victim: int | None = None
+        self.killed_at: float | None = None
+        self._fired = threading.Event()
+
+    def observe(self, produced: int) -> None:
+        if produced >= self.at and not self._fired.is_set():
+            self._fired.set()
+            threading.Thread(target=self._kill, daemon=True).start()
+
+    def _kill(self) -> None:
+        self.victim = _leader_of(self.cluster.zookeeper, self.topic, 0)
+        self.killed_at = time.perf_counter()
+        self.cluster.brokers[self.victim].kill()
+
+    def restart(self) -> str:
+        """Restart the victim; the note for the report (what was killed, and how long the ISR took to heal)."""
+        if self.victim is None:
+            return "no broker was killed (the producers finished first)"
+        started = time.perf_counter()
+        self.cluster.brokers[self.victim].start()
+        healed = _wait_until_fully_replicated(self.cluster.zookeeper, ISR_WAIT_S)
+        return (f"broker {self.victim} (leader of {self.topic}-0) killed with SIGKILL mid-produce, restarted; "
+                f"back in every ISR {time.perf_counter() - started:.1f} s later" if healed else
+                f"broker {self.victim} killed and restarted, but some ISR is still short after {ISR_WAIT_S:.0f} s")
+
+
+def _leader_of(zookeeper: str, topic: str, partition: int) -> int:
+    from sparklog.coordination.connection import close, connect
+    from sparklog.coordination.topics import partition_state
+
+    zk = connect(zookeeper)
+    try:
+        return partition_state(zk, topic, partition).leader
+    finally:
+        close(zk)
+
+
+def _wait_until_fully_replicated(zookeeper: str, timeout_s: float) -> bool:
+    """True once every partition of every topic has all its replicas in its ISR."""
+    from sparklog.coordination.connection import close, connect
+    from sparklog.coordination.topics import get_topics
+
+    zk = connect(zookeeper)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(p in topic.states and set(topic.states[p].isr) >= set(replicas)
+                   for topic in get_topics(zk).values() for p, replicas in topic.partitions.items()):
+                return True
+            time.sleep(0.25)
+        return False
+    finally:
+        close(zk)
 
 
 def consume_group(zookeeper: str, expected: int, progress) -> tuple[Step, dict]:
@@ -202,7 +272,7 @@ def chart_views_per_minute(spark, table: str, path: Path) -> int:
 
 
 def log_bytes(base: Path) -> int:
-    """Bytes of segment files over every live broker's log dir."""
+    """Bytes of segment files over every live broker's log dir (every replica counted)."""
     return sum(p.stat().st_size for p in base.glob("live/broker-*/logs/*/*.log"))
 
 
@@ -221,19 +291,31 @@ def run(args) -> int:
     spark = None
     wall = time.perf_counter()
     console.print(f"[bold]sparklog demo[/bold]: ZooKeeper + {args.brokers} live brokers + 1 offline broker under {base}")
+    replication = args.replication_factor or min(3, args.brokers)
+    topic_config = {"min.insync.replicas": min(2, replication)}
+    live_overrides = {"zookeeper.session.timeout.ms": LIVE_SESSION_TIMEOUT_MS}
     try:
-        with LocalCluster(base / "live", brokers=args.brokers) as cluster, \
+        with LocalCluster(base / "live", brokers=args.brokers, overrides=live_overrides) as cluster, \
                 Cluster(f"{cluster.zookeeper}/offline", base / "offline", brokers=1, first_id=101) as offline:
             offline_zk = f"{cluster.zookeeper}/offline"
             report.facts["live cluster"] = f"ZooKeeper {cluster.zookeeper}, brokers {cluster.bootstrap}"
             report.facts["offline cluster"] = f"ZooKeeper {offline_zk}, broker {offline.bootstrap}"
-            ensure_topic(cluster.zookeeper, ACTIVITY_TOPIC, args.partitions)
-            ensure_topic(cluster.zookeeper, MONITORING_TOPIC, 1)
+            ensure_topic(cluster.zookeeper, ACTIVITY_TOPIC, args.partitions, replication, topic_config)
+            ensure_topic(cluster.zookeeper, MONITORING_TOPIC, 1, replication, topic_config)
+            report.facts["replication"] = (f"{replication} replicas per partition, min.insync.replicas "
+                                           f"{topic_config['min.insync.replicas']}, producers acks=all")
+            bounce = None
+            if not args.no_kill and replication > 1:
+                bounce = BrokerBounce(cluster, ACTIVITY_TOPIC, int(args.events * KILL_AT))
             columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TimeElapsedColumn())
             with Progress(*columns, console=console) as progress:
-                step, producers = produce(cluster.zookeeper, args.events, args.partitions, args.rate, progress)
+                step, producers = produce(cluster.zookeeper, args.events, args.partitions, args.rate, progress,
+                                          on_progress=bounce.observe if bounce else None)
                 report.steps.append(step)
+                if bounce is not None:
+                    report.facts["broker failure"] = bounce.restart()
+                    report.check(bounce.victim is not None, "no broker was killed while the producers ran")
                 produced = step.messages
                 report.check(produced == args.events, f"produced {produced} of {args.events}")
                 step, members = consume_group(cluster.zookeeper, produced, progress)
@@ -244,8 +326,9 @@ def run(args) -> int:
                     spark_steps(spark, cluster.zookeeper, offline_zk, base, produced, chart, report, progress)
             for name, seen in sorted(members.items()):
                 report.facts[name] = f"partitions {sorted(seen)}: {sum(seen.values()):,} messages"
-            stored = log_bytes(base)
-            report.facts["on disk"] = f"{stored / max(produced, 1):.1f} bytes per event (Avro in lz4 batches)"
+            stored = log_bytes(base) / replication
+            report.facts["on disk"] = (f"{stored / max(produced, 1):.1f} bytes per event and replica "
+                                       "(Avro in lz4 batches)")
             if spark is not None:
                 spark.stop()
                 spark = None

@@ -197,6 +197,7 @@ class Broker:
             idle_timeout_s=cfg.connections_max_idle_ms / 1000.0 if cfg.connections_max_idle_ms > 0 else None,
             send_buffer_bytes=cfg.socket_send_buffer_bytes,
             receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
+            max_in_flight=cfg.queued_max_requests,
         )
         listener = cfg.listeners[0]
         bound_host, bound_port = self.server.bind(listener.host or "0.0.0.0", listener.port)

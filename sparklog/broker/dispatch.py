@@ -21,7 +21,7 @@ from types import CoroutineType
 
 from sparklog.broker.admin_handlers import ADMIN_HANDLERS
 from sparklog.broker.handlers import HANDLERS as _HANDLERS
-from sparklog.broker.server import CloseConnection
+from sparklog.broker.server import CloseConnection, Parked
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import RemoteProtocolError, UnsupportedVersion
 from sparklog.protocol.frame import NEED_DATA, FrameDecoder
@@ -38,6 +38,9 @@ UNNAMED_CLIENT = "(no client_id)"
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
 HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS}
 _VERSION_BITS = 16  # (api_key, version) is recorded as one int: api_key << 16 | version
+# Apis whose coroutines only wait in the purgatory, the request having taken effect (handlers.py Rule 1):
+# the server goes on with the requests behind them (server.py Rule 1). Any other coroutine is a barrier.
+PARKED_APIS = frozenset({int(ApiKey.PRODUCE), int(ApiKey.FETCH)})
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,8 @@ class Dispatcher:
         if body is None:
             return None
         if body.__class__ is CoroutineType:
-            return self._encode_later(header, body)
+            later = self._encode_later(header, body)
+            return Parked(later) if api_key in PARKED_APIS else later
         return encode_response(header, body)
 
     def _unsupported_version(self, exc: UnsupportedVersion, session: ClientSession):

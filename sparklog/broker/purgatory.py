@@ -94,10 +94,10 @@ class Purgatory:
                 if remaining <= 0:
                     self._expired += 1
                     return False
-                try:
-                    await asyncio.wait_for(future, remaining)
-                except asyncio.TimeoutError:
-                    pass
+                # asyncio.wait, not wait_for: wait_for (3.11) swallows a cancellation that arrives in the
+                # turn the future is woken, and the request would wait on to its deadline after its
+                # connection is gone
+                await asyncio.wait((future,), timeout=remaining)
             finally:
                 self.remove(plogs, future)
 

@@ -8,17 +8,25 @@ The `App` contract (`Dispatcher` in `dispatch.py` is the real one):
 
     app.new_decoder() -> decoder        one per connection (the sans-IO FrameDecoder)
     app.new_session() -> session        one per connection, passed back with each of its frames
-    app.handle_frame(frame, session) -> None | Reply | Awaitable[None | Reply]
+    app.handle_frame(frame, session) -> None | Reply | Parked | Awaitable[None | Reply]
 
     None            nothing is sent (a Produce with acks=0)
     Reply           a list of chunks: `bytes`-like, or a record-set object with `fileno()`, `position` and
                     `__len__` (a storage FileSlice) that is written with `os.sendfile`; the chunks include
                     the response's 4-byte size prefix
+    Parked(aw)      the request has taken effect and only its answer waits (an acks=all Produce in the
+                    purgatory, a long-polling Fetch): the awaitable gives None or a Reply
+    awaitable       the request takes effect while it runs (a ZooKeeper write): gives None or a Reply
     raises CloseConnection   the peer sent something we cannot answer (a malformed frame): close it
 
-Rule 1: requests on one connection are answered one at a time, in order (clients drop a connection whose
-correlation ids arrive out of order). While a request is being answered asynchronously (a long-polling
-Fetch, a ZooKeeper write, a large sendfile), reading from that connection is paused.
+Rule 1: requests on one connection take effect in the order they arrive and are answered in that order
+(clients drop a connection whose correlation ids arrive out of order), but a client may have several in
+flight (pipelining, pipeline.py): each frame is handled as soon as it is read, so a Parked request does not
+hold back the ones behind it, and the replies leave in request order whatever order they complete in. An
+awaitable that is not Parked is a barrier: nothing more is read from its connection until it is answered,
+so what it changes is seen by every later request. A connection holds at most `max_in_flight` requests
+(reading pauses at that many); appends happen in the handler call, so a partition's appends from one
+connection keep the request order (producers rely on it, as Kafka guarantees it).
 Rule 2: the broker never crashes on what a client sends: a bad frame costs that connection, nothing else.
 
 Resource handling:
@@ -37,8 +45,16 @@ Resource handling:
       clients sending small requests are not slowed by others holding half a large one; memory held is at
       most the limit plus one read per connection. A connection that waits sends nothing, so after
       `connections.max.idle.ms` the idle reaper closes it like any other silent one.
+    - Requests in flight (read, not yet answered) are bounded per connection by `max_in_flight`
+      (`queued.max.requests`), not by the shared budget above: a parked request holds its task and reply
+      (a few KiB), not its frame, and counting it there would let one client's parked flood pause every
+      well-behaved connection until its waits expire (Kafka's memory pool likewise releases a request's
+      bytes once it is handled). When a connection closes, its Parked requests stop waiting (their tasks
+      are cancelled), so a client cannot leave parked requests behind by hanging up; barrier requests (a
+      ZooKeeper write in progress) run to their end.
     - Reading pauses while the transport's write buffer is over its high-water mark (asyncio's
-      `pause_writing`), so a client that does not read its responses cannot make the broker buffer them.
+      `pause_writing`), so a client that does not read its responses cannot make the broker buffer them:
+      past that mark only the replies of requests already in flight are added.
     - Connections idle for `connections.max.idle.ms` are closed.
     - Record sets are sent with `os.sendfile` straight from the segment file when the transport's buffer
       is empty; whatever the socket did not take at once is sent by a task that waits for writability on a
@@ -67,6 +83,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Iterable, Protocol
 
+from sparklog.broker.pipeline import InFlight
 from sparklog.broker.queued_bytes import QueuedBytes
 from sparklog.storage.errors import StorageError
 
@@ -80,6 +97,9 @@ IDLE_CHECK_INTERVAL_S = 5.0
 # A transport's write buffer above this pauses reading (asyncio's default high-water mark is 64 KiB).
 WRITE_BUFFER_HIGH_WATER = 4 * 1024 * 1024
 WRITE_BUFFER_LOW_WATER = 1024 * 1024
+# Requests read and not yet answered, per connection, before reading pauses (Kafka's queued.max.requests,
+# 500, is over all connections; here it bounds one connection, and their bytes are bounded together).
+DEFAULT_MAX_IN_FLIGHT = 500
 
 
 def _peer_ip(sock: socket.socket) -> str:
@@ -91,6 +111,16 @@ def _peer_ip(sock: socket.socket) -> str:
 
 class CloseConnection(Exception):
     """Raised by an App: the peer sent something unanswerable; close this connection only."""
+
+
+class Parked:
+    """A reply still to come for a request that has already taken effect (an acks=all Produce waiting in
+    the purgatory, a long-polling Fetch): the requests behind it may be handled meanwhile (Rule 1)."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable: Awaitable) -> None:
+        self.awaitable = awaitable
 
 
 Reply = list
@@ -105,7 +135,7 @@ class App(Protocol):
 
     def new_session(self) -> Any: ...
 
-    def handle_frame(self, frame, session) -> None | Reply | Awaitable[None | Reply]: ...
+    def handle_frame(self, frame, session) -> None | Reply | Parked | Awaitable[None | Reply]: ...
 
 
 @dataclass(frozen=True)
@@ -126,6 +156,8 @@ class ServerStatistics:
     idle_closed: int
     queued_request_bytes: int  # bytes of partly received frames, all connections
     queue_paused: int  # connections waiting for queued_request_bytes to fall under the limit
+    in_flight_requests: int  # read and not yet answered, all connections
+    in_flight_bytes: int  # their frame sizes (pipeline.py Rule 3)
 
 
 class BrokerServer:
@@ -133,8 +165,10 @@ class BrokerServer:
 
     def __init__(self, app: App, *, max_connections: int = 2**31 - 1, max_connections_per_ip: int = 2**31 - 1,
                  max_queued_bytes: int = -1, idle_timeout_s: float | None = None,
-                 send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1) -> None:
+                 send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1,
+                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> None:
         self.app = app
+        self.max_in_flight = max_in_flight
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
         self.queued = QueuedBytes(max_queued_bytes if max_queued_bytes >= 0 else None)
@@ -242,6 +276,8 @@ class BrokerServer:
             idle_closed=c["idle_closed"],
             queued_request_bytes=self.queued.total,
             queue_paused=self.queued.waiting,
+            in_flight_requests=sum(len(conn.inflight) for conn in self.connections),
+            in_flight_bytes=sum(conn.inflight.bytes for conn in self.connections),
         )
 
     # -- accepting --------------------------------------------------------------------------------------
@@ -300,7 +336,7 @@ class BrokerServer:
             await asyncio.sleep(min(IDLE_CHECK_INTERVAL_S, self.idle_timeout_s))
             deadline = time.monotonic() - self.idle_timeout_s
             for conn in list(self.connections):
-                if conn.last_active < deadline and not conn.busy:
+                if conn.last_active < deadline and conn.idle():
                     self._counters["idle_closed"] += 1
                     conn.close()
 
@@ -309,7 +345,8 @@ class Connection(asyncio.Protocol):
     """One client connection: frames in through the App's decoder, replies out in request order."""
 
     __slots__ = ("server", "app", "counters", "transport", "decoder", "session", "busy", "write_paused", "closed",
-                 "queue_paused", "ip", "last_active", "_fd", "_dup_fd", "_need_data", "_frame_errors")
+                 "queue_paused", "ip", "last_active", "inflight", "writing", "_parked", "_fd", "_dup_fd",
+                 "_need_data", "_frame_errors")
 
     def __init__(self, server: BrokerServer, ip: str = "") -> None:
         self.server = server
@@ -320,7 +357,10 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.decoder = self.app.new_decoder()
         self.session = self.app.new_session()
-        self.busy = False  # an asynchronous reply is in progress
+        self.busy = False  # a request that is not Parked is being answered: read nothing more until it is
+        self.inflight = InFlight(server.max_in_flight)  # requests read and not yet answered (pipeline.py)
+        self.writing = False  # a record set is being sent by a task: later replies wait for it
+        self._parked: set[asyncio.Task] = set()  # tasks answering Parked requests: cancelled at close
         self.write_paused = False
         self.closed = False
         self.last_active = time.monotonic()
@@ -340,6 +380,9 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.server._remove(self)
+        for task in list(self._parked):  # their answers have nowhere to go: stop waiting in the purgatory
+            task.cancel()
+        self.inflight.clear()
         self.server.queued.hold(self, 0)
         if self._dup_fd >= 0:
             os.close(self._dup_fd)
@@ -357,24 +400,33 @@ class Connection(asyncio.Protocol):
         self._account()
 
     def _account(self) -> None:
-        """Count what the decoder still buffers against queued.max.request.bytes; pause if over."""
+        """Count partly received frames against queued.max.request.bytes; pause reading if over, and
+        resume it when nothing else holds it paused."""
         if self.closed:
             self.server.queued.hold(self, 0)
-        elif self.server.queued.hold(self, self.decoder.buffered_bytes):
-            if self.queue_paused:
-                self.queue_ready()
-        elif not self.queue_paused:
+            return
+        if self.server.queued.hold(self, self.decoder.buffered_bytes):
+            self.queue_paused = False
+        else:
             self.queue_paused = True
-            self.transport.pause_reading()
+        self._update_reading()
 
     def queue_ready(self) -> None:
         """Called by server.queued: the queued bytes are within the limit again; read again."""
         self.queue_paused = False
-        self._resume_reading()
+        self._update_reading()
 
-    def _resume_reading(self) -> None:
-        if not (self.closed or self.busy or self.write_paused or self.queue_paused):
+    def _update_reading(self) -> None:
+        if self.closed:
+            return
+        if self.busy or self.write_paused or self.queue_paused or self.inflight.full:
+            self.transport.pause_reading()
+        else:
             self.transport.resume_reading()
+
+    def idle(self) -> bool:
+        """Nothing being answered: what the idle reaper may close."""
+        return not (self.busy or self.writing or self.inflight)
 
     def eof_received(self) -> bool:
         return False  # close our side too
@@ -386,8 +438,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
-        if not self.busy and not self.closed:
-            self._resume_reading()
+        if not self.closed:
             self._pump()
             self._account()
 
@@ -399,15 +450,17 @@ class Connection(asyncio.Protocol):
     # -- requests ---------------------------------------------------------------------------------------
 
     def _pump(self) -> None:
-        """Answer every complete frame, in order, until one needs to wait.
+        """Handle every complete frame, in order, until the connection must wait (module docstring, Rule 1).
 
-        Replies made only of buffers (Produce, Metadata ...) are gathered and written with one
-        transport.write after the last buffered frame: a client pipelining small requests costs one
-        send() per read, not one per request."""
+        With nothing in flight, replies made only of buffers (Produce, Metadata ...) are gathered and
+        written with one transport.write after the last buffered frame: a client pipelining small requests
+        costs one send() per read, not one per request. Behind a reply still to come, replies queue in
+        `inflight` and leave in order (`_write_ready`)."""
         decoder, handle, need_data, session = self.decoder, self.app.handle_frame, self._need_data, self.session
+        inflight = self.inflight
         out: list = []
         try:
-            while not self.busy and not self.write_paused and not self.closed:
+            while not (self.busy or self.write_paused or self.closed or inflight.full):
                 frame = decoder.next_frame()
                 if frame is need_data:
                     return
@@ -415,21 +468,18 @@ class Connection(asyncio.Protocol):
                 reply = handle(frame, session)
                 if reply is None:
                     continue
-                if reply.__class__ is not list:  # an awaitable
+                if reply.__class__ is list and not inflight and not self.writing:
+                    if len(reply) == 1 and reply[0].__class__ in _BUFFERS:  # most replies: one encoded buffer
+                        out.append(reply[0])
+                        continue
+                    if all(chunk.__class__ in _BUFFERS for chunk in reply):
+                        out.extend(reply)
+                        continue
                     self._flush(out)
-                    self._go_async(self._finish(reply))
-                    return
-                if len(reply) == 1 and reply[0].__class__ in _BUFFERS:  # most replies: one encoded buffer
-                    out.append(reply[0])
-                    continue
-                if all(chunk.__class__ in _BUFFERS for chunk in reply):
-                    out.extend(reply)
+                    self._write_reply(reply)
                     continue
                 self._flush(out)
-                pending = self._write(reply)
-                if pending is not None:  # the rest of a record set: finish it, then go on reading
-                    self._go_async(self._finish(pending))
-                    return
+                self._queue_reply(reply, len(frame))
         except self._frame_errors as exc:
             self._flush(out)
             self._protocol_error(exc)
@@ -448,41 +498,85 @@ class Connection(asyncio.Protocol):
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
         out.clear()
 
-    def _go_async(self, coro) -> None:
-        self.busy = True
+    def _queue_reply(self, reply, size: int) -> None:
+        """Hold a reply behind the ones in flight: a list is ready; an awaitable is answered by a task."""
+        if reply.__class__ is list:
+            self.inflight.add_ready(size, reply)
+            return
+        parked = reply.__class__ is Parked
+        if not parked:
+            self.busy = True  # it may change what later requests see: they wait (Rule 1)
+            self.transport.pause_reading()
         self.counters["async_requests"] += 1
-        self.transport.pause_reading()
+        slot = self.inflight.add(size)
         try:
-            self.server.spawn(coro)
+            task = self.server.spawn(self._answer(reply.awaitable if parked else reply, slot, parked))
         except RuntimeError:  # shutting down
             self.close()
+            return
+        if parked:
+            self._parked.add(task)
+            task.add_done_callback(self._parked.discard)
 
-    async def _finish(self, reply_awaitable) -> None:
+    async def _answer(self, reply_awaitable, slot, parked: bool) -> None:
+        reply = None
         try:
             reply = await reply_awaitable
-            if reply is not None and not self.closed:
-                pending = self._write(reply)
-                if pending is not None:
-                    await pending
         except self._frame_errors as exc:
             self._protocol_error(exc)
+        except asyncio.CancelledError:
+            self.close()
+            raise
+        except Exception:
+            self.counters["handler_errors"] += 1
+            log.exception("error answering a request; closing the connection")
+            self.close()
+        finally:
+            if not parked:
+                self.busy = False
+        self.inflight.complete(slot, reply)
+        self._after_reply()
+
+    def _after_reply(self) -> None:
+        """A reply completed or a record set finished sending: write what is now at the head, read on."""
+        if not self.closed:
+            self.last_active = time.monotonic()
+            self._write_ready()
+            self._pump()
+        self._account()
+
+    def _write_ready(self) -> None:
+        """Write the completed replies at the head of `inflight`, in order, until one is still to come."""
+        inflight = self.inflight
+        while not (self.writing or self.closed):
+            slot = inflight.pop_ready()
+            if slot is None:
+                return
+            if slot.reply is not None:
+                self._write_reply(slot.reply)
+
+    def _write_reply(self, reply) -> None:
+        pending = self._write(reply)
+        if pending is not None:  # the rest of a record set: later replies wait until it is sent
+            self.writing = True
+            try:
+                self.server.spawn(self._finish_write(pending))
+            except RuntimeError:  # shutting down
+                pending.close()
+                self.close()
+
+    async def _finish_write(self, pending) -> None:
+        try:
+            await pending
         except asyncio.CancelledError:
             self.close()
             raise
         except OSError as exc:  # the peer went away mid-reply
             log.debug("connection lost while replying: %s", exc)
             self.close()
-        except Exception:
-            self.counters["handler_errors"] += 1
-            log.exception("error answering a request; closing the connection")
-            self.close()
         finally:
-            self.busy = False
-        if not self.closed:
-            self.last_active = time.monotonic()
-            self._resume_reading()
-            self._pump()
-        self._account()
+            self.writing = False
+        self._after_reply()
 
     def _protocol_error(self, exc: Exception) -> None:
         self.counters["protocol_errors"] += 1

@@ -134,7 +134,11 @@ def commit(transaction: Any) -> list:
     kazoo reports a failed multi as a list holding one real exception and RolledBackError /
     RuntimeInconsistency for the other operations.
     """
-    results = transaction.commit()
+    return check_results(transaction.commit())
+
+
+def check_results(results: list) -> list:
+    """The results of a committed kazoo transaction (sync or `commit_async().get()`), or its first real error."""
     for result in results:
         if isinstance(result, Exception) and not isinstance(result, (RolledBackError, RuntimeInconsistency)):
             raise result

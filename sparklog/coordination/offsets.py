@@ -40,7 +40,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError, NotE
 from kazoo.retry import ForceRetryError
 
 from sparklog.coordination import paths
-from sparklog.coordination.connection import commit, decode, encode, retrying
+from sparklog.coordination.connection import check_results, commit, decode, encode, retrying
 
 OFFSET_JSON_VERSION = 1
 NO_OFFSET = -1  # the offset node of a partition the group never committed (OffsetFetch's "none" value)
@@ -103,16 +103,42 @@ def commit_offsets(
     zk: KazooClient, group: str, offsets: Mapping[TopicPartition, "OffsetAndMetadata | tuple[int, str] | int"]
 ) -> dict[TopicPartition, str]:
     """Member-less commit (Rule 2) of each partition's offset (an int, an `(offset, metadata)` pair or an
-    OffsetAndMetadata); returns `{partition: owner}` of the partitions refused because a member owns them."""
-    refused = {}
+    OffsetAndMetadata); returns `{partition: owner}` of the partitions refused because a member owns them.
+
+    Fast path: one transaction per partition that sets an existing offset node (every commit after a group's
+    first), all sent at once, so a commit costs one ZooKeeper round trip. A partition whose transaction did
+    not simply succeed (node or parent missing, owned, connection trouble) takes the slow path, retried."""
+    pending = {}
     for (topic, partition), value in offsets.items():
         owner_path, offset_path = paths.owner(group, topic, partition), paths.offset(group, topic, partition)
+        data = encode_offset(_normalise(value))
+        pending[(topic, partition)] = (owner_path, offset_path, data,
+                                       _unowned_write(zk, owner_path, offset_path, data, exists=True).commit_async())
+    refused = {}
+    for tp, (owner_path, offset_path, data, result) in pending.items():
+        try:
+            check_results(result.get())
+            continue
+        except Exception:  # noqa: BLE001 - whatever went wrong, the slow path decides, with retries
+            pass
         for parent in (owner_path, offset_path):
             retrying(zk, zk.ensure_path, parent.rsplit("/", 1)[0])
-        owner = retrying(zk, _inner_commit_unowned, zk, owner_path, offset_path, encode_offset(_normalise(value)))
+        owner = retrying(zk, _inner_commit_unowned, zk, owner_path, offset_path, data)
         if owner is not None:
-            refused[(topic, partition)] = owner
+            refused[tp] = owner
     return refused
+
+
+def _unowned_write(zk: KazooClient, owner_path: str, offset_path: str, data: bytes, exists: bool):
+    """Rule 2's transaction: create + delete the owner node (fails while one exists), then write the offset."""
+    tx = zk.transaction()
+    tx.create(owner_path, b"")  # Rule 2: fails while an owner node exists ...
+    tx.delete(owner_path)  # ... and leaves none behind
+    if exists:
+        tx.set_data(offset_path, data)
+    else:
+        tx.create(offset_path, data)
+    return tx
 
 
 def _normalise(value: "OffsetAndMetadata | tuple[int, str] | int") -> OffsetAndMetadata:
@@ -127,15 +153,8 @@ def _normalise(value: "OffsetAndMetadata | tuple[int, str] | int") -> OffsetAndM
 def _inner_commit_unowned(zk: KazooClient, owner_path: str, offset_path: str, data: bytes) -> str | None:
     """Write unless owned; returns the owner if owned (then nothing is written)."""
     exists = zk.exists(offset_path) is not None
-    tx = zk.transaction()
-    tx.create(owner_path, b"")  # Rule 2: fails while an owner node exists ...
-    tx.delete(owner_path)  # ... and leaves none behind
-    if exists:
-        tx.set_data(offset_path, data)
-    else:
-        tx.create(offset_path, data)
     try:
-        commit(tx)
+        commit(_unowned_write(zk, owner_path, offset_path, data, exists))
     except NodeExistsError:
         try:
             owner, _ = zk.get(owner_path)

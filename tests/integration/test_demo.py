@@ -50,6 +50,7 @@ def test_demo_runs_small_end_to_end(tmp_path):
     assert proc.returncode == 0, out[-5000:]
     for line in ("produce: 2 producers", "consume: ZooKeeper group of 3", "warehouse load", "aggregate: page views",
                  "audit: monitoring counts", "mirror: live -> offline", "0 discrepancies",
+                 "3 replicas per partition", "killed with SIGKILL mid-produce", "back in every ISR",
                  "all checks passed"):
         assert line in out, (line, out[-5000:])
     assert "sparklog.activity: 3,000 rows" in out

@@ -11,6 +11,8 @@ Hostile inputs, one connection each unless said otherwise (`KINDS`):
     partial_large the size prefix of the largest request the broker takes and 256 KiB of it, then a close
     huge_create   CreateTopics for 1,000,000 partitions, or for 5,000 topics of 1,000: must be answered
                   with an error within HUGE_CREATE_ANSWER_S
+    parked_flood  PARKED_FLOOD_REQUESTS pipelined Fetches that each ask to wait a minute for a gigabyte,
+                  then a half-close: the broker parks them (pipelining) and must drop them with the connection
 And held open for the whole run: `idle` connections that never send a byte, and `slowloris` ones that
 announce a request as large as the broker accepts and send one byte of it now and then.
 
@@ -32,7 +34,9 @@ from dataclasses import dataclass, field
 from support.wire import _recv_exactly as recv_exactly
 
 SIZE = struct.Struct(">i")
-KINDS = ("random", "absurd_size", "truncated", "flipped", "absurd_count", "partial_large", "huge_create")
+KINDS = ("random", "absurd_size", "truncated", "flipped", "absurd_count", "partial_large", "huge_create",
+         "parked_flood")
+PARKED_FLOOD_REQUESTS = 300
 PARTIAL_LARGE_BYTES = 256 * 1024
 HUGE_CREATE_ANSWER_S = 10.0
 SAMPLE_INTERVAL_S = 0.2
@@ -73,6 +77,15 @@ def huge_create_topics(rng: random.Random) -> bytes:
     return encode_request(ApiKey.CREATE_TOPICS, 4, 9, "h", CreateTopicsRequest(topics=topics, timeout_ms=5000))
 
 
+def parked_flood() -> bytes:
+    from sparklog.protocol import ApiKey, FetchPartition, FetchRequest, FetchTopic
+    from sparklog.protocol.registry import encode_request
+
+    body = FetchRequest(max_wait_ms=60_000, min_bytes=1 << 30, topics=[FetchTopic(topic=HOSTILE_TOPIC, partitions=[
+        FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1000)])])
+    return b"".join(encode_request(ApiKey.FETCH, 11, i, "h", body) for i in range(PARKED_FLOOD_REQUESTS))
+
+
 def absurd_count() -> bytes:
     """A Metadata v8 header, then a topic array claiming 2**31 - 1 topics, and 20 bytes."""
     body = struct.pack(">hhih", 3, 8, 5, 1) + b"h" + struct.pack(">i", 2**31 - 1) + os.urandom(20)
@@ -98,6 +111,8 @@ def payload(kind: str, rng: random.Random, frames: list[bytes], max_request_byte
         return SIZE.pack(max_request_bytes) + os.urandom(min(PARTIAL_LARGE_BYTES, max_request_bytes - 1))
     if kind == "huge_create":
         return huge_create_topics(rng)
+    if kind == "parked_flood":
+        return parked_flood()
     raise ValueError(kind)
 
 

@@ -65,3 +65,20 @@ def test_notify_without_waiters_costs_nothing_and_does_not_fail():
     purgatory = Purgatory()
     purgatory.notify(FakeLog())
     purgatory.notify_all()
+
+
+def test_a_cancelled_wait_ends_even_when_woken_in_the_same_turn():
+    """The connection closed (its parked request is cancelled) just as the log was notified: the wait must
+    end, not go round again until its deadline (asyncio.wait_for in 3.11 swallows such a cancellation)."""
+    async def run():
+        purgatory, plog = Purgatory(), FakeLog()
+        loop = asyncio.get_running_loop()
+        waiter = asyncio.ensure_future(purgatory.wait_until([plog], lambda: False, loop.time() + 30))
+        await asyncio.sleep(0.01)
+        purgatory._wake(plog)  # what a notify does on the loop
+        waiter.cancel()
+        await asyncio.sleep(0.05)
+        assert waiter.cancelled()
+        assert purgatory.waiting() == 0
+
+    asyncio.run(run())

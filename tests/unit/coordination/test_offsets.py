@@ -58,3 +58,10 @@ def test_a_claim_after_a_member_less_write_gets_a_fresh_token(zk):
     assert claim.committed == 5
     offsets.commit_owned(zk, "g", claim, 6)
     assert offsets.fetch_offsets(zk, "g")[("t", 0)].offset == 6
+
+
+def test_a_commit_after_the_group_was_deleted_recreates_its_nodes(zk):
+    offsets.commit_offsets(zk, "g", {("t", 0): 1, ("t", 1): 2})
+    offsets.delete_group(zk, "g")
+    assert offsets.commit_offsets(zk, "g", {("t", 0): 3, ("t", 1): 4}) == {}
+    assert {tp: v.offset for tp, v in offsets.fetch_offsets(zk, "g").items()} == {("t", 0): 3, ("t", 1): 4}

@@ -1,0 +1,220 @@
+"""Consumer-group benchmark: Kafka (broker-coordinated) groups beside the paper's ZooKeeper groups, one run.
+
+    python benchmarks/groups.py [--rounds 5] [--commit-seconds 5] [--partitions 12]
+
+Everything runs on this machine: an embedded ZooKeeper and three `sparklog broker` processes (LocalCluster).
+
+Time to Stable (`--rounds` each, a new group every round): three members subscribe to one topic of
+`--partitions` partitions; the time is from the first member's subscribe to the moment every member holds
+its assignment and the assignments cover every partition once.
+- Kafka group: three confluent-kafka consumers (threads), range assignor, `on_assign` callbacks. The broker's
+  `group.initial.rebalance.delay.ms` (Kafka's default 3000 ms) is printed beside it, since it is a floor on
+  this figure by design: it is measured at the broker default and at 0. With no initial delay, members that
+  join one by one each start a rebalance that the others learn of at their next heartbeat
+  (librdkafka's `heartbeat.interval.ms`, 3000 ms): a third Kafka row sets it to HEARTBEAT_FAST_MS.
+- ZooKeeper group: three sparklog `GroupConsumer`s (Algorithm 1), until each `owned()` is its final share.
+
+Offset commits per second (`--commit-seconds` each): one committer, synchronous, one partition's offset per
+commit, the offset rising each time; only commits that returned without error count.
+- Kafka group: confluent-kafka `commit(offsets=[...], asynchronous=False)` by a member of a Stable group.
+- ZooKeeper group: `coordination.offsets.commit_owned` (what `GroupConsumer.commit()` writes per partition),
+  after claiming the partition.
+The ratio printed is Kafka / ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+MEMBERS = 3
+STABLE_TIMEOUT_S = 60.0
+LIBRDKAFKA_LOG_LEVEL = 3  # errors only
+HEARTBEAT_FAST_MS = 300
+
+
+def kafka_time_to_stable(bootstrap: str, topic: str, partitions: int, heartbeat_ms: int | None = None) -> float:
+    """Seconds from the first subscribe until three confluent-kafka members hold a full, disjoint assignment."""
+    from confluent_kafka import Consumer
+
+    group = f"bench-kafka-{uuid.uuid4().hex[:8]}"
+    assignments: dict[int, set[int]] = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def member(n: int) -> None:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": LIBRDKAFKA_LOG_LEVEL,
+                             "partition.assignment.strategy": "range", "enable.auto.commit": False,
+                             **({"heartbeat.interval.ms": heartbeat_ms} if heartbeat_ms else {})})
+
+        def on_assign(_consumer, tps) -> None:
+            with lock:
+                assignments[n] = {tp.partition for tp in tps}
+
+        def on_revoke(_consumer, _tps) -> None:
+            with lock:
+                assignments.pop(n, None)
+
+        try:
+            consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+            while not stop.is_set():
+                consumer.poll(0.05)
+        except BaseException as exc:  # reported by the caller
+            errors.append(exc)
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=member, args=(n,), daemon=True) for n in range(MEMBERS)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    try:
+        return _until_stable(lambda: dict(assignments), partitions, started, lock, errors)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+
+
+def zookeeper_time_to_stable(zookeeper: str, topic: str, partitions: int) -> float:
+    """Seconds from the first start() until three GroupConsumers own a full, disjoint share."""
+    from sparklog.client import GroupConsumer
+
+    group = f"bench-zk-{uuid.uuid4().hex[:8]}"
+    consumers = [GroupConsumer([topic], group, zookeeper) for _ in range(MEMBERS)]
+    started = time.perf_counter()
+    try:
+        for consumer in consumers:
+            consumer.start()
+
+        def owned() -> dict[int, set[int]]:
+            return {n: {p for _, p in c.owned()} for n, c in enumerate(consumers) if c.owned()}
+
+        return _until_stable(owned, partitions, started, threading.Lock(), [])
+    finally:
+        for consumer in consumers:
+            consumer.close()
+
+
+def _until_stable(assignments, partitions: int, started: float, lock, errors) -> float:
+    deadline = time.monotonic() + STABLE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if errors:
+            raise errors[0]
+        with lock:
+            current = assignments()
+        owned = [p for share in current.values() for p in share]
+        if len(current) == MEMBERS and sorted(owned) == list(range(partitions)):
+            return time.perf_counter() - started
+        time.sleep(0.005)
+    raise TimeoutError(f"the group did not become stable within {STABLE_TIMEOUT_S:.0f}s")
+
+
+def kafka_commits_per_second(bootstrap: str, topic: str, seconds: float) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+
+    group = f"bench-kafka-commit-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": LIBRDKAFKA_LOG_LEVEL,
+                         "enable.auto.commit": False})
+    assigned = threading.Event()
+    consumer.subscribe([topic], on_assign=lambda _c, _tps: assigned.set())
+    try:
+        deadline = time.monotonic() + STABLE_TIMEOUT_S
+        while not assigned.is_set():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the committing member got no assignment")
+            consumer.poll(0.05)
+        done, offset = 0, 0
+        started = time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            offset += 1
+            [result] = consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+            if result.error is None:
+                done += 1
+        return done / (time.perf_counter() - started)
+    finally:
+        consumer.close()
+
+
+def zookeeper_commits_per_second(zookeeper: str, topic: str, seconds: float) -> float:
+    from sparklog.coordination import offsets
+    from sparklog.coordination.connection import close, connect
+
+    zk = connect(zookeeper)
+    group = f"bench-zk-commit-{uuid.uuid4().hex[:8]}"
+    try:
+        claim = offsets.claim(zk, group, "bench-member", topic, 0)
+        done, offset = 0, 0
+        started = time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            offset += 1
+            offsets.commit_owned(zk, group, claim, offset)
+            done += 1
+        return done / (time.perf_counter() - started)
+    finally:
+        close(zk)
+
+
+def summary(values: list[float]) -> str:
+    ordered = sorted(values)
+    return f"median {statistics.median(ordered):6.2f}s  min {ordered[0]:6.2f}s  max {ordered[-1]:6.2f}s"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--commit-seconds", type=float, default=5.0)
+    parser.add_argument("--partitions", type=int, default=12)
+    args = parser.parse_args(argv)
+
+    from sparklog.broker.group_config import DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS
+    from sparklog.broker.launcher import LocalCluster
+    from sparklog.coordination import topics
+    from sparklog.coordination.connection import close, connect
+
+    rows = []
+    for delay_ms in (DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS, 0):
+        overrides = {"group.initial.rebalance.delay.ms": str(delay_ms)}
+        with LocalCluster(Path(tempfile.mkdtemp(prefix="sparklog-groups-bench-")), brokers=3,
+                          overrides=overrides) as cluster:
+            zk = connect(cluster.zookeeper)
+            try:
+                topic = f"groups-{uuid.uuid4().hex[:8]}"
+                topics.create_topic(zk, topic, args.partitions, 1)
+            finally:
+                close(zk)
+            time.sleep(1.0)  # brokers learn the topic
+            kafka = [kafka_time_to_stable(cluster.bootstrap, topic, args.partitions) for _ in range(args.rounds)]
+            rows.append((f"Kafka group (initial delay {delay_ms} ms)", kafka))
+            if delay_ms == 0:
+                fast = [kafka_time_to_stable(cluster.bootstrap, topic, args.partitions, HEARTBEAT_FAST_MS)
+                        for _ in range(args.rounds)]
+                rows.append((f"Kafka group (delay 0, heartbeat {HEARTBEAT_FAST_MS} ms)", fast))
+                zookeeper = [zookeeper_time_to_stable(cluster.zookeeper, topic, args.partitions)
+                             for _ in range(args.rounds)]
+                rows.append(("ZooKeeper group (Algorithm 1)", zookeeper))
+                kafka_rate = kafka_commits_per_second(cluster.bootstrap, topic, args.commit_seconds)
+                zookeeper_rate = zookeeper_commits_per_second(cluster.zookeeper, topic, args.commit_seconds)
+
+    print(f"time to Stable, {MEMBERS} members, {args.partitions} partitions, {args.rounds} rounds:")
+    for name, values in rows:
+        print(f"  {name:<40}{summary(values)}")
+    print(f"offset commits per second (synchronous, one partition, {args.commit_seconds:.0f}s each):")
+    print(f"  {'Kafka group (OffsetCommit)':<40}{kafka_rate:10.0f}")
+    print(f"  {'ZooKeeper group (znode write)':<40}{zookeeper_rate:10.0f}")
+    print(f"  {'ratio Kafka / ZooKeeper':<40}{kafka_rate / zookeeper_rate:10.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
