@@ -85,7 +85,10 @@ def test_wrong_schema_fails_before_writing(spark, sparklog_cluster, make_topic, 
     with pytest.raises((AnalysisException, PythonException, Exception), match=message):
         spark.range(5).selectExpr(*select).write.mode("append").format("sparklog") \
             .option("bootstrap.servers", sparklog_cluster.bootstrap).option("topic", topic).save()
+    assert batch(spark, sparklog_cluster, subscribe=topic).count() == 0
+
+
+def test_a_write_without_a_topic_fails(spark, sparklog_cluster):
     with pytest.raises(Exception, match="topic option required"):
         spark.range(5).selectExpr("CAST(id AS STRING) AS value").write.mode("append").format("sparklog") \
             .option("bootstrap.servers", sparklog_cluster.bootstrap).save()
-    assert batch(spark, sparklog_cluster, subscribe=topic).count() == 0

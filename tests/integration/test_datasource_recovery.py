@@ -13,6 +13,9 @@ from support.spark import COLUMNS, expected_df, produce, run_available_now, stre
 
 pytestmark = pytest.mark.slow
 
+RETENTION_MS = 2000  # the trimmed topic's retention.ms
+OLD_AGE_MS = 60_000  # how old the trimmed topic's first records are: far past RETENTION_MS
+
 
 def wait_log_start(bootstrap: str, topic: str, minimum: int, timeout: float = 60.0) -> int:
     from sparklog.client.consumer import Consumer
@@ -33,9 +36,9 @@ def wait_log_start(bootstrap: str, topic: str, minimum: int, timeout: float = 60
 @pytest.fixture
 def trimmed_topic(sparklog_cluster, make_topic):
     """One partition of 400 records whose first segments retention has deleted; returns (topic, rows, start)."""
-    topic = make_topic(partitions=1, config={"segment.bytes": 2048, "retention.ms": 2000})
-    old = produce(sparklog_cluster.bootstrap, [topic], 200, "old")
-    time.sleep(2.5)  # the old records' segments age past retention.ms
+    topic = make_topic(partitions=1, config={"segment.bytes": 2048, "retention.ms": RETENTION_MS})
+    # the old records carry a CreateTime past retention.ms, so their segments expire without a wait
+    old = produce(sparklog_cluster.bootstrap, [topic], 200, "old", timestamp_ms=int(time.time() * 1000) - OLD_AGE_MS)
     new = produce(sparklog_cluster.bootstrap, [topic], 200, "new")
     start = wait_log_start(sparklog_cluster.bootstrap, topic, 1)
     assert start <= 200  # the new records are all still there

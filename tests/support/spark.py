@@ -39,8 +39,9 @@ def new_session(master: str = "local[2]", app_name: str = "sparklog-tests", conf
 COLUMNS = ["topic", "partition", "offset", "key", "value"]
 
 
-def produce(bootstrap: str, topics: list[str], per_topic: int, tag: str = "") -> list[tuple]:
-    """Produce with confluent-kafka; return (topic, partition, offset, key, value) of every acked record."""
+def produce(bootstrap: str, topics: list[str], per_topic: int, tag: str = "", timestamp_ms: int = 0) -> list[tuple]:
+    """Produce with confluent-kafka; return (topic, partition, offset, key, value) of every acked record.
+    `timestamp_ms` is every record's CreateTime (0: now), so a test can make records old without waiting."""
     from confluent_kafka import Producer
 
     acked, errors = [], []
@@ -54,7 +55,8 @@ def produce(bootstrap: str, topics: list[str], per_topic: int, tag: str = "") ->
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
     for topic in topics:
         for i in range(per_topic):
-            producer.produce(topic, value=f"{tag}v{i}".encode(), key=f"k{i}".encode(), on_delivery=report)
+            producer.produce(topic, value=f"{tag}v{i}".encode(), key=f"k{i}".encode(), on_delivery=report,
+                             timestamp=timestamp_ms)
             if i % 1000 == 0:
                 producer.poll(0)
     assert producer.flush(60) == 0 and not errors, errors

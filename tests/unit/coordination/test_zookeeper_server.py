@@ -21,19 +21,24 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_start_serves_and_stop_leaves_no_jvm(tmp_path):
+def test_start_serves_stop_leaves_no_jvm_and_a_restart_on_the_same_dir_keeps_the_data(tmp_path):
+    """One JVM start fewer than a test each: the stopped server's data dir is the restarted one's."""
     server = EmbeddedZooKeeper(data_dir=tmp_path / "zk")
     with server:
         assert server.running
         assert four_letter_word(server.host, server.port, "ruok") == "imok"
         client = connect(server.connect_string)
-        client.create("/hello", b"world")
+        client.create("/kept", b"1")
         close(client)
         pid = server.pid
-    assert not _alive(pid)  # terminated and reaped: not even a zombie
+    assert not _alive(pid), "the JVM outlived stop()"  # terminated and reaped: not even a zombie
     assert not server.running
-    assert (tmp_path / "zk" / "zookeeper.log").stat().st_size > 0  # a given data dir is kept
+    assert (tmp_path / "zk" / "zookeeper.log").stat().st_size > 0, "a given data dir is kept"
     server.stop()  # idempotent
+    with EmbeddedZooKeeper(data_dir=tmp_path / "zk") as second:
+        client = connect(second.connect_string)
+        assert client.get("/kept")[0] == b"1", "the data did not survive a restart on the same dir"
+        close(client)
 
 
 def test_a_temporary_data_dir_is_removed():
@@ -41,17 +46,6 @@ def test_a_temporary_data_dir_is_removed():
         data_dir = server.data_dir
         assert data_dir.is_dir()
     assert not data_dir.exists()
-
-
-def test_data_survives_a_restart_on_the_same_dir(tmp_path):
-    with EmbeddedZooKeeper(data_dir=tmp_path) as first:
-        client = connect(first.connect_string)
-        client.create("/kept", b"1")
-        close(client)
-    with EmbeddedZooKeeper(data_dir=tmp_path) as second:
-        client = connect(second.connect_string)
-        assert client.get("/kept")[0] == b"1"
-        close(client)
 
 
 def test_port_in_use_fails_with_the_jvm_output(tmp_path):
