@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from support.cluster import REPO, started_cluster, wait_until
+from support import cluster as support_cluster
+from support.cluster import REPO, started_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +35,7 @@ def states(zk, topic):
 
 
 def wait_until(predicate, timeout, what):
-    return wait_until(predicate, what, timeout)
+    return support_cluster.wait_until(predicate, what, timeout)
 
 
 def test_a_killed_leaders_partitions_get_leaders_from_the_isr_in_one_batch(three, zk):
