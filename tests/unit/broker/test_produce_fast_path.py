@@ -27,11 +27,11 @@ ME, OTHER = 1, 2
 MAX_MESSAGE_BYTES = 600  # small, so that some drawn batches are refused (MESSAGE_TOO_LARGE)
 
 
-def broker(log_dir: str) -> Dispatcher:
+def broker(log_dir: str, overrides: dict | None = None) -> Dispatcher:
     logs = LogManager([log_dir], {"flush.visibility": "appended", "max.message.bytes": str(MAX_MESSAGE_BYTES)})
     config = BrokerConfig.from_properties({"broker.id": str(ME), "log.dirs": log_dir, "zookeeper.connect": "unused:1",
                                            "auto.create.topics.enable": "false"})
-    leading = {("t", 0): logs.get_or_create("t", 0), ("t", 1): logs.get_or_create("t", 1)}
+    leading = {("t", 0): logs.get_or_create("t", 0, overrides), ("t", 1): logs.get_or_create("t", 1)}
     topics = {"t": TopicMeta("t", {0: PartitionMeta(0, ME, 0, (ME,), (ME,)), 1: PartitionMeta(1, ME, 0, (ME,), (ME,)),
                                    2: PartitionMeta(2, OTHER, 0, (OTHER,), (OTHER,))})}
     brokers = {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "127.0.0.1", 9093)}
@@ -80,3 +80,27 @@ def test_the_fast_path_answers_as_the_general_path(requests):
         finally:
             fast.state.logs.close()
             general.state.logs.close()
+
+
+def test_the_fast_path_answers_with_the_log_append_time_it_stamped(tmp_path):
+    """A LogAppendTime topic: the clock differs between two brokers, so here the answer is checked against the
+    log itself (the time stamped into the batch) rather than against the general path."""
+    from sparklog.protocol.registry import decode_response
+    from sparklog.records.batch import parse_header
+
+    dispatcher = broker(str(tmp_path), {"message.timestamp.type": "LogAppendTime"})
+    try:
+        plog = dispatcher.state.logs.get_or_create("t", 0)
+        session = dispatcher.new_session()
+        dispatcher.handle_frame(memoryview(encode_request(ApiKey.API_VERSIONS, 3, 0, "c", ApiVersionsRequest(
+            client_software_name="test", client_software_version="1")))[4:], session)
+        body = ProduceRequest(acks=1, timeout_ms=0, topic_data=[TopicProduceData(name="t", partition_data=[
+            PartitionProduceData(index=0, records=build_batch([(None, b"v", None, None)]))])])
+        reply = dispatcher.handle_frame(memoryview(encode_request(ApiKey.PRODUCE, 8, 5, "c", body))[4:], session)
+        _, response = decode_response(ApiKey.PRODUCE, 8, memoryview(b"".join(bytes(c) for c in reply))[4:])
+        answered = response.responses[0].partition_responses[0]
+        stamped = parse_header(plog.read(0, 1 << 20).read_bytes())
+        assert (answered.error_code, answered.base_offset) == (0, 0)
+        assert answered.log_append_time_ms == stamped.max_timestamp > 0
+    finally:
+        dispatcher.state.logs.close()
