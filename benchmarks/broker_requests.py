@@ -18,7 +18,9 @@ Rows, per event loop:
 Each prints µs of broker CPU per request and its ratio to the baseline of the same loop; with more than one
 loop, the last column is the ratio to the first loop's row (below 1: the other loop is cheaper). The load
 average is printed too. Then, where the time goes: the same requests' stages timed in this process (best
-of 5, µs): decode_request, the handler (for Produce: with the append to the log), encode_response.
+of 5, µs): decode_request, the handler (for Produce: with the append to the log), encode_response, and the
+whole of `Dispatcher.handle_frame` (which takes the one-partition Produce fast path where the three others
+are the general path's stages).
 uvloop is tried only when it is installed. It is not a dependency: here it cut the bare-framing baseline
 (~25%) but not a Produce or Fetch (within ±5%, the noise of a shared machine), whose cost is in decoding,
 the handler and the append, not in the event loop.
@@ -217,7 +219,7 @@ def breakdown(n: int) -> None:
     from sparklog.broker.dispatch import HANDLERS
     from sparklog.protocol.registry import decode_request, encode_response
 
-    print(f"{'stage (µs)':<14}{'decode':>10}{'handler':>10}{'encode':>10}")
+    print(f"{'stage (µs)':<14}{'decode':>10}{'handler':>10}{'encode':>10}{'dispatch':>10}")
     for scenario in SCENARIOS[1:]:
         with tempfile.TemporaryDirectory(prefix="sparklog-requests-") as log_dir:
             dispatcher = kafka_app(log_dir, scenario.startswith("fetch"))
@@ -225,8 +227,10 @@ def breakdown(n: int) -> None:
             request = decode_request(frame)
             handler = HANDLERS[request.header.api_key]
             body = handler(request, dispatcher.state)
+            session = dispatcher.new_session()
+            dispatcher.handle_frame(frame, session)  # names the session: later frames may take a fast path
             stages = (lambda: decode_request(frame), lambda: handler(request, dispatcher.state),
-                      lambda: encode_response(request.header, body))
+                      lambda: encode_response(request.header, body), lambda: dispatcher.handle_frame(frame, session))
             cells = [min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6 for fn in stages]
             print(f"{scenario:<14}" + "".join(f"{c:>10.1f}" for c in cells), flush=True)
             dispatcher.state.logs.close()

@@ -7,6 +7,9 @@ any other unknown api or version, and any frame that does not parse, closes the 
 behaviour: there is no version in which an answer could be encoded).
 Rule 3: nothing but `CloseConnection` or a reply leaves `handle_frame` for what a client sends (the fuzz
 tests in tests/unit/broker/test_dispatch_fuzz.py hold it to that).
+Rule 4: a Produce of one topic and one partition from an identified session is first offered to the fast
+path (handlers.handle_single_partition_produce); what it leaves (NOT_SERVED_FAST) goes through Rule 1, and
+the client sees the same bytes either way.
 
 Each connection has a `ClientSession` that names the client (the software name and version it sent in
 ApiVersions v3+, else its header's client_id) and collects the (api, version) pairs it used; `statistics()`
@@ -21,10 +24,12 @@ from types import CoroutineType
 
 from sparklog.broker.admin_handlers import ADMIN_HANDLERS
 from sparklog.broker.handlers import HANDLERS as _HANDLERS
+from sparklog.broker.handlers import NOT_SERVED_FAST, handle_single_partition_produce
 from sparklog.broker.server import CloseConnection, Parked
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import RemoteProtocolError, UnsupportedVersion
 from sparklog.protocol.frame import NEED_DATA, FrameDecoder
+from sparklog.protocol.produce import decode_single_partition
 from sparklog.protocol.registry import decode_request, encode_api_versions_fallback, encode_response
 
 log = logging.getLogger(__name__)
@@ -36,6 +41,8 @@ MAX_CLIENT_NAME_CHARS = 100
 OTHER_CLIENTS = "(other clients)"
 UNNAMED_CLIENT = "(no client_id)"
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
+_PRODUCE = int(ApiKey.PRODUCE)
+_PRODUCE_KEY = _PRODUCE.to_bytes(2, "big")  # the int16 api_key a request frame opens with
 HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS}
 _VERSION_BITS = 16  # (api_key, version) is recorded as one int: api_key << 16 | version
 # Apis whose coroutines only wait in the purgatory, the request having taken effect (handlers.py Rule 1):
@@ -90,6 +97,10 @@ class Dispatcher:
     def handle_frame(self, frame, session: ClientSession | None = None):
         if session is None:
             session = self._default_session
+        if session.served is not None and frame[:2] == _PRODUCE_KEY:
+            reply = self._single_partition_produce(frame, session.served)
+            if reply is not NOT_SERVED_FAST:
+                return reply
         try:
             request = decode_request(frame)
         except UnsupportedVersion as exc:
@@ -111,6 +122,17 @@ class Dispatcher:
             later = self._encode_later(header, body)
             return Parked(later) if api_key in PARKED_APIS else later
         return encode_response(header, body)
+
+    def _single_partition_produce(self, frame, served: dict):
+        """The Produce fast path (Rule 4); NOT_SERVED_FAST, having done nothing, when it does not apply."""
+        request = decode_single_partition(frame)
+        if request is None:
+            return NOT_SERVED_FAST
+        reply = handle_single_partition_produce(request, self.state)
+        if reply is not NOT_SERVED_FAST:
+            key = _PRODUCE << _VERSION_BITS | request.api_version
+            served[key] = served.get(key, 0) + 1
+        return reply
 
     def _unsupported_version(self, exc: UnsupportedVersion, session: ClientSession):
         self._unsupported += 1

@@ -12,7 +12,9 @@ that entry's error code. An exception escaping a handler is a broker bug (the se
 
 Hot paths are per batch, not per record: Produce hands each partition's record set (a memoryview of the
 request frame) to one `PartitionLog.append`; Fetch returns `FileSlice`s that the server sends with
-`os.sendfile`. Neither touches ZooKeeper: they look the partition up in the current `MetadataSnapshot`.
+`os.sendfile`. The common Produce (one partition, acks 0 or 1, led here) has a fast path that the dispatcher
+tries first: `handle_single_partition_produce` over protocol.produce's one-partition decoder and encoder,
+answering byte for byte as handle_produce does, and leaving everything else to it. Neither touches ZooKeeper: they look the partition up in the current `MetadataSnapshot`.
 
 The group apis (JoinGroup ... DeleteGroups) are in group_handlers.py, over `state.groups` (the group
 coordinator); FindCoordinator, OffsetCommit and OffsetFetch are here, over `state.offsets` (offset_store.py).
@@ -71,8 +73,10 @@ from sparklog.protocol.offset_fetch import (
 )
 from sparklog.protocol.offset_for_leader_epoch import (EpochEndOffset, OffsetForLeaderEpochResponse,
                                                        OffsetForLeaderTopicResult)
-from sparklog.protocol.produce import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
-from sparklog.protocol.registry import advertised_api_versions
+from sparklog.protocol.headers import RequestHeader
+from sparklog.protocol.produce import (PartitionProduceResponse, ProduceResponse, SinglePartitionProduce,
+                                       TopicProduceResponse, encode_single_partition_response)
+from sparklog.protocol.registry import advertised_api_versions, encode_response
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
 from sparklog.storage.config import LogConfig
 from sparklog.storage.errors import (DuplicateSequence, InvalidProducerEpoch, InvalidRecordError, InvalidTimestampError,
@@ -118,6 +122,13 @@ PRODUCER_STATE_ERRORS = {
 }
 
 NO_OFFSET = -1
+
+
+class NotServedFast:
+    """What handle_single_partition_produce returns for a request it leaves to the general path."""
+
+
+NOT_SERVED_FAST = NotServedFast()
 NO_TIMESTAMP = -1
 NO_LEADER_EPOCH = -1  # Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH
 
@@ -251,7 +262,39 @@ async def _await_replication(state, response, delayed: list, timeout_ms: int) ->
     return response
 
 
+def handle_single_partition_produce(request: SinglePartitionProduce, state) -> list | None | NotServedFast:
+    """The common Produce (one topic, one partition, acks 0 or 1, led here) answered as handle_produce answers
+    it, without building request or response objects; NOT_SERVED_FAST, before anything is done, for any other
+    request (the caller then runs the general path)."""
+    acks = request.acks
+    if acks != 1 and acks != 0:
+        return NOT_SERVED_FAST
+    led = state.replicas.leader_of(state.partitions.snapshot, (request.topic, request.index))
+    if led is None or led.fenced:
+        return NOT_SERVED_FAST
+    outcome = _append_outcome(led, request.index, request.records)
+    if outcome.__class__ is tuple:
+        state.replicas.after_leader_append(led)
+        if acks == 0:
+            return None
+        return [encode_single_partition_response(request, outcome[0], outcome[1], led.plog.log_start_offset)]
+    if acks == 0:
+        return None
+    header = RequestHeader(ApiKey.PRODUCE, request.api_version, request.correlation_id)
+    return encode_response(header, ProduceResponse(responses=[TopicProduceResponse(
+        name=request.topic, partition_responses=[outcome])], throttle_time_ms=0))
+
+
 def _append(led, index: int, records, state) -> PartitionProduceResponse:
+    outcome = _append_outcome(led, index, records)
+    if outcome.__class__ is tuple:
+        return PartitionProduceResponse(index=index, error_code=NONE, base_offset=outcome[0],
+                                        log_append_time_ms=outcome[1], log_start_offset=led.plog.log_start_offset)
+    return outcome
+
+
+def _append_outcome(led, index: int, records) -> tuple[int, int] | PartitionProduceResponse:
+    """(base offset, LogAppendTime or -1) of the appended record set, or the partition's error response."""
     plog = led.plog
     if records is None or not len(records):
         return _produce_error(index, INVALID_RECORD, "no record batch in the request")
@@ -273,8 +316,7 @@ def _append(led, index: int, records, state) -> PartitionProduceResponse:
     except (OSError, StorageError) as exc:
         log.error("append to %s failed: %s", plog, exc)
         return _produce_error(index, KAFKA_STORAGE_ERROR, str(exc))
-    return PartitionProduceResponse(index=index, error_code=NONE, base_offset=base, log_append_time_ms=append_time,
-                                    log_start_offset=plog.log_start_offset)
+    return base, append_time
 
 
 def _produce_error(index: int, code: int, message: str | None = None) -> PartitionProduceResponse:

@@ -3,14 +3,28 @@ ProduceResponse.json.
 
 By version: v3 transactional_id (and RecordBatch v2 only); v5 log_start_offset; v8 record_errors and
 error_message. ``records`` is passed through untouched: decoded as a memoryview of the request frame.
+
+The one-partition fast path (the common Produce: one topic, one partition, a record set) is hand-written
+beside the declarations, for the broker's hot path:
+Rule 1: ``decode_single_partition(frame)`` returns a ``SinglePartitionProduce`` only for a Produce request
+of a version served here whose body is exactly one topic with one partition and a non-null record set, and
+which the general decoder (registry.decode_request) would decode without error to the same values; for
+anything else it returns None and the caller uses the general path (which raises or answers as before).
+Rule 2: ``encode_single_partition_response`` gives the bytes ``registry.encode_response`` gives for a
+ProduceResponse of that one partition with error_code 0, no record errors, no error message and
+throttle_time_ms 0 (the property test in tests/unit/protocol/test_produce_fast.py holds both rules).
 """
 
 from __future__ import annotations
 
+import struct
+from typing import NamedTuple
+
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.schema import F, message
 
-__all__ = ["ProduceRequest", "ProduceResponse", "TopicProduceData", "PartitionProduceData",
+__all__ = ["SinglePartitionProduce", "decode_single_partition", "encode_single_partition_response",
+           "ProduceRequest", "ProduceResponse", "TopicProduceData", "PartitionProduceData",
            "TopicProduceResponse", "PartitionProduceResponse", "BatchIndexAndErrorMessage"]
 
 ProduceRequest = message("ProduceRequest", api_key=ApiKey.PRODUCE, versions="3-8", module=__name__, fields=[
@@ -50,3 +64,82 @@ PartitionProduceData = TopicProduceData.PartitionProduceData
 TopicProduceResponse = ProduceResponse.TopicProduceResponse
 PartitionProduceResponse = TopicProduceResponse.PartitionProduceResponse
 BatchIndexAndErrorMessage = PartitionProduceResponse.BatchIndexAndErrorMessage
+
+
+# ---- the one-partition fast path (Rules 1 and 2)
+
+_PRODUCE = int(ApiKey.PRODUCE)
+_REQUEST_PREFIX = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+_I16 = struct.Struct(">h")
+_ACKS_TIMEOUT_TOPICS = struct.Struct(">hii")  # acks, timeout_ms, topic_data count
+_PARTITIONS_INDEX_SIZE = struct.Struct(">iii")  # partition_data count, index, records length
+# size, correlation_id, responses count (1), topic name length; the name; then per version the tail:
+_RESPONSE_PREFIX = struct.Struct(">iiih")
+_RESPONSE_TAIL = {  # partition_responses count (1), index, error_code, base_offset, log_append_time_ms, ...
+    3: struct.Struct(">iihqqi"),  # ... throttle_time_ms
+    4: struct.Struct(">iihqqi"),
+    5: struct.Struct(">iihqqqi"),  # ... log_start_offset, throttle_time_ms
+    6: struct.Struct(">iihqqqi"),
+    7: struct.Struct(">iihqqqi"),
+    8: struct.Struct(">iihqqqihi"),  # ... log_start_offset, record_errors count (0), error_message (null), throttle
+}
+_NULL_STRING = -1
+
+
+class SinglePartitionProduce(NamedTuple):
+    """A Produce request of one topic and one partition (Rule 1); ``records`` is a view of the frame."""
+
+    api_version: int
+    correlation_id: int
+    acks: int
+    timeout_ms: int
+    topic: str
+    index: int
+    records: memoryview
+
+
+def decode_single_partition(frame) -> SinglePartitionProduce | None:
+    """The request in ``frame`` (the bytes after the size prefix) if it has the one-partition shape, else None."""
+    buf = frame if type(frame) is memoryview else memoryview(frame)
+    end = len(buf)
+    try:
+        api_key, version, correlation_id, n = _REQUEST_PREFIX.unpack_from(buf, 0)
+        if api_key != _PRODUCE or version not in _RESPONSE_TAIL:
+            return None
+        pos = _REQUEST_PREFIX.size + max(n, 0)
+        if n > 0:
+            str(buf[_REQUEST_PREFIX.size:pos], "utf-8")  # the general decoder refuses a client_id that is not UTF-8
+        (n,) = _I16.unpack_from(buf, pos)  # transactional_id
+        pos += 2
+        if n > 0:
+            str(buf[pos:pos + n], "utf-8")
+            pos += n
+        acks, timeout_ms, topics = _ACKS_TIMEOUT_TOPICS.unpack_from(buf, pos)
+        (n,) = _I16.unpack_from(buf, pos + _ACKS_TIMEOUT_TOPICS.size)
+        pos += _ACKS_TIMEOUT_TOPICS.size + 2
+        if topics != 1 or n < 0 or pos + n > end:
+            return None
+        topic = str(buf[pos:pos + n], "utf-8")
+        partitions, index, size = _PARTITIONS_INDEX_SIZE.unpack_from(buf, pos + n)
+        pos += n + _PARTITIONS_INDEX_SIZE.size
+    except (struct.error, UnicodeDecodeError):
+        return None
+    if partitions != 1 or size < 0 or pos + size > end:
+        return None
+    return SinglePartitionProduce(version, correlation_id, acks, timeout_ms, topic, index, buf[pos:pos + size])
+
+
+def encode_single_partition_response(request: SinglePartitionProduce, base_offset: int, log_append_time_ms: int,
+                                     log_start_offset: int) -> bytes:
+    """The whole response frame (size prefix included) of a successful append (Rule 2)."""
+    version = request.api_version
+    name = request.topic.encode()
+    tail = _RESPONSE_TAIL[version]
+    if version < 5:
+        end = tail.pack(1, request.index, 0, base_offset, log_append_time_ms, 0)
+    elif version < 8:
+        end = tail.pack(1, request.index, 0, base_offset, log_append_time_ms, log_start_offset, 0)
+    else:
+        end = tail.pack(1, request.index, 0, base_offset, log_append_time_ms, log_start_offset, 0, _NULL_STRING, 0)
+    size = _RESPONSE_PREFIX.size - 4 + len(name) + tail.size
+    return _RESPONSE_PREFIX.pack(size, request.correlation_id, 1, len(name)) + name + end
