@@ -34,7 +34,9 @@ def states(zk, topic):
 
 
 def wait_until(predicate, timeout, what):
-    return wait_until(predicate, what, timeout)
+    from support.cluster import wait_until as support_wait
+
+    return support_wait(predicate, what, timeout)
 
 
 def test_a_killed_leaders_partitions_get_leaders_from_the_isr_in_one_batch(three, zk):
