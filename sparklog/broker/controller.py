@@ -24,6 +24,10 @@ Events and what they do:
                           an offline partition whose ISR member is back gets it as leader
     SHUTDOWN_REQUESTED    `/controlled_shutdown/<id>` appeared: reconcile with those brokers not eligible to
                           lead and out of every ISR (they exit once no partition needs them)
+    LOG_FAULTS            a broker's `/log_faults/<id>` report changed: reconcile with each damaged replica
+                          not eligible to lead its partition and out of its ISR while an undamaged ISR member
+                          lives (leader_election Rule 6); it repairs as a follower (replica_fetcher Rule 3)
+                          and rejoins the ISR by catching up
     PREFERRED_ELECTION    `/admin/preferred_replica_election` written: move the listed partitions'
                           leadership to their first replica, then delete the request
     REASSIGN              `/admin/reassign_partitions` written, and every REASSIGNMENT_CHECK_S while it is
@@ -52,6 +56,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination import controller_requests as requests
+from sparklog.coordination import log_faults
 from sparklog.coordination import reassignment
 from sparklog.coordination import paths
 from sparklog.coordination import topics as topic_registry
@@ -61,7 +66,7 @@ from sparklog.coordination.controller_election import (
     ControllerMoved,
     commit_fenced,
 )
-from sparklog.coordination.leader_election import Election, elect, elect_preferred
+from sparklog.coordination.leader_election import Election, damaged_excluded, elect, elect_preferred
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +206,23 @@ class Controller:
                 self._queue("PREFERRED_ELECTION", generation, data)
             return None
 
+        watched_reports: set[str] = set()
+
+        def on_fault_reports(children) -> bool | None:
+            if not current():
+                return False
+            for child in children:
+                if child not in watched_reports:
+                    watched_reports.add(child)
+                    DataWatch(self.zk, f"{paths.LOG_FAULTS}/{child}", on_fault_report)
+            return None
+
+        def on_fault_report(_data, _stat) -> bool | None:
+            if not current():
+                return False
+            self._queue("LOG_FAULTS", generation)
+            return None
+
         def on_reassign(data, _stat) -> bool | None:
             if not current():
                 return False
@@ -212,6 +234,8 @@ class Controller:
         retrying(self.zk, self.zk.ensure_path, paths.CONTROLLED_SHUTDOWN)
         ChildrenWatch(self.zk, paths.CONTROLLED_SHUTDOWN, on_children)
         DataWatch(self.zk, paths.PREFERRED_REPLICA_ELECTION, on_preferred)
+        retrying(self.zk, self.zk.ensure_path, paths.LOG_FAULTS)
+        ChildrenWatch(self.zk, paths.LOG_FAULTS, on_fault_reports)
         DataWatch(self.zk, paths.REASSIGN_PARTITIONS, on_reassign)
         if self.auto_rebalance:
             self._schedule_rebalance(generation)
@@ -258,7 +282,7 @@ class Controller:
                 self._watch_generation = event.generation
                 self._watch(event.generation)
             return self._reconcile()
-        if event.kind in ("BROKERS_CHANGED", "SHUTDOWN_REQUESTED"):
+        if event.kind in ("BROKERS_CHANGED", "SHUTDOWN_REQUESTED", "LOG_FAULTS"):
             return self._reconcile()
         if event.kind == "PREFERRED_ELECTION":
             return self._preferred_election(event.payload)
@@ -271,9 +295,17 @@ class Controller:
     # -- decisions -------------------------------------------------------------------------------------------
 
     def _reconcile(self) -> int:
-        """Every partition to its next state under the current live and stopping brokers (Rule 3)."""
+        """Every partition to its next state under the current live, stopping and damaged brokers (Rule 3)."""
+        damaged = log_faults.read_all(self.zk).by_partition
+
         def decide(topic: topic_registry.TopicAssignment, p: int, state, live, stopping) -> Election | None:
-            return elect(topic.partitions[p], state, live, self._epoch, self._unclean(topic), stopping)
+            bad = set(damaged.get((topic.name, p), ()))
+            excluded = damaged_excluded(state, live, stopping, bad)
+            if state.leader in bad and state.leader not in excluded:
+                log.warning("%s-%d: leader %d has a damaged log %s but no undamaged in-sync replica to hand "
+                            "leadership to: it keeps leading, serving around the damage", topic.name, p,
+                            state.leader, damaged[(topic.name, p)][state.leader])
+            return elect(topic.partitions[p], state, live, self._epoch, self._unclean(topic), excluded)
 
         return self._decide_and_write(decide, None)
 

@@ -7,6 +7,10 @@ threads and the event loop never waits for ZooKeeper).
 Rule 3: Produce, Fetch, ListOffsets and OffsetForLeaderEpoch are served by the leader only, in its current
 leader epoch (`current_leader_epoch` older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH); a follower's
 Fetch (replica_id >= 0) reads up to the log end and reports the follower's LEO (replica_manager.py).
+Rule 4: a Fetch at an offset inside a fenced range (bit rot, storage/fences.py) of a leader with another
+in-sync replica answers NOT_LEADER_OR_FOLLOWER: that replica is about to lead (leader_election Rule 6) and
+holds the range whole, so the client retries there instead of stepping over a gap. A leader alone in its
+ISR serves around the fence (the next batch after it).
 Rule 2: what a client sends never raises out of a handler: every per-topic or per-partition problem becomes
 that entry's error code. An exception escaping a handler is a broker bug (the server closes the connection).
 
@@ -441,6 +445,10 @@ def _fetch_once(body, state):
                 parts.append(_fetch_error(index, code))
                 continue
             plog = led.plog
+            if _fenced_here_whole_elsewhere(led, part.fetch_offset):
+                failed = True
+                parts.append(_fetch_error(index, NOT_LEADER_OR_FOLLOWER))
+                continue
             plogs.append(plog)
             high_watermark = plog.high_watermark
             log_start = plog.log_start_offset
@@ -477,6 +485,11 @@ def _fetch_once(body, state):
         responses.append(FetchableTopicResponse(topic=name, partitions=parts))
     response = FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=0, responses=responses)
     return response, ready, plogs, failed
+
+
+def _fenced_here_whole_elsewhere(led, offset: int) -> bool:
+    """Rule 4: would serving `offset` step over a fence that another in-sync replica can serve whole?"""
+    return len(led.state.isr) > 1 and any(start <= offset < end for start, end in led.plog.fenced_ranges())
 
 
 def _fetch_error(index: int, code: int) -> PartitionData:

@@ -13,7 +13,12 @@ broker through its watches and restarts it in TRUNCATING at once); UNKNOWN_LEADE
 NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION (the leader has not seen the state yet) by
 LEADER_CATCHING_UP_BACKOFF_MS; OFFSET_OUT_OF_RANGE or a batch that does not continue the log sends it
 back to TRUNCATING. A connection error closes the connection and retries after the backoff.
-Rule 3: the fetchers only run on the broker's event loop; `update()` is called there too, so a partition
+Rule 3: a log with fenced ranges (bit rot, storage/fences.py) is repaired before each fetch: it is
+truncated to the start of its first fenced range (`repair_point`, `truncate_replica_to`, crash-safe), which
+clears every fence at or above it, and the fetch then re-copies the leader's bytes from there, so the log ends
+byte-identical to the leader's. Meanwhile its LEO lags, so the leader takes it out of the ISR, and as a
+follower it serves no consumer (reads step over fences in any case).
+Rule 4: the fetchers only run on the broker's event loop; `update()` is called there too, so a partition
 removed from a fetcher (it became leader, or its leader moved) is never appended to after it returns.
 """
 
@@ -81,6 +86,13 @@ def truncation_point(leader: EpochEndOffset, cache, log_end_offset: int, high_wa
     return min(own.end_offset, leader.end_offset, log_end_offset), True
 
 
+def repair_point(fenced: tuple[tuple[int, int], ...]) -> int | None:
+    """Where a follower with fenced ranges truncates to re-fetch them (Rule 3), or None: the start of the
+    first, since the log is a prefix and every offset after a damaged one must come from the leader again.
+    Kafka has no fences; a Kafka replica with a corrupt log is wiped and re-copied whole, which this bounds."""
+    return fenced[0][0] if fenced else None
+
+
 @dataclass(frozen=True)
 class FollowTarget:
     """What a follower partition follows: its log, the leader's broker id and the leader epoch."""
@@ -105,6 +117,7 @@ class ReplicaFetcherStatistics:
     fetches: int
     appended_bytes: int
     truncations: int
+    repairs: int  # truncations to a fenced range (Rule 3)
     errors: int
     last_error: str | None
 
@@ -114,6 +127,7 @@ class _Counters:
     fetches: int = 0
     appended_bytes: int = 0
     truncations: int = 0
+    repairs: int = 0
     errors: int = 0
     last_error: str | None = None
 
@@ -169,7 +183,7 @@ class ReplicaFetcher:
         c = self._counters
         truncating = sum(1 for p in self._partitions.values() if p.truncating)
         return ReplicaFetcherStatistics(self.leader_id, len(self._partitions), truncating, c.fetches,
-                                        c.appended_bytes, c.truncations, c.errors, c.last_error)
+                                        c.appended_bytes, c.truncations, c.repairs, c.errors, c.last_error)
 
     # -- the loop ------------------------------------------------------------------------------------------
 
@@ -233,7 +247,7 @@ class ReplicaFetcher:
                 key = (topic.topic, answer.partition)
                 part = asking.get(key)
                 if part is None or self._partitions.get(key) is not part:
-                    continue  # no longer ours (Rule 3)
+                    continue  # no longer ours (Rule 4)
                 if answer.error_code != NONE:
                     self._back_off(key, part, answer.error_code)
                     continue
@@ -250,6 +264,17 @@ class ReplicaFetcher:
             self._counters.truncations += 1
         part.truncating = not finished
 
+    def _repair(self, plog) -> None:
+        """Rule 3: cut a damaged log back to its first fenced range, so that this fetch re-copies it."""
+        offset = repair_point(plog.fenced_ranges())
+        if offset is None:
+            return
+        log.warning("%s: offsets %s are fenced (damaged on disk): truncating from %d to %d to re-fetch them "
+                    "from leader %d", plog.name, plog.fenced_ranges(), plog.log_end_offset, offset, self.leader_id)
+        plog.truncate_replica_to(offset)
+        self._counters.truncations += 1
+        self._counters.repairs += 1
+
     # -- fetching ------------------------------------------------------------------------------------------
 
     async def _fetch(self) -> None:
@@ -257,6 +282,7 @@ class ReplicaFetcher:
         by_topic: dict[str, list] = {}
         for (topic, index), part in asking.items():
             plog = part.target.plog
+            self._repair(plog)
             by_topic.setdefault(topic, []).append(FetchPartition(
                 partition=index, current_leader_epoch=part.target.leader_epoch, fetch_offset=plog.log_end_offset,
                 log_start_offset=plog.log_start_offset, partition_max_bytes=REPLICA_FETCH_MAX_BYTES))
@@ -272,7 +298,7 @@ class ReplicaFetcher:
                 key = (topic.topic, data.partition_index)
                 part = asking.get(key)
                 if part is None or self._partitions.get(key) is not part or part.truncating:
-                    continue  # no longer ours, or restarted meanwhile (Rule 3)
+                    continue  # no longer ours, or restarted meanwhile (Rule 4)
                 self._apply_fetched(key, part, data)
 
     def _apply_fetched(self, key, part: _Partition, data) -> None:
@@ -350,7 +376,7 @@ class ReplicaFetcherManager:
             by_leader.setdefault(target.leader, {})[key] = target
         for leader_id in [lid for lid in self.fetchers if lid not in by_leader]:
             fetcher = self.fetchers.pop(leader_id)
-            fetcher.set_partitions({}, None)  # nothing is appended after this returns (Rule 3)
+            fetcher.set_partitions({}, None)  # nothing is appended after this returns (Rule 4)
             await fetcher.stop()
         for leader_id, parts in by_leader.items():
             fetcher = self.fetchers.get(leader_id)

@@ -17,6 +17,11 @@ Rule 4 (a live leader keeps its partition): dead ISR members are removed, keepin
 change is not a leader change; the zk version orders it). Controlled shutdown is Rule 1 with the shutting
 broker not eligible: its leaderships move to another ISR member, and it leaves every ISR it is in — unless no
 other ISR member could take over (RF 1): then nothing moves and the partition goes offline when it exits.
+Rule 6 (damaged replicas, issue 14): a replica whose log has fenced ranges (bit rot, reported in
+`/log_faults/<id>`) is treated as shutting down for that partition — it hands leadership to another ISR member
+and leaves the ISR, to re-copy the range as a follower — but only while an undamaged live ISR member exists
+(`damaged_excluded`): a damaged copy with every valid batch still leads rather than leave the partition
+offline, serving around its fence.
 Rule 5 (preferred leader): when the first assigned replica is live, in the ISR and not the leader, it becomes
 leader (epoch bumped), ISR unchanged.
 """
@@ -64,6 +69,15 @@ def elect(replicas: Sequence[int], state: PartitionState, live: AbstractSet[int]
     if state.leader == NO_LEADER:
         return None
     return Election(_new_leader(state, NO_LEADER, state.isr, controller_epoch))
+
+
+def damaged_excluded(state: PartitionState, live: AbstractSet[int], shutting_down: AbstractSet[int],
+                     damaged: AbstractSet[int]) -> AbstractSet[int]:
+    """Rule 6: the brokers `elect` must treat as shutting down, given those with a damaged copy."""
+    eligible = set(live) - set(shutting_down)
+    if any(b in eligible and b not in damaged for b in state.isr):
+        return set(shutting_down) | set(damaged)
+    return set(shutting_down)
 
 
 def elect_preferred(replicas: Sequence[int], state: PartitionState, live: AbstractSet[int],

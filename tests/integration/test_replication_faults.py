@@ -37,15 +37,16 @@ def _wait(predicate, what, timeout=TIMEOUT_S):
     return wait_until(predicate, what, timeout)
 
 
-def _create(cluster, zk_connect, prefix, replicas=(1, 2, 3)) -> str:
-    """A new topic of one partition on `replicas`, the first one leading, min.insync.replicas=2, once led."""
+def _create(cluster, zk_connect, prefix, replicas=(1, 2, 3), config=None) -> str:
+    """A new topic of one partition on `replicas`, the first one leading, min.insync.replicas=2 (and
+    `config`), once led."""
     from sparklog.coordination import topics
     from sparklog.coordination.connection import close, connect
 
     topic = f"{prefix}-{uuid.uuid4().hex[:6]}"
     zk = connect(zk_connect)
     try:
-        topics.create_topic(zk, topic, 1, len(replicas), {"min.insync.replicas": "2"},
+        topics.create_topic(zk, topic, 1, len(replicas), {"min.insync.replicas": "2", **(config or {})},
                             assignment={0: tuple(replicas)})
     finally:
         close(zk)

@@ -105,6 +105,15 @@ class History:
         with self._lock:
             return len(self._acks)
 
+    def skipped(self, reader: str) -> list[tuple[TopicPartition, int]]:
+        """Acknowledged offsets below the last offset `reader` read of their partition that it never read:
+        the gaps it saw (a log serving around damage a healthy replica could have served)."""
+        with self._lock:
+            read = {(tp, offset) for who, tp, offset, _ in self._reads if who == reader}
+            last = {tp: offset for (who, tp), offset in self._last_read.items() if who == reader}
+            return sorted({(tp, offset) for tp, offset, _ in self._acks
+                           if tp in last and offset < last[tp] and (tp, offset) not in read})
+
     def values_read(self) -> set[bytes]:
         with self._lock:
             return {value for *_, value in self._reads}

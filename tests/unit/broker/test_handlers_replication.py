@@ -294,3 +294,36 @@ def test_while_zookeeper_is_away_the_leader_serves_and_the_isr_change_waits(zk_c
     asyncio.run(scenario())
     assert topics.partition_state(zk_state.zk, "z", 0) == before
     assert zk_state.logs.get("z", 0).log_end_offset == 2
+
+
+def fence_middle_batch(plog):
+    """Three one-batch segments, the middle one's record bytes flipped and found by a scrub: (start, end)."""
+    for value in (b"before", b"damaged", b"after"):
+        plog.roll()
+        plog.append(build_batch([(None, value, None, None)]))
+    plog.roll()
+    plog.flush()
+    middle = plog.segments[-3]
+    with open(middle.path, "r+b") as f:
+        f.seek(middle.size - 3)
+        byte = f.read(1)[0]
+        f.seek(middle.size - 3)
+        f.write(bytes([byte ^ 0x20]))
+    plog.scrub()
+    assert plog.fenced_ranges() == ((middle.base_offset, middle.base_offset + 1),)
+    return middle.base_offset
+
+
+def test_a_fetch_into_a_fence_goes_to_an_in_sync_replica_that_holds_it_whole(state, logs):
+    """Handlers Rule 4: with another ISR member, stepping over the fence would be a gap it need not be."""
+    fenced = fence_middle_batch(logs.get("three", 0))
+    for replica_id in (-1, OTHER):  # a consumer and a follower alike
+        assert fetch(state, "three", fenced, replica_id=replica_id).error_code == handlers.NOT_LEADER_OR_FOLLOWER
+    assert fetch(state, "three", fenced + 1, replica_id=OTHER).error_code == 0  # past it: served
+
+
+def test_a_leader_alone_in_its_isr_serves_around_its_fence(state, logs):
+    fenced = fence_middle_batch(logs.get("one", 0))
+    part = fetch(state, "one", fenced, replica_id=-1)
+    assert part.error_code == 0
+    assert [b.base_offset for b in iter_batches(part.records.read_bytes())] == [fenced + 1]

@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparklog.coordination.leader_election import elect, elect_preferred
+from sparklog.coordination.leader_election import damaged_excluded, elect, elect_preferred
 from sparklog.coordination.topics import NO_LEADER, PartitionState
 
 CE = 7  # the controller epoch the elections write
@@ -125,3 +125,40 @@ def test_a_live_isr_member_always_wins_over_an_offline_partition(situation):
     new = old if got is None else got.state
     if eligible_isr:
         assert new.leader != NO_LEADER
+
+
+# -- damaged replicas (Rule 6) ---------------------------------------------------------------------------------
+
+
+def elect_with_damage(replicas, old, live, shutting, unclean, damaged):
+    return elect(replicas, old, live, CE, unclean=unclean,
+                 shutting_down=damaged_excluded(old, live, shutting, damaged))
+
+
+def test_a_damaged_leader_hands_leadership_to_an_isr_member_and_leaves_the_isr():
+    got = elect_with_damage((1, 2, 3), state(1, (1, 2, 3)), {1, 2, 3}, set(), False, {1})
+    assert (got.state.leader, got.state.isr, got.state.leader_epoch) == (2, (2, 3), 4)
+
+
+def test_a_damaged_leader_with_no_other_isr_member_keeps_leading():
+    assert elect_with_damage((1, 2, 3), state(1, (1,)), {1, 2, 3}, set(), False, {1}) is None
+
+
+def test_a_damaged_follower_leaves_the_isr_and_a_lone_damaged_survivor_is_elected():
+    got = elect_with_damage((1, 2, 3), state(1, (1, 2, 3)), {1, 2, 3}, set(), False, {3})
+    assert (got.state.leader, got.state.isr) == (1, (1, 2))
+    got = elect_with_damage((1, 2, 3), state(1, (1, 3)), {2, 3}, set(), False, {3})
+    assert (got.state.leader, got.state.isr) == (3, (3,))  # a copy with a fenced gap beats an offline partition
+
+
+@given(situations(), st.sets(BROKERS))
+def test_damage_never_takes_a_partition_offline_and_never_leads_where_a_sound_copy_can(situation, damaged):
+    replicas, old, live, shutting, unclean = situation
+    plain = elect(replicas, old, live, CE, unclean=unclean, shutting_down=shutting)
+    got = elect_with_damage(replicas, old, live, shutting, unclean, damaged)
+    new = old if got is None else got.state
+    if (old if plain is None else plain.state).leader != NO_LEADER:
+        assert new.leader != NO_LEADER
+    if any(b in live and b not in shutting and b not in damaged for b in old.isr):
+        assert new.leader not in damaged
+        assert not set(new.isr) & set(damaged)
