@@ -28,7 +28,7 @@ State transitions of one partition on this broker:
     LEADER|REMOTE --topic deleted--------------------------> UNKNOWN: a local log is deleted
     LEADER|REMOTE --topic re-created (new id)--------------> UNKNOWN, then as a new topic
     LEADER   --/config/topics/<t> changes------------------> LEADER: the open log is reconfigured at once
-                                                             (see below)
+                                                             (see below); made compacted, the cleaner wakes
 
 At startup, once the registry has been read successfully (never before: ZooKeeper being away must not
 look like "every topic was deleted"), log directories of topics or partitions absent from it, or whose
@@ -60,6 +60,7 @@ from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination import paths as zk_paths
 from sparklog.coordination import topics as topic_registry
 from sparklog.coordination.connection import retrying
+from sparklog.storage.config import CLEANUP_COMPACT
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
 from sparklog.storage.errors import InvalidConfigError, InvalidTopicName
 from sparklog.storage.topic_names import parse_partition_dir
@@ -362,7 +363,10 @@ class PartitionManager:
                 log.warning("topic %s partition %d: config %s not applied (%s); the log keeps its settings",
                             key[0], key[1], ", ".join(changed), exc)
             return
+        compacted_before = CLEANUP_COMPACT in plog.config.cleanup_policies
         plog.reconfigure(config)
+        if CLEANUP_COMPACT in config.cleanup_policies and not compacted_before:
+            self.logs.cleaner.wake()  # clean it now, not after log.cleaner.backoff.ms
         self._log_overrides[key] = wanted
         self._config_pending.pop(key, None)
         self._config_applied += 1

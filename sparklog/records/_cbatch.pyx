@@ -32,6 +32,8 @@ from libc.stdint cimport INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, 
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
+import array as _array
+
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
     long long PyLong_AsLongLongAndOverflow(object value, int* overflow) except? -1
@@ -502,3 +504,127 @@ def decode_columns(buffer, batch):
         columns = decode_section(buffer, batch.base_offset, batch.base_timestamp, batch.record_count,
                                  log_append_time)
     return _py_decode_columns(buffer, batch) if columns is None else columns
+
+
+# -- the log cleaner's per-batch work: one pass over a section, then the kept records copied out --------------
+# (sparklog/records/scan.py is the pure-Python authority; the byte loops below run without the GIL, so
+# appends and fetches keep running while a cleaner thread scans and copies.)
+
+cdef extern from "Python.h":
+    Py_ssize_t _Py_HashBytes(const void* data, Py_ssize_t size) nogil  # hash(bytes) without the object
+
+cdef enum:
+    NULL_KEY = 1  # scan.NULL_KEY
+    NULL_VALUE = 2  # scan.NULL_VALUE
+
+
+cdef inline Py_ssize_t skip_nullable(const uint8_t* data, Py_ssize_t position, Py_ssize_t end,
+                                     bint* null) noexcept nogil:
+    """The position after the nullable field at `position` (-1: it does not fit before `end`)."""
+    cdef int64_t size
+    cdef Py_ssize_t start = read_varint(data, position, end, &size)
+    if start < 0 or size > end - start:
+        return -1
+    null[0] = size < 0
+    return start if size < 0 else start + size
+
+
+cdef inline Py_ssize_t skip_headers(const uint8_t* data, Py_ssize_t position, Py_ssize_t end) noexcept nogil:
+    cdef int64_t count, key_size
+    cdef Py_ssize_t index
+    cdef bint null
+    position = read_varint(data, position, end, &count)
+    if position < 0 or count < 0 or count > (end - position) // MIN_HEADER_BYTES:
+        return -1
+    for index in range(count):
+        position = read_varint(data, position, end, &key_size)
+        if position < 0 or key_size < 0 or key_size > end - position:
+            return -1
+        position = skip_nullable(data, position + key_size, end, &null)
+        if position < 0:
+            return -1
+    return position
+
+
+cdef bint scan_loop(const uint8_t* data, Py_ssize_t end, int64_t base_offset, int64_t base_ts, bint create_time,
+                    int64_t append_ts, Py_ssize_t count, int64_t* digests, int64_t* offsets, int64_t* timestamps,
+                    uint8_t* flags, int64_t* ends) noexcept nogil:
+    cdef Py_ssize_t index, position = 0, record_end, key_start
+    cdef int64_t length, delta
+    cdef bint null
+    for index in range(count):
+        position = read_varint(data, position, end, &length)
+        if position < 0 or length < 0 or length > end - position:
+            return False
+        record_end = position + length
+        position = read_varint(data, position + 1, record_end, &delta)  # after the attributes byte
+        if position < 0:
+            return False
+        if not create_time:
+            timestamps[index] = append_ts
+        elif not checked_add(base_ts, delta, &timestamps[index]):
+            return False
+        position = read_varint(data, position, record_end, &delta)
+        if position < 0 or not checked_add(base_offset, delta, &offsets[index]):
+            return False
+        key_start = position
+        position = skip_nullable(data, position, record_end, &null)
+        if position < 0:
+            return False
+        flags[index] = NULL_KEY if null else 0
+        if null:
+            digests[index] = 0
+        else:
+            key_start = read_varint(data, key_start, record_end, &length)
+            digests[index] = _Py_HashBytes(data + key_start, position - key_start)
+            if digests[index] == 0:  # 0 marks a null key: offset_map.py Rule 2 stores 0 as 1
+                digests[index] = 1
+        position = skip_nullable(data, position, record_end, &null)
+        if position < 0:
+            return False
+        if null:
+            flags[index] |= NULL_VALUE
+        position = skip_headers(data, position, record_end)
+        if position != record_end:
+            return False
+        ends[index] = record_end
+    return position == end
+
+
+def scan_section(const uint8_t[::1] section, int64_t base_offset, int64_t base_ts, object log_append_time,
+                 Py_ssize_t count):
+    """(digests, offsets, timestamps, flags, ends) of the `count` records filling `section` exactly, as
+    arrays (scan.scan_section), or None to defer to Python (malformed, or past what C takes)."""
+    cdef Py_ssize_t end = section.shape[0]
+    cdef bint create_time = log_append_time is None
+    cdef int64_t append_ts = 0 if create_time else log_append_time
+    cdef bint ok
+    if count <= 0 or count > end // MIN_RECORD_BYTES:
+        return None
+    digests, offsets, timestamps, ends = (_array.array("q", bytes(8 * count)) for _ in range(4))
+    flags = _array.array("B", bytes(count))
+    cdef int64_t[::1] d = digests, o = offsets, t = timestamps, e = ends
+    cdef uint8_t[::1] f = flags
+    with nogil:
+        ok = scan_loop(&section[0], end, base_offset, base_ts, create_time, append_ts, count, &d[0], &o[0], &t[0],
+                       &f[0], &e[0])
+    return (digests, offsets, timestamps, flags, ends) if ok else None
+
+
+def join_kept(const uint8_t[::1] section, const int64_t[::1] ends, const uint8_t[::1] keep):
+    """The bytes of the records whose `keep` is set, in order (scan.join_kept)."""
+    cdef Py_ssize_t index, start = 0, total = 0, count = ends.shape[0]
+    for index in range(count):
+        if keep[index]:
+            total += ends[index] - start
+        start = ends[index]
+    out = PyBytes_FromStringAndSize(NULL, total)
+    cdef uint8_t* into = <uint8_t*>PyBytes_AS_STRING(out)
+    with nogil:
+        start = 0
+        for index in range(count):
+            if keep[index]:
+                memcpy(into, &section[start], ends[index] - start)
+                into += ends[index] - start
+            start = ends[index]
+    return out

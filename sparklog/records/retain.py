@@ -35,6 +35,7 @@ from sparklog.records.batch import (
     decode_varint,
 )
 from sparklog.records.compression import compress, decompress
+from sparklog.records.scan import RecordScan, join_kept
 
 # The header fields a rewrite changes, after the CRC: attributes, and recordCount at the end of the header.
 _ATTRIBUTES = struct.Struct(">h")
@@ -66,19 +67,33 @@ def retain(batch: RecordBatch, columns: RecordColumns, keep: list[bool]) -> byte
     kept = sum(keep)
     if kept == len(keep):
         return None
-    raw = batch.raw
+    codec = batch.attributes & COMPRESSION_MASK
+    section = b""
+    if kept:
+        section = _records_section(batch.raw, codec)
+        spans = record_spans(section, batch.record_count)
+        section = b"".join(section[s:e] for (s, e), k in zip(spans, keep) if k)
+    return _rebuild(batch, kept, section)
+
+
+def retain_scanned(batch: RecordBatch, scanned: RecordScan, keep: bytes) -> bytes | None:
+    """`retain` from a scan of the batch (records/scan.py): its section is not decompressed again, and the
+    kept records are copied out in one pass. `keep` has one byte per record, not 0 to keep it."""
+    kept = len(keep) - keep.count(0)
+    if kept == len(keep):
+        return None
+    return _rebuild(batch, kept, join_kept(scanned.section, scanned.ends, keep) if kept else b"")
+
+
+def _rebuild(batch: RecordBatch, kept: int, section: bytes) -> bytes:
+    """The batch's header around the `kept` records of uncompressed `section`, compressed with its codec."""
     codec = batch.attributes & COMPRESSION_MASK
     attributes = batch.attributes
     if kept == 0:
-        section = b""
         attributes &= ~COMPRESSION_MASK  # Rule 3: an empty batch is written uncompressed
-    else:
-        section = _records_section(raw, codec)
-        spans = record_spans(section, batch.record_count)
-        section = b"".join(section[s:e] for (s, e), k in zip(spans, keep) if k)
-        if codec:
-            section = compress(codec, section)
-    head = bytearray(raw[:HEADER_SIZE])
+    elif codec:
+        section = compress(codec, section)
+    head = bytearray(batch.raw[:HEADER_SIZE])
     _LENGTH.pack_into(head, LOG_OVERHEAD - _LENGTH.size, HEADER_SIZE - LOG_OVERHEAD + len(section))
     _ATTRIBUTES.pack_into(head, ATTRIBUTES_OFFSET, attributes)
     _RECORD_COUNT.pack_into(head, _RECORD_COUNT_OFFSET, kept)

@@ -17,7 +17,9 @@ whose timestamp is older than delete.retention.ms, or when it has no key (a topi
 null-key records were written: Kafka drops them too). Control batches are kept whole. Records at or past
 the range's end are kept. Offsets never change (records/retain.py): batches keep their headers, even empty
 ones, and consecutive empty ones of one producer become one header spanning their offsets. What to keep is
-decided for a window of ~WINDOW_RECORDS records at once (numpy), not record by record.
+decided for a window of ~WINDOW_RECORDS records at once (numpy), not record by record, from one scan of
+each batch (records/scan.py: key digests, offsets, timestamps, flags, with the GIL released when compiled),
+and the kept records are copied from that same scan, decompressed once.
 Rule 4 (the recopy): consecutive segments are recopied into one cleaned segment while what it holds plus
 the next source segment's size stays within segment.bytes (so fully superseded segments merge into their
 neighbours) and its offsets span less than 2^31; each is written to `<base>.log.cleaned` (with its indexes),
@@ -37,15 +39,14 @@ import os
 import time
 from bisect import bisect_right
 from dataclasses import dataclass
-from itertools import accumulate, chain, repeat
-from operator import is_
+from itertools import accumulate
 from typing import Callable, Iterator
 
 import numpy as np
 
-from sparklog.records.batch import (HEADER_SIZE, BatchHeader, RecordBatch, RecordColumns, iter_batches, parse_header,
-                                    peek_size)
-from sparklog.records.retain import can_extend, extend_empty, retain
+from sparklog.records.batch import HEADER_SIZE, BatchHeader, RecordBatch, iter_batches, parse_header, peek_size
+from sparklog.records.retain import can_extend, extend_empty, retain_scanned
+from sparklog.records.scan import NULL_VALUE, RecordScan, scan
 from sparklog.storage.config import INT32_MAX
 from sparklog.storage.offset_map import OffsetMap
 from sparklog.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, BatchEntry, LogSegment, segment_file_name
@@ -192,10 +193,13 @@ class Cleaner:
                 break
             for window in self._windows(segment):
                 dirty = [(b, c) for b, c in window if c is not None and b.next_offset > span.first_dirty]
-                keys = [key for _, columns in dirty for key in columns.keys]
-                taken = offset_map.put_all(keys, [o for _, columns in dirty for o in columns.offsets])
-                if taken < len(keys):
-                    starts = list(accumulate(len(c.keys) for _, c in dirty))
+                if not dirty:
+                    continue
+                scans = [c for _, c in dirty]
+                digests = _concat(scans, "digests")
+                taken = offset_map.put_digests(digests, _concat(scans, "offsets"))
+                if taken < len(digests):
+                    starts = list(accumulate(len(c.digests) for _, c in dirty))
                     batch = dirty[bisect_right(starts, taken)][0]
                     if batch.base_offset <= span.first_dirty:
                         raise DedupeBufferTooSmall(
@@ -204,13 +208,13 @@ class Cleaner:
                     return batch.base_offset
         return span.end
 
-    def _windows(self, segment: LogSegment) -> Iterator[list[tuple[RecordBatch, RecordColumns | None]]]:
-        """The batches of `segment` with their columns (None for control and empty batches), about
+    def _windows(self, segment: LogSegment) -> Iterator[list[tuple[RecordBatch, RecordScan | None]]]:
+        """The batches of `segment` with their scans (None for control and empty batches), about
         WINDOW_RECORDS records at a time: the offset map is asked once per window, not once per batch."""
         window, records = [], 0
         for batch in segment_batches(segment, self._files, self._throttle):
-            columns = batch.columns() if batch.record_count and not batch.is_control else None
-            window.append((batch, columns))
+            scanned = scan(batch) if batch.record_count and not batch.is_control else None
+            window.append((batch, scanned))
             records += batch.record_count
             if records >= WINDOW_RECORDS:
                 yield window
@@ -234,12 +238,12 @@ class Cleaner:
                                               self._clock(), suffix=CLEANED_SUFFIX), self._write, stats)
                 for window in self._windows(segment):
                     decided = iter(self._decide(window, end, horizon, stats))
-                    for batch, columns in window:
+                    for batch, scanned in window:
                         stats.read += batch.size
                         out = None
-                        if columns is not None and batch.base_offset < end:
+                        if scanned is not None and batch.base_offset < end:
                             keep = next(decided)
-                            out = None if keep is None else retain(batch, columns, keep)
+                            out = None if keep is None else retain_scanned(batch, scanned, keep)
                         group.add(batch, out)
                 group.sources.append(segment)
             if group is not None:
@@ -275,30 +279,28 @@ class Cleaner:
         cleaned.append(data, entries)
         stats.written += len(data)
 
-    def _decide(self, window: list, end: int, horizon: int, stats: "_Stats") -> list[list[bool] | None]:
-        """Rule 3 for the data batches of a window below `end`, all records at once: for each, the keep flag of
-        every record, or None when it keeps them all."""
+    def _decide(self, window: list, end: int, horizon: int, stats: "_Stats") -> list[bytes | None]:
+        """Rule 3 for the data batches of a window below `end`, all records at once: for each, a keep byte per
+        record, or None when it keeps them all."""
         data = [c for b, c in window if c is not None and b.base_offset < end]
         if not data:
             return []
-        flat = chain.from_iterable  # C loops over each column of every batch: nothing per record in Python
-        keys = list(flat(c.keys for c in data))
-        n = len(keys)
-        offsets = np.fromiter(flat(c.offsets for c in data), dtype=np.int64, count=n)
-        timestamps = np.fromiter(flat(c.timestamps for c in data), dtype=np.int64, count=n)
-        tombstone = np.fromiter(map(is_, flat(c.values for c in data), repeat(None)), dtype=bool, count=n)
-        no_key = np.fromiter(map(is_, keys, repeat(None)), dtype=bool, count=n)
+        digests, offsets, timestamps = (_concat(data, name) for name in ("digests", "offsets", "timestamps"))
+        flags = _concat(data, "flags", np.uint8)
+        n = len(digests)
         past = offsets >= end
-        latest = past | (~no_key & (self.map.get_array(keys) <= offsets))
-        keep = latest & (~tombstone | (timestamps >= horizon) | past)
+        latest = past | ((digests != 0) & (self.map.get_digests(digests) <= offsets))
+        keep = latest & ((flags & NULL_VALUE == 0) | (timestamps >= horizon) | past)
         kept = int(keep.sum())
-        stats.records += len(keys)
-        stats.removed += len(keys) - kept
+        stats.records += n
+        stats.removed += n - kept
         stats.tombstones += int(latest.sum()) - kept  # the latest records dropped: expired tombstones
-        counts = [len(c.keys) for c in data]
+        counts = [len(c.digests) for c in data]
         starts = np.cumsum([0] + counts[:-1])
         kept_per_batch = np.add.reduceat(keep, starts).tolist()
-        return [None if k == n else keep[a:a + n].tolist() for a, n, k in zip(starts.tolist(), counts, kept_per_batch)]
+        keep_bytes = keep.view(np.uint8)
+        return [None if k == n else keep_bytes[a:a + n].tobytes()
+                for a, n, k in zip(starts.tolist(), counts, kept_per_batch)]
 
     def _remove_leftovers(self, directory: str, base: int) -> None:
         """Files of an earlier clean of this group that failed (never swapped): start from nothing."""
@@ -306,6 +308,11 @@ class Cleaner:
         for name in self._files.listdir(directory):
             if name.startswith(stem + ".") and name.endswith(CLEANED_SUFFIX):
                 self._files.unlink(os.path.join(directory, name))
+
+
+def _concat(scans: list[RecordScan], column: str, dtype=np.int64) -> np.ndarray:
+    """One column of every scan, end to end."""
+    return np.frombuffer(b"".join(getattr(s, column) for s in scans), dtype=dtype)
 
 
 class _Stats:

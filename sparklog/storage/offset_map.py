@@ -30,6 +30,15 @@ _STEP_SHIFT = 32  # the probe step comes from the digest's high half, the slot f
 VECTOR_MIN_KEYS = 256  # from this many keys a call probes with numpy, all keys at once, round by round
 
 
+def digests_of(keys: list) -> np.ndarray:
+    """Each key's digest (Rule 2), 0 for a null key: what records/scan.py computes without the keys."""
+    if None in keys:
+        return np.array([0 if key is None else hash(key) or 1 for key in keys], dtype=np.int64)
+    digests = np.array(list(map(hash, keys)), dtype=np.int64)  # the common case, with hash() called from C
+    digests[digests == _EMPTY] = 1
+    return digests
+
+
 class OffsetMap:
     """A fixed-size map from key digests to offsets; not thread-safe (one per cleaner thread)."""
 
@@ -64,10 +73,15 @@ class OffsetMap:
     def put_all(self, keys: list, offsets: list[int]) -> int:
         """`put` each (key, offset) in order, null keys skipped; returns how many were taken before the map
         filled (len(keys) when all were)."""
-        if len(keys) >= VECTOR_MIN_KEYS and self.size + len(keys) <= self.max_entries:  # cannot fill: no order
-            self._put_vector(keys, offsets)
-            return len(keys)
-        return self._probe_all(keys, offsets)
+        return self.put_digests(digests_of(keys), np.asarray(offsets, dtype=np.int64))
+
+    def put_digests(self, digests: np.ndarray, offsets: np.ndarray) -> int:
+        """put_all of keys given as digests (`digests_of`, or records/scan.py's, 0 for a null key)."""
+        if len(digests) >= VECTOR_MIN_KEYS and self.size + len(digests) <= self.max_entries:  # cannot fill
+            present = np.flatnonzero(digests)
+            self._put_vector(digests[present], offsets[present])
+            return len(digests)
+        return self._probe_all(digests.tolist(), offsets.tolist())
 
     def get(self, key: bytes) -> int:
         """The offset stored for `key`, or -1."""
@@ -76,49 +90,42 @@ class OffsetMap:
     def get_all(self, keys: list) -> list[int]:
         """`get` of each key (-1 for a null key or one not stored), in one loop."""
         if len(keys) >= VECTOR_MIN_KEYS:
-            return self._get_vector(keys).tolist()
-        return self._probe_all(keys, None)
+            return self.get_array(keys).tolist()
+        return self._probe_all(digests_of(keys).tolist(), None)
 
     def get_array(self, keys: list) -> np.ndarray:
         """get_all as an int64 array, probing with numpy whatever the number of keys."""
-        return self._get_vector(keys)
+        return self.get_digests(digests_of(keys))
+
+    def get_digests(self, digests: np.ndarray) -> np.ndarray:
+        """get_array of keys given as digests (0: a null key, -1 for it)."""
+        out = np.full(len(digests), -1, dtype=np.int64)
+        present = np.flatnonzero(digests)
+        out[present] = self._get_vector(digests[present])
+        return out
 
     # -- the same probing, vectorized (what a clean uses: keys come a read buffer at a time) -----------------
-
-    def _vector(self, keys: list) -> tuple[np.ndarray, np.ndarray]:
-        """(indexes of the non-null keys, their digests)."""
-        if None in keys:
-            present = [i for i, key in enumerate(keys) if key is not None]
-            digests = np.array([hash(keys[i]) for i in present], dtype=np.int64)
-            index = np.asarray(present, dtype=np.int64)
-        else:  # the common case, with hash() called from C
-            digests = np.array(list(map(hash, keys)), dtype=np.int64)
-            index = np.arange(len(keys), dtype=np.int64)
-        digests[digests == _EMPTY] = 1
-        return index, digests
 
     def _tables(self) -> tuple[np.ndarray, np.ndarray]:
         return np.frombuffer(self._digests, dtype=np.int64), np.frombuffer(self._offsets, dtype=np.int64)
 
-    def _get_vector(self, keys: list) -> np.ndarray:
-        index, digests = self._vector(keys)
+    def _get_vector(self, digests: np.ndarray) -> np.ndarray:
         table, stored = self._tables()
-        out = np.full(len(keys), -1, dtype=np.int64)
+        out = np.full(len(digests), -1, dtype=np.int64)
         slots, steps = digests & self._mask, ((digests >> _STEP_SHIFT) & self._mask) | 1
         pending = np.arange(len(digests))
         while pending.size:
             found = table[slots[pending]]
             hit = found == digests[pending]
-            out[index[pending[hit]]] = stored[slots[pending[hit]]]
+            out[pending[hit]] = stored[slots[pending[hit]]]
             pending = pending[~hit & (found != _EMPTY)]
             slots[pending] = (slots[pending] + steps[pending]) & self._mask
         return out
 
-    def _put_vector(self, keys: list, offsets: list[int]) -> None:
-        """put_all when the map cannot fill: the last offset of each digest, then rounds of probing in which
-        a new digest takes an empty slot unless another new digest of the round takes it first."""
-        index, digests = self._vector(keys)
-        values = np.asarray(offsets, dtype=np.int64)[index]
+    def _put_vector(self, digests: np.ndarray, values: np.ndarray) -> None:
+        """put_digests when the map cannot fill (no null key): the last offset of each digest, then rounds of
+        probing in which a new digest takes an empty slot unless another new digest of the round takes it
+        first."""
         reversed_unique, last = np.unique(digests[::-1], return_index=True)  # the last occurrence of each
         digests, values = reversed_unique, values[::-1][last]
         table, stored = self._tables()
@@ -143,7 +150,7 @@ class OffsetMap:
             slots[pending[moving]] = (slots[pending[moving]] + steps[pending[moving]]) & mask
             pending = pending[~done]
 
-    def _probe_all(self, keys: list, offsets: list[int] | None):
+    def _probe_all(self, digests_in: list[int], offsets: list[int] | None):
         """put_all (with `offsets`) or get_all (without): one loop per record of the dirty section, inlined.
 
         Double hashing (Rule 3's probing): the slot is the digest's low bits, the step its high bits made odd,
@@ -153,12 +160,11 @@ class OffsetMap:
         size, limit = self.size, self.max_entries
         found_offsets: list[int] = []
         answer = found_offsets.append
-        for i, key in enumerate(keys):
-            if key is None:
+        for i, digest in enumerate(digests_in):
+            if digest == _EMPTY:  # a null key
                 if offsets is None:
                     answer(-1)
                 continue
-            digest = hash(key) or 1
             slot = digest & mask
             step = (digest >> _STEP_SHIFT) & mask | 1
             found = digests[slot]
@@ -176,7 +182,7 @@ class OffsetMap:
                 size += 1
             stored[slot] = offsets[i]
         self.size = size
-        return found_offsets if offsets is None else len(keys)
+        return found_offsets if offsets is None else len(digests_in)
 
     def __len__(self) -> int:
         return self.size

@@ -10,7 +10,7 @@ import pytest
 from sparklog.broker.partitions import PartitionManager
 from sparklog.coordination import topics as topic_registry
 from sparklog.records.batch import LOG_APPEND_TIME, build_batch, iter_batches
-from sparklog.storage import LogManager
+from sparklog.storage import CleanerConfig, LogManager
 
 ME = 1
 
@@ -57,3 +57,25 @@ def test_a_bad_override_written_by_hand_leaves_the_log_as_it_was(manager, zk):
     topic_registry.set_topic_config(zk, "live", {"retention.ms": "200"})
     wait_for(lambda: plog.config.retention_ms == 200)
     assert manager.statistics().config_changes_pending == 0
+
+
+def test_making_a_live_topic_compacted_wakes_the_cleaner_at_once(tmp_path, zk):
+    """Not after log.cleaner.backoff.ms (here 10 minutes): the change itself wakes the cleaner."""
+    defaults = {"flush.visibility": "appended", "flush.messages": 1}
+    logs = LogManager([str(tmp_path / "logs")], defaults, cleaner=CleanerConfig(backoff_ms=600_000))
+    plain = {"segment.bytes": "300", "file.delete.delay.ms": "0"}
+    topic_registry.create_topic(zk, "table", 1, 1, plain, [ME])
+    manager = PartitionManager(zk, ME, logs, log_defaults=defaults)
+    manager.start()
+    try:
+        plog = manager.snapshot.leading[("table", 0)]
+        for i in range(30):
+            plog.append(build_batch([(b"k%d" % (i % 3), b"v%d" % i, None, 1)]))
+        time.sleep(0.2)  # the cleaner thread is in its backoff, with no compacted log to clean
+        assert logs.cleaner.last_run(plog) is None
+        topic_registry.set_topic_config(zk, "table", {**plain, "cleanup.policy": "compact",
+                                                      "min.cleanable.dirty.ratio": "0.01"})
+        wait_for(lambda: logs.cleaner.last_run(plog) is not None)
+    finally:
+        manager.close()
+        logs.close()

@@ -1,6 +1,7 @@
 import pytest
 
 from sparklog.storage import Flusher
+from support.codecs import NAMES, switched
 
 
 @pytest.fixture
@@ -9,3 +10,11 @@ def flusher():
     flusher = Flusher("test-flusher")
     yield flusher
     flusher.close()
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def codec(request):
+    """The cleaner's modules run once with each RecordBatch codec (tests/support/codecs.py): the compiled scan
+    and the pure-Python one must clean alike."""
+    with switched(request.param) as active:
+        yield active

@@ -8,7 +8,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from support.crashfs import CrashFiles, Crashed
 from sparklog.records.batch import build_batch, iter_batches, iter_records
@@ -18,6 +18,8 @@ from sparklog.storage.cleaner import Cleaner, cleanable_range
 from sparklog.storage.errors import InvalidRecordError
 from sparklog.storage.files import OS_FILES
 from sparklog.storage.offset_map import OffsetMap
+
+pytestmark = pytest.mark.usefixtures("codec")  # each test with the compiled scan and the pure-Python one
 
 NEVER = 10**12
 T0 = 1_700_000_000_000
@@ -63,12 +65,13 @@ def latest(model):
 # -- what is kept -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("codec", sorted(CODECS))
-def test_each_key_keeps_its_last_value_in_every_codec_with_headers(tmp_path, flusher, codec):
+@pytest.mark.parametrize("compression", sorted(CODECS))
+def test_each_key_keeps_its_last_value_in_every_codec_with_headers(tmp_path, flusher, compression):
     clock = Clock()
     log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher)
     for i in range(40):
-        append(log, [(b"k%d" % (i % 5), b"v%d" % i), (b"other", b"o%d" % i)], clock, codec, [("h", b"%d" % i)])
+        append(log, [(b"k%d" % (i % 5), b"v%d" % i), (b"other", b"o%d" % i)], clock, compression,
+               [("h", b"%d" % i)])
     log.roll()
     log.flush()
     before = records(log)
@@ -79,7 +82,7 @@ def test_each_key_keeps_its_last_value_in_every_codec_with_headers(tmp_path, flu
     assert kept == {(o, k, v) for k, (o, v) in latest(before).items()}
     assert all(h == (("h", b"%d" % (o // 2)),) for o, _, _, h in after)  # headers travel with their record
     codecs = {b.compression for p in log.iter_slices() for b in iter_batches(p.read_bytes()) if b.record_count}
-    assert log.log_end_offset == 80 and codecs == {CODECS[codec]}  # recompressed with their own codec
+    assert log.log_end_offset == 80 and codecs == {CODECS[compression]}  # recompressed with their own codec
     log.close()
 
 
@@ -267,9 +270,11 @@ class CompactionModel(RuleBasedStateMachine):
         self.tmp.cleanup()
 
 
-CompactionModel.TestCase.settings = settings(max_examples=30, stateful_step_count=20, deadline=None,
-                                             suppress_health_check=[HealthCheck.too_slow])
-test_compaction_guarantees = CompactionModel.TestCase
+def test_compaction_guarantees():
+    """The model run as a function, so that it runs with each codec too (a TestCase cannot take a parameter)."""
+    run_state_machine_as_test(CompactionModel, settings=settings(max_examples=30, stateful_step_count=20,
+                                                                 deadline=None,
+                                                                 suppress_health_check=[HealthCheck.too_slow]))
 
 
 # -- a crash at every file operation of a clean ----------------------------------------------------------

@@ -1,0 +1,78 @@
+"""What the log cleaner needs of each record of a batch, in one pass over its records section, and the kept
+records copied out of that same section: decompress once, scan once, copy once (records/retain.py rebuilds
+the batch around the copy).
+
+Rule 1: `scan(batch)` gives, per record, the key's digest (the interpreter's hash of the key bytes, which is
+        `hash(key)`; 1 for a key that hashes to 0; 0 for a null key), its offset, its timestamp, its flags
+        (NULL_KEY, NULL_VALUE) and where it ends in the section, as arrays, with no Python object per record.
+Rule 2: the compiled twin (`_cbatch.scan_section`, `_cbatch.join_kept`) runs when the compiled codec is the
+        active one (`batch.CODEC`), with its byte loops outside the interpreter lock; it gives the same arrays
+        and bytes, and defers every input it does not take to the pure-Python functions here, which decide
+        (malformed bytes raise CorruptRecordError from `batch`'s decoder, as `columns()` does).
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import NamedTuple
+
+from sparklog.records import batch as _batch
+from sparklog.records import implementation as _implementation
+from sparklog.records.batch import COMPRESSION_MASK, HEADER_SIZE, RecordBatch
+
+NULL_KEY = 1
+NULL_VALUE = 2
+
+
+class RecordScan(NamedTuple):
+    """One batch's records as parallel arrays (Rule 1), and the uncompressed section they were read from."""
+
+    section: bytes
+    digests: array  # "q"
+    offsets: array  # "q"
+    timestamps: array  # "q"
+    flags: array  # "B": NULL_KEY | NULL_VALUE
+    ends: array  # "q": where each record (its length prefix included) ends in `section`
+
+
+def scan(batch: RecordBatch) -> RecordScan:
+    """Rule 1 for a batch with at least one record."""
+    codec = batch.attributes & COMPRESSION_MASK
+    section = batch._decompress(codec, batch.raw[HEADER_SIZE:]) if codec else batch.raw[HEADER_SIZE:].tobytes()
+    log_append_time = batch.max_timestamp if batch.timestamp_type else None
+    columns = None
+    compiled = _compiled()
+    if compiled is not None:
+        columns = compiled.scan_section(section, batch.base_offset, batch.base_timestamp, log_append_time,
+                                        batch.record_count)
+    return RecordScan(section, *(columns or _scan_python(section, batch)))
+
+
+def join_kept(section: bytes, ends: array, keep: bytes) -> bytes:
+    """The bytes of the records whose `keep` byte is not 0 (one byte per record)."""
+    compiled = _compiled()
+    if compiled is not None:
+        return compiled.join_kept(section, ends, keep)
+    starts = [0, *ends[:-1]]
+    return b"".join(section[s:e] for s, e, k in zip(starts, ends, keep) if k)
+
+
+def _compiled():
+    if _batch.CODEC.name != _implementation.CYTHON:
+        return None
+    from sparklog.records import _cbatch
+
+    return _cbatch
+
+
+def _scan_python(section: bytes, batch: RecordBatch) -> tuple:
+    columns = _batch.PYTHON_CODEC.decode_columns(section, batch)
+    digests = array("q", [0 if key is None else (hash(key) or 1) for key in columns.keys])
+    flags = array("B", [(key is None) * NULL_KEY | (value is None) * NULL_VALUE
+                        for key, value in zip(columns.keys, columns.values)])
+    ends, position, varint = array("q"), 0, _batch.PYTHON_CODEC.decode_varint
+    for _ in range(batch.record_count):
+        length, body = varint(section, position)
+        position = body + length
+        ends.append(position)
+    return digests, array("q", columns.offsets), array("q", columns.timestamps), flags, ends
