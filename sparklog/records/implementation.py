@@ -42,10 +42,15 @@ def extensions_disabled() -> bool:
     return os.environ.get(NO_EXTENSIONS_VARIABLE, "") not in ("", "0")
 
 
+REQUIRED_EXTRAS = ("scan_section", "join_kept")  # what records/scan.py takes from the extension
+
+
 def compiled(pure: Codec, record_columns: type) -> Codec:
     """The compiled codec, deferring to `pure`; ImportError when the extension was not built."""
     from sparklog.records import _cbatch
 
+    for name in REQUIRED_EXTRAS:  # an extension built before these existed is older than its source
+        getattr(_cbatch, name)
     _cbatch.bind(pure, record_columns, codec_id, compress, crc32c, time.time_ns)
     return Codec(
         CYTHON,
