@@ -215,7 +215,7 @@ def test_admin_client_partitions_configs_records_and_cluster(cli_cluster):
         producer = Producer(bootstrap_servers=cli_cluster.bootstrap)
         try:
             for i in range(6):
-                producer.send(topic, b"v%d" % i, partition=0)
+                producer.send(topic, b"v%d" % i, key=b"k%d" % i, partition=0)  # compacted: keyed
             producer.flush()
         finally:
             producer.close()
