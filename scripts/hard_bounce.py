@@ -126,7 +126,7 @@ def run(cluster, args) -> list[tuple[str, bool, str]]:
 
 
 def bounce(cluster, zk, topic: str, history: History, args) -> list[str]:
-    """The cycles (module docstring); the victims, e.g. "2(controller)"."""
+    """The cycles (module docstring); the victims, e.g. "2 (controller)", "1 (leader of 3)"."""
     from sparklog.coordination.controller_election import read_controller
 
     victims = []
@@ -135,8 +135,12 @@ def bounce(cluster, zk, topic: str, history: History, args) -> list[str]:
         states = wait_until(lambda: full_isr(zk, topic), f"a full ISR before cycle {cycle}", FULL_ISR_TIMEOUT_S)
         acks_go_on(history, f"acknowledged writes before cycle {cycle}")
         controller = read_controller(zk)
-        victim = controller if cycle % CONTROLLER_EVERY == 1 else states[cycle % PARTITIONS].leader
-        victims.append(f"{victim}{'(controller)' if victim == controller else ''}")
+        if cycle % CONTROLLER_EVERY == 1:
+            victim, why = controller, "controller"
+        else:
+            victim = states[cycle % PARTITIONS].leader
+            why = f"leader of {cycle % PARTITIONS}" + (", also controller" if victim == controller else "")
+        victims.append(f"{victim} ({why})")
         cluster.brokers[victim].kill()
         wait_until(lambda: all(s.leader not in (victim, -1) for s in partition_states(zk, topic).values()),
                    f"cycle {cycle}: leaderships moved off broker {victim}", session_s + MOVE_SLACK_S)
