@@ -23,7 +23,7 @@ SESSION_TIMEOUT_MS = 3000  # the killed leader's partitions move after this
 LAG_MS = 1500  # replica.lag.time.max.ms
 PARTITIONS = 3
 READ_ROWS = 3000
-WRITE_ROWS = 20_000
+WRITE_ROWS = 5000
 JOB_TIMEOUT_S = 60
 KILL_AFTER_S = 0.5  # the jobs are planned and running (metadata and offsets asked) when the leader dies
 
