@@ -247,3 +247,49 @@ def test_sparklog_consumer_fails_over_with_no_error(three, zk):
         _wait(lambda: got.extend(r.value for r in consumer.poll(0.2)) or len(got) >= len(sent), "every record")
     assert got == sent
 
+
+
+def test_kafka_python_acks_all_refused_with_both_followers_sigkilled_and_acks_one_works(three, zk):
+    """Issue 9's NOT_ENOUGH_REPLICAS with kafka-python: both followers SIGKILLed (not SIGSTOPped, whose open
+    connections hang metadata requests), the controller shrinks the ISR to the leader, every acks=all send
+    fails with NotEnoughReplicasError and none of them ever reaches a consumer; acks=1 still works; the
+    followers return and acks=all works again."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.errors import NotEnoughReplicasError
+
+    topic = "kp-not-enough"
+    leader = _create(zk, topic, config={"min.insync.replicas": "2"}).leader
+    followers = [b for b in (1, 2, 3) if b != leader]
+    bootstrap = three.brokers[leader].address  # a live broker to ask metadata of while the others are dead
+
+    def send(acks, values, retries=0):
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, retries=retries, linger_ms=0,
+                                 request_timeout_ms=5000, max_block_ms=10_000)
+        try:
+            futures = [producer.send(topic, v, partition=0) for v in values]
+            producer.flush(TIMEOUT_S)
+            return [f.exception if f.failed() else f.value.offset for f in futures]
+        finally:
+            producer.close(TIMEOUT_S)
+
+    assert send("all", [b"before"]) == [0]
+    for broker_id in followers:
+        three.brokers[broker_id].kill()
+    try:
+        _wait(lambda: _state(zk, topic).isr == (leader,), "the ISR to shrink to the leader",
+              SESSION_TIMEOUT_MS / 1000 + TIMEOUT_S)
+        refused = send("all", [b"refused-%d" % i for i in range(5)])
+        assert all(isinstance(r, NotEnoughReplicasError) for r in refused), refused
+        assert send(1, [b"acks-one"]) == [1]
+    finally:
+        for broker_id in followers:
+            three.brokers[broker_id].start()
+    _full_isr(zk, topic)
+    assert send("all", [b"after"], retries=5) == [2]
+    consumer = KafkaConsumer(bootstrap_servers=three.bootstrap, enable_auto_commit=False, consumer_timeout_ms=5000)
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek(TopicPartition(topic, 0), 0)
+        assert [m.value for m in consumer] == [b"before", b"acks-one", b"after"]
+    finally:
+        consumer.close()

@@ -134,13 +134,15 @@ def heal(cluster) -> None:
             broker.start()
 
 
-def produce(cluster, topic: str, history: History, result: RunResult, rate: float, stop: threading.Event) -> None:
+def produce(cluster, topic: str, history: History, result: RunResult, rate: float, stop: threading.Event,
+            idempotent: bool = False) -> None:
+    """confluent-kafka at `rate` msg/s (acks=all, retries) until `stop`, then a flush; idempotence optional."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5,
                          "retries": 1_000_000, "message.timeout.ms": 120_000, "retry.backoff.ms": 100,
                          "request.timeout.ms": PRODUCE_REQUEST_TIMEOUT_MS,
-                         "enable.idempotence": False, "log_level": LIBRDKAFKA_LOG_LEVEL})
+                         "enable.idempotence": idempotent, "log_level": LIBRDKAFKA_LOG_LEVEL})
 
     def delivered(err, msg) -> None:
         if err is None:
