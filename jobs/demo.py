@@ -116,11 +116,13 @@ class BrokerBounce:
         self.victim: int | None = None
         self.killed_at: float | None = None
         self._fired = threading.Event()
+        self._killer: threading.Thread | None = None
 
     def observe(self, produced: int) -> None:
         if produced >= self.at and not self._fired.is_set():
             self._fired.set()
-            threading.Thread(target=self._kill, daemon=True).start()
+            self._killer = threading.Thread(target=self._kill, daemon=True)
+            self._killer.start()
 
     def _kill(self) -> None:
         self.victim = _leader_of(self.cluster.zookeeper, self.topic, 0)
@@ -129,6 +131,8 @@ class BrokerBounce:
 
     def restart(self) -> str:
         """Restart the victim; the note for the report (what was killed, and how long the ISR took to heal)."""
+        if self._killer is not None:
+            self._killer.join()  # a small run may finish producing before the kill has landed
         if self.victim is None:
             return "no broker was killed (the producers finished first)"
         started = time.perf_counter()
