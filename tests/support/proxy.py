@@ -155,7 +155,7 @@ class TcpProxy:
                 if self._blackhole:
                     threading.Event().wait(POLL_S)
                     continue
-                if not poller.poll(POLL_S * 1000):
+                if not poller.poll(POLL_S * 1000) or self._blackhole:  # a blackhole may have begun meanwhile
                     continue
                 data = src.recv(BUFFER_BYTES)
                 if not data:
