@@ -233,6 +233,16 @@ class Definitions(Mapping[str, Setting]):
             return setting.default
         return setting.parse(raw, self.error, self.label)
 
+    def values_of(self, props: Mapping[str, Any]) -> list[Any]:
+        """Every setting's value from `props`, in table order: the fields of a config dataclass declared in
+        the same order (`Config(*TABLE.values_of(props))`)."""
+        return [self.value(props, name) for name in self]
+
+    def check_all(self, values: Iterable[Any]) -> None:
+        """Check values given in table order (a config dataclass built in code rather than from props)."""
+        for name, value in zip(self, values):
+            self[name].check(value, self.error, self.label)
+
     def parse(self, props: Mapping[str, Any], policy: str | None = None) -> dict[str, Any]:
         """Every setting of the table from `props`, typed, with defaults (Rule 2); keys outside the table
         are handled by `policy` (default: the table's)."""

@@ -46,7 +46,7 @@ class GroupConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "GroupConfig":
-        config = cls(*(GROUP.value(props, key) for key in GROUP))
+        config = cls(*GROUP.values_of(props))
         if config.min_session_timeout_ms > config.max_session_timeout_ms:
             raise GroupConfigError(f"group.min.session.timeout.ms={config.min_session_timeout_ms} is above "
                                    f"group.max.session.timeout.ms={config.max_session_timeout_ms}")

@@ -79,10 +79,8 @@ class CleanerConfig:
     backoff_ms: int = DEFAULT_BACKOFF_MS
 
     def __post_init__(self) -> None:
-        values = (self.enable, self.threads, self.dedupe_buffer_size, self.load_factor,
-                  self.io_max_bytes_per_second, self.backoff_ms)
-        for key, value in zip(CLEANER_SETTINGS, values):
-            CLEANER_SETTINGS[key].check(value, InvalidConfigError)
+        CLEANER_SETTINGS.check_all((self.enable, self.threads, self.dedupe_buffer_size, self.load_factor,
+                                    self.io_max_bytes_per_second, self.backoff_ms))
         if self.dedupe_buffer_size // self.threads < 1024:
             raise InvalidConfigError("log.cleaner.dedupe.buffer.size must be at least 1024 bytes per cleaner "
                                      f"thread, not {self.dedupe_buffer_size} for {self.threads} threads")
@@ -90,7 +88,7 @@ class CleanerConfig:
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "CleanerConfig":
         """From broker properties; missing keys take the defaults, bad values raise InvalidConfigError."""
-        return cls(*(CLEANER_SETTINGS.value(props, key) for key in CLEANER_SETTINGS))
+        return cls(*CLEANER_SETTINGS.values_of(props))
 
 
 @dataclass(frozen=True)

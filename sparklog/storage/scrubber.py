@@ -55,13 +55,12 @@ class ScrubberConfig:
     interval_ms: int = DEFAULT_SCRUBBER_INTERVAL_MS
 
     def __post_init__(self) -> None:
-        for key, value in zip(SCRUBBER_SETTINGS, (self.enable, self.bytes_per_second, self.interval_ms)):
-            SCRUBBER_SETTINGS[key].check(value, InvalidConfigError)
+        SCRUBBER_SETTINGS.check_all((self.enable, self.bytes_per_second, self.interval_ms))
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "ScrubberConfig":
         """From broker properties; missing keys take the defaults, bad values raise InvalidConfigError."""
-        return cls(*(SCRUBBER_SETTINGS.value(props, key) for key in SCRUBBER_SETTINGS))
+        return cls(*SCRUBBER_SETTINGS.values_of(props))
 
 
 @dataclass(frozen=True)
