@@ -9,7 +9,8 @@ Rule 3: nothing but `CloseConnection` or a reply leaves `handle_frame` for what 
 tests in tests/unit/broker/test_dispatch_fuzz.py hold it to that).
 Rule 4: a Produce of one topic and one partition from an identified session is first offered to the fast
 path (handlers.handle_single_partition_produce); what it leaves (NOT_SERVED_FAST) goes through Rule 1, and
-the client sees the same bytes either way.
+the client sees the same bytes either way. An acks=all write it leaves waiting is Parked, as the general
+path's is.
 
 Each connection has a `ClientSession` that names the client (the software name and version it sent in
 ApiVersions v3+, else its header's client_id) and collects the (api, version) pairs it used; `statistics()`
@@ -55,6 +56,7 @@ class DispatcherStatistics:
     requests_by_api: dict
     unsupported_versions: int
     malformed: int
+    fast_produces: int  # Produce requests the fast path answered (Rule 4)
     # client name -> api name -> sorted versions served; and the versions refused (ApiVersions fallback)
     versions_by_client: dict
     refused_by_client: dict
@@ -82,6 +84,7 @@ class Dispatcher:
         self.max_frame_bytes = state.config.socket_request_max_bytes
         self._unsupported = 0
         self._malformed = 0
+        self._fast_produces = 0
         # client name -> {(api_key << 16 | version): requests}; one dict update per request is the whole
         # bookkeeping of the hot path (requests_by_api is summed from it on demand)
         self._served: dict[str, dict[int, int]] = {}
@@ -129,10 +132,12 @@ class Dispatcher:
         if request is None:
             return NOT_SERVED_FAST
         reply = handle_single_partition_produce(request, self.state)
-        if reply is not NOT_SERVED_FAST:
-            key = _PRODUCE << _VERSION_BITS | request.api_version
-            served[key] = served.get(key, 0) + 1
-        return reply
+        if reply is NOT_SERVED_FAST:
+            return reply
+        self._fast_produces += 1
+        key = _PRODUCE << _VERSION_BITS | request.api_version
+        served[key] = served.get(key, 0) + 1
+        return Parked(reply) if reply.__class__ is CoroutineType else reply
 
     def _unsupported_version(self, exc: UnsupportedVersion, session: ClientSession):
         self._unsupported += 1
@@ -180,8 +185,8 @@ class Dispatcher:
             for key, count in list(packed.items()):
                 name = api_name(key >> _VERSION_BITS)
                 names[name] = names.get(name, 0) + count
-        return DispatcherStatistics(names, self._unsupported, self._malformed, _matrix(self._served),
-                                    _matrix(self._refused))
+        return DispatcherStatistics(names, self._unsupported, self._malformed, self._fast_produces,
+                                    _matrix(self._served), _matrix(self._refused))
 
 
 def api_name(key: int) -> str:

@@ -16,9 +16,11 @@ that entry's error code. An exception escaping a handler is a broker bug (the se
 
 Hot paths are per batch, not per record: Produce hands each partition's record set (a memoryview of the
 request frame) to one `PartitionLog.append`; Fetch returns `FileSlice`s that the server sends with
-`os.sendfile`. The common Produce (one partition, acks 0 or 1, led here) has a fast path that the dispatcher
+`os.sendfile`. The common Produce (one partition, acks 0, 1 or all, led here) has a fast path that the dispatcher
 tries first: `handle_single_partition_produce` over protocol.produce's one-partition decoder and encoder,
-answering byte for byte as handle_produce does, and leaving everything else to it. Neither touches ZooKeeper: they look the partition up in the current `MetadataSnapshot`.
+answering byte for byte as handle_produce does (an acks=all write waits in the purgatory the same way), and
+leaving everything else to it. Neither touches ZooKeeper: they look the partition up in the current
+`MetadataSnapshot`.
 
 The group apis (JoinGroup ... DeleteGroups) are in group_handlers.py, over `state.groups` (the group
 coordinator); FindCoordinator, OffsetCommit and OffsetFetch are here, over `state.offsets` (offset_store.py).
@@ -197,6 +199,9 @@ def handle_api_versions(request, state) -> ApiVersionsResponse:
 # Produce
 
 
+NOT_REPLICATED = "not replicated to the in-sync replicas within the request's timeout"
+
+
 def handle_produce(request, state):
     """Append each partition's record set in one call; acks=0 gets no response (None); acks=all waits in
     the purgatory until the HW passes each batch (a coroutine then), or answers at once when it already has."""
@@ -261,32 +266,64 @@ async def _await_replication(state, response, delayed: list, timeout_ms: int) ->
     await state.waiters.wait_until(plogs, lambda: _settle_produces(delayed, state.replicas),
                                    loop.time() + max(0, timeout_ms) / 1000)
     for parts, position, _, _ in delayed:
-        parts[position] = _produce_error(parts[position].index, REQUEST_TIMED_OUT,
-                                         "not replicated to the in-sync replicas within the request's timeout")
+        parts[position] = _produce_error(parts[position].index, REQUEST_TIMED_OUT, NOT_REPLICATED)
     return response
 
 
-def handle_single_partition_produce(request: SinglePartitionProduce, state) -> list | None | NotServedFast:
-    """The common Produce (one topic, one partition, acks 0 or 1, led here) answered as handle_produce answers
-    it, without building request or response objects; NOT_SERVED_FAST, before anything is done, for any other
-    request (the caller then runs the general path)."""
+def handle_single_partition_produce(request: SinglePartitionProduce, state):
+    """The common Produce (one topic, one partition, led here) answered as handle_produce answers it, without
+    building request or response objects: a reply, None (acks=0), or, for an acks=all write not yet
+    replicated, a coroutine that waits in the purgatory as the general path's does (the dispatcher parks
+    it). NOT_SERVED_FAST, before anything is done, for any other request (the caller then runs the general
+    path): other acks values, a partition not led or fenced, acks=all below min.insync.replicas."""
     acks = request.acks
-    if acks != 1 and acks != 0:
+    if acks != 1 and acks != -1 and acks != 0:
         return NOT_SERVED_FAST
-    led = state.replicas.leader_of(state.partitions.snapshot, (request.topic, request.index))
-    if led is None or led.fenced:
+    replicas = state.replicas
+    led = replicas.leader_of(state.partitions.snapshot, (request.topic, request.index))
+    if led is None or led.fenced or (acks == -1 and len(led.state.isr) < led.min_insync):
         return NOT_SERVED_FAST
     outcome = _append_outcome(led, request.index, request.records)
-    if outcome.__class__ is tuple:
-        state.replicas.after_leader_append(led)
-        if acks == 0:
-            return None
-        return [encode_single_partition_response(request, outcome[0], outcome[1], led.plog.log_start_offset)]
+    if outcome.__class__ is not tuple:
+        return None if acks == 0 else _single_partition_reply(request, outcome)
+    replicas.after_leader_append(led)
     if acks == 0:
         return None
+    appended = (outcome[0], outcome[1], led.plog.log_start_offset)  # answered as of the append, as in _append
+    if acks == -1:
+        required = led.plog.log_end_offset
+        code = replicas.produce_outcome(led, required)
+        if code is None:
+            return _await_single_replication(state, request, led, appended, required)
+        if code != NONE:
+            return _single_partition_reply(request, _produce_error(request.index, code))
+    return [encode_single_partition_response(request, *appended)]
+
+
+async def _await_single_replication(state, request: SinglePartitionProduce, led, appended: tuple,
+                                    required: int) -> list:
+    """_await_replication for the fast path's one partition: the same wake-ups, timeout and answers."""
+    replicas = state.replicas
+    settled = [None]
+
+    def check() -> bool:
+        settled[0] = replicas.produce_outcome(led, required)
+        return settled[0] is not None
+
+    replicas.hasten_visibility(led)
+    deadline = asyncio.get_running_loop().time() + max(0, request.timeout_ms) / 1000
+    if await state.waiters.wait_until([led.plog], check, deadline) and settled[0] == NONE:
+        return [encode_single_partition_response(request, *appended)]
+    if settled[0] is None:
+        return _single_partition_reply(request, _produce_error(request.index, REQUEST_TIMED_OUT, NOT_REPLICATED))
+    return _single_partition_reply(request, _produce_error(request.index, settled[0]))
+
+
+def _single_partition_reply(request: SinglePartitionProduce, part: PartitionProduceResponse) -> list:
+    """The fast path's answer for an error (rare): encoded by the general encoder."""
     header = RequestHeader(ApiKey.PRODUCE, request.api_version, request.correlation_id)
     return encode_response(header, ProduceResponse(responses=[TopicProduceResponse(
-        name=request.topic, partition_responses=[outcome])], throttle_time_ms=0))
+        name=request.topic, partition_responses=[part])], throttle_time_ms=0))
 
 
 def _append(led, index: int, records, state) -> PartitionProduceResponse:

@@ -31,9 +31,13 @@ def broker(log_dir: str, overrides: dict | None = None) -> Dispatcher:
     logs = LogManager([log_dir], {"flush.visibility": "appended", "max.message.bytes": str(MAX_MESSAGE_BYTES)})
     config = BrokerConfig.from_properties({"broker.id": str(ME), "log.dirs": log_dir, "zookeeper.connect": "unused:1",
                                            "auto.create.topics.enable": "false"})
-    leading = {("t", 0): logs.get_or_create("t", 0, overrides), ("t", 1): logs.get_or_create("t", 1)}
+    leading = {("t", 0): logs.get_or_create("t", 0, overrides), ("t", 1): logs.get_or_create("t", 1),
+               ("r", 0): logs.get_or_create("r", 0), ("r", 1): logs.get_or_create("r", 1)}
     topics = {"t": TopicMeta("t", {0: PartitionMeta(0, ME, 0, (ME,), (ME,)), 1: PartitionMeta(1, ME, 0, (ME,), (ME,)),
-                                   2: PartitionMeta(2, OTHER, 0, (OTHER,), (OTHER,))})}
+                                   2: PartitionMeta(2, OTHER, 0, (OTHER,), (OTHER,))}),
+              # replicated: 0 has its follower in the ISR (acks=all waits for it), 1 is below min.insync.replicas
+              "r": TopicMeta("r", {0: PartitionMeta(0, ME, 0, (ME, OTHER), (ME, OTHER)),
+                                   1: PartitionMeta(1, ME, 0, (ME, OTHER), (ME,))}, config={"min.insync.replicas": "2"})}
     brokers = {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "127.0.0.1", 9093)}
     return Dispatcher(handlers.BrokerState(config=config, broker_id=ME, cluster_id="c" * 22, zk=None, logs=logs,
                                            partitions=FakePartitions(MetadataSnapshot(topics, brokers, leading))))
@@ -43,6 +47,20 @@ def general_reply(dispatcher: Dispatcher, frame: memoryview) -> bytes | None:
     request = decode_request(frame)
     body = handlers.handle_produce(request, dispatcher.state)
     return None if body is None else b"".join(bytes(c) for c in encode_response(request.header, body))
+
+
+def identified_session(dispatcher: Dispatcher):
+    """A session that has named itself (ApiVersions): the fast path serves only those (dispatch.py Rule 4)."""
+    session = dispatcher.new_session()
+    dispatcher.handle_frame(memoryview(encode_request(ApiKey.API_VERSIONS, 3, 0, "c", ApiVersionsRequest(
+        client_software_name="test", client_software_version="1")))[4:], session)
+    return session
+
+
+def produce_frame(topic: str, partition: int, acks: int, timeout_ms: int = 0, correlation_id: int = 1) -> memoryview:
+    body = ProduceRequest(acks=acks, timeout_ms=timeout_ms, topic_data=[TopicProduceData(
+        name=topic, partition_data=[PartitionProduceData(index=partition, records=build_batch([(None, b"v", None, None)]))])])
+    return memoryview(encode_request(ApiKey.PRODUCE, 8, correlation_id, "c", body))[4:]
 
 
 RECORDS = st.one_of(
@@ -102,5 +120,72 @@ def test_the_fast_path_answers_with_the_log_append_time_it_stamped(tmp_path):
         stamped = parse_header(plog.read(0, 1 << 20).read_bytes())
         assert (answered.error_code, answered.base_offset) == (0, 0)
         assert answered.log_append_time_ms == stamped.max_timestamp > 0
+    finally:
+        dispatcher.state.logs.close()
+
+
+def test_acks_all_of_one_partition_takes_the_fast_path_and_parks_as_the_general_path_does(tmp_path):
+    """Issue 12: the replicated common case (one partition, acks=all) skips the general path too. A write
+    already visible (a single replica, HW at the append) is answered at once; one waiting for a follower
+    parks in the purgatory and, not replicated within the request's timeout, gets REQUEST_TIMED_OUT; below
+    min.insync.replicas it is refused with nothing appended. Every answer is byte for byte the general
+    path's on an identical broker."""
+    import asyncio
+
+    from sparklog.broker.server import Parked
+
+    async def scenario(fast: Dispatcher, general: Dispatcher) -> None:
+        session = identified_session(fast)
+        for correlation_id, (topic, partition) in enumerate([("t", 0), ("r", 0), ("r", 1)], 1):
+            frame = produce_frame(topic, partition, -1, timeout_ms=50, correlation_id=correlation_id)
+            reply = fast.handle_frame(frame, session)
+            if reply.__class__ is Parked:
+                reply = await asyncio.wait_for(reply.awaitable, 5)
+            request = decode_request(frame)
+            body = handlers.handle_produce(request, general.state)
+            if asyncio.iscoroutine(body):  # the general path parks too
+                body = await body
+            expected = b"".join(bytes(c) for c in encode_response(request.header, body))
+            assert b"".join(bytes(c) for c in reply) == expected
+        for key in (("t", 0), ("r", 0), ("r", 1)):
+            a, b = fast.state.partitions.snapshot.leading[key], general.state.partitions.snapshot.leading[key]
+            assert (a.log_end_offset, a.high_watermark) == (b.log_end_offset, b.high_watermark)
+        assert fast.statistics().fast_produces == 2  # below min.insync.replicas: left to the general path
+        for d in (fast, general):
+            await d.state.replicas.close()
+
+    fast, general = broker(str(tmp_path / "fast")), broker(str(tmp_path / "general"))
+    try:
+        asyncio.run(scenario(fast, general))
+    finally:
+        fast.state.logs.close()
+        general.state.logs.close()
+
+
+def test_a_parked_fast_path_acks_all_is_answered_when_the_follower_catches_up(tmp_path):
+    """The parked write is answered without error as soon as the follower's fetch moves the HW past it."""
+    import asyncio
+
+    from sparklog.broker.server import Parked
+    from sparklog.protocol.registry import decode_response
+
+    async def scenario(dispatcher: Dispatcher) -> None:
+        state = dispatcher.state
+        reply = dispatcher.handle_frame(produce_frame("r", 0, -1, timeout_ms=30_000), identified_session(dispatcher))
+        assert reply.__class__ is Parked
+        task = asyncio.ensure_future(reply.awaitable)
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        led = state.replicas.leader_of(state.partitions.snapshot, ("r", 0))
+        state.replicas.record_follower_fetch(led, OTHER, 1)
+        answer = b"".join(bytes(c) for c in await asyncio.wait_for(task, 5))
+        _, response = decode_response(ApiKey.PRODUCE, 8, memoryview(answer)[4:])
+        part = response.responses[0].partition_responses[0]
+        assert (part.error_code, part.base_offset) == (0, 0)
+        await state.replicas.close()
+
+    dispatcher = broker(str(tmp_path))
+    try:
+        asyncio.run(scenario(dispatcher))
     finally:
         dispatcher.state.logs.close()
