@@ -14,6 +14,9 @@ Rows, per event loop:
                   framing, the event loop and the socket alone
     produce b1    Produce v8 acks=1, one partition, a batch of 1 record of 200 bytes
     produce b50   the same with a batch of 50 records (10 KB)
+    produce b1 all / b50 all   the same two with acks=all (-1): the partition has one replica and its records
+                  are visible at append, so the write is answered at once, as on the fast path of a replicated
+                  partition whose followers keep up; what is measured is the acks=all path's own cost
     fetch 64K     Fetch v11, one partition, up to 64 KB of records (sent with os.sendfile)
 Each prints µs of broker CPU per request and its ratio to the baseline of the same loop; with more than one
 loop, the last column is the ratio to the first loop's row (below 1: the other loop is cheaper). The load
@@ -46,7 +49,7 @@ SIZE = struct.Struct(">i")
 VALUE = b"x" * 200
 FETCH_BYTES = 64 * 1024
 FETCH_LOG_BATCHES = 2000  # batches of 50 records in the fetched log (~20 MB): fetches cycle through it
-SCENARIOS = ("baseline", "produce b1", "produce b50", "fetch 64K")
+SCENARIOS = ("baseline", "produce b1", "produce b50", "produce b1 all", "produce b50 all", "fetch 64K")
 
 
 # -- the broker side (a subprocess) ----------------------------------------------------------------------------
@@ -142,9 +145,10 @@ def frames(scenario: str, n: int) -> list[bytes]:
     from sparklog.protocol.registry import encode_request
     from sparklog.records.batch import build_batch
 
-    if scenario in ("baseline", "produce b1", "produce b50"):
-        records = build_batch([(None, VALUE, None, None)] * (50 if scenario.endswith("b50") else 1))
-        body = ProduceRequest(acks=1, timeout_ms=30_000, topic_data=[TopicProduceData(
+    if scenario.startswith(("baseline", "produce")):
+        records = build_batch([(None, VALUE, None, None)] * (50 if "b50" in scenario else 1))
+        acks = -1 if scenario.endswith(" all") else 1
+        body = ProduceRequest(acks=acks, timeout_ms=30_000, topic_data=[TopicProduceData(
             name="t", partition_data=[PartitionProduceData(index=0, records=records)])])
         return [encode_request(ApiKey.PRODUCE, 8, i, "bench", body) for i in range(n)]
     out = []
@@ -219,7 +223,7 @@ def breakdown(n: int) -> None:
     from sparklog.broker.dispatch import HANDLERS
     from sparklog.protocol.registry import decode_request, encode_response
 
-    print(f"{'stage (µs)':<14}{'decode':>10}{'handler':>10}{'encode':>10}{'dispatch':>10}")
+    print(f"{'stage (µs)':<16}{'decode':>10}{'handler':>10}{'encode':>10}{'dispatch':>10}")
     for scenario in SCENARIOS[1:]:
         with tempfile.TemporaryDirectory(prefix="sparklog-requests-") as log_dir:
             dispatcher = kafka_app(log_dir, scenario.startswith("fetch"))
@@ -232,7 +236,7 @@ def breakdown(n: int) -> None:
             stages = (lambda: decode_request(frame), lambda: handler(request, dispatcher.state),
                       lambda: encode_response(request.header, body), lambda: dispatcher.handle_frame(frame, session))
             cells = [min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6 for fn in stages]
-            print(f"{scenario:<14}" + "".join(f"{c:>10.1f}" for c in cells), flush=True)
+            print(f"{scenario:<16}" + "".join(f"{c:>10.1f}" for c in cells), flush=True)
             dispatcher.state.logs.close()
 
 
@@ -249,7 +253,7 @@ def main(argv=None) -> int:
         return 0
     loops = args.loops.split(",") if args.loops else ["asyncio"] + (["uvloop"] if _has_uvloop() else [])
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.n} requests, window {args.window}")
-    header = f"{'request':<14}" + "".join(f"{loop + ' µs':>14}{'x base':>8}" for loop in loops)
+    header = f"{'request':<16}" + "".join(f"{loop + ' µs':>14}{'x base':>8}" for loop in loops)
     print(header + (f"{loops[1] + '/' + loops[0]:>18}" if len(loops) > 1 else ""))
     base: dict[str, float] = {}
     for scenario in SCENARIOS:
@@ -260,7 +264,7 @@ def main(argv=None) -> int:
             costs.append(cost)
             cells.append(f"{cost:>14.1f}{cost / base[loop]:>8.2f}")
         ratio = f"{costs[1] / costs[0]:>18.2f}" if len(costs) > 1 else ""
-        print(f"{scenario:<14}" + "".join(cells) + ratio, flush=True)
+        print(f"{scenario:<16}" + "".join(cells) + ratio, flush=True)
     breakdown(min(args.n, 5000))
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0

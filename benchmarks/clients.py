@@ -6,15 +6,20 @@
 Workload as in ../shared/peers: N messages of a fixed 200-byte printable payload, one producer then one
 consumer, a single-partition topic per test, every process on this machine. "Batch 1" and "batch 50" are
 records per RecordBatch (`batch.num.messages`, librdkafka's name, for both clients); the producer sends
-asynchronously and the time ends when the last acknowledgement (acks=1) arrives. A test stops sending after
-`--cap` seconds and counts what was acknowledged. MB/s counts payload bytes (10^6 B/s). CPU % is process CPU
+asynchronously and the time ends when the last acknowledgement (acks=1) arrives. Only acknowledged
+messages count, for both clients (sparklog futures that succeeded, confluent-kafka delivery reports without
+error: benchmarks/measure.py Rule 1); failures and messages unacknowledged at the deadline are printed. A
+test stops sending after `--cap` seconds. Each consumer is asked for exactly the messages acknowledged on
+its topic and has the same deadline; confluent-kafka's runs with `fetch.queue.backoff.ms` = 0 (paper.py
+says why). MB/s counts payload bytes (10^6 B/s). CPU % is process CPU
 time over wall time (100 = one core): the client process (all its threads) and the broker. "msg per client
 CPU-s" divides by the client's CPU time instead of the wall time: on a shared, loaded machine it shows what
 the client's code costs, independent of how much of a core the scheduler gave it.
 
 Without `--bootstrap` it starts an embedded ZooKeeper and one `sparklog broker` subprocess, and stops both.
-Peers' best Python rows on this machine (../shared/peers/RESULTS.md): 17,500 msg/s produced at batch 1,
-66,000 at batch 50, 117,000 consumed.
+The "peers' best" column is NOT measured in this run: it quotes the peers' best Python rows on this machine
+from ../shared/peers/RESULTS.md (17,500 msg/s produced at batch 1, 66,000 at batch 50, 117,000 consumed);
+the same-run baseline is the confluent-kafka row beside each sparklog row.
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import resource
 import sys
 import tempfile
@@ -33,16 +37,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from measure import confluent_consume as measured_confluent_consume  # noqa: E402
+from measure import confluent_produce as measured_confluent_produce  # noqa: E402
+from measure import payload  # noqa: E402
 
 PEERS = {("produce", 1): 17_518, ("produce", 50): 66_343, ("consume", 1000): 117_436}
 MSG_SIZE = 200
-
-
-def payload(size: int = MSG_SIZE, seed: int = 2011) -> bytes:
-    """The peers' payload: fixed, printable, not trivially compressible."""
-    rnd = random.Random(seed)
-    alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-    return bytes(rnd.choice(alphabet) for _ in range(size))
+DEADLINE_S = 600.0  # flush and consume loops end by then whatever the broker does
 
 
 class Meter:
@@ -92,49 +95,43 @@ def create_topic(bootstrap: str) -> str:
     return name
 
 
-def ours_produce(bootstrap: str, n: int, batch: int, codec: str, cap: float, meter: Meter) -> tuple[str, int]:
+def ours_produce(bootstrap: str, n: int, batch: int, codec: str, cap: float, meter: Meter
+                 ) -> tuple[str, int, str]:
+    """(topic, messages acknowledged, note on failures) of sending up to `n` messages for `cap` seconds."""
     from sparklog.client import Producer
 
     topic = create_topic(bootstrap)
-    value = payload()
+    value = payload(MSG_SIZE)
     producer = Producer(bootstrap, **{"batch.num.messages": batch, "compression.type": codec, "acks": 1})
     send = producer.send
-    sent = 0
+    futures = []
     with meter:
         deadline = time.perf_counter() + cap
-        while sent < n:
-            for _ in range(min(1000, n - sent)):
-                send(topic, value)
-            sent += min(1000, n - sent)
-            if time.perf_counter() > deadline:
-                break
-        producer.flush()
-    producer.close()
-    return topic, sent
+        while len(futures) < n and time.perf_counter() < deadline:
+            futures.extend(send(topic, value) for _ in range(min(1000, n - len(futures))))
+        try:
+            producer.flush(DEADLINE_S)
+        except TimeoutError:
+            pass  # counted below as unacknowledged
+    producer.close(1)
+    acked = sum(1 for f in futures if f.succeeded())
+    failed = sum(1 for f in futures if f.failed())
+    return topic, acked, failure_note(failed, len(futures) - acked - failed)
 
 
-def confluent_produce(bootstrap: str, n: int, batch: int, codec: str, cap: float, meter: Meter) -> tuple[str, int]:
-    from confluent_kafka import Producer
-
+def confluent_produce(bootstrap: str, n: int, batch: int, codec: str, cap: float, meter: Meter
+                      ) -> tuple[str, int, str]:
     topic = create_topic(bootstrap)
-    value = payload()
-    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": batch, "compression.type": codec,
-                         "linger.ms": 10, "acks": 1, "queue.buffering.max.messages": 1_000_000})
-    sent = 0
     with meter:
-        deadline = time.perf_counter() + cap
-        while sent < n:
-            try:
-                producer.produce(topic, value)
-                sent += 1
-            except BufferError:
-                producer.poll(0.001)
-            if sent % 1000 == 0:
-                producer.poll(0)
-                if time.perf_counter() > deadline:
-                    break
-        producer.flush()
-    return topic, sent
+        done = measured_confluent_produce(
+            {"bootstrap.servers": bootstrap, "batch.num.messages": batch, "compression.type": codec,
+             "linger.ms": 10, "acks": 1, "queue.buffering.max.messages": 1_000_000}, topic, n, payload(MSG_SIZE),
+            cap_s=cap, deadline_s=cap + DEADLINE_S)
+    return topic, done.acked, failure_note(done.failed, done.unacknowledged)
+
+
+def failure_note(failed: int, unacknowledged: int) -> str:
+    return f"FAILED {failed}, unacknowledged {unacknowledged}" if failed or unacknowledged else ""
 
 
 def ours_consume(bootstrap: str, topic: str, n: int, cap: float, meter: Meter) -> int:
@@ -153,39 +150,28 @@ def ours_consume(bootstrap: str, topic: str, n: int, cap: float, meter: Meter) -
 
 
 def confluent_consume(bootstrap: str, topic: str, n: int, cap: float, meter: Meter) -> int:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    got = 0
-    try:
-        with meter:
-            deadline = time.perf_counter() + cap
-            while got < n and time.perf_counter() < deadline:
-                for msg in consumer.consume(1000, 1.0):
-                    if not msg.error():
-                        got += 1
-    finally:
-        consumer.close()
-    return got
+    with meter:
+        done = measured_confluent_consume({"bootstrap.servers": bootstrap, "fetch.queue.backoff.ms": 0}, topic, n,
+                                          deadline_s=cap)
+    return done.got
 
 
 def print_table(rows: list[dict]) -> None:
     print("\n| Client | Test | Batch | Compression | msg/s | MB/s | Msgs done / target | s | CPU % client / broker "
-          "| msg per client CPU-s | vs peers' best |")
-    print("|---|---|---:|---|---:|---:|---|---:|---|---:|---|")
+          "| msg per client CPU-s | vs peers' best (RESULTS.md, not this run) | note |")
+    print("|---|---|---:|---|---:|---:|---|---:|---|---:|---|---|")
     for r in rows:
         peer = PEERS.get((r["test"], 1000 if r["test"] == "consume" else r["batch"]))
         ratio = f"{r['msg_per_s'] / peer:.1f}x of {peer:,}" if peer else ""
         print(f"| {r['system']} | {r['test']} | {r['batch']} | {r['compression']} | **{r['msg_per_s']:,}** | "
               f"{r['mb_per_s']} | {r['msgs']:,} / {r['target']:,} | {r['seconds']} | {r['cpu_client']} / "
-              f"{r['cpu_broker']} | {r['msg_per_client_cpu_s'] or 0:,} | {ratio} |")
+              f"{r['cpu_broker']} | {r['msg_per_client_cpu_s'] or 0:,} | {ratio} | {r['note']} |")
 
 
 def run(bootstrap: str, broker_pid: int | None, args) -> list[dict]:
     rows: list[dict] = []
     codecs = args.codecs.split(",")
-    consume_topic = None
+    consume_topic, consume_n = None, 0
 
     def emit(r: dict) -> None:
         rows.append(r)
@@ -198,22 +184,21 @@ def run(bootstrap: str, broker_pid: int | None, args) -> list[dict]:
         for batch in [int(b) for b in args.batches.split(",")]:
             for codec in codecs:
                 meter = Meter(broker_pid)
-                topic, done = ours_produce(bootstrap, args.n, batch, codec, args.cap, meter)
-                emit(row("sparklog-python", "produce", batch, codec, done, args.n, meter))
+                topic, done, note = ours_produce(bootstrap, args.n, batch, codec, args.cap, meter)
+                emit(row("sparklog-python", "produce", batch, codec, done, args.n, meter, note))
                 if batch == 50 and codec == "none":
-                    consume_topic = topic
+                    consume_topic, consume_n = topic, done
             meter = Meter(broker_pid)
-            _, done = confluent_produce(bootstrap, args.n, batch, "none", args.cap, meter)
-            emit(row("confluent-kafka", "produce", batch, "none", done, args.n, meter))
+            _, done, note = confluent_produce(bootstrap, args.n, batch, "none", args.cap, meter)
+            emit(row("confluent-kafka", "produce", batch, "none", done, args.n, meter, note))
     if args.only in (None, "consumer"):
         if consume_topic is None:
-            consume_topic, _ = ours_produce(bootstrap, args.n, 50, "none", 600, Meter(broker_pid))
-        meter = Meter(broker_pid)
-        done = ours_consume(bootstrap, consume_topic, args.n, args.cap, meter)
-        emit(row("sparklog-python", "consume", 1000, "none", done, args.n, meter, "records of the batch-50 topic"))
-        meter = Meter(broker_pid)
-        done = confluent_consume(bootstrap, consume_topic, args.n, args.cap, meter)
-        emit(row("confluent-kafka", "consume", 1000, "none", done, args.n, meter, "consume(1000)"))
+            consume_topic, consume_n, _ = ours_produce(bootstrap, args.n, 50, "none", DEADLINE_S, Meter(broker_pid))
+        for client, consume in (("sparklog-python", ours_consume), ("confluent-kafka", confluent_consume)):
+            meter = Meter(broker_pid)
+            done = consume(bootstrap, consume_topic, consume_n, args.cap, meter)
+            emit(row(client, "consume", 1000, "none", done, consume_n, meter,
+                     "the batch-50 topic's acknowledged records" + ("" if done == consume_n else "; SHORT")))
     return rows
 
 

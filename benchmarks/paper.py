@@ -1,11 +1,26 @@
-"""The Kafka paper's section 5 on this machine: one producer, then one consumer, against one sparklog broker.
+"""The Kafka paper's section 5 on this machine: one producer, then one consumer, against one sparklog broker,
+with the Fetch path beside a bare `os.sendfile` loop over the same segment files in the same run.
 
     .venv/bin/python benchmarks/paper.py [--messages 1000000] [--size 200] [--batches 1,50] [--cap SECONDS]
 
 Starts a real ZooKeeper (embedded) and a broker subprocess with a temporary log dir; confluent-kafka is the
-producer (so the broker is what is measured) with `batch.num.messages` = the batch size, and the consumer
-fetches about 200 KB per partition fetch. Prints msg/s and MB/s (payload bytes, 10^6) for each test, the
-broker's CPU, and the broker's bytes on disk per message minus the payload (the paper's "overhead").
+producer (so the broker is what is measured) with `batch.num.messages` = the batch size, acks=1. Only
+acknowledged messages count (delivery reports without error, measure.py Rule 1): failures are printed.
+Prints msg/s and MB/s (payload bytes, 10^6) for each test, the broker's CPU, and the broker's bytes on disk
+per message minus the payload (the paper's "overhead").
+
+Then the log of the largest batch size is read back, every reader asked for exactly the messages that
+were acknowledged, each within a deadline:
+    consume 200K   confluent-kafka's consumer, the paper's ~200 KB per partition fetch
+    consume 1M     the same with librdkafka's default 1 MiB per partition fetch
+    kcat 1M        kcat (librdkafka in C, no Python per message) with the same settings, its output (one
+                   offset a line) counted; its librdkafka (2.0) has no fetch.queue.backoff.ms, nor the throttle
+    raw fetch 1M   a Fetch loop on one socket that counts records from batch headers only: the broker
+                   with a client that costs next to nothing
+    sendfile 1M    a bare os.sendfile loop of the partition's segment files to a socket, 1 MiB a call
+Every consumer has `fetch.queue.backoff.ms` = 0: librdkafka >= 2.1 otherwise stops fetching for up to a
+second once `queued.min.messages` are queued, and the figure is the client's throttle. The last columns
+give the broker's CPU seconds per GB served (log bytes read) and its ratio to the sendfile loop's.
 This is a benchmark, not a test: nothing is asserted. With `--results FILE` it appends JSON rows in the
 format of `../shared/peers/bench_common.py` `record()` (run_peers.sh --extra exports BENCH_RESULTS,
 BENCH_N, BENCH_CAP_S and BENCH_MSG_SIZE, which are the defaults here), so make_table.py shows sparklog
@@ -19,7 +34,6 @@ import argparse
 import datetime
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -30,23 +44,24 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from measure import (GB, confluent_consume, confluent_produce, cpu_seconds, kcat_consume, load,  # noqa: E402
+                     payload, raw_fetch, sendfile_loop)
 
 TOPIC = "paper"
-FETCH_BYTES = 200 * 1024  # the paper's consumer fetched about 200 KB at a time
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def payload(size: int, seed: int = 2011) -> bytes:
-    """The peers' fixed printable payload (bench_common.payload), so rows compare."""
-    rnd = random.Random(seed)
-    alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-    return bytes(rnd.choice(alphabet) for _ in range(size))
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    return (int(parts[11]) + int(parts[12])) / TICK
+PAPER_FETCH_BYTES = 200 * 1024  # the paper's consumer fetched about 200 KB at a time
+DEFAULT_FETCH_BYTES = 1024 * 1024  # librdkafka's max.partition.fetch.bytes default
+# librdkafka consumer settings (CONFIGURATION.md): no fetch backoff once the queue is full enough (default
+# 1000 ms), fetch.min.bytes 1 (its default: answer as soon as anything is there), fetch.max.bytes its
+# default 50 MiB, the local queue at its default 64 MiB (queued.max.messages.kbytes) and 100,000 messages
+# (queued.min.messages): it keeps fetching until those fill.
+CONSUMER_SETTINGS = {"fetch.queue.backoff.ms": 0, "fetch.min.bytes": 1, "fetch.max.bytes": 52_428_800,
+                     "queued.max.messages.kbytes": 65_536, "queued.min.messages": 100_000,
+                     "fetch.wait.max.ms": 100}
+# kcat's librdkafka (2.0 here) predates fetch.queue.backoff.ms, and the throttle with it
+KCAT_SETTINGS = {k: v for k, v in CONSUMER_SETTINGS.items() if k != "fetch.queue.backoff.ms"}
+DEADLINE_S = 600.0  # any one loop
 
 
 def disk_bytes(path: Path) -> tuple[int, int]:
@@ -55,57 +70,44 @@ def disk_bytes(path: Path) -> tuple[int, int]:
     return alloc, apparent
 
 
-def produce(bootstrap: str, topic: str, n: int, value: bytes, batch: int, cap_s: float | None = None
-            ) -> tuple[int, float]:
-    """(messages delivered, seconds) of producing up to `n` messages, stopping at `cap_s` if given."""
-    from confluent_kafka import Producer
-
-    producer = Producer({
+def produce(bootstrap: str, n: int, value: bytes, batch: int, cap_s: float | None):
+    return confluent_produce({
         "bootstrap.servers": bootstrap, "acks": "1", "batch.num.messages": batch,
         "linger.ms": 5 if batch > 1 else 0, "queue.buffering.max.messages": 2_000_000,
         "queue.buffering.max.kbytes": 2_000_000, "enable.idempotence": False, "compression.type": "none",
-    })
-    producer.list_topics(topic, timeout=10)
-    started = time.perf_counter()
-    deadline = started + cap_s if cap_s else None
-    produce_one = producer.produce
-    sent = 0
-    while sent < n:
-        for _ in range(min(10_000, n - sent)):
-            try:
-                produce_one(topic, value)
-            except BufferError:
-                producer.poll(0.01)
-                produce_one(topic, value)
-        sent += min(10_000, n - sent)
-        if deadline is not None and time.perf_counter() > deadline:
-            break
-    remaining = producer.flush(300)
-    elapsed = time.perf_counter() - started
-    if remaining:
-        raise RuntimeError(f"{remaining} messages not delivered")
-    return sent, elapsed
+    }, TOPIC, n, value, cap_s=cap_s, deadline_s=DEADLINE_S)
 
 
-def consume(bootstrap: str, topic: str, n: int) -> float:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "paper-bench", "enable.auto.commit": False,
-        "fetch.max.bytes": 4 * 1024 * 1024, "max.partition.fetch.bytes": FETCH_BYTES,
-        "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 65536,
-    })
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    got = 0
-    started = time.perf_counter()
-    while got < n:
-        batch = consumer.consume(10000, 1.0)
-        for m in batch:
-            if m.error() is None:
-                got += 1
-    elapsed = time.perf_counter() - started
-    consumer.close()
-    return elapsed
+def read_back(broker, log_dir: Path, n: int, args, rows: list) -> None:
+    """Every reader of the module docstring, each over the same `n` acknowledged messages."""
+    segments = sorted((log_dir / f"{TOPIC}-0").glob("*.log"))
+    log_bytes = sum(p.stat().st_size for p in segments)
+    host, port = broker.address.rsplit(":", 1)
+    readers = [
+        ("consume", "200K", lambda: confluent_consume(
+            {"bootstrap.servers": broker.address, "max.partition.fetch.bytes": PAPER_FETCH_BYTES,
+             **CONSUMER_SETTINGS}, TOPIC, n, deadline_s=DEADLINE_S)),
+        ("consume", "1M", lambda: confluent_consume(
+            {"bootstrap.servers": broker.address, "max.partition.fetch.bytes": DEFAULT_FETCH_BYTES,
+             **CONSUMER_SETTINGS}, TOPIC, n, deadline_s=DEADLINE_S)),
+        ("kcat", "1M", lambda: kcat_consume(broker.address, TOPIC, n, {
+            "max.partition.fetch.bytes": DEFAULT_FETCH_BYTES, **KCAT_SETTINGS}, DEADLINE_S)),
+        ("raw fetch", "1M", lambda: raw_fetch(host, int(port), TOPIC, n, DEFAULT_FETCH_BYTES, DEADLINE_S)[0]),
+    ]
+    cpu, _, wall = sendfile_loop(segments, DEFAULT_FETCH_BYTES, DEADLINE_S)
+    base_cpu_per_gb = cpu / (log_bytes / GB)
+    for test, fetch, read in readers:
+        cpu0, own0 = cpu_seconds(broker.pid), time.process_time()
+        done = read()
+        cpu = (cpu_seconds(broker.pid) - cpu0, time.process_time() - own0)
+        per_gb = cpu[0] / (log_bytes / GB)
+        note = (f"{per_gb:.3f} broker CPU-s/GB, {per_gb / base_cpu_per_gb:.1f}x the sendfile loop's"
+                + ("" if done.got == n and not done.errors else f"; SHORT: {done.got:,} of {n:,}, "
+                   f"{done.errors} errors"))
+        rows.append(row(test, fetch, args, done.got, done.seconds, cpu, None, mode=f"{fetch} fetches", note=note))
+        print(format_row(rows[-1]), flush=True)
+    print(f"sendfile 1M: {n / wall:>12,.0f} msg/s {log_bytes / wall / 1e6:>8.2f} MB/s of log "
+          f"({log_bytes / 1e6:.1f} MB in {wall:.2f} s; {base_cpu_per_gb:.3f} sender CPU-s/GB)", flush=True)
 
 
 def main() -> int:
@@ -126,6 +128,7 @@ def main() -> int:
     zk = EmbeddedZooKeeper()
     zk.start()
     rows = []
+    print(f"load average {load()}", flush=True)
     try:
         value = payload(args.size)
         for batch in [int(b) for b in args.batches.split(",")]:
@@ -142,26 +145,24 @@ def main() -> int:
                 close(client)
                 time.sleep(0.5)
                 before = disk_bytes(log_dir)
-                cpu0, own0 = cpu_seconds(broker.pid), time.process_time()
-                done, elapsed = produce(broker.address, TOPIC, args.messages, value, batch, args.cap)
-                cpu = (cpu_seconds(broker.pid) - cpu0, time.process_time() - own0)
+                cpu0, own0 = cpu_seconds(broker.pid), own_cpu()
+                done = produce(broker.address, args.messages, value, batch, args.cap)
+                cpu = (cpu_seconds(broker.pid) - cpu0, own_cpu() - own0)
                 time.sleep(1.0)  # let the periodic flush land
                 after = disk_bytes(log_dir)
-                overhead = ((after[0] - before[0]) / done - args.size, (after[1] - before[1]) / done - args.size)
-                rows.append(row("produce", batch, args, done, elapsed, cpu, overhead, mode="acks=1"))
+                acked = max(done.acked, 1)
+                overhead = ((after[0] - before[0]) / acked - args.size, (after[1] - before[1]) / acked - args.size)
+                rows.append(row("produce", batch, args, done.acked, done.seconds, cpu, overhead, mode="acks=1",
+                                note=done.note()))
                 print(format_row(rows[-1]), flush=True)
                 if batch == max(int(b) for b in args.batches.split(",")):
-                    cpu0, own0 = cpu_seconds(broker.pid), time.process_time()
-                    elapsed = consume(broker.address, TOPIC, done)
-                    cpu = (cpu_seconds(broker.pid) - cpu0, time.process_time() - own0)
-                    rows.append(row("consume", FETCH_BYTES // 1024, args, done, elapsed, cpu, None,
-                                    mode=f"assign, {FETCH_BYTES // 1024} KB fetches"))
-                    print(format_row(rows[-1]), flush=True)
+                    read_back(broker, log_dir, done.acked, args, rows)
             finally:
                 broker.stop()
     finally:
         zk.stop()
         shutil.rmtree(work, ignore_errors=True)
+    print(f"load average {load()}")
     for r in rows:
         if args.results:
             with open(args.results, "a") as f:
@@ -169,13 +170,22 @@ def main() -> int:
     return 0
 
 
-def row(test, batch, args, done, elapsed, cpu, overhead, mode="") -> dict:
+def own_cpu() -> float:
+    """CPU seconds of this process and of its finished children (kcat)."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def row(test, batch, args, done, elapsed, cpu, overhead, mode="", note="") -> dict:
     """One row in the peers' format (../shared/peers/bench_common.py record())."""
     import confluent_kafka
 
     from sparklog import __version__ as version
 
-    rate = done / elapsed
+    rate = done / elapsed if elapsed else 0.0
+    elapsed = elapsed or float("inf")
     broker_cpu, client_cpu = cpu
     out = {
         "date": datetime.date.today().isoformat(), "system": "sparklog", "version": version,
@@ -185,6 +195,7 @@ def row(test, batch, args, done, elapsed, cpu, overhead, mode="") -> dict:
         "notes": "broker: one sparklog broker subprocess, 1 partition, default flush policy",
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "client_cpu_pct": round(100 * client_cpu / elapsed), "server_cpu_pct": round(100 * broker_cpu / elapsed),
+        "note": note,
     }
     if overhead is not None:
         out["overhead_b_per_msg"] = round(overhead[0], 1)
@@ -193,12 +204,12 @@ def row(test, batch, args, done, elapsed, cpu, overhead, mode="") -> dict:
 
 
 def format_row(r: dict) -> str:
-    text = (f"{r['test']:8s} batch {r['batch']:>4}: {r['msg_per_s']:>12,.0f} msg/s {r['mb_per_s']:>8.2f} MB/s "
+    text = (f"{r['test']:9s} {r['batch']:>4}: {r['msg_per_s']:>12,.0f} msg/s {r['mb_per_s']:>8.2f} MB/s "
             f"({r['n_done']:,} msgs in {r['seconds']:.2f} s; CPU client {r['client_cpu_pct']}% broker "
             f"{r['server_cpu_pct']}%; load {r['loadavg_1m']})")
     if "overhead_b_per_msg" in r:
         text += f"  overhead {r['overhead_b_per_msg']} B/msg on disk (apparent {r['overhead_apparent_b_per_msg']})"
-    return text
+    return text + (f"  {r['note']}" if r["note"] else "")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,258 @@
+"""The loops the broker benchmarks share (paper.py, scale.py, clients.py): produce, consume and serve, each
+counting only what was acknowledged or received, each bounded by a deadline.
+
+Rule 1: a produced message counts once its delivery report arrives without error (confluent-kafka's
+callback, err None); reports with an error are counted as `failed`, and messages with no report by the
+deadline as `unacknowledged`. Throughput is acknowledged messages over the time to the last report.
+Rule 2: every loop ends by its deadline, whatever the broker does; a consumer asked for n messages reports
+how many it got, so a short read shows as a short count, never as a rate of what was not read.
+Rule 3: the baselines of the Fetch path run in the same process over the same segment files: a bare
+`os.sendfile` loop to a socket (what the kernel costs to serve those bytes) and a raw Fetch loop (the
+broker with a client that does nothing but count the records it receives).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+GB = 1e9
+SIZE = struct.Struct(">i")
+POLL_EVERY = 10_000  # produce() calls between polls for delivery reports
+SOCKET_TIMEOUT_S = 30.0
+
+
+def payload(size: int, seed: int = 2011) -> bytes:
+    """The peers' fixed printable payload (../shared/peers bench_common.payload), so rows compare."""
+    rnd = random.Random(seed)
+    alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    return bytes(rnd.choice(alphabet) for _ in range(size))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    return (int(parts[11]) + int(parts[12])) / TICK
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+@dataclass
+class Produced:
+    acked: int
+    failed: int
+    unacknowledged: int
+    seconds: float  # from the first produce() to the last delivery report
+    first_error: str | None = None
+
+    def note(self) -> str:
+        if not (self.failed or self.unacknowledged):
+            return ""
+        return f"; FAILED {self.failed}, unacknowledged {self.unacknowledged} (first error: {self.first_error})"
+
+
+def confluent_produce(config: dict, topic: str, n: int, value: bytes, *, partition: int | None = None,
+                      cap_s: float | None = None, deadline_s: float = 600.0) -> Produced:
+    """Produce up to `n` messages (stopping at `cap_s` if given); Rule 1 counts them."""
+    from confluent_kafka import Producer
+
+    counts = {"acked": 0, "failed": 0}
+    first_error: list[str] = []
+    last_report = [0.0]
+
+    def on_delivery(err, _msg) -> None:
+        if err is None:
+            counts["acked"] += 1
+        else:
+            counts["failed"] += 1
+            if not first_error:
+                first_error.append(str(err))
+        last_report[0] = time.perf_counter()
+
+    producer = Producer({**config, "on_delivery": on_delivery})
+    producer.list_topics(topic, timeout=10)
+    started = time.perf_counter()
+    stop_sending = started + (cap_s if cap_s else deadline_s)
+    deadline = started + deadline_s
+    sent = _send(producer, topic, n, value, partition, stop_sending)
+    while producer.flush(0.5) and time.perf_counter() < deadline:
+        pass
+    remaining = len(producer)
+    acked, failed = counts["acked"], counts["failed"]
+    unacknowledged = sent - acked - failed
+    if remaining:
+        producer.purge()
+        producer.flush(1)
+    return Produced(acked, failed, unacknowledged, (last_report[0] or time.perf_counter()) - started,
+                    first_error[0] if first_error else None)
+
+
+def _send(producer, topic: str, n: int, value: bytes, partition: int | None, stop_at: float) -> int:
+    produce = producer.produce
+    args = {} if partition is None else {"partition": partition}
+    sent = 0
+    while sent < n and time.perf_counter() < stop_at:
+        for _ in range(min(POLL_EVERY, n - sent)):
+            try:
+                produce(topic, value, **args)
+            except BufferError:
+                producer.poll(0.01)
+                produce(topic, value, **args)
+        sent += min(POLL_EVERY, n - sent)
+        producer.poll(0)
+    return sent
+
+
+@dataclass
+class Consumed:
+    got: int
+    errors: int
+    seconds: float
+
+
+def confluent_consume(config: dict, topic: str, n: int, *, start: int = 0, partition: int = 0,
+                      deadline_s: float = 300.0) -> Consumed:
+    """Read `n` messages from `start` with confluent-kafka's consumer, or what arrived by the deadline."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"group.id": "bench", "enable.auto.commit": False, "enable.partition.eof": False,
+                         **config})
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        got = errors = 0
+        started = time.perf_counter()
+        deadline = started + deadline_s
+        while got < n and time.perf_counter() < deadline:
+            for m in consumer.consume(min(10_000, n - got), 1.0):
+                if m.error() is None:
+                    got += 1
+                else:
+                    errors += 1
+        return Consumed(got, errors, time.perf_counter() - started)
+    finally:
+        consumer.close()
+
+
+def kcat_consume(bootstrap: str, topic: str, n: int, settings: dict, deadline_s: float = 300.0) -> Consumed:
+    """kcat (librdkafka's C consumer, no Python per message) reading `n` messages; its output discarded."""
+    import subprocess
+
+    cmd = ["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-c", str(n), "-e", "-q",
+           "-f", "%o\n"]
+    for key, value in settings.items():
+        cmd += ["-X", f"{key}={value}"]
+    started = time.perf_counter()
+    try:
+        out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=deadline_s)
+        got = out.stdout.count(b"\n")
+        if out.returncode:
+            print(f"kcat failed ({out.returncode}): {out.stderr.decode(errors='replace').strip()[:300]}")
+    except subprocess.TimeoutExpired as exc:
+        got = (exc.stdout or b"").count(b"\n")
+    return Consumed(got, 0, time.perf_counter() - started)
+
+
+def raw_fetch(host: str, port: int, topic: str, n: int, max_bytes: int, deadline_s: float = 300.0
+              ) -> tuple[Consumed, int]:
+    """Fetch v11 in a loop on one socket, counting records from the batch headers only (no decoding):
+    (what was read, response bytes received). The broker, with a client that costs next to nothing."""
+    from sparklog.protocol import ApiKey, FetchPartition, FetchRequest, FetchTopic
+    from sparklog.protocol.registry import decode_response, encode_request
+
+    got = received = 0
+    offset = 0
+    started = time.perf_counter()
+    deadline = started + deadline_s
+    with socket.create_connection((host, port), timeout=SOCKET_TIMEOUT_S) as sock:
+        for correlation_id in range(1 << 30):
+            if got >= n or time.perf_counter() > deadline:
+                break
+            body = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, topics=[FetchTopic(
+                topic=topic, partitions=[FetchPartition(partition=0, fetch_offset=offset,
+                                                        partition_max_bytes=max_bytes)])])
+            sock.sendall(encode_request(ApiKey.FETCH, 11, correlation_id, "raw-fetch", body))
+            frame = _recv_frame(sock)
+            received += len(frame) + 4
+            _, response = decode_response(ApiKey.FETCH, 11, frame)
+            records = memoryview(response.responses[0].partitions[0].records or b"")
+            count, offset = _count_records(records, offset)
+            got += count
+    return Consumed(got, 0, time.perf_counter() - started), received
+
+
+def _recv_frame(sock: socket.socket) -> memoryview:
+    (size,) = SIZE.unpack(_recv_exactly(sock, 4))
+    return memoryview(_recv_exactly(sock, size))
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytearray:
+    buf = bytearray(size)
+    view, pos = memoryview(buf), 0
+    while pos < size:
+        n = sock.recv_into(view[pos:])
+        if not n:
+            raise ConnectionError("the broker closed the connection")
+        pos += n
+    return buf
+
+
+def _count_records(records: memoryview, offset: int) -> tuple[int, int]:
+    """(records in the whole batches of a record set, the offset after the last one)."""
+    from sparklog.records.batch import HEADER_SIZE, parse_header
+
+    count = pos = 0
+    while len(records) - pos >= HEADER_SIZE:
+        header = parse_header(records, pos)
+        if pos + header.size > len(records):
+            break  # a partial batch at the end of the response
+        count += header.record_count
+        offset = header.next_offset
+        pos += header.size
+    return count, offset
+
+
+def sendfile_loop(files: list[Path], chunk: int, deadline_s: float = 300.0) -> tuple[float, int, float]:
+    """Send the files whole, `chunk` bytes per os.sendfile call, to a socket read and discarded by this
+    thread: (sender's CPU seconds, bytes sent, wall seconds). The bare cost of serving those bytes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    total = sum(f.stat().st_size for f in files)
+    result: dict = {}
+
+    def send() -> None:
+        conn, _ = listener.accept()
+        cpu0 = time.thread_time()
+        sent = 0
+        with conn:
+            for path in files:
+                with open(path, "rb") as f:
+                    size, pos = os.fstat(f.fileno()).st_size, 0
+                    while pos < size:
+                        pos += os.sendfile(conn.fileno(), f.fileno(), pos, min(chunk, size - pos))
+            sent = total
+        result["cpu"], result["sent"] = time.thread_time() - cpu0, sent
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    started = time.perf_counter()
+    with socket.create_connection(listener.getsockname(), timeout=SOCKET_TIMEOUT_S) as sock:
+        buf = bytearray(1 << 20)
+        received, deadline = 0, started + deadline_s
+        while received < total and time.perf_counter() < deadline:
+            n = sock.recv_into(buf)
+            if not n:
+                break
+            received += n
+    wall = time.perf_counter() - started
+    sender.join(SOCKET_TIMEOUT_S)
+    listener.close()
+    return result.get("cpu", float("nan")), received, wall
