@@ -54,6 +54,7 @@ class Produced:
     unacknowledged: int
     seconds: float  # from the first produce() to the last delivery report
     first_error: str | None = None
+    sent_until_ms: int = 0  # wall clock (ms) just after the last produce() call
 
     def note(self) -> str:
         if not (self.failed or self.unacknowledged):
@@ -85,6 +86,7 @@ def confluent_produce(config: dict, topic: str, n: int, value: bytes, *, partiti
     stop_sending = started + (cap_s if cap_s else deadline_s)
     deadline = started + deadline_s
     sent = _send(producer, topic, n, value, partition, stop_sending)
+    sent_until_ms = time.time_ns() // 1_000_000
     while producer.flush(0.5) and time.perf_counter() < deadline:
         pass
     remaining = len(producer)
@@ -94,7 +96,7 @@ def confluent_produce(config: dict, topic: str, n: int, value: bytes, *, partiti
         producer.purge()
         producer.flush(1)
     return Produced(acked, failed, unacknowledged, (last_report[0] or time.perf_counter()) - started,
-                    first_error[0] if first_error else None)
+                    first_error[0] if first_error else None, sent_until_ms)
 
 
 def _send(producer, topic: str, n: int, value: bytes, partition: int | None, stop_at: float) -> int:
@@ -256,3 +258,28 @@ def sendfile_loop(files: list[Path], chunk: int, deadline_s: float = 300.0) -> t
     sender.join(SOCKET_TIMEOUT_S)
     listener.close()
     return result.get("cpu", float("nan")), received, wall
+
+
+def list_offsets_by_time(host: str, port: int, topic: str, timestamps: list[int], deadline_s: float = 60.0
+                         ) -> tuple[list[float], list[int]]:
+    """ListOffsets v5 by timestamp, one request at a time on one socket: (seconds per lookup, offsets
+    answered, -1 where none), for as many timestamps as the deadline allows."""
+    from sparklog.protocol import ApiKey, ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+    from sparklog.protocol.registry import decode_response, encode_request
+
+    times, offsets = [], []
+    deadline = time.perf_counter() + deadline_s
+    with socket.create_connection((host, port), timeout=SOCKET_TIMEOUT_S) as sock:
+        for correlation_id, ts in enumerate(timestamps):
+            if time.perf_counter() > deadline:
+                break
+            request = encode_request(ApiKey.LIST_OFFSETS, 5, correlation_id, "scale", ListOffsetsRequest(
+                replica_id=-1, isolation_level=0, topics=[ListOffsetsTopic(name=topic, partitions=[
+                    ListOffsetsPartition(partition_index=0, timestamp=ts)])]))
+            started = time.perf_counter()
+            sock.sendall(request)
+            frame = _recv_frame(sock)
+            times.append(time.perf_counter() - started)
+            part = decode_response(ApiKey.LIST_OFFSETS, 5, frame)[1].topics[0].partitions[0]
+            offsets.append(part.offset if part.error_code == 0 else -1)
+    return times, offsets

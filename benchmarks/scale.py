@@ -1,0 +1,244 @@
+"""Flat cost at scale (the paper: performance is linear in data size): the same measures on a 1 GB log and on
+an N GB log of one partition, in one run, each as a ratio to its 1 GB figure (goal: within 10%).
+
+    .venv/bin/python benchmarks/scale.py [--gb 10] [--size 1000] [--lookups 300]
+
+An embedded ZooKeeper and one `sparklog broker` subprocess (default settings: 1 GiB segments, flush.ms 50)
+with its log dir under the system temp dir; the free space there is checked first (the log and 10% more).
+confluent-kafka produces `--size`-byte records (acks=1, batches of up to 10,000 records) one GB at a time,
+counting only acknowledged messages (measure.py Rule 1). Rows:
+
+    produce GB 1 / GB N      msg/s and MB/s of the first and of the last GB produced
+    tail read GB 1 / GB N    a consumer reading the GB just produced (its pages are still in the page cache,
+                             as a consumer keeping up with producers reads them)
+    cold read GB 1           a consumer reading the first GB from offset 0 with none of the log in the page
+                             cache: measured once when the log is 1 GB long, and again from the start of
+                             the N GB log
+    lookup GB 1 / GB N       ListOffsets by timestamp (the time index, then a header scan), timestamps drawn
+                             inside the first GB and inside the last GB: median and p99 µs per lookup; each
+                             answer is checked to fall in that GB (wrong answers are printed)
+
+Page cache: drop_caches needs root, so before each cold read every file of the partition is fsynced and
+then dropped with `os.posix_fadvise(POSIX_FADV_DONTNEED)` (clean pages only, hence the fsync first); the
+fraction of the first GB still resident after the drop is printed (`mincore` through mmap), so a cold read
+that was not cold shows. The lookups run warm (the index files as the broker's mmaps leave them).
+The consumer is confluent-kafka's (fetch.queue.backoff.ms 0, paper.py's settings) with the broker's CPU
+seconds per GB read beside its rate. Every loop has a deadline. Load averages are printed before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from measure import (GB, confluent_consume, confluent_produce, cpu_seconds, list_offsets_by_time,  # noqa: E402
+                     load, payload)
+from paper import CONSUMER_SETTINGS, DEFAULT_FETCH_BYTES  # noqa: E402
+
+TOPIC = "scale"
+FREE_SPACE_MARGIN = 1.1  # the log and 10% more must fit
+PRODUCE_DEADLINE_S = 900.0  # one GB
+READ_DEADLINE_S = 600.0
+LOOKUP_DEADLINE_S = 60.0
+GOAL = 0.10  # within 10% of the 1 GB figure
+LOOKUP_SPAN = 0.9  # lookup timestamps are drawn in this first part of a GB's send time
+
+
+@dataclass
+class GigaByte:
+    """One GB as produced: its offsets [start, end) and its producer's clock (CreateTime) from before the
+    first record to after the last one was handed to the producer."""
+    index: int
+    start: int
+    end: int
+    first_ms: int
+    last_ms: int
+    rate: float  # acknowledged msg/s
+    note: str
+
+
+def produce_gb(bootstrap: str, index: int, start: int, size: int, value: bytes) -> GigaByte:
+    n = int(GB // size)
+    first_ms = time.time_ns() // 1_000_000
+    done = confluent_produce({
+        "bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "batch.num.messages": 10_000,
+        "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 2_000_000,
+        "enable.idempotence": False, "compression.type": "none"}, TOPIC, n, value, partition=0,
+        deadline_s=PRODUCE_DEADLINE_S)
+    return GigaByte(index, start, start + done.acked, first_ms, done.sent_until_ms, done.acked / done.seconds,
+                    done.note() + ("" if done.acked == n else f"; SHORT {done.acked:,} of {n:,}"))
+
+
+def partition_files(log_dir: Path) -> list[Path]:
+    return sorted(p for p in (log_dir / f"{TOPIC}-0").iterdir() if p.is_file())
+
+
+def drop_page_cache(files: list[Path]) -> None:
+    """fsync, then POSIX_FADV_DONTNEED every file (module docstring: drop_caches needs root)."""
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def resident_fraction(path: Path) -> float:
+    """Fraction of a file's pages in the page cache: mincore(2) over a read-only mapping made with libc's
+    mmap (Python's mmap object does not give its address)."""
+    import ctypes
+
+    size = path.stat().st_size
+    if not size:
+        return 0.0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = (ctypes.c_ubyte * pages)()
+    with open(path, "rb") as f:
+        address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, f.fileno(), 0)
+        if address in (None, ctypes.c_void_p(-1).value):
+            return float("nan")
+        try:
+            if libc.mincore(address, size, vec):
+                return float("nan")
+        finally:
+            libc.munmap(address, size)
+    return sum(b & 1 for b in vec) / pages
+
+
+def read_gb(broker, gb: GigaByte, size: int) -> tuple[float, float, str]:
+    """(msg/s, broker CPU-s per GB, note) of a consumer reading exactly the GB's messages."""
+    cpu0 = cpu_seconds(broker.pid)
+    done = confluent_consume({"bootstrap.servers": broker.address, "max.partition.fetch.bytes": DEFAULT_FETCH_BYTES,
+                              **CONSUMER_SETTINGS}, TOPIC, gb.end - gb.start, start=gb.start,
+                             deadline_s=READ_DEADLINE_S)
+    cpu = cpu_seconds(broker.pid) - cpu0
+    short = "" if done.got == gb.end - gb.start and not done.errors else f"SHORT {done.got:,} ({done.errors} errors)"
+    return done.got / done.seconds, cpu / (done.got * size / GB if done.got else 1), short
+
+
+def lookups(broker, gb: GigaByte, k: int) -> tuple[float, float, str]:
+    """(median µs, p99 µs, note) of ListOffsets by timestamps drawn inside the GB: in the first 90% of its
+    send time, so that a later record of the same GB answers each (any answer outside the GB is wrong)."""
+    host, port = broker.address.rsplit(":", 1)
+    rnd = random.Random(gb.index)
+    stamps = [rnd.randint(gb.first_ms, gb.first_ms + int(LOOKUP_SPAN * (gb.last_ms - gb.first_ms)))
+              for _ in range(k)]
+    times, offsets = list_offsets_by_time(host, int(port), TOPIC, stamps, LOOKUP_DEADLINE_S)
+    wrong = sum(1 for o in offsets if not gb.start <= o < gb.end)
+    times_us = sorted(t * 1e6 for t in times)
+    p99 = times_us[min(len(times_us) - 1, int(len(times_us) * 0.99))]
+    return statistics.median(times_us), p99, (f"{wrong} of {len(offsets)} answers outside the GB" if wrong else "")
+
+
+class Table:
+    """Rows with a value, printed beside the 1 GB row of the same measure as a ratio."""
+
+    def __init__(self) -> None:
+        self.base: dict[str, float] = {}
+
+    def row(self, measure: str, label: str, value: float, unit: str, note: str = "", lower_is_better=False) -> None:
+        base = self.base.setdefault(measure, value)
+        ratio = value / base if base else float("nan")
+        off = (ratio - 1) if lower_is_better else (1 - ratio)
+        verdict = "" if base is value else ("  ok" if off <= GOAL else "  MISSES the 10% goal")
+        print(f"{measure:<11} {label:<9} {value:>14,.1f} {unit:<10} {ratio:>6.2f}x of 1 GB{verdict}"
+              + (f"  {note}" if note else ""), flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gb", type=int, default=10, help="GB (10^9 bytes of records) in the long log")
+    parser.add_argument("--size", type=int, default=1000, help="record value bytes")
+    parser.add_argument("--lookups", type=int, default=300, help="ListOffsets lookups per end")
+    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the broker's log dir goes")
+    args = parser.parse_args()
+    if args.gb < 2:
+        parser.error("--gb must be at least 2 (the 1 GB figures are the baseline)")
+    free = shutil.disk_usage(args.dir).free
+    if free < args.gb * GB * FREE_SPACE_MARGIN:
+        parser.error(f"{args.dir} has {free / GB:.1f} GB free; --gb {args.gb} needs {args.gb * FREE_SPACE_MARGIN:.1f}")
+
+    from sparklog.coordination import topics
+    from sparklog.coordination.connection import close, connect
+    from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper
+    from support.cluster import BrokerProcess
+
+    print(f"load average {load()}; {args.gb} GB of {args.size}-byte records, {free / GB:.0f} GB free in {args.dir}",
+          flush=True)
+    work = Path(tempfile.mkdtemp(prefix="sparklog-scale-", dir=args.dir))
+    zk = EmbeddedZooKeeper()
+    zk.start()
+    try:
+        log_dir = work / "logs"
+        broker = BrokerProcess(1, f"{zk.connect_string}/scale", log_dir)
+        broker.start()
+        try:
+            client = connect(broker.zk_connect)
+            topics.create_topic(client, TOPIC, 1, 1)
+            close(client)
+            time.sleep(0.5)
+            run(broker, log_dir, args)
+        finally:
+            broker.stop()
+    finally:
+        zk.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"load average {load()}")
+    return 0
+
+
+def run(broker, log_dir: Path, args) -> None:
+    value = payload(args.size)
+    table = Table()
+    first = produce_gb(broker.address, 1, 0, args.size, value)
+    table.row("produce", "GB 1", first.rate, "msg/s", first.note)
+    rate, cpu, note = read_gb(broker, first, args.size)
+    table.row("tail read", "GB 1", rate, "msg/s", f"{cpu:.2f} broker CPU-s/GB {note}")
+    median, p99, note = lookups(broker, first, args.lookups)
+    table.row("lookup", "GB 1", median, "µs median", f"p99 {p99:,.0f} µs {note}", lower_is_better=True)
+    cold_read(broker, log_dir, first, args, table, "GB 1")
+    last = first
+    for index in range(2, args.gb + 1):
+        last = produce_gb(broker.address, index, last.end, args.size, value)
+        if last.note:
+            print(f"produce GB {index}: {last.note}", flush=True)
+    table.row("produce", f"GB {args.gb}", last.rate, "msg/s", last.note)
+    rate, cpu, note = read_gb(broker, last, args.size)
+    table.row("tail read", f"GB {args.gb}", rate, "msg/s", f"{cpu:.2f} broker CPU-s/GB {note}")
+    for gb, label in ((first, "GB 1 of N"), (last, f"GB {args.gb}")):
+        median, p99, note = lookups(broker, gb, args.lookups)
+        table.row("lookup", label, median, "µs median", f"p99 {p99:,.0f} µs {note}", lower_is_better=True)
+    cold_read(broker, log_dir, first, args, table, f"GB 1 of {args.gb}")
+
+
+def cold_read(broker, log_dir: Path, gb: GigaByte, args, table: Table, label: str) -> None:
+    files = partition_files(log_dir)
+    drop_page_cache(files)
+    resident = resident_fraction(min((p for p in files if p.suffix == ".log"), key=lambda p: p.name))
+    rate, cpu, note = read_gb(broker, gb, args.size)
+    table.row("cold read", label, rate, "msg/s", f"{cpu:.2f} broker CPU-s/GB; first segment {resident:.0%} "
+              f"resident after the drop {note}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
