@@ -27,6 +27,7 @@ from sparklog.records.batch import (
     parse_header,
     peek_size,
 )
+from sparklog.records.scan import scan
 from sparklog.storage.recovery import MIN_BATCH_LENGTH, ReadAt, ValidPrefix, replay
 
 LOG_SUFFIX = ".log"
@@ -347,10 +348,15 @@ class LogSegment:
         return None
 
     def _first_record_at_or_after(self, position: int, size: int, timestamp: int) -> TimestampOffset | None:
+        """Only the records' offsets and timestamps are decoded (records.scan: arrays, no object per
+        record, compiled when the codec is): a lookup in a batch of a thousand records costs one pass."""
         for batch in iter_batches(self._files.pread(self.fd, size, position)):
-            for record in batch.records():
-                if record.timestamp >= timestamp:
-                    return TimestampOffset(record.timestamp, record.offset)
+            if not batch.record_count:
+                continue
+            found = scan(batch)
+            for record_timestamp, offset in zip(found.timestamps, found.offsets):
+                if record_timestamp >= timestamp:
+                    return TimestampOffset(record_timestamp, offset)
         return None
 
     # -- lifecycle --------------------------------------------------------------------------------
