@@ -164,32 +164,39 @@ def kcat_consume(bootstrap: str, topic: str, n: int, settings: dict, deadline_s:
     return Consumed(got, 0, time.perf_counter() - started)
 
 
-def raw_fetch(host: str, port: int, topic: str, n: int, max_bytes: int, deadline_s: float = 300.0
-              ) -> tuple[Consumed, int]:
-    """Fetch v11 in a loop on one socket, counting records from the batch headers only (no decoding):
-    (what was read, response bytes received). The broker, with a client that costs next to nothing."""
-    from sparklog.protocol import ApiKey, FetchPartition, FetchRequest, FetchTopic
-    from sparklog.protocol.registry import decode_response, encode_request
-
+def raw_fetch(host: str, port: int, topic: str, n: int, max_bytes: int, deadline_s: float = 300.0,
+              passes: int = 1) -> tuple[Consumed, int]:
+    """Fetch v11 in a loop on one socket, reading offsets [0, n) `passes` times and counting records from
+    the batch headers only (no decoding): (what was read, response bytes received). The broker, with a
+    client that costs next to nothing."""
     got = received = 0
-    offset = 0
     started = time.perf_counter()
     deadline = started + deadline_s
     with socket.create_connection((host, port), timeout=SOCKET_TIMEOUT_S) as sock:
-        for correlation_id in range(1 << 30):
-            if got >= n or time.perf_counter() > deadline:
-                break
-            body = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, topics=[FetchTopic(
-                topic=topic, partitions=[FetchPartition(partition=0, fetch_offset=offset,
-                                                        partition_max_bytes=max_bytes)])])
-            sock.sendall(encode_request(ApiKey.FETCH, 11, correlation_id, "raw-fetch", body))
-            frame = _recv_frame(sock)
-            received += len(frame) + 4
-            _, response = decode_response(ApiKey.FETCH, 11, frame)
-            records = memoryview(response.responses[0].partitions[0].records or b"")
-            count, offset = _count_records(records, offset)
-            got += count
+        for _ in range(passes):
+            count, size = _fetch_pass(sock, topic, n, max_bytes, deadline)
+            got, received = got + count, received + size
     return Consumed(got, 0, time.perf_counter() - started), received
+
+
+def _fetch_pass(sock: socket.socket, topic: str, n: int, max_bytes: int, deadline: float) -> tuple[int, int]:
+    from sparklog.protocol import ApiKey, FetchPartition, FetchRequest, FetchTopic
+    from sparklog.protocol.registry import decode_response, encode_request
+
+    got = received = offset = 0
+    for correlation_id in range(1 << 30):
+        if offset >= n or time.perf_counter() > deadline:
+            break
+        body = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, topics=[FetchTopic(
+            topic=topic, partitions=[FetchPartition(partition=0, fetch_offset=offset,
+                                                    partition_max_bytes=max_bytes)])])
+        sock.sendall(encode_request(ApiKey.FETCH, 11, correlation_id, "raw-fetch", body))
+        frame = _recv_frame(sock)
+        received += len(frame) + 4
+        _, response = decode_response(ApiKey.FETCH, 11, frame)
+        count, offset = _count_records(memoryview(response.responses[0].partitions[0].records or b""), offset)
+        got += count
+    return got, received
 
 
 def _recv_frame(sock: socket.socket) -> memoryview:
@@ -223,11 +230,13 @@ def _count_records(records: memoryview, offset: int) -> tuple[int, int]:
     return count, offset
 
 
-def sendfile_loop(files: list[Path], chunk: int, deadline_s: float = 300.0) -> tuple[float, int, float]:
-    """Send the files whole, `chunk` bytes per os.sendfile call, to a socket read and discarded by this
-    thread: (sender's CPU seconds, bytes sent, wall seconds). The bare cost of serving those bytes."""
+def sendfile_loop(files: list[Path], chunk: int, deadline_s: float = 300.0, passes: int = 1
+                  ) -> tuple[float, int, float]:
+    """Send the files whole `passes` times, `chunk` bytes per os.sendfile call, to a socket read and
+    discarded by this thread: (sender's CPU seconds, bytes sent, wall seconds). The bare cost of serving
+    those bytes."""
     listener = socket.create_server(("127.0.0.1", 0))
-    total = sum(f.stat().st_size for f in files)
+    total = passes * sum(f.stat().st_size for f in files)
     result: dict = {}
 
     def send() -> None:
@@ -235,7 +244,7 @@ def sendfile_loop(files: list[Path], chunk: int, deadline_s: float = 300.0) -> t
         cpu0 = time.thread_time()
         sent = 0
         with conn:
-            for path in files:
+            for path in files * passes:
                 with open(path, "rb") as f:
                     size, pos = os.fstat(f.fileno()).st_size, 0
                     while pos < size:
