@@ -1,6 +1,6 @@
 """The group apis through their handlers and the asyncio coordinator, on a real event loop and clock with
-short timeouts; offsets go to an in-memory stand-in of the offset store (the ZooKeeper one is exercised by
-the integration tests)."""
+short timeouts; offsets go to an in-memory stand-in of the offset store (the `__consumer_offsets` one is
+exercised by test_offset_store.py and the integration tests)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from sparklog.broker import handlers
 from sparklog.broker.config import BrokerConfig
-from sparklog.broker.offset_store import ZooKeeperOffsetStore, java_string_hash, offsets_partition
-from sparklog.broker.partitions import MetadataSnapshot
+from sparklog.broker.offset_store import OFFSETS_TOPIC, java_string_hash, offsets_partition
+from sparklog.broker.partitions import MetadataSnapshot, TopicMeta
 from sparklog.coordination.brokers import BrokerInfo
 from sparklog.protocol import errors
 from sparklog.protocol.find_coordinator import FindCoordinatorRequest
@@ -25,24 +25,32 @@ ME, OTHER = 1, 2
 DELAY_MS, SESSION_MS = 50, 300
 
 
-class MemoryOffsets(ZooKeeperOffsetStore):
-    """The offset store's placement, with offsets kept in a dict."""
+class MemoryOffsets:
+    """The offset store's interface: groups placed over the two brokers by their offsets partition, offsets
+    kept in a dict."""
 
     def __init__(self):
-        super().__init__(None, 50)
         self.committed = {}
 
-    def commit(self, group, offsets):
-        self.committed.update({(group, *k): v.offset for k, v in offsets.items()})
-        return {}
+    def coordinator_for(self, group, snapshot):
+        return ME if offsets_partition(group, 50) % 2 == 0 else OTHER
 
-    def delete(self, group):
+    def status(self, group):
+        return 0 if self.coordinator_for(group, None) == ME else errors.NotCoordinatorError.errno
+
+    async def commit(self, group, offsets):
+        self.committed.update({(group, *k): v.offset for k, v in offsets.items()})
+        return dict.fromkeys(offsets, 0)
+
+    async def delete(self, group):
+        had = any(k[0] == group for k in self.committed)
         self.committed = {k: v for k, v in self.committed.items() if k[0] != group}
+        return had
 
 
 class Partitions:
-    snapshot = MetadataSnapshot({}, {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "h2", 9093)},
-                                {})
+    snapshot = MetadataSnapshot({OFFSETS_TOPIC: TopicMeta(OFFSETS_TOPIC, {})},
+                                {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "h2", 9093)}, {})
 
 
 def group_on(broker: int, prefix: str) -> str:
