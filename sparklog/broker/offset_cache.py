@@ -10,8 +10,8 @@ Rule 1 (order): every change carries the log offset of its record; a change olde
 holds for that key is ignored. Commits append on executor threads and are applied when acknowledged, so two
 commits of one key may be applied out of order; the log's order is the truth, as compaction's is.
 Rule 2 (tombstones): a null value deletes the key. The cache remembers the deletion (by log offset, Rule 1),
-and a group with any record in the topic, even only tombstones, is `known`: the ZooKeeper fallback of the
-store is for groups the topic has never seen.
+and a key with any record in the topic, even a tombstone, is `seen`: the ZooKeeper fallback of the store is
+for keys the topic has never seen.
 Rule 3 (expiry, KIP-211): the offsets of a group with members never expire. A group without members loses
 its offsets `retention_ms` after the later of its last commit and the first expiry check that found it
 without members (`empty_since`), i.e. within one check interval of Kafka's "retention after it became
@@ -62,8 +62,8 @@ class PartitionOffsets:
         if held is None or held.log_offset < value.log_offset:
             offsets[tp] = value
 
-    def known(self, group: str) -> bool:
-        return group in self._groups
+    def seen(self, group: str, tp: TopicPartition) -> bool:
+        return tp in self._groups.get(group, ())
 
     def offsets(self, group: str, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, Committed]:
         """The live (not deleted) offsets of `group`, of `partitions` or all."""

@@ -33,10 +33,11 @@ groups without members expire; they are deleted by tombstones written like commi
 tombstones for every offset of the group.
 
 Migration from ZooKeeper (offsets committed before this store, in `/consumers/<group>/offsets/...`), as
-Kafka 0.8.2's dual-read did: `fetch` of a group the topic has never seen (no record of it, not even a
-tombstone: offset_cache Rule 2) reads the ZooKeeper registry, read-only; the group's first commit here
-moves it to the topic for good. DeleteGroups also deletes its ZooKeeper offsets (so they do not come back),
-unless a ZooKeeper group of that name has consumers. The paper's ZooKeeper groups and the Spark source keep
+Kafka 0.8.2's dual-read did: `fetch` of a (group, topic, partition) the topic has never seen (no record of
+it, not even a tombstone: offset_cache Rule 2) reads the ZooKeeper registry, read-only; the key's first
+commit here moves it to the topic for good (a fetch then never asks ZooKeeper for it). DeleteGroups also
+deletes the group's ZooKeeper offsets (so they do not come back), unless a ZooKeeper group of that name has
+consumers; expiry deletes only what is in the topic. The paper's ZooKeeper groups and the Spark source keep
 their offsets in ZooKeeper (coordination/offsets.py), untouched by this store.
 
 Rule 1: everything here runs on the event loop; reading and appending to logs and ZooKeeper calls run on
@@ -171,17 +172,21 @@ class TopicOffsetStore:
     async def fetch(self, group: str, partitions: Iterable[TopicPartition] | None
                     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The committed offsets of `partitions` (all the group's when None); absent when never committed.
-        Raises OffsetStoreError when this broker cannot answer for the group now."""
+        Keys the topic has never seen are read from ZooKeeper (the migration, module docstring). Raises
+        OffsetStoreError when this broker cannot answer for the group now, or ZooKeeper cannot be read."""
         cache = self._served_cache(group)
-        if not cache.known(group) and self.zk is not None:
-            self._counts["fallbacks"] += 1
-            wanted = None if partitions is None else list(partitions)
-            try:
-                return await self._blocking(offset_registry.fetch_offsets, self.zk, group, wanted)
-            except Exception as exc:  # noqa: BLE001 - ZooKeeper away: "could not read" is not "none"
-                log.warning("reading the ZooKeeper offsets of group %s failed: %s", group, exc)
-                raise OffsetStoreError(COORDINATOR_NOT_AVAILABLE, str(exc)) from None
-        return {tp: OffsetAndMetadata(c.offset, c.metadata) for tp, c in cache.offsets(group, partitions).items()}
+        wanted = None if partitions is None else list(partitions)
+        found = {tp: OffsetAndMetadata(c.offset, c.metadata) for tp, c in cache.offsets(group, wanted).items()}
+        unseen = None if wanted is None else [tp for tp in wanted if not cache.seen(group, tp)]
+        if self.zk is None or unseen == []:
+            return found
+        self._counts["fallbacks"] += 1
+        try:
+            legacy = await self._blocking(offset_registry.fetch_offsets, self.zk, group, unseen)
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper away: "could not read" is not "none"
+            log.warning("reading the ZooKeeper offsets of group %s failed: %s", group, exc)
+            raise OffsetStoreError(COORDINATOR_NOT_AVAILABLE, str(exc)) from None
+        return {**{tp: o for tp, o in legacy.items() if not cache.seen(group, tp)}, **found}
 
     async def delete(self, group: str) -> bool:
         """Tombstone every offset of the group (and drop its ZooKeeper offsets); False if it had none.
