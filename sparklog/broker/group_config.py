@@ -17,7 +17,8 @@ DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS = 1800000  # group.max.session.timeout.ms (
 DEFAULT_GROUP_MAX_SIZE = 2147483647  # group.max.size (unbounded)
 DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS = 50  # offsets.topic.num.partitions
 DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR = 3  # offsets.topic.replication.factor
-DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES = 104857600  # offsets.topic.segment.bytes (100 MiB: compaction skips the active one)
+# offsets.topic.segment.bytes (100 MiB, less than a topic's 1 GiB: compaction never cleans the active segment)
+DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES = 104857600
 DEFAULT_OFFSETS_RETENTION_MINUTES = 10080  # offsets.retention.minutes (7 days)
 DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600000  # offsets.retention.check.interval.ms (10 minutes)
 DEFAULT_OFFSETS_COMMIT_TIMEOUT_MS = 5000  # offsets.commit.timeout.ms

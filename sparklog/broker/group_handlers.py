@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from sparklog.broker.group import JoinRequest
+from sparklog.broker.group import GroupState, JoinRequest
 from sparklog.broker.offset_store import OffsetStoreError
 from sparklog.coordination import offsets as offset_registry
 from sparklog.coordination import paths as zk_paths
@@ -118,8 +118,10 @@ def handle_describe_groups(request, state) -> DescribeGroupsResponse:
 def _describe(state, group_id: str) -> DescribedGroup:
     code = group_error(state, group_id)
     found = state.groups.describe(group_id) if code == NONE else None
-    if found is None:
-        return DescribedGroup(error_code=code, group_id=group_id, group_state=DEAD, protocol_type="",
+    if found is None:  # Kafka: a group known only by its committed offsets is Empty
+        known = code == NONE and group_id in state.offsets.groups_with_offsets(group_id)
+        return DescribedGroup(error_code=code, group_id=group_id,
+                              group_state=GroupState.EMPTY.value if known else DEAD, protocol_type="",
                               protocol_data="", members=[])
     members = [DescribedGroupMember(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
                                     client_host=m.client_host, member_metadata=m.metadata,
@@ -129,8 +131,12 @@ def _describe(state, group_id: str) -> DescribedGroup:
 
 
 def handle_list_groups(request, state) -> ListGroupsResponse:
-    """The groups this broker coordinates (a client asks every broker, as Kafka's admin clients do)."""
-    groups = [ListedGroup(group_id=g, protocol_type=t) for g, t in state.groups.list()]
+    """The groups this broker coordinates (a client asks every broker, as Kafka's admin clients do): those
+    with members and those known only by their committed offsets (Kafka lists these too, as Empty)."""
+    listed = dict(state.groups.list())
+    for group_id in state.offsets.groups_with_offsets():
+        listed.setdefault(group_id, "")
+    groups = [ListedGroup(group_id=g, protocol_type=t) for g, t in sorted(listed.items())]
     return ListGroupsResponse(throttle_time_ms=0, error_code=NONE, groups=groups)
 
 

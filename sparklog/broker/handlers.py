@@ -606,7 +606,10 @@ def handle_metadata(request, state):
 async def _metadata_after_create(state, names, creatable, errors_by_name) -> MetadataResponse:
     cfg = state.config
     for name in creatable:
-        code, _ = await _create_topic(state, name, cfg.num_partitions, cfg.default_replication_factor, {})
+        if name == OFFSETS_TOPIC:  # created as the coordinator needs it, never with a user topic's defaults
+            code = NONE if await ensure_offsets_topic(state) else LEADER_NOT_AVAILABLE
+        else:
+            code, _ = await _create_topic(state, name, cfg.num_partitions, cfg.default_replication_factor, {})
         if code not in (NONE, TOPIC_ALREADY_EXISTS):
             errors_by_name[name] = code
         elif code == TOPIC_ALREADY_EXISTS and name not in state.partitions.snapshot.topics:

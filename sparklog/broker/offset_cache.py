@@ -65,7 +65,8 @@ class PartitionOffsets:
     def seen(self, group: str, tp: TopicPartition) -> bool:
         return tp in self._groups.get(group, ())
 
-    def offsets(self, group: str, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, Committed]:
+    def offsets(self, group: str, partitions: Iterable[TopicPartition] | None = None
+                ) -> dict[TopicPartition, Committed]:
         """The live (not deleted) offsets of `group`, of `partitions` or all."""
         held = self._groups.get(group, {})
         keys = held if partitions is None else [tp for tp in partitions if tp in held]

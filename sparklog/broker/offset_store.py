@@ -207,6 +207,15 @@ class TopicOffsetStore:
                 raise OffsetStoreError(code)
         return had or bool(live)
 
+    def groups_with_offsets(self, group: str | None = None) -> list[str]:
+        """Groups with committed offsets in the partitions loaded here (of `group`'s partition only, if given)."""
+        if group is not None:
+            cache = self._caches.get(self.partition_for(group))
+            caches = [cache] if cache is not None else []
+        else:
+            caches = list(self._caches.values())
+        return sorted(g for c in caches if c.state is CacheState.LOADED for g in c.groups())
+
     def _served_cache(self, group: str) -> PartitionOffsets:
         code = self.status(group)
         if code != NONE:

@@ -42,6 +42,9 @@ class MemoryOffsets:
         self.committed.update({(group, *k): v.offset for k, v in offsets.items()})
         return dict.fromkeys(offsets, 0)
 
+    def groups_with_offsets(self, group=None):
+        return sorted({k[0] for k in self.committed if group in (None, k[0])})
+
     async def delete(self, group):
         had = any(k[0] == group for k in self.committed)
         self.committed = {k: v for k, v in self.committed.items() if k[0] != group}
@@ -185,3 +188,17 @@ def test_java_string_hash_and_kafka_partitioning():
     assert java_string_hash("polygenelubricants") == -2147483648  # Kafka's Utils.abs masks it to 0
     assert offsets_partition("polygenelubricants", 50) == 0
     assert offsets_partition("hello", 50) == 99162322 % 50
+
+
+def test_a_group_known_only_by_its_offsets_is_listed_and_described_as_empty(state):
+    group = group_on(ME, "offsets-only")
+
+    async def scenario():
+        assert await commit_code(state, group, -1, "") == 0  # member-less: no group in the coordinator
+        assert group not in state.groups.groups
+        listed = call(state, ListGroupsRequest(), 16, 2).groups
+        assert [(g.group_id, g.protocol_type) for g in listed] == [(group, "")]
+        described = call(state, DescribeGroupsRequest(groups=[group, group_on(ME, "never")]), 15, 4).groups
+        assert [(d.error_code, d.group_state) for d in described] == [(0, "Empty"), (0, "Dead")]
+
+    asyncio.run(scenario())
