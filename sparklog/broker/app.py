@@ -71,6 +71,7 @@ class BrokerStatistics:
     dispatcher: object
     controller: object
     replicas: object = None  # ReplicaManagerStatistics
+    offsets: object = None  # OffsetStoreStatistics (__consumer_offsets)
 
 
 class Broker:
@@ -101,6 +102,7 @@ class Broker:
             self.dispatcher.statistics() if self.dispatcher else None,
             self.controller.statistics() if self.controller else None,
             self.replicas.statistics() if self.replicas else None,
+            self.dispatcher.state.offsets.statistics() if self.dispatcher else None,
         )
 
     def run(self) -> None:
