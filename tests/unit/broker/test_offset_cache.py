@@ -3,6 +3,9 @@ expiry of groups without members, on an injected clock."""
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from sparklog.broker.offset_cache import CacheState, Committed, PartitionOffsets
 
 MINUTE = 60_000
@@ -60,3 +63,27 @@ def test_a_commit_after_the_group_became_empty_restarts_its_clock():
     cache.apply("g", ("t", 0), commit(7, 8 * MINUTE, 2))
     assert cache.expired(lambda g: False, 12 * MINUTE, 10 * MINUTE) == {}
     assert cache.expired(lambda g: False, 18 * MINUTE, 10 * MINUTE) == {"g": [("t", 0)]}
+
+
+changes = st.lists(st.tuples(st.sampled_from(["g", "h"]), st.sampled_from([("t", 0), ("t", 1), ("u", 0)]),
+                             st.one_of(st.none(), st.integers(0, 100))), max_size=30)
+
+
+@given(changes, st.randoms())
+def test_any_order_of_acknowledgement_leaves_what_the_log_order_leaves(log, rnd):
+    """Rule 1: the cache ends as compaction would leave the log (the last record per key), whatever order
+    the commits were acknowledged in."""
+    in_order, shuffled = PartitionOffsets(0), PartitionOffsets(0)
+    records = [(g, tp, Committed(o, "", 0, i)) for i, (g, tp, o) in enumerate(log)]
+    for record in records:
+        in_order.apply(*record)
+    rnd.shuffle(records)
+    for record in records:
+        shuffled.apply(*record)
+    last = {}
+    for g, tp, o in log:
+        last[(g, tp)] = o
+    for g in ("g", "h"):
+        assert shuffled.offsets(g) == in_order.offsets(g)
+        assert {tp: c.offset for tp, c in in_order.offsets(g).items()} == {
+            tp: o for (group, tp), o in last.items() if group == g and o is not None}

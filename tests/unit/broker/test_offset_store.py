@@ -239,3 +239,25 @@ def test_offsets_committed_to_zookeeper_before_the_topic_are_still_found(plog, z
         assert await store.fetch("old", [("t", 1)]) == {}
 
     asyncio.run(scenario())
+
+
+def test_loading_skips_records_of_other_types_and_ones_that_do_not_decode(plog, caplog):
+    import struct
+
+    from sparklog.records.batch import build_batch
+
+    key = consumer_offsets.encode_key(consumer_offsets.CommitKey("g", "t", 0))
+    value = consumer_offsets.encode_value(consumer_offsets.CommitValue(8, "", 1))
+    group_metadata = (struct.pack(">hh", 2, 1) + b"g", b"\x00\x03whatever", None, None)
+    garbage = (key, b"\x00\x03\x00", None, None)  # a v3 value cut short
+    plog.append(build_batch([group_metadata, (key, value, None, None), garbage]))
+    plog.flush()
+    partitions = Partitions()
+    partitions.lead(plog)
+
+    async def scenario():
+        store = await loaded(new_store(partitions))
+        assert await store.fetch("g", [TP]) == {TP: OM(8, "")}
+
+    asyncio.run(scenario())
+    assert any("offset 2 skipped" in r.getMessage() for r in caplog.records)
