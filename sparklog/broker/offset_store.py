@@ -382,10 +382,11 @@ def _value(c: Committed) -> bytes | None:
 
 
 def read_offsets(plog, buffer_size: int) -> list[tuple[str, TopicPartition, Committed]]:
-    """Blocking: every offset commit and tombstone in `plog` from its start to its end now, in log order.
-    Records of other types (group metadata) are skipped; a record that does not decode is logged and skipped
-    (one bad record must not make a whole partition's groups unreachable)."""
-    found = []
+    """Blocking: the last offset commit or tombstone of each key in `plog`, from its start to its end now (as
+    compaction would leave it: memory grows with the keys, not with the records read). Records of other types
+    (group metadata) are skipped; a record that does not decode is logged and skipped (one bad record must
+    not make a whole partition's groups unreachable)."""
+    found: dict[tuple[str, TopicPartition], Committed] = {}
     offset, end = plog.log_start_offset, plog.log_end_offset
     while offset < end:
         data = plog.read_replica(offset, buffer_size).read_bytes()
@@ -406,6 +407,6 @@ def read_offsets(plog, buffer_size: int) -> list[tuple[str, TopicPartition, Comm
             committed = (Committed(None, "", record.timestamp, record.offset) if value is None else
                          Committed(value.offset, value.metadata, value.commit_timestamp, record.offset,
                                    value.leader_epoch))
-            found.append((key.group, (key.topic, key.partition), committed))
+            found[(key.group, (key.topic, key.partition))] = committed
         offset = following
-    return found
+    return [(group, tp, committed) for (group, tp), committed in found.items()]
