@@ -862,8 +862,11 @@ async def ensure_offsets_topic(state) -> bool:
 async def _create_offsets_topic(state) -> None:
     config = state.offsets.config
     replication = offsets_topic.replication_factor(config, len(state.partitions.snapshot.brokers))
-    code, message = await _create_topic(state, OFFSETS_TOPIC, config.offsets_topic_num_partitions, replication,
-                                        offsets_topic.topic_config(config, replication))
+    try:
+        code, message = await _create_topic(state, OFFSETS_TOPIC, config.offsets_topic_num_partitions,
+                                            replication, offsets_topic.topic_config(config, replication))
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper away while noting it: the caller answers "not available"
+        code, message = REQUEST_TIMED_OUT, str(exc)
     if code == NONE:
         log.info("created %s: %d partitions, replication factor %d", OFFSETS_TOPIC,
                  config.offsets_topic_num_partitions, replication)

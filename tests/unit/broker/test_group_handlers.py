@@ -10,7 +10,7 @@ import pytest
 
 from sparklog.broker import handlers
 from sparklog.broker.config import BrokerConfig
-from sparklog.broker.offset_store import OFFSETS_TOPIC, java_string_hash, offsets_partition
+from sparklog.broker.offset_store import OFFSETS_TOPIC, TopicOffsetStore, java_string_hash, offsets_partition
 from sparklog.broker.partitions import MetadataSnapshot, TopicMeta
 from sparklog.coordination.brokers import BrokerInfo
 from sparklog.protocol import errors
@@ -200,5 +200,17 @@ def test_a_group_known_only_by_its_offsets_is_listed_and_described_as_empty(stat
         assert [(g.group_id, g.protocol_type) for g in listed] == [(group, "")]
         described = call(state, DescribeGroupsRequest(groups=[group, group_on(ME, "never")]), 15, 4).groups
         assert [(d.error_code, d.group_state) for d in described] == [(0, "Empty"), (0, "Dead")]
+
+    asyncio.run(scenario())
+
+
+def test_find_coordinator_answers_not_available_while_the_offsets_topic_cannot_be_created(state):
+    """No topic, and creating it fails (here: no ZooKeeper): a retriable error, nothing raised."""
+    state.partitions = type("NoTopics", (), {"snapshot": MetadataSnapshot({}, Partitions.snapshot.brokers, {})})()
+    state.offsets = TopicOffsetStore(handlers.GroupConfig(), state.partitions, state.replicas, state.groups)
+
+    async def scenario():
+        found = await call(state, FindCoordinatorRequest(key="g", key_type=0), 10, 2)
+        assert (found.error_code, found.node_id) == (errors.CoordinatorNotAvailableError.errno, -1)
 
     asyncio.run(scenario())
