@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -219,15 +220,16 @@ def main() -> int:
         from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper
         from support.cluster import Cluster
 
+        work = Path(tempfile.mkdtemp(prefix="sparklog-bench-"))
         zookeeper = EmbeddedZooKeeper()
         zookeeper.start()
         try:
-            with Cluster(f"{zookeeper.connect_string}/bench-{uuid.uuid4().hex[:8]}",
-                         Path(tempfile.mkdtemp(prefix="sparklog-bench-")), brokers=1) as cluster:
+            with Cluster(f"{zookeeper.connect_string}/bench-{uuid.uuid4().hex[:8]}", work, brokers=1) as cluster:
                 broker = next(iter(cluster.brokers.values()))
                 rows = run(cluster.bootstrap, broker.pid, args)
         finally:
             zookeeper.stop()
+            shutil.rmtree(work, ignore_errors=True)  # the broker's logs: hundreds of MB a run
     print_table(rows)
     return 0
 
