@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -309,31 +310,104 @@ def sparklog(*args: str) -> subprocess.CompletedProcess:
                           cwd=str(REPO), env=env)
 
 
-def test_groups_command_shows_and_manages_kafka_groups(cluster, members):
-    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
-    produce(cluster, topic, 120)
+def columns(out: str, header: str) -> list[dict]:
+    """The rows of Kafka-shaped column output (left-aligned, two spaces apart) under the header line that
+    starts with `header`, each value cut at its header's position."""
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(header))
+    names = re.split(r"\s{2,}", lines[at].strip())
+    starts = [lines[at].index(name) for name in names] + [None]
+    rows = []
+    for line in lines[at + 1:]:
+        if not line.strip():
+            break
+        rows.append({name: line[starts[i]:starts[i + 1]].strip() for i, name in enumerate(names)})
+    return rows
+
+
+def committed_over_the_protocol(cluster, group: str) -> dict[tuple[str, int], int]:
+    from sparklog.client.kafka_groups import KafkaGroupAdmin
+
+    with KafkaGroupAdmin(cluster.bootstrap) as admin:
+        return admin.committed_offsets(group)
+
+
+def test_groups_command_shows_and_manages_a_kafka_and_a_zookeeper_group_side_by_side(cluster, members):
+    from sparklog.client import GroupConsumer
+
+    topic, group, zk_group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}", f"zk-{uuid.uuid4().hex[:8]}"
+    written = produce(cluster, topic, 120) | {(p, 0) for p in range(PARTITIONS)}
     pair = [start(members, cluster, "confluent", topic, group), start(members, cluster, "kafka-python", topic, group)]
-    wait_until("a balanced group that committed", lambda: balanced(pair) and all(m.count("committed") for m in pair))
-    base = ("groups", "--zookeeper", cluster.zk_connect, "--bootstrap-server", cluster.bootstrap)
-    described = sparklog(*base, "describe", group)
-    out = described.stdout.decode()
-    assert described.returncode == 0, described.stderr.decode()
-    assert "state Stable, protocol range, 2 member(s)" in out and "member-kafka-python" in out
-    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines()]
-    rows = [r for r in cells if len(r) == 6 and r[0] == topic]  # the offsets table: topic, partition, owner ...
-    assert sorted(int(r[1]) for r in rows) == list(range(PARTITIONS))  # every partition, with its owner
-    assert all(r[2].startswith("member-") for r in rows)
-    listed = sparklog(*base, "list")
-    assert group in listed.stdout.decode()
-    refused = sparklog(*base, "reset-offsets", group, "--to", "earliest")
-    assert refused.returncode == 1 and b"active members" in refused.stderr
-    assert sparklog(*base, "delete", group).returncode == 1  # NON_EMPTY_GROUP
+    zk_member = GroupConsumer([topic], zk_group, cluster.zk_connect, auto_offset_reset="smallest",
+                              consumer_timeout_ms=10_000)
+    try:
+        records = iter(zk_member)
+        zk_read = [next(records) for _ in range(30)]
+        zk_member.commit()
+        wait_until("a balanced group that consumed and committed everything", lambda: balanced(pair) and (
+            pair[0].consumed() | pair[1].consumed()) >= written and all(m.count("committed") for m in pair))
+        time.sleep(0.5)  # the last batch's commit
+        base = ("groups", "--zookeeper", cluster.zk_connect, "--bootstrap-server", cluster.bootstrap)
+
+        listed = {r["GROUP"]: r for r in columns(sparklog(*base, "list").stdout.decode(), "GROUP")}
+        assert listed[group] == {"GROUP": group, "TYPE": "kafka", "STATE": "Stable", "#MEMBERS": "2"}
+        assert listed[zk_group] == {"GROUP": zk_group, "TYPE": "zookeeper", "STATE": "Active", "#MEMBERS": "1"}
+
+        described = sparklog(*base, "describe", group)
+        assert described.returncode == 0, described.stderr.decode()
+        rows = columns(described.stdout.decode(), "GROUP")
+        assert [(r["TOPIC"], int(r["PARTITION"])) for r in rows] == [(topic, p) for p in range(PARTITIONS)]
+        ends = {p: 1 + max(o for q, o in written if q == p) for p in range(PARTITIONS)}
+        assert all(int(r["CURRENT-OFFSET"]) == int(r["LOG-END-OFFSET"]) == ends[int(r["PARTITION"])]
+                   and r["LAG"] == "0" for r in rows)
+        members_view = columns(sparklog(*base, "describe", group, "--members").stdout.decode(), "GROUP")
+        by_client = {r["CLIENT-ID"]: r for r in members_view}
+        assert set(by_client) == {"member-dynamic", "member-kafka-python"}
+        for member, client in zip(pair, ("member-dynamic", "member-kafka-python")):  # the decoded assignment
+            assert by_client[client]["ASSIGNMENT"] == ",".join(f"{topic}-{p}" for p in member.assignment())
+            owned = {r["CONSUMER-ID"] for r in rows if int(r["PARTITION"]) in member.assignment()}
+            assert owned == {by_client[client]["CONSUMER-ID"]}
+        [state] = columns(sparklog(*base, "describe", group, "--state").stdout.decode(), "GROUP")
+        assert (state["TYPE"], state["STATE"], state["ASSIGNMENT-STRATEGY"], state["#MEMBERS"]) == (
+            "kafka", "Stable", "range", "2")
+        assert re.fullmatch(r"127\.0\.0\.1:\d+ \(\d\)", state["COORDINATOR (ID)"]), state
+
+        zk_rows = columns(sparklog(*base, "describe", zk_group).stdout.decode(), "GROUP")
+        assert {r["CONSUMER-ID"] for r in zk_rows} == {zk_member.consumer_id}
+        zk_committed = {(r["TOPIC"], int(r["PARTITION"])): r["CURRENT-OFFSET"] for r in zk_rows}
+        assert sum(int(o) for o in zk_committed.values() if o != "-") == len(zk_read)
+
+        for name in (group, zk_group):  # Rule 3: members are there
+            refused = sparklog(*base, "reset-offsets", name, "--to", "earliest")
+            assert refused.returncode == 1 and b"inactive" in refused.stderr, refused.stderr
+            assert len(refused.stderr.splitlines()) == 1
+        deleting = sparklog(*base, "delete", group)
+        assert deleting.returncode == 1 and b"not empty" in deleting.stderr
+        assert committed_over_the_protocol(cluster, group) == {(topic, p): ends[p] for p in range(PARTITIONS)}
+    finally:
+        zk_member.close()
+
     for m in pair:
         m.stop()  # SIGTERM: the members close and leave the group
-    deleted = sparklog(*base, "delete", group)
-    assert deleted.returncode == 0, deleted.stderr.decode()
-    assert sparklog(*base, "describe", group).returncode == 1  # no members, no offsets left
-    assert sparklog(*base, "delete", group).returncode == 1  # GROUP_ID_NOT_FOUND
+    produce(cluster, topic, 24)  # two more a partition: lag 2 each
+    idle = sparklog(*base, "describe", group)
+    assert b"has no active members" in idle.stdout and b"TOTAL-LAG 24" in idle.stdout, idle.stdout
+    reset = sparklog(*base, "reset-offsets", group, "--to", "earliest")
+    assert reset.returncode == 0, reset.stderr.decode()
+    assert committed_over_the_protocol(cluster, group) == {(topic, p): 0 for p in range(PARTITIONS)}
+    reset = sparklog(*base, "reset-offsets", group, "--to", "3", "--topic", topic)
+    assert reset.returncode == 0 and committed_over_the_protocol(cluster, group) == {
+        (topic, p): 3 for p in range(PARTITIONS)}
+    zk_reset = sparklog(*base, "reset-offsets", zk_group, "--to", "latest")
+    assert zk_reset.returncode == 0, zk_reset.stderr.decode()
+    zk_rows = columns(sparklog(*base, "describe", zk_group).stdout.decode(), "GROUP")
+    assert zk_rows and all(r["LAG"] == "0" for r in zk_rows)
+
+    for name in (group, zk_group):
+        deleted = sparklog(*base, "delete", name)
+        assert deleted.returncode == 0, deleted.stderr.decode()
+        gone = sparklog(*base, "describe", name)
+        assert gone.returncode == 1 and b"does not exist" in gone.stderr
 
 
 # The group apis each client negotiates against our advertised ranges, as observed (client names as in
