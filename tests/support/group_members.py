@@ -4,12 +4,16 @@ measurement of a member joining under steady produce: how long the partitions th
 Used by tests/integration/test_kafka_groups.py (short) and benchmarks/groups.py (eager vs cooperative).
 
 The join measurement: two members consume a topic while a feeder produces a message to every partition every
-FEED_INTERVAL_S; once each partition has flowed for a while, a third member is started. Unmoved partitions are
-those the same old member owned before the join and owns after it. Per unmoved partition, the longest gap
-between two consumed messages from the join until the group settled is the stop it suffered; the rebalance
-time is from starting the third member to the last assignment change, which settled the group (the time a
-stop-the-world protocol may stop every partition). Eager protocols (range) revoke everything, so the gap on unmoved partitions is about the rebalance
-time; cooperative-sticky revokes only what moves, so it stays near the feed interval.
+FEED_INTERVAL_S; one of them is busy (it spends BUSY_MS on every batch before it polls again, as an application
+does), the other is quick. Once every partition flows, a third member is started. The quick member's unmoved
+partitions are those it owned before the join and still owns after it; per unmoved partition, the longest gap
+between two consumed messages from the join until the group settled is the stop it suffered. The rebalance
+time is from starting the third member to the last assignment change, which settled the group.
+
+Why a busy member: a member rejoins only from its poll. Eager protocols (range) revoke everything, so the quick
+member, having rejoined at once, stops until the busy one has rejoined too: every partition waits for the
+slowest member (stop-the-world). Cooperative-sticky revokes only what moves; the quick member keeps consuming
+the rest while the rounds complete.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 MEMBER = str(REPO / "tests" / "support" / "kafka_group_member.py")
 FEED_INTERVAL_S = 0.05
+BUSY_MS = 1500  # the busy member's work per batch
 SETTLED_AFTER_S = 1.0  # the group counts as settled when no assignment changed for this long
 
 
@@ -88,8 +93,8 @@ class JoinMeasurement:
     assignor: str
     rebalance_s: float  # the third member started -> the last assignment change, that settled the group
     unmoved: tuple[int, ...]
-    unmoved_gap_s: float  # the longest stop of consumption on an unmoved partition around the join
-    steady_gap_s: float  # the longest gap on any partition in the seconds before the join
+    unmoved_gap_s: float  # the longest stop of consumption on a quick member's unmoved partition
+    steady_gap_s: float  # the longest gap on the quick member's partitions in the second before the join
 
 
 def measure_join(bootstrap: str, topic: str, group: str, partitions: int, assignor: str, session_ms: int,
@@ -99,9 +104,9 @@ def measure_join(bootstrap: str, topic: str, group: str, partitions: int, assign
     started is appended to `started` (the caller stops them, also when this raises)."""
     from confluent_kafka import Producer
 
-    def member() -> Member:
+    def member(*extra: str) -> Member:
         started.append(Member(bootstrap, "confluent", topic, group, "--session-ms", str(session_ms),
-                              "--heartbeat-ms", str(heartbeat_ms), "--assignor", assignor, "--async-commit"))
+                              "--heartbeat-ms", str(heartbeat_ms), "--assignor", assignor, "--async-commit", *extra))
         return started[-1]
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
@@ -115,7 +120,7 @@ def measure_join(bootstrap: str, topic: str, group: str, partitions: int, assign
             time.sleep(FEED_INTERVAL_S)
         producer.flush(10)
 
-    old = [member(), member()]
+    old = [member(), member("--process-ms", str(BUSY_MS))]  # the quick one first
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     try:
@@ -162,11 +167,9 @@ def _measure(assignor: str, old: list[Member], before: dict, trio: list[Member],
              ) -> JoinMeasurement:
     settled = _last_assignment(trio)
     end = settled + SETTLED_AFTER_S / 2  # an eager member resumes only after its new assignment
-    gaps, unmoved = [], []
-    for m in old:
-        times = _consumed_times([m])
-        for p in sorted(before[m] & set(m.assignment())):
-            unmoved.append(p)
-            gaps.append(_longest_gap(times.get(p, []), joined_at, end))
-    steady = max(_longest_gap(ts, joined_at - 1.0, joined_at) for ts in _consumed_times(old, 0, joined_at).values())
-    return JoinMeasurement(assignor, settled - joined_at, tuple(unmoved), max(gaps, default=0.0), steady)
+    quick = old[0]
+    times = _consumed_times([quick])
+    unmoved = tuple(sorted(before[quick] & set(quick.assignment())))
+    gaps = [_longest_gap(times.get(p, []), joined_at, end) for p in unmoved]
+    steady = max(_longest_gap(times[p], joined_at - 1.0, joined_at) for p in before[quick])
+    return JoinMeasurement(assignor, settled - joined_at, unmoved, max(gaps, default=0.0), steady)

@@ -2,6 +2,7 @@
 
     python tests/support/kafka_group_member.py CLIENT BOOTSTRAP TOPIC GROUP [--instance ID]
         [--session-ms N] [--heartbeat-ms N] [--assignor NAME] [--async-commit]
+        [--process-ms N]
 
 CLIENT is `confluent` (librdkafka), `kafka-python` or `aiokafka`. The process prints one JSON object per line on
 stdout, each with "t", the wall-clock time it was printed: {"assigned": [partitions]} after every rebalance
@@ -60,6 +61,8 @@ def run_confluent(args, stopping) -> int:
             say(error=fatal[0])
             return 3
         batch = consumer.consume(100, POLL_S)
+        if batch and args.process_ms:
+            time.sleep(args.process_ms / 1000)  # the application's work on a batch, between two polls
         got = False
         for msg in batch:
             if msg.error():
@@ -171,6 +174,8 @@ def main() -> int:
     parser.add_argument("--session-ms", type=int, default=3000)
     parser.add_argument("--assignor", default="range")
     parser.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_MS)
+    parser.add_argument("--process-ms", type=int, default=0,
+                        help="confluent only: time spent on each non-empty batch before the next poll")
     parser.add_argument("--async-commit", action="store_true",
                         help="confluent only: commit without waiting (no \"committed\" events)")
     args = parser.parse_args()
