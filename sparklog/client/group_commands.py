@@ -154,8 +154,9 @@ def find_group(session: Session, name: str) -> GroupView | None:
 
 
 def _kafka_view(session: Session, found) -> GroupView:
+    committed = session.admin.committed_offsets(found.group_id)
     return GroupView(found.group_id, KAFKA, found.state, found.protocol_type, found.protocol,
-                     session.node_text(found.coordinator), list(found.members), session.admin.committed_offsets(found.group_id))
+                     session.node_text(found.coordinator), list(found.members), committed)
 
 
 def _zookeeper_view(zk, name: str) -> GroupView:

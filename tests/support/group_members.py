@@ -4,7 +4,7 @@ measurement of a member joining under steady produce: how long the partitions th
 Used by tests/integration/test_kafka_groups.py (short) and benchmarks/groups.py (eager vs cooperative).
 
 The join measurement: two members consume a topic while a feeder produces a message to every partition every
-FEED_INTERVAL_S; one of them is busy (it spends BUSY_MS on every batch before it polls again, as an application
+FEED_INTERVAL_S; one of them is busy (it spends `busy_ms` on every batch before it polls again, as an application
 does), the other is quick. Once every partition flows, a third member is started. The quick member's unmoved
 partitions are those it owned before the join and still owns after it; per unmoved partition, the longest gap
 between two consumed messages from the join until the group settled is the stop it suffered. The rebalance
@@ -12,8 +12,8 @@ time is from starting the third member to the last assignment change, which sett
 
 Why a busy member: a member rejoins only from its poll. Eager protocols (range) revoke everything, so the quick
 member, having rejoined at once, stops until the busy one has rejoined too: every partition waits for the
-slowest member (stop-the-world). Cooperative-sticky revokes only what moves; the quick member keeps consuming
-the rest while the rounds complete.
+slowest member (stop-the-world), on average half of `busy_ms`, as the join lands anywhere in its work.
+Cooperative-sticky revokes only what moves; the quick member keeps consuming the rest while the rounds complete.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 MEMBER = str(REPO / "tests" / "support" / "kafka_group_member.py")
 FEED_INTERVAL_S = 0.05
-BUSY_MS = 1500  # the busy member's work per batch
+BUSY_MS = 1500  # the busy member's work per batch (default)
 SETTLED_AFTER_S = 1.0  # the group counts as settled when no assignment changed for this long
 
 
@@ -98,7 +98,7 @@ class JoinMeasurement:
 
 
 def measure_join(bootstrap: str, topic: str, group: str, partitions: int, assignor: str, session_ms: int,
-                 heartbeat_ms: int, started: list, timeout: float = 60) -> JoinMeasurement:
+                 heartbeat_ms: int, started: list, busy_ms: int = BUSY_MS, timeout: float = 60) -> JoinMeasurement:
     """See the module docstring. Members heartbeat every `heartbeat_ms`: an eager member stops when it learns
     of the rebalance and waits for the last member to learn of it, up to that long. Every member process
     started is appended to `started` (the caller stops them, also when this raises)."""
@@ -120,7 +120,7 @@ def measure_join(bootstrap: str, topic: str, group: str, partitions: int, assign
             time.sleep(FEED_INTERVAL_S)
         producer.flush(10)
 
-    old = [member(), member("--process-ms", str(BUSY_MS))]  # the quick one first
+    old = [member(), member("--process-ms", str(busy_ms))]  # the quick one first
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     try:

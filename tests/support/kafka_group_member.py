@@ -135,11 +135,12 @@ def run_aiokafka(args, stopping) -> int:
             say(assigned=sorted(p.partition for p in assigned))
 
     async def consume() -> None:
+        # client_id stays aiokafka's default: aiokafka sends no client software name, so the broker's api
+        # matrix names it by its client id
         consumer = AIOKafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group,
                                     auto_offset_reset="earliest", enable_auto_commit=False,
                                     session_timeout_ms=args.session_ms, heartbeat_interval_ms=args.heartbeat_ms,
-                                    partition_assignment_strategy=(assignor,), client_id="member-aiokafka",
-                                    group_instance_id=args.instance)
+                                    partition_assignment_strategy=(assignor,), group_instance_id=args.instance)
         consumer.subscribe([args.topic], listener=Listener())
         await consumer.start()
         try:
