@@ -71,6 +71,7 @@ class BrokerStatistics:
     dispatcher: object
     controller: object
     replicas: object = None  # ReplicaManagerStatistics
+    offsets: object = None  # OffsetStoreStatistics (__consumer_offsets)
 
 
 class Broker:
@@ -101,6 +102,7 @@ class Broker:
             self.dispatcher.statistics() if self.dispatcher else None,
             self.controller.statistics() if self.controller else None,
             self.replicas.statistics() if self.replicas else None,
+            self.dispatcher.state.offsets.statistics() if self.dispatcher else None,
         )
 
     def run(self) -> None:
@@ -121,6 +123,7 @@ class Broker:
         finally:
             if self.dispatcher is not None:  # on the loop: waiting joins and syncs answered, timers cancelled
                 self.dispatcher.state.groups.close()
+                await self.dispatcher.state.offsets.close()
             if self.replicas is not None:
                 await self.replicas.close()  # the fetchers, before the logs they append to close
             await self.loop.run_in_executor(None, self._close)
@@ -225,6 +228,9 @@ class Broker:
             replicas=self.replicas)
         self.dispatcher = Dispatcher(state)
         self.server.app = self.dispatcher
+        offsets = state.offsets  # loads and drops __consumer_offsets partitions after the replica manager's turn
+        self.loop.call_soon_threadsafe(offsets.start)
+        self.partitions.add_listener(lambda snapshot: self._on_loop(offsets.on_snapshot, snapshot))
         self.partitions.start()
         self.controller = Controller(
             self.zk, cfg.broker_id, unclean_leader_election=cfg.unclean_leader_election_enable,
@@ -233,6 +239,13 @@ class Broker:
             imbalance_percentage=cfg.leader_imbalance_per_broker_percentage)
         state.controller = self.controller
         self.controller.start()
+
+    def _on_loop(self, fn, *args) -> None:
+        """Run `fn(*args)` on the event loop (from any thread); nothing once the loop has closed."""
+        try:
+            self.loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop is closed: shutting down
+            pass
 
     def _on_registration_conflict(self, exc: Exception) -> None:
         log.error("%s; shutting down", exc)

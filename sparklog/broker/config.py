@@ -80,7 +80,6 @@ _IGNORED_KEYS = (
     "num.network.threads",
     "num.io.threads",
     "num.recovery.threads.per.data.dir",
-    "offsets.topic.replication.factor",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
     "log.flush.offset.checkpoint.interval.ms",

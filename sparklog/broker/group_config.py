@@ -16,6 +16,13 @@ DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS = 6000  # group.min.session.timeout.ms
 DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS = 1800000  # group.max.session.timeout.ms (30 minutes)
 DEFAULT_GROUP_MAX_SIZE = 2147483647  # group.max.size (unbounded)
 DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS = 50  # offsets.topic.num.partitions
+DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR = 3  # offsets.topic.replication.factor
+# offsets.topic.segment.bytes (100 MiB, less than a topic's 1 GiB: compaction never cleans the active segment)
+DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES = 104857600
+DEFAULT_OFFSETS_RETENTION_MINUTES = 10080  # offsets.retention.minutes (7 days)
+DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600000  # offsets.retention.check.interval.ms (10 minutes)
+DEFAULT_OFFSETS_COMMIT_TIMEOUT_MS = 5000  # offsets.commit.timeout.ms
+DEFAULT_OFFSETS_LOAD_BUFFER_SIZE = 5242880  # offsets.load.buffer.size (5 MiB read at a time while loading)
 
 
 class GroupConfigError(ValueError):
@@ -32,6 +39,20 @@ GROUP = Definitions("group coordinator", (
     Setting("group.max.size", INT, DEFAULT_GROUP_MAX_SIZE, "members a group may have", low=1),
     Setting("offsets.topic.num.partitions", INT, DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS,
             "partitions of the offsets topic: spreads groups over coordinators", low=1),
+    Setting("offsets.topic.replication.factor", INT, DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR,
+            "replicas of each offsets topic partition; fewer (with a warning) while fewer brokers are live",
+            low=1, high=32767),
+    Setting("offsets.topic.segment.bytes", INT, DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES,
+            "segment size of the offsets topic, kept small so compaction and loading stay fast", low=1),
+    Setting("offsets.retention.minutes", INT, DEFAULT_OFFSETS_RETENTION_MINUTES,
+            "how long the offsets of a group without members are kept after it became empty or last committed",
+            low=1),
+    Setting("offsets.retention.check.interval.ms", INT, DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
+            "how often the coordinator looks for expired offsets", low=1),
+    Setting("offsets.commit.timeout.ms", INT, DEFAULT_OFFSETS_COMMIT_TIMEOUT_MS,
+            "how long a commit waits for the offsets topic's in-sync replicas before it fails", low=1),
+    Setting("offsets.load.buffer.size", INT, DEFAULT_OFFSETS_LOAD_BUFFER_SIZE,
+            "bytes read at a time when loading an offsets partition into the cache", low=1),
 ), error=GroupConfigError)
 GROUP_KEYS = set(GROUP)
 
@@ -43,6 +64,12 @@ class GroupConfig:
     max_session_timeout_ms: int = DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS
     max_size: int = DEFAULT_GROUP_MAX_SIZE
     offsets_topic_num_partitions: int = DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS
+    offsets_topic_replication_factor: int = DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR
+    offsets_topic_segment_bytes: int = DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES
+    offsets_retention_minutes: int = DEFAULT_OFFSETS_RETENTION_MINUTES
+    offsets_retention_check_interval_ms: int = DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS
+    offsets_commit_timeout_ms: int = DEFAULT_OFFSETS_COMMIT_TIMEOUT_MS
+    offsets_load_buffer_size: int = DEFAULT_OFFSETS_LOAD_BUFFER_SIZE
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "GroupConfig":

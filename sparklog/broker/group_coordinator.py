@@ -10,6 +10,9 @@ Rule 3: a group that is EMPTY with no pending member and no timer is forgotten (
 offsets expire; its offsets are in the offset store, so nothing is lost); DeleteGroups makes it DEAD first.
 Rule 4: `close()` answers every waiter with COORDINATOR_NOT_AVAILABLE (the client finds the coordinator
 again) and cancels the timers.
+Rule 5: when this broker stops leading an offsets partition, `unload` forgets the groups placed on it (Kafka's
+onResignation): their waiters are answered NOT_COORDINATOR, and every later request of theirs is answered
+NOT_COORDINATOR by the handlers, so members find the new coordinator and rejoin there.
 """
 
 from __future__ import annotations
@@ -151,6 +154,19 @@ class GroupCoordinator:
         self._forget(group_id)
         return NONE
 
+    def has_members(self, group_id: str) -> bool:
+        """Offset expiry's question (offset_cache Rule 3): does the group have members now?"""
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members or group.pending)
+
+    def unload(self, placed_here: Callable[[str], bool], code: int) -> int:
+        """Rule 5: forget the groups `placed_here` says moved away; their waiters get `code`. How many."""
+        gone = [g for g in self.groups if placed_here(g)]
+        for group_id in gone:
+            self._answer_waiters(lambda key: key[0] == group_id, code)
+            self._forget(group_id)
+        return len(gone)
+
     def statistics(self) -> GroupCoordinatorStatistics:
         return GroupCoordinatorStatistics(
             groups=len(self.groups), members=sum(len(g.members) for g in self.groups.values()),
@@ -160,12 +176,14 @@ class GroupCoordinator:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
-        for (_, member_id, kind), queue in self._waiting.items():
-            for future in queue:
+        self._answer_waiters(lambda key: True, COORDINATOR_NOT_AVAILABLE)
+
+    def _answer_waiters(self, which: Callable[[tuple[str, str, str]], bool], code: int) -> None:
+        for key in [k for k in self._waiting if which(k)]:
+            _, member_id, kind = key
+            for future in self._waiting.pop(key):
                 if not future.done():
-                    future.set_result(JoinResult(COORDINATOR_NOT_AVAILABLE, member_id=member_id) if kind == _JOIN
-                                      else SyncResult(COORDINATOR_NOT_AVAILABLE))
-        self._waiting.clear()
+                    future.set_result(JoinResult(code, member_id=member_id) if kind == _JOIN else SyncResult(code))
 
     # ---- the edge: futures and timers
 

@@ -3,7 +3,9 @@ DescribeGroups, ListGroups, DeleteGroups. They translate between the wire messag
 `GroupCoordinator` (`state.groups`); placement and offsets go through `state.offsets` (offset_store.py).
 
 Rule 1: a request for a group this broker does not coordinate gets NOT_COORDINATOR (the client asks
-FindCoordinator again); an invalid group id gets INVALID_GROUP_ID.
+FindCoordinator again), COORDINATOR_LOAD_IN_PROGRESS while it loads the group's offsets partition,
+COORDINATOR_NOT_AVAILABLE while there is no offsets topic (offset_store.py's `status`); an invalid group id
+gets INVALID_GROUP_ID.
 Rule 2: JoinGroup and SyncGroup may wait for the rest of the group: they return a coroutine (handlers.py's
 Rule 1), bounded by the group's rebalance timeout.
 """
@@ -12,7 +14,8 @@ from __future__ import annotations
 
 import logging
 
-from sparklog.broker.group import JoinRequest
+from sparklog.broker.group import GroupState, JoinRequest
+from sparklog.broker.offset_store import OffsetStoreError
 from sparklog.coordination import offsets as offset_registry
 from sparklog.coordination import paths as zk_paths
 from sparklog.protocol import errors
@@ -39,9 +42,7 @@ def group_error(state, group_id: str) -> int:
         zk_paths.group(group_id)
     except ValueError:
         return INVALID_GROUP_ID
-    if state.offsets.coordinator_for(group_id, state.partitions.snapshot) != state.broker_id:
-        return NOT_COORDINATOR
-    return NONE
+    return state.offsets.status(group_id)
 
 
 def handle_join_group(request, state):
@@ -117,8 +118,10 @@ def handle_describe_groups(request, state) -> DescribeGroupsResponse:
 def _describe(state, group_id: str) -> DescribedGroup:
     code = group_error(state, group_id)
     found = state.groups.describe(group_id) if code == NONE else None
-    if found is None:
-        return DescribedGroup(error_code=code, group_id=group_id, group_state=DEAD, protocol_type="",
+    if found is None:  # Kafka: a group known only by its committed offsets is Empty
+        known = code == NONE and group_id in state.offsets.groups_with_offsets(group_id)
+        return DescribedGroup(error_code=code, group_id=group_id,
+                              group_state=GroupState.EMPTY.value if known else DEAD, protocol_type="",
                               protocol_data="", members=[])
     members = [DescribedGroupMember(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
                                     client_host=m.client_host, member_metadata=m.metadata,
@@ -128,8 +131,12 @@ def _describe(state, group_id: str) -> DescribedGroup:
 
 
 def handle_list_groups(request, state) -> ListGroupsResponse:
-    """The groups this broker coordinates (a client asks every broker, as Kafka's admin clients do)."""
-    groups = [ListedGroup(group_id=g, protocol_type=t) for g, t in state.groups.list()]
+    """The groups this broker coordinates (a client asks every broker, as Kafka's admin clients do): those
+    with members and those known only by their committed offsets (Kafka lists these too, as Empty)."""
+    listed = dict(state.groups.list())
+    for group_id in state.offsets.groups_with_offsets():
+        listed.setdefault(group_id, "")
+    groups = [ListedGroup(group_id=g, protocol_type=t) for g, t in sorted(listed.items())]
     return ListGroupsResponse(throttle_time_ms=0, error_code=NONE, groups=groups)
 
 
@@ -145,7 +152,8 @@ async def _delete_groups(names, state) -> DeleteGroupsResponse:
 
 
 async def _delete_one(state, group_id: str) -> int:
-    """NON_EMPTY_GROUP while members are in it; else its offsets go, and GROUP_ID_NOT_FOUND if it had none."""
+    """NON_EMPTY_GROUP while members are in it; else its offsets go (tombstones), and GROUP_ID_NOT_FOUND if
+    it had neither a group nor offsets."""
     code = group_error(state, group_id)
     if code != NONE:
         return code
@@ -154,15 +162,15 @@ async def _delete_one(state, group_id: str) -> int:
     if code != NONE:
         return code
     try:
-        await state.blocking(state.offsets.delete, group_id)
-    except offset_registry.UnknownGroup:
-        return NONE if known else GROUP_ID_NOT_FOUND
+        had_offsets = await state.offsets.delete(group_id)
+    except OffsetStoreError as exc:
+        return exc.code
     except offset_registry.GroupNotEmpty:
         return NON_EMPTY_GROUP  # a ZooKeeper group of the same name has consumers
     except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: retriable for the client
         log.warning("deleting the offsets of group %s failed: %s", group_id, exc)
         return COORDINATOR_NOT_AVAILABLE
-    return NONE
+    return NONE if known or had_offsets else GROUP_ID_NOT_FOUND
 
 
 HANDLERS = {

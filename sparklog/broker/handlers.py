@@ -21,7 +21,9 @@ tries first: `handle_single_partition_produce` over protocol.produce's one-parti
 answering byte for byte as handle_produce does, and leaving everything else to it. Neither touches ZooKeeper: they look the partition up in the current `MetadataSnapshot`.
 
 The group apis (JoinGroup ... DeleteGroups) are in group_handlers.py, over `state.groups` (the group
-coordinator); FindCoordinator, OffsetCommit and OffsetFetch are here, over `state.offsets` (offset_store.py).
+coordinator); FindCoordinator, OffsetCommit and OffsetFetch are here, over `state.offsets` (offset_store.py:
+`__consumer_offsets`, which FindCoordinator creates on demand). `__consumer_offsets` is internal
+(offsets_topic.py Rule 2): Produce and DeleteTopics refuse it, Metadata flags it.
 """
 
 from __future__ import annotations
@@ -33,15 +35,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparklog.broker import group_handlers, partition_limits
+from sparklog.broker import group_handlers, offsets_topic, partition_limits
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.group_config import GroupConfig
 from sparklog.broker.group_coordinator import GroupCoordinator
-from sparklog.broker.offset_store import ZooKeeperOffsetStore
+from sparklog.broker.offset_store import OFFSETS_TOPIC, OffsetStoreError, TopicOffsetStore
 from sparklog.broker.purgatory import Purgatory
 from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.coordination import offsets as offset_registry
-from sparklog.coordination import paths as zk_paths
 from sparklog.coordination import topics as topic_registry
 from sparklog.coordination.producer_ids import ProducerIdAllocator
 from sparklog.protocol import errors
@@ -102,7 +103,7 @@ MESSAGE_TOO_LARGE = errors.MessageTooLargeError.errno
 COORDINATOR_NOT_AVAILABLE = errors.CoordinatorNotAvailableError.errno
 INVALID_TOPIC_EXCEPTION = errors.InvalidTopicError.errno
 INVALID_REQUIRED_ACKS = errors.InvalidRequiredAcksError.errno
-UNKNOWN_MEMBER_ID = errors.UnknownMemberIdError.errno
+OFFSET_METADATA_TOO_LARGE = errors.OffsetMetadataTooLargeError.errno
 INVALID_GROUP_ID = errors.InvalidGroupIdError.errno
 TOPIC_ALREADY_EXISTS = errors.TopicAlreadyExistsError.errno
 INVALID_PARTITIONS = errors.InvalidPartitionsError.errno
@@ -126,6 +127,7 @@ PRODUCER_STATE_ERRORS = {
 }
 
 NO_OFFSET = -1
+OFFSET_METADATA_MAX_BYTES = 4096  # offset.metadata.max.bytes: Kafka's default
 
 
 class NotServedFast:
@@ -152,7 +154,8 @@ class BrokerState:
     waiters: Purgatory | None = None  # parked long-polling fetches and acks=all produces
     replicas: ReplicaManager | None = None  # leader state and followers (replica_manager.py)
     groups: GroupCoordinator | None = None
-    offsets: ZooKeeperOffsetStore | None = None
+    offsets: TopicOffsetStore | None = None  # placement and committed offsets of Kafka groups
+    offsets_topic_creation: asyncio.Future | None = None  # the one creation of __consumer_offsets in flight
     controller: Any = None  # broker.controller.Controller: who the controller is (Metadata's controller_id)
     counters: dict = field(default_factory=lambda: dict.fromkeys(
         ("produced_batches_bytes", "produce_errors", "fetch_waits", "zookeeper_calls"), 0))
@@ -168,7 +171,8 @@ class BrokerState:
         if self.groups is None:
             self.groups = GroupCoordinator(group_config)
         if self.offsets is None:
-            self.offsets = ZooKeeperOffsetStore(self.zk, group_config.offsets_topic_num_partitions)
+            self.offsets = TopicOffsetStore(group_config, self.partitions, self.replicas, self.groups, self.executor,
+                                            self.zk)
 
     async def blocking(self, fn, *args):
         """Run a blocking (ZooKeeper) call on the executor."""
@@ -215,6 +219,8 @@ def handle_produce(request, state):
             led = None if bad_acks else replicas.leader_of(snapshot, (name, index))
             if bad_acks:
                 parts.append(_produce_error(index, INVALID_REQUIRED_ACKS))
+            elif offsets_topic.is_internal(name):
+                parts.append(_produce_error(index, INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {name}"))
             elif led is None:
                 parts.append(_produce_error(index, _not_led_error(snapshot, name, index)))
             elif led.fenced:
@@ -271,7 +277,7 @@ def handle_single_partition_produce(request: SinglePartitionProduce, state) -> l
     it, without building request or response objects; NOT_SERVED_FAST, before anything is done, for any other
     request (the caller then runs the general path)."""
     acks = request.acks
-    if acks != 1 and acks != 0:
+    if acks != 1 and acks != 0 or offsets_topic.is_internal(request.topic):
         return NOT_SERVED_FAST
     led = state.replicas.leader_of(state.partitions.snapshot, (request.topic, request.index))
     if led is None or led.fenced:
@@ -600,7 +606,10 @@ def handle_metadata(request, state):
 async def _metadata_after_create(state, names, creatable, errors_by_name) -> MetadataResponse:
     cfg = state.config
     for name in creatable:
-        code, _ = await _create_topic(state, name, cfg.num_partitions, cfg.default_replication_factor, {})
+        if name == OFFSETS_TOPIC:  # created as the coordinator needs it, never with a user topic's defaults
+            code = NONE if await ensure_offsets_topic(state) else LEADER_NOT_AVAILABLE
+        else:
+            code, _ = await _create_topic(state, name, cfg.num_partitions, cfg.default_replication_factor, {})
         if code not in (NONE, TOPIC_ALREADY_EXISTS):
             errors_by_name[name] = code
         elif code == TOPIC_ALREADY_EXISTS and name not in state.partitions.snapshot.topics:
@@ -617,11 +626,12 @@ def _metadata_response(snapshot, state, names, errors_by_name) -> MetadataRespon
         meta = snapshot.topics.get(name)
         if meta is None:
             code = errors_by_name.get(name, UNKNOWN_TOPIC_OR_PARTITION)
-            topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=False, partitions=[]))
+            topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=offsets_topic.is_internal(name),
+                                                partitions=[]))
             continue
         partitions = [_partition_metadata(p, live) for _, p in sorted(meta.partitions.items())]
         topics.append(MetadataResponseTopic(error_code=errors_by_name.get(name, NONE), name=name,
-                                            is_internal=False, partitions=partitions))
+                                            is_internal=offsets_topic.is_internal(name), partitions=partitions))
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
                             controller_id=_controller_id(snapshot, state), topics=topics)
 
@@ -770,6 +780,8 @@ async def _delete_topics(body, state) -> DeleteTopicsResponse:
 async def _delete_one(state, name: str) -> int:
     if not state.config.delete_topic_enable:
         return TOPIC_DELETION_DISABLED
+    if offsets_topic.is_internal(name):
+        return INVALID_REQUEST
     try:
         validate_topic(name)
         await state.blocking(topic_registry.delete_topic, state.zk, name)
@@ -805,13 +817,25 @@ async def _init_producer_id(state) -> InitProducerIdResponse:
     return InitProducerIdResponse(throttle_time_ms=0, error_code=NONE, producer_id=producer_id, producer_epoch=0)
 
 
-def handle_find_coordinator(request, state) -> FindCoordinatorResponse:
-    """A group's coordinator is chosen by the offset store (offset_store.py); any broker serves transactions."""
+def handle_find_coordinator(request, state):
+    """A group's coordinator is the leader of its `__consumer_offsets` partition (offset_store.py), the topic
+    created first if it does not exist (Kafka's way; offsets_topic.py); any broker serves transactions."""
     body = request.body
     if body.key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=INVALID_REQUEST,
                                        error_message=f"unknown key type {body.key_type}", node_id=-1, host="",
                                        port=-1)
+    if body.key_type == KEY_TYPE_GROUP and OFFSETS_TOPIC not in state.partitions.snapshot.topics:
+        return _find_coordinator_after_create(body, state)
+    return _find_coordinator(body, state)
+
+
+async def _find_coordinator_after_create(body, state) -> FindCoordinatorResponse:
+    await ensure_offsets_topic(state)
+    return _find_coordinator(body, state)
+
+
+def _find_coordinator(body, state) -> FindCoordinatorResponse:
     snapshot = state.partitions.snapshot
     node = state.broker_id
     if body.key_type == KEY_TYPE_GROUP:
@@ -824,13 +848,39 @@ def handle_find_coordinator(request, state) -> FindCoordinatorResponse:
                                    host=coordinator.host, port=coordinator.port)
 
 
+async def ensure_offsets_topic(state) -> bool:
+    """Create `__consumer_offsets` (offsets_topic.py Rule 1) unless it exists; one creation at a time, shared
+    by every request that waits for it. True once it is in this broker's metadata."""
+    if OFFSETS_TOPIC in state.partitions.snapshot.topics:
+        return True
+    if state.offsets_topic_creation is None or state.offsets_topic_creation.done():
+        state.offsets_topic_creation = asyncio.ensure_future(_create_offsets_topic(state))
+    await asyncio.shield(state.offsets_topic_creation)
+    return OFFSETS_TOPIC in state.partitions.snapshot.topics
+
+
+async def _create_offsets_topic(state) -> None:
+    config = state.offsets.config
+    replication = offsets_topic.replication_factor(config, len(state.partitions.snapshot.brokers))
+    try:
+        code, message = await _create_topic(state, OFFSETS_TOPIC, config.offsets_topic_num_partitions,
+                                            replication, offsets_topic.topic_config(config, replication))
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper away while noting it: the caller answers "not available"
+        code, message = REQUEST_TIMED_OUT, str(exc)
+    if code == NONE:
+        log.info("created %s: %d partitions, replication factor %d", OFFSETS_TOPIC,
+                 config.offsets_topic_num_partitions, replication)
+    elif code != TOPIC_ALREADY_EXISTS:  # another broker's creation won: its watch brings it here
+        log.warning("creating %s failed: %s (%s)", OFFSETS_TOPIC, errors.for_code(code).__name__, message)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # OffsetCommit, OffsetFetch: through the offset store
 
 
 def handle_offset_commit(request, state):
     body = request.body
-    code = _group_error(body.group_id)
+    code = group_handlers.group_error(state, body.group_id)
     if code == NONE:
         code = _commit_membership_error(body, state)
     if code != NONE:
@@ -842,34 +892,25 @@ async def _offset_commit(body, state) -> OffsetCommitResponse:
     offsets, codes = {}, {}
     for topic in body.topics:
         for part in topic.partitions:
-            try:
-                zk_paths.offset(body.group_id, topic.name, part.partition_index)
-            except ValueError:
-                codes[(topic.name, part.partition_index)] = INVALID_TOPIC_EXCEPTION
-                continue
-            offsets[(topic.name, part.partition_index)] = offset_registry.OffsetAndMetadata(
-                part.committed_offset, part.committed_metadata or "")
-    try:
-        refused = await state.blocking(state.offsets.commit, body.group_id, offsets)
-    except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: retriable for the client
-        log.warning("committing offsets of group %s failed: %s", body.group_id, exc)
-        for key in offsets:
-            codes[key] = COORDINATOR_NOT_AVAILABLE
-    else:  # a member-less commit to a partition a ZooKeeper-group member owns (offsets.py), as Kafka answers it
-        for key in refused:
-            codes[key] = UNKNOWN_MEMBER_ID
+            key = (topic.name, part.partition_index)
+            metadata = part.committed_metadata or ""
+            if not _valid_topic(topic.name) or part.partition_index < 0:
+                codes[key] = INVALID_TOPIC_EXCEPTION
+            elif len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+                codes[key] = OFFSET_METADATA_TOO_LARGE
+            else:
+                offsets[key] = offset_registry.OffsetAndMetadata(part.committed_offset, metadata)
+    if offsets:
+        codes.update(await state.offsets.commit(body.group_id, offsets))
     return _offset_commit_response(body, lambda t, p: codes.get((t, p), NONE))
 
 
 def _commit_membership_error(body, state) -> int:
     """A member's commit is checked by its coordinator (generation, member id, group state); a member-less
-    commit (generation -1, no member id) of a group no coordinator here knows goes straight to the store."""
+    commit (generation -1, no member id) of a group without members here goes straight to the store."""
     generation, member_id = body.generation_id_or_member_epoch, body.member_id
     if generation < 0 and not member_id and body.group_id not in state.groups.groups:
         return NONE
-    code = group_handlers.group_error(state, body.group_id)
-    if code != NONE:
-        return code
     return state.groups.check_commit(body.group_id, member_id, body.group_instance_id, generation)
 
 
@@ -880,19 +921,11 @@ def _offset_commit_response(body, code_of) -> OffsetCommitResponse:
     return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
 
-def _group_error(group: str) -> int:
-    try:
-        zk_paths.group(group)
-    except ValueError:
-        return INVALID_GROUP_ID
-    return NONE
-
-
 def handle_offset_fetch(request, state):
     body = request.body
-    code = _group_error(body.group_id)
+    code = group_handlers.group_error(state, body.group_id)
     if code != NONE:
-        return OffsetFetchResponse(throttle_time_ms=0, topics=[], error_code=code)
+        return _offset_fetch_error(body, code)
     return _offset_fetch(body, state)
 
 
@@ -902,10 +935,9 @@ async def _offset_fetch(body, state) -> OffsetFetchResponse:
         wanted = [(t.name, p) for t in body.topics for p in t.partition_indexes]
         valid = [(t, p) for t, p in wanted if _valid_topic(t) and p >= 0]
     try:
-        found = await state.blocking(state.offsets.fetch, body.group_id, valid if wanted is not None else None)
-    except Exception as exc:  # noqa: BLE001
-        log.warning("fetching offsets of group %s failed: %s", body.group_id, exc)
-        return OffsetFetchResponse(throttle_time_ms=0, topics=[], error_code=COORDINATOR_NOT_AVAILABLE)
+        found = await state.offsets.fetch(body.group_id, valid if wanted is not None else None)
+    except OffsetStoreError as exc:
+        return _offset_fetch_error(body, exc.code)
     by_topic: dict[str, list] = {}
     for topic, partition in (wanted if wanted is not None else sorted(found)):
         value = found.get((topic, partition))
@@ -917,6 +949,14 @@ async def _offset_fetch(body, state) -> OffsetFetchResponse:
             error_code=NONE if _valid_topic(topic) else UNKNOWN_TOPIC_OR_PARTITION))
     topics = [OffsetFetchResponseTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
     return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=NONE)
+
+
+def _offset_fetch_error(body, code: int) -> OffsetFetchResponse:
+    """The group's error, top-level (v2+) and on every partition asked for (v1 has only those)."""
+    topics = [OffsetFetchResponseTopic(name=t.name, partitions=[OffsetFetchResponsePartition(
+        partition_index=p, committed_offset=NO_OFFSET, committed_leader_epoch=-1, metadata="", error_code=code)
+        for p in t.partition_indexes]) for t in body.topics or ()]
+    return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=code)
 
 
 def _valid_topic(name: str) -> bool:

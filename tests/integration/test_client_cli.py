@@ -136,7 +136,8 @@ def test_a_bad_reset_target_is_one_line_before_anything_is_contacted():
         "error: --to is earliest, latest or an offset (>= 0), not 'yesterday'")
 
 
-def produced_timestamp_type(bootstrap: str, topic: str, partition: int, tries: int = 100) -> list[int]:
+def produced_timestamp_type(bootstrap: str, topic: str, partition: int, tries: int = 1000,
+                            within_s: float = 60.0) -> list[int]:
     """Produce one record at a time to `partition` and read it back (kafka-python) until the broker stamps
     it LogAppendTime (the alter reaches the open log through ZooKeeper); the timestamp types read, in order."""
     import time
@@ -148,11 +149,14 @@ def produced_timestamp_type(bootstrap: str, topic: str, partition: int, tries: i
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
     consumer.assign([TopicPartition(topic, partition)])
     types: list[int] = []
+    give_up = time.monotonic() + within_s
     try:
         for i in range(tries):
+            if time.monotonic() > give_up:
+                break
             producer.produce(topic, value=b"m%d" % i, partition=partition)
-            assert producer.flush(10) == 0
-            deadline = time.monotonic() + 10
+            assert producer.flush(30) == 0
+            deadline = time.monotonic() + 30
             while len(types) <= i and time.monotonic() < deadline:
                 types.extend(r.timestamp_type for rs in consumer.poll(timeout_ms=200).values() for r in rs)
             if types and types[-1] == 1:

@@ -19,7 +19,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from support import broker_matrix
-from support.cluster import REPO, Cluster
+from sparklog.broker.offset_store import OFFSETS_TOPIC, offsets_partition
+from support.cluster import REPO, TEST_OFFSETS_TOPIC_PARTITIONS, Cluster
 from support.group_members import Member, measure_join
 
 pytestmark = pytest.mark.slow
@@ -222,28 +223,37 @@ def test_aiokafka_subscribe_consumes_and_commits(cluster):
 
 
 def test_members_follow_a_sigkilled_coordinator_and_resume_from_committed_offsets(zookeeper, tmp_path, members):
-    """Its own two brokers, with a short ZooKeeper session so the dead one leaves the metadata quickly."""
-    c = Cluster(f"{zookeeper.connect_string}/failover-{uuid.uuid4().hex}", tmp_path, brokers=2, overrides={
+    """Its own three brokers, with a short ZooKeeper session so the dead one leaves the metadata quickly. The
+    coordinator is the leader of the group's `__consumer_offsets` partition (replicated on all three); SIGKILL
+    it while a librdkafka and a kafka-python member consume and commit: the new leader loads the partition
+    from its replica, the members find it and continue from the committed offsets."""
+    c = Cluster(f"{zookeeper.connect_string}/failover-{uuid.uuid4().hex}", tmp_path, brokers=3, overrides={
         "num.partitions": str(PARTITIONS), "log.flush.interval.ms": "20", "zookeeper.session.timeout.ms": "4000",
-        "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"})
+        "replica.lag.time.max.ms": "2000", "group.initial.rebalance.delay.ms": "0",
+        "group.min.session.timeout.ms": "1000"})
     try:
         c.start()
         topic, group = new_topic(c), f"g-{uuid.uuid4().hex[:8]}"
         written = produce(c, topic, 240) | {(p, 0) for p in range(PARTITIONS)}
-        member = start(members, c, "confluent", topic, group)
-        wait_until("every message consumed and committed", lambda: member.consumed() >= written)
-        time.sleep(0.5)  # the last batch's commit
+        pair = [start(members, c, "confluent", topic, group), start(members, c, "kafka-python", topic, group)]
+        wait_until("every message consumed", lambda: set().union(*(m.consumed() for m in pair)) >= written)
+        time.sleep(0.5)  # the last batches' commits
         coordinator = describe(c, group).coordinator.id
-        survivor = next(b for b in c.brokers if b != coordinator)
-        leaders = AdminClient({"bootstrap.servers": c.bootstrap}).list_topics(topic, timeout=TIMEOUT_S).topics[topic]
-        kept = {p for p, meta in leaders.partitions.items() if meta.leader == survivor}
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        offsets_leaders = admin.list_topics(OFFSETS_TOPIC, timeout=TIMEOUT_S).topics[OFFSETS_TOPIC].partitions
+        assert offsets_leaders[offsets_partition(group, TEST_OFFSETS_TOPIC_PARTITIONS)].leader == coordinator
+        leaders = admin.list_topics(topic, timeout=TIMEOUT_S).topics[topic].partitions
+        kept = {p for p, meta in leaders.items() if meta.leader != coordinator}  # the data stays readable
         c.brokers[coordinator].kill()
-        seen_before = len(member.snapshot())
+        seen_before = [len(m.snapshot()) for m in pair]
         more = produce_to(c, topic, sorted(kept), 120)
-        wait_until("new messages after the coordinator died", lambda: member.consumed() >= more)
-        assert describe(c, group).coordinator.id == survivor
-        again = [tuple(e["m"]) for e in member.snapshot()[seen_before:] if "m" in e and tuple(e["m"]) in written]
-        assert len(again) <= 100  # resumed from the committed offsets: at most one uncommitted poll batch
+        wait_until("new messages after the coordinator died",
+                   lambda: set().union(*(m.consumed() for m in pair)) >= more)
+        assert describe(c, group).coordinator.id not in (coordinator, -1)
+        for member, before in zip(pair, seen_before):  # resumed from the committed offsets: at most one
+            again = [e["m"] for e in member.snapshot()[before:] if "m" in e and tuple(e["m"]) in written]
+            assert len(again) <= 100  # uncommitted poll batch (100 records) per member is read again
+            assert not member.errors()
     finally:
         for m in members:
             m.stop(signal.SIGKILL)

@@ -7,16 +7,38 @@ resort, at interpreter exit; tests use the `Cluster` context manager inside a fi
 import time
 from pathlib import Path
 
+from sparklog.broker import launcher
 from sparklog.broker.launcher import (  # noqa: F401 - re-exported for the tests
     API_MATRIX,
     READY,
     BrokerProcess,
     BrokerStartError,
-    Cluster,
-    LocalCluster,
 )
 
 REPO = Path(__file__).resolve().parents[2]
+# A test cluster's __consumer_offsets has this many partitions (Kafka's default, 50, opens 50 logs and watches
+# per broker on its first FindCoordinator: seconds of a 2-core machine); a test may override it.
+TEST_OFFSETS_TOPIC_PARTITIONS = 4
+
+
+def _test_overrides(overrides: dict | None) -> dict:
+    return {"offsets.topic.num.partitions": str(TEST_OFFSETS_TOPIC_PARTITIONS), **(overrides or {})}
+
+
+class Cluster(launcher.Cluster):
+    """The launcher's Cluster with the test settings above."""
+
+    def __init__(self, zk_connect: str, base_dir: Path, brokers: int = 1, overrides: dict | None = None,
+                 first_id: int = 1) -> None:
+        super().__init__(zk_connect, base_dir, brokers, _test_overrides(overrides), first_id)
+
+
+class LocalCluster(launcher.LocalCluster):
+    """The launcher's LocalCluster with the test settings above."""
+
+    def __init__(self, base_dir: Path, brokers: int = 3, overrides: dict | None = None,
+                 zookeeper_port: int = 0) -> None:
+        super().__init__(base_dir, brokers, _test_overrides(overrides), zookeeper_port)
 
 
 def started_cluster(request, zk_connect: str, base_dir: Path, brokers: int, session_timeout_ms: int,

@@ -1,6 +1,6 @@
 """The group apis through their handlers and the asyncio coordinator, on a real event loop and clock with
-short timeouts; offsets go to an in-memory stand-in of the offset store (the ZooKeeper one is exercised by
-the integration tests)."""
+short timeouts; offsets go to an in-memory stand-in of the offset store (the `__consumer_offsets` one is
+exercised by test_offset_store.py and the integration tests)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from sparklog.broker import handlers
 from sparklog.broker.config import BrokerConfig
-from sparklog.broker.offset_store import ZooKeeperOffsetStore, java_string_hash, offsets_partition
-from sparklog.broker.partitions import MetadataSnapshot
+from sparklog.broker.offset_store import OFFSETS_TOPIC, TopicOffsetStore, java_string_hash, offsets_partition
+from sparklog.broker.partitions import MetadataSnapshot, TopicMeta
 from sparklog.coordination.brokers import BrokerInfo
 from sparklog.protocol import errors
 from sparklog.protocol.find_coordinator import FindCoordinatorRequest
@@ -25,24 +25,35 @@ ME, OTHER = 1, 2
 DELAY_MS, SESSION_MS = 50, 300
 
 
-class MemoryOffsets(ZooKeeperOffsetStore):
-    """The offset store's placement, with offsets kept in a dict."""
+class MemoryOffsets:
+    """The offset store's interface: groups placed over the two brokers by their offsets partition, offsets
+    kept in a dict."""
 
     def __init__(self):
-        super().__init__(None, 50)
         self.committed = {}
 
-    def commit(self, group, offsets):
-        self.committed.update({(group, *k): v.offset for k, v in offsets.items()})
-        return {}
+    def coordinator_for(self, group, snapshot):
+        return ME if offsets_partition(group, 50) % 2 == 0 else OTHER
 
-    def delete(self, group):
+    def status(self, group):
+        return 0 if self.coordinator_for(group, None) == ME else errors.NotCoordinatorError.errno
+
+    async def commit(self, group, offsets):
+        self.committed.update({(group, *k): v.offset for k, v in offsets.items()})
+        return dict.fromkeys(offsets, 0)
+
+    def groups_with_offsets(self, group=None):
+        return sorted({k[0] for k in self.committed if group in (None, k[0])})
+
+    async def delete(self, group):
+        had = any(k[0] == group for k in self.committed)
         self.committed = {k: v for k, v in self.committed.items() if k[0] != group}
+        return had
 
 
 class Partitions:
-    snapshot = MetadataSnapshot({}, {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "h2", 9093)},
-                                {})
+    snapshot = MetadataSnapshot({OFFSETS_TOPIC: TopicMeta(OFFSETS_TOPIC, {})},
+                                {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "h2", 9093)}, {})
 
 
 def group_on(broker: int, prefix: str) -> str:
@@ -177,3 +188,29 @@ def test_java_string_hash_and_kafka_partitioning():
     assert java_string_hash("polygenelubricants") == -2147483648  # Kafka's Utils.abs masks it to 0
     assert offsets_partition("polygenelubricants", 50) == 0
     assert offsets_partition("hello", 50) == 99162322 % 50
+
+
+def test_a_group_known_only_by_its_offsets_is_listed_and_described_as_empty(state):
+    group = group_on(ME, "offsets-only")
+
+    async def scenario():
+        assert await commit_code(state, group, -1, "") == 0  # member-less: no group in the coordinator
+        assert group not in state.groups.groups
+        listed = call(state, ListGroupsRequest(), 16, 2).groups
+        assert [(g.group_id, g.protocol_type) for g in listed] == [(group, "")]
+        described = call(state, DescribeGroupsRequest(groups=[group, group_on(ME, "never")]), 15, 4).groups
+        assert [(d.error_code, d.group_state) for d in described] == [(0, "Empty"), (0, "Dead")]
+
+    asyncio.run(scenario())
+
+
+def test_find_coordinator_answers_not_available_while_the_offsets_topic_cannot_be_created(state):
+    """No topic, and creating it fails (here: no ZooKeeper): a retriable error, nothing raised."""
+    state.partitions = type("NoTopics", (), {"snapshot": MetadataSnapshot({}, Partitions.snapshot.brokers, {})})()
+    state.offsets = TopicOffsetStore(handlers.GroupConfig(), state.partitions, state.replicas, state.groups)
+
+    async def scenario():
+        found = await call(state, FindCoordinatorRequest(key="g", key_type=0), 10, 2)
+        assert (found.error_code, found.node_id) == (errors.CoordinatorNotAvailableError.errno, -1)
+
+    asyncio.run(scenario())

@@ -1,0 +1,142 @@
+"""Kafka-group offsets in `__consumer_offsets`, under real brokers and real clients: the topic is created on
+the first FindCoordinator (replication reduced to the live brokers), internal (flagged in Metadata, not
+producible, not deletable), compacted (many commits of one key leave the last), written in Kafka's record
+format, and the committed offsets survive a restart of every broker (the cache is rebuilt from the log).
+The coordinator failover with consuming members is in test_kafka_groups.py."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.errors import InvalidRequestError
+from kafka.structs import OffsetAndMetadata
+
+from support.cluster import TEST_OFFSETS_TOPIC_PARTITIONS, Cluster, wait_until
+from sparklog.broker.offset_store import OFFSETS_TOPIC, offsets_partition
+from sparklog.protocol.consumer_offsets import CommitKey, decode_key, decode_value
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT_S = 30
+COMMITS = 300
+
+
+@pytest.fixture(scope="module")
+def cluster(request, zookeeper, tmp_path_factory):
+    c = Cluster(f"{zookeeper.connect_string}/offsets-{uuid.uuid4().hex}", tmp_path_factory.mktemp("offsets"),
+                brokers=2, overrides={
+                    "log.flush.interval.ms": "20", "offsets.topic.segment.bytes": "4096",
+                    "log.cleaner.backoff.ms": "100", "log.cleaner.min.cleanable.ratio": "0.01"})
+    request.addfinalizer(c.stop)
+    return c.start()
+
+
+def consumer(cluster, group: str) -> KafkaConsumer:
+    return KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False)
+
+
+def commit(cluster, group: str, offsets: dict[int, int], topic: str = "events") -> None:
+    """A member-less commit (kafka-python's assign() + commit())."""
+    c = consumer(cluster, group)
+    try:
+        c.assign([TopicPartition(topic, p) for p in offsets])
+        c.commit({TopicPartition(topic, p): OffsetAndMetadata(o, f"m{o}", -1) for p, o in offsets.items()})
+    finally:
+        c.close()
+
+
+def committed(cluster, group: str, partitions, topic: str = "events") -> dict[int, int | None]:
+    c = consumer(cluster, group)
+    try:
+        return {p: c.committed(TopicPartition(topic, p)) for p in partitions}
+    finally:
+        c.close()
+
+
+def offsets_records(cluster, partition: int) -> list:
+    """Every record of one offsets partition, read by a Kafka client from the start (internal topics are
+    readable), as (log offset, key, value) decoded with Kafka's schema."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+                       "enable.auto.commit": False, "enable.partition.eof": True})
+    reader.assign([CTopicPartition(OFFSETS_TOPIC, partition, OFFSET_BEGINNING)])
+    found, deadline = [], time.monotonic() + TIMEOUT_S
+    try:
+        while time.monotonic() < deadline:
+            msg = reader.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == msg.error()._PARTITION_EOF:
+                    return found
+                raise AssertionError(msg.error())
+            value = None if msg.value() is None else decode_value(msg.value())
+            found.append((msg.offset(), decode_key(msg.key()), value))
+    finally:
+        reader.close()
+    raise AssertionError("the offsets partition was not read to its end")
+
+
+def test_the_offsets_topic_is_created_on_demand_internal_and_replicated_over_the_live_brokers(cluster):
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    commit(cluster, group, {0: 5})  # FindCoordinator creates the topic
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        (described,) = admin.describe_topics([OFFSETS_TOPIC])
+        assert described["is_internal"] is True and described["error_code"] == 0
+        assert len(described["partitions"]) == TEST_OFFSETS_TOPIC_PARTITIONS
+        assert all(len(p["replica_nodes"]) == 2 for p in described["partitions"])  # 3 wanted, 2 live: reduced
+        with pytest.raises(InvalidRequestError):
+            admin.delete_topics([OFFSETS_TOPIC])
+    finally:
+        admin.close()
+    assert committed(cluster, group, [0]) == {0: 5}
+
+
+def test_a_client_cannot_produce_to_the_offsets_topic(cluster):
+    from confluent_kafka import Producer
+
+    commit(cluster, f"g-{uuid.uuid4().hex[:8]}", {0: 1})
+    outcome = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "retries": 0})
+    producer.produce(OFFSETS_TOPIC, key=b"k", value=b"v", partition=0, on_delivery=lambda err, msg: outcome.append(err))
+    producer.flush(TIMEOUT_S)
+    assert len(outcome) == 1 and outcome[0] is not None and outcome[0].name() == "TOPIC_EXCEPTION"
+
+
+def test_many_commits_of_one_key_are_compacted_to_the_last(cluster):
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    c = consumer(cluster, group)
+    try:
+        c.assign([TopicPartition("events", 0)])
+        for offset in range(COMMITS):
+            c.commit({TopicPartition("events", 0): OffsetAndMetadata(offset, "", -1)})
+    finally:
+        c.close()
+    key = CommitKey(group, "events", 0)
+    partition = offsets_partition(group, TEST_OFFSETS_TOPIC_PARTITIONS)
+
+    def compacted():
+        mine = [(o, v) for o, k, v in offsets_records(cluster, partition) if k == key]
+        return mine if len(mine) < COMMITS // 4 else None
+
+    mine = wait_until(compacted, "the cleaner compacting the offsets partition", TIMEOUT_S)
+    assert mine[-1][1].offset == COMMITS - 1  # the last commit is kept, in Kafka's value schema
+    assert committed(cluster, group, [0]) == {0: COMMITS - 1}
+
+
+def test_committed_offsets_survive_a_restart_of_every_broker(cluster):
+    """Runs last in the module: the brokers restart, each coordinator reloads its partitions from the log."""
+    groups = [f"g-{uuid.uuid4().hex[:8]}" for _ in range(3)]
+    for i, group in enumerate(groups):
+        commit(cluster, group, {0: 10 + i, 1: 20 + i})
+    cluster.stop()
+    cluster.start()
+    for i, group in enumerate(groups):
+        assert committed(cluster, group, [0, 1, 2]) == {0: 10 + i, 1: 20 + i, 2: None}
