@@ -114,16 +114,14 @@ def test_consume_from_an_unreachable_broker_fails_instead_of_reading_nothing():
     ("produce", "events", "--zookeeper", REFUSED),
     ("consume", "events", "--group", "g", "--zookeeper", REFUSED),
     ("topics", "--zookeeper", REFUSED, "list"),
-    ("groups", "--zookeeper", REFUSED, "list"),
-], ids=["produce", "consume-group", "topics", "groups"])
+], ids=["produce", "consume-group", "topics"])
 def test_an_unreachable_zookeeper_is_named_with_why(command):
     done = sparklog(*command, input=b"hi\n", timeout=40)
     err = _one_line_error(done, "ZooKeeper", REFUSED, "connection refused")
     assert f"cannot reach ZooKeeper at {REFUSED}: connection refused; retrying" in err
 
 
-@pytest.mark.parametrize("subcommand", [("list",), ("describe", "g"), ("reset-offsets", "g", "--to", "0"),
-                                        ("delete", "g")], ids=lambda c: c[0])
+@pytest.mark.parametrize("subcommand", [("list",), ("reset-offsets", "g", "--to", "0")], ids=lambda c: c[0])
 def test_groups_with_an_unreachable_broker_fail_in_one_line_instead_of_an_empty_table(subcommand):
     done = sparklog("groups", "--bootstrap-server", REFUSED, "--timeout", "1500", *subcommand, timeout=30)
     _one_line_error(done, REFUSED, "connection refused")

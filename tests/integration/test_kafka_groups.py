@@ -6,6 +6,8 @@ the module stays fast."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import os
 import re
 import signal
@@ -108,7 +110,6 @@ def test_three_clients_share_the_topic_and_a_sigkilled_one_is_replaced_from_comm
     trio = [start(members, cluster, client, topic, group) for client in ("confluent", "kafka-python", "aiokafka")]
     wait_until("a balanced three-member group", lambda: balanced(trio) and all(len(m.assignment()) == 4 for m in trio))
     wait_until("every message consumed", lambda: set().union(*(m.consumed() for m in trio)) >= written)
-    assert all(m.count("committed") for m in trio)
     victim, survivors = trio[0], trio[1:]
     orphaned = set(victim.assignment())
     victim.stop(signal.SIGKILL)
@@ -120,6 +121,7 @@ def test_three_clients_share_the_topic_and_a_sigkilled_one_is_replaced_from_comm
     # resumed from the committed offsets: nothing the victim committed is read again by the survivors
     reread = {(p, o) for m in survivors for p, o in m.consumed() if p in orphaned} & victim.consumed()
     assert len(reread) <= 100  # at most the victim's last uncommitted poll batch
+    assert all(m.count("committed") for m in survivors)
     assert not any(m.errors() for m in survivors)
 
 
@@ -271,9 +273,20 @@ def produce_to(cluster, topic: str, partitions: list[int], count: int) -> set[tu
 
 
 def sparklog(*args: str) -> subprocess.CompletedProcess:
+    """The `sparklog` command in a process of its own, as a user runs it."""
     env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "sparklog.cli", *args], capture_output=True, timeout=60,
                           cwd=str(REPO), env=env)
+
+
+def sparklog_here(*args: str) -> subprocess.CompletedProcess:
+    """The same command's `main` in this process (no interpreter start per call: the module stays short)."""
+    from sparklog.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(args, code, out.getvalue().encode(), err.getvalue().encode())
 
 
 def columns(out: str, header: str) -> list[dict]:
@@ -310,8 +323,9 @@ def test_groups_command_shows_and_manages_a_kafka_and_a_zookeeper_group_side_by_
         records = iter(zk_member)
         zk_read = [next(records) for _ in range(30)]
         zk_member.commit()
+        ends = {(topic, p): 1 + max(o for q, o in written if q == p) for p in range(PARTITIONS)}
         wait_until("a balanced group that consumed and committed everything", lambda: balanced(pair) and (
-            pair[0].consumed() | pair[1].consumed()) >= written and all(m.count("committed") for m in pair))
+            pair[0].consumed() | pair[1].consumed()) >= written and committed_over_the_protocol(cluster, group) == ends)
         time.sleep(0.5)  # the last batch's commit
         base = ("groups", "--zookeeper", cluster.zk_connect, "--bootstrap-server", cluster.bootstrap)
 
@@ -319,60 +333,58 @@ def test_groups_command_shows_and_manages_a_kafka_and_a_zookeeper_group_side_by_
         assert listed[group] == {"GROUP": group, "TYPE": "kafka", "STATE": "Stable", "#MEMBERS": "2"}
         assert listed[zk_group] == {"GROUP": zk_group, "TYPE": "zookeeper", "STATE": "Active", "#MEMBERS": "1"}
 
-        described = sparklog(*base, "describe", group)
+        described = sparklog_here(*base, "describe", group)
         assert described.returncode == 0, described.stderr.decode()
         rows = columns(described.stdout.decode(), "GROUP")
         assert [(r["TOPIC"], int(r["PARTITION"])) for r in rows] == [(topic, p) for p in range(PARTITIONS)]
-        ends = {p: 1 + max(o for q, o in written if q == p) for p in range(PARTITIONS)}
-        assert all(int(r["CURRENT-OFFSET"]) == int(r["LOG-END-OFFSET"]) == ends[int(r["PARTITION"])]
+        assert all(int(r["CURRENT-OFFSET"]) == int(r["LOG-END-OFFSET"]) == ends[(topic, int(r["PARTITION"]))]
                    and r["LAG"] == "0" for r in rows)
-        members_view = columns(sparklog(*base, "describe", group, "--members").stdout.decode(), "GROUP")
+        members_view = columns(sparklog_here(*base, "describe", group, "--members").stdout.decode(), "GROUP")
         by_client = {r["CLIENT-ID"]: r for r in members_view}
         assert set(by_client) == {"member-dynamic", "member-kafka-python"}
         for member, client in zip(pair, ("member-dynamic", "member-kafka-python")):  # the decoded assignment
             assert by_client[client]["ASSIGNMENT"] == ",".join(f"{topic}-{p}" for p in member.assignment())
             owned = {r["CONSUMER-ID"] for r in rows if int(r["PARTITION"]) in member.assignment()}
             assert owned == {by_client[client]["CONSUMER-ID"]}
-        [state] = columns(sparklog(*base, "describe", group, "--state").stdout.decode(), "GROUP")
+        [state] = columns(sparklog_here(*base, "describe", group, "--state").stdout.decode(), "GROUP")
         assert (state["TYPE"], state["STATE"], state["ASSIGNMENT-STRATEGY"], state["#MEMBERS"]) == (
             "kafka", "Stable", "range", "2")
         assert re.fullmatch(r"127\.0\.0\.1:\d+ \(\d\)", state["COORDINATOR (ID)"]), state
 
-        zk_rows = columns(sparklog(*base, "describe", zk_group).stdout.decode(), "GROUP")
+        zk_rows = columns(sparklog_here(*base, "describe", zk_group).stdout.decode(), "GROUP")
         assert {r["CONSUMER-ID"] for r in zk_rows} == {zk_member.consumer_id}
         zk_committed = {(r["TOPIC"], int(r["PARTITION"])): r["CURRENT-OFFSET"] for r in zk_rows}
         assert sum(int(o) for o in zk_committed.values() if o != "-") == len(zk_read)
 
         for name in (group, zk_group):  # Rule 3: members are there
-            refused = sparklog(*base, "reset-offsets", name, "--to", "earliest")
+            refused = sparklog_here(*base, "reset-offsets", name, "--to", "earliest")
             assert refused.returncode == 1 and b"inactive" in refused.stderr, refused.stderr
             assert len(refused.stderr.splitlines()) == 1
-        deleting = sparklog(*base, "delete", group)
+        deleting = sparklog_here(*base, "delete", group)
         assert deleting.returncode == 1 and b"not empty" in deleting.stderr
-        assert committed_over_the_protocol(cluster, group) == {(topic, p): ends[p] for p in range(PARTITIONS)}
     finally:
         zk_member.close()
 
     for m in pair:
         m.stop()  # SIGTERM: the members close and leave the group
     produce(cluster, topic, 24)  # two more a partition: lag 2 each
-    idle = sparklog(*base, "describe", group)
+    idle = sparklog_here(*base, "describe", group)
     assert b"has no active members" in idle.stdout and b"TOTAL-LAG 24" in idle.stdout, idle.stdout
-    reset = sparklog(*base, "reset-offsets", group, "--to", "earliest")
+    reset = sparklog_here(*base, "reset-offsets", group, "--to", "earliest")
     assert reset.returncode == 0, reset.stderr.decode()
     assert committed_over_the_protocol(cluster, group) == {(topic, p): 0 for p in range(PARTITIONS)}
-    reset = sparklog(*base, "reset-offsets", group, "--to", "3", "--topic", topic)
+    reset = sparklog_here(*base, "reset-offsets", group, "--to", "3", "--topic", topic)
     assert reset.returncode == 0 and committed_over_the_protocol(cluster, group) == {
         (topic, p): 3 for p in range(PARTITIONS)}
-    zk_reset = sparklog(*base, "reset-offsets", zk_group, "--to", "latest")
+    zk_reset = sparklog_here(*base, "reset-offsets", zk_group, "--to", "latest")
     assert zk_reset.returncode == 0, zk_reset.stderr.decode()
-    zk_rows = columns(sparklog(*base, "describe", zk_group).stdout.decode(), "GROUP")
+    zk_rows = columns(sparklog_here(*base, "describe", zk_group).stdout.decode(), "GROUP")
     assert zk_rows and all(r["LAG"] == "0" for r in zk_rows)
 
     for name in (group, zk_group):
-        deleted = sparklog(*base, "delete", name)
+        deleted = sparklog_here(*base, "delete", name)
         assert deleted.returncode == 0, deleted.stderr.decode()
-        gone = sparklog(*base, "describe", name)
+        gone = sparklog_here(*base, "describe", name)
         assert gone.returncode == 1 and b"does not exist" in gone.stderr
 
 
