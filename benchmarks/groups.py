@@ -1,6 +1,6 @@
 """Consumer-group benchmark: Kafka (broker-coordinated) groups beside the paper's ZooKeeper groups, one run.
 
-    python benchmarks/groups.py [--rounds 5] [--commit-seconds 5] [--partitions 12]
+    python benchmarks/groups.py [--rounds 5] [--commit-seconds 5] [--partitions 12] [--join-rounds 5]
 
 Everything runs on this machine: an embedded ZooKeeper and three `sparklog broker` processes (LocalCluster).
 
@@ -20,6 +20,15 @@ commit, the offset rising each time; only commits that returned without error co
 - ZooKeeper group: `coordination.offsets.commit_owned` (what `GroupConsumer.commit()` writes per partition),
   after claiming the partition.
 The ratio printed is Kafka / ZooKeeper.
+
+A member joining under steady produce (`--join-rounds` each, tests/support/group_members.py): two confluent-kafka
+member processes (heartbeat.interval.ms at its default, 3000), a quick one and a busy one (2300 ms of work per
+batch), consume the topic while a feeder writes to every partition every 50 ms; a third joins. Printed per
+assignor: the rebalance time (the third member started -> the group settled), the longest stop of consumption
+on a quick member's partition that did not move (median and max), and its longest gap in the second before the
+join (steady state). Eager `range` revokes everything, so the quick member's unmoved partitions wait for the
+busy member to rejoin; `cooperative-sticky` revokes only what moves. The ratio printed is cooperative / eager
+unmoved stop (medians).
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
 
 MEMBERS = 3
 STABLE_TIMEOUT_S = 60.0
@@ -165,6 +175,32 @@ def zookeeper_commits_per_second(zookeeper: str, topic: str, seconds: float) -> 
         close(zk)
 
 
+JOIN_ASSIGNORS = ("range", "cooperative-sticky")
+JOIN_SESSION_MS = 10_000
+JOIN_HEARTBEAT_MS = 3000  # librdkafka's and Kafka's heartbeat.interval.ms default
+# The busy member's work per batch: an eager join stops everyone for half of it on average. Not a multiple of
+# the heartbeat interval, whose ticks would otherwise fall at the same point of every batch.
+JOIN_BUSY_MS = 2300
+
+
+def join_stops(bootstrap: str, partitions: int, assignor: str) -> tuple[float, float, float]:
+    """(rebalance s, longest stop on an unmoved partition s, steady longest gap s) of one join."""
+    from sparklog.client.admin import AdminClient
+    from support.group_members import measure_join
+
+    topic = f"join-{uuid.uuid4().hex[:8]}"
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic(topic, partitions)
+    started: list = []
+    try:
+        found = measure_join(bootstrap, topic, f"bench-join-{uuid.uuid4().hex[:8]}", partitions, assignor,
+                             JOIN_SESSION_MS, JOIN_HEARTBEAT_MS, started, busy_ms=JOIN_BUSY_MS)
+    finally:
+        for member in started:
+            member.stop()
+    return found.rebalance_s, found.unmoved_gap_s, found.steady_gap_s
+
+
 def summary(values: list[float]) -> str:
     ordered = sorted(values)
     return f"median {statistics.median(ordered):6.2f}s  min {ordered[0]:6.2f}s  max {ordered[-1]:6.2f}s"
@@ -175,6 +211,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--commit-seconds", type=float, default=5.0)
     parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument("--join-rounds", type=int, default=5)
     args = parser.parse_args(argv)
 
     from sparklog.broker.group_config import DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS
@@ -205,6 +242,8 @@ def main(argv=None) -> int:
                 rows.append(("ZooKeeper group (Algorithm 1)", zookeeper))
                 kafka_rate = kafka_commits_per_second(cluster.bootstrap, topic, args.commit_seconds)
                 zookeeper_rate = zookeeper_commits_per_second(cluster.zookeeper, topic, args.commit_seconds)
+                joins = {assignor: [join_stops(cluster.bootstrap, args.partitions, assignor)
+                                    for _ in range(args.join_rounds)] for assignor in JOIN_ASSIGNORS}
 
     print(f"time to Stable, {MEMBERS} members, {args.partitions} partitions, {args.rounds} rounds:")
     for name, values in rows:
@@ -213,6 +252,15 @@ def main(argv=None) -> int:
     print(f"  {'Kafka group (OffsetCommit)':<40}{kafka_rate:10.0f}")
     print(f"  {'ZooKeeper group (znode write)':<40}{zookeeper_rate:10.0f}")
     print(f"  {'ratio Kafka / ZooKeeper':<40}{kafka_rate / zookeeper_rate:10.2f}")
+    print(f"a third member joins two under steady produce, {args.partitions} partitions, {args.join_rounds} rounds "
+          "(medians):")
+    print(f"  {'assignor':<22}{'rebalance':>12}{'unmoved stop':>14}{'(max)':>8}{'steady gap':>12}")
+    stops = {}
+    for assignor, runs in joins.items():
+        rebalance, stop, steady = (statistics.median(column) for column in zip(*runs))
+        stops[assignor] = stop
+        print(f"  {assignor:<22}{rebalance:11.2f}s{stop:13.2f}s{max(r[1] for r in runs):7.2f}s{steady:11.2f}s")
+    print(f"  {'ratio cooperative / eager unmoved stop':<40}{stops['cooperative-sticky'] / stops['range']:10.2f}")
     return 0
 
 

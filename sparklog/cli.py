@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "sparklog.coordination.commands",
     "sparklog.broker.commands",
     "sparklog.client.commands",
+    "sparklog.client.group_commands",
     "sparklog.client.topic_commands",
     "jobs.demo",  # the pipeline's demo: jobs/ sits on top of every sparklog layer
 )

@@ -21,8 +21,11 @@ old member id; in STABLE with unchanged protocols it gets the current generation
 (no rebalance). The old member id is fenced: requests naming the instance with another id get
 FENCED_INSTANCE_ID.
 Rule 3 (fencing): a request naming a member id the group does not have gets UNKNOWN_MEMBER_ID; a
-generation other than the current one ILLEGAL_GENERATION; a heartbeat, sync or commit while the group is
-rebalancing REBALANCE_IN_PROGRESS (the member must rejoin).
+generation other than the current one ILLEGAL_GENERATION; a heartbeat or sync while the group is
+rebalancing REBALANCE_IN_PROGRESS (the member must rejoin). A commit is refused so only in
+COMPLETING_REBALANCE: while the group prepares one, members of the current generation still own their
+partitions and may commit them (Kafka's rule since KIP-429: a cooperative member keeps committing what it
+keeps, an eager one commits in its revoke callback before rejoining).
 Rule 4: members waiting for their JoinGroup or SyncGroup response do not expire by session (the rebalance
 timeout bounds them); every other member expires `session_timeout_ms` after its last request.
 Rule 5: a delayed response is not returned (`Delayed(member id)` is) but queued in `outbox` as
@@ -339,7 +342,7 @@ class Group:
         if generation < 0 and not member_id and self.state is GroupState.EMPTY:
             return NONE
         code = self.check_member(member_id, instance_id, generation)
-        if code == NONE and self.state is not GroupState.STABLE:
+        if code == NONE and self.state is GroupState.COMPLETING_REBALANCE:  # Rule 3
             return REBALANCE_IN_PROGRESS
         return code
 

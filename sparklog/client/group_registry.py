@@ -31,7 +31,8 @@ from sparklog.coordination.offsets import (NO_OFFSET, Claim, CommitFenced, Owner
                                            commit_owned as commit_offset)
 
 __all__ = ["NO_OFFSET", "Claim", "CommitFenced", "OwnershipConflict", "claim", "commit_offset", "ConsumerIdInUse",
-           "register_consumer", "unregister_consumer", "list_consumers", "get_owner", "list_owners", "release"]
+           "register_consumer", "unregister_consumer", "is_registered_group", "list_consumers", "get_owner",
+           "list_owners", "release"]
 SUBSCRIPTION_VERSION = 1
 
 
@@ -66,6 +67,11 @@ def _inner_register(zk: KazooClient, path: str, data: bytes) -> None:
 
 def unregister_consumer(zk: KazooClient, group: str, consumer_id: str) -> None:
     _delete_if_ours(zk, paths.consumer(group, consumer_id))
+
+
+def is_registered_group(zk: KazooClient, group: str) -> bool:
+    """Is `group` a ZooKeeper group: has a consumer ever registered in it (its `ids` node outlives them)?"""
+    return retrying(zk, zk.exists, paths.group_ids(group)) is not None
 
 
 def list_consumers(zk: KazooClient, group: str) -> dict[str, dict[str, int]]:

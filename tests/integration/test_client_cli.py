@@ -57,10 +57,11 @@ def test_produce_consume_and_groups(cli_cluster):
 
     described = sparklog("groups", "--zookeeper", zk, "describe", "cli-group")
     assert described.returncode == 0, described.stderr.decode()
-    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in described.stdout.decode().splitlines()
-             if topic in line]
-    assert [c[1] for c in cells] == ["0", "1", "2"]
-    assert all(c[2] == "-" for c in cells)  # nobody owns them now
+    out = described.stdout.decode()
+    assert "Consumer group 'cli-group' has no active members." in out and "TOTAL-LAG 0" in out
+    cells = [line.split() for line in out.splitlines() if topic in line]
+    assert [c[2] for c in cells] == ["0", "1", "2"]
+    assert all(c[6:] == ["-", "-", "-"] for c in cells)  # nobody owns them now
     assert sum(int(c[3]) for c in cells) == 30 and all(c[5] == "0" for c in cells)  # committed all, lag 0
 
     reset = sparklog("groups", "--zookeeper", zk, "reset-offsets", "cli-group", "--to", "earliest")
@@ -70,7 +71,8 @@ def test_produce_consume_and_groups(cli_cluster):
 
     reset = sparklog("groups", "--zookeeper", zk, "reset-offsets", "cli-group", "--to", "25")
     assert reset.returncode == 0
-    assert reset.stdout.decode().split() == [topic, "0", "25", topic, "1", "25", topic, "2", "25"]
+    assert reset.stdout.decode().split()[4:] == ["cli-group", topic, "0", "25", "cli-group", topic, "1", "25",
+                                                 "cli-group", topic, "2", "25"]
     unknown = sparklog("groups", "--zookeeper", zk, "describe", "no-such-group")
     assert unknown.returncode == 1
 
@@ -117,6 +119,13 @@ def test_an_unreachable_zookeeper_is_named_with_why(command):
     done = sparklog(*command, input=b"hi\n", timeout=40)
     err = _one_line_error(done, "ZooKeeper", REFUSED, "connection refused")
     assert f"cannot reach ZooKeeper at {REFUSED}: connection refused; retrying" in err
+
+
+@pytest.mark.parametrize("subcommand", [("list",), ("reset-offsets", "g", "--to", "0")], ids=lambda c: c[0])
+def test_groups_with_an_unreachable_broker_fail_in_one_line_instead_of_an_empty_table(subcommand):
+    done = sparklog("groups", "--bootstrap-server", REFUSED, "--timeout", "1500", *subcommand, timeout=30)
+    _one_line_error(done, REFUSED, "connection refused")
+    assert not done.stdout  # no table, not even a header
 
 
 def test_a_bad_reset_target_is_one_line_before_anything_is_contacted():

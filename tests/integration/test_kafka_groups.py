@@ -6,12 +6,13 @@ the module stays fast."""
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
+import io
 import os
+import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 
@@ -20,15 +21,17 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from support import broker_matrix
-from support.cluster import REPO, TEST_OFFSETS_TOPIC_PARTITIONS, Cluster
 from sparklog.broker.offset_store import OFFSETS_TOPIC, offsets_partition
+from support.cluster import REPO, TEST_OFFSETS_TOPIC_PARTITIONS, Cluster
+from support.group_members import Member, measure_join
 
 pytestmark = pytest.mark.slow
 
 PARTITIONS = 12
 SESSION_MS = 3000
 TIMEOUT_S = 40
-MEMBER = str(REPO / "tests" / "support" / "kafka_group_member.py")
+REJOIN_SLACK_S = 4  # after the session expires: a heartbeat, the survivors' JoinGroup and SyncGroup, a poll
+JOIN_HEARTBEAT_MS = 1000  # the old members learn of a join within this (two rounds for cooperative-sticky)
 
 
 @pytest.fixture(scope="module")
@@ -42,51 +45,6 @@ def cluster(request, zookeeper, tmp_path_factory):
     return c
 
 
-class Member:
-    """One consumer process and the events it printed (see kafka_group_member.py)."""
-
-    def __init__(self, cluster, client: str, topic: str, group: str, *extra: str) -> None:
-        self.events: list[dict] = []
-        self._lock = threading.Lock()
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.proc = subprocess.Popen([sys.executable, MEMBER, client, cluster.bootstrap, topic, group, *extra],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            with self._lock:
-                self.events.append(json.loads(line))
-
-    def snapshot(self) -> list[dict]:
-        with self._lock:
-            return list(self.events)
-
-    def assignment(self) -> list[int] | None:
-        found = [e["assigned"] for e in self.snapshot() if "assigned" in e]
-        return found[-1] if found else None
-
-    def consumed(self) -> set[tuple[int, int]]:
-        return {tuple(e["m"]) for e in self.snapshot() if "m" in e}
-
-    def count(self, key: str) -> int:
-        return sum(1 for e in self.snapshot() if key in e)
-
-    def errors(self) -> list[str]:
-        return [e["error"] for e in self.snapshot() if "error" in e]
-
-    def stop(self, sig=signal.SIGTERM) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._reader.join(timeout=5)
-
-
 @pytest.fixture
 def members():
     started: list[Member] = []
@@ -96,7 +54,7 @@ def members():
 
 
 def start(members, cluster, client, topic, group, *extra) -> Member:
-    member = Member(cluster, client, topic, group, "--session-ms", str(SESSION_MS), *extra)
+    member = Member(cluster.bootstrap, client, topic, group, "--session-ms", str(SESSION_MS), *extra)
     members.append(member)
     return member
 
@@ -143,23 +101,27 @@ def describe(cluster, group: str):
     return admin.describe_consumer_groups([group])[group].result(timeout=TIMEOUT_S)
 
 
-def test_three_processes_share_the_topic_and_a_sigkilled_one_is_replaced_from_committed_offsets(cluster, members):
+def test_three_clients_share_the_topic_and_a_sigkilled_one_is_replaced_from_committed_offsets(cluster, members):
+    """One process per real client (librdkafka, kafka-python, aiokafka), subscribe() with the range assignor;
+    SIGKILL the librdkafka one: the other two clients take its partitions within the session timeout and
+    resume from its committed offsets (each member commits after every poll batch of at most 100)."""
     topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
     written = produce(cluster, topic, 600) | {(p, 0) for p in range(PARTITIONS)}
-    trio = [start(members, cluster, "confluent", topic, group) for _ in range(3)]
+    trio = [start(members, cluster, client, topic, group) for client in ("confluent", "kafka-python", "aiokafka")]
     wait_until("a balanced three-member group", lambda: balanced(trio) and all(len(m.assignment()) == 4 for m in trio))
     wait_until("every message consumed", lambda: set().union(*(m.consumed() for m in trio)) >= written)
     victim, survivors = trio[0], trio[1:]
     orphaned = set(victim.assignment())
     victim.stop(signal.SIGKILL)
     killed_at = time.monotonic()
-    more = produce(cluster, topic, 600)
     wait_until("the survivors take the victim's partitions", lambda: balanced(survivors))
-    assert time.monotonic() - killed_at < SESSION_MS / 1000 + 10
+    assert time.monotonic() - killed_at < SESSION_MS / 1000 + REJOIN_SLACK_S  # found dead by its session
+    more = produce(cluster, topic, 600)
     wait_until("every later message consumed", lambda: set().union(*(m.consumed() for m in survivors)) >= more)
     # resumed from the committed offsets: nothing the victim committed is read again by the survivors
     reread = {(p, o) for m in survivors for p, o in m.consumed() if p in orphaned} & victim.consumed()
-    assert len(reread) <= 100  # at most the victim's last uncommitted poll batch (consume(100))
+    assert len(reread) <= 100  # at most the victim's last uncommitted poll batch
+    assert all(m.count("committed") for m in survivors)
     assert not any(m.errors() for m in survivors)
 
 
@@ -200,6 +162,12 @@ def test_static_member_restarted_within_its_session_keeps_its_assignment_without
     time.sleep(SESSION_MS / 1000 + 1)  # past the old session: still no rebalance
     assert other.count("revoked") == revokes and other.count("assigned") == 1
     assert str(describe(cluster, group).state).endswith("STABLE")
+    # the same generation: the other member's commits, which carry the generation it joined, still succeed
+    commits = other.count("committed")
+    more = produce_to(cluster, topic, other.assignment(), 24)
+    wait_until("the other member consumed and committed more", lambda: other.consumed() >= more
+               and other.count("committed") > commits)
+    assert not other.count("commit_failed") and other.count("assigned") == 1
 
 
 def test_a_duplicate_instance_id_fences_the_older_member(cluster, members):
@@ -214,27 +182,18 @@ def test_a_duplicate_instance_id_fences_the_older_member(cluster, members):
 
 
 def test_cooperative_sticky_keeps_unmoved_partitions_flowing_while_a_member_joins(cluster, members):
+    """No stop-the-world: while a third member joins a quick and a busy one under steady produce, the quick
+    member's partitions that stay put never wait for the rebalance (support/group_members.py; benchmarks/groups.py
+    compares with the eager range assignor, whose unmoved partitions wait for the busy member)."""
     topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
-    first = start(members, cluster, "confluent", topic, group, "--assignor", "cooperative-sticky")
-    wait_until("the first member owns everything", lambda: first.assignment() == list(range(PARTITIONS)))
-    stop = threading.Event()
-    feeder = threading.Thread(target=lambda: [produce(cluster, topic, PARTITIONS) for _ in iter(stop.is_set, True)])
-    feeder.start()
-    try:
-        wait_until("messages flowing", lambda: len(first.consumed()) > 3 * PARTITIONS)
-        second = start(members, cluster, "confluent", topic, group, "--assignor", "cooperative-sticky")
-        wait_until("a balanced cooperative group", lambda: balanced([first, second]))
-        kept = set(first.assignment())
-        marks = len(first.snapshot())
-        wait_until("more messages on the kept partitions",
-                   lambda: {e["m"][0] for e in first.snapshot()[marks:] if "m" in e} >= kept)
-    finally:
-        stop.set()
-        feeder.join()
-    # incremental: the first member never gave up the partitions it kept (no stop-the-world revoke)
-    revoked = {p for e in first.snapshot() if "revoked" in e for p in e["revoked"]}
-    assert revoked and not revoked & kept
-    assert len(kept) == PARTITIONS // 2
+    found = measure_join(cluster.bootstrap, topic, group, PARTITIONS, "cooperative-sticky", SESSION_MS,
+                         JOIN_HEARTBEAT_MS, members)
+    kept_by_first = set(members[0].assignment())
+    revoked = {p for e in members[0].snapshot() if "revoked" in e for p in e["revoked"]}
+    assert revoked and not revoked & kept_by_first  # incremental: only what moved was given up
+    assert len(found.unmoved) == PARTITIONS // 3  # sticky: the quick member keeps 4 of its 6
+    assert found.unmoved_gap_s < found.rebalance_s / 2, found
+    assert not any(m.errors() for m in members)
 
 
 def test_aiokafka_subscribe_consumes_and_commits(cluster):
@@ -314,36 +273,119 @@ def produce_to(cluster, topic: str, partitions: list[int], count: int) -> set[tu
 
 
 def sparklog(*args: str) -> subprocess.CompletedProcess:
+    """The `sparklog` command in a process of its own, as a user runs it."""
     env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "sparklog.cli", *args], capture_output=True, timeout=60,
                           cwd=str(REPO), env=env)
 
 
-def test_groups_command_shows_and_manages_kafka_groups(cluster, members):
-    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
-    produce(cluster, topic, 120)
+def sparklog_here(*args: str) -> subprocess.CompletedProcess:
+    """The same command's `main` in this process (no interpreter start per call: the module stays short)."""
+    from sparklog.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(args, code, out.getvalue().encode(), err.getvalue().encode())
+
+
+def columns(out: str, header: str) -> list[dict]:
+    """The rows of Kafka-shaped column output (left-aligned, two spaces apart) under the header line that
+    starts with `header`, each value cut at its header's position."""
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(header))
+    names = re.split(r"\s{2,}", lines[at].strip())
+    starts = [lines[at].index(name) for name in names] + [None]
+    rows = []
+    for line in lines[at + 1:]:
+        if not line.strip():
+            break
+        rows.append({name: line[starts[i]:starts[i + 1]].strip() for i, name in enumerate(names)})
+    return rows
+
+
+def committed_over_the_protocol(cluster, group: str) -> dict[tuple[str, int], int]:
+    from sparklog.client.kafka_groups import KafkaGroupAdmin
+
+    with KafkaGroupAdmin(cluster.bootstrap) as admin:
+        return admin.committed_offsets(group)
+
+
+def test_groups_command_shows_and_manages_a_kafka_and_a_zookeeper_group_side_by_side(cluster, members):
+    from sparklog.client import GroupConsumer
+
+    topic, group, zk_group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}", f"zk-{uuid.uuid4().hex[:8]}"
+    written = produce(cluster, topic, 120) | {(p, 0) for p in range(PARTITIONS)}
     pair = [start(members, cluster, "confluent", topic, group), start(members, cluster, "kafka-python", topic, group)]
-    wait_until("a balanced group that committed", lambda: balanced(pair) and all(m.count("committed") for m in pair))
-    base = ("groups", "--zookeeper", cluster.zk_connect, "--bootstrap-server", cluster.bootstrap)
-    described = sparklog(*base, "describe", group)
-    out = described.stdout.decode()
-    assert described.returncode == 0, described.stderr.decode()
-    assert "state Stable, protocol range, 2 member(s)" in out and "member-kafka-python" in out
-    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines()]
-    rows = [r for r in cells if len(r) == 6 and r[0] == topic]  # the offsets table: topic, partition, owner ...
-    assert sorted(int(r[1]) for r in rows) == list(range(PARTITIONS))  # every partition, with its owner
-    assert all(r[2].startswith("member-") for r in rows)
-    listed = sparklog(*base, "list")
-    assert group in listed.stdout.decode()
-    refused = sparklog(*base, "reset-offsets", group, "--to", "earliest")
-    assert refused.returncode == 1 and b"active members" in refused.stderr
-    assert sparklog(*base, "delete", group).returncode == 1  # NON_EMPTY_GROUP
+    zk_member = GroupConsumer([topic], zk_group, cluster.zk_connect, auto_offset_reset="smallest",
+                              consumer_timeout_ms=10_000)
+    try:
+        records = iter(zk_member)
+        zk_read = [next(records) for _ in range(30)]
+        zk_member.commit()
+        ends = {(topic, p): 1 + max(o for q, o in written if q == p) for p in range(PARTITIONS)}
+        wait_until("a balanced group that consumed and committed everything", lambda: balanced(pair) and (
+            pair[0].consumed() | pair[1].consumed()) >= written and committed_over_the_protocol(cluster, group) == ends)
+        time.sleep(0.5)  # the last batch's commit
+        base = ("groups", "--zookeeper", cluster.zk_connect, "--bootstrap-server", cluster.bootstrap)
+
+        listed = {r["GROUP"]: r for r in columns(sparklog(*base, "list").stdout.decode(), "GROUP")}
+        assert listed[group] == {"GROUP": group, "TYPE": "kafka", "STATE": "Stable", "#MEMBERS": "2"}
+        assert listed[zk_group] == {"GROUP": zk_group, "TYPE": "zookeeper", "STATE": "Active", "#MEMBERS": "1"}
+
+        described = sparklog_here(*base, "describe", group)
+        assert described.returncode == 0, described.stderr.decode()
+        rows = columns(described.stdout.decode(), "GROUP")
+        assert [(r["TOPIC"], int(r["PARTITION"])) for r in rows] == [(topic, p) for p in range(PARTITIONS)]
+        assert all(int(r["CURRENT-OFFSET"]) == int(r["LOG-END-OFFSET"]) == ends[(topic, int(r["PARTITION"]))]
+                   and r["LAG"] == "0" for r in rows)
+        members_view = columns(sparklog_here(*base, "describe", group, "--members").stdout.decode(), "GROUP")
+        by_client = {r["CLIENT-ID"]: r for r in members_view}
+        assert set(by_client) == {"member-dynamic", "member-kafka-python"}
+        for member, client in zip(pair, ("member-dynamic", "member-kafka-python")):  # the decoded assignment
+            assert by_client[client]["ASSIGNMENT"] == ",".join(f"{topic}-{p}" for p in member.assignment())
+            owned = {r["CONSUMER-ID"] for r in rows if int(r["PARTITION"]) in member.assignment()}
+            assert owned == {by_client[client]["CONSUMER-ID"]}
+        [state] = columns(sparklog_here(*base, "describe", group, "--state").stdout.decode(), "GROUP")
+        assert (state["TYPE"], state["STATE"], state["ASSIGNMENT-STRATEGY"], state["#MEMBERS"]) == (
+            "kafka", "Stable", "range", "2")
+        assert re.fullmatch(r"127\.0\.0\.1:\d+ \(\d\)", state["COORDINATOR (ID)"]), state
+
+        zk_rows = columns(sparklog_here(*base, "describe", zk_group).stdout.decode(), "GROUP")
+        assert {r["CONSUMER-ID"] for r in zk_rows} == {zk_member.consumer_id}
+        zk_committed = {(r["TOPIC"], int(r["PARTITION"])): r["CURRENT-OFFSET"] for r in zk_rows}
+        assert sum(int(o) for o in zk_committed.values() if o != "-") == len(zk_read)
+
+        for name in (group, zk_group):  # Rule 3: members are there
+            refused = sparklog_here(*base, "reset-offsets", name, "--to", "earliest")
+            assert refused.returncode == 1 and b"inactive" in refused.stderr, refused.stderr
+            assert len(refused.stderr.splitlines()) == 1
+        deleting = sparklog_here(*base, "delete", group)
+        assert deleting.returncode == 1 and b"not empty" in deleting.stderr
+    finally:
+        zk_member.close()
+
     for m in pair:
         m.stop()  # SIGTERM: the members close and leave the group
-    deleted = sparklog(*base, "delete", group)
-    assert deleted.returncode == 0, deleted.stderr.decode()
-    assert sparklog(*base, "describe", group).returncode == 1  # no members, no offsets left
-    assert sparklog(*base, "delete", group).returncode == 1  # GROUP_ID_NOT_FOUND
+    produce(cluster, topic, 24)  # two more a partition: lag 2 each
+    idle = sparklog_here(*base, "describe", group)
+    assert b"has no active members" in idle.stdout and b"TOTAL-LAG 24" in idle.stdout, idle.stdout
+    reset = sparklog_here(*base, "reset-offsets", group, "--to", "earliest")
+    assert reset.returncode == 0, reset.stderr.decode()
+    assert committed_over_the_protocol(cluster, group) == {(topic, p): 0 for p in range(PARTITIONS)}
+    reset = sparklog_here(*base, "reset-offsets", group, "--to", "3", "--topic", topic)
+    assert reset.returncode == 0 and committed_over_the_protocol(cluster, group) == {
+        (topic, p): 3 for p in range(PARTITIONS)}
+    zk_reset = sparklog_here(*base, "reset-offsets", zk_group, "--to", "latest")
+    assert zk_reset.returncode == 0, zk_reset.stderr.decode()
+    zk_rows = columns(sparklog_here(*base, "describe", zk_group).stdout.decode(), "GROUP")
+    assert zk_rows and all(r["LAG"] == "0" for r in zk_rows)
+
+    for name in (group, zk_group):
+        deleted = sparklog_here(*base, "delete", name)
+        assert deleted.returncode == 0, deleted.stderr.decode()
+        gone = sparklog_here(*base, "describe", name)
+        assert gone.returncode == 1 and b"does not exist" in gone.stderr
 
 
 # The group apis each client negotiates against our advertised ranges, as observed (client names as in
@@ -359,7 +401,8 @@ NEGOTIATED = {
                        "LeaveGroup": {1}, "OffsetCommit": {7}, "OffsetFetch": {5}},
     "aiokafka-0.14": {"FindCoordinator": {1}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {1},
                       "LeaveGroup": {1}, "OffsetCommit": {3}, "OffsetFetch": {3}},
-    "sparklog-python": {"FindCoordinator": {2}, "ListGroups": {2}, "DescribeGroups": {4}, "DeleteGroups": {1}},
+    "sparklog-python": {"FindCoordinator": {2}, "ListGroups": {2}, "DescribeGroups": {4}, "DeleteGroups": {1},
+                        "OffsetFetch": {5}, "OffsetCommit": {7}},
 }
 MEMBERS = ("confluent-kafka-python 2.16", "kafka-python 3.0", "librdkafka 2.0", "aiokafka-0.14")
 GROUP_APIS = {"FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit",

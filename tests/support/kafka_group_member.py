@@ -1,13 +1,15 @@
 """One consumer process in a broker-coordinated Kafka group, driven through a real client's `subscribe()`.
 
     python tests/support/kafka_group_member.py CLIENT BOOTSTRAP TOPIC GROUP [--instance ID]
-        [--session-ms N] [--assignor NAME]
+        [--session-ms N] [--heartbeat-ms N] [--assignor NAME] [--async-commit]
+        [--process-ms N]
 
-CLIENT is `confluent` (librdkafka) or `kafka-python`. The process prints one JSON object per line on stdout:
-{"assigned": [partitions]} after every rebalance (the whole assignment), {"revoked": [partitions]},
-{"m": [partition, offset]} per message, {"committed": true} after each synchronous commit (one per poll
-batch), and {"error": "..."} on a fatal client error (then it exits 3). It runs until killed or SIGTERM
-(then it closes the consumer: a dynamic member leaves the group, a static one does not).
+CLIENT is `confluent` (librdkafka), `kafka-python` or `aiokafka`. The process prints one JSON object per line on
+stdout, each with "t", the wall-clock time it was printed: {"assigned": [partitions]} after every rebalance
+(the whole assignment), {"revoked": [partitions]}, {"m": [partition, offset]} per message, {"committed": true}
+after each synchronous commit (one per poll batch), and {"error": "..."} on a fatal client error (then it
+exits 3). It runs until killed or SIGTERM (then it closes the consumer: a dynamic member leaves the group, a
+static one does not).
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import argparse
 import json
 import signal
 import sys
+import time
 
 POLL_S = 0.2
 HEARTBEAT_MS = 300  # well under the tests' session timeouts
 
 
 def say(**event) -> None:
-    print(json.dumps(event), flush=True)
+    print(json.dumps({**event, "t": time.time()}), flush=True)
 
 
 def run_confluent(args, stopping) -> int:
@@ -30,7 +33,7 @@ def run_confluent(args, stopping) -> int:
 
     config = {"bootstrap.servers": args.bootstrap, "group.id": args.group, "auto.offset.reset": "earliest",
               "enable.auto.commit": False, "session.timeout.ms": args.session_ms,
-              "heartbeat.interval.ms": HEARTBEAT_MS, "partition.assignment.strategy": args.assignor,
+              "heartbeat.interval.ms": args.heartbeat_ms, "partition.assignment.strategy": args.assignor,
               "client.id": f"member-{args.instance or 'dynamic'}"}
     if args.instance:
         config["group.instance.id"] = args.instance
@@ -58,6 +61,8 @@ def run_confluent(args, stopping) -> int:
             say(error=fatal[0])
             return 3
         batch = consumer.consume(100, POLL_S)
+        if batch and args.process_ms:
+            time.sleep(args.process_ms / 1000)  # the application's work on a batch, between two polls
         got = False
         for msg in batch:
             if msg.error():
@@ -67,7 +72,9 @@ def run_confluent(args, stopping) -> int:
                 continue
             say(m=[msg.partition(), msg.offset()])
             got = True
-        if got:
+        if got and args.async_commit:
+            consumer.commit(asynchronous=True)
+        elif got:
             try:
                 consumer.commit(asynchronous=False)
                 say(committed=True)
@@ -85,7 +92,7 @@ def run_kafka_python(args, stopping) -> int:
     assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[args.assignor]
     consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group, auto_offset_reset="earliest",
                              enable_auto_commit=False, session_timeout_ms=args.session_ms,
-                             heartbeat_interval_ms=HEARTBEAT_MS, partition_assignment_strategy=[assignor],
+                             heartbeat_interval_ms=args.heartbeat_ms, partition_assignment_strategy=[assignor],
                              client_id="member-kafka-python", group_instance_id=args.instance)
 
     class Listener(ConsumerRebalanceListener):
@@ -111,21 +118,72 @@ def run_kafka_python(args, stopping) -> int:
     return 0
 
 
+def run_aiokafka(args, stopping) -> int:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[args.assignor]
+
+    class Listener(ConsumerRebalanceListener):
+        async def on_partitions_revoked(self, revoked):
+            say(revoked=sorted(p.partition for p in revoked))
+
+        async def on_partitions_assigned(self, assigned):
+            say(assigned=sorted(p.partition for p in assigned))
+
+    async def consume() -> None:
+        # client_id stays aiokafka's default: aiokafka sends no client software name, so the broker's api
+        # matrix names it by its client id
+        consumer = AIOKafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group,
+                                    auto_offset_reset="earliest", enable_auto_commit=False,
+                                    session_timeout_ms=args.session_ms, heartbeat_interval_ms=args.heartbeat_ms,
+                                    partition_assignment_strategy=(assignor,), group_instance_id=args.instance)
+        consumer.subscribe([args.topic], listener=Listener())
+        await consumer.start()
+        try:
+            while not stopping:
+                batches = await consumer.getmany(timeout_ms=int(POLL_S * 1000), max_records=100)
+                for messages in batches.values():
+                    for msg in messages:
+                        say(m=[msg.partition, msg.offset])
+                if batches:
+                    try:
+                        await consumer.commit()
+                        say(committed=True)
+                    except Exception as exc:  # noqa: BLE001
+                        say(commit_failed=str(exc))
+        finally:
+            await consumer.stop()
+
+    asyncio.run(consume())
+    return 0
+
+
+RUNNERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("client", choices=["confluent", "kafka-python"])
+    parser.add_argument("client", choices=sorted(RUNNERS))
     parser.add_argument("bootstrap")
     parser.add_argument("topic")
     parser.add_argument("group")
     parser.add_argument("--instance")
     parser.add_argument("--session-ms", type=int, default=3000)
     parser.add_argument("--assignor", default="range")
+    parser.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_MS)
+    parser.add_argument("--process-ms", type=int, default=0,
+                        help="confluent only: time spent on each non-empty batch before the next poll")
+    parser.add_argument("--async-commit", action="store_true",
+                        help="confluent only: commit without waiting (no \"committed\" events)")
     args = parser.parse_args()
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    run = run_confluent if args.client == "confluent" else run_kafka_python
     try:
-        return run(args, stopping)
+        return RUNNERS[args.client](args, stopping)
     except Exception as exc:  # noqa: BLE001 - reported to the test, which shows it
         say(error=f"{type(exc).__name__}: {exc}")
         return 3

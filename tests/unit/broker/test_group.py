@@ -73,7 +73,21 @@ def test_heartbeats_fence_generations_and_rebalances():
     assert g.state is GroupState.PREPARING_REBALANCE
     assert g.heartbeat(DELAY, a, None, 1) == REBALANCE_IN_PROGRESS
     assert g.sync(DELAY, a, None, 1, {}) == SyncResult(REBALANCE_IN_PROGRESS)
-    assert g.check_commit(a, None, 1) == REBALANCE_IN_PROGRESS
+
+
+def test_members_keep_committing_while_the_group_prepares_a_rebalance_but_not_while_it_completes():
+    """Kafka's rule (KIP-429): until the new generation exists a member of the current one may commit, so a
+    cooperative member keeps committing the partitions it keeps and an eager one commits in its revoke callback."""
+    g, a, b, _ = stable_pair()
+    join_new(g, DELAY, "c")
+    assert g.state is GroupState.PREPARING_REBALANCE
+    assert g.check_commit(a, None, 1) == NONE
+    assert g.check_commit(a, None, 0) == ILLEGAL_GENERATION and g.check_commit("x", None, 1) == UNKNOWN_MEMBER_ID
+    assert g.join(DELAY, req(a, client="a")) == Delayed(a)  # a rejoined: still of generation 1 until it completes
+    assert g.check_commit(a, None, 1) == NONE
+    g.join(DELAY, req(b, client="b"))
+    assert g.state is GroupState.COMPLETING_REBALANCE and g.generation == 2
+    assert g.check_commit(a, None, 2) == REBALANCE_IN_PROGRESS  # the assignment is not out yet
 
 
 def test_a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout():

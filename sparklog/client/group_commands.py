@@ -1,0 +1,371 @@
+"""`sparklog groups`: list, describe, reset and delete consumer groups of both kinds, like Kafka's
+`kafka-consumer-groups.sh`.
+
+    sparklog groups list
+    sparklog groups describe G [--members | --state]
+    sparklog groups reset-offsets G --to earliest|latest|OFFSET [--topic T]
+    sparklog groups delete G
+
+Two kinds of group share the name space (docs/architecture.md):
+- Kafka groups (`subscribe()` of any Kafka client), coordinated by a broker: read and changed over the Kafka
+  protocol only (client/kafka_groups.py: ListGroups, DescribeGroups, OffsetFetch, OffsetCommit, DeleteGroups),
+  wherever the coordinator keeps their offsets.
+- ZooKeeper groups (the paper's, `GroupConsumer`): consumers, owners and offsets in the ZooKeeper registry
+  (`/consumers/<g>/ids|owners|offsets`), read and written as they always were.
+Log end offsets come from ListOffsets at each partition's leader for both.
+
+Rule 1 (which kind): a group the coordinator knows (DescribeGroups not Dead) is a Kafka group; else one whose
+consumer registry `/consumers/<g>/ids` exists is a ZooKeeper group; else one whose coordinator has committed
+offsets for it (OffsetFetch) is an inactive Kafka group (state Empty); else one with offsets in the ZooKeeper
+registry alone (a Spark query's progress) is an inactive ZooKeeper group; else there is no such group.
+`list` shows groups that the brokers list (ListGroups) as kafka, registered ZooKeeper groups as zookeeper,
+and the other names in the registry (committed offsets, no consumers) as offsets.
+Rule 2: what cannot be reached (a broker, ZooKeeper) ends the command with one line and exit status 1
+(cli.py Rule 2), never with an empty table; so does a broker's refusal (its Kafka error, named).
+Rule 3: reset-offsets and delete refuse a group with members: a Kafka group in any state but Empty (as
+kafka-consumer-groups does), a ZooKeeper group with a registered consumer. A member that joins between the
+check and the write is refused by the coordinator (or the registry's fencing rule), also in one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sparklog.client.commands import DEFAULT_ZOOKEEPER
+
+if TYPE_CHECKING:  # the command loads its clients when it runs (cli.py)
+    from sparklog.client.kafka_groups import GroupMember
+
+KAFKA, ZOOKEEPER, OFFSETS_ONLY = "kafka", "zookeeper", "offsets"
+NAMED_RESETS = {"earliest": 0, "smallest": 0, "latest": 1, "largest": 1}  # index into (log start, log end)
+NO_VALUE = "-"
+DEFAULT_TIMEOUT_MS = 30_000  # the admin client's request.timeout.ms (Kafka's default 30000)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class GroupView:
+    """One group as the command shows it, whatever its kind."""
+
+    name: str
+    kind: str
+    state: str
+    protocol_type: str = ""
+    strategy: str = ""
+    coordinator: str = NO_VALUE
+    members: list[GroupMember] = field(default_factory=list)
+    committed: dict[TopicPartition, int] = field(default_factory=dict)
+    owners: dict[TopicPartition, str] = field(default_factory=dict)  # ZooKeeper owners with no member entry
+
+    def owner_of(self, tp: TopicPartition) -> GroupMember | None:
+        return next((m for m in self.members if tp in m.assignment), None)
+
+    def inactive(self) -> bool:
+        return not self.members and not self.owners
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    groups = subparsers.add_parser("groups", help="list, describe, reset and delete consumer groups "
+                                   "(ZooKeeper groups and broker-coordinated Kafka groups)")
+    groups.add_argument("--zookeeper", default=DEFAULT_ZOOKEEPER, help="host:port[/chroot] (default %(default)s)")
+    groups.add_argument("--bootstrap-server", help="host:port[,host:port] (default: from ZooKeeper)")
+    groups.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
+                        help="how long to wait for the brokers (default %(default)s, request.timeout.ms)")
+    commands = groups.add_subparsers(dest="groups_command", metavar="SUBCOMMAND")
+    commands.add_parser("list", help="every group: kind, state, members").set_defaults(func=run_list)
+    describe = commands.add_parser("describe", help="per partition: offset, log end, lag, owner (Kafka's shape)")
+    describe.add_argument("group")
+    view = describe.add_mutually_exclusive_group()
+    view.add_argument("--members", action="store_true", help="one line per member, with its assignment")
+    view.add_argument("--state", action="store_true", help="coordinator, assignment strategy, state, members")
+    describe.set_defaults(func=run_describe)
+    reset = commands.add_parser("reset-offsets", help="set a group's committed offsets (group must be inactive)")
+    reset.add_argument("group")
+    reset.add_argument("--to", required=True, help="earliest, latest or an offset")
+    reset.add_argument("--topic", action="append", help="only these topics (default: every topic it committed)")
+    reset.set_defaults(func=run_reset)
+    delete = commands.add_parser("delete", help="delete an inactive group and its committed offsets")
+    delete.add_argument("group")
+    delete.set_defaults(func=run_delete)
+    for parser in commands.choices.values():  # --zookeeper also after the subcommand, as for `topics`
+        parser.add_argument("--zookeeper", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        parser.add_argument("--bootstrap-server", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        parser.add_argument("--timeout", type=int, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    groups.set_defaults(func=lambda args: (groups.print_help(), 2)[1])
+
+
+# -- finding a group (Rule 1) -----------------------------------------------------------------------------------
+
+
+class Session:
+    """The admin client, and a ZooKeeper connection opened only when a command needs one."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from sparklog.client.kafka_groups import KafkaGroupAdmin
+
+        self._zookeeper = args.zookeeper
+        self.admin = KafkaGroupAdmin(args.bootstrap_server, None if args.bootstrap_server else args.zookeeper,
+                                     request_timeout_ms=args.timeout)
+        self._zk = None
+
+    @property
+    def zk(self):
+        if self._zk is None:
+            from sparklog.coordination.connection import connect
+
+            self._zk = connect(self._zookeeper)
+        return self._zk
+
+    def node_text(self, node: int) -> str:
+        """Kafka's "host:port (id)" of a broker."""
+        host, port = self.admin.brokers().get(node, ("?", "?"))
+        return f"{host}:{port} ({node})"
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.admin.close()
+        if self._zk is not None:
+            from sparklog.coordination.connection import close
+
+            close(self._zk)
+
+
+def find_group(session: Session, name: str) -> GroupView | None:
+    """Rule 1; None when neither kind has the group (no members, no committed offsets)."""
+    from sparklog.client import group_registry as registry
+
+    found = session.admin.describe_group(name)
+    if found is not None:
+        return _kafka_view(session, found)
+    if registry.is_registered_group(session.zk, name):
+        return _zookeeper_view(session.zk, name)
+    committed = session.admin.committed_offsets(name)
+    if committed:
+        return GroupView(name, KAFKA, "Empty", coordinator=session.node_text(session.admin.coordinator(name)),
+                         committed=committed)
+    alone = _zookeeper_view(session.zk, name)  # the registry's offsets alone: a Spark query's progress
+    return alone if alone.committed else None
+
+
+def _kafka_view(session: Session, found) -> GroupView:
+    committed = session.admin.committed_offsets(found.group_id)
+    return GroupView(found.group_id, KAFKA, found.state, found.protocol_type, found.protocol,
+                     session.node_text(found.coordinator), list(found.members), committed)
+
+
+def _zookeeper_view(zk, name: str) -> GroupView:
+    from sparklog.client import group_registry as registry
+    from sparklog.client.kafka_groups import GroupMember
+    from sparklog.coordination.offsets import fetch_offsets
+
+    owners = registry.list_owners(zk, name)
+    consumers = registry.list_consumers(zk, name)
+    members = [GroupMember(c, None, NO_VALUE, NO_VALUE, tuple(sorted(tp for tp, o in owners.items() if o == c)))
+               for c in consumers]
+    committed = {tp: o.offset for tp, o in fetch_offsets(zk, name).items() if o.offset >= 0}
+    strays = {tp: o for tp, o in owners.items() if o not in consumers}  # owner gone from ids, node not yet
+    return GroupView(name, ZOOKEEPER, "Active" if consumers else "Empty", ZOOKEEPER, "range", "ZooKeeper",
+                     members, committed, strays)
+
+
+def _no_group(name: str) -> int:
+    print(f"error: consumer group {name!r} does not exist", file=sys.stderr)
+    return 1
+
+
+def _refused(exc: Exception) -> int:
+    """Rule 2 for a broker's refusal: its Kafka error name and what it concerned, one line."""
+    print(f"error: {exc}", file=sys.stderr)
+    return 1
+
+
+# -- list -----------------------------------------------------------------------------------------------------
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from sparklog.client import group_registry as registry
+    from sparklog.coordination.offsets import list_groups
+
+    rows = []
+    with Session(args) as session:
+        kafka = session.admin.list_groups()
+        for name in sorted(set(kafka) | set(list_groups(session.zk))):
+            if name in kafka:
+                found = session.admin.describe_group(name)
+                state, members = (found.state, len(found.members)) if found else ("Dead", 0)
+                rows.append((name, KAFKA, state, str(members)))
+            elif registry.is_registered_group(session.zk, name):
+                members = len(registry.list_consumers(session.zk, name))
+                rows.append((name, ZOOKEEPER, "Active" if members else "Empty", str(members)))
+            else:
+                rows.append((name, OFFSETS_ONLY, "Empty", "0"))
+    print_columns(("GROUP", "TYPE", "STATE", "#MEMBERS"), rows)
+    return 0
+
+
+# -- describe -------------------------------------------------------------------------------------------------
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    from sparklog.protocol.errors import KafkaError
+
+    with Session(args) as session:
+        try:
+            group = find_group(session, args.group)
+            if group is None:
+                return _no_group(args.group)
+            if args.state:
+                print_state(group)
+            elif args.members:
+                print_members(group)
+            else:
+                rows = offset_rows(group, session.admin.log_ends(described_partitions(group)))
+                print_offsets(group, rows)
+        except KafkaError as exc:
+            return _refused(exc)
+    return 0
+
+
+def described_partitions(group: GroupView) -> list[TopicPartition]:
+    return sorted(set(group.committed) | {tp for m in group.members for tp in m.assignment} | set(group.owners))
+
+
+def offset_rows(group: GroupView, ends: dict[TopicPartition, tuple[int, int]]) -> list[dict]:
+    """One row per partition the group committed or holds: Kafka's columns, None where unknown."""
+    rows = []
+    for tp in described_partitions(group):
+        offset, end = group.committed.get(tp), ends.get(tp, (None, None))[1]
+        member = group.owner_of(tp)
+        rows.append({"topic": tp[0], "partition": tp[1], "current": offset, "end": end,
+                     "lag": None if offset is None or end is None else max(0, end - offset),
+                     "consumer": member.member_id if member else group.owners.get(tp),
+                     "host": member.client_host if member else None, "client": member.client_id if member else None})
+    return rows
+
+
+def print_offsets(group: GroupView, rows: list[dict]) -> None:
+    if group.inactive():
+        print(f"Consumer group {group.name!r} has no active members.\n")
+    print_columns(("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                   "HOST", "CLIENT-ID"),
+                  [(group.name, r["topic"], r["partition"], r["current"], r["end"], r["lag"], r["consumer"],
+                    r["host"], r["client"]) for r in rows])
+    unknown = [f"{r['topic']}-{r['partition']}" for r in rows if r["lag"] is None]
+    total = sum(r["lag"] for r in rows if r["lag"] is not None)
+    print(f"\nTOTAL-LAG {total}" + (f" (not counting {', '.join(unknown)}: no committed offset or no log end)"
+                                     if unknown else ""))
+
+
+def print_members(group: GroupView) -> None:
+    if not group.members:
+        print(f"Consumer group {group.name!r} has no active members.")
+        return
+    print_columns(("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"),
+                  [(group.name, m.member_id, m.instance_id, m.client_host, m.client_id, len(m.assignment),
+                    ",".join(f"{t}-{p}" for t, p in m.assignment)) for m in group.members])
+
+
+def print_state(group: GroupView) -> None:
+    print_columns(("GROUP", "TYPE", "COORDINATOR (ID)", "PROTOCOL-TYPE", "ASSIGNMENT-STRATEGY", "STATE",
+                   "#MEMBERS"),
+                  [(group.name, group.kind, group.coordinator, group.protocol_type, group.strategy, group.state,
+                    len(group.members))])
+
+
+def print_columns(headers: tuple[str, ...], rows: list[tuple]) -> None:
+    """Left-aligned columns as Kafka's tools print them; None and "" show as "-"."""
+    cells = [tuple(headers)] + [tuple(NO_VALUE if v is None or v == "" else str(v) for v in row) for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+
+# -- reset-offsets and delete -------------------------------------------------------------------------------
+
+
+def run_reset(args: argparse.Namespace) -> int:
+    from sparklog.protocol.errors import KafkaError
+
+    if args.to not in NAMED_RESETS and not args.to.isdigit():
+        print(f"error: --to is earliest, latest or an offset (>= 0), not {args.to!r}", file=sys.stderr)
+        return 2
+    with Session(args) as session:
+        try:
+            return _reset(session, args)
+        except KafkaError as exc:
+            return _refused(exc)
+
+
+def _reset(session: Session, args: argparse.Namespace) -> int:
+    group = find_group(session, args.group)
+    if group is not None and not group.inactive():  # Rule 3
+        print(f"error: offsets can only be reset while group {args.group!r} is inactive, but its state is "
+              f"{group.state} with {len(group.members) or len(group.owners)} member(s); stop them first",
+              file=sys.stderr)
+        return 1
+    committed = group.committed if group else {}
+    partitions = ([tp for t in args.topic for tp in session.admin.partitions_of(t)] if args.topic
+                  else sorted(committed))
+    if not partitions:
+        print(f"error: group {args.group!r} has no committed offsets; name --topic", file=sys.stderr)
+        return 1
+    offsets = _targets(session, args.to, partitions)
+    if offsets is None:
+        return 1
+    if group is not None and group.kind == ZOOKEEPER:
+        from sparklog.coordination.offsets import commit_offsets
+
+        refused = commit_offsets(session.zk, args.group, offsets)  # the registry's fencing rule
+        if refused:
+            print(f"error: group {args.group!r} became active; not reset: " + ", ".join(
+                f"{t}-{p} (owned by {owner})" for (t, p), owner in sorted(refused.items())), file=sys.stderr)
+            return 1
+    else:
+        session.admin.commit_offsets(args.group, offsets)  # the coordinator refuses if members joined
+    print_columns(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
+                  [(args.group, t, p, o) for (t, p), o in sorted(offsets.items())])
+    return 0
+
+
+def _targets(session: Session, to: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int] | None:
+    if to not in NAMED_RESETS:
+        return {tp: int(to) for tp in partitions}
+    ends = session.admin.log_ends(partitions)
+    missing = [f"{t}-{p}" for t, p in partitions if (t, p) not in ends]
+    if missing:
+        print(f"error: no leader answered for the log offsets of {', '.join(missing)}; nothing reset",
+              file=sys.stderr)
+        return None
+    return {tp: ends[tp][NAMED_RESETS[to]] for tp in partitions}
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    """DeleteGroups at the coordinator for a Kafka group (NON_EMPTY_GROUP while it has members); a ZooKeeper
+    group's registry is deleted in ZooKeeper, refused while a consumer is registered."""
+    from sparklog.coordination.offsets import GroupNotEmpty, UnknownGroup, delete_group
+    from sparklog.protocol.errors import GroupIdNotFoundError, KafkaError, NonEmptyGroupError
+
+    with Session(args) as session:
+        try:
+            group = find_group(session, args.group)
+            if group is None:
+                return _no_group(args.group)
+            if group.kind == ZOOKEEPER:
+                delete_group(session.zk, args.group)
+            else:
+                session.admin.delete_group(args.group)
+        except (NonEmptyGroupError, GroupNotEmpty):
+            print(f"error: group {args.group!r} is not empty: stop its members first", file=sys.stderr)
+            return 1
+        except (GroupIdNotFoundError, UnknownGroup):
+            return _no_group(args.group)
+        except KafkaError as exc:
+            return _refused(exc)
+    print(f"Deletion of requested consumer group {args.group!r} was successful.")
+    return 0

@@ -1,0 +1,51 @@
+"""`sparklog groups describe`'s rows and views from a GroupView: lag per partition and in total, owners, and
+unknown values shown as "-" and left out of the total (never counted as zero)."""
+
+from __future__ import annotations
+
+from sparklog.client.group_commands import GroupView, offset_rows, print_columns, print_members, print_offsets
+from sparklog.client.kafka_groups import GroupMember
+
+ALICE = GroupMember("alice-1", "i-1", "app", "/10.0.0.1", (("t", 0), ("t", 1)))
+
+
+def group(**kw) -> GroupView:
+    return GroupView(**{"name": "g", "kind": "kafka", "state": "Stable", "members": [ALICE],
+                        "committed": {("t", 0): 5, ("t", 2): 7}, **kw})
+
+
+def test_rows_cover_committed_and_owned_partitions_with_lag_where_both_ends_are_known():
+    rows = offset_rows(group(), {("t", 0): (0, 9), ("t", 1): (0, 4)})  # t-2's leader did not answer
+    assert [(r["partition"], r["current"], r["end"], r["lag"], r["consumer"]) for r in rows] == [
+        (0, 5, 9, 4, "alice-1"), (1, None, 4, None, "alice-1"), (2, 7, None, None, None)]
+    assert rows[0]["host"] == "/10.0.0.1" and rows[0]["client"] == "app"
+
+
+def test_a_zookeeper_owner_without_a_member_entry_is_still_shown():
+    rows = offset_rows(group(members=[], owners={("t", 3): "zk-consumer"}), {})
+    assert [(r["partition"], r["consumer"]) for r in rows] == [(0, None), (2, None), (3, "zk-consumer")]
+
+
+def test_offsets_view_totals_the_known_lag_and_names_what_it_could_not_count(capsys):
+    view = group(members=[])
+    print_offsets(view, offset_rows(view, {("t", 0): (0, 9), ("t", 2): (0, 7)}))
+    out = capsys.readouterr().out
+    assert out.startswith("Consumer group 'g' has no active members.")
+    assert out.rstrip().endswith("TOTAL-LAG 4")
+    view = group()
+    print_offsets(view, offset_rows(view, {("t", 0): (0, 9)}))
+    assert "TOTAL-LAG 4 (not counting t-1, t-2: no committed offset or no log end)" in capsys.readouterr().out
+
+
+def test_members_view_shows_the_decoded_assignment(capsys):
+    print_members(group())
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split() == ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+                              "ASSIGNMENT"]
+    assert row.split() == ["g", "alice-1", "i-1", "/10.0.0.1", "app", "2", "t-0,t-1"]
+
+
+def test_columns_align_under_their_headers_and_show_missing_values_as_a_dash(capsys):
+    print_columns(("A", "LONG-HEADER", "C"), [("xxxx", None, ""), ("y", 1, 22)])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["A     LONG-HEADER  C", "xxxx  -            -", "y     1            22"]
