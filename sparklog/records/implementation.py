@@ -42,7 +42,7 @@ def extensions_disabled() -> bool:
     return os.environ.get(NO_EXTENSIONS_VARIABLE, "") not in ("", "0")
 
 
-REQUIRED_EXTRAS = ("scan_section", "join_kept")  # what records/scan.py takes from the extension
+REQUIRED_EXTRAS = ("scan_section", "join_kept", "put_batches", "filter_batches")  # what scan.py and sweep.py take
 
 
 def compiled(pure: Codec, record_columns: type) -> Codec:

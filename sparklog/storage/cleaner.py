@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import time
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -44,7 +45,9 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from sparklog.records.batch import HEADER_SIZE, BatchHeader, RecordBatch, iter_batches, parse_header, peek_size
+from sparklog.records import sweep
+from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE, BatchHeader,
+                                    RecordBatch, iter_batches, parse_header, peek_size)
 from sparklog.records.retain import can_extend, extend_empty, retain_scanned
 from sparklog.records.scan import NULL_VALUE, RecordScan, scan
 from sparklog.storage.config import INT32_MAX
@@ -57,6 +60,7 @@ IO_BUFFER_BYTES = 1024 * 1024  # log.cleaner.io.buffer.size: Kafka's 512 KiB, fo
 WINDOW_RECORDS = 4096  # records decoded before the offset map is asked about all their keys at once
 
 Throttle = Callable[[int], None]
+_BASE_OFFSET, _ATTRIBUTES, _COUNT = struct.Struct(">q"), struct.Struct(">h"), struct.Struct(">i")  # batch.HEADER's
 
 
 class DedupeBufferTooSmall(Exception):
@@ -123,24 +127,58 @@ def cleanable_range(log, now_ms: int) -> CleanableRange | None:
     return CleanableRange(first_dirty, end, clean, dirty, first_ts)
 
 
-def segment_batches(segment: LogSegment, files, throttle: Throttle | None = None) -> Iterator[RecordBatch]:
-    """Every batch of a closed segment, CRC-checked, read IO_BUFFER_BYTES at a time through `throttle`."""
+def segment_chunks(segment: LogSegment, files, throttle: Throttle | None = None) -> Iterator[memoryview]:
+    """The bytes of a closed segment, IO_BUFFER_BYTES at a time through `throttle`, each piece ending where a
+    batch ends (a batch larger than the buffer is read whole)."""
     with segment.pinned() as fd:
         end, position, want = segment.size, 0, IO_BUFFER_BYTES
         while position < end:
             chunk = files.pread(fd, min(want, end - position), position)
             if throttle is not None:
                 throttle(len(chunk))
-            used = 0
-            for batch in iter_batches(memoryview(chunk)):
-                yield batch
-                used += batch.size
-            if used:
-                position, want = position + used, IO_BUFFER_BYTES
+            whole = _whole_batches(chunk)
+            if whole:
+                yield memoryview(chunk)[:whole]
+                position, want = position + whole, IO_BUFFER_BYTES
             elif len(chunk) >= HEADER_SIZE and peek_size(chunk) > len(chunk):
                 want = peek_size(chunk)  # one batch larger than the buffer
             else:
                 raise ValueError(f"{segment.path}: no whole batch at byte {position}")
+
+
+def segment_batches(segment: LogSegment, files, throttle: Throttle | None = None) -> Iterator[RecordBatch]:
+    """Every batch of a closed segment, CRC-checked (segment_chunks)."""
+    for chunk in segment_chunks(segment, files, throttle):
+        yield from iter_batches(chunk)
+
+
+def _whole_batches(chunk: bytes) -> int:
+    """How many bytes of `chunk` are whole batches by their lengths; all of it at a length too small to be a
+    batch (iter_batches then says what is wrong)."""
+    position, end = 0, len(chunk)
+    while end - position >= HEADER_SIZE:
+        size = peek_size(chunk, position)
+        if size < HEADER_SIZE:
+            return end
+        if size > end - position:
+            break
+        position += size
+    return position
+
+
+def _compressed_data(chunk: memoryview, position: int) -> bool:
+    """Is the batch at `position` one that sweep.py leaves to Python (a compressed batch with records)?"""
+    attributes, count = _ATTRIBUTES.unpack_from(chunk, position + ATTRIBUTES_OFFSET)[0], _COUNT.unpack_from(
+        chunk, position + HEADER_SIZE - _COUNT.size)[0]
+    return bool(attributes & COMPRESSION_MASK) and count > 0 and not attributes & CONTROL_MASK
+
+
+class _MapFull(Exception):
+    """The offset map filled at the batch based at `base_offset` (Rule 2)."""
+
+    def __init__(self, base_offset: int):
+        super().__init__(base_offset)
+        self.base_offset = base_offset
 
 
 class Cleaner:
@@ -154,6 +192,7 @@ class Cleaner:
         self._files = files
         self._throttle = throttle
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self._buffers = sweep.Buffers()
 
     @property
     def map(self) -> OffsetMap:
@@ -186,39 +225,76 @@ class Cleaner:
         """Rule 2: returns the end of the range that the map covers."""
         offset_map = self.map
         offset_map.clear()
-        for segment in log.segments[:-1]:
-            if segment.next_offset <= span.first_dirty:
-                continue
-            if segment.base_offset >= span.end:
-                break
-            for window in self._windows(segment):
-                dirty = [(b, c) for b, c in window if c is not None and b.next_offset > span.first_dirty]
-                if not dirty:
+        try:
+            for segment in log.segments[:-1]:
+                if segment.next_offset <= span.first_dirty:
                     continue
-                scans = [c for _, c in dirty]
-                digests = _concat(scans, "digests")
-                taken = offset_map.put_digests(digests, _concat(scans, "offsets"))
-                if taken < len(digests):
-                    starts = list(accumulate(len(c.digests) for _, c in dirty))
-                    batch = dirty[bisect_right(starts, taken)][0]
-                    if batch.base_offset <= span.first_dirty:
-                        raise DedupeBufferTooSmall(
-                            f"{log.name}: the offset map of {offset_map.max_entries} entries cannot hold the keys "
-                            f"of the batch at offset {batch.base_offset}; raise log.cleaner.dedupe.buffer.size")
-                    return batch.base_offset
+                if segment.base_offset >= span.end:
+                    break
+                for window in self._windows(segment, self._compiled_put(offset_map, span.first_dirty)):
+                    self._put_window(offset_map, window, span.first_dirty)
+        except _MapFull as full:
+            if full.base_offset <= span.first_dirty:
+                raise DedupeBufferTooSmall(
+                    f"{log.name}: the offset map of {offset_map.max_entries} entries cannot hold the keys "
+                    f"of the batch at offset {full.base_offset}; raise log.cleaner.dedupe.buffer.size") from None
+            return full.base_offset
         return span.end
 
-    def _windows(self, segment: LogSegment) -> Iterator[list[tuple[RecordBatch, RecordScan | None]]]:
+    @staticmethod
+    def _put_window(offset_map: OffsetMap, window: list, first_dirty: int) -> None:
+        """Rule 2 for a window of batches on the pure-Python path; raises _MapFull."""
+        dirty = [(b, c) for b, c in window if c is not None and b.next_offset > first_dirty]
+        if not dirty:
+            return
+        scans = [c for _, c in dirty]
+        digests = _concat(scans, "digests")
+        taken = offset_map.put_digests(digests, _concat(scans, "offsets"))
+        if taken < len(digests):
+            starts = list(accumulate(len(c.digests) for _, c in dirty))
+            raise _MapFull(dirty[bisect_right(starts, taken)][0].base_offset)
+
+    @staticmethod
+    def _compiled_put(offset_map: OffsetMap, first_dirty: int):
+        """Rule 2 for the batches sweep.put_batches takes (None without the compiled codec); raises _MapFull."""
+        if sweep.compiled() is None:
+            return None
+        digests, stored = offset_map.tables
+
+        def put(chunk: memoryview, position: int) -> int:
+            position, offset_map.size, full = sweep.put_batches(chunk, position, digests, stored, offset_map.size,
+                                                                offset_map.max_entries, first_dirty)
+            if full:
+                raise _MapFull(_BASE_OFFSET.unpack_from(chunk, position)[0])
+            return position
+
+        return put
+
+    def _windows(self, segment: LogSegment, compiled=None) -> Iterator[list[tuple[RecordBatch, RecordScan | None]]]:
         """The batches of `segment` with their scans (None for control and empty batches), about
-        WINDOW_RECORDS records at a time: the offset map is asked once per window, not once per batch."""
+        WINDOW_RECORDS records at a time: the offset map is asked once per window, not once per batch.
+
+        With `compiled` (a sweep.py pass: (chunk, position) -> the position of the first batch it did not
+        take), only the batches it leaves are windowed, each window yielded before it takes later ones."""
         window, records = [], 0
-        for batch in segment_batches(segment, self._files, self._throttle):
-            scanned = scan(batch) if batch.record_count and not batch.is_control else None
-            window.append((batch, scanned))
-            records += batch.record_count
-            if records >= WINDOW_RECORDS:
-                yield window
-                window, records = [], 0
+        for chunk in segment_chunks(segment, self._files, self._throttle):
+            position = 0
+            while position < len(chunk):
+                if compiled is not None and not (window and _compressed_data(chunk, position)):
+                    if window:
+                        yield window
+                        window, records = [], 0
+                    taken = compiled(chunk, position)
+                    if taken > position:
+                        position = taken
+                        continue
+                batch = next(iter_batches(chunk[position:]))
+                window.append((batch, scan(batch) if batch.record_count and not batch.is_control else None))
+                records += batch.record_count
+                position += batch.size
+                if records >= WINDOW_RECORDS:
+                    yield window
+                    window, records = [], 0
         if window:
             yield window
 
@@ -236,7 +312,7 @@ class Cleaner:
                     self._remove_leftovers(log.directory, segment.base_offset)
                     group = _Group(LogSegment(log.directory, segment.base_offset, log.config, self._files,
                                               self._clock(), suffix=CLEANED_SUFFIX), self._write, stats)
-                for window in self._windows(segment):
+                for window in self._windows(segment, self._compiled_filter(group, end, horizon, stats)):
                     decided = iter(self._decide(window, end, horizon, stats))
                     for batch, scanned in window:
                         stats.read += batch.size
@@ -253,6 +329,21 @@ class Cleaner:
             if group is not None and group.cleaned not in log.segments:
                 group.cleaned.delete_files()
             raise
+
+    def _compiled_filter(self, group: "_Group", end: int, horizon: int, stats: "_Stats"):
+        """Rules 3-4 for the batches sweep.filter_batches takes (None without the compiled codec)."""
+        if sweep.compiled() is None:
+            return None
+        digests, stored = self.map.tables
+
+        def recopy(chunk: memoryview, position: int) -> int:
+            done = sweep.filter_batches(chunk, position, digests, stored, end, horizon, group.take_run(),
+                                        self._buffers)
+            group.add_filtered(done)
+            stats.add(done.counts)
+            return done.position
+
+        return recopy
 
     def _swap(self, log, group: "_Group") -> int:
         """Rule 4's end for one group: commit and swap in; returns 1 if it was swapped in, else 0."""
@@ -321,6 +412,13 @@ class _Stats:
     def __init__(self):
         self.read = self.written = self.records = self.removed = self.tombstones = 0
 
+    def add(self, counts: dict[str, int]) -> None:
+        """sweep.Filtered.counts of one call."""
+        self.read += counts["read"]
+        self.records += counts["records"]
+        self.removed += counts["removed"]
+        self.tombstones += counts["tombstones"]
+
 
 class _Group:
     """One cleaned segment being written from consecutive source segments (Rule 4), with runs of emptied
@@ -360,12 +458,34 @@ class _Group:
         self._flush_run()
         self._append(header, raw)
 
+    def take_run(self) -> bytes | None:
+        """The pending empty header, handed to sweep.filter_batches (which returns it, maybe extended, to
+        add_filtered); one it cannot take (bytes after the header) is written out first."""
+        if self._run is not None and len(self._run[1]) != HEADER_SIZE:
+            self._flush_run()
+        run, self._run = self._run, None
+        return None if run is None else run[1]
+
+    def add_filtered(self, done) -> None:
+        """Add what sweep.filter_batches wrote (after take_run)."""
+        self.changed = self.changed or bool(done.counts["changed"])
+        start = len(self._pending)
+        self._pending += done.data
+        self._entries += [BatchEntry(start + position, base, end, timestamp, size)
+                          for position, base, end, timestamp, size in done.entries]
+        self._run = None if done.run is None else (parse_header(done.run), done.run)
+        if len(self._pending) >= IO_BUFFER_BYTES:
+            self._write_pending()
+
     def close(self) -> "_Group":
         self._flush_run()
         if self._entries:
-            self._write(self.cleaned, self._pending, self._entries, self._stats)
-            self._pending, self._entries = bytearray(), []
+            self._write_pending()
         return self
+
+    def _write_pending(self) -> None:
+        self._write(self.cleaned, self._pending, self._entries, self._stats)
+        self._pending, self._entries = bytearray(), []
 
     def _flush_run(self) -> None:
         if self._run is not None:
@@ -378,5 +498,4 @@ class _Group:
                                         header.max_timestamp, len(raw)))
         self._pending += raw
         if len(self._pending) >= IO_BUFFER_BYTES:
-            self._write(self.cleaned, self._pending, self._entries, self._stats)
-            self._pending, self._entries = bytearray(), []
+            self._write_pending()
