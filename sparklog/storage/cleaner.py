@@ -16,10 +16,23 @@ range's end is dropped when the map holds a later offset for its key, when it is
 whose timestamp is older than delete.retention.ms, or when it has no key (a topic made compact after
 null-key records were written: Kafka drops them too). Control batches are kept whole. Records at or past
 the range's end are kept. Offsets never change (records/retain.py): batches keep their headers, even empty
-ones, and consecutive empty ones of one producer become one header spanning their offsets. What to keep is
-decided for a window of ~WINDOW_RECORDS records at once (numpy), not record by record, from one scan of
-each batch (records/scan.py: key digests, offsets, timestamps, flags, with the GIL released when compiled),
-and the kept records are copied from that same scan, decompressed once.
+ones, and consecutive empty ones of one producer become one header spanning their offsets.
+Rule 3a (the tombstone horizon): a tombstone's age is its own record timestamp: it goes at the first clean
+after timestamp + delete.retention.ms (Kafka before KIP-534 aged whole segments, by the last modification
+time of the clean section's last segment). KIP-534 counts instead from the
+clean that first saw it (a deleteHorizonMs written into its batch's baseTimestamp, with attribute bit 0x40,
+the records' timestamp deltas re-encoded against it), so that a tombstone written long before a log was
+first cleaned still lives delete.retention.ms after that clean. Here such a tombstone can go at the first
+clean that sees it: a consumer reading the log during delete.retention.ms after the tombstone was
+*written* sees it; one that lags further (or a log compacted only later) may miss it. We keep records'
+bytes unchanged (Rule 1 of records/retain.py) and do not write the 0x40 bit.
+Rule 3b (how): a read buffer (IO_BUFFER_BYTES) of batches at a time goes to records/sweep.py, one compiled
+call per pass with the GIL released: it checks each batch (CRC-32C), scans its records, probes or fills
+the map and, in the recopy, copies the kept records and coalesces emptied headers, for every batch but
+compressed ones. Those (and every batch, without the compiled codec) take the pure-Python path: a window
+of ~WINDOW_RECORDS records decided at once (numpy) from one scan of each batch (records/scan.py: key
+digests, offsets, timestamps, flags), the kept records copied from that same scan, decompressed once. Both
+paths give the same bytes (tests/unit/storage/test_cleaner_sweep.py).
 Rule 4 (the recopy): consecutive segments are recopied into one cleaned segment while what it holds plus
 the next source segment's size stays within segment.bytes (so fully superseded segments merge into their
 neighbours) and its offsets span less than 2^31; each is written to `<base>.log.cleaned` (with its indexes),
