@@ -740,6 +740,7 @@ sparklog_crc32c_init()
 
 cdef enum:
     COMPRESSION_BITS = 0x07
+    DELETE_HORIZON_MASK = 0x40  # batch.DELETE_HORIZON_MASK (KIP-534)
     # v2 header offsets (batch.HEADER) of the fields the cleaner reads or rewrites
     LENGTH_OFFSET = 8
     LEADER_EPOCH_OFFSET = 12
@@ -977,11 +978,15 @@ cdef bint add_empty(Sink* sink, const uint8_t* header) noexcept nogil:
     return False
 
 
-cdef Py_ssize_t decide(const Scratch* s, Py_ssize_t count, const int64_t* digests, const int64_t* stored, int64_t mask,
-                       int64_t end_offset, int64_t horizon, int64_t* counters) noexcept nogil:
-    """cleaner.Cleaner._decide for one batch's records into s.keep; returns how many are kept."""
-    cdef Py_ssize_t index, kept = 0, latest_count = 0, slot
-    cdef bint latest, keep
+cdef Py_ssize_t decide(const Scratch* s, const uint8_t* head, const int64_t* digests, const int64_t* stored,
+                       int64_t mask, int64_t end_offset, int64_t now, Py_ssize_t* latest_count) noexcept nogil:
+    """cleaner.Cleaner._decide (Rules 3, 3a) for one batch's records into s.keep: how many are kept, or -1
+    when a tombstone is kept in a batch without a delete horizon (writing one is the pure-Python path's)."""
+    cdef Py_ssize_t index, kept = 0, count = get_i32(head + RECORD_COUNT_OFFSET), slot
+    cdef bint marked = get_i16(head + ATTRIBUTES_OFFSET) & DELETE_HORIZON_MASK
+    cdef bint expired = marked and now > get_i64(head + BASE_TIMESTAMP_OFFSET)
+    cdef bint latest, keep, tombstone
+    latest_count[0] = 0
     for index in range(min(count, PREFETCH_AHEAD)):
         prefetch(s, index - PREFETCH_AHEAD, count, digests, stored, mask)
     for index in range(count):
@@ -993,13 +998,13 @@ cdef Py_ssize_t decide(const Scratch* s, Py_ssize_t count, const int64_t* digest
             if s.digests[index] != 0:
                 slot = probe(digests, s.digests[index], mask)
                 latest = (stored[slot] if digests[slot] != 0 else -1) <= s.offsets[index]
-            keep = latest and (not (s.flags[index] & NULL_VALUE) or s.timestamps[index] >= horizon)
+            tombstone = s.flags[index] & NULL_VALUE
+            keep = latest and (not tombstone or not expired)
+            if keep and tombstone and not marked:
+                return -1
         s.keep[index] = keep
         kept += keep
-        latest_count += latest
-    counters[RECORDS] += count
-    counters[REMOVED] += count - kept
-    counters[TOMBSTONES] += latest_count - kept
+        latest_count[0] += latest
     return kept
 
 
@@ -1020,17 +1025,19 @@ cdef void rebuild(Sink* sink, const uint8_t* head, const Scratch* s, Py_ssize_t 
 
 
 def filter_batches(const uint8_t[::1] chunk, Py_ssize_t position, const int64_t[::1] digests,
-                   const int64_t[::1] stored, int64_t end_offset, int64_t horizon, uint8_t[::1] out,
+                   const int64_t[::1] stored, int64_t end_offset, int64_t now, uint8_t[::1] out,
                    int64_t[::1] entries, uint8_t[::1] run, bint has_run, int64_t[::1] counters):
     """The recopy (cleaner.py Rules 3-4) of every batch from `position` on that it takes: each data batch
-    below `end_offset` keeps the records the offset map and `horizon` keep (rebuilt as retain.py does), the
-    others are copied whole, and empty headers are coalesced into `run` (retain.py Rule 3).
+    below `end_offset` keeps the records the offset map keeps, less the tombstones of a batch whose delete
+    horizon is before `now` (rebuilt as retain.py does); the others are copied whole, and empty headers are
+    coalesced into `run` (retain.py Rule 3). A batch that keeps a tombstone and has no delete horizon yet
+    is not taken.
 
     `out` must hold the bytes from `position` on plus one header, `entries` ENTRY_FIELDS int64 for each batch
     that many bytes can hold plus one, `run` one header (`has_run`: it holds one). `counters` (READ ..
     CHANGED) are added to. Returns (the position of the first batch not taken, or the end; bytes written to
     `out`; entries written; whether `run` holds a header)."""
-    cdef Py_ssize_t end = chunk.shape[0], batch_size, count, kept
+    cdef Py_ssize_t end = chunk.shape[0], batch_size, count, kept, latest_count
     cdef int64_t mask = digests.shape[0] - 1
     cdef const uint8_t* head
     cdef uint8_t empty[HEADER_SIZE]
@@ -1048,7 +1055,12 @@ def filter_batches(const uint8_t[::1] chunk, Py_ssize_t position, const int64_t[
             if is_data(head) and get_i64(head) < end_offset:
                 if get_i16(head + ATTRIBUTES_OFFSET) & COMPRESSION_BITS or not scan_batch(head, batch_size, &s):
                     break
-                kept = decide(&s, count, &digests[0], &stored[0], mask, end_offset, horizon, &counters[0])
+                kept = decide(&s, head, &digests[0], &stored[0], mask, end_offset, now, &latest_count)
+                if kept < 0:
+                    break
+                counters[RECORDS] += count
+                counters[REMOVED] += count - kept
+                counters[TOMBSTONES] += latest_count - kept
                 if kept < count:
                     counters[CHANGED] = 1
                     if kept:

@@ -4,7 +4,8 @@ the per-batch work of records/scan.py and records/retain.py without a Python cal
 
 Rule 1: a call takes the batches from a position on, in order, and stops at the first it does not take: a
         compressed batch with records (decompressing is Python's), an empty batch with bytes after its
-        header, or anything malformed (magic, lengths, CRC-32C, records). The caller gives that batch to the
+        header, in the recopy a batch whose tombstone first gets a delete horizon (cleaner.py Rule 3a), or
+        anything malformed (magic, lengths, CRC-32C, records). The caller gives that batch to the
         pure-Python path (scan.py, retain.py), which decides and raises, then calls again after it.
 Rule 2: what a call does equals that path's result byte for byte: the same keys put in the same order (and
         the map filling at the same record), the same records kept, the same rebuilt headers and CRCs, the
@@ -76,13 +77,14 @@ class Buffers:
             self.entries = array("q", bytes(8 * rows))
 
 
-def filter_batches(chunk, position: int, digests: array, stored: array, end: int, horizon: int,
+def filter_batches(chunk, position: int, digests: array, stored: array, end: int, now: int,
                    run: bytes | None, buffers: Buffers) -> Filtered | None:
-    """The recopy of the batches from `position` on (cleaner.py Rule 3): a data batch below `end` keeps
-    each record whose key's map offset is not later, unless it is a tombstone older than `horizon`; other
-    batches are copied whole; emptied and empty batches coalesce into `run` (a 61-byte empty header, or
-    None). Written into `buffers`: `data` is valid until the next call with them. None without the compiled
-    codec."""
+    """The recopy of the batches from `position` on (cleaner.py Rules 3, 3a): a data batch below `end`
+    keeps each record whose key's map offset is not later, unless it is a tombstone in a batch whose delete
+    horizon is before `now`; other batches are copied whole; emptied and empty batches coalesce into `run`
+    (a 61-byte empty header, or None). A batch that keeps a tombstone but has no delete horizon yet is not
+    taken (Rule 1): writing one re-encodes its records (retain.py Rule 5). Written into `buffers`: `data` is
+    valid until the next call with them. None without the compiled codec."""
     extension = compiled()
     if extension is None:
         return None
@@ -90,7 +92,7 @@ def filter_batches(chunk, position: int, digests: array, stored: array, end: int
     header = bytearray(run if run is not None else HEADER_SIZE)
     counters = array("q", bytes(8 * len(COUNTERS)))
     entries = buffers.entries
-    position, used, count, has_run = extension.filter_batches(chunk, position, digests, stored, end, horizon,
+    position, used, count, has_run = extension.filter_batches(chunk, position, digests, stored, end, now,
                                                               buffers.out, entries, header, run is not None,
                                                               counters)
     rows = [tuple(entries[i:i + ENTRY_FIELDS]) for i in range(0, count * ENTRY_FIELDS, ENTRY_FIELDS)]

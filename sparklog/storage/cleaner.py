@@ -13,19 +13,17 @@ offset). When the map fills, the range ends at the base of the batch that did no
 cleaned next time.
 Rule 3 (what is kept): in every segment from the log start to the end of the range, a record below the
 range's end is dropped when the map holds a later offset for its key, when it is a tombstone (null value)
-whose timestamp is older than delete.retention.ms, or when it has no key (a topic made compact after
-null-key records were written: Kafka drops them too). Control batches are kept whole. Records at or past
-the range's end are kept. Offsets never change (records/retain.py): batches keep their headers, even empty
+past its batch's delete horizon (Rule 3a), or when it has no key (a topic made compact after null-key
+records were written: Kafka drops them too). Control batches are kept whole. Records at or past the
+range's end are kept. Offsets never change (records/retain.py): batches keep their headers, even empty
 ones, and consecutive empty ones of one producer become one header spanning their offsets.
-Rule 3a (the tombstone horizon): a tombstone's age is its own record timestamp: it goes at the first clean
-after timestamp + delete.retention.ms (Kafka before KIP-534 aged whole segments, by the last modification
-time of the clean section's last segment). KIP-534 counts instead from the
-clean that first saw it (a deleteHorizonMs written into its batch's baseTimestamp, with attribute bit 0x40,
-the records' timestamp deltas re-encoded against it), so that a tombstone written long before a log was
-first cleaned still lives delete.retention.ms after that clean. Here such a tombstone can go at the first
-clean that sees it: a consumer reading the log during delete.retention.ms after the tombstone was
-*written* sees it; one that lags further (or a log compacted only later) may miss it. We keep records'
-bytes unchanged (Rule 1 of records/retain.py) and do not write the 0x40 bit.
+Rule 3a (the delete horizon, KIP-534): a tombstone is kept by the first clean that sees it, which writes
+into its batch the delete horizon now + delete.retention.ms (records/retain.py Rule 5: attribute bit
+0x40, the horizon as baseTimestamp, record timestamps unchanged); a later clean whose time is past that
+horizon removes it. So a consumer that reads to the log end within delete.retention.ms of the clean that
+first saw a tombstone sees it, however old the tombstone's own timestamp is. (Kafka before KIP-534 aged
+whole segments by their modification time.) A tombstone is removed only at a clean: one that is due
+waits for the log's next one (its dirty ratio or max.compaction.lag.ms).
 Rule 3b (how): a read buffer (IO_BUFFER_BYTES) of batches at a time goes to records/sweep.py, one compiled
 call per pass with the GIL released: it checks each batch (CRC-32C), scans its records, probes or fills
 the map and, in the recopy, copies the kept records and coalesces emptied headers, for every batch but
@@ -54,13 +52,13 @@ import time
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
 from sparklog.records import sweep
-from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE, BatchHeader,
-                                    RecordBatch, iter_batches, parse_header, peek_size)
+from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, DELETE_HORIZON_MASK,
+                                    HEADER_SIZE, BatchHeader, RecordBatch, iter_batches, parse_header, peek_size)
 from sparklog.records.retain import can_extend, extend_empty, retain_scanned
 from sparklog.records.scan import NULL_VALUE, RecordScan, scan
 from sparklog.storage.config import INT32_MAX
@@ -225,10 +223,9 @@ class Cleaner:
             return None
         stats = _Stats()
         end = self._build_map(log, span, stats)
-        horizon = now - log.config.delete_retention_ms
         swapped = 0
-        for group in self._recopy_groups(log, [s for s in log.segments[:-1] if s.base_offset < end], end, horizon,
-                                         stats):
+        for group in self._recopy_groups(log, [s for s in log.segments[:-1] if s.base_offset < end], end,
+                                         _Horizon(now, now + log.config.delete_retention_ms), stats):
             swapped += self._swap(log, group)
         log.write_cleaner_checkpoint(end)
         return CleanResult(now, time.monotonic() - started, span.first_dirty, end, span.dirty_ratio,
@@ -311,7 +308,7 @@ class Cleaner:
         if window:
             yield window
 
-    def _recopy_groups(self, log, segments: list[LogSegment], end: int, horizon: int,
+    def _recopy_groups(self, log, segments: list[LogSegment], end: int, horizon: "_Horizon",
                        stats: "_Stats") -> Iterator["_Group"]:
         """Rule 4: recopy `segments` into cleaned segments, each closed (and yielded, to be swapped in) when the
         next source segment might not fit beside what it holds already."""
@@ -331,8 +328,9 @@ class Cleaner:
                         stats.read += batch.size
                         out = None
                         if scanned is not None and batch.base_offset < end:
-                            keep = next(decided)
-                            out = None if keep is None else retain_scanned(batch, scanned, keep)
+                            keep, mark = next(decided)
+                            out = None if keep is None else retain_scanned(batch, scanned, keep,
+                                                                           horizon.new if mark else None)
                         group.add(batch, out)
                 group.sources.append(segment)
             if group is not None:
@@ -343,14 +341,14 @@ class Cleaner:
                 group.cleaned.delete_files()
             raise
 
-    def _compiled_filter(self, group: "_Group", end: int, horizon: int, stats: "_Stats"):
+    def _compiled_filter(self, group: "_Group", end: int, horizon: "_Horizon", stats: "_Stats"):
         """Rules 3-4 for the batches sweep.filter_batches takes (None without the compiled codec)."""
         if sweep.compiled() is None:
             return None
         digests, stored = self.map.tables
 
         def recopy(chunk: memoryview, position: int) -> int:
-            done = sweep.filter_batches(chunk, position, digests, stored, end, horizon, group.take_run(),
+            done = sweep.filter_batches(chunk, position, digests, stored, end, horizon.now, group.take_run(),
                                         self._buffers)
             group.add_filtered(done)
             stats.add(done.counts)
@@ -383,28 +381,33 @@ class Cleaner:
         cleaned.append(data, entries)
         stats.written += len(data)
 
-    def _decide(self, window: list, end: int, horizon: int, stats: "_Stats") -> list[bytes | None]:
-        """Rule 3 for the data batches of a window below `end`, all records at once: for each, a keep byte per
-        record, or None when it keeps them all."""
-        data = [c for b, c in window if c is not None and b.base_offset < end]
+    def _decide(self, window: list, end: int, horizon: "_Horizon", stats: "_Stats") -> list[tuple]:
+        """Rules 3 and 3a for the data batches of a window below `end`, all records at once: for each, (a keep
+        byte per record, or None when it keeps them all and is unchanged; whether its delete horizon is to be
+        set)."""
+        data = [(b, c) for b, c in window if c is not None and b.base_offset < end]
         if not data:
             return []
-        digests, offsets, timestamps = (_concat(data, name) for name in ("digests", "offsets", "timestamps"))
-        flags = _concat(data, "flags", np.uint8)
+        scans = [c for _, c in data]
+        digests, offsets = _concat(scans, "digests"), _concat(scans, "offsets")
+        tombstone = _concat(scans, "flags", np.uint8) & NULL_VALUE != 0
+        counts = [len(c.digests) for c in scans]
         n = len(digests)
+        marked = np.array([b.attributes & DELETE_HORIZON_MASK != 0 for b, _ in data])
+        expired = np.repeat(marked & (horizon.now > np.array([b.base_timestamp for b, _ in data])), counts)
         past = offsets >= end
         latest = past | ((digests != 0) & (self.map.get_digests(digests) <= offsets))
-        keep = latest & ((flags & NULL_VALUE == 0) | (timestamps >= horizon) | past)
+        keep = latest & (~tombstone | ~expired | past)
         kept = int(keep.sum())
         stats.records += n
         stats.removed += n - kept
         stats.tombstones += int(latest.sum()) - kept  # the latest records dropped: expired tombstones
-        counts = [len(c.digests) for c in data]
         starts = np.cumsum([0] + counts[:-1])
         kept_per_batch = np.add.reduceat(keep, starts).tolist()
+        mark = (np.add.reduceat(keep & tombstone & ~past, starts) > 0) & ~marked  # Rule 3a: first seen
         keep_bytes = keep.view(np.uint8)
-        return [None if k == n else keep_bytes[a:a + n].tobytes()
-                for a, n, k in zip(starts.tolist(), counts, kept_per_batch)]
+        return [(None if k == n and not m else keep_bytes[a:a + n].tobytes(), m)
+                for a, n, k, m in zip(starts.tolist(), counts, kept_per_batch, mark.tolist())]
 
     def _remove_leftovers(self, directory: str, base: int) -> None:
         """Files of an earlier clean of this group that failed (never swapped): start from nothing."""
@@ -417,6 +420,13 @@ class Cleaner:
 def _concat(scans: list[RecordScan], column: str, dtype=np.int64) -> np.ndarray:
     """One column of every scan, end to end."""
     return np.frombuffer(b"".join(getattr(s, column) for s in scans), dtype=dtype)
+
+
+class _Horizon(NamedTuple):
+    """Rule 3a for one clean: its time, and the delete horizon it writes into batches of new tombstones."""
+
+    now: int
+    new: int
 
 
 class _Stats:

@@ -1123,6 +1123,11 @@ class PartitionLog:
             i = segments.index(old[0])
             if segments[i:i + len(old)] != old or i + len(old) == len(segments):
                 return False
+            following, hw = segments[i + len(old)], self._hw
+            if old[0].base_offset <= hw.segment_base and hw.offset == following.base_offset:
+                # The HW sits at the end of `old`: name the same offset as the start of the segment after
+                # it, true of the old segments and of `cleaned`, whose size differs (KIP-534 can grow it).
+                self._hw = _Visible(hw.offset, following.base_offset, 0)
             self._retire_locked(list(old))
             cleaned.rename_files("")
             self._set_segments(segments[:i] + (cleaned,) + segments[i + len(old):])

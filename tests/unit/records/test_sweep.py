@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from sparklog.records import sweep
 from sparklog.records.batch import build_batch, iter_batches
+from sparklog.records.retain import retain_scanned
 from sparklog.records.scan import scan
 from sparklog.storage.offset_map import OffsetMap
 from support.codecs import switched
@@ -80,7 +81,7 @@ def test_a_batch_with_a_bad_crc_or_a_torn_tail_is_not_taken():
     assert sweep.put_batches(memoryview(good)[:-1], 0, digests, stored, 1, offset_map.max_entries, 0)[0] == 0
 
 
-def test_filter_batches_keeps_the_latest_and_coalesces_emptied_batches():
+def test_filter_batches_keeps_the_latest_coalesces_emptied_batches_and_leaves_new_tombstones_to_python():
     data = log_bytes([([(b"a", b"1", None, 1), (b"b", b"1", None, 1)], "none"), ([(b"a", b"2", None, 2)], "none"),
                       ([(b"a", b"3", None, 3)], "none"), ([(b"b", None, None, 4)], "none")])
     offset_map = OffsetMap(4096)
@@ -88,12 +89,23 @@ def test_filter_batches_keeps_the_latest_and_coalesces_emptied_batches():
     digests, stored = offset_map.tables
     done = sweep.filter_batches(memoryview(data), 0, digests, stored, 5, 0, None, sweep.Buffers())
     out = list(iter_batches(bytes(done.data)))
-    assert done.position == len(data) and done.counts == dict(read=len(data), records=5, removed=3, tombstones=0,
-                                                              changed=1)
-    # [0, 2) and [2, 3) emptied: one header spans both; the batches at 3 and 4 are copied as they were
-    assert [(b.base_offset, b.next_offset, b.record_count) for b in out] == [(0, 3, 0), (3, 4, 1), (4, 5, 1)]
-    assert [e[1:3] for e in done.entries] == [(0, 3), (3, 4), (4, 5)] and done.run is None
-    assert bytes(done.data)[61:] == data[-len(bytes(done.data)) + 61:]
-    done = sweep.filter_batches(memoryview(data), 0, digests, stored, 5, 10, None, sweep.Buffers())
-    assert done.counts["tombstones"] == 1  # b's tombstone is older than the horizon 10: emptied, left pending
-    assert next(iter_batches(done.run)).base_offset == 4
+    tombstone = list(iter_batches(data))[-1]
+    # b's tombstone has no delete horizon yet: writing one is the pure-Python path's (sweep.py Rule 1)
+    assert done.position == len(data) - tombstone.size
+    assert done.counts == dict(read=done.position, records=4, removed=3, tombstones=0, changed=1)
+    # [0, 2) and [2, 3) emptied: one header spans both; the batch at 3 is copied as it was
+    assert [(b.base_offset, b.next_offset, b.record_count) for b in out] == [(0, 3, 0), (3, 4, 1)]
+    assert [e[1:3] for e in done.entries] == [(0, 3), (3, 4)] and done.run is None
+    assert bytes(done.data)[61:] == bytes(list(iter_batches(data))[2].raw)
+
+
+@pytest.mark.parametrize("now, removed", [(100, 0), (101, 1)])
+def test_filter_batches_removes_a_tombstone_once_past_its_batch_delete_horizon(now, removed):
+    (batch,) = iter_batches(build_batch([(b"b", None, None, 4)], base_offset=4))
+    marked = retain_scanned(batch, scan(batch), b"\x01", delete_horizon=100)
+    offset_map = OffsetMap(4096)
+    offset_map.put_all([b"b"], [4])
+    digests, stored = offset_map.tables
+    done = sweep.filter_batches(memoryview(marked), 0, digests, stored, 5, now, None, sweep.Buffers())
+    assert done.position == len(marked) and done.counts["tombstones"] == removed
+    assert (done.run is not None) == bool(removed)  # emptied: a pending empty header

@@ -126,6 +126,37 @@ def test_tombstones_delete_a_key_and_go_after_delete_retention_ms(tmp_path, flus
     log.close()
 
 
+def test_a_tombstone_lives_delete_retention_ms_after_the_clean_that_first_saw_it(tmp_path, flusher):
+    """KIP-534: the first clean writes the delete horizon into the tombstone's batch; its own timestamp
+    (here long past delete.retention.ms) does not count."""
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher)
+
+    def clean_again():  # a new dirty section, so that the cleaner runs
+        append(log, [(b"other", b"%d" % clock.now)], clock)
+        log.roll()
+        log.flush()
+        return clean(log, clock)
+
+    append(log, [(b"a", b"1")], clock)
+    append(log, [(b"a", None), (b"b", b"1")], clock, "gzip")
+    log.roll()
+    log.flush()
+    clock.now += 10 * RETENTION
+    first = clean(log, clock)
+    assert first.tombstones_removed == 0 and [(o, k, v) for o, k, v, _ in records(log)][:2] == [(1, b"a", None),
+                                                                                           (2, b"b", b"1")]
+    (batch,) = [b for p in log.iter_slices(1) for b in iter_batches(p.read_bytes()) if b.base_offset == 1]
+    assert batch.delete_horizon_ms == clock.now + RETENTION and batch.compression == CODECS["gzip"]
+    assert [r.timestamp for r in batch.records()] == [T0, T0]  # the records' own timestamps are unchanged
+    clock.now += RETENTION
+    assert clean_again().tombstones_removed == 0  # at the horizon, not past it
+    clock.now += 1
+    assert clean_again().tombstones_removed == 1
+    assert [k for _, k, _, _ in records(log)][:1] == [b"b"]
+    log.close()
+
+
 def test_the_active_segment_and_records_younger_than_min_compaction_lag_are_not_cleaned(tmp_path, flusher):
     clock = Clock()
     log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher, **{"min.compaction.lag.ms": 500})
