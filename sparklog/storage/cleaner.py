@@ -27,7 +27,8 @@ waits for the log's next one (its dirty ratio or max.compaction.lag.ms).
 Rule 3b (how): a read buffer (IO_BUFFER_BYTES) of batches at a time goes to records/sweep.py, one compiled
 call per pass with the GIL released: it checks each batch (CRC-32C), scans its records, probes or fills
 the map and, in the recopy, copies the kept records and coalesces emptied headers, for every batch but
-compressed ones. Those (and every batch, without the compiled codec) take the pure-Python path: a window
+compressed ones and those whose tombstones first get a delete horizon (Rule 3a). Those (and every batch,
+without the compiled codec) take the pure-Python path: a window
 of ~WINDOW_RECORDS records decided at once (numpy) from one scan of each batch (records/scan.py: key
 digests, offsets, timestamps, flags), the kept records copied from that same scan, decompressed once. Both
 paths give the same bytes (tests/unit/storage/test_cleaner_sweep.py).
