@@ -1091,3 +1091,20 @@ def filter_batches(const uint8_t[::1] chunk, Py_ssize_t position, const int64_t[
             position += batch_size
         free_scratch(&s)
     return position, sink.used, sink.count, sink.has_run
+
+
+def whole_prefix(const uint8_t[::1] chunk):
+    """How many bytes of `chunk` are whole batches by their lengths; all of it at a length too small to be a
+    batch (cleaner._whole_batches, whose loop this is)."""
+    cdef Py_ssize_t end = chunk.shape[0], position = 0
+    cdef int64_t size
+    with nogil:
+        while end - position >= HEADER_SIZE:
+            size = <int64_t>get_i32(&chunk[position] + LENGTH_OFFSET) + LOG_OVERHEAD
+            if size < HEADER_SIZE:
+                position = end
+                break
+            if size > end - position:
+                break
+            position += size
+    return position

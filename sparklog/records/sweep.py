@@ -48,6 +48,13 @@ def compiled():
     return _cbatch
 
 
+def whole_prefix(chunk) -> int | None:
+    """How many bytes of `chunk` are whole batches by their lengths (all of it at a length too small to be
+    one), walked without the interpreter lock; None without the compiled codec."""
+    extension = compiled()
+    return None if extension is None else extension.whole_prefix(chunk)
+
+
 def put_batches(chunk, position: int, digests: array, stored: array, size: int, limit: int,
                 first_dirty: int) -> tuple[int, int, bool] | None:
     """Put the keys of the batches from `position` on into the offset map's tables (`digests`, `stored`,

@@ -167,6 +167,9 @@ def segment_batches(segment: LogSegment, files, throttle: Throttle | None = None
 def _whole_batches(chunk: bytes) -> int:
     """How many bytes of `chunk` are whole batches by their lengths; all of it at a length too small to be a
     batch (iter_batches then says what is wrong)."""
+    compiled = sweep.whole_prefix(chunk)
+    if compiled is not None:
+        return compiled
     position, end = 0, len(chunk)
     while end - position >= HEADER_SIZE:
         size = peek_size(chunk, position)

@@ -109,3 +109,18 @@ def test_filter_batches_removes_a_tombstone_once_past_its_batch_delete_horizon(n
     done = sweep.filter_batches(memoryview(marked), 0, digests, stored, 5, now, None, sweep.Buffers())
     assert done.position == len(marked) and done.counts["tombstones"] == removed
     assert (done.run is not None) == bool(removed)  # emptied: a pending empty header
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(0, 3), min_size=1, max_size=6), cut=st.integers(0, 400),
+       garbage=st.booleans())
+def test_whole_prefix_ends_where_the_last_whole_batch_ends(sizes, cut, garbage):
+    data = log_bytes([([(b"k", b"v" * 30 * n, None, 1)], "none") for n in sizes])
+    if garbage:  # a header whose length (0) is too small for a batch: handed on, for iter_batches to refuse
+        assert sweep.whole_prefix(data + bytes(61)) == len(data) + 61
+        return
+    chunk = data[:max(0, len(data) - cut)]
+    ends = [0]
+    for batch in iter_batches(data):
+        ends.append(ends[-1] + batch.size)
+    assert sweep.whole_prefix(chunk) == max(e for e in ends if e <= len(chunk))
