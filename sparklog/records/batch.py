@@ -83,6 +83,7 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40  # KIP-534: baseTimestamp holds the batch's delete horizon (set by the log cleaner)
 
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
@@ -138,6 +139,11 @@ class BatchHeader(NamedTuple):
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the log cleaner may remove this batch's tombstones (KIP-534), or None: not set yet."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_MASK else None
 
 
 def parse_header(buffer, position: int = 0) -> BatchHeader:

@@ -13,7 +13,13 @@ written uncompressed. Consecutive emptied batches of one producer (the same prod
 transactional flag and partition leader epoch, with sequences that follow on) are coalesced into one header
 spanning their offsets (`extend_empty`): a fetch of nothing but empty batches is what librdkafka takes for
 a message too large to fetch, and it gives up after a few in a row.
-Rule 4: a batch whose every record is kept is returned as it was (the caller copies its bytes unchanged).
+Rule 4: a batch whose every record is kept is returned as it was (the caller copies its bytes unchanged),
+unless a delete horizon is to be set.
+Rule 5 (KIP-534): `retain_scanned(..., delete_horizon=ms)` also writes the batch's delete horizon: the
+DELETE_HORIZON_MASK attribute bit, and `ms` as its baseTimestamp. The kept records of a CreateTime batch
+then have their timestampDelta re-encoded against the new base (so their timestamps do not change, and
+only that varint of their bytes does); a LogAppendTime batch's records take its maxTimestamp and are copied
+as they are.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from crc32c import crc32c
 from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
+    DELETE_HORIZON_MASK,
+    TIMESTAMP_TYPE_MASK,
     HEADER_SIZE,
     LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,
@@ -33,6 +41,7 @@ from sparklog.records.batch import (
     RecordBatch,
     RecordColumns,
     decode_varint,
+    encode_varint,
 )
 from sparklog.records.compression import compress, decompress
 from sparklog.records.scan import RecordScan, join_kept
@@ -41,7 +50,8 @@ from sparklog.records.scan import RecordScan, join_kept
 _ATTRIBUTES = struct.Struct(">h")
 _RECORD_COUNT = struct.Struct(">i")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
-_MAX_TIMESTAMP = struct.Struct(">q")
+_TIMESTAMP = struct.Struct(">q")  # baseTimestamp, maxTimestamp
+_BASE_TIMESTAMP_OFFSET = LAST_OFFSET_DELTA_OFFSET + struct.calcsize(">i")  # after lastOffsetDelta
 _MAX_TIMESTAMP_OFFSET = LAST_OFFSET_DELTA_OFFSET + struct.calcsize(">iq")  # after lastOffsetDelta, baseTimestamp
 _RECORD_COUNT_OFFSET = HEADER_SIZE - _RECORD_COUNT.size
 _LENGTH = struct.Struct(">i")
@@ -76,17 +86,38 @@ def retain(batch: RecordBatch, columns: RecordColumns, keep: list[bool]) -> byte
     return _rebuild(batch, kept, section)
 
 
-def retain_scanned(batch: RecordBatch, scanned: RecordScan, keep: bytes) -> bytes | None:
+def retain_scanned(batch: RecordBatch, scanned: RecordScan, keep: bytes, delete_horizon: int | None = None
+                   ) -> bytes | None:
     """`retain` from a scan of the batch (records/scan.py): its section is not decompressed again, and the
-    kept records are copied out in one pass. `keep` has one byte per record, not 0 to keep it."""
+    kept records are copied out in one pass. `keep` has one byte per record, not 0 to keep it. With
+    `delete_horizon`, the batch is rewritten with it (Rule 5) even if every record is kept."""
     kept = len(keep) - keep.count(0)
-    if kept == len(keep):
+    if kept == len(keep) and delete_horizon is None:
         return None
-    return _rebuild(batch, kept, join_kept(scanned.section, scanned.ends, keep) if kept else b"")
+    section = join_kept(scanned.section, scanned.ends, keep) if kept else b""
+    if delete_horizon is None:
+        return _rebuild(batch, kept, section)
+    if not batch.attributes & TIMESTAMP_TYPE_MASK:
+        section = _rebase_timestamps(section, batch.base_timestamp - delete_horizon)
+    return _rebuild(batch, kept, section, delete_horizon)
 
 
-def _rebuild(batch: RecordBatch, kept: int, section: bytes) -> bytes:
-    """The batch's header around the `kept` records of uncompressed `section`, compressed with its codec."""
+def _rebase_timestamps(section: bytes, shift: int) -> bytes:
+    """The records of an uncompressed section with `shift` added to each timestampDelta (Rule 5)."""
+    out, position = bytearray(), 0
+    while position < len(section):
+        length, body = decode_varint(section, position)
+        delta, rest = decode_varint(section, body + 1)  # after the attributes byte
+        record = section[body:body + 1] + encode_varint(delta + shift) + section[rest:body + length]
+        out += encode_varint(len(record))
+        out += record
+        position = body + length
+    return bytes(out)
+
+
+def _rebuild(batch: RecordBatch, kept: int, section: bytes, delete_horizon: int | None = None) -> bytes:
+    """The batch's header around the `kept` records of uncompressed `section`, compressed with its codec,
+    with `delete_horizon` written (Rule 5) when given."""
     codec = batch.attributes & COMPRESSION_MASK
     attributes = batch.attributes
     if kept == 0:
@@ -94,6 +125,9 @@ def _rebuild(batch: RecordBatch, kept: int, section: bytes) -> bytes:
     elif codec:
         section = compress(codec, section)
     head = bytearray(batch.raw[:HEADER_SIZE])
+    if delete_horizon is not None:
+        attributes |= DELETE_HORIZON_MASK
+        _TIMESTAMP.pack_into(head, _BASE_TIMESTAMP_OFFSET, delete_horizon)
     _LENGTH.pack_into(head, LOG_OVERHEAD - _LENGTH.size, HEADER_SIZE - LOG_OVERHEAD + len(section))
     _ATTRIBUTES.pack_into(head, ATTRIBUTES_OFFSET, attributes)
     _RECORD_COUNT.pack_into(head, _RECORD_COUNT_OFFSET, kept)
@@ -122,6 +156,6 @@ def extend_empty(run: bytes, empty: BatchHeader) -> tuple[BatchHeader, bytes]:
     head = bytearray(run[:HEADER_SIZE])
     first = parse_header(head)
     _LAST_OFFSET_DELTA.pack_into(head, LAST_OFFSET_DELTA_OFFSET, empty.last_offset - first.base_offset)
-    _MAX_TIMESTAMP.pack_into(head, _MAX_TIMESTAMP_OFFSET, max(first.max_timestamp, empty.max_timestamp))
+    _TIMESTAMP.pack_into(head, _MAX_TIMESTAMP_OFFSET, max(first.max_timestamp, empty.max_timestamp))
     _CRC.pack_into(head, _CRC_OFFSET, crc32c(memoryview(head)[ATTRIBUTES_OFFSET:]))
     return parse_header(head), bytes(head)

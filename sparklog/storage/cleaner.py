@@ -13,13 +13,25 @@ offset). When the map fills, the range ends at the base of the batch that did no
 cleaned next time.
 Rule 3 (what is kept): in every segment from the log start to the end of the range, a record below the
 range's end is dropped when the map holds a later offset for its key, when it is a tombstone (null value)
-whose timestamp is older than delete.retention.ms, or when it has no key (a topic made compact after
-null-key records were written: Kafka drops them too). Control batches are kept whole. Records at or past
-the range's end are kept. Offsets never change (records/retain.py): batches keep their headers, even empty
-ones, and consecutive empty ones of one producer become one header spanning their offsets. What to keep is
-decided for a window of ~WINDOW_RECORDS records at once (numpy), not record by record, from one scan of
-each batch (records/scan.py: key digests, offsets, timestamps, flags, with the GIL released when compiled),
-and the kept records are copied from that same scan, decompressed once.
+past its batch's delete horizon (Rule 3a), or when it has no key (a topic made compact after null-key
+records were written: Kafka drops them too). Control batches are kept whole. Records at or past the
+range's end are kept. Offsets never change (records/retain.py): batches keep their headers, even empty
+ones, and consecutive empty ones of one producer become one header spanning their offsets.
+Rule 3a (the delete horizon, KIP-534): a tombstone is kept by the first clean that sees it, which writes
+into its batch the delete horizon now + delete.retention.ms (records/retain.py Rule 5: attribute bit
+0x40, the horizon as baseTimestamp, record timestamps unchanged); a later clean whose time is past that
+horizon removes it. So a consumer that reads to the log end within delete.retention.ms of the clean that
+first saw a tombstone sees it, however old the tombstone's own timestamp is. (Kafka before KIP-534 aged
+whole segments by their modification time.) A tombstone is removed only at a clean: one that is due
+waits for the log's next one (its dirty ratio or max.compaction.lag.ms).
+Rule 3b (how): a read buffer (IO_BUFFER_BYTES) of batches at a time goes to records/sweep.py, one compiled
+call per pass with the GIL released: it checks each batch (CRC-32C), scans its records, probes or fills
+the map and, in the recopy, copies the kept records and coalesces emptied headers, for every batch but
+compressed ones and those whose tombstones first get a delete horizon (Rule 3a). Those (and every batch,
+without the compiled codec) take the pure-Python path: a window
+of ~WINDOW_RECORDS records decided at once (numpy) from one scan of each batch (records/scan.py: key
+digests, offsets, timestamps, flags), the kept records copied from that same scan, decompressed once. Both
+paths give the same bytes (tests/unit/storage/test_cleaner_sweep.py).
 Rule 4 (the recopy): consecutive segments are recopied into one cleaned segment while what it holds plus
 the next source segment's size stays within segment.bytes (so fully superseded segments merge into their
 neighbours) and its offsets span less than 2^31; each is written to `<base>.log.cleaned` (with its indexes),
@@ -36,15 +48,18 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import time
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
-from sparklog.records.batch import HEADER_SIZE, BatchHeader, RecordBatch, iter_batches, parse_header, peek_size
+from sparklog.records import sweep
+from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, DELETE_HORIZON_MASK,
+                                    HEADER_SIZE, BatchHeader, RecordBatch, iter_batches, parse_header, peek_size)
 from sparklog.records.retain import can_extend, extend_empty, retain_scanned
 from sparklog.records.scan import NULL_VALUE, RecordScan, scan
 from sparklog.storage.config import INT32_MAX
@@ -57,6 +72,7 @@ IO_BUFFER_BYTES = 1024 * 1024  # log.cleaner.io.buffer.size: Kafka's 512 KiB, fo
 WINDOW_RECORDS = 4096  # records decoded before the offset map is asked about all their keys at once
 
 Throttle = Callable[[int], None]
+_BASE_OFFSET, _ATTRIBUTES, _COUNT = struct.Struct(">q"), struct.Struct(">h"), struct.Struct(">i")  # batch.HEADER's
 
 
 class DedupeBufferTooSmall(Exception):
@@ -123,24 +139,61 @@ def cleanable_range(log, now_ms: int) -> CleanableRange | None:
     return CleanableRange(first_dirty, end, clean, dirty, first_ts)
 
 
-def segment_batches(segment: LogSegment, files, throttle: Throttle | None = None) -> Iterator[RecordBatch]:
-    """Every batch of a closed segment, CRC-checked, read IO_BUFFER_BYTES at a time through `throttle`."""
+def segment_chunks(segment: LogSegment, files, throttle: Throttle | None = None) -> Iterator[memoryview]:
+    """The bytes of a closed segment, IO_BUFFER_BYTES at a time through `throttle`, each piece ending where a
+    batch ends (a batch larger than the buffer is read whole)."""
     with segment.pinned() as fd:
         end, position, want = segment.size, 0, IO_BUFFER_BYTES
         while position < end:
             chunk = files.pread(fd, min(want, end - position), position)
             if throttle is not None:
                 throttle(len(chunk))
-            used = 0
-            for batch in iter_batches(memoryview(chunk)):
-                yield batch
-                used += batch.size
-            if used:
-                position, want = position + used, IO_BUFFER_BYTES
+            whole = _whole_batches(chunk)
+            if whole:
+                yield memoryview(chunk)[:whole]
+                position, want = position + whole, IO_BUFFER_BYTES
             elif len(chunk) >= HEADER_SIZE and peek_size(chunk) > len(chunk):
                 want = peek_size(chunk)  # one batch larger than the buffer
             else:
                 raise ValueError(f"{segment.path}: no whole batch at byte {position}")
+
+
+def segment_batches(segment: LogSegment, files, throttle: Throttle | None = None) -> Iterator[RecordBatch]:
+    """Every batch of a closed segment, CRC-checked (segment_chunks)."""
+    for chunk in segment_chunks(segment, files, throttle):
+        yield from iter_batches(chunk)
+
+
+def _whole_batches(chunk: bytes) -> int:
+    """How many bytes of `chunk` are whole batches by their lengths; all of it at a length too small to be a
+    batch (iter_batches then says what is wrong)."""
+    compiled = sweep.whole_prefix(chunk)
+    if compiled is not None:
+        return compiled
+    position, end = 0, len(chunk)
+    while end - position >= HEADER_SIZE:
+        size = peek_size(chunk, position)
+        if size < HEADER_SIZE:
+            return end
+        if size > end - position:
+            break
+        position += size
+    return position
+
+
+def _compressed_data(chunk: memoryview, position: int) -> bool:
+    """Is the batch at `position` one that sweep.py leaves to Python (a compressed batch with records)?"""
+    attributes, count = _ATTRIBUTES.unpack_from(chunk, position + ATTRIBUTES_OFFSET)[0], _COUNT.unpack_from(
+        chunk, position + HEADER_SIZE - _COUNT.size)[0]
+    return bool(attributes & COMPRESSION_MASK) and count > 0 and not attributes & CONTROL_MASK
+
+
+class _MapFull(Exception):
+    """The offset map filled at the batch based at `base_offset` (Rule 2)."""
+
+    def __init__(self, base_offset: int):
+        super().__init__(base_offset)
+        self.base_offset = base_offset
 
 
 class Cleaner:
@@ -154,6 +207,7 @@ class Cleaner:
         self._files = files
         self._throttle = throttle
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self._buffers = sweep.Buffers()
 
     @property
     def map(self) -> OffsetMap:
@@ -173,10 +227,9 @@ class Cleaner:
             return None
         stats = _Stats()
         end = self._build_map(log, span, stats)
-        horizon = now - log.config.delete_retention_ms
         swapped = 0
-        for group in self._recopy_groups(log, [s for s in log.segments[:-1] if s.base_offset < end], end, horizon,
-                                         stats):
+        for group in self._recopy_groups(log, [s for s in log.segments[:-1] if s.base_offset < end], end,
+                                         _Horizon(now, now + log.config.delete_retention_ms), stats):
             swapped += self._swap(log, group)
         log.write_cleaner_checkpoint(end)
         return CleanResult(now, time.monotonic() - started, span.first_dirty, end, span.dirty_ratio,
@@ -186,43 +239,80 @@ class Cleaner:
         """Rule 2: returns the end of the range that the map covers."""
         offset_map = self.map
         offset_map.clear()
-        for segment in log.segments[:-1]:
-            if segment.next_offset <= span.first_dirty:
-                continue
-            if segment.base_offset >= span.end:
-                break
-            for window in self._windows(segment):
-                dirty = [(b, c) for b, c in window if c is not None and b.next_offset > span.first_dirty]
-                if not dirty:
+        try:
+            for segment in log.segments[:-1]:
+                if segment.next_offset <= span.first_dirty:
                     continue
-                scans = [c for _, c in dirty]
-                digests = _concat(scans, "digests")
-                taken = offset_map.put_digests(digests, _concat(scans, "offsets"))
-                if taken < len(digests):
-                    starts = list(accumulate(len(c.digests) for _, c in dirty))
-                    batch = dirty[bisect_right(starts, taken)][0]
-                    if batch.base_offset <= span.first_dirty:
-                        raise DedupeBufferTooSmall(
-                            f"{log.name}: the offset map of {offset_map.max_entries} entries cannot hold the keys "
-                            f"of the batch at offset {batch.base_offset}; raise log.cleaner.dedupe.buffer.size")
-                    return batch.base_offset
+                if segment.base_offset >= span.end:
+                    break
+                for window in self._windows(segment, self._compiled_put(offset_map, span.first_dirty)):
+                    self._put_window(offset_map, window, span.first_dirty)
+        except _MapFull as full:
+            if full.base_offset <= span.first_dirty:
+                raise DedupeBufferTooSmall(
+                    f"{log.name}: the offset map of {offset_map.max_entries} entries cannot hold the keys "
+                    f"of the batch at offset {full.base_offset}; raise log.cleaner.dedupe.buffer.size") from None
+            return full.base_offset
         return span.end
 
-    def _windows(self, segment: LogSegment) -> Iterator[list[tuple[RecordBatch, RecordScan | None]]]:
+    @staticmethod
+    def _put_window(offset_map: OffsetMap, window: list, first_dirty: int) -> None:
+        """Rule 2 for a window of batches on the pure-Python path; raises _MapFull."""
+        dirty = [(b, c) for b, c in window if c is not None and b.next_offset > first_dirty]
+        if not dirty:
+            return
+        scans = [c for _, c in dirty]
+        digests = _concat(scans, "digests")
+        taken = offset_map.put_digests(digests, _concat(scans, "offsets"))
+        if taken < len(digests):
+            starts = list(accumulate(len(c.digests) for _, c in dirty))
+            raise _MapFull(dirty[bisect_right(starts, taken)][0].base_offset)
+
+    @staticmethod
+    def _compiled_put(offset_map: OffsetMap, first_dirty: int):
+        """Rule 2 for the batches sweep.put_batches takes (None without the compiled codec); raises _MapFull."""
+        if sweep.compiled() is None:
+            return None
+        digests, stored = offset_map.tables
+
+        def put(chunk: memoryview, position: int) -> int:
+            position, offset_map.size, full = sweep.put_batches(chunk, position, digests, stored, offset_map.size,
+                                                                offset_map.max_entries, first_dirty)
+            if full:
+                raise _MapFull(_BASE_OFFSET.unpack_from(chunk, position)[0])
+            return position
+
+        return put
+
+    def _windows(self, segment: LogSegment, compiled=None) -> Iterator[list[tuple[RecordBatch, RecordScan | None]]]:
         """The batches of `segment` with their scans (None for control and empty batches), about
-        WINDOW_RECORDS records at a time: the offset map is asked once per window, not once per batch."""
+        WINDOW_RECORDS records at a time: the offset map is asked once per window, not once per batch.
+
+        With `compiled` (a sweep.py pass: (chunk, position) -> the position of the first batch it did not
+        take), only the batches it leaves are windowed, each window yielded before it takes later ones."""
         window, records = [], 0
-        for batch in segment_batches(segment, self._files, self._throttle):
-            scanned = scan(batch) if batch.record_count and not batch.is_control else None
-            window.append((batch, scanned))
-            records += batch.record_count
-            if records >= WINDOW_RECORDS:
-                yield window
-                window, records = [], 0
+        for chunk in segment_chunks(segment, self._files, self._throttle):
+            position = 0
+            while position < len(chunk):
+                if compiled is not None and not (window and _compressed_data(chunk, position)):
+                    if window:
+                        yield window
+                        window, records = [], 0
+                    taken = compiled(chunk, position)
+                    if taken > position:
+                        position = taken
+                        continue
+                batch = next(iter_batches(chunk[position:]))
+                window.append((batch, scan(batch) if batch.record_count and not batch.is_control else None))
+                records += batch.record_count
+                position += batch.size
+                if records >= WINDOW_RECORDS:
+                    yield window
+                    window, records = [], 0
         if window:
             yield window
 
-    def _recopy_groups(self, log, segments: list[LogSegment], end: int, horizon: int,
+    def _recopy_groups(self, log, segments: list[LogSegment], end: int, horizon: "_Horizon",
                        stats: "_Stats") -> Iterator["_Group"]:
         """Rule 4: recopy `segments` into cleaned segments, each closed (and yielded, to be swapped in) when the
         next source segment might not fit beside what it holds already."""
@@ -236,14 +326,15 @@ class Cleaner:
                     self._remove_leftovers(log.directory, segment.base_offset)
                     group = _Group(LogSegment(log.directory, segment.base_offset, log.config, self._files,
                                               self._clock(), suffix=CLEANED_SUFFIX), self._write, stats)
-                for window in self._windows(segment):
+                for window in self._windows(segment, self._compiled_filter(group, end, horizon, stats)):
                     decided = iter(self._decide(window, end, horizon, stats))
                     for batch, scanned in window:
                         stats.read += batch.size
                         out = None
                         if scanned is not None and batch.base_offset < end:
-                            keep = next(decided)
-                            out = None if keep is None else retain_scanned(batch, scanned, keep)
+                            keep, mark = next(decided)
+                            out = None if keep is None else retain_scanned(batch, scanned, keep,
+                                                                           horizon.new if mark else None)
                         group.add(batch, out)
                 group.sources.append(segment)
             if group is not None:
@@ -253,6 +344,21 @@ class Cleaner:
             if group is not None and group.cleaned not in log.segments:
                 group.cleaned.delete_files()
             raise
+
+    def _compiled_filter(self, group: "_Group", end: int, horizon: "_Horizon", stats: "_Stats"):
+        """Rules 3-4 for the batches sweep.filter_batches takes (None without the compiled codec)."""
+        if sweep.compiled() is None:
+            return None
+        digests, stored = self.map.tables
+
+        def recopy(chunk: memoryview, position: int) -> int:
+            done = sweep.filter_batches(chunk, position, digests, stored, end, horizon.now, group.take_run(),
+                                        self._buffers)
+            group.add_filtered(done)
+            stats.add(done.counts)
+            return done.position
+
+        return recopy
 
     def _swap(self, log, group: "_Group") -> int:
         """Rule 4's end for one group: commit and swap in; returns 1 if it was swapped in, else 0."""
@@ -279,28 +385,33 @@ class Cleaner:
         cleaned.append(data, entries)
         stats.written += len(data)
 
-    def _decide(self, window: list, end: int, horizon: int, stats: "_Stats") -> list[bytes | None]:
-        """Rule 3 for the data batches of a window below `end`, all records at once: for each, a keep byte per
-        record, or None when it keeps them all."""
-        data = [c for b, c in window if c is not None and b.base_offset < end]
+    def _decide(self, window: list, end: int, horizon: "_Horizon", stats: "_Stats") -> list[tuple]:
+        """Rules 3 and 3a for the data batches of a window below `end`, all records at once: for each, (a keep
+        byte per record, or None when it keeps them all and is unchanged; whether its delete horizon is to be
+        set)."""
+        data = [(b, c) for b, c in window if c is not None and b.base_offset < end]
         if not data:
             return []
-        digests, offsets, timestamps = (_concat(data, name) for name in ("digests", "offsets", "timestamps"))
-        flags = _concat(data, "flags", np.uint8)
+        scans = [c for _, c in data]
+        digests, offsets = _concat(scans, "digests"), _concat(scans, "offsets")
+        tombstone = _concat(scans, "flags", np.uint8) & NULL_VALUE != 0
+        counts = [len(c.digests) for c in scans]
         n = len(digests)
+        marked = np.array([b.attributes & DELETE_HORIZON_MASK != 0 for b, _ in data])
+        expired = np.repeat(marked & (horizon.now > np.array([b.base_timestamp for b, _ in data])), counts)
         past = offsets >= end
         latest = past | ((digests != 0) & (self.map.get_digests(digests) <= offsets))
-        keep = latest & ((flags & NULL_VALUE == 0) | (timestamps >= horizon) | past)
+        keep = latest & (~tombstone | ~expired | past)
         kept = int(keep.sum())
         stats.records += n
         stats.removed += n - kept
         stats.tombstones += int(latest.sum()) - kept  # the latest records dropped: expired tombstones
-        counts = [len(c.digests) for c in data]
         starts = np.cumsum([0] + counts[:-1])
         kept_per_batch = np.add.reduceat(keep, starts).tolist()
+        mark = (np.add.reduceat(keep & tombstone & ~past, starts) > 0) & ~marked  # Rule 3a: first seen
         keep_bytes = keep.view(np.uint8)
-        return [None if k == n else keep_bytes[a:a + n].tobytes()
-                for a, n, k in zip(starts.tolist(), counts, kept_per_batch)]
+        return [(None if k == n and not m else keep_bytes[a:a + n].tobytes(), m)
+                for a, n, k, m in zip(starts.tolist(), counts, kept_per_batch, mark.tolist())]
 
     def _remove_leftovers(self, directory: str, base: int) -> None:
         """Files of an earlier clean of this group that failed (never swapped): start from nothing."""
@@ -315,11 +426,25 @@ def _concat(scans: list[RecordScan], column: str, dtype=np.int64) -> np.ndarray:
     return np.frombuffer(b"".join(getattr(s, column) for s in scans), dtype=dtype)
 
 
+class _Horizon(NamedTuple):
+    """Rule 3a for one clean: its time, and the delete horizon it writes into batches of new tombstones."""
+
+    now: int
+    new: int
+
+
 class _Stats:
     __slots__ = ("read", "written", "records", "removed", "tombstones")
 
     def __init__(self):
         self.read = self.written = self.records = self.removed = self.tombstones = 0
+
+    def add(self, counts: dict[str, int]) -> None:
+        """sweep.Filtered.counts of one call."""
+        self.read += counts["read"]
+        self.records += counts["records"]
+        self.removed += counts["removed"]
+        self.tombstones += counts["tombstones"]
 
 
 class _Group:
@@ -360,12 +485,34 @@ class _Group:
         self._flush_run()
         self._append(header, raw)
 
+    def take_run(self) -> bytes | None:
+        """The pending empty header, handed to sweep.filter_batches (which returns it, maybe extended, to
+        add_filtered); one it cannot take (bytes after the header) is written out first."""
+        if self._run is not None and len(self._run[1]) != HEADER_SIZE:
+            self._flush_run()
+        run, self._run = self._run, None
+        return None if run is None else run[1]
+
+    def add_filtered(self, done) -> None:
+        """Add what sweep.filter_batches wrote (after take_run)."""
+        self.changed = self.changed or bool(done.counts["changed"])
+        start = len(self._pending)
+        self._pending += done.data
+        self._entries += [BatchEntry(start + position, base, end, timestamp, size)
+                          for position, base, end, timestamp, size in done.entries]
+        self._run = None if done.run is None else (parse_header(done.run), done.run)
+        if len(self._pending) >= IO_BUFFER_BYTES:
+            self._write_pending()
+
     def close(self) -> "_Group":
         self._flush_run()
         if self._entries:
-            self._write(self.cleaned, self._pending, self._entries, self._stats)
-            self._pending, self._entries = bytearray(), []
+            self._write_pending()
         return self
+
+    def _write_pending(self) -> None:
+        self._write(self.cleaned, self._pending, self._entries, self._stats)
+        self._pending, self._entries = bytearray(), []
 
     def _flush_run(self) -> None:
         if self._run is not None:
@@ -378,5 +525,4 @@ class _Group:
                                         header.max_timestamp, len(raw)))
         self._pending += raw
         if len(self._pending) >= IO_BUFFER_BYTES:
-            self._write(self.cleaned, self._pending, self._entries, self._stats)
-            self._pending, self._entries = bytearray(), []
+            self._write_pending()

@@ -21,7 +21,7 @@ Rule 6: the log start offset is the larger of the first segment's base offset (r
 segments) and the offset DeleteRecords moved it to (`delete_records_before`), which is checkpointed in
 `log-start-offset-checkpoint` before the call returns; it only moves forward (truncation below it aside).
 Rule 7: `reconfigure(LogConfig)` (Kafka's updateConfig) swaps the settings under the append lock: the next
-append, flush check, roll and retention pass use them; the active segment's segment.ms deadline moves with
+append, flush check, roll and retention pass use them; the active segment's roll deadline moves with
 them; index sizes apply from the next segment on. Batches are converted (timestamp type and bounds,
 compression) by `log_validator` only when the config asks for it.
 Rule 8 (compaction, cleaner.py): the cleaner swaps cleaned segments in with `replace_segments`, under the
@@ -31,6 +31,12 @@ to `.swap`, becomes live. On open a `.cleaned` file is deleted (the clean never 
 file completes its swap: the live segments whose offsets it covers are deleted and it is renamed live.
 Where the cleaner stopped is checkpointed in `cleaner-offset-checkpoint`. Time and size retention run only
 when cleanup.policy includes `delete`.
+Rule 8a (max.compaction.lag.ms, KIP-354): on a compacted log the active segment also rolls at the first
+append from max(its creation, its first batch's max timestamp) + max.compaction.lag.ms, if that comes
+before its segment.ms deadline, so that no record stays uncleanable (in the active segment) much longer than
+the lag. A first timestamp from before the segment's creation counts from the creation: a producer
+replaying old records rolls a segment per lag, not per batch. Kafka rolls only at an append; `roll_if_due`
+lets the cleaner roll an idle partition's overdue segment too.
 Rule 9 (idempotence): batches with a producer id are checked against the producer state (producer_state.py)
 under the append lock, in the same critical section as the append: a duplicate is answered with its original
 base offset and not written, a stale epoch or a sequence gap raises and writes nothing. Every append (leader,
@@ -49,7 +55,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, NamedTuple
 
-from sparklog.storage.config import CLEANUP_DELETE, VISIBILITY_APPENDED, LogConfig
+from sparklog.storage.config import CLEANUP_COMPACT, CLEANUP_DELETE, VISIBILITY_APPENDED, LogConfig
 from sparklog.storage.errors import (CorruptSegmentError, LogClosedError, OffsetOutOfRange, OffsetsNotContiguous,
                                      RecordBatchTooLarge)
 from sparklog.storage.fences import FencedRanges
@@ -263,6 +269,8 @@ class PartitionLog:
         self._segment_bytes = config.segment_bytes
         self._expose_on_append = config.flush_visibility == VISIBILITY_APPENDED
         self._converter = converter_for(config)
+        compacted = CLEANUP_COMPACT in config.cleanup_policies
+        self._compaction_lag_ms = config.max_compaction_lag_ms if compacted else None  # Rule 8a
 
     def reconfigure(self, config: LogConfig) -> None:
         """Use `config` from now on, without closing the log (Rule 7; Kafka's UnifiedLog.updateConfig).
@@ -273,8 +281,11 @@ class PartitionLog:
             old = self.config
             self._use_config(config)
             active = self._segments[-1] if self._segments else None
-            if active is not None and old.segment_ms != config.segment_ms:
-                active.roll_at_ms += config.segment_ms - old.segment_ms
+            if active is not None and (old.segment_ms, old.cleanup_policies, old.max_compaction_lag_ms) != (
+                    config.segment_ms, config.cleanup_policies, config.max_compaction_lag_ms):
+                active.roll_at_ms = active.created_ms + config.segment_ms
+                if active.size:
+                    self._set_lag_deadline(active, active.read_header(0).max_timestamp)
 
     # -- opening ----------------------------------------------------------------------------------
 
@@ -645,6 +656,8 @@ class PartitionLog:
                 or segment.indexes_full or self._clock() >= segment.roll_at_ms
             ):
                 segment = self._roll_locked()
+            if not segment.size and self._compaction_lag_ms is not None:
+                self._set_lag_deadline(segment, max_timestamp)
             _pack_base_offset(data, 0, first)
             segment.append_batch(data, first, next_offset, max_timestamp)
             if producer_id >= 0:
@@ -678,6 +691,8 @@ class PartitionLog:
                 raise LogClosedError(f"{self.name} is closed")
             self._check_producers(headers)
             segment = self._maybe_roll(len(data), offset_count)
+            if not segment.size and self._compaction_lag_ms is not None:
+                self._set_lag_deadline(segment, headers[0][1].max_timestamp)
             first = offset = self._leo
             entries, messages, appended = [], 0, []
             for position, header in headers:
@@ -739,6 +754,21 @@ class PartitionLog:
         with self._lock:
             if self._segments[-1].size:
                 self._roll_locked()
+
+    def roll_if_due(self) -> bool:
+        """Roll the active segment if it holds records and its roll deadline (segment.ms, Rule 8a) has passed,
+        as the next append would; True if it rolled. The cleaner calls it for idle compacted partitions."""
+        with self._lock:
+            if self._closed or not self._segments[-1].size or self._clock() < self._segments[-1].roll_at_ms:
+                return False
+            self._roll_locked()
+            return True
+
+    def _set_lag_deadline(self, segment: LogSegment, first_timestamp: int) -> None:
+        """Rule 8a for a segment whose first batch has `first_timestamp` (-1: none)."""
+        lag = self._compaction_lag_ms
+        if lag is not None:
+            segment.roll_at_ms = min(segment.roll_at_ms, max(segment.created_ms, first_timestamp) + lag)
 
     def _roll_locked(self) -> LogSegment:
         old = self._segments[-1]
@@ -1093,6 +1123,11 @@ class PartitionLog:
             i = segments.index(old[0])
             if segments[i:i + len(old)] != old or i + len(old) == len(segments):
                 return False
+            following, hw = segments[i + len(old)], self._hw
+            if old[0].base_offset <= hw.segment_base and hw.offset == following.base_offset:
+                # The HW sits at the end of `old`: name the same offset as the start of the segment after
+                # it, true of the old segments and of `cleaned`, whose size differs (KIP-534 can grow it).
+                self._hw = _Visible(hw.offset, following.base_offset, 0)
             self._retire_locked(list(old))
             cleaned.rename_files("")
             self._set_segments(segments[:i] + (cleaned,) + segments[i + len(old):])

@@ -63,6 +63,12 @@ class OffsetMap:
         self.size = 0
 
     @property
+    def tables(self) -> tuple[array, array]:
+        """The digest and offset of every slot, for records/sweep.py, which probes them as `_probe_all` does
+        (valid until the next `clear`)."""
+        return self._digests, self._offsets
+
+    @property
     def full(self) -> bool:
         return self.size >= self.max_entries
 

@@ -1,5 +1,6 @@
 """Log compaction under real brokers: a topic made compact is cleaned in the background, real clients
-(librdkafka, kafka-python, sparklog's Consumer) read every key's final value over the offset gaps, a null key
+(librdkafka, kafka-python, sparklog's Consumer) read every key's final value (tombstones too, in batches with
+a KIP-534 delete horizon) over the offset gaps, a null key
 is refused with INVALID_RECORD, a follower that starts after the clean replicates the cleaned log, and
 `sparklog topics describe` shows the dirty ratio and the cleaner's last run."""
 
@@ -16,24 +17,32 @@ pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 30
 KEYS, VERSIONS = 40, 15
+DELETED = 5  # keys deleted by a tombstone after the last version
 TOPIC = "table"
 CONFIG = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01",
           "delete.retention.ms": "600000"}
 
 
-def produce(bootstrap: str) -> dict[bytes, bytes]:
+def produce(bootstrap: str) -> tuple[dict[bytes, bytes | None], int]:
+    """Every key's final value (None: deleted) and how many records were written."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "batch.num.messages": 7})
-    final = {}
-    for version in range(VERSIONS):
-        for k in range(KEYS):
+    final, count = {}, 0
+    for version in range(VERSIONS + 2):
+        if version == VERSIONS:  # delete some keys: their tombstones get a delete horizon (KIP-534) when cleaned
+            for k in range(DELETED):
+                producer.produce(TOPIC, key=b"key-%03d" % k, value=None, partition=0)
+                final[b"key-%03d" % k] = None
+            count += DELETED
+        for k in range(KEYS if version < VERSIONS else DELETED, KEYS):  # then 2 more rounds: closed segments
             key, value = b"key-%03d" % k, b"v%02d-" % version + b"x" * 60
             producer.produce(TOPIC, key=key, value=value, partition=0)
             final[key] = value
+            count += 1
         producer.poll(0)
     assert producer.flush(TIMEOUT_S) == 0
-    return final
+    return final, count
 
 
 def refused_null_key(bootstrap: str):
@@ -108,6 +117,12 @@ def file_records(partition_dir) -> list[tuple[int, bytes, bytes]]:
     return out
 
 
+def horizons(partition_dir) -> list[int]:
+    """The delete horizons written into the batches of a partition's files (cleaner.py Rule 3a)."""
+    return [b.delete_horizon_ms for path in sorted(partition_dir.glob("*.log"))
+            for b in iter_batches(path.read_bytes()) if b.delete_horizon_ms is not None]
+
+
 def wait_cleaned(zk, broker_id: int) -> dict:
     from sparklog.coordination import log_cleaner
 
@@ -132,14 +147,17 @@ def test_a_compacted_topic_is_cleaned_and_read_by_real_clients_and_a_late_follow
     leader, follower = cluster.brokers[1], cluster.brokers[2]
     follower.stop()
     topics.create_topic(zk, TOPIC, 1, 2, CONFIG, live_broker_ids=[1, 2], assignment={0: (1, 2)})
-    final = produce(leader.address)
+    final, end = produce(leader.address)
     from confluent_kafka import KafkaError
 
     assert refused_null_key(leader.address).code() == KafkaError.INVALID_RECORD  # Kafka's answer, 87
-    end = KEYS * VERSIONS
 
     report = wait_cleaned(zk, 1)
     assert 0 <= report["dirty_ratio"] < 1
+    deadline = time.monotonic() + TIMEOUT_S  # the clients read batches whose tombstones carry a delete horizon
+    while time.monotonic() < deadline and not horizons(leader.log_dir / f"{TOPIC}-0"):
+        time.sleep(0.2)
+    assert horizons(leader.log_dir / f"{TOPIC}-0")
     for consume in (consume_confluent, consume_kafka_python, consume_sparklog):
         got = consume(leader.address, end)
         offsets = [o for o, _, _ in got]

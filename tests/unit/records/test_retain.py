@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 
 from sparklog.records.batch import LOG_APPEND_TIME, build_batch, iter_batches, validate_batch
 from sparklog.records.compression import CODECS
-from sparklog.records.retain import record_spans, retain
+from sparklog.records.retain import record_spans, retain, retain_scanned
+from sparklog.records.scan import scan
 
 RECORDS = [(b"k%d" % i, None if i == 2 else b"value-%d" % i, [("h", b"x%d" % i), ("n", None)] if i % 2 else None,
             1_700_000_000_000 + 7 * i) for i in range(6)]
@@ -76,3 +77,19 @@ def test_consecutive_empty_batches_of_one_producer_coalesce_into_one_header():
     p, _ = emptied(0, 3, producer_id=7, producer_epoch=0, base_sequence=10)
     assert can_extend(p, emptied(3, 2, producer_id=7, producer_epoch=0, base_sequence=13)[0])
     assert not can_extend(p, emptied(3, 2, producer_id=7, producer_epoch=0, base_sequence=20)[0])  # a sequence gap
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+@settings(max_examples=25, deadline=None)
+@given(keep=st.lists(st.booleans(), min_size=6, max_size=6).filter(any), horizon=st.integers(0, 2**62),
+       log_append=st.booleans())
+def test_a_delete_horizon_is_written_and_every_kept_record_keeps_its_timestamp(codec, keep, horizon, log_append):
+    """Rule 5 (KIP-534): the horizon is the baseTimestamp, marked by its attribute bit; the records' deltas
+    follow it, so their timestamps, like everything else about them, do not change."""
+    original = one(build_batch(RECORDS, compression=codec, base_offset=100,
+                               timestamp_type=LOG_APPEND_TIME if log_append else 0))
+    rewritten = one(retain_scanned(original, scan(original), bytes(keep), delete_horizon=horizon))
+    validate_batch(rewritten.raw)
+    assert rewritten.delete_horizon_ms == horizon and original.delete_horizon_ms is None
+    assert rewritten.max_timestamp == original.max_timestamp and rewritten.compression == original.compression
+    assert [tuple(r) for r in rewritten.records()] == [tuple(r) for r, k in zip(original.records(), keep) if k]

@@ -4,6 +4,8 @@ headers, null keys, tombstones, the compaction lags, and a crash at every file o
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -15,6 +17,7 @@ from sparklog.records.batch import build_batch, iter_batches, iter_records
 from sparklog.records.compression import CODECS
 from sparklog.storage import CleanerConfig, CleanerManager, Flusher, PartitionLog
 from sparklog.storage.cleaner import Cleaner, cleanable_range
+from sparklog.storage.cleaner_manager import CLEANER_NICE_INCREMENT, MAX_NICE
 from sparklog.storage.errors import InvalidRecordError
 from sparklog.storage.files import OS_FILES
 from sparklog.storage.offset_map import OffsetMap
@@ -123,6 +126,37 @@ def test_tombstones_delete_a_key_and_go_after_delete_retention_ms(tmp_path, flus
     log.close()
 
 
+def test_a_tombstone_lives_delete_retention_ms_after_the_clean_that_first_saw_it(tmp_path, flusher):
+    """KIP-534: the first clean writes the delete horizon into the tombstone's batch; its own timestamp
+    (here long past delete.retention.ms) does not count."""
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher)
+
+    def clean_again():  # a new dirty section, so that the cleaner runs
+        append(log, [(b"other", b"%d" % clock.now)], clock)
+        log.roll()
+        log.flush()
+        return clean(log, clock)
+
+    append(log, [(b"a", b"1")], clock)
+    append(log, [(b"a", None), (b"b", b"1")], clock, "gzip")
+    log.roll()
+    log.flush()
+    clock.now += 10 * RETENTION
+    first = clean(log, clock)
+    assert first.tombstones_removed == 0 and [(o, k, v) for o, k, v, _ in records(log)][:2] == [(1, b"a", None),
+                                                                                           (2, b"b", b"1")]
+    (batch,) = [b for p in log.iter_slices(1) for b in iter_batches(p.read_bytes()) if b.base_offset == 1]
+    assert batch.delete_horizon_ms == clock.now + RETENTION and batch.compression == CODECS["gzip"]
+    assert [r.timestamp for r in batch.records()] == [T0, T0]  # the records' own timestamps are unchanged
+    clock.now += RETENTION
+    assert clean_again().tombstones_removed == 0  # at the horizon, not past it
+    clock.now += 1
+    assert clean_again().tombstones_removed == 1
+    assert [k for _, k, _, _ in records(log)][:1] == [b"b"]
+    log.close()
+
+
 def test_the_active_segment_and_records_younger_than_min_compaction_lag_are_not_cleaned(tmp_path, flusher):
     clock = Clock()
     log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher, **{"min.compaction.lag.ms": 500})
@@ -189,7 +223,6 @@ def test_reads_and_appends_go_on_while_the_cleaner_thread_runs(tmp_path, flusher
                 break
             manager.wake()
             clock.now += 1
-            import time
             time.sleep(0.01)
     finally:
         manager.close()
@@ -401,3 +434,65 @@ def test_a_log_below_its_dirty_ratio_is_cleaned_once_its_first_dirty_record_pass
     assert {k: v for _, k, v, _ in records(log)}[b"k0"] == b"late"
     manager.close()
     log.close()
+
+
+# -- max.compaction.lag.ms rolls the active segment (KIP-354) ---------------------------------------------
+
+
+def test_an_append_rolls_the_active_segment_once_its_first_record_is_older_than_max_compaction_lag(tmp_path, flusher):
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher, **{"segment.bytes": 10**6,
+                                                                     "max.compaction.lag.ms": 1000})
+    append(log, [(b"k", b"1")], clock)
+    clock.now += 999
+    append(log, [(b"k", b"2")], clock)
+    assert len(log.segments) == 1  # not at the lag yet
+    clock.now += 1
+    append(log, [(b"k", b"3")], clock)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    log.flush()
+    clean(log, clock)
+    assert [(o, v) for o, _, v, _ in records(log)] == [(1, b"2"), (2, b"3")]  # the rolled segment is cleanable
+    log.close()
+
+
+def test_records_with_old_timestamps_roll_one_segment_per_lag_not_one_per_batch(tmp_path, flusher):
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher, **{"segment.bytes": 10**6,
+                                                                     "max.compaction.lag.ms": 1000})
+    for i in range(5):
+        log.append(build_batch([(b"k", b"%d" % i, None, T0 - 10**6)]))  # a replay of day-old records
+    assert len(log.segments) == 1
+    log.close()
+
+
+def test_the_cleaner_rolls_an_idle_partitions_overdue_segment_and_a_live_lag_change_moves_the_deadline(
+        tmp_path, flusher):
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher, **{"segment.bytes": 10**6})
+    for i in range(3):
+        append(log, [(b"k", b"%d" % i)], clock)
+    log.flush()
+    manager = CleanerManager(lambda: [log], CleanerConfig(dedupe_buffer_size=64 * 1024), clock=clock)
+    clock.now += 5000
+    assert manager.clean_once() is None and len(log.segments) == 1  # no lag set: segment.ms (7 days) rules
+    log.reconfigure(log.config.with_overrides({"max.compaction.lag.ms": 4000}))
+    assert manager.clean_once() is not None  # rolled without an append, then cleaned
+    assert [(o, v) for o, _, v, _ in records(log)] == [(2, b"2")] and log.log_end_offset == 3
+    manager.close()
+    log.close()
+
+
+def test_the_cleaner_threads_run_below_the_request_threads_priority():
+    """On Linux, where nice is per thread (the project's platform)."""
+    manager = CleanerManager(lambda: [], CleanerConfig(dedupe_buffer_size=64 * 1024, backoff_ms=10)).start()
+    try:
+        thread = manager._threads[0].native_id
+        base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        deadline = time.monotonic() + 5
+        while os.getpriority(os.PRIO_PROCESS, thread) == base and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert os.getpriority(os.PRIO_PROCESS, thread) == min(MAX_NICE, base + CLEANER_NICE_INCREMENT)
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base  # the caller's is untouched
+    finally:
+        manager.close()
