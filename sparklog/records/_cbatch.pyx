@@ -634,7 +634,7 @@ def join_kept(const uint8_t[::1] section, const int64_t[::1] ends, const uint8_t
     return out
 
 
-# -- the log cleaner's two passes over a buffer of whole batches (records/compact.py is their caller) ---------
+# -- the log cleaner's two passes over a buffer of whole batches (records/sweep.py is their caller) ---------
 # One call takes every batch of a read buffer it can, with the GIL released for all of them: it checks each
 # batch as iter_batches does (magic, lengths, CRC-32C), scans its records (scan_loop) and, for the recopy,
 # decides and copies what is kept. It stops at the first batch it does not take (a compressed data batch, or
