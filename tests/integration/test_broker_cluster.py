@@ -15,18 +15,22 @@ from support.cluster import REPO, Cluster
 pytestmark = pytest.mark.slow
 
 SESSION_TIMEOUT_MS = 4000
+LAG_MS = 10_000  # replica.lag.time.max.ms (Kafka's 30 s): these topics have one replica, no ISR changes
 TIMEOUT_S = 30
+
+# `three` / `three_zk` (conftest): the module's three brokers, for the tests that leave them all running.
 
 
 @pytest.fixture
-def three(request, zk_connect, tmp_path):
+def own_three(request, zk_connect, tmp_path):
+    """Three brokers of its own, for the test that kills one and stops another."""
     c = Cluster(zk_connect, tmp_path, brokers=3,
                 overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), "log.flush.interval.ms": "20"})
     request.addfinalizer(c.stop)
     return c.start()
 
 
-def test_twelve_partitions_over_three_brokers_produce_and_consume(three, zk):
+def test_twelve_partitions_over_three_brokers_produce_and_consume(three, three_zk):
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -34,7 +38,7 @@ def test_twelve_partitions_over_three_brokers_produce_and_consume(three, zk):
 
     admin = AdminClient({"bootstrap.servers": three.bootstrap})
     admin.create_topics([NewTopic("spread", 12, 1)])["spread"].result(TIMEOUT_S)
-    leaders = {p: s.leader for p, s in topics.get_topic(zk, "spread").states.items()}
+    leaders = {p: s.leader for p, s in topics.get_topic(three_zk, "spread").states.items()}
     assert sorted(leaders) == list(range(12))
     assert {b: list(leaders.values()).count(b) for b in (1, 2, 3)} == {1: 4, 2: 4, 3: 4}
 
@@ -71,8 +75,10 @@ def test_twelve_partitions_over_three_brokers_produce_and_consume(three, zk):
     assert {p for p, _, _ in got} == set(range(12))
 
 
-def test_kill_9_removes_the_broker_within_the_session_timeout(three, zk):
+def test_kill_9_removes_the_broker_within_the_session_timeout(own_three, zk):
     from sparklog.coordination.brokers import live_brokers
+
+    three = own_three
 
     assert sorted(live_brokers(zk)) == [1, 2, 3]
     three.brokers[2].kill()
@@ -93,10 +99,13 @@ def test_kill_9_removes_the_broker_within_the_session_timeout(three, zk):
 
 
 def test_a_second_broker_with_the_same_id_fails_clearly(three, tmp_path):
+    from sparklog.coordination.zookeeper_server import MIN_SESSION_TIMEOUT_MS
     from support.cluster import BrokerProcess, BrokerStartError
 
+    # The twin waits out its own session timeout (plus a grace) for the node to go before it gives up: the
+    # shortest session the test ZooKeeper allows makes that wait short.
     twin = BrokerProcess(1, three.zk_connect, tmp_path / "twin" / "logs",
-                         overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)})
+                         overrides={"zookeeper.session.timeout.ms": str(MIN_SESSION_TIMEOUT_MS)})
     try:
         with pytest.raises(BrokerStartError, match="broker id 1 is registered by another"):
             twin.start(timeout=TIMEOUT_S)
@@ -112,7 +121,7 @@ def sparklog(*args, zk_connect):
     return result.returncode, result.stdout + result.stderr
 
 
-def test_topics_cli_create_list_describe_delete(three, zk):
+def test_topics_cli_create_list_describe_delete(three, three_zk):
     from sparklog.coordination import topics
 
     zk_connect = three.zk_connect
@@ -145,7 +154,7 @@ def test_topics_cli_create_list_describe_delete(three, zk):
     # the leader of each partition deletes its local log once the topic is gone
     code, out = sparklog("delete", "cli-topic", zk_connect=zk_connect)
     assert code == 0, out
-    assert "cli-topic" not in topics.list_topics(zk)
+    assert "cli-topic" not in topics.list_topics(three_zk)
     deadline = time.monotonic() + TIMEOUT_S
     dirs = lambda: [d for b in three.brokers.values() for d in b.log_dir.glob("cli-topic-*")]  # noqa: E731
     while dirs() and time.monotonic() < deadline:

@@ -10,6 +10,8 @@ crash() closes every descriptor, puts back each directory's durable entries and 
 durable content ("drop"), or to the durable content plus a random prefix of the unsynced tail and
 optionally random garbage or zeros ("tear": the inode grew but the blocks did not all land). Every call
 after crash() raises Crashed.
+
+ProcessFiles: plain files that a simulated SIGKILL (`exit()`) releases, closing every descriptor unwritten.
 """
 
 from __future__ import annotations
@@ -23,6 +25,28 @@ from sparklog.storage.files import Files
 
 class Crashed(OSError):
     """The simulated machine lost power; this file layer is dead."""
+
+
+class ProcessFiles(Files):
+    """Plain files whose descriptors `exit()` closes, as the kernel closes those of a killed process: a test
+    that abandons a log (no close, no flush: what SIGKILL leaves) releases its files without writing."""
+
+    def __init__(self):
+        self.open_fds: set[int] = set()
+
+    def open(self, path: str, create: bool = False) -> int:
+        fd = super().open(path, create)
+        self.open_fds.add(fd)
+        return fd
+
+    def close(self, fd: int) -> None:
+        self.open_fds.discard(fd)
+        super().close(fd)
+
+    def exit(self) -> None:
+        for fd in self.open_fds:
+            os.close(fd)
+        self.open_fds.clear()
 
 
 class CrashFiles(Files):

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from support.crashfs import CrashFiles, Crashed
+from support.crashfs import CrashFiles, Crashed, ProcessFiles
 from sparklog.records.batch import build_batch, iter_batches, iter_records
 from sparklog.records.compression import CODECS
 from sparklog.storage import CleanerConfig, CleanerManager, Flusher, PartitionLog
@@ -327,7 +327,7 @@ class Killed(Exception):
     """The process died here (SIGKILL): every file operation before this one happened, none after."""
 
 
-class KillFiles(OS_FILES.__class__):
+class KillFiles(ProcessFiles):
     """Plain files until the armed call, which kills the process: it and every later call raise Killed."""
 
     method = None
@@ -339,7 +339,8 @@ class KillFiles(OS_FILES.__class__):
 
     def __getattribute__(self, name):
         get = object.__getattribute__
-        if get(self, "dead") and not name.startswith("_") and name not in ("arm", "dead", "method", "left"):
+        if get(self, "dead") and not name.startswith("_") and name not in ("arm", "dead", "method", "left",
+                                                                                         "exit", "open_fds"):
             raise Killed(name)
         if name == get(self, "method"):
             if get(self, "left") == 0:
@@ -387,6 +388,7 @@ def test_a_crash_at_any_step_of_a_clean_loses_no_latest_value(tmp_path, flusher,
             clean(log, clock, files=files)
         if mode == "kill":
             log._closed = True  # what a SIGKILL leaves: no close, no flush
+            files.exit()  # ... and the kernel closes the dead process's descriptors
         flusher.unregister(log)  # the dead process's log: never flushed nor closed
         reopened = open_log(directory, clock, flusher=flusher)
         seen = records(reopened)

@@ -4,6 +4,7 @@ import os
 import sys
 import threading
 import time
+from contextlib import closing
 
 import pytest
 
@@ -43,20 +44,20 @@ def _race(index, add, use, rounds=20_000):
 
 
 def test_flush_never_sees_a_half_appended_offset_entry(tmp_path):
-    index = OffsetIndex(str(tmp_path / "0.index"), 0, OS_FILES, 10**6)
-    assert _race(index, lambda i: index.append(i, i * 10), index.flush) == []
-    index.flush()
-    assert len(index) == 20_000 and index.lookup(19_999) == (19_999, 199_990)
+    with closing(OffsetIndex(str(tmp_path / "0.index"), 0, OS_FILES, 10**6)) as index:
+        assert _race(index, lambda i: index.append(i, i * 10), index.flush) == []
+        index.flush()
+        assert len(index) == 20_000 and index.lookup(19_999) == (19_999, 199_990)
 
 
 def test_lookup_never_sees_a_half_appended_offset_entry(tmp_path):
-    index = OffsetIndex(str(tmp_path / "0.index"), 0, OS_FILES, 10**6)
-    assert _race(index, lambda i: index.append(i, i * 10), lambda: index.lookup(10**9), rounds=200_000) == []
+    with closing(OffsetIndex(str(tmp_path / "0.index"), 0, OS_FILES, 10**6)) as index:
+        assert _race(index, lambda i: index.append(i, i * 10), lambda: index.lookup(10**9), rounds=200_000) == []
 
 
 def test_flush_never_sees_a_half_appended_time_entry(tmp_path):
-    index = TimeIndex(str(tmp_path / "0.timeindex"), 0, OS_FILES, 10**6)
-    assert _race(index, lambda i: index.maybe_append(i, i), index.flush) == []
+    with closing(TimeIndex(str(tmp_path / "0.timeindex"), 0, OS_FILES, 10**6)) as index:
+        assert _race(index, lambda i: index.maybe_append(i, i), index.flush) == []
 
 
 class _FailingFsync(Files):

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from support.crashfs import CrashFiles, Crashed
+from support.crashfs import CrashFiles, Crashed, ProcessFiles
 from sparklog.records.batch import build_batch, iter_records
 from sparklog.storage import PartitionLog
 from sparklog.storage.errors import DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence
@@ -206,12 +206,14 @@ def fill(log, appends) -> None:
 @given(appends=APPENDS, damage=st.sampled_from(["close", "no-close", "corrupt-newest", "no-snapshots"]))
 def test_recovered_state_equals_the_incremental_state(tmp_path_factory, flusher, appends, damage):
     directory = str(tmp_path_factory.mktemp("r") / "t-0")
-    log = PartitionLog.open(directory, SMALL, flusher=flusher)
+    files = ProcessFiles()
+    log = PartitionLog.open(directory, SMALL, flusher=flusher, files=files)
     fill(log, appends)
     incremental = {pid: entry for pid, entry in log.producer_state.producers.items()}
     log.flush()
     if damage == "no-close":  # a crash after the flush: no snapshot of the tail
         log._flusher.unregister(log)
+        files.exit()
     else:
         log.close()
     snapshots = sorted(name for name in os.listdir(directory) if name.endswith(".snapshot"))
