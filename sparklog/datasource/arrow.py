@@ -6,6 +6,9 @@ timestamp[us, UTC], int32 timestampType, optional list<struct<key: string, value
 Spark refuses the batch.
 Rule 2: records are appended a record batch at a time, as Arrow arrays made from the decoded batch's
 buffers (no Python object per record), and concatenated once per emitted RecordBatch; no per-row tuples.
+Rule 3: a read whose user-supplied schema selects some of these columns (source.py `selected_columns`) gets
+exactly those, in the schema's order, and the others are never built: pyspark gives Python sources no
+column pruning, so this is how a `count()` avoids building and shipping keys and values.
 """
 
 from __future__ import annotations
@@ -72,10 +75,12 @@ class ColumnBuilder:
     format, so it is one int for all its records.
     """
 
-    def __init__(self, topic: str, partition: int, include_headers: bool = False) -> None:
+    def __init__(self, topic: str, partition: int, include_headers: bool = False,
+                 columns: Sequence[str] | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.include_headers = include_headers
+        self.columns = tuple(columns) if columns is not None else None  # Rule 3
         self._reset()
 
     def _reset(self) -> None:
@@ -86,6 +91,10 @@ class ColumnBuilder:
 
     def __len__(self) -> int:
         return self._rows
+
+    @property
+    def wants_headers(self) -> bool:
+        return self.include_headers and (self.columns is None or "headers" in self.columns)
 
     def append(
         self,
@@ -120,28 +129,36 @@ class ColumnBuilder:
         self.chunks.append(arrays)
         self._rows += count
         self.timestamp_types.append((count, timestamp_type))
-        if self.include_headers:
+        if self.wants_headers:
             self.headers.extend(headers if headers is not None else [()] * count)
 
     def build(self) -> pa.RecordBatch:
         """The records appended so far as one RecordBatch; the builder is then empty again."""
-        n = self._rows
-        keys, values, offsets, timestamps = (_concat([chunk[i] for chunk in self.chunks], kind)
-                                             for i, kind in enumerate((pa.binary(), pa.binary(), pa.int64(), pa.int64())))
-        columns = [
-            keys,
-            values,
-            pa.repeat(pa.scalar(self.topic, pa.string()), n),
-            pa.repeat(pa.scalar(self.partition, pa.int32()), n),
-            offsets,
-            pc.multiply(timestamps, 1000).cast(TIMESTAMP_TYPE),
-            _runs_array(self.timestamp_types, n),
-        ]
-        if self.include_headers:
-            columns.append(headers_array(self.headers))
-        batch = pa.RecordBatch.from_arrays(columns, schema=arrow_schema(self.include_headers))
+        schema = arrow_schema(self.include_headers)
+        names = self.columns if self.columns is not None else schema.names
+        columns = [self._column(name) for name in names]
+        batch = pa.RecordBatch.from_arrays(columns, schema=pa.schema([schema.field(name) for name in names]))
         self._reset()
         return batch
+
+    def _column(self, name: str) -> pa.Array:
+        """One output column of the records appended so far, built only when it is asked for (Rule 3)."""
+        n = self._rows
+        if name in _CHUNK_COLUMNS:
+            index, kind = _CHUNK_COLUMNS[name]
+            array = _concat([chunk[index] for chunk in self.chunks], kind)
+            return pc.multiply(array, 1000).cast(TIMESTAMP_TYPE) if name == "timestamp" else array
+        if name == "topic":
+            return pa.repeat(pa.scalar(self.topic, pa.string()), n)
+        if name == "partition":
+            return pa.repeat(pa.scalar(self.partition, pa.int32()), n)
+        if name == "timestampType":
+            return _runs_array(self.timestamp_types, n)
+        return headers_array(self.headers)
+
+
+_CHUNK_COLUMNS = {"key": (0, pa.binary()), "value": (1, pa.binary()), "offset": (2, pa.int64()),
+                  "timestamp": (3, pa.int64())}  # where each chunk holds them, and their Arrow type
 
 
 def _binary(count: int, ends, data, validity, nulls: int) -> pa.Array:

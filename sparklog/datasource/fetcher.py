@@ -69,7 +69,7 @@ def _read(options: ReadOptions, part: SparklogInputPartition) -> Iterator[pa.Rec
         consumer.assign([tp])
         position = _first_available(consumer, options, part, part.start)
         consumer.seek(tp, position)
-        builder = ColumnBuilder(part.topic, part.partition, options.include_headers)
+        builder = ColumnBuilder(part.topic, part.partition, options.include_headers, options.columns)
         timeout_s = options.poll_timeout_ms / 1000
         deadline = time.monotonic() + timeout_s
         while position < part.end:
@@ -130,7 +130,7 @@ def _fetch_into(builder: ColumnBuilder, consumer, position: int, end: int, on_ga
         if on_gap is not None and position < min(batch.base_offset, end):  # a fenced range (Rule 2)
             on_gap(position, min(batch.base_offset, end))
         if buffers is not None and last > first:
-            headers = batch.columns().headers if builder.include_headers and buffers.has_headers else None
+            headers = batch.columns().headers if builder.wants_headers and buffers.has_headers else None
             builder.append_buffers(buffers, first, last, batch.timestamp_type, headers)
         position = min(max(position, batch.next_offset), end)
     return position
