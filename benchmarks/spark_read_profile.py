@@ -4,8 +4,10 @@
 
 Starts a ZooKeeper and one broker, produces N records of `size` bytes into one partition, then reads
 `[0, N)` with the data source's `read_partition` (what a Spark task runs in its Python worker), once with the
-compiled record codec and once with the pure-Python one, and prints rows/s of each, the ratio between them,
-and, with --profile, the cProfile functions that take the most time (cumulative) of the compiled read.
+compiled record codec and once with the pure-Python one, and a baseline in the same run: the same read
+with the earlier decoding (`columns()` into Python lists, then `pa.array`; compiled codec); prints rows/s of
+each and the ratios, and, with --profile, the cProfile functions that take the most time (cumulative) of the
+compiled read.
 """
 
 from __future__ import annotations
@@ -36,6 +38,20 @@ def produce(bootstrap: str, topic: str, records: int, size: int) -> None:
     producer.close()
 
 
+def fetch_into_lists(builder, consumer, position: int, end: int, on_gap=None) -> int:
+    """The baseline: fetcher._fetch_into as it was, each batch decoded into lists (`columns()`)."""
+    from sparklog.records.batch import batches_in_range
+
+    chunk = consumer.next_chunk(0.5)
+    if chunk is None:
+        return position
+    for batch, columns in batches_in_range(chunk[2], position, end, consumer.config["check.crcs"]):
+        if columns is not None and columns.offsets:
+            builder.append(*columns, batch.timestamp_type)
+        position = min(max(position, batch.next_offset), end)
+    return position
+
+
 def read_all(bootstrap: str, topic: str, records: int) -> int:
     from sparklog.datasource.fetcher import read_partition
     from sparklog.datasource.offsets import SparklogInputPartition
@@ -48,9 +64,13 @@ def read_all(bootstrap: str, topic: str, records: int) -> int:
     return rows
 
 
-def timed_read(bootstrap: str, topic: str, records: int, codec_name: str, profile: bool) -> float:
+def timed_read(bootstrap: str, topic: str, records: int, codec_name: str, profile: bool,
+               baseline: bool = False) -> float:
+    from sparklog.datasource import fetcher
     from support.codecs import switched
 
+    current = fetcher._fetch_into
+    fetcher._fetch_into = fetch_into_lists if baseline else current
     with switched(codec_name):
         profiler = cProfile.Profile() if profile else None
         start = time.perf_counter()
@@ -60,6 +80,7 @@ def timed_read(bootstrap: str, topic: str, records: int, codec_name: str, profil
         if profiler:
             profiler.disable()
         elapsed = time.perf_counter() - start
+    fetcher._fetch_into = current
     assert rows == records, (rows, records)
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(TOP_FUNCTIONS)
@@ -92,12 +113,13 @@ def main() -> None:
             print(f"load average: {os.getloadavg()[0]:.2f}")
             timed_read(cluster.bootstrap, "profile", args.records, "cython", False)  # warm the page cache
             rates = {}
-            for name in ("cython", "python"):
-                elapsed = timed_read(cluster.bootstrap, "profile", args.records, name, False)
+            for name, codec, baseline in (("baseline: lists", "cython", True), ("cython", "cython", False),
+                                          ("python", "python", False)):
+                elapsed = timed_read(cluster.bootstrap, "profile", args.records, codec, False, baseline)
                 rates[name] = args.records / elapsed
-                print(f"read_partition, {name} codec: {args.records:,} records in {elapsed:.2f}s = "
-                      f"{rates[name]:,.0f} rows/s")
-            print(f"compiled / pure-Python: {rates['cython'] / rates['python']:.2f}")
+                print(f"read_partition, {name}: {args.records:,} records in {elapsed:.2f}s = {rates[name]:,.0f} rows/s")
+            print(f"Arrow buffers (compiled) / baseline lists: {rates['cython'] / rates['baseline: lists']:.2f}; "
+                  f"compiled / pure-Python: {rates['cython'] / rates['python']:.2f}")
             if args.profile:
                 timed_read(cluster.bootstrap, "profile", args.records, "cython", True)
     finally:
