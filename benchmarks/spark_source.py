@@ -24,6 +24,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 
+FIXED_COST_RECORDS = 1_000  # a read this small measures what an action costs whatever its size
+
+
 def timed(fn):
     start = time.perf_counter()
     result = fn()
@@ -122,11 +125,20 @@ def main() -> None:
                              .option("bootstrap.servers", cluster.bootstrap).option("subscribe", "bench").load())
                 offset_count_s, offset_count = timed(offset_df.count)
                 assert offset_count == n, offset_count
+                # The cost of an action that does not grow with the rows: planning in a Python process
+                # (options, offsets from the broker), a consumer per task: count() of FIXED_COST_RECORDS.
+                ends = ",".join(f'"{p}":{FIXED_COST_RECORDS // parts}' for p in range(parts))
+                small_df = (spark.read.format("sparklog").schema("offset bigint")
+                            .option("bootstrap.servers", cluster.bootstrap).option("subscribe", "bench")
+                            .option("endingOffsets", f'{{"bench":{{{ends}}}}}').load())
+                fixed_s, _ = timed(small_df.count)
                 for name, (first_s, count_s, sum_s, count, total) in results.items():
                     assert count == n and total == n * size, (name, count, total)
                     print(f"read {name:9s} first count(): {first_s:6.1f}s   count(): {count_s:6.1f}s = "
                           f"{n / count_s:>10,.0f} rows/s   sum(length(value)): {sum_s:6.1f}s = {n / sum_s:>10,.0f} rows/s")
                 print(f"read sparklog[offset] count(): {offset_count_s:6.1f}s = {n / offset_count_s:>10,.0f} rows/s")
+                print(f"read sparklog[offset] count() of {FIXED_COST_RECORDS // parts * parts:,} records (the fixed "
+                      f"cost of an action): {fixed_s:.2f}s")
                 for name in ("sparklog", "sparklog[value]"):
                     for column, label in ((1, "count"), (2, "sum")):
                         ratio = results["json"][column] / results[name][column]

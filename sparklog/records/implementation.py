@@ -42,7 +42,7 @@ def extensions_disabled() -> bool:
     return os.environ.get(NO_EXTENSIONS_VARIABLE, "") not in ("", "0")
 
 
-REQUIRED_EXTRAS = ("scan_section", "join_kept")  # what records/scan.py takes from the extension
+REQUIRED_EXTRAS = ("scan_section", "join_kept", "decode_buffers")  # what records/scan.py and buffers.py take from it
 
 
 def compiled(pure: Codec, record_columns: type) -> Codec:
