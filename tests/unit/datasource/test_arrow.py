@@ -7,6 +7,7 @@ from hypothesis import given, strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from sparklog.datasource.arrow import ColumnBuilder, arrow_schema, headers_array, spark_schema
+from support.codecs import NAMES, switched
 
 
 @pytest.mark.parametrize("headers", [False, True])
@@ -74,11 +75,17 @@ def record_batch_bytes(base, records, ts_type):
     return batch
 
 
+@pytest.mark.parametrize("codec_name", NAMES)
 @given(st.lists(st.tuples(st.lists(record, min_size=1, max_size=5), st.integers(0, 1)), min_size=1, max_size=4),
        st.booleans(), st.integers(0, 4), st.integers(0, 4))
-def test_buffers_build_the_batch_lists_build(batches, include_headers, cut_first, cut_last):
-    """append_buffers (records/buffers.py, either codec) gives the very RecordBatch that append gives from
-    columns(), cut or not."""
+def test_buffers_build_the_batch_lists_build(codec_name, batches, include_headers, cut_first, cut_last):
+    """append_buffers (records/buffers.py, with either codec) gives the very RecordBatch that append gives
+    from columns(), cut or not."""
+    with switched(codec_name):
+        check_buffers_build_the_batch_lists_build(batches, include_headers, cut_first, cut_last)
+
+
+def check_buffers_build_the_batch_lists_build(batches, include_headers, cut_first, cut_last):
     from sparklog.records.buffers import decode_buffers
 
     from_lists = ColumnBuilder("t", 2, include_headers)
