@@ -10,6 +10,9 @@ The compiled twin of five functions of `sparklog.records.batch` (see its docstri
     decode_columns(buffer, batch)   -> RecordColumns
     build_batch(records, ...)       -> bytes: the header, the records and the CRC-32C in one buffer
 
+and of the per-section loops of records/scan.py (`scan_section`, `join_kept`: the log cleaner) and
+records/buffers.py (`decode_buffers`: a section into Arrow's layout, for the Spark source).
+
 Rule 1: the output is the pure-Python function's, byte for byte and value for value, and so are its errors.
 Rule 2: the fast path takes only what fits C: exact `bytes`, ints within int64, `str` header keys, lists
         and tuples, header fields within their int16/int32/int64. Anything else, and every malformed input,
