@@ -4,8 +4,11 @@ Rule 1: the Arrow schema equals what Spark derives from the Spark schema (`to_ar
 timezone="UTC")`) field for field — binary key/value, string topic, int32 partition, int64 offset,
 timestamp[us, UTC], int32 timestampType, optional list<struct<key: string, value: binary>> headers — or
 Spark refuses the batch.
-Rule 2: records are appended column by column, one Python list per column, and turned into Arrow arrays
-once per batch; no per-row tuples or dicts.
+Rule 2: records are appended a record batch at a time, as Arrow arrays made from the decoded batch's
+buffers (no Python object per record), and concatenated once per emitted RecordBatch; no per-row tuples.
+Rule 3: a read whose user-supplied schema selects some of these columns (source.py `selected_columns`) gets
+exactly those, in the schema's order, and the others are never built: pyspark gives Python sources no
+column pruning, so this is how a `count()` avoids building and shipping keys and values.
 """
 
 from __future__ import annotations
@@ -65,26 +68,33 @@ def arrow_schema(include_headers: bool = False) -> pa.Schema:
 class ColumnBuilder:
     """Accumulates the records of one topic-partition, then emits `pyarrow.RecordBatch`es.
 
-    `append_batch` takes one decoded record batch as parallel lists (the storage layer's per-batch
-    decoding); the timestamp type is per batch in Kafka's format, so it is one int for all its records.
+    Each appended record batch becomes Arrow arrays at once (a chunk); `build()` concatenates the chunks.
+    `append_buffers` takes a batch decoded straight into Arrow's layout (records/buffers.py) and makes its
+    arrays with `pa.Array.from_buffers`, no Python object per record; `append` takes parallel lists (the
+    record decoder's `columns()`) and gives the same arrays. The timestamp type is per batch in Kafka's
+    format, so it is one int for all its records.
     """
 
-    def __init__(self, topic: str, partition: int, include_headers: bool = False) -> None:
+    def __init__(self, topic: str, partition: int, include_headers: bool = False,
+                 columns: Sequence[str] | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.include_headers = include_headers
+        self.columns = tuple(columns) if columns is not None else None  # Rule 3
         self._reset()
 
     def _reset(self) -> None:
-        self.keys: list = []
-        self.values: list = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
+        self.chunks: list[tuple[pa.Array, pa.Array, pa.Array, pa.Array]] = []  # key, value, offset, timestamp
         self.timestamp_types: list[tuple[int, int]] = []  # (count, type) runs
         self.headers: list = []
+        self._rows = 0
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self._rows
+
+    @property
+    def wants_headers(self) -> bool:
+        return self.include_headers and (self.columns is None or "headers" in self.columns)
 
     def append(
         self,
@@ -95,32 +105,72 @@ class ColumnBuilder:
         headers: Sequence[Sequence[tuple[str | bytes, bytes | None]]] | None,
         timestamp_type: int,
     ) -> None:
-        self.offsets.extend(offsets)
-        self.timestamps.extend(timestamps)
-        self.keys.extend(keys)
-        self.values.extend(values)
-        self.timestamp_types.append((len(offsets), timestamp_type))
-        if self.include_headers:
-            self.headers.extend(headers if headers is not None else [()] * len(offsets))
+        arrays = (pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(offsets, pa.int64()),
+                  pa.array(timestamps, pa.int64()))
+        self._add(arrays, timestamp_type, headers)
+
+    def append_buffers(self, buffers, first: int, last: int, timestamp_type: int, headers=None) -> None:
+        """Records `[first, last)` of one batch's `ColumnBuffers`; `headers` are the batch's per-record
+        headers (all of them, as `columns()` gives them) when it has any and they are wanted."""
+        n = buffers.count
+        arrays = (
+            _binary(n, buffers.key_ends, buffers.key_data, buffers.key_validity, buffers.key_nulls),
+            _binary(n, buffers.value_ends, buffers.value_data, buffers.value_validity, buffers.value_nulls),
+            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(buffers.offsets)]),
+            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(buffers.timestamps)]),
+        )
+        if first or last < n:
+            arrays = tuple(array.slice(first, last - first) for array in arrays)
+            headers = None if headers is None else headers[first:last]
+        self._add(arrays, timestamp_type, headers)
+
+    def _add(self, arrays: tuple, timestamp_type: int, headers) -> None:
+        count = len(arrays[0])
+        self.chunks.append(arrays)
+        self._rows += count
+        self.timestamp_types.append((count, timestamp_type))
+        if self.wants_headers:
+            self.headers.extend(headers if headers is not None else [()] * count)
 
     def build(self) -> pa.RecordBatch:
         """The records appended so far as one RecordBatch; the builder is then empty again."""
-        n = len(self.offsets)
-        timestamps = pa.array(self.timestamps, pa.int64())
-        columns = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.repeat(pa.scalar(self.topic, pa.string()), n),
-            pa.repeat(pa.scalar(self.partition, pa.int32()), n),
-            pa.array(self.offsets, pa.int64()),
-            pc.multiply(timestamps, 1000).cast(TIMESTAMP_TYPE),
-            _runs_array(self.timestamp_types, n),
-        ]
-        if self.include_headers:
-            columns.append(headers_array(self.headers))
-        batch = pa.RecordBatch.from_arrays(columns, schema=arrow_schema(self.include_headers))
+        schema = arrow_schema(self.include_headers)
+        names = self.columns if self.columns is not None else schema.names
+        columns = [self._column(name) for name in names]
+        batch = pa.RecordBatch.from_arrays(columns, schema=pa.schema([schema.field(name) for name in names]))
         self._reset()
         return batch
+
+    def _column(self, name: str) -> pa.Array:
+        """One output column of the records appended so far, built only when it is asked for (Rule 3)."""
+        n = self._rows
+        if name in _CHUNK_COLUMNS:
+            index, kind = _CHUNK_COLUMNS[name]
+            array = _concat([chunk[index] for chunk in self.chunks], kind)
+            return pc.multiply(array, 1000).cast(TIMESTAMP_TYPE) if name == "timestamp" else array
+        if name == "topic":
+            return pa.repeat(pa.scalar(self.topic, pa.string()), n)
+        if name == "partition":
+            return pa.repeat(pa.scalar(self.partition, pa.int32()), n)
+        if name == "timestampType":
+            return _runs_array(self.timestamp_types, n)
+        return headers_array(self.headers)
+
+
+_CHUNK_COLUMNS = {"key": (0, pa.binary()), "value": (1, pa.binary()), "offset": (2, pa.int64()),
+                  "timestamp": (3, pa.int64())}  # where each chunk holds them, and their Arrow type
+
+
+def _binary(count: int, ends, data, validity, nulls: int) -> pa.Array:
+    """A binary array over Arrow-layout buffers (records/buffers.py Rule 1), without copying them."""
+    bitmap = None if validity is None else pa.py_buffer(validity)
+    return pa.Array.from_buffers(pa.binary(), count, [bitmap, pa.py_buffer(ends), pa.py_buffer(data)], nulls)
+
+
+def _concat(arrays: list, kind: pa.DataType) -> pa.Array:
+    if not arrays:
+        return pa.array([], kind)
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
 
 
 def _runs_array(runs: Sequence[tuple[int, int]], n: int) -> pa.Array:

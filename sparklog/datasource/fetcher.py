@@ -12,9 +12,11 @@ records in [a, b)").
 Rule 3: offsets of the range that are no longer in the log are data loss: `failOnDataLoss=true` fails the
 task naming the topic, partition and missing range; false warns and reads what is left. A range the log
 never reaches fails after `kafkaConsumer.pollTimeoutMs`, never hangs; the offset lookups are bounded by it too.
-Rule 4: records are decoded a whole batch at a time into columns (`RecordBatch.columns()`, then
-`ColumnBuilder`), from the chunks of raw record batches the client Consumer fetched; that keeps the batch's
-timestamp type, which the Consumer's per-record API does not carry, and creates no object per record.
+Rule 4: records are decoded a whole batch at a time straight into Arrow's layout (records/buffers.py, then
+`ColumnBuilder.append_buffers`), from the chunks of raw record batches the client Consumer fetched (its
+fetcher thread fetches the next chunk while this one is decoded); that keeps the batch's timestamp type,
+which the Consumer's per-record API does not carry, and creates no object per record. Headers, when asked
+for and present, are the one column still read through `RecordBatch.columns()`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from sparklog.datasource.errors import missing_range, report_data_loss
 from sparklog.datasource.metadata import bootstrap_servers
 from sparklog.datasource.offsets import SparklogInputPartition
 from sparklog.datasource.options import ReadOptions
-from sparklog.records.batch import batches_in_range
+from sparklog.records.buffers import buffers_in_range
 
 ROWS_PER_ARROW_BATCH = 65_536  # bounded memory per task: Spark streams the batches on as they come
 POLL_INTERVAL_S = 0.5  # one poll's wait; the overall deadline is kafkaConsumer.pollTimeoutMs
@@ -67,7 +69,7 @@ def _read(options: ReadOptions, part: SparklogInputPartition) -> Iterator[pa.Rec
         consumer.assign([tp])
         position = _first_available(consumer, options, part, part.start)
         consumer.seek(tp, position)
-        builder = ColumnBuilder(part.topic, part.partition, options.include_headers)
+        builder = ColumnBuilder(part.topic, part.partition, options.include_headers, options.columns)
         timeout_s = options.poll_timeout_ms / 1000
         deadline = time.monotonic() + timeout_s
         while position < part.end:
@@ -117,17 +119,18 @@ def _lost_tail(consumer, options: ReadOptions, part: SparklogInputPartition, pos
 def _fetch_into(builder: ColumnBuilder, consumer, position: int, end: int, on_gap=None) -> int:
     """Append the records of one fetched chunk in `[position, end)`; return the next position.
 
-    Decodes whole record batches straight into columns (one transposition per batch); the position moves
+    Decodes whole record batches straight into Arrow buffers (Rule 4); the position moves
     past control batches and compacted gaps too (Rule 2).
     """
     chunk = consumer.next_chunk(POLL_INTERVAL_S)  # raw fetched chunks; see Rule 4
     if chunk is None:
         return position
     _state, _epoch, view, _start = chunk
-    for batch, columns in batches_in_range(view, position, end, consumer.config["check.crcs"]):
+    for batch, buffers, first, last in buffers_in_range(view, position, end, consumer.config["check.crcs"]):
         if on_gap is not None and position < min(batch.base_offset, end):  # a fenced range (Rule 2)
             on_gap(position, min(batch.base_offset, end))
-        if columns is not None and columns.offsets:
-            builder.append(*columns, batch.timestamp_type)
+        if buffers is not None and last > first:
+            headers = batch.columns().headers if builder.wants_headers and buffers.has_headers else None
+            builder.append_buffers(buffers, first, last, batch.timestamp_type, headers)
         position = min(max(position, batch.next_offset), end)
     return position

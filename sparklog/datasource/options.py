@@ -175,6 +175,7 @@ class ReadOptions:
     wait_for_topics: bool = False  # sparklog.waitForTopics: a missing topic is "no partitions yet", not an error
     commit_progress: bool = True
     avro_options: tuple[tuple[str, str], ...] = ()  # valueFormat=avro (see sparklog.datasource.avro)
+    columns: tuple[str, ...] | None = None  # the columns a user-supplied schema selects, in its order; None: all
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,11 @@
 Rule 1: options are validated where Spark first hands them over — `schema()` checks what every read needs
 (it runs at `load()`), `reader`/`streamReader`/`writer`/`streamWriter` what batch or streaming adds — so
 errors surface at `load()`/`save()`/`start()`, before any task runs.
+Rule 3: the schema is Spark's Kafka source's; a user-supplied schema (`spark.read.schema(...)`) may select
+some of its columns, by name and with their types, in any order (`selected_columns`): the rows are the same,
+projected, and columns nobody reads are never built (pyspark gives Python sources no column pruning). Any
+other field, a changed type, a repeated or empty selection, or a selection with valueFormat=avro fails at
+`load()`. (Spark's Kafka source refuses every user schema; a projection changes no value, so we take it.)
 Rule 2: a topic is append-only: a batch write in mode "overwrite" is refused (Spark's Kafka sink refuses it
 too). Spark itself refuses its default mode ErrorIfExists for Python sources, so batch writes say
 `.mode("append")`. Streaming Complete mode (which Spark passes as overwrite) appends every row each batch,
@@ -10,6 +15,8 @@ as Spark's Kafka sink does.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -21,7 +28,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from sparklog.datasource.arrow import spark_schema
-from sparklog.datasource.options import SparklogOptionError, _lower, parse_read_options, parse_write_options
+from sparklog.datasource.options import (ReadOptions, SparklogOptionError, _lower, parse_read_options,
+                                        parse_write_options)
 
 OVERWRITE_REFUSED = (
     'Save mode "overwrite" is not allowed for sparklog: a topic is append-only and cannot be truncated. '
@@ -71,12 +79,12 @@ class SparklogDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         from sparklog.datasource.batch_reader import SparklogBatchReader
 
-        return SparklogBatchReader(parse_read_options(self.options, streaming=False))
+        return SparklogBatchReader(with_columns(parse_read_options(self.options, streaming=False), schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from sparklog.datasource.stream_reader import SparklogStreamReader
 
-        return SparklogStreamReader(parse_read_options(self.options, streaming=True))
+        return SparklogStreamReader(with_columns(parse_read_options(self.options, streaming=True), schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from sparklog.datasource.writer import SparklogWriter, validate_schema
@@ -93,3 +101,29 @@ class SparklogDataSource(DataSource):
         options = parse_write_options(self.options)
         validate_schema(schema, options)
         return SparklogStreamWriter(options)
+
+
+def with_columns(options: ReadOptions, schema: StructType | None) -> ReadOptions:
+    """`options` reading only the columns `schema` selects (Rule 3)."""
+    columns = selected_columns(schema, options) if schema is not None else None
+    return options if columns is None else dataclasses.replace(options, columns=columns)
+
+
+def selected_columns(schema: StructType, options: ReadOptions) -> tuple[str, ...] | None:
+    """The column names of a user-supplied `schema`, or None when it is the whole source schema (Rule 3)."""
+    full = spark_schema(options.include_headers)
+    names = [field.name for field in schema.fields]
+    if options.avro_options:  # only the source's own schema, `value` typed by the reader schema
+        if names == full.names:
+            return None
+        raise SparklogOptionError("a user-specified schema cannot be combined with valueFormat=avro: remove .schema()")
+    types = {field.name: field.dataType for field in full.fields}
+    for field in schema.fields:
+        if types.get(field.name) != field.dataType:
+            raise SparklogOptionError(
+                f"user-specified schema field {field.name} {field.dataType.simpleString()} is not a column of "
+                f"sparklog's schema {full.simpleString()}: select some of its columns, with their types")
+    if not names or len(set(names)) != len(names):
+        raise SparklogOptionError(
+            f"a user-specified schema must select each of sparklog's columns at most once, and at least one: {names}")
+    return None if names == full.names else tuple(names)

@@ -4,7 +4,8 @@ Rule 1: the input schema is checked in `validate_schema`, called when Spark asks
 time, in the driver): a missing `value`, a wrong type, or no topic anywhere fails before anything is
 written, with the messages of Spark's Kafka sink.
 Rule 2: a task succeeds only if every record it sent was acknowledged: `write()` flushes its producer and
-raises the first delivery error, so Spark retries the task (at-least-once, as Spark's Kafka sink).
+raises the first delivery error, so Spark retries the task (at-least-once, as Spark's Kafka sink). Only the
+futures not yet acknowledged are kept between Arrow batches (memory bounded by what is in flight).
 Columns: `value` (binary or string, required), `key` (binary or string), `topic` (string; the `topic`
 option overrides it), `partition` (int), `headers` (array<struct<key: string, value: binary>>); any other
 column is ignored.
@@ -88,22 +89,29 @@ def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) ->
 
     c = options.connection
     producer = Producer(bootstrap_servers=c.bootstrap_servers, zookeeper=c.zookeeper_connect, **dict(options.producer_settings))
-    futures = []
+    pending: list = []
     rows = 0
     try:
         for batch in batches:
             rows += batch.num_rows
-            futures.extend(_send_batch(producer, options, batch))
+            pending.extend(_send_batch(producer, options, batch))
+            pending = _not_acknowledged(pending)
         producer.flush()
-        # After flush() every future is done; `succeeded()` is the cheapest check per record.
-        failed = [f for f in futures if not f.succeeded()]
+        failed = _not_acknowledged(pending)  # after flush() every future is done: these failed
         if failed:
             raise RuntimeError(
-                f"{len(failed)} of {len(futures)} records were not acknowledged; first error: {failed[0].exception(0)!r}"
+                f"{len(failed)} of {rows} records were not acknowledged; first error: {failed[0].exception(0)!r}"
             ) from failed[0].exception(0)
     finally:
         producer.close()
     return rows
+
+
+def _not_acknowledged(futures: list) -> list:
+    """The futures not (yet) acknowledged. Each Arrow batch drops the acknowledged ones, so a task holds the
+    futures (and, through them, the records) of what is in flight only, not of every row it wrote: bounded
+    memory, and a heap the garbage collector does not rescan per row."""
+    return [f for f in futures if not f.succeeded()]
 
 
 def _send_batch(producer, options: WriteOptions, batch: pa.RecordBatch) -> list:

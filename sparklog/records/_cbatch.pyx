@@ -10,8 +10,9 @@ The compiled twin of five functions of `sparklog.records.batch` (see its docstri
     decode_columns(buffer, batch)   -> RecordColumns
     build_batch(records, ...)       -> bytes: the header, the records and the CRC-32C in one buffer
 
-and the log cleaner's loops (records/scan.py and records/sweep.py are their callers and authorities):
-`scan_section`, `join_kept`, and `put_batches` / `filter_batches`, one call per read buffer of batches.
+and the per-section loops: the log cleaner's (records/scan.py and records/sweep.py are their callers and
+authorities: `scan_section`, `join_kept`, and `put_batches` / `filter_batches`, one call per read buffer of
+batches) and records/buffers.py's (`decode_buffers`: a section into Arrow's layout, for the Spark source).
 
 Rule 1: the output is the pure-Python function's, byte for byte and value for value, and so are its errors.
 Rule 2: the fast path takes only what fits C: exact `bytes`, ints within int64, `str` header keys, lists
@@ -550,26 +551,39 @@ cdef inline Py_ssize_t skip_headers(const uint8_t* data, Py_ssize_t position, Py
     return position
 
 
+cdef inline Py_ssize_t read_record_head(const uint8_t* data, Py_ssize_t position, Py_ssize_t end,
+                                       int64_t base_offset, int64_t base_ts, bint create_time, int64_t append_ts,
+                                       int64_t* offset, int64_t* timestamp, Py_ssize_t* record_end) noexcept nogil:
+    """A record's length, timestamp and offset from `position`: where its key starts (and `record_end[0]`
+    where the record ends), or -1 when malformed or past what C takes."""
+    cdef int64_t length, delta
+    position = read_varint(data, position, end, &length)
+    if position < 0 or length < 0 or length > end - position:
+        return -1
+    record_end[0] = position + length
+    position = read_varint(data, position + 1, record_end[0], &delta)  # after the attributes byte
+    if position < 0:
+        return -1
+    if not create_time:
+        timestamp[0] = append_ts
+    elif not checked_add(base_ts, delta, timestamp):
+        return -1
+    position = read_varint(data, position, record_end[0], &delta)
+    if position < 0 or not checked_add(base_offset, delta, offset):
+        return -1
+    return position
+
+
 cdef bint scan_loop(const uint8_t* data, Py_ssize_t end, int64_t base_offset, int64_t base_ts, bint create_time,
                     int64_t append_ts, Py_ssize_t count, int64_t* digests, int64_t* offsets, int64_t* timestamps,
                     uint8_t* flags, int64_t* ends) noexcept nogil:
-    cdef Py_ssize_t index, position = 0, record_end, key_start
-    cdef int64_t length, delta
+    cdef Py_ssize_t index, position = 0, record_end = 0, key_start
+    cdef int64_t length
     cdef bint null
     for index in range(count):
-        position = read_varint(data, position, end, &length)
-        if position < 0 or length < 0 or length > end - position:
-            return False
-        record_end = position + length
-        position = read_varint(data, position + 1, record_end, &delta)  # after the attributes byte
+        position = read_record_head(data, position, end, base_offset, base_ts, create_time, append_ts,
+                                    &offsets[index], &timestamps[index], &record_end)
         if position < 0:
-            return False
-        if not create_time:
-            timestamps[index] = append_ts
-        elif not checked_add(base_ts, delta, &timestamps[index]):
-            return False
-        position = read_varint(data, position, record_end, &delta)
-        if position < 0 or not checked_add(base_offset, delta, &offsets[index]):
             return False
         key_start = position
         position = skip_nullable(data, position, record_end, &null)
@@ -1108,3 +1122,91 @@ def whole_prefix(const uint8_t[::1] chunk):
                 break
             position += size
     return position
+
+
+# -- a records section into Arrow's columnar layout (records/buffers.py is the pure-Python authority) ----------
+
+
+cdef inline Py_ssize_t copy_nullable(const uint8_t* data, Py_ssize_t position, Py_ssize_t end, Py_ssize_t index,
+                                     uint8_t* into, int32_t* ends, uint8_t* validity, Py_ssize_t* nulls) noexcept nogil:
+    """Append the nullable field at `position` to `into` at `ends[index]`, setting `ends[index + 1]` and
+    the validity bit: the position after the field, or -1 when it does not fit before `end`."""
+    cdef int64_t size
+    cdef Py_ssize_t start = read_varint(data, position, end, &size)
+    if start < 0 or size > end - start:
+        return -1
+    if size < 0:  # null: an empty slot with its bit clear (-1, and any other negative length, as in Python)
+        ends[index + 1] = ends[index]
+        nulls[0] += 1
+        return start
+    memcpy(into + ends[index], data + start, size)
+    ends[index + 1] = ends[index] + <int32_t>size
+    validity[index >> 3] |= <uint8_t>(1 << (index & 7))
+    return start + size
+
+
+cdef bint buffers_loop(const uint8_t* data, Py_ssize_t end, int64_t base_offset, int64_t base_ts, bint create_time,
+                       int64_t append_ts, Py_ssize_t count, int64_t* offsets, int64_t* timestamps,
+                       int32_t* key_ends, uint8_t* key_data, uint8_t* key_validity, Py_ssize_t* key_nulls,
+                       int32_t* value_ends, uint8_t* value_data, uint8_t* value_validity, Py_ssize_t* value_nulls,
+                       bint* has_headers) noexcept nogil:
+    cdef Py_ssize_t index, position = 0, record_end = 0, headers_start
+    key_ends[0] = value_ends[0] = 0
+    for index in range(count):
+        position = read_record_head(data, position, end, base_offset, base_ts, create_time, append_ts,
+                                    &offsets[index], &timestamps[index], &record_end)
+        if position < 0:
+            return False
+        position = copy_nullable(data, position, record_end, index, key_data, key_ends, key_validity, key_nulls)
+        if position < 0:
+            return False
+        position = copy_nullable(data, position, record_end, index, value_data, value_ends, value_validity,
+                                 value_nulls)
+        if position < 0:
+            return False
+        headers_start = position
+        position = skip_headers(data, position, record_end)
+        if position != record_end:
+            return False
+        if record_end - headers_start > 1:  # more than a headersCount of 0
+            has_headers[0] = True
+    return position == end
+
+
+cdef bint fill_buffers(const uint8_t[::1] section, int64_t base_offset, int64_t base_ts, bint create_time,
+                       int64_t append_ts, Py_ssize_t count, int64_t[::1] offsets, int64_t[::1] timestamps,
+                       int32_t[::1] key_ends, uint8_t[::1] key_data, uint8_t[::1] key_validity, Py_ssize_t* key_nulls,
+                       int32_t[::1] value_ends, uint8_t[::1] value_data, uint8_t[::1] value_validity,
+                       Py_ssize_t* value_nulls, bint* has_headers):
+    """`buffers_loop` over typed views that are released on return, so the bytearrays may shrink after."""
+    cdef bint ok
+    with nogil:
+        ok = buffers_loop(&section[0], section.shape[0], base_offset, base_ts, create_time, append_ts, count,
+                          &offsets[0], &timestamps[0], &key_ends[0], &key_data[0], &key_validity[0], key_nulls,
+                          &value_ends[0], &value_data[0], &value_validity[0], value_nulls, has_headers)
+    return ok
+
+
+def decode_buffers(const uint8_t[::1] section, int64_t base_offset, int64_t base_ts, object log_append_time,
+                   Py_ssize_t count):
+    """The `count` records filling `section` exactly in Arrow's layout (buffers.decode_buffers' tuple, without
+    the headers), or None to defer to Python (malformed, or past what C takes)."""
+    cdef Py_ssize_t end = section.shape[0], key_nulls = 0, value_nulls = 0
+    cdef bint create_time = log_append_time is None
+    cdef int64_t append_ts = 0 if create_time else log_append_time
+    cdef bint has_headers = False
+    if count <= 0 or count > end // MIN_RECORD_BYTES or end > INT32_MAX:
+        return None
+    offsets, timestamps = _array.array("q", bytes(8 * count)), _array.array("q", bytes(8 * count))
+    key_ends, value_ends = _array.array("i", bytes(4 * (count + 1))), _array.array("i", bytes(4 * (count + 1)))
+    # Keys and values together fit in the section: each gets its size, then gives back what it did not use.
+    key_data, value_data = bytearray(end), bytearray(end)
+    key_validity, value_validity = bytearray((count + 7) // 8), bytearray((count + 7) // 8)
+    if not fill_buffers(section, base_offset, base_ts, create_time, append_ts, count, offsets, timestamps,
+                        key_ends, key_data, key_validity, &key_nulls, value_ends, value_data, value_validity,
+                        &value_nulls, &has_headers):
+        return None
+    del key_data[key_ends[count]:]
+    del value_data[value_ends[count]:]
+    return (count, offsets, timestamps, key_ends, key_data, key_validity if key_nulls else None, key_nulls,
+            value_ends, value_data, value_validity if value_nulls else None, value_nulls, has_headers)

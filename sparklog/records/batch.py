@@ -622,13 +622,8 @@ def batches_in_range(buffer, start: int, end: int | None = None,
     `end`, which also ends the iteration (the range is complete even if compaction left a gap before it).
     Errors are `iter_batches`': a corrupt batch raises before anything of it is returned.
     """
-    for batch in iter_batches(buffer, check_crc):
-        if batch.next_offset <= start:
-            continue
-        if end is not None and batch.base_offset >= end:
-            yield batch, None
-            return
-        if batch.attributes & CONTROL_MASK:
+    for batch, data in batches_overlapping(buffer, start, end, check_crc):
+        if not data:
             yield batch, None
             continue
         columns = batch.columns()
@@ -638,3 +633,16 @@ def batches_in_range(buffer, start: int, end: int | None = None,
             last = len(offsets) if end is None else bisect_left(offsets, end)
             columns = RecordColumns(*(column[first:last] for column in columns))
         yield batch, columns
+
+
+def batches_overlapping(buffer, start: int, end: int | None = None,
+                        check_crc: bool = True) -> Iterator[tuple[RecordBatch, bool]]:
+    """`(batch, is data to read)` for the batches `batches_in_range` decodes (True) or hands back as
+    "move past this" (False: a control batch, or the first batch at or past `end`, which ends it)."""
+    for batch in iter_batches(buffer, check_crc):
+        if batch.next_offset <= start:
+            continue
+        if end is not None and batch.base_offset >= end:
+            yield batch, False
+            return
+        yield batch, not batch.attributes & CONTROL_MASK

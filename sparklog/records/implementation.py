@@ -42,7 +42,8 @@ def extensions_disabled() -> bool:
     return os.environ.get(NO_EXTENSIONS_VARIABLE, "") not in ("", "0")
 
 
-REQUIRED_EXTRAS = ("scan_section", "join_kept", "whole_prefix", "put_batches", "filter_batches")  # scan.py, sweep.py
+REQUIRED_EXTRAS = ("scan_section", "join_kept", "whole_prefix", "put_batches", "filter_batches",
+                   "decode_buffers")  # what records/scan.py, sweep.py and buffers.py take from it
 
 
 def compiled(pure: Codec, record_columns: type) -> Codec:

@@ -33,6 +33,21 @@ def test_batch_read_returns_exactly_the_json_range(spark, sparklog_cluster, make
     assert df.rdd.getNumPartitions() >= 7
 
 
+def test_a_user_schema_reads_the_projection_of_the_whole_rows(spark, sparklog_cluster, make_topic):
+    """source.py Rule 3: `.schema(...)` of some columns gives those columns of the same rows; others fail."""
+    topic = make_topic(partitions=2)
+    produce(sparklog_cluster.bootstrap, [topic], 200)
+    reader = spark.read.format("sparklog").option("bootstrap.servers", sparklog_cluster.bootstrap) \
+        .option("subscribe", topic)
+    whole = reader.load()
+    narrow = reader.schema("offset bigint, value binary, partition int").load()
+    assert narrow.columns == ["offset", "value", "partition"]
+    assertDataFrameEqual(narrow, whole.select("offset", "value", "partition"))
+    assert reader.schema("offset bigint").load().count() == 200
+    with pytest.raises(Exception, match="is not a column of sparklog's schema"):
+        reader.schema("value string").load().collect()
+
+
 def test_write_100k_rows_round_trip(spark, sparklog_cluster, make_topic, tmp_path):
     from kafka import KafkaConsumer, TopicPartition
 

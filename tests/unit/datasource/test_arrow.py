@@ -7,6 +7,7 @@ from hypothesis import given, strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from sparklog.datasource.arrow import ColumnBuilder, arrow_schema, headers_array, spark_schema
+from support.codecs import NAMES, switched
 
 
 @pytest.mark.parametrize("headers", [False, True])
@@ -64,3 +65,49 @@ def test_header_keys_given_as_bytes_are_decoded():
 def test_empty_build():
     batch = ColumnBuilder("t", 0).build()
     assert batch.num_rows == 0 and batch.schema.equals(arrow_schema(False))
+
+
+def record_batch_bytes(base, records, ts_type):
+    from sparklog.records.batch import build_batch, iter_batches
+
+    (batch,) = iter_batches(build_batch([(r[1], r[2], r[3], r[0]) for r in records], base_offset=base,
+                                        timestamp_type=ts_type))
+    return batch
+
+
+@pytest.mark.parametrize("codec_name", NAMES)
+@given(st.lists(st.tuples(st.lists(record, min_size=1, max_size=5), st.integers(0, 1)), min_size=1, max_size=4),
+       st.booleans(), st.integers(0, 4), st.integers(0, 4))
+def test_buffers_build_the_batch_lists_build(codec_name, batches, include_headers, cut_first, cut_last):
+    """append_buffers (records/buffers.py, with either codec) gives the very RecordBatch that append gives
+    from columns(), cut or not."""
+    with switched(codec_name):
+        check_buffers_build_the_batch_lists_build(batches, include_headers, cut_first, cut_last)
+
+
+def check_buffers_build_the_batch_lists_build(batches, include_headers, cut_first, cut_last):
+    from sparklog.records.buffers import decode_buffers
+
+    from_lists = ColumnBuilder("t", 2, include_headers)
+    from_buffers = ColumnBuilder("t", 2, include_headers)
+    base = 0
+    for records, ts_type in batches:
+        batch = record_batch_bytes(base, records, ts_type)
+        base += len(records)
+        columns = batch.columns()
+        first, last = min(cut_first, len(records) - 1), max(len(records) - cut_last, min(cut_first, len(records) - 1) + 1)
+        from_lists.append(*(c[first:last] for c in columns), batch.timestamp_type)
+        buffers = decode_buffers(batch)
+        from_buffers.append_buffers(buffers, first, last, batch.timestamp_type,
+                                    columns.headers if buffers.has_headers else None)
+    assert from_buffers.build().equals(from_lists.build())
+
+
+@pytest.mark.parametrize("columns", [("offset",), ("value", "offset"), ("timestampType", "key", "headers", "topic")])
+def test_selected_columns_only_in_their_order(columns):
+    full, some = ColumnBuilder("t", 1, True), ColumnBuilder("t", 1, True, columns)
+    for builder in (full, some):
+        builder.append([5, 6], [10, 11], [b"k", None], [b"a", b"b"], [[("h", b"x")], ()], 1)
+    got = some.build()
+    assert got.schema.names == list(columns)
+    assert got.equals(full.build().select(list(columns)))

@@ -71,3 +71,57 @@ def test_update_mode_helper_checks_its_options_when_defined():
     with pytest.raises(SparklogOptionError, match="No brokers to connect to"):
         to_sparklog(topic="t")
     assert callable(to_sparklog(**{"kafka.bootstrap.servers": "h:1", "topic": "t"}))
+
+
+class AckedFuture:
+    """A record acknowledged at once, or failed with `error`."""
+
+    def __init__(self, error=None) -> None:
+        self.error = error
+
+    def succeeded(self) -> bool:
+        return self.error is None
+
+    def exception(self, timeout=None):
+        return self.error
+
+
+class AckingProducer(FakeProducer):
+    live = None  # a WeakSet of the futures handed out and still referenced
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__()
+
+    def send(self, topic, value=None, key=None, headers=None, partition=None):
+        future = AckedFuture(RuntimeError("NOT_LEADER") if value == b"bad" else None)
+        AckingProducer.live.add(future)
+        return future
+
+    def flush(self, timeout=None):
+        pass
+
+    def close(self, timeout=None):
+        pass
+
+
+def test_a_task_keeps_the_futures_in_flight_only_and_raises_a_failed_one(monkeypatch):
+    import weakref
+
+    from sparklog.client import producer as producer_module
+    from sparklog.datasource.writer import produce_batches
+
+    monkeypatch.setattr(producer_module, "Producer", AckingProducer)
+    AckingProducer.live = weakref.WeakSet()
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([b"v"] * 100)})
+    seen = []
+
+    def batches():
+        for _ in range(5):
+            seen.append(len(AckingProducer.live))  # what the writer still holds of the batches before
+            yield batch
+
+    assert produce_batches(options(topic="t"), batches()) == 500
+    assert seen == [0] * 5
+    failing = [batch, pa.RecordBatch.from_pydict({"value": pa.array([b"bad", b"v"])})]
+    with pytest.raises(RuntimeError, match="1 of 102 records were not acknowledged.*NOT_LEADER"):
+        produce_batches(options(topic="t"), iter(failing))

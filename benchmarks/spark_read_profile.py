@@ -1,0 +1,130 @@
+"""One Spark input partition read outside Spark: `read()`'s fetch, decode and Arrow build, timed and profiled.
+
+    .venv/bin/python benchmarks/spark_read_profile.py [--records 500000] [--size 200] [--profile]
+
+Starts a ZooKeeper and one broker, produces N records of `size` bytes into one partition, then reads
+`[0, N)` with the data source's `read_partition` (what a Spark task runs in its Python worker), once with the
+compiled record codec and once with the pure-Python one, and a baseline in the same run: the same read
+with the earlier decoding (`columns()` into Python lists, then `pa.array`; compiled codec); prints rows/s of
+each and the ratios, and, with --profile, the cProfile functions that take the most time (cumulative) of the
+compiled read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+TOP_FUNCTIONS = 18  # lines of the profile printed
+
+
+def produce(bootstrap: str, topic: str, records: int, size: int) -> None:
+    from sparklog.client.producer import Producer
+
+    producer = Producer(bootstrap_servers=bootstrap, **{"linger.ms": 10, "batch.size": 262_144})
+    payload = b"x" * size
+    for i in range(records):
+        producer.send(topic, payload, key=b"k%d" % i, partition=0)
+    producer.flush()
+    producer.close()
+
+
+def fetch_into_lists(builder, consumer, position: int, end: int, on_gap=None) -> int:
+    """The baseline: fetcher._fetch_into as it was, each batch decoded into lists (`columns()`)."""
+    from sparklog.records.batch import batches_in_range
+
+    chunk = consumer.next_chunk(0.5)
+    if chunk is None:
+        return position
+    for batch, columns in batches_in_range(chunk[2], position, end, consumer.config["check.crcs"]):
+        if columns is not None and columns.offsets:
+            builder.append(*columns, batch.timestamp_type)
+        position = min(max(position, batch.next_offset), end)
+    return position
+
+
+def read_all(bootstrap: str, topic: str, records: int) -> int:
+    from sparklog.datasource.fetcher import read_partition
+    from sparklog.datasource.offsets import SparklogInputPartition
+    from sparklog.datasource.options import parse_read_options
+
+    options = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False)
+    rows = 0
+    for batch in read_partition(options, SparklogInputPartition(topic, 0, 0, records, bootstrap)):
+        rows += batch.num_rows
+    return rows
+
+
+def timed_read(bootstrap: str, topic: str, records: int, codec_name: str, profile: bool,
+               baseline: bool = False) -> float:
+    from sparklog.datasource import fetcher
+    from support.codecs import switched
+
+    current = fetcher._fetch_into
+    fetcher._fetch_into = fetch_into_lists if baseline else current
+    with switched(codec_name):
+        profiler = cProfile.Profile() if profile else None
+        start = time.perf_counter()
+        if profiler:
+            profiler.enable()
+        rows = read_all(bootstrap, topic, records)
+        if profiler:
+            profiler.disable()
+        elapsed = time.perf_counter() - start
+    fetcher._fetch_into = current
+    assert rows == records, (rows, records)
+    if profiler:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(TOP_FUNCTIONS)
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+
+    from sparklog.coordination.connection import close, connect
+    from sparklog.coordination.topics import create_topic
+    from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper
+    from support.cluster import Cluster
+
+    work = Path(tempfile.mkdtemp(prefix="sparklog-read-profile-"))
+    zookeeper = EmbeddedZooKeeper()
+    zookeeper.start()
+    try:
+        zk_connect = f"{zookeeper.connect_string}/profile"
+        with Cluster(zk_connect, work / "brokers", brokers=1) as cluster:
+            zk = connect(zk_connect)
+            create_topic(zk, "profile", 1, 1)
+            close(zk)
+            time.sleep(1.0)
+            produce(cluster.bootstrap, "profile", args.records, args.size)
+            print(f"load average: {os.getloadavg()[0]:.2f}")
+            timed_read(cluster.bootstrap, "profile", args.records, "cython", False)  # warm the page cache
+            rates = {}
+            for name, codec, baseline in (("baseline: lists", "cython", True), ("cython", "cython", False),
+                                          ("python", "python", False)):
+                elapsed = timed_read(cluster.bootstrap, "profile", args.records, codec, False, baseline)
+                rates[name] = args.records / elapsed
+                print(f"read_partition, {name}: {args.records:,} records in {elapsed:.2f}s = {rates[name]:,.0f} rows/s")
+            print(f"Arrow buffers (compiled) / baseline lists: {rates['cython'] / rates['baseline: lists']:.2f}; "
+                  f"compiled / pure-Python: {rates['cython'] / rates['python']:.2f}")
+            if args.profile:
+                timed_read(cluster.bootstrap, "profile", args.records, "cython", True)
+    finally:
+        zookeeper.stop()
+
+
+if __name__ == "__main__":
+    main()
