@@ -292,3 +292,16 @@ def list_offsets_by_time(host: str, port: int, topic: str, timestamps: list[int]
             part = decode_response(ApiKey.LIST_OFFSETS, 5, frame)[1].topics[0].partitions[0]
             offsets.append(part.offset if part.error_code == 0 else -1)
     return times, offsets
+
+
+def create_single_partition_topic(zk_connect: str, topic: str) -> None:
+    """Create `topic` with one partition and one replica, and give its broker a moment to open the log."""
+    from sparklog.coordination import topics
+    from sparklog.coordination.connection import close, connect
+
+    client = connect(zk_connect)
+    try:
+        topics.create_topic(client, topic, 1, 1)
+    finally:
+        close(client)
+    time.sleep(0.5)

@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from measure import (GB, confluent_consume, confluent_produce, cpu_seconds, kcat_consume, load,  # noqa: E402
+from measure import (GB, confluent_consume, confluent_produce, cpu_seconds, create_single_partition_topic, kcat_consume, load,  # noqa: E402
                      payload, raw_fetch, sendfile_loop)
 
 TOPIC = "paper"
@@ -145,13 +145,7 @@ def main() -> int:
             broker = BrokerProcess(1, f"{zk.connect_string}/paper-{batch}", log_dir, overrides=overrides)
             broker.start()
             try:
-                from sparklog.coordination import topics
-                from sparklog.coordination.connection import close, connect
-
-                client = connect(broker.zk_connect)
-                topics.create_topic(client, TOPIC, 1, 1)
-                close(client)
-                time.sleep(0.5)
+                create_single_partition_topic(broker.zk_connect, TOPIC)
                 before = disk_bytes(log_dir)
                 cpu0, own0 = cpu_seconds(broker.pid), own_cpu()
                 done = produce(broker.address, args.messages, value, batch, args.cap)

@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from measure import (GB, confluent_consume, confluent_produce, cpu_seconds, list_offsets_by_time,  # noqa: E402
+from measure import (GB, confluent_consume, confluent_produce, cpu_seconds, create_single_partition_topic, list_offsets_by_time,  # noqa: E402
                      load, payload)
 from paper import CONSUMER_SETTINGS, DEFAULT_FETCH_BYTES  # noqa: E402
 
@@ -178,8 +178,6 @@ def main() -> int:
     if free < args.gb * GB * FREE_SPACE_MARGIN:
         parser.error(f"{args.dir} has {free / GB:.1f} GB free; --gb {args.gb} needs {args.gb * FREE_SPACE_MARGIN:.1f}")
 
-    from sparklog.coordination import topics
-    from sparklog.coordination.connection import close, connect
     from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper
     from support.cluster import BrokerProcess
 
@@ -193,10 +191,7 @@ def main() -> int:
         broker = BrokerProcess(1, f"{zk.connect_string}/scale", log_dir)
         broker.start()
         try:
-            client = connect(broker.zk_connect)
-            topics.create_topic(client, TOPIC, 1, 1)
-            close(client)
-            time.sleep(0.5)
+            create_single_partition_topic(broker.zk_connect, TOPIC)
             run(broker, log_dir, args)
         finally:
             broker.stop()
