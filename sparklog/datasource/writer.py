@@ -82,10 +82,9 @@ def _column(batch: pa.RecordBatch, name: str) -> list | None:
 
 def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Send every row with one producer, flush, and raise the first delivery error (Rule 2)."""
-    try:
-        from sparklog.client import Producer
-    except ImportError:  # the package may not re-export it (yet)
-        from sparklog.client.producer import Producer
+    from sparklog.client import producer as producer_module  # looked up per call: tests substitute it
+
+    Producer = producer_module.Producer
 
     c = options.connection
     producer = Producer(bootstrap_servers=c.bootstrap_servers, zookeeper=c.zookeeper_connect, **dict(options.producer_settings))

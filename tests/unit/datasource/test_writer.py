@@ -107,9 +107,11 @@ class AckingProducer(FakeProducer):
 def test_a_task_keeps_the_futures_in_flight_only_and_raises_a_failed_one(monkeypatch):
     import weakref
 
+    import sparklog.client
     from sparklog.client import producer as producer_module
     from sparklog.datasource.writer import produce_batches
 
+    assert sparklog.client.Producer is producer_module.Producer  # cached in the package, as after other tests
     monkeypatch.setattr(producer_module, "Producer", AckingProducer)
     AckingProducer.live = weakref.WeakSet()
     batch = pa.RecordBatch.from_pydict({"value": pa.array([b"v"] * 100)})
