@@ -266,12 +266,18 @@ class Broker:
         self.log_api_matrix()
 
     def log_statistics(self) -> None:
-        """One log line: `STATISTICS_MARKER {"broker_id": .., "server": {..ServerStatistics..}}`."""
+        """One log line: `STATISTICS_MARKER {"broker_id": .., "server": {..ServerStatistics..}, "produce":
+        {"fast": .., "grouped": ..}}` (Produce requests of the fast path, and of those the ones appended in a
+        group: dispatch.py Rules 4 and 5)."""
         if self.server is None:
             return
         server = dataclasses.asdict(self.server.statistics())
-        log.info("%s %s", STATISTICS_MARKER, json.dumps({"broker_id": self.config.broker_id, "server": server},
-                                                        sort_keys=True))
+        produce = None
+        if self.dispatcher is not None:
+            stats = self.dispatcher.statistics()
+            produce = {"fast": stats.fast_produces, "grouped": stats.grouped_produces}
+        log.info("%s %s", STATISTICS_MARKER, json.dumps({"broker_id": self.config.broker_id, "server": server,
+                                                         "produce": produce}, sort_keys=True))
 
     def log_api_matrix(self) -> None:
         """One log line: `API_MATRIX_MARKER {"served": {client: {api: [versions]}}, "refused": ...}`."""

@@ -11,6 +11,16 @@ Rule 4: a Produce of one topic and one partition from an identified session is f
 path (handlers.handle_single_partition_produce); what it leaves (NOT_SERVED_FAST) goes through Rule 1, and
 the client sees the same bytes either way. An acks=all write it leaves waiting is Parked, as the general
 path's is.
+Rule 5: a run of Produce frames read together (server.py's `handle_frames`) is answered as Rules 1 and 4
+answer each frame alone, in order, except that consecutive requests Rule 4 would serve for the same led
+partition (each with a non-empty record set) are appended in one group (handlers.handle_produce_group):
+one lock, one write, the high watermark and flush.messages once, each batch still checked, offset and
+answered on its own. The property test in tests/unit/broker/test_produce_group.py holds it to the log bytes
+and the replies of one-at-a-time handling.
+Rule 6: a Fetch of one topic and one partition from an identified session is first offered to the Fetch
+fast path (handlers.handle_single_partition_fetch: a consumer's read with records ready); what it leaves
+goes through Rule 1, and the client sees the same bytes either way
+(tests/unit/broker/test_fetch_fast_path.py).
 
 Each connection has a `ClientSession` that names the client (the software name and version it sent in
 ApiVersions v3+, else its header's client_id) and collects the (api, version) pairs it used; `statistics()`
@@ -25,11 +35,13 @@ from types import CoroutineType
 
 from sparklog.broker.admin_handlers import ADMIN_HANDLERS
 from sparklog.broker.handlers import HANDLERS as _HANDLERS
-from sparklog.broker.handlers import NOT_SERVED_FAST, handle_single_partition_produce
+from sparklog.broker.handlers import (NOT_SERVED_FAST, fast_produce_partition, handle_produce_group,
+                                     handle_single_partition_fetch, handle_single_partition_produce)
 from sparklog.broker.server import CloseConnection, Parked
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import RemoteProtocolError, UnsupportedVersion
 from sparklog.protocol.frame import NEED_DATA, FrameDecoder
+from sparklog.protocol.fetch import decode_single_partition as decode_single_partition_fetch
 from sparklog.protocol.produce import decode_single_partition
 from sparklog.protocol.registry import decode_request, encode_api_versions_fallback, encode_response
 
@@ -44,6 +56,8 @@ UNNAMED_CLIENT = "(no client_id)"
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
 _PRODUCE = int(ApiKey.PRODUCE)
 _PRODUCE_KEY = _PRODUCE.to_bytes(2, "big")  # the int16 api_key a request frame opens with
+_FETCH = int(ApiKey.FETCH)
+_FETCH_KEY = _FETCH.to_bytes(2, "big")
 HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS}
 _VERSION_BITS = 16  # (api_key, version) is recorded as one int: api_key << 16 | version
 # Apis whose coroutines only wait in the purgatory, the request having taken effect (handlers.py Rule 1):
@@ -57,6 +71,7 @@ class DispatcherStatistics:
     unsupported_versions: int
     malformed: int
     fast_produces: int  # Produce requests the fast path answered (Rule 4)
+    grouped_produces: int  # those of them appended in a group of two or more (Rule 5)
     # client name -> api name -> sorted versions served; and the versions refused (ApiVersions fallback)
     versions_by_client: dict
     refused_by_client: dict
@@ -85,10 +100,12 @@ class Dispatcher:
         self._unsupported = 0
         self._malformed = 0
         self._fast_produces = 0
+        self._grouped_produces = 0
         # client name -> {(api_key << 16 | version): requests}; one dict update per request is the whole
         # bookkeeping of the hot path (requests_by_api is summed from it on demand)
         self._served: dict[str, dict[int, int]] = {}
         self._refused: dict[str, dict[int, int]] = {}
+        self.fast_fetches = 0  # Fetch requests the fast path answered (Rule 6)
         self._default_session = ClientSession()  # for callers without a connection (tests, tools)
 
     def new_decoder(self) -> FrameDecoder:
@@ -100,10 +117,16 @@ class Dispatcher:
     def handle_frame(self, frame, session: ClientSession | None = None):
         if session is None:
             session = self._default_session
-        if session.served is not None and frame[:2] == _PRODUCE_KEY:
-            reply = self._single_partition_produce(frame, session.served)
-            if reply is not NOT_SERVED_FAST:
-                return reply
+        if session.served is not None:
+            opening = frame[:2]
+            if opening == _PRODUCE_KEY:
+                reply = self._single_partition_produce(frame, session.served)
+                if reply is not NOT_SERVED_FAST:
+                    return reply
+            elif opening == _FETCH_KEY:
+                reply = self._single_partition_fetch(frame, session.served)
+                if reply is not NOT_SERVED_FAST:
+                    return reply
         try:
             request = decode_request(frame)
         except UnsupportedVersion as exc:
@@ -126,6 +149,55 @@ class Dispatcher:
             return Parked(later) if api_key in PARKED_APIS else later
         return encode_response(header, body)
 
+    # server.py's optional run contract: consecutive frames opening with RUN_KEY (Produce requests) are
+    # handed over together to handle_frames
+    RUN_KEY = _PRODUCE_KEY
+
+    def handle_frames(self, frames: list, session: ClientSession, replies: list) -> None:
+        """handle_frame of each frame, in order, each reply appended to `replies` (Rule 5): consecutive
+        fast-path Produce requests of one led partition are appended to its log together
+        (handlers.handle_produce_group). Raises CloseConnection as handle_frame does, the replies of the
+        frames before it already in `replies`."""
+        served = session.served
+        if served is None:
+            for frame in frames:
+                replies.append(self.handle_frame(frame, session))
+            return
+        state = self.state
+        group: list = []
+        group_led = None
+        for frame in frames:
+            request = decode_single_partition(frame)
+            led = None
+            if request is not None and len(request.records):
+                led = fast_produce_partition(request, state)
+            if led is not None and (group_led is None or led is group_led):
+                group.append(request)
+                group_led = led
+                continue
+            if group:
+                self._produce_group(group, group_led, served, replies)
+                group, group_led = [], None
+            if led is not None:
+                group, group_led = [request], led
+                continue
+            replies.append(self.handle_frame(frame, session))
+        if group:
+            self._produce_group(group, group_led, served, replies)
+
+    def _produce_group(self, requests: list, led, served: dict, replies: list) -> None:
+        if len(requests) == 1:
+            request = requests[0]
+            answers = [handle_single_partition_produce(request, self.state)]
+        else:
+            answers = handle_produce_group(requests, led, self.state)
+            self._grouped_produces += len(requests)
+        self._fast_produces += len(requests)
+        for request, reply in zip(requests, answers):
+            key = _PRODUCE << _VERSION_BITS | request.api_version
+            served[key] = served.get(key, 0) + 1
+            replies.append(Parked(reply) if reply.__class__ is CoroutineType else reply)
+
     def _single_partition_produce(self, frame, served: dict):
         """The Produce fast path (Rule 4); NOT_SERVED_FAST, having done nothing, when it does not apply."""
         request = decode_single_partition(frame)
@@ -138,6 +210,19 @@ class Dispatcher:
         key = _PRODUCE << _VERSION_BITS | request.api_version
         served[key] = served.get(key, 0) + 1
         return Parked(reply) if reply.__class__ is CoroutineType else reply
+
+    def _single_partition_fetch(self, frame, served: dict):
+        """The Fetch fast path (Rule 6); NOT_SERVED_FAST, having done nothing, when it does not apply."""
+        request = decode_single_partition_fetch(frame)
+        if request is None:
+            return NOT_SERVED_FAST
+        reply = handle_single_partition_fetch(request, self.state)
+        if reply is NOT_SERVED_FAST:
+            return reply
+        self.fast_fetches += 1
+        key = _FETCH << _VERSION_BITS | request.api_version
+        served[key] = served.get(key, 0) + 1
+        return reply
 
     def _unsupported_version(self, exc: UnsupportedVersion, session: ClientSession):
         self._unsupported += 1
@@ -185,7 +270,7 @@ class Dispatcher:
             for key, count in list(packed.items()):
                 name = api_name(key >> _VERSION_BITS)
                 names[name] = names.get(name, 0) + count
-        return DispatcherStatistics(names, self._unsupported, self._malformed, self._fast_produces,
+        return DispatcherStatistics(names, self._unsupported, self._malformed, self._fast_produces, self._grouped_produces,
                                     _matrix(self._served), _matrix(self._refused))
 
 

@@ -52,7 +52,8 @@ from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.api_versions import ApiVersionsResponse
 from sparklog.protocol.create_topics import CreatableTopicResult, CreateTopicsResponse
 from sparklog.protocol.delete_topics import DeletableTopicResult, DeleteTopicsResponse
-from sparklog.protocol.fetch import FetchableTopicResponse, FetchResponse, PartitionData
+from sparklog.protocol.fetch import (FetchableTopicResponse, FetchResponse, PartitionData, SinglePartitionFetch,
+                                     encode_single_partition_head as encode_single_partition_fetch_head)
 from sparklog.protocol.find_coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, FindCoordinatorResponse
 from sparklog.protocol.init_producer_id import InitProducerIdResponse
 from sparklog.protocol.list_offsets import (
@@ -307,6 +308,59 @@ def handle_single_partition_produce(request: SinglePartitionProduce, state):
     return [encode_single_partition_response(request, *appended)]
 
 
+def fast_produce_partition(request: SinglePartitionProduce, state):
+    """The led partition a one-partition Produce would be appended to by the fast path, or None when
+    handle_single_partition_produce would leave it to the general path (NOT_SERVED_FAST). No side effects."""
+    acks = request.acks
+    if (acks != 1 and acks != -1 and acks != 0) or offsets_topic.is_internal(request.topic):
+        return None
+    led = state.replicas.leader_of(state.partitions.snapshot, (request.topic, request.index))
+    if led is None or led.fenced or (acks == -1 and len(led.state.isr) < led.min_insync):
+        return None
+    return led
+
+
+def handle_produce_group(requests: list, led, state) -> list:
+    """Several one-partition Produce requests of one connection, in order, for the same led partition (each
+    accepted by fast_produce_partition, each with a non-empty record set): their record sets go to the log in one group append
+    (PartitionLog.append_group_as_leader) and each gets the reply handle_single_partition_produce would give
+    it alone, in order: a reply, None (acks=0), or a coroutine of an acks=all write not yet replicated."""
+    plog = led.plog
+    append_time = time.time_ns() // 1_000_000 if plog.stamps_append_time else NO_TIMESTAMP
+    outcomes = plog.append_group_as_leader([r.records for r in requests],
+                                           led.leader_epoch, append_time if append_time != NO_TIMESTAMP else None)
+    replicas = state.replicas
+    for outcome in outcomes:
+        if outcome.__class__ is tuple:
+            replicas.after_leader_append(led)
+            break
+    log_start = plog.log_start_offset
+    replies = []
+    for request, outcome in zip(requests, outcomes):
+        acks = request.acks
+        if outcome.__class__ is not tuple:
+            if acks != 0:
+                replies.append(_single_partition_reply(request, _append_error(request.index, outcome, plog)))
+            else:
+                replies.append(None)
+            continue
+        if acks == 0:
+            replies.append(None)
+            continue
+        appended = (outcome[0], append_time, log_start)
+        if acks == -1:
+            required = outcome[1]
+            code = replicas.produce_outcome(led, required)
+            if code is None:
+                replies.append(_await_single_replication(state, request, led, appended, required))
+                continue
+            if code != NONE:
+                replies.append(_single_partition_reply(request, _produce_error(request.index, code)))
+                continue
+        replies.append([encode_single_partition_response(request, *appended)])
+    return replies
+
+
 async def _await_single_replication(state, request: SinglePartitionProduce, led, appended: tuple,
                                     required: int) -> list:
     """_await_replication for the fast path's one partition: the same wake-ups, timeout and answers."""
@@ -349,6 +403,15 @@ def _append_outcome(led, index: int, records) -> tuple[int, int] | PartitionProd
     append_time = time.time_ns() // 1_000_000 if plog.stamps_append_time else NO_TIMESTAMP  # LogAppendTime
     try:
         base = plog.append_as_leader(records, led.leader_epoch, append_time if append_time != NO_TIMESTAMP else None)
+    except Exception as exc:  # noqa: BLE001 - _append_error re-raises what it does not answer
+        return _append_error(index, exc, plog)
+    return base, append_time
+
+
+def _append_error(index: int, exc: Exception, plog) -> PartitionProduceResponse:
+    """The partition's error response for what an append raised (a broker bug is raised again)."""
+    try:
+        raise exc
     except CorruptRecordError as exc:
         return _produce_error(index, CORRUPT_MESSAGE, str(exc))
     except RecordBatchTooLarge as exc:
@@ -364,7 +427,6 @@ def _append_outcome(led, index: int, records) -> tuple[int, int] | PartitionProd
     except (OSError, StorageError) as exc:
         log.error("append to %s failed: %s", plog, exc)
         return _produce_error(index, KAFKA_STORAGE_ERROR, str(exc))
-    return base, append_time
 
 
 def _produce_error(index: int, code: int, message: str | None = None) -> PartitionProduceResponse:
@@ -534,6 +596,39 @@ def _fetch_once(body, state):
 def _fenced_here_whole_elsewhere(led, offset: int) -> bool:
     """Rule 4: would serving `offset` step over a fence that another in-sync replica can serve whole?"""
     return len(led.state.isr) > 1 and any(start <= offset < end for start, end in led.plog.fenced_ranges())
+
+
+def handle_single_partition_fetch(request: SinglePartitionFetch, state):
+    """A consumer's Fetch of one partition led here, answered as handle_fetch answers it when records are
+    ready, without building request or response objects: [the response head, the FileSlice]. NOT_SERVED_FAST,
+    having done nothing but a read, for everything else (the caller runs the general path, which answers
+    the same bytes or the error, or long-polls): a follower's fetch (replica_id >= 0, which moves the HW),
+    a partition not led here or a stale epoch, a segment still to verify, a fenced range (Rule 4), a read
+    that raises, fewer than min_bytes ready with max_wait_ms > 0, or no byte of budget."""
+    if request.replica_id >= 0:
+        return NOT_SERVED_FAST
+    budget = min(request.max_bytes, state.config.fetch_max_bytes, request.partition_max_bytes)
+    if budget <= 0:
+        return NOT_SERVED_FAST
+    replicas = state.replicas
+    led = replicas.leader_of(state.partitions.snapshot, (request.topic, request.partition))
+    if led is None or led.fenced or replicas.epoch_error(led, request.current_leader_epoch) != NONE:
+        return NOT_SERVED_FAST
+    plog = led.plog
+    offset = request.fetch_offset
+    if plog.needs_verification(offset) or _fenced_here_whole_elsewhere(led, offset):
+        return NOT_SERVED_FAST
+    high_watermark = plog.high_watermark  # read before the slice, as _fetch_once does
+    log_start = plog.log_start_offset
+    try:
+        records = plog.read(offset, budget)
+    except StorageError:  # OffsetOutOfRange, LogClosedError, CorruptSegmentError: the general path's errors
+        return NOT_SERVED_FAST
+    size = len(records)
+    if size < request.min_bytes and request.max_wait_ms > 0:
+        return NOT_SERVED_FAST
+    head = encode_single_partition_fetch_head(request, high_watermark, log_start, size)
+    return [head, records] if size else [head]
 
 
 def _fetch_error(index: int, code: int) -> PartitionData:

@@ -19,6 +19,13 @@ The `App` contract (`Dispatcher` in `dispatch.py` is the real one):
     awaitable       the request takes effect while it runs (a ZooKeeper write): gives None or a Reply
     raises CloseConnection   the peer sent something we cannot answer (a malformed frame): close it
 
+    Optional, to work per read rather than per request: `app.RUN_KEY` (bytes) and
+    `app.handle_frames(frames, session, replies)`. Frames opening with RUN_KEY that are buffered one behind
+    the other (a client pipelining Produce requests) are handed over together; the app appends to
+    `replies` exactly what handle_frame would return for each, in order, and may raise CloseConnection
+    after any of them (the replies already appended are answered). No reply of such a run may be a barrier
+    (an awaitable that is not Parked): the frames behind it have been handled.
+
 Rule 1: requests on one connection take effect in the order they arrive and are answered in that order
 (clients drop a connection whose correlation ids arrive out of order), but a client may have several in
 flight (pipelining, pipeline.py): each frame is handled as soon as it is read, so a Parked request does not
@@ -346,7 +353,7 @@ class Connection(asyncio.Protocol):
 
     __slots__ = ("server", "app", "counters", "transport", "decoder", "session", "busy", "write_paused", "closed",
                  "queue_paused", "ip", "last_active", "inflight", "writing", "_parked", "_fd", "_dup_fd",
-                 "_need_data", "_frame_errors")
+                 "_need_data", "_frame_errors", "_run_key")
 
     def __init__(self, server: BrokerServer, ip: str = "") -> None:
         self.server = server
@@ -367,6 +374,7 @@ class Connection(asyncio.Protocol):
         self._fd = -1
         self._dup_fd = -1
         self._need_data = self.app.NEED_DATA
+        self._run_key = getattr(self.app, "RUN_KEY", None)
         self._frame_errors = (CloseConnection,) + tuple(self.app.FRAME_ERRORS)
 
     # -- asyncio.Protocol -------------------------------------------------------------------------------
@@ -458,12 +466,17 @@ class Connection(asyncio.Protocol):
         `inflight` and leave in order (`_write_ready`)."""
         decoder, handle, need_data, session = self.decoder, self.app.handle_frame, self._need_data, self.session
         inflight = self.inflight
+        run_key = self._run_key
         out: list = []
         try:
             while not (self.busy or self.write_paused or self.closed or inflight.full):
                 frame = decoder.next_frame()
                 if frame is need_data:
                     return
+                if run_key is not None and frame[:2] == run_key:
+                    frame = self._run(frame, out)
+                    if frame is None or self.closed:
+                        continue
                 self.counters["requests"] += 1
                 reply = handle(frame, session)
                 if reply is None:
@@ -492,6 +505,52 @@ class Connection(asyncio.Protocol):
             out = []
         finally:
             self._flush(out)
+
+    def _run(self, frame, out: list):
+        """Hand `frame` and the run-key frames buffered behind it, as many as in-flight room allows, to
+        app.handle_frames (the App contract); the replies are taken as _pump takes each. Returns the first
+        frame read that does not belong to the run (for _pump to handle), else None."""
+        decoder, run_key, need_data = self.decoder, self._run_key, self._need_data
+        frames = [frame]
+        room = self.inflight.max_requests - len(self.inflight) - 1
+        after = None
+        while room > 0:
+            nxt = decoder.next_frame()
+            if nxt is need_data:
+                break
+            if nxt[:2] != run_key:
+                after = nxt
+                break
+            frames.append(nxt)
+            room -= 1
+        if len(frames) == 1:
+            if after is None:
+                return frame  # alone: the common path
+            self._take(self.app.handle_frame(frame, self.session), len(frame), out)
+            self.counters["requests"] += 1
+            return after
+        replies: list = []
+        try:
+            self.app.handle_frames(frames, self.session, replies)
+        finally:  # the replies of the frames handled before any exception are still answered
+            self.counters["requests"] += len(replies)
+            for index, reply in enumerate(replies):
+                self._take(reply, len(frames[index]), out)
+        return after
+
+    def _take(self, reply, size: int, out: list) -> None:
+        """_pump's handling of one reply: gathered in `out`, written, or queued behind those in flight."""
+        if reply is None:
+            return
+        if reply.__class__ is list and not self.inflight and not self.writing:
+            if all(chunk.__class__ in _BUFFERS for chunk in reply):
+                out.extend(reply)
+                return
+            self._flush(out)
+            self._write_reply(reply)
+            return
+        self._flush(out)
+        self._queue_reply(reply, size)
 
     def _flush(self, out: list) -> None:
         if out and not self.closed:

@@ -8,14 +8,27 @@ session_id); v9 current_leader_epoch; v11 rack_id and preferred_read_replica.
 ``records`` of a response may be bytes, a memoryview, or any object with ``__len__`` that the caller
 writes itself (a storage ``FileSlice`` sent with ``os.sendfile``): ``encode_response`` returns it as a
 chunk of its own. Decoded, it is a memoryview of the frame.
+
+The one-partition fast path (a consumer's common Fetch: one topic, one partition) is hand-written beside the
+declarations, for the broker's hot path, as produce.py's is:
+Rule 1: ``decode_single_partition(frame)`` returns a ``SinglePartitionFetch`` only for a Fetch request of a
+version served here whose body is exactly one topic with one partition and no forgotten topics, and which
+the general decoder (registry.decode_request) would decode without error to the same values; for anything
+else it returns None and the caller uses the general path.
+Rule 2: ``encode_single_partition_head(...)`` gives the bytes ``registry.encode_response`` gives for a
+FetchResponse of that one partition, error_code 0, up to its records, which follow as they are (a FileSlice
+sent with ``os.sendfile``). The property test in tests/unit/protocol/test_fetch_fast.py holds both rules.
 """
 
 from __future__ import annotations
 
+import struct
+from typing import NamedTuple
+
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.schema import F, message
 
-__all__ = ["FetchRequest", "FetchResponse", "FetchTopic", "FetchPartition", "ForgottenTopic",
+__all__ = ["SinglePartitionFetch", "decode_single_partition", "encode_single_partition_head", "FetchRequest", "FetchResponse", "FetchTopic", "FetchPartition", "ForgottenTopic",
            "FetchableTopicResponse", "PartitionData", "AbortedTransaction"]
 
 FetchRequest = message("FetchRequest", api_key=ApiKey.FETCH, versions="4-11", module=__name__, fields=[
@@ -71,3 +84,118 @@ ForgottenTopic = FetchRequest.ForgottenTopic
 FetchableTopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = FetchableTopicResponse.PartitionData
 AbortedTransaction = PartitionData.AbortedTransaction
+
+
+# ---- the one-partition fast path (Rules 1 and 2)
+
+_FETCH = int(ApiKey.FETCH)
+_REQUEST_PREFIX = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+# replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level (v4+ always here); v7+: session_id, epoch
+_FETCH_LIMITS = struct.Struct(">iiiib")
+_SESSION = struct.Struct(">ii")
+# topics count (1), topic name length
+_TOPICS = struct.Struct(">ih")
+# partitions count (1), partition; then current_leader_epoch (v9+), fetch_offset, log_start_offset (v5+),
+# partition_max_bytes
+_PARTITION = {4: struct.Struct(">iiqi"), 5: struct.Struct(">iiqqi"), 9: struct.Struct(">iiiqqi")}
+# size, correlation_id, throttle_time_ms; v7+: error_code, session_id; then responses count (1), topic length
+_RESPONSE_HEAD = {4: struct.Struct(">iiiih"), 7: struct.Struct(">iiihiih")}
+# partitions count (1), partition_index, error_code, high_watermark, last_stable_offset, (v5+ log_start_offset),
+# aborted_transactions (null), (v11 preferred_read_replica), records length
+_RESPONSE_TAIL = {4: struct.Struct(">iihqqii"), 5: struct.Struct(">iihqqqii"), 11: struct.Struct(">iihqqqiii")}
+_NULL_ARRAY = -1
+_NO_REPLICA = -1
+
+
+class SinglePartitionFetch(NamedTuple):
+    """A Fetch request of one topic and one partition (Rule 1)."""
+
+    api_version: int
+    correlation_id: int
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    topic: str
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int
+    partition_max_bytes: int
+
+
+def decode_single_partition(frame) -> SinglePartitionFetch | None:
+    """The request in ``frame`` (the bytes after the size prefix) if it has the one-partition shape, else None."""
+    buf = frame if type(frame) is memoryview else memoryview(frame)
+    end = len(buf)
+    try:
+        api_key, version, correlation_id, n = _REQUEST_PREFIX.unpack_from(buf, 0)
+        if api_key != _FETCH or not 4 <= version <= 11:
+            return None
+        pos = _REQUEST_PREFIX.size + max(n, 0)
+        if n > 0:
+            if pos > end:
+                return None
+            str(buf[_REQUEST_PREFIX.size:pos], "utf-8")  # the general decoder refuses a client_id that is not UTF-8
+        replica_id, max_wait_ms, min_bytes, max_bytes, _ = _FETCH_LIMITS.unpack_from(buf, pos)
+        pos += _FETCH_LIMITS.size
+        if version >= 7:
+            pos += _SESSION.size
+        topics, n = _TOPICS.unpack_from(buf, pos)
+        pos += _TOPICS.size
+        if topics != 1 or n < 0 or pos + n > end:
+            return None
+        topic = str(buf[pos:pos + n], "utf-8")
+        pos += n
+        shape = _PARTITION[9 if version >= 9 else 5 if version >= 5 else 4]
+        fields = shape.unpack_from(buf, pos)
+        pos += shape.size
+        if fields[0] != 1:
+            return None
+        if version >= 9:
+            _, partition, leader_epoch, fetch_offset, _, partition_max_bytes = fields
+        else:
+            partition, fetch_offset, partition_max_bytes = fields[1], fields[2], fields[-1]
+            leader_epoch = -1
+        if version >= 7:
+            (forgotten,) = _I32.unpack_from(buf, pos)
+            pos += 4
+            if forgotten != 0:
+                return None
+        if version >= 11:
+            (n,) = _I16.unpack_from(buf, pos)
+            pos += 2
+            if n < 0 or pos + n > end:
+                return None
+            str(buf[pos:pos + n], "utf-8")
+    except (struct.error, UnicodeDecodeError):
+        return None
+    return SinglePartitionFetch(version, correlation_id, replica_id, max_wait_ms, min_bytes, max_bytes, topic,
+                                partition, leader_epoch, fetch_offset, partition_max_bytes)
+
+
+def encode_single_partition_head(request: SinglePartitionFetch, high_watermark: int, log_start_offset: int,
+                                 records_length: int) -> bytes:
+    """Everything of the response frame (size prefix included) up to the records, which the caller writes
+    after it (``records_length`` bytes): the bytes ``registry.encode_response`` gives for a FetchResponse of
+    that one partition with no error, throttle 0, session 0, last_stable_offset = high_watermark, no aborted
+    transactions and no preferred read replica (Rule 2)."""
+    version = request.api_version
+    name = request.topic.encode()
+    head = _RESPONSE_HEAD[7 if version >= 7 else 4]
+    if version >= 11:
+        tail = _RESPONSE_TAIL[11].pack(1, request.partition, 0, high_watermark, high_watermark, log_start_offset,
+                                       _NULL_ARRAY, _NO_REPLICA, records_length)
+    elif version >= 5:
+        tail = _RESPONSE_TAIL[5].pack(1, request.partition, 0, high_watermark, high_watermark, log_start_offset,
+                                      _NULL_ARRAY, records_length)
+    else:
+        tail = _RESPONSE_TAIL[4].pack(1, request.partition, 0, high_watermark, high_watermark, _NULL_ARRAY,
+                                      records_length)
+    size = head.size - 4 + len(name) + len(tail) + records_length
+    if version >= 7:
+        start = head.pack(size, request.correlation_id, 0, 0, 0, 1, len(name))
+    else:
+        start = head.pack(size, request.correlation_id, 0, 1, len(name))
+    return start + name + tail

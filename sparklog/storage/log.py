@@ -56,8 +56,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, NamedTuple
 
 from sparklog.storage.config import CLEANUP_COMPACT, CLEANUP_DELETE, VISIBILITY_APPENDED, LogConfig
-from sparklog.storage.errors import (CorruptSegmentError, LogClosedError, OffsetOutOfRange, OffsetsNotContiguous,
-                                     RecordBatchTooLarge)
+from sparklog.storage.errors import (CorruptSegmentError, DuplicateSequence, InvalidProducerEpoch, LogClosedError,
+                                     OffsetOutOfRange, OffsetsNotContiguous, OutOfOrderSequence, RecordBatchTooLarge,
+                                     StorageError)
 from sparklog.storage.fences import FencedRanges
 from sparklog.storage.files import OS_FILES, Files
 from sparklog.storage.flusher import Flusher, default_flusher
@@ -1255,6 +1256,154 @@ class PartitionLog:
         if leader_epoch > cache.latest_epoch:
             cache.assign(leader_epoch, self._leo)
         return self.append(data, append_time_ms)
+
+    def append_group_as_leader(self, record_sets: list, leader_epoch: int, append_time_ms: int | None = None) -> list:
+        """`append_as_leader` of each record set in order, with one write per segment: a broker's pipelined
+        one-partition Produce requests, taken from one socket read.
+
+        The outcome of each set is what calling `append_as_leader` on it alone, in order, would give:
+        `(base offset, log end offset after it)`, or the exception it would raise (nothing of that set is
+        written; the sets around it are). Each batch is checked on its own (size, magic, CRC-32C, the
+        idempotent producer's epoch and sequence against the state the earlier sets leave), gets its own
+        base offset, and the segment rolls between two sets where a lone append would roll (bytes, offsets,
+        index room, segment.ms read once per group). The high watermark (records visible at append) moves
+        and its listeners run once, after the group; flush.messages is checked once, after the group, so
+        every set is on disk as required before any of them is answered. Sets this path does not take
+        (several batches, a log whose config converts batches) go through `append_as_leader` in their turn.
+        """
+        outcomes: list = [None] * len(record_sets)
+        run: list = []  # (index in record_sets, view, header fields) of one-batch sets, appended together
+        for i, records in enumerate(record_sets):
+            fields = None
+            if self._converter is None and records is not None:
+                size = len(records)
+                if size >= HEADER_SIZE:
+                    fields = _APPEND_FIELDS.unpack_from(records)
+                    if fields[0] + LOG_OVERHEAD != size:
+                        fields = None
+            if fields is None:
+                if run:
+                    self._append_run(run, outcomes, leader_epoch)
+                    run = []
+                try:
+                    outcomes[i] = (self.append_as_leader(records, leader_epoch, append_time_ms), self._leo)
+                except Exception as exc:  # noqa: BLE001 - handed back: the caller answers it per request
+                    outcomes[i] = exc
+                continue
+            length, magic, crc, delta, _, _, _, _, count = fields
+            size = length + LOG_OVERHEAD
+            view = records if type(records) is memoryview else memoryview(records)
+            try:
+                if size > self._max_message_bytes:
+                    raise RecordBatchTooLarge(
+                        f"batch of {size} bytes exceeds max.message.bytes={self._max_message_bytes}")
+                if magic != MAGIC or delta < 0 or count < 0 or crc32c(view[ATTRIBUTES_OFFSET:]) != crc:
+                    validate_batch(view)  # raises CorruptRecordError, with the reason
+            except (RecordBatchTooLarge, CorruptRecordError) as exc:
+                outcomes[i] = exc
+                continue
+            run.append((i, view, fields))
+        if run:
+            self._append_run(run, outcomes, leader_epoch)
+        return outcomes
+
+    def _append_run(self, run: list, outcomes: list, leader_epoch: int) -> None:
+        """append_group_as_leader's one-batch sets, checked already: one lock, one write per segment.
+
+        A write that fails (OSError, a closed file) fails the sets of that write and every later one of the
+        run, as each lone append would have failed; the producer state keeps their sequences (as a lone
+        append's would not), which only makes a retry of them a duplicate of nothing: OutOfOrderSequence."""
+        cache = self.leader_epochs
+        if leader_epoch > cache.latest_epoch:
+            cache.assign(leader_epoch, self._leo)
+        with self._lock:
+            if self._closed:
+                closed = LogClosedError(f"{self.name} is closed")
+                for i, _, _ in run:
+                    outcomes[i] = closed
+                return
+            producers = self._producers
+            segment = self._segments[-1]
+            now = self._clock()
+            buf = bytearray()
+            entries: list = []
+            written: list = []  # indexes of the sets in buf
+            leo = committed = self._leo
+            messages = appended = done_messages = done_appended = 0  # done_: written by a successful write
+            failed = None
+            for i, view, fields in run:
+                if failed is not None:
+                    outcomes[i] = failed
+                    continue
+                _, _, _, delta, max_timestamp, producer_id, epoch, sequence, count = fields
+                if producer_id >= 0:  # Rule 9, against the state the earlier sets of the group left
+                    try:
+                        duplicate = producers.check(producer_id, epoch, sequence, delta)
+                    except (OutOfOrderSequence, InvalidProducerEpoch, DuplicateSequence) as exc:
+                        outcomes[i] = exc
+                        continue
+                    if duplicate is not None:
+                        outcomes[i] = (duplicate, leo)
+                        continue
+                size = len(view)
+                next_offset = leo + delta + 1
+                pending = len(buf)
+                if segment.size + pending and (
+                    segment.size + pending + size > self._segment_bytes or next_offset > segment.offset_limit
+                    or segment.indexes_full or now >= segment.roll_at_ms
+                    or len(segment.index) + len(entries) + 1 >= segment.index.max_entries
+                    or len(segment.time_index) + len(entries) + 1 >= segment.time_index.max_entries
+                ):
+                    if entries:
+                        failed = self._write_run(segment, buf, entries, written, outcomes)
+                        if failed is not None:
+                            outcomes[i] = failed
+                            leo = committed
+                            continue
+                        committed, done_messages, done_appended = leo, messages, appended
+                        buf, entries, written = bytearray(), [], []
+                    segment = self._roll_locked()
+                    pending = 0
+                if not segment.size and not pending and self._compaction_lag_ms is not None:
+                    self._set_lag_deadline(segment, max_timestamp)
+                buf += view
+                _pack_base_offset(buf, pending, leo)
+                set_partition_leader_epoch(buf, leader_epoch, pending)
+                entries.append(BatchEntry(pending, leo, next_offset, max_timestamp, size))
+                written.append(i)
+                if producer_id >= 0:
+                    producers.update(producer_id, epoch, sequence, delta, leo, max_timestamp)
+                outcomes[i] = (leo, next_offset)
+                leo = next_offset
+                messages += count
+                appended += 1
+            if entries and failed is None:
+                failed = self._write_run(segment, buf, entries, written, outcomes)
+                if failed is None:
+                    done_messages, done_appended = messages, appended
+                else:
+                    leo = committed
+            moved = False
+            if done_appended:
+                self._appended_locked(segment, leo, done_messages, 0)
+                self._appends += done_appended - 1
+                moved = self._expose_on_append and self._advance_hw(_Visible(leo, segment.base_offset, segment.size))
+        if moved:
+            self._notify(leo)
+        if self._unflushed_messages >= self._flush_messages:
+            self.flush()
+
+    def _write_run(self, segment: LogSegment, buf: bytearray, entries: list, written: list,
+                   outcomes: list) -> Exception | None:
+        """One write of a run's batches; the exception (set as their outcome) if it failed."""
+        try:
+            segment.append(buf, entries)
+        except (OSError, StorageError) as exc:
+            for i in written:
+                outcomes[i] = exc
+            return exc
+        self._appended_bytes += len(buf)
+        return None
 
     def append_replicated(self, batches) -> int:
         """Append a leader's batches as they are (offsets, epochs, bytes); return the new LEO.
