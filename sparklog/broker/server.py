@@ -64,7 +64,9 @@ Resource handling:
       past that mark only the replies of requests already in flight are added.
     - Connections idle for `connections.max.idle.ms` are closed.
     - Record sets are sent with `os.sendfile` straight from the segment file when the transport's buffer
-      is empty; whatever the socket did not take at once is sent by a task that waits for writability on a
+      is empty, the bytes before them (the response head) sent with MSG_MORE just before, so head and
+      records leave in one packet instead of a small one of their own (on loopback the sender pays for the
+      receiver's TCP work per packet); whatever the socket did not take at once is sent by a task that waits for writability on a
       dup of the socket's descriptor (asyncio's own `loop.sendfile` would `lseek` the segment's shared
       descriptor, which the storage may rely on).
     - Shutdown (`stop()`): listeners close first, then every connection, then every task is cancelled and
@@ -352,7 +354,7 @@ class Connection(asyncio.Protocol):
     """One client connection: frames in through the App's decoder, replies out in request order."""
 
     __slots__ = ("server", "app", "counters", "transport", "decoder", "session", "busy", "write_paused", "closed",
-                 "queue_paused", "ip", "last_active", "inflight", "writing", "_parked", "_fd", "_dup_fd",
+                 "queue_paused", "ip", "last_active", "inflight", "writing", "_parked", "_fd", "_dup_fd", "_dup_sock",
                  "_need_data", "_frame_errors", "_run_key")
 
     def __init__(self, server: BrokerServer, ip: str = "") -> None:
@@ -373,6 +375,7 @@ class Connection(asyncio.Protocol):
         self.last_active = time.monotonic()
         self._fd = -1
         self._dup_fd = -1
+        self._dup_sock: socket.socket | None = None  # owns _dup_fd: sends a reply's head with MSG_MORE
         self._need_data = self.app.NEED_DATA
         self._run_key = getattr(self.app, "RUN_KEY", None)
         self._frame_errors = (CloseConnection,) + tuple(self.app.FRAME_ERRORS)
@@ -392,9 +395,9 @@ class Connection(asyncio.Protocol):
             task.cancel()
         self.inflight.clear()
         self.server.queued.hold(self, 0)
-        if self._dup_fd >= 0:
-            os.close(self._dup_fd)
-            self._dup_fd = -1
+        if self._dup_sock is not None:
+            self._dup_sock.close()
+            self._dup_sock, self._dup_fd = None, -1
 
     def data_received(self, data: bytes) -> None:
         self.counters["received"] += len(data)
@@ -660,7 +663,7 @@ class Connection(asyncio.Protocol):
             if not length:
                 continue
             if pending:
-                transport.write(b"".join(pending))
+                self._write_head(pending[0] if len(pending) == 1 else b"".join(pending))
                 pending = []
             sent = self._sendfile_now(chunk, length)
             if sent < 0:
@@ -670,6 +673,31 @@ class Connection(asyncio.Protocol):
         if pending:
             transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
         return None
+
+    def _write_head(self, head) -> None:
+        """The bytes before a record set: sent with MSG_MORE when nothing is buffered before them, so the kernel
+        puts them in one segment with the sendfile's first bytes (one packet, not a small one of its own),
+        else (or for what the socket did not take) through the transport as any write."""
+        transport = self.transport
+        if not transport.get_write_buffer_size():
+            try:
+                sent = self._dup().send(head, socket.MSG_MORE)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                sent = 0  # the transport's write below meets the same error and closes as usual
+            if sent == len(head):
+                return
+            head = memoryview(head)[sent:]
+        transport.write(head)
+
+    def _dup(self) -> socket.socket:
+        """A socket object over a dup of the connection's descriptor (asyncio refuses add_writer on a
+        transport's own descriptor, and its transport socket has no send with flags)."""
+        if self._dup_sock is None:
+            self._dup_sock = socket.socket(fileno=os.dup(self._fd))
+            self._dup_fd = self._dup_sock.fileno()
+        return self._dup_sock
 
     def _sendfile_now(self, file_slice, length: int) -> int:
         """Send what the socket takes right now, without blocking; -1 if the connection broke.
@@ -720,8 +748,7 @@ class Connection(asyncio.Protocol):
 
     async def _sendfile_rest(self, loop, file_slice, in_fd: int, position: int, remaining: int) -> None:
         await self._drain(loop)
-        if self._dup_fd < 0:
-            self._dup_fd = os.dup(self._fd)
+        self._dup()
         while remaining and not self.closed:
             try:
                 n = os.sendfile(self._dup_fd, in_fd, position, remaining)
@@ -743,8 +770,7 @@ class Connection(asyncio.Protocol):
             remaining -= n
 
     async def _writable(self, loop) -> None:
-        if self._dup_fd < 0:
-            self._dup_fd = os.dup(self._fd)  # asyncio refuses add_writer on a transport's own fd
+        self._dup()
         fut = loop.create_future()
         fd = self._dup_fd
         loop.add_writer(fd, lambda: fut.done() or fut.set_result(None))
