@@ -267,17 +267,18 @@ class Broker:
 
     def log_statistics(self) -> None:
         """One log line: `STATISTICS_MARKER {"broker_id": .., "server": {..ServerStatistics..}, "produce":
-        {"fast": .., "grouped": ..}}` (Produce requests of the fast path, and of those the ones appended in a
-        group: dispatch.py Rules 4 and 5)."""
+        {"fast": .., "grouped": ..}, "fetch": {"fast": ..}}` (Produce requests of the fast path, and of those
+        the ones appended in a group; Fetch requests of the fast path: dispatch.py Rules 4, 5 and 6)."""
         if self.server is None:
             return
         server = dataclasses.asdict(self.server.statistics())
-        produce = None
+        produce = fetch = None
         if self.dispatcher is not None:
             stats = self.dispatcher.statistics()
             produce = {"fast": stats.fast_produces, "grouped": stats.grouped_produces}
+            fetch = {"fast": self.dispatcher.fast_fetches}
         log.info("%s %s", STATISTICS_MARKER, json.dumps({"broker_id": self.config.broker_id, "server": server,
-                                                         "produce": produce}, sort_keys=True))
+                                                         "produce": produce, "fetch": fetch}, sort_keys=True))
 
     def log_api_matrix(self) -> None:
         """One log line: `API_MATRIX_MARKER {"served": {client: {api: [versions]}}, "refused": ...}`."""

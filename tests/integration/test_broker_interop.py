@@ -591,3 +591,37 @@ def test_aiokafka_admin_configs_partitions_and_records(cluster):
     assert configs["retention.ms"] == "7000" and configs["compression.type"] == "producer"  # replaced
     assert list(deleted.values()) == [2]
     assert_negotiated(cluster, AIOKAFKA, "CreatePartitions", "AlterConfigs", "DescribeConfigs", "DeleteRecords")
+
+
+def test_confluent_consumer_reads_one_partition_through_the_fetch_fast_path(cluster):
+    """Issue 12: a consumer's Fetch of one partition with records ready is answered by the Fetch fast path
+    (dispatch.py Rule 6: a response head, then the records with one sendfile); librdkafka reads every
+    message back once, in order, byte for byte, and the broker says the fast path served its fetches."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = "fetch-fast"
+    msgs = messages(topic, 3000)
+    errors = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1", "linger.ms": 5,
+                         "batch.num.messages": 100, **confluent_names()})  # batches of at most 100: many fetches
+    for key, value in msgs:
+        producer.produce(topic, value=value, key=key, partition=0,
+                         on_delivery=lambda err, m: err and errors.append(err))
+        producer.poll(0)
+    assert producer.flush(TIMEOUT_S) == 0 and errors == []
+    before = cluster.brokers[1].statistics()["fetch"]["fast"]
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"g-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 0,
+                         "max.partition.fetch.bytes": 64 * 1024, **confluent_names()})  # several fetches
+    got = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])  # one partition: each Fetch has the fast path's shape
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < len(msgs) and time.monotonic() < deadline:
+            for m in consumer.consume(500, timeout=0.5):
+                assert m.error() is None, m.error()
+                got.append((m.key(), m.value() or b""))
+    finally:
+        consumer.close()
+    assert got == msgs
+    assert cluster.brokers[1].statistics()["fetch"]["fast"] - before >= 2
