@@ -171,6 +171,30 @@ def test_confluent_produces_kafka_python_reads_back(cluster, acks, compression):
     assert_negotiated(cluster, KAFKA_PYTHON, "ApiVersions", "Metadata", "Fetch", "ListOffsets")
 
 
+def test_confluent_idempotent_batches_of_one_pipelined_are_grouped_and_read_back_in_order(cluster):
+    """Issue 12: librdkafka pipelines one-message Produce requests on one connection; the broker appends those
+    it reads together in one group (dispatch.py Rule 5). Every message comes back once and in order,
+    and the broker says it grouped some."""
+    from confluent_kafka import Producer
+
+    topic = "grouped-b1"
+    msgs = messages(topic, 3000)
+    errors = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "batch.num.messages": 1, "linger.ms": 0, "max.in.flight.requests.per.connection": 5,
+                         **confluent_names()})
+    for key, value in msgs:
+        producer.produce(topic, value=value, key=key, partition=0,
+                         on_delivery=lambda err, m: err and errors.append(err))
+        producer.poll(0)
+    assert producer.flush(TIMEOUT_S) == 0
+    assert errors == []
+    got = kafka_python_read_all(cluster.bootstrap, topic, len(msgs))
+    assert got[0] == msgs and not got.get(1)
+    grouped = cluster.brokers[1].statistics()["produce"]["grouped"]
+    assert grouped >= 2
+
+
 @pytest.mark.parametrize("compression", COMPRESSIONS)
 def test_kafka_python_produces_confluent_reads_back_and_commits(cluster, compression):
     from confluent_kafka import Consumer, TopicPartition
