@@ -166,11 +166,16 @@ class Dispatcher:
         state = self.state
         group: list = []
         group_led = None
+        checked = None  # (topic, index, acks) of the last request fast_produce_partition accepted
         for frame in frames:
             request = decode_single_partition(frame)
             led = None
             if request is not None and len(request.records):
-                led = fast_produce_partition(request, state)
+                if group_led is not None and checked == (request.topic, request.index, request.acks):
+                    led = group_led  # nothing that decides it has changed since the same check of the last one
+                else:
+                    led = fast_produce_partition(request, state)
+                    checked = None if led is None else (request.topic, request.index, request.acks)
             if led is not None and (group_led is None or led is group_led):
                 group.append(request)
                 group_led = led
@@ -181,6 +186,7 @@ class Dispatcher:
             if led is not None:
                 group, group_led = [request], led
                 continue
+            checked = None
             replies.append(self.handle_frame(frame, session))
         if group:
             self._produce_group(group, group_led, served, replies)
