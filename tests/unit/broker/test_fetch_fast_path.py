@@ -67,28 +67,33 @@ FETCHES = st.tuples(
 )
 
 
-@LONG_POLL_CLOSED
-@settings(max_examples=60, deadline=None)
-@given(st.lists(FETCHES, min_size=1, max_size=6))
-def test_the_fast_path_answers_as_the_general_path(fetches):
+@pytest.fixture(scope="module")
+def shared():
+    """One filled broker for the property test: a consumer's fetch changes nothing, so examples can share it."""
     with tempfile.TemporaryDirectory() as log_dir:
         dispatcher = filled(log_dir)
         try:
-            session = identified_session(dispatcher)
-            for version, topic, partition, offset, max_bytes, part_max, min_bytes, wait, epoch in fetches:
-                frame = fetch_frame(version, topic, partition, offset, max_bytes=max_bytes,
-                                    partition_max_bytes=part_max, min_bytes=min_bytes, max_wait_ms=wait,
-                                    leader_epoch=epoch)
-                before = dispatcher.fast_fetches
-                reply = dispatcher.handle_frame(frame, session)
-                expected = general(dispatcher, frame)
-                if isinstance(reply, Parked):  # the general path's long poll
-                    reply.awaitable.close()
-                    assert expected is None and dispatcher.fast_fetches == before
-                    continue
-                assert materialised(reply) == expected
+            yield dispatcher, identified_session(dispatcher)
         finally:
             dispatcher.state.logs.close()
+
+
+@LONG_POLL_CLOSED
+@settings(max_examples=100, deadline=None)
+@given(st.lists(FETCHES, min_size=1, max_size=6))
+def test_the_fast_path_answers_as_the_general_path(shared, fetches):
+    dispatcher, session = shared
+    for version, topic, partition, offset, max_bytes, part_max, min_bytes, wait, epoch in fetches:
+        frame = fetch_frame(version, topic, partition, offset, max_bytes=max_bytes, partition_max_bytes=part_max,
+                            min_bytes=min_bytes, max_wait_ms=wait, leader_epoch=epoch)
+        before = dispatcher.fast_fetches
+        reply = dispatcher.handle_frame(frame, session)
+        expected = general(dispatcher, frame)
+        if isinstance(reply, Parked):  # the general path's long poll
+            reply.awaitable.close()
+            assert expected is None and dispatcher.fast_fetches == before
+            continue
+        assert materialised(reply) == expected
 
 
 def test_a_consumer_fetch_with_records_takes_the_fast_path_and_sends_a_file_slice():
