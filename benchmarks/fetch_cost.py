@@ -1,0 +1,130 @@
+"""The broker's CPU per GiB served by 1 MiB one-partition Fetch requests, beside a bare `os.sendfile` loop of
+the same bytes in the same run, for one or more source trees (issue 12: goal ≤ 2× the loop).
+
+    .venv/bin/python benchmarks/fetch_cost.py [-n 2000] [--window 1] [--reps 7] [TREE ...]
+
+Each TREE is a checkout of this repository (default: this one); compare a commit with the work tree by
+exporting it first, e.g. `git archive <commit> | tar -x -C /tmp/base` (copy the built
+sparklog/records/_cbatch*.so beside its sources). For each repetition, a bare sendfile loop
+(measure.sendfile_loop, 1 MiB a call, as many bytes as the fetches serve) runs first, then each tree's broker
+in turn: broker_requests.py's server of that tree (real BrokerServer + Dispatcher + handlers + storage, one
+partition of ~20 MB, no ZooKeeper) in a subprocess, asked for `-n` Fetch v11 requests of 1 MiB with
+`--window` in flight on one connection, each reply read whole with recv_into. The broker's CPU comes from
+/proc (user + system); the loop's is its sender thread's. Printed: median and minimum of the repetitions
+(CPU-s/GiB, and the ratio to the loop's median and minimum), the median MB/s, and the load average before
+and after. The repetitions alternate the trees, so a shared machine's load falls on all of them alike; the
+minimum is what the code costs with the least interference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import broker_requests  # noqa: E402
+from measure import sendfile_loop  # noqa: E402
+
+MIB = 1 << 20
+SIZE = struct.Struct(">i")
+WARM = 100
+SERVER = """
+import sys
+sys.path.insert(0, {tree!r}); sys.path.insert(0, {benchmarks!r})
+import broker_requests
+broker_requests.FETCH_BYTES = {fetch_bytes}
+broker_requests.serve("fetch", "asyncio")
+"""
+
+
+def exchange(sock: socket.socket, todo: list[bytes], window: int, view: memoryview, deadline: float) -> None:
+    """Send `todo` keeping `window` requests in flight; read each reply whole into `view`."""
+    sent = done = 0
+    while done < len(todo):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{done} of {len(todo)} replies before the deadline")
+        while sent < len(todo) and sent - done < window:
+            sock.sendall(todo[sent])
+            sent += 1
+        _fill(sock, view[:4])
+        (size,) = SIZE.unpack_from(view, 0)
+        _fill(sock, view[:size])
+        done += 1
+
+
+def _fill(sock: socket.socket, view: memoryview) -> None:
+    got = 0
+    while got < len(view):
+        n = sock.recv_into(view[got:])
+        if not n:
+            raise ConnectionError("the broker closed the connection")
+        got += n
+
+
+def broker_cost(tree: str, n: int, window: int, deadline_s: float) -> tuple[float, float]:
+    """(broker CPU-s per GiB, MB/s) of `n` 1 MiB fetches from `tree`'s server."""
+    todo = broker_requests.frames("fetch", n + WARM)
+    code = SERVER.format(tree=tree, benchmarks=str(Path(tree) / "benchmarks"), fetch_bytes=MIB)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            cwd=tree)
+    try:
+        port = int(proc.stdout.readline())
+        buf = bytearray(8 * MIB)
+        deadline = time.monotonic() + deadline_s
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+            exchange(sock, todo[:WARM], window, memoryview(buf), deadline)
+            cpu0, started = broker_requests.cpu_seconds(proc.pid), time.perf_counter()
+            exchange(sock, todo[WARM:], window, memoryview(buf), deadline)
+            cpu, wall = broker_requests.cpu_seconds(proc.pid) - cpu0, time.perf_counter() - started
+        return cpu / (n * MIB / 2**30), n * MIB / wall / 1e6
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", type=int, default=2000, help="measured fetches per tree and repetition")
+    parser.add_argument("--window", type=int, default=1, help="requests in flight on the connection")
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--deadline", type=float, default=300.0, help="seconds for any one loop")
+    parser.add_argument("trees", nargs="*", default=[str(REPO)])
+    args = parser.parse_args(argv)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.n} fetches of 1 MiB, window "
+          f"{args.window}, {args.reps} repetitions", flush=True)
+    loop: list[float] = []
+    rows: dict[str, list[tuple[float, float]]] = {tree: [] for tree in args.trees}
+    with tempfile.NamedTemporaryFile(prefix="sparklog-fetch-cost-") as f:
+        f.write(os.urandom(20 * MIB))
+        f.flush()
+        for _ in range(args.reps):
+            cpu, sent, _ = sendfile_loop([Path(f.name)], MIB, args.deadline, max(1, args.n // 20))
+            loop.append(cpu / (sent / 2**30))
+            for tree in args.trees:
+                rows[tree].append(broker_cost(tree, args.n, args.window, args.deadline))
+    mid = args.reps // 2
+    base_median, base_min = sorted(loop)[mid], min(loop)
+    print(f"{'sendfile loop':<40}{base_median:>8.3f} CPU-s/GiB median, {base_min:.3f} min")
+    for tree, cells in rows.items():
+        cpus, rates = sorted(c for c, _ in cells), sorted(r for _, r in cells)
+        print(f"{tree:<40}{cpus[mid]:>8.3f} CPU-s/GiB median = {cpus[mid] / base_median:.2f}x the loop's; "
+              f"min {cpus[0]:.3f} = {cpus[0] / base_min:.2f}x; {rates[mid]:,.0f} MB/s median")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
