@@ -19,8 +19,10 @@ request frame) to one `PartitionLog.append`; Fetch returns `FileSlice`s that the
 `os.sendfile`. The common Produce (one partition, acks 0, 1 or all, led here) has a fast path that the dispatcher
 tries first: `handle_single_partition_produce` over protocol.produce's one-partition decoder and encoder,
 answering byte for byte as handle_produce does (an acks=all write waits in the purgatory the same way), and
-leaving everything else to it. Neither touches ZooKeeper: they look the partition up in the current
-`MetadataSnapshot`.
+leaving everything else to it. A consumer's Fetch of one partition with records ready has one too:
+`handle_single_partition_fetch` answers a response head built once (protocol.fetch's one-partition encoder)
+and the FileSlice, byte for byte as handle_fetch, and leaves followers, errors and long polls to it. None of
+them touches ZooKeeper: they look the partition up in the current `MetadataSnapshot`.
 
 The group apis (JoinGroup ... DeleteGroups) are in group_handlers.py, over `state.groups` (the group
 coordinator); FindCoordinator, OffsetCommit and OffsetFetch are here, over `state.offsets` (offset_store.py:
