@@ -110,6 +110,32 @@ def test_a_client_cannot_produce_to_the_offsets_topic(cluster):
     assert len(outcome) == 1 and outcome[0] is not None and outcome[0].name() == "TOPIC_EXCEPTION"
 
 
+def test_an_admin_client_can_neither_add_partitions_to_nor_delete_records_of_the_offsets_topic(cluster):
+    """Kafka's answers (offsets_topic.py Rule 2): CreatePartitions INVALID_REQUEST (its TopicCommand's
+    refusal), DeleteRecords INVALID_TOPIC_EXCEPTION (its ReplicaManager's); the topic and commits stay."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import TopicPartition as CTopicPartition
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    commit(cluster, group, {0: 7})
+    partition = offsets_partition(group, TEST_OFFSETS_TOPIC_PARTITIONS)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    grow = admin.create_partitions([NewPartitions(OFFSETS_TOPIC, TEST_OFFSETS_TOPIC_PARTITIONS + 2)])
+    with pytest.raises(KafkaException) as refused:
+        grow[OFFSETS_TOPIC].result(TIMEOUT_S)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert "offsets topic cannot be changed" in refused.value.args[0].str()
+    (deleted,) = admin.delete_records([CTopicPartition(OFFSETS_TOPIC, partition, 1)]).values()
+    with pytest.raises(KafkaException) as refused:
+        deleted.result(TIMEOUT_S)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
+    described = admin.list_topics(OFFSETS_TOPIC, timeout=TIMEOUT_S).topics[OFFSETS_TOPIC]
+    assert len(described.partitions) == TEST_OFFSETS_TOPIC_PARTITIONS
+    assert offsets_records(cluster, partition)[0][0] == 0  # nothing deleted from its start
+    assert committed(cluster, group, [0]) == {0: 7}
+
+
 def test_many_commits_of_one_key_are_compacted_to_the_last(cluster):
     group = f"g-{uuid.uuid4().hex[:8]}"
     c = consumer(cluster, group)
