@@ -32,6 +32,7 @@ from sparklog.broker.config import BROKER
 from sparklog.coordination import topics as topic_registry
 from sparklog.protocol.alter_configs import AlterConfigsResourceResponse, AlterConfigsResponse
 from sparklog.protocol.api_keys import ApiKey
+from sparklog.protocol.consumer_offsets import FIXED_PARTITIONS
 from sparklog.protocol.create_partitions import CreatePartitionsResponse, CreatePartitionsTopicResult
 from sparklog.protocol.delete_records import (HIGH_WATERMARK, DeleteRecordsPartitionResult, DeleteRecordsResponse,
                                               DeleteRecordsTopicResult)
@@ -115,7 +116,7 @@ async def _grow(state, topic, validate_only: bool) -> tuple[int, str | None]:
     if meta is None:
         return _not_found(topic.name)
     if offsets_topic.is_internal(topic.name):
-        return INVALID_REQUEST, offsets_topic.FIXED_PARTITIONS
+        return INVALID_REQUEST, FIXED_PARTITIONS
     current = len(meta.partitions)
     if topic.count <= current:
         return INVALID_PARTITIONS, (f"topic {topic.name!r} has {current} partitions; the new count must be "

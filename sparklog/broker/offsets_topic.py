@@ -8,7 +8,7 @@ survives the loss of any one in-sync replica, and one broker down of three does 
 Rule 2: an internal topic is listed with `is_internal` in Metadata; clients cannot produce to it
 (INVALID_TOPIC_EXCEPTION, Kafka's "cannot append to internal topic"), delete records of it
 (INVALID_TOPIC_EXCEPTION, as Kafka's `ReplicaManager.deleteRecordsOnLocalLog`: "cannot delete records of
-internal topic"), add partitions to it (INVALID_REQUEST with FIXED_PARTITIONS: Kafka's `TopicCommand`
+internal topic"), add partitions to it (INVALID_REQUEST with protocol/consumer_offsets.FIXED_PARTITIONS: Kafka's `TopicCommand`
 refuses so; its broker does not check, but a group's partition is its hash modulo
 offsets.topic.num.partitions, so partitions added later would only ever be empty) nor delete it
 (INVALID_REQUEST, as Kafka's tools refuse to); only the group coordinator writes it.
@@ -24,7 +24,6 @@ from sparklog.broker.offset_store import OFFSETS_TOPIC
 log = logging.getLogger(__name__)
 
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
-FIXED_PARTITIONS = "the number of partitions for the offsets topic cannot be changed"  # Kafka's TopicCommand
 SAFE_MIN_INSYNC_REPLICAS = 2  # what Kafka's operators set for RF 3, the offsets topic's default
 
 
