@@ -42,7 +42,7 @@ import tracemalloc
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from sparklog.records.batch import build_batch  # noqa: E402
-from sparklog.storage import CleanerConfig, CleanerManager, Flusher, PartitionLog  # noqa: E402
+from sparklog.storage import CleanerConfig, CleanerManager, Flusher, PartitionLog, cleaner_manager  # noqa: E402
 from sparklog.storage.cleaner import Cleaner  # noqa: E402
 from sparklog.storage.config import LONG_MAX  # noqa: E402
 from sparklog.storage.files import OS_FILES, Files  # noqa: E402
@@ -214,6 +214,8 @@ def main() -> int:
     parser.add_argument("--throttle-mb", type=float, default=0.0)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--window-s", type=float, default=WINDOW_S)
+    parser.add_argument("--cleaner-nice", type=int, default=None,
+                        help="part 3: the cleaner thread's nice increment instead of CLEANER_NICE_INCREMENT")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="compaction-bench-", dir=args.dir)
     flusher = Flusher("bench-flusher")
@@ -241,12 +243,15 @@ def main() -> int:
               f"(goal <= 32)")
 
         throttle = args.throttle_mb * MIB if args.throttle_mb > 0 else float("inf")
+        if args.cleaner_nice is not None:
+            cleaner_manager.CLEANER_NICE_INCREMENT = args.cleaner_nice  # read by each thread as it starts
         alone, during, cleaner_rate, cleans = produce_while_cleaning(root, spare, flusher, keys, throttle,
                                                                      args.rounds, args.window_s)
         ratios = sorted(d / a for a, d in zip(alone, during))
         print(f"3. produce alone {statistics.median(alone):10.0f} records/s; while cleaning "
               f"{statistics.median(during):10.0f} records/s (medians of {args.rounds} interleaved {args.window_s} s "
-              f"windows each; cleaner throttle: {'none' if throttle == float('inf') else f'{args.throttle_mb} MB/s'}; "
+              f"windows each; cleaner throttle: {'none' if throttle == float('inf') else f'{args.throttle_mb} MB/s'}, "
+              f"nice +{cleaner_manager.CLEANER_NICE_INCREMENT}; "
               f"the cleaner read {cleaner_rate:.1f} MB/s in its windows, {cleans} cleans completed)")
         print(f"   during / alone per round: {' '.join(f'{r:.2f}' for r in ratios)}")
         print(f"   during / alone = {statistics.median(ratios):.2f} median  (goal >= 0.80)")
