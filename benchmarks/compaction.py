@@ -255,6 +255,8 @@ def main() -> int:
               f"the cleaner read {cleaner_rate:.1f} MB/s in its windows, {cleans} cleans completed)")
         print(f"   during / alone per round: {' '.join(f'{r:.2f}' for r in ratios)}")
         print(f"   during / alone = {statistics.median(ratios):.2f} median  (goal >= 0.80)")
+        noise = sorted(b / a for a, b in zip(alone, alone[1:]))
+        print(f"   the noise: each alone window / the one before, {' '.join(f'{r:.2f}' for r in noise)}")
         print(f"load average: {os.getloadavg()[0]:.2f}")
     finally:
         flusher.close()

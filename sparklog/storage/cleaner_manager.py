@@ -58,11 +58,10 @@ DEFAULT_IO_MAX_BYTES_PER_SECOND = sys.float_info.max  # log.cleaner.io.max.bytes
 DEFAULT_BACKOFF_MS = 15_000  # log.cleaner.backoff.ms: Kafka's 15 s
 # Ours (Kafka's cleaner threads run at the JVM's normal priority): nice 19, the lowest, weighs the thread at
 # 15/1024 of a normal one when the cores are contended (it still progresses there), and on idle cores the
-# clean runs at full speed (Rule 3). Measured by
-# `benchmarks/compaction.py --size-mb 1024 --cleaner-nice N` on 2 cores at load 16-21 (median of 8 pairs
-# of produce while cleaning / alone, the lowest pair, the cleaner's read rate meanwhile): nice 0: 0.49,
-# 0.33, 92 MB/s; nice 10: 0.81 / 0.90 / 0.85 in three runs, lowest pairs 0.58-0.75, 17-25 MB/s; nice 19:
-# 1.09, 0.85, 7 MB/s. Only 19 kept every pair at produce's goal (>= 0.8).
+# clean runs at full speed (Rule 3). Measured by `benchmarks/compaction.py --size-mb 1024 [--cleaner-nice N]`
+# on 2 shared cores at load 16-21 (median of 8 pairs of produce while cleaning / alone; the cleaner's read
+# rate meanwhile): nice 0: 0.49 at 92 MB/s; nice 10: 0.81, 0.90, 0.85 in three runs at 17-25 MB/s; nice 19:
+# 1.09, 0.86, 1.02 at 6-8 MB/s. Single pairs range over 0.57-2.08 whatever the nice: the cores' noise.
 CLEANER_NICE_INCREMENT = 19
 MAX_NICE = 19  # Linux's lowest priority
 
