@@ -1,7 +1,8 @@
 """Log compaction: cleaning rate beside a plain copy of the same files, offset-map memory per entry, and
 produce throughput while the cleaner runs beside without it, all measured in the same run.
 
-    .venv/bin/python benchmarks/compaction.py [--size-mb 64] [--dir /some/dir] [--throttle-mb 0]
+    .venv/bin/python benchmarks/compaction.py [--size-mb 64] [--dir /some/dir] [--throttle-mb 0] [--rounds 8]
+                                              [--window-s 2]
 
 The log (issue 10's shape): values of 200 bytes, keys written 10 times each (10 versions, shuffled within
 each round), 50 records a batch, uncompressed, 64 MiB segments; `--size-mb 1024` is the issue's 1 GiB, which
@@ -13,12 +14,16 @@ at ~220 bytes a record holds ~490 k distinct keys (a million keys x 10 versions 
    of log bytes read; goal >= 30% of the copy rate.
 2. Memory: bytes of the offset map per entry it can hold (two int64 arrays at load factor 0.9), beside a
    Python dict of the same keys -> offsets measured with tracemalloc; goal <= 32 bytes an entry.
-3. Produce: appends of 50-record batches to another log for `PRODUCE_S` seconds, alone and then while the
-   cleaner thread cleans a fresh copy of the dirty log; goal >= 80%. Both are in this one process, so they
-   share the interpreter lock and the cores, as a broker's request threads and its cleaner do (the
-   CleanerManager's own thread, at its lowered priority); `--throttle-mb` sets
-   log.cleaner.io.max.bytes.per.second (0: unthrottled, Kafka's default) for this part. On a machine whose
-   cores are busy with other work the ratio moves from run to run: compare runs with the load average.
+3. Produce: appends of 50-record batches to a new log, alone and while the cleaner thread cleans a fresh
+   copy of the dirty log: `--rounds` pairs of `--window-s` windows, alternating which of the pair comes
+   first (ABBA), the cleaner paused mid-clean between its windows (GatedFiles: its reads and writes wait),
+   so both are measured alike and under the same load; the median of the per-pair ratios is reported,
+   with every ratio, and the cleaner's read rate in its windows; goal >= 80%. Both are in this one
+   process, so they share the interpreter lock and the cores, as a broker's request threads and its
+   cleaner do (the CleanerManager's own thread, at its lowered priority); `--throttle-mb` sets
+   log.cleaner.io.max.bytes.per.second (0: unthrottled, Kafka's default) for this part. On cores busy with
+   other work a single window moves by tens of percent from one to the next (two windows alone differ as
+   much): that is why the pairs are many, short and interleaved; compare runs with the load average.
 """
 
 from __future__ import annotations
@@ -27,18 +32,20 @@ import argparse
 import os
 import random
 import shutil
+import statistics
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from sparklog.records.batch import build_batch  # noqa: E402
-from sparklog.storage import CleanerConfig, CleanerManager, Flusher, PartitionLog  # noqa: E402
+from sparklog.storage import CleanerConfig, CleanerManager, Flusher, PartitionLog, cleaner_manager  # noqa: E402
 from sparklog.storage.cleaner import Cleaner  # noqa: E402
 from sparklog.storage.config import LONG_MAX  # noqa: E402
-from sparklog.storage.files import OS_FILES  # noqa: E402
+from sparklog.storage.files import OS_FILES, Files  # noqa: E402
 from sparklog.storage.offset_map import OffsetMap  # noqa: E402
 
 MIB = 1024 * 1024
@@ -46,7 +53,8 @@ VALUE_BYTES = 200
 VERSIONS = 10
 RECORDS_PER_BATCH = 50
 SEGMENT_BYTES = 64 * MIB
-PRODUCE_S = 5.0
+ROUNDS = 8  # part 3: pairs of windows, produce alone and while cleaning
+WINDOW_S = 2.0
 RECORD_BYTES = VALUE_BYTES + 20  # value, key and record framing, batch headers shared
 SETTINGS = {"cleanup.policy": "compact", "segment.bytes": SEGMENT_BYTES, "flush.ms": LONG_MAX,
             "file.delete.delay.ms": 0, "min.cleanable.dirty.ratio": 0.0}
@@ -111,17 +119,92 @@ def dict_bytes_per_entry(keys: int) -> float:
     return size / sample
 
 
-def produce_rate(directory: str, flusher: Flusher, seconds: float) -> float:
+def produce_rate(directory: str, flusher: Flusher, batch: bytes, seconds: float) -> float:
+    """Records per second appended in 50-record batches to a new log for `seconds` (each append returned:
+    acknowledged); the log is deleted afterwards."""
     log = PartitionLog.open(directory, {"flush.ms": LONG_MAX}, flusher=flusher)
+    try:
+        appended, started = 0, time.perf_counter()
+        deadline = started + seconds
+        while time.perf_counter() < deadline:
+            log.append(batch)
+            appended += RECORDS_PER_BATCH
+        return appended / (time.perf_counter() - started)
+    finally:
+        log.delete()
+
+
+class GatedFiles(Files):
+    """The cleaner's file layer in part 3: each read and write waits while `gate` is clear, so between the
+    windows that measure produce while it cleans, the cleaner thread sleeps mid-clean, off the CPU, and
+    resumes where it was; counts the bytes it read."""
+
+    def __init__(self):
+        self.gate = threading.Event()
+        self.bytes_read = 0
+
+    def pread(self, fd: int, length: int, position: int) -> bytes:
+        self.gate.wait()
+        data = super().pread(fd, length, position)
+        self.bytes_read += len(data)
+        return data
+
+    def pwrite(self, fd: int, data, position: int) -> None:
+        self.gate.wait()
+        super().pwrite(fd, data, position)
+
+
+def dirty_copy(source: str, target: str) -> str:
+    """A copy of the dirty log to clean: its closed segments' .log files hard-linked (the cleaner never
+    writes into a source segment: it writes new files and swaps them in), every other file copied."""
+    os.makedirs(target)
+    logs = sorted(n for n in os.listdir(source) if n.endswith(".log"))
+    for name in os.listdir(source):
+        if name.endswith(".log") and name != logs[-1]:
+            os.link(os.path.join(source, name), os.path.join(target, name))
+        else:
+            shutil.copy2(os.path.join(source, name), os.path.join(target, name))
+    return target
+
+
+def produce_while_cleaning(root: str, dirty: str, flusher: Flusher, keys: int, throttle: float, rounds: int,
+                           window_s: float) -> tuple[list[float], list[float], float, int]:
+    """Part 3: `rounds` pairs of windows, produce alone and produce while the cleaner runs, in alternating
+    order (ABBA), with the cleaner paused mid-clean (GatedFiles) in the alone windows. Returns the rates
+    alone and during, the cleaner's MB/s read over the during windows, and how many cleans completed (after
+    each, a fresh dirty copy is added, so the cleaner has work in every window)."""
+    files = GatedFiles()
+    copies = [PartitionLog.open(dirty_copy(dirty, os.path.join(root, "spare-0", "table-0")), SETTINGS,
+                                flusher=flusher)]
+    manager = CleanerManager(lambda: list(copies), CleanerConfig(dedupe_buffer_size=map_bytes(keys),
+                                                                 io_max_bytes_per_second=throttle, backoff_ms=10),
+                             files=files)
     batch = build_batch([(b"p-%d" % i, b"v" * VALUE_BYTES, None, None) for i in range(RECORDS_PER_BATCH)])
-    appended, deadline = 0, time.perf_counter() + seconds
-    started = time.perf_counter()
-    while time.perf_counter() < deadline:
-        log.append(batch)
-        appended += RECORDS_PER_BATCH
-    elapsed = time.perf_counter() - started
-    log.delete()
-    return appended / elapsed
+    alone, during, cleaner_read, cleaner_s, done = [], [], 0, 0.0, 0
+    manager.start()  # the broker's cleaner thread, at its own priority (cleaner_manager.py Rule 3)
+    try:
+        for r in range(rounds):
+            for cleaning in ((False, True) if r % 2 == 0 else (True, False)):
+                produce_dir = os.path.join(root, f"produce-{r}-{int(cleaning)}")
+                if not cleaning:
+                    alone.append(produce_rate(produce_dir, flusher, batch, window_s))
+                    continue
+                read, started = files.bytes_read, time.perf_counter()
+                files.gate.set()
+                during.append(produce_rate(produce_dir, flusher, batch, window_s))
+                files.gate.clear()
+                cleaner_s += time.perf_counter() - started
+                cleaner_read += files.bytes_read - read
+            if manager.statistics().runs > done:  # that copy is clean: the next windows clean a fresh one
+                done = manager.statistics().runs
+                copies.append(PartitionLog.open(dirty_copy(dirty, os.path.join(root, f"spare-{done}", "table-0")),
+                                                SETTINGS, flusher=flusher))
+    finally:
+        files.gate.set()  # a paused cleaner thread must see close()
+        manager.close()
+        for log in copies:
+            log.close()
+    return alone, during, cleaner_read / MIB / cleaner_s, done
 
 
 def main() -> int:
@@ -129,6 +212,10 @@ def main() -> int:
     parser.add_argument("--size-mb", type=int, default=64)
     parser.add_argument("--dir", default=None)
     parser.add_argument("--throttle-mb", type=float, default=0.0)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--window-s", type=float, default=WINDOW_S)
+    parser.add_argument("--cleaner-nice", type=int, default=None,
+                        help="part 3: the cleaner thread's nice increment instead of CLEANER_NICE_INCREMENT")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="compaction-bench-", dir=args.dir)
     flusher = Flusher("bench-flusher")
@@ -139,7 +226,7 @@ def main() -> int:
         size = sum(os.path.getsize(os.path.join(dirty, n)) for n in os.listdir(dirty) if n.endswith(".log"))
         print(f"log: {size / MIB:.0f} MiB, {keys} keys x {VERSIONS} versions, built in "
               f"{time.perf_counter() - started:.0f} s")
-        shutil.copytree(dirty, os.path.join(root, "spare", "table-0"))  # for part 3, before cleaning
+        spare = dirty_copy(dirty, os.path.join(root, "spare", "table-0"))  # for part 3, before cleaning
 
         copied, copy_s = copy_files(dirty, os.path.join(root, "copy"))
         clean_s, result = clean_rate(dirty, flusher, keys)
@@ -155,23 +242,21 @@ def main() -> int:
               f"this log, the table being a power of two); Python dict {dict_bytes_per_entry(keys):.1f} bytes/entry "
               f"(goal <= 32)")
 
-        alone = produce_rate(os.path.join(root, "p1-0"), flusher, PRODUCE_S)
-        spare = PartitionLog.open(os.path.join(root, "spare", "table-0"), SETTINGS, flusher=flusher)
         throttle = args.throttle_mb * MIB if args.throttle_mb > 0 else float("inf")
-        manager = CleanerManager(lambda: [spare], CleanerConfig(dedupe_buffer_size=map_bytes(keys),
-                                                                io_max_bytes_per_second=throttle, backoff_ms=10))
-        manager.start()  # the broker's cleaner thread, at its own priority (cleaner_manager.py Rule 3)
-        time.sleep(0.2)  # the clean is under way
-        during = produce_rate(os.path.join(root, "p2-0"), flusher, PRODUCE_S)
-        still_cleaning = manager.statistics().runs == 0
-        while manager.statistics().runs == 0 and manager.statistics().errors == 0:
-            time.sleep(0.05)
-        manager.close()
-        spare.close()
-        print(f"3. produce alone {alone:10.0f} records/s; while cleaning {during:10.0f} records/s "
-              f"(cleaner throttle: {'none' if throttle == float('inf') else f'{args.throttle_mb} MB/s'}; "
-              f"{'cleaning all along' if still_cleaning else 'the clean ended first'})")
-        print(f"   during / alone = {during / alone:.2f}  (goal >= 0.80)")
+        if args.cleaner_nice is not None:
+            cleaner_manager.CLEANER_NICE_INCREMENT = args.cleaner_nice  # read by each thread as it starts
+        alone, during, cleaner_rate, cleans = produce_while_cleaning(root, spare, flusher, keys, throttle,
+                                                                     args.rounds, args.window_s)
+        ratios = sorted(d / a for a, d in zip(alone, during))
+        print(f"3. produce alone {statistics.median(alone):10.0f} records/s; while cleaning "
+              f"{statistics.median(during):10.0f} records/s (medians of {args.rounds} interleaved {args.window_s} s "
+              f"windows each; cleaner throttle: {'none' if throttle == float('inf') else f'{args.throttle_mb} MB/s'}, "
+              f"nice +{cleaner_manager.CLEANER_NICE_INCREMENT}; "
+              f"the cleaner read {cleaner_rate:.1f} MB/s in its windows, {cleans} cleans completed)")
+        print(f"   during / alone per round: {' '.join(f'{r:.2f}' for r in ratios)}")
+        print(f"   during / alone = {statistics.median(ratios):.2f} median  (goal >= 0.80)")
+        noise = sorted(b / a for a, b in zip(alone, alone[1:]))
+        print(f"   the noise: each alone window / the one before, {' '.join(f'{r:.2f}' for r in noise)}")
         print(f"load average: {os.getloadavg()[0]:.2f}")
     finally:
         flusher.close()

@@ -14,9 +14,11 @@ Rule 3: broker resources are described (their server.properties and the log defa
 sparklog has no dynamic broker configs, so an alter of one is INVALID_REQUEST saying so.
 Rule 4: CreatePartitions obeys CreateTopics' partition limits (partition_limits.py) before any ZooKeeper write:
 the new total against max.partitions.per.topic, the partitions added against max.broker.partitions and, over
-the whole request, max.partitions.per.request.
+the whole request, max.partitions.per.request. The internal `__consumer_offsets` keeps its partition count
+(INVALID_REQUEST; offsets_topic.py Rule 2).
 Rule 5: DeleteRecords is served by each partition's leader and moves its log start offset
-(`PartitionLog.delete_records_before`); -1 means the high watermark; beyond it is OFFSET_OUT_OF_RANGE.
+(`PartitionLog.delete_records_before`); -1 means the high watermark; beyond it is OFFSET_OUT_OF_RANGE. An
+internal topic's records are not deleted (INVALID_TOPIC_EXCEPTION, as Kafka; offsets_topic.py Rule 2).
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ import asyncio
 import logging
 
 from sparklog.broker import handlers as base
-from sparklog.broker import partition_limits
+from sparklog.broker import offsets_topic, partition_limits
 from sparklog.broker.config import BROKER
 from sparklog.coordination import topics as topic_registry
 from sparklog.protocol.alter_configs import AlterConfigsResourceResponse, AlterConfigsResponse
 from sparklog.protocol.api_keys import ApiKey
+from sparklog.protocol.consumer_offsets import FIXED_PARTITIONS
 from sparklog.protocol.create_partitions import CreatePartitionsResponse, CreatePartitionsTopicResult
 from sparklog.protocol.delete_records import (HIGH_WATERMARK, DeleteRecordsPartitionResult, DeleteRecordsResponse,
                                               DeleteRecordsTopicResult)
@@ -112,6 +115,8 @@ async def _grow(state, topic, validate_only: bool) -> tuple[int, str | None]:
     meta = state.partitions.snapshot.topics.get(topic.name)
     if meta is None:
         return _not_found(topic.name)
+    if offsets_topic.is_internal(topic.name):
+        return INVALID_REQUEST, FIXED_PARTITIONS
     current = len(meta.partitions)
     if topic.count <= current:
         return INVALID_PARTITIONS, (f"topic {topic.name!r} has {current} partitions; the new count must be "
@@ -351,6 +356,10 @@ async def _delete_records(body, state) -> DeleteRecordsResponse:
     for topic in body.topics:
         parts = []
         for part in topic.partitions:
+            if offsets_topic.is_internal(topic.name):  # offsets_topic.py Rule 2
+                parts.append(DeleteRecordsPartitionResult(partition_index=part.partition_index, low_watermark=-1,
+                                                          error_code=INVALID_TOPIC_EXCEPTION))
+                continue
             plog = snapshot.leading.get((topic.name, part.partition_index))
             if plog is None:
                 code = base._not_led_error(snapshot, topic.name, part.partition_index)

@@ -62,7 +62,7 @@ from sparklog.storage.errors import LogClosedError, RecordBatchTooLarge, Storage
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC = records_schema.TOPIC
 NO_COORDINATOR = -1
 LOAD_RETRY_S = 1.0
 

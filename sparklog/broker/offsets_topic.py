@@ -6,8 +6,12 @@ a one- or two-broker test cluster would then have no coordinator at all), `clean
 `offsets.topic.segment.bytes`, and `min.insync.replicas` of `min(2, replicas - 1)` (at least 1): a commit
 survives the loss of any one in-sync replica, and one broker down of three does not stop commits.
 Rule 2: an internal topic is listed with `is_internal` in Metadata; clients cannot produce to it
-(INVALID_TOPIC_EXCEPTION, Kafka's "cannot append to internal topic") nor delete it (INVALID_REQUEST, as
-Kafka's tools refuse to); only the group coordinator writes it.
+(INVALID_TOPIC_EXCEPTION, Kafka's "cannot append to internal topic"), delete records of it
+(INVALID_TOPIC_EXCEPTION, as Kafka's `ReplicaManager.deleteRecordsOnLocalLog`: "cannot delete records of
+internal topic"), add partitions to it (INVALID_REQUEST with protocol/consumer_offsets.FIXED_PARTITIONS: Kafka's `TopicCommand`
+refuses so; its broker does not check, but a group's partition is its hash modulo
+offsets.topic.num.partitions, so partitions added later would only ever be empty) nor delete it
+(INVALID_REQUEST, as Kafka's tools refuse to); only the group coordinator writes it.
 """
 
 from __future__ import annotations

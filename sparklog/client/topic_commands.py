@@ -9,12 +9,16 @@ one line naming it; `alter` writes the new overrides in one set, which the broke
 `elect-leaders` writes Kafka's `/admin/preferred_replica_election` request, and `reassign --plan FILE` (the
 JSON of kafka-reassign-partitions) its `/admin/reassign_partitions` request; the controller acts on both.
 `reassign --verify` exits 0 once every partition of the plan has exactly its target replicas, 1 before.
+The internal `__consumer_offsets` is neither grown nor deleted here, as `kafka-topics.sh` refuses (its group
+-> partition mapping is offsets.topic.num.partitions; the brokers refuse the same through the admin APIs).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from sparklog.protocol import consumer_offsets
 
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 
@@ -125,6 +129,9 @@ def _topics_alter(args) -> int:
     if args.partitions is None and not args.config and not args.delete_config:
         print("error: nothing to alter: give --partitions, --config or --delete-config", file=sys.stderr)
         return 2
+    if args.name == consumer_offsets.TOPIC and args.partitions is not None:
+        print(f"error: {consumer_offsets.FIXED_PARTITIONS}", file=sys.stderr)
+        return 1
     zk = _zk(args)
     try:
         done = []
@@ -175,6 +182,9 @@ def _topics_delete(args) -> int:
     from sparklog.coordination import topics
     from sparklog.coordination.connection import close
 
+    if args.name == consumer_offsets.TOPIC:
+        print(f"error: {args.name} is internal: the group coordinators need it", file=sys.stderr)
+        return 1
     zk = _zk(args)
     try:
         topics.delete_topic(zk, args.name)

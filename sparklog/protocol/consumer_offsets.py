@@ -31,6 +31,8 @@ from sparklog.protocol.schema import F, message
 __all__ = ["OffsetCommitKey", "OffsetCommitValue", "CommitKey", "CommitValue", "encode_key", "encode_value",
            "decode_key", "decode_value", "NOT_AN_OFFSET", "KEY_VERSION", "VALUE_VERSION"]
 
+TOPIC = "__consumer_offsets"  # Kafka's GROUP_METADATA_TOPIC_NAME
+FIXED_PARTITIONS = "the number of partitions for the offsets topic cannot be changed"  # Kafka's TopicCommand
 KEY_VERSION = 1  # what Kafka writes for an offset commit key (0 is the same layout)
 VALUE_VERSION = 3  # the last non-flexible value version: with leader_epoch, without expire_timestamp
 NO_LEADER_EPOCH = -1

@@ -777,6 +777,7 @@ cdef enum:
     REMOVED = 2
     TOMBSTONES = 3
     CHANGED = 4
+    HORIZON = 5  # not a sum: the earliest delete horizon of a batch that keeps a tombstone (0: none)
     STEP_SHIFT = 32  # offset_map._STEP_SHIFT
     # How many records ahead the offset map's first slot is prefetched: a probe of a map larger than the
     # caches waits on memory, so the next ones are fetched meanwhile.
@@ -996,14 +997,17 @@ cdef bint add_empty(Sink* sink, const uint8_t* header) noexcept nogil:
 
 
 cdef Py_ssize_t decide(const Scratch* s, const uint8_t* head, const int64_t* digests, const int64_t* stored,
-                       int64_t mask, int64_t end_offset, int64_t now, Py_ssize_t* latest_count) noexcept nogil:
+                       int64_t mask, int64_t end_offset, int64_t now, Py_ssize_t* latest_count,
+                       bint* keeps_tombstone) noexcept nogil:
     """cleaner.Cleaner._decide (Rules 3, 3a) for one batch's records into s.keep: how many are kept, or -1
-    when a tombstone is kept in a batch without a delete horizon (writing one is the pure-Python path's)."""
+    when a tombstone is kept in a batch without a delete horizon (writing one is the pure-Python path's);
+    `keeps_tombstone`: whether a tombstone below `end_offset` is kept."""
     cdef Py_ssize_t index, kept = 0, count = get_i32(head + RECORD_COUNT_OFFSET), slot
     cdef bint marked = get_i16(head + ATTRIBUTES_OFFSET) & DELETE_HORIZON_MASK
     cdef bint expired = marked and now > get_i64(head + BASE_TIMESTAMP_OFFSET)
     cdef bint latest, keep, tombstone
     latest_count[0] = 0
+    keeps_tombstone[0] = False
     for index in range(min(count, PREFETCH_AHEAD)):
         prefetch(s, index - PREFETCH_AHEAD, count, digests, stored, mask)
     for index in range(count):
@@ -1017,8 +1021,10 @@ cdef Py_ssize_t decide(const Scratch* s, const uint8_t* head, const int64_t* dig
                 latest = (stored[slot] if digests[slot] != 0 else -1) <= s.offsets[index]
             tombstone = s.flags[index] & NULL_VALUE
             keep = latest and (not tombstone or not expired)
-            if keep and tombstone and not marked:
-                return -1
+            if keep and tombstone:
+                if not marked:
+                    return -1
+                keeps_tombstone[0] = True
         s.keep[index] = keep
         kept += keep
         latest_count[0] += latest
@@ -1052,10 +1058,11 @@ def filter_batches(const uint8_t[::1] chunk, Py_ssize_t position, const int64_t[
 
     `out` must hold the bytes from `position` on plus one header, `entries` ENTRY_FIELDS int64 for each batch
     that many bytes can hold plus one, `run` one header (`has_run`: it holds one). `counters` (READ ..
-    CHANGED) are added to. Returns (the position of the first batch not taken, or the end; bytes written to
+    CHANGED) are added to; HORIZON is lowered to the delete horizon of each batch that keeps a tombstone. Returns (the position of the first batch not taken, or the end; bytes written to
     `out`; entries written; whether `run` holds a header)."""
     cdef Py_ssize_t end = chunk.shape[0], batch_size, count, kept, latest_count
-    cdef int64_t mask = digests.shape[0] - 1
+    cdef int64_t mask = digests.shape[0] - 1, horizon
+    cdef bint keeps_tombstone
     cdef const uint8_t* head
     cdef uint8_t empty[HEADER_SIZE]
     cdef Scratch s
@@ -1072,9 +1079,14 @@ def filter_batches(const uint8_t[::1] chunk, Py_ssize_t position, const int64_t[
             if is_data(head) and get_i64(head) < end_offset:
                 if get_i16(head + ATTRIBUTES_OFFSET) & COMPRESSION_BITS or not scan_batch(head, batch_size, &s):
                     break
-                kept = decide(&s, head, &digests[0], &stored[0], mask, end_offset, now, &latest_count)
+                kept = decide(&s, head, &digests[0], &stored[0], mask, end_offset, now, &latest_count,
+                              &keeps_tombstone)
                 if kept < 0:
                     break
+                if keeps_tombstone:
+                    horizon = get_i64(head + BASE_TIMESTAMP_OFFSET)
+                    if counters[HORIZON] == 0 or horizon < counters[HORIZON]:
+                        counters[HORIZON] = horizon
                 counters[RECORDS] += count
                 counters[REMOVED] += count - kept
                 counters[TOMBSTONES] += latest_count - kept

@@ -26,7 +26,7 @@ from sparklog.records import implementation as _implementation
 from sparklog.records.batch import HEADER_SIZE
 
 ENTRY_FIELDS = 5  # an output batch: position, base offset, next offset, max timestamp, size
-COUNTERS = ("read", "records", "removed", "tombstones", "changed")  # _cbatch's READ .. CHANGED
+COUNTERS = ("read", "records", "removed", "tombstones", "changed", "horizon")  # _cbatch's READ .. HORIZON
 
 
 class Filtered(NamedTuple):
@@ -36,16 +36,24 @@ class Filtered(NamedTuple):
     data: memoryview  # the output batches, end to end
     entries: list[tuple[int, int, int, int, int]]  # per output batch: ENTRY_FIELDS, its position in `data`
     run: bytes | None  # the empty header that the next empty batch may extend (retain.py Rule 3)
-    counts: dict[str, int]  # COUNTERS: bytes read, records scanned, removed, tombstones removed, changed (0/1)
+    counts: dict[str, int]  # COUNTERS: bytes read, records scanned, removed, tombstones removed, changed (0/1),
+    # the earliest delete horizon of a batch that keeps a tombstone (0: none)
+
+
+_extension = None  # the compiled module, imported at the first call that uses it
 
 
 def compiled():
-    """The extension when the compiled codec is the active one, else None (Rule 3)."""
+    """The extension when the compiled codec is the active one, else None (Rule 3). Called once per read
+    buffer in the cleaner thread, with the interpreter lock held: no import statement on this path."""
+    global _extension
     if _batch.CODEC.name != _implementation.CYTHON:
         return None
-    from sparklog.records import _cbatch
+    if _extension is None:
+        from sparklog.records import _cbatch
 
-    return _cbatch
+        _extension = _cbatch
+    return _extension
 
 
 def whole_prefix(chunk) -> int | None:

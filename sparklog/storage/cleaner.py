@@ -22,8 +22,13 @@ into its batch the delete horizon now + delete.retention.ms (records/retain.py R
 0x40, the horizon as baseTimestamp, record timestamps unchanged); a later clean whose time is past that
 horizon removes it. So a consumer that reads to the log end within delete.retention.ms of the clean that
 first saw a tombstone sees it, however old the tombstone's own timestamp is. (Kafka before KIP-534 aged
-whole segments by their modification time.) A tombstone is removed only at a clean: one that is due
-waits for the log's next one (its dirty ratio or max.compaction.lag.ms).
+whole segments by their modification time.) A tombstone is removed only at a clean.
+Rule 3c (cleaning for a delete horizon, KIP-534): each clean reports the earliest delete horizon of the
+tombstones it left below its range's end (`CleanResult.earliest_delete_horizon`); once that has passed,
+the log is cleanable even with nothing dirty or a dirty ratio below min.cleanable.dirty.ratio
+(cleaner_manager.py Rule 1), and that clean recopies the clean section without the expired tombstones.
+The horizon is known from the log's last clean in this process: after a restart, a log waits for its first
+clean by ratio or lag (as Kafka's in-memory latestDeleteHorizon).
 Rule 3b (how): a read buffer (IO_BUFFER_BYTES) of batches at a time goes to records/sweep.py, one compiled
 call per pass with the GIL released: it checks each batch (CRC-32C), scans its records, probes or fills
 the map and, in the recopy, copies the kept records and coalesces emptied headers, for every batch but
@@ -71,6 +76,7 @@ logger = logging.getLogger(__name__)
 IO_BUFFER_BYTES = 1024 * 1024  # log.cleaner.io.buffer.size: Kafka's 512 KiB, for reading and writing each
 WINDOW_RECORDS = 4096  # records decoded before the offset map is asked about all their keys at once
 
+NO_HORIZON = -1  # Kafka's RecordBatch.NO_TIMESTAMP: no tombstone waits for its delete horizon
 Throttle = Callable[[int], None]
 _BASE_OFFSET, _ATTRIBUTES, _COUNT = struct.Struct(">q"), struct.Struct(">h"), struct.Struct(">i")  # batch.HEADER's
 
@@ -110,6 +116,9 @@ class CleanResult:
     records_removed: int
     tombstones_removed: int
     segments_swapped: int
+    # Rule 3c: the earliest delete horizon of the tombstones left below `end` (NO_HORIZON: none), after
+    # which a clean removes one even with nothing new to clean (KIP-534).
+    earliest_delete_horizon: int = -1
 
 
 def cleanable_range(log, now_ms: int) -> CleanableRange | None:
@@ -219,11 +228,12 @@ class Cleaner:
     def map_bytes(self) -> int:
         return 0 if self._map is None else self._map.memory_bytes
 
-    def clean(self, log, span: CleanableRange | None = None) -> CleanResult | None:
-        """Clean `log` (Rules 2-5); None when there is nothing dirty to clean."""
+    def clean(self, log, span: CleanableRange | None = None, *, horizon_passed: bool = False) -> CleanResult | None:
+        """Clean `log` (Rules 2-5); None when there is nothing dirty to clean, unless `horizon_passed` (a
+        tombstone's delete horizon is past, Rule 3c): then the clean section is recopied without it."""
         started, now = time.monotonic(), self._clock()
         span = span or cleanable_range(log, now)
-        if span is None or span.first_dirty >= span.end:
+        if span is None or (span.first_dirty >= span.end and not horizon_passed):
             return None
         stats = _Stats()
         end = self._build_map(log, span, stats)
@@ -233,7 +243,8 @@ class Cleaner:
             swapped += self._swap(log, group)
         log.write_cleaner_checkpoint(end)
         return CleanResult(now, time.monotonic() - started, span.first_dirty, end, span.dirty_ratio,
-                           stats.read, stats.written, stats.records, stats.removed, stats.tombstones, swapped)
+                           stats.read, stats.written, stats.records, stats.removed, stats.tombstones, swapped,
+                           stats.horizon)
 
     def _build_map(self, log, span: CleanableRange, stats: "_Stats") -> int:
         """Rule 2: returns the end of the range that the map covers."""
@@ -408,7 +419,11 @@ class Cleaner:
         stats.tombstones += int(latest.sum()) - kept  # the latest records dropped: expired tombstones
         starts = np.cumsum([0] + counts[:-1])
         kept_per_batch = np.add.reduceat(keep, starts).tolist()
-        mark = (np.add.reduceat(keep & tombstone & ~past, starts) > 0) & ~marked  # Rule 3a: first seen
+        keeps_tombstone = np.add.reduceat(keep & tombstone & ~past, starts) > 0
+        mark = keeps_tombstone & ~marked  # Rule 3a: first seen
+        if keeps_tombstone.any():  # Rule 3c: the earliest horizon of a tombstone kept
+            horizons = np.where(marked, [b.base_timestamp for b, _ in data], horizon.new)
+            stats.keep_horizon(int(horizons[keeps_tombstone].min()))
         keep_bytes = keep.view(np.uint8)
         return [(None if k == n and not m else keep_bytes[a:a + n].tobytes(), m)
                 for a, n, k, m in zip(starts.tolist(), counts, kept_per_batch, mark.tolist())]
@@ -434,10 +449,11 @@ class _Horizon(NamedTuple):
 
 
 class _Stats:
-    __slots__ = ("read", "written", "records", "removed", "tombstones")
+    __slots__ = ("read", "written", "records", "removed", "tombstones", "horizon")
 
     def __init__(self):
         self.read = self.written = self.records = self.removed = self.tombstones = 0
+        self.horizon = NO_HORIZON  # the earliest delete horizon of a kept tombstone (Rule 3b)
 
     def add(self, counts: dict[str, int]) -> None:
         """sweep.Filtered.counts of one call."""
@@ -445,6 +461,12 @@ class _Stats:
         self.records += counts["records"]
         self.removed += counts["removed"]
         self.tombstones += counts["tombstones"]
+        if counts["horizon"]:
+            self.keep_horizon(counts["horizon"])
+
+    def keep_horizon(self, horizon: int) -> None:
+        if self.horizon == NO_HORIZON or horizon < self.horizon:
+            self.horizon = horizon
 
 
 class _Group:

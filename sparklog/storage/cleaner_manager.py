@@ -3,8 +3,10 @@ log to clean next, with which offset map, how fast, and what each clean did.
 
 Rule 1: a log is a candidate when its cleanup.policy includes `compact` and its cleanable range
 (cleaner.py Rule 1) has a dirty ratio of at least min.cleanable.dirty.ratio, or its first dirty record is
-older than max.compaction.lag.ms; each pick takes the candidate with the highest dirty ratio (a log past
-its max lag first) that no other thread is cleaning. Before that, an active segment past its roll deadline
+older than max.compaction.lag.ms, or (KIP-534, cleaner.py Rule 3c) the earliest delete horizon of the
+tombstones its last clean left has passed, whatever its dirty ratio; each pick takes the candidate with
+the highest dirty ratio (a log past its max lag first, then one past a delete horizon) that no other
+thread is cleaning. Before that, an active segment past its roll deadline
 is rolled (`PartitionLog.roll_if_due`, log.py Rule 8a): Kafka rolls only at an append, so there a partition
 that went idle keeps its last records uncleanable however old they get.
 Rule 2: `log.cleaner.threads` threads (Kafka's default 1), each with its own OffsetMap of
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from sparklog.settings import BOOLEAN, DOUBLE, INT, LONG, Definitions, Setting
-from sparklog.storage.cleaner import CleanableRange, Cleaner, CleanResult, cleanable_range
+from sparklog.storage.cleaner import NO_HORIZON, CleanableRange, Cleaner, CleanResult, cleanable_range
 from sparklog.storage.config import CLEANUP_COMPACT
 from sparklog.storage.errors import InvalidConfigError, LogClosedError
 from sparklog.storage.files import OS_FILES, Files
@@ -54,9 +56,13 @@ DEFAULT_CLEANER_ENABLE = True  # log.cleaner.enable: Kafka's true
 DEFAULT_CLEANER_THREADS = 1  # log.cleaner.threads: Kafka's 1
 DEFAULT_IO_MAX_BYTES_PER_SECOND = sys.float_info.max  # log.cleaner.io.max.bytes.per.second: Kafka's Double.MAX_VALUE
 DEFAULT_BACKOFF_MS = 15_000  # log.cleaner.backoff.ms: Kafka's 15 s
-# Ours (Kafka's cleaner threads run at the JVM's normal priority): nice +10 weighs a thread at about a tenth
-# of a normal one when the cores are contended, so a clean still progresses under load (Rule 3).
-CLEANER_NICE_INCREMENT = 10
+# Ours (Kafka's cleaner threads run at the JVM's normal priority): nice 19, the lowest, weighs the thread at
+# 15/1024 of a normal one when the cores are contended (it still progresses there), and on idle cores the
+# clean runs at full speed (Rule 3). Measured by `benchmarks/compaction.py --size-mb 1024 [--cleaner-nice N]`
+# on 2 shared cores at load 16-21 (median of 8 pairs of produce while cleaning / alone; the cleaner's read
+# rate meanwhile): nice 0: 0.49 at 92 MB/s; nice 10: 0.81, 0.90, 0.85 in three runs at 17-25 MB/s; nice 19:
+# 1.09, 0.86, 1.02 at 6-8 MB/s. Single pairs range over 0.57-2.08 whatever the nice: the cores' noise.
+CLEANER_NICE_INCREMENT = 19
 MAX_NICE = 19  # Linux's lowest priority
 
 
@@ -169,7 +175,7 @@ class CleanerManager:
 
     # -- choosing (Rule 1) -------------------------------------------------------------------------
 
-    def _candidates(self) -> list[tuple[bool, float, object, CleanableRange]]:
+    def _candidates(self) -> list[tuple[bool, bool, float, object, CleanableRange]]:
         now, mono = self._clock(), time.monotonic()
         found = []
         for log in list(self._logs()):
@@ -181,19 +187,29 @@ class CleanerManager:
                 span = cleanable_range(log, now)
             except (LogClosedError, OSError):
                 continue
-            if span is None or span.first_dirty >= span.end:
+            if span is None:
+                continue
+            horizon_passed = self._horizon_passed(log, now)
+            if span.first_dirty >= span.end and not horizon_passed:
                 continue
             overdue = 0 <= span.first_dirty_timestamp < now - config.max_compaction_lag_ms
-            if overdue or span.dirty_ratio >= config.min_cleanable_dirty_ratio:
-                found.append((overdue, span.dirty_ratio, log, span))
-        return sorted(found, key=lambda c: (c[0], c[1]), reverse=True)
+            if overdue or horizon_passed or (span.first_dirty < span.end
+                                             and span.dirty_ratio >= config.min_cleanable_dirty_ratio):
+                found.append((overdue, horizon_passed, span.dirty_ratio, log, span))
+        return sorted(found, key=lambda c: c[:3], reverse=True)
+
+    def _horizon_passed(self, log, now: int) -> bool:
+        """Rule 1's KIP-534 case: a tombstone left by the log's last clean is past its delete horizon (the
+        cleaner removes one when its time is after the horizon)."""
+        last = self._last.get(log.name)
+        return last is not None and last.earliest_delete_horizon != NO_HORIZON and now > last.earliest_delete_horizon
 
     def _grab(self):
         with self._lock:
-            for _, _, log, span in self._candidates():
+            for _, horizon_passed, _, log, span in self._candidates():
                 if log.name not in self._in_progress:
                     self._in_progress.add(log.name)
-                    return log, span
+                    return log, span, horizon_passed
         return None
 
     # -- cleaning ----------------------------------------------------------------------------------
@@ -204,10 +220,10 @@ class CleanerManager:
         picked = self._grab() if self._cleaners else None
         if picked is None:
             return None
-        log, span = picked
+        log, span, horizon_passed = picked
         cleaner = cleaner or self._cleaners[0]
         try:
-            result = cleaner.clean(log, span)
+            result = cleaner.clean(log, span, horizon_passed=horizon_passed)
         except (Stopped, LogClosedError):
             raise
         except Exception:

@@ -1,13 +1,17 @@
 """Kafka-group offsets in `__consumer_offsets`, under real brokers and real clients: the topic is created on
 the first FindCoordinator (replication reduced to the live brokers), internal (flagged in Metadata, not
-producible, not deletable), compacted (many commits of one key leave the last), written in Kafka's record
+producible, not deletable, not grown, no records deleted), compacted (many commits of one key leave the last), written in Kafka's record
 format, and the committed offsets survive a restart of every broker (the cache is rebuilt from the log).
 The coordinator failover with consuming members is in test_kafka_groups.py."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
@@ -22,6 +26,7 @@ from sparklog.protocol.consumer_offsets import CommitKey, decode_key, decode_val
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 30
+REPO = Path(__file__).resolve().parents[2]
 COMMITS = 300
 
 
@@ -108,6 +113,51 @@ def test_a_client_cannot_produce_to_the_offsets_topic(cluster):
     producer.produce(OFFSETS_TOPIC, key=b"k", value=b"v", partition=0, on_delivery=lambda err, msg: outcome.append(err))
     producer.flush(TIMEOUT_S)
     assert len(outcome) == 1 and outcome[0] is not None and outcome[0].name() == "TOPIC_EXCEPTION"
+
+
+def test_an_admin_client_can_neither_add_partitions_to_nor_delete_records_of_the_offsets_topic(cluster):
+    """Kafka's answers (offsets_topic.py Rule 2): CreatePartitions INVALID_REQUEST (its TopicCommand's
+    refusal), DeleteRecords INVALID_TOPIC_EXCEPTION (its ReplicaManager's); the topic and commits stay."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import TopicPartition as CTopicPartition
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    commit(cluster, group, {0: 7})
+    partition = offsets_partition(group, TEST_OFFSETS_TOPIC_PARTITIONS)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    grow = admin.create_partitions([NewPartitions(OFFSETS_TOPIC, TEST_OFFSETS_TOPIC_PARTITIONS + 2)])
+    with pytest.raises(KafkaException) as refused:
+        grow[OFFSETS_TOPIC].result(TIMEOUT_S)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert "offsets topic cannot be changed" in refused.value.args[0].str()
+    (deleted,) = admin.delete_records([CTopicPartition(OFFSETS_TOPIC, partition, 1)]).values()
+    with pytest.raises(KafkaException) as refused:
+        deleted.result(TIMEOUT_S)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
+    described = admin.list_topics(OFFSETS_TOPIC, timeout=TIMEOUT_S).topics[OFFSETS_TOPIC]
+    assert len(described.partitions) == TEST_OFFSETS_TOPIC_PARTITIONS
+    assert offsets_records(cluster, partition)[0][0] == 0  # nothing deleted from its start
+    assert committed(cluster, group, [0]) == {0: 7}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["alter", OFFSETS_TOPIC, "--partitions", "9"], "the number of partitions for the offsets topic cannot be changed"),
+    (["delete", OFFSETS_TOPIC], "is internal"),
+])
+def test_the_topics_command_neither_grows_nor_deletes_the_offsets_topic(cluster, args, message):
+    """`sparklog topics` writes ZooKeeper itself, past the brokers' checks: it refuses as kafka-topics.sh does."""
+    commit(cluster, f"g-{uuid.uuid4().hex[:8]}", {0: 3})
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-m", "sparklog.cli", "topics", "--zookeeper", cluster.zk_connect, *args],
+                          capture_output=True, timeout=60, cwd=str(REPO), env=env, text=True)
+    assert done.returncode == 1 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        (described,) = admin.describe_topics([OFFSETS_TOPIC])
+        assert len(described["partitions"]) == TEST_OFFSETS_TOPIC_PARTITIONS
+    finally:
+        admin.close()
 
 
 def test_many_commits_of_one_key_are_compacted_to_the_last(cluster):

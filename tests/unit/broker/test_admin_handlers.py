@@ -13,6 +13,8 @@ from sparklog.broker.partitions import MetadataSnapshot, PartitionMeta, TopicMet
 from sparklog.coordination import topics as topic_registry
 from sparklog.coordination.brokers import BrokerInfo
 from sparklog.protocol import ApiKey, RequestHeader
+from sparklog.protocol.consumer_offsets import FIXED_PARTITIONS
+from sparklog.protocol.consumer_offsets import TOPIC as OFFSETS_TOPIC
 from sparklog.protocol.alter_configs import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
 from sparklog.protocol.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from sparklog.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
@@ -198,6 +200,16 @@ def test_create_partitions_refusals_change_nothing(state, zk, topic, code):
     assert sorted(topic_registry.get_topic(zk, "t").partitions) == [0, 1]
 
 
+def test_create_partitions_keeps_the_offsets_topics_count(state, zk, logs):
+    """offsets_topic.py Rule 2: Kafka's TopicCommand refusal, before any ZooKeeper write."""
+    topic_registry.create_topic(zk, OFFSETS_TOPIC, 1, 1, {"cleanup.policy": "compact"}, [ME])
+    state.partitions.snapshot.topics[OFFSETS_TOPIC] = TopicMeta(OFFSETS_TOPIC, {0: PartitionMeta(0, ME, 0, (ME,), (ME,))})
+    body = CreatePartitionsRequest(topics=[CreatePartitionsTopic(name=OFFSETS_TOPIC, count=3, assignments=None)])
+    (result,) = call(admin_handlers.handle_create_partitions, body, ApiKey.CREATE_PARTITIONS, 3, state).results
+    assert (result.error_code, result.error_message) == (handlers.INVALID_REQUEST, FIXED_PARTITIONS)
+    assert sorted(topic_registry.get_topic(zk, OFFSETS_TOPIC).partitions) == [0]
+
+
 # -- DeleteRecords ---------------------------------------------------------------------------------------------
 
 
@@ -206,6 +218,17 @@ def delete_records(state, *parts):
         DeleteRecordsPartition(partition_index=p, offset=o) for p, o in parts])])
     (topic,) = call(admin_handlers.handle_delete_records, body, ApiKey.DELETE_RECORDS, 2, state).topics
     return [(p.partition_index, p.error_code, p.low_watermark) for p in topic.partitions]
+
+
+def test_delete_records_of_the_offsets_topic_is_invalid_topic_and_moves_nothing(state, logs):
+    plog = logs.get_or_create(OFFSETS_TOPIC, 0)
+    plog.append(build_batch([(b"k%d" % i, b"v", None, None) for i in range(3)]))
+    state.partitions.snapshot.leading[(OFFSETS_TOPIC, 0)] = plog
+    body = DeleteRecordsRequest(topics=[DeleteRecordsTopic(name=OFFSETS_TOPIC, partitions=[
+        DeleteRecordsPartition(partition_index=0, offset=2)])])
+    (topic,) = call(admin_handlers.handle_delete_records, body, ApiKey.DELETE_RECORDS, 2, state).topics
+    assert [(p.error_code, p.low_watermark) for p in topic.partitions] == [(handlers.INVALID_TOPIC_EXCEPTION, -1)]
+    assert plog.log_start_offset == 0
 
 
 def test_delete_records_moves_the_log_start(state, logs):

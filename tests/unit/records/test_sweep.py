@@ -92,7 +92,7 @@ def test_filter_batches_keeps_the_latest_coalesces_emptied_batches_and_leaves_ne
     tombstone = list(iter_batches(data))[-1]
     # b's tombstone has no delete horizon yet: writing one is the pure-Python path's (sweep.py Rule 1)
     assert done.position == len(data) - tombstone.size
-    assert done.counts == dict(read=done.position, records=4, removed=3, tombstones=0, changed=1)
+    assert done.counts == dict(read=done.position, records=4, removed=3, tombstones=0, changed=1, horizon=0)
     # [0, 2) and [2, 3) emptied: one header spans both; the batch at 3 is copied as it was
     assert [(b.base_offset, b.next_offset, b.record_count) for b in out] == [(0, 3, 0), (3, 4, 1)]
     assert [e[1:3] for e in done.entries] == [(0, 3), (3, 4)] and done.run is None
@@ -101,6 +101,7 @@ def test_filter_batches_keeps_the_latest_coalesces_emptied_batches_and_leaves_ne
 
 @pytest.mark.parametrize("now, removed", [(100, 0), (101, 1)])
 def test_filter_batches_removes_a_tombstone_once_past_its_batch_delete_horizon(now, removed):
+    """A kept tombstone reports its batch's horizon (cleaner.py Rule 3c); a removed one does not."""
     (batch,) = iter_batches(build_batch([(b"b", None, None, 4)], base_offset=4))
     marked = retain_scanned(batch, scan(batch), b"\x01", delete_horizon=100)
     offset_map = OffsetMap(4096)
@@ -108,6 +109,7 @@ def test_filter_batches_removes_a_tombstone_once_past_its_batch_delete_horizon(n
     digests, stored = offset_map.tables
     done = sweep.filter_batches(memoryview(marked), 0, digests, stored, 5, now, None, sweep.Buffers())
     assert done.position == len(marked) and done.counts["tombstones"] == removed
+    assert done.counts["horizon"] == (0 if removed else 100)
     assert (done.run is not None) == bool(removed)  # emptied: a pending empty header
 
 

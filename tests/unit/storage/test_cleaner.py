@@ -16,7 +16,7 @@ from support.crashfs import CrashFiles, Crashed, ProcessFiles
 from sparklog.records.batch import build_batch, iter_batches, iter_records
 from sparklog.records.compression import CODECS
 from sparklog.storage import CleanerConfig, CleanerManager, Flusher, PartitionLog
-from sparklog.storage.cleaner import Cleaner, cleanable_range
+from sparklog.storage.cleaner import NO_HORIZON, Cleaner, cleanable_range
 from sparklog.storage.cleaner_manager import CLEANER_NICE_INCREMENT, MAX_NICE
 from sparklog.storage.errors import InvalidRecordError
 from sparklog.storage.files import OS_FILES
@@ -434,6 +434,58 @@ def test_a_log_below_its_dirty_ratio_is_cleaned_once_its_first_dirty_record_pass
     clock.now += 1001
     assert manager.clean_once() is not None  # overdue: max.compaction.lag.ms beats min.cleanable.dirty.ratio
     assert {k: v for _, k, v, _ in records(log)}[b"k0"] == b"late"
+    manager.close()
+    log.close()
+
+
+def test_a_log_below_its_dirty_ratio_is_cleaned_once_a_tombstones_delete_horizon_passes(tmp_path, flusher):
+    """KIP-534 (cleaner.py Rule 3c): each clean reports the earliest delete horizon of the tombstones it kept
+    (the one written by the clean that first saw them, not a later one's); once it has passed, the manager
+    cleans the log whatever its dirty ratio, and the tombstone goes."""
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher)
+
+    def add(key, value):
+        append(log, [(key, value)], clock)
+        log.roll()
+        log.flush()
+
+    manager = CleanerManager(lambda: [log], CleanerConfig(dedupe_buffer_size=64 * 1024), clock=clock)
+    append(log, [(b"a", b"1"), (b"b", b"1")], clock)
+    add(b"a", None)
+    assert manager.clean_once().earliest_delete_horizon == T0 + RETENTION  # the tombstone's horizon, written
+    clock.now += RETENTION // 2
+    add(b"c", b"1")
+    assert manager.clean_once().earliest_delete_horizon == T0 + RETENTION  # kept, its horizon unchanged
+    log.reconfigure(log.config.with_overrides({"min.cleanable.dirty.ratio": 0.99}))
+    add(b"d", b"1")
+    clock.now = T0 + RETENTION
+    assert manager.dirty_ratio(log) < 0.99 and manager.clean_once() is None  # at the horizon, not past it
+    clock.now += 1
+    result = manager.clean_once()
+    assert result is not None and result.tombstones_removed == 1 and result.earliest_delete_horizon == NO_HORIZON
+    assert [k for _, k, _, _ in records(log)] == [b"b", b"c", b"d"]
+    assert manager.clean_once() is None  # nothing left to wait for
+    manager.close()
+    log.close()
+
+
+def test_a_horizon_clean_with_nothing_dirty_recopies_the_clean_section_without_the_expired_tombstone(
+        tmp_path, flusher):
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher, **{"min.cleanable.dirty.ratio": 0.5})
+    manager = CleanerManager(lambda: [log], CleanerConfig(dedupe_buffer_size=64 * 1024), clock=clock)
+    append(log, [(b"a", b"1"), (b"b", b"1")], clock)
+    append(log, [(b"a", None), (b"b", b"2")], clock, "gzip")
+    log.roll()
+    log.flush()
+    assert manager.clean_once() is not None
+    clock.now += RETENTION + 1
+    span = cleanable_range(log, clock.now)
+    assert span.first_dirty == span.end  # nothing dirty at all
+    result = manager.clean_once()
+    assert result.tombstones_removed == 1 and result.records_removed == 1
+    assert [(o, k, v) for o, k, v, _ in records(log)] == [(3, b"b", b"2")]
     manager.close()
     log.close()
 
