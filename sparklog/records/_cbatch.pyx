@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The RecordBatch v2 hot loops in C (Cython): a records section built, one decoded into columns, varints.
 
-The compiled twin of five functions of `sparklog.records.batch` (see its docstring for the format), which
+The compiled twin of six functions of `sparklog.records.batch` (see its docstring for the format), which
 `sparklog.records.implementation` installs in their place:
 
     encode_varint(value)            -> bytes
@@ -9,6 +9,7 @@ The compiled twin of five functions of `sparklog.records.batch` (see its docstri
     encode_records(records, now_ms) -> ([section], count, base timestamp, max timestamp)
     decode_columns(buffer, batch)   -> RecordColumns
     build_batch(records, ...)       -> bytes: the header, the records and the CRC-32C in one buffer
+    decode_records(buffer, batch, prefix, cls) -> [cls(*prefix, offset, timestamp, key, value, headers)]
 
 and the per-section loops: the log cleaner's (records/scan.py and records/sweep.py are their callers and
 authorities: `scan_section`, `join_kept`, and `put_batches` / `filter_batches`, one call per read buffer of
@@ -71,6 +72,7 @@ cdef object _py_decode_varint = None
 cdef object _py_encode_records = None
 cdef object _py_decode_columns = None
 cdef object _py_build_batch = None
+cdef object _py_decode_records = None
 cdef object _RecordColumns = None
 cdef object _codec_id = None
 cdef object _compress = None
@@ -83,10 +85,11 @@ def bind(pure, record_columns, codec_id, compress, crc32c, time_ns):
     """Hand over the pure-Python codec (`implementation.Codec`) every input the fast path does not take goes
     to, and what build_batch shares with it."""
     global _py_encode_varint, _py_decode_varint, _py_encode_records, _py_decode_columns, _py_build_batch
-    global _RecordColumns, _codec_id, _compress, _crc32c, _time_ns
+    global _RecordColumns, _codec_id, _compress, _crc32c, _time_ns, _py_decode_records
     _py_encode_varint, _py_decode_varint = pure.encode_varint, pure.decode_varint
     _py_encode_records, _py_decode_columns, _py_build_batch = pure.encode_records, pure.decode_columns, pure.build_batch
     _RecordColumns, _codec_id, _compress, _crc32c, _time_ns = record_columns, codec_id, compress, crc32c, time_ns
+    _py_decode_records = pure.decode_records
 
 
 # -- varints ------------------------------------------------------------------------------------------------
@@ -1210,3 +1213,79 @@ def decode_buffers(const uint8_t[::1] section, int64_t base_offset, int64_t base
     del value_data[value_ends[count]:]
     return (count, offsets, timestamps, key_ends, key_data, key_validity if key_nulls else None, key_nulls,
             value_ends, value_data, value_validity if value_nulls else None, value_nulls, has_headers)
+
+
+# -- the consumer's records: one tuple per record, built here instead of transposed from columns in Python -----
+
+cdef extern from "Python.h":
+    ctypedef struct PyTypeObject:
+        pass
+    object PyType_GenericAlloc(PyTypeObject* cls, Py_ssize_t items)
+    bint PyType_IsSubtype(PyTypeObject* a, PyTypeObject* b)
+
+
+cdef inline bint is_tuple_type(object cls):
+    """`cls` is tuple or a subclass allocated as tuples are (a NamedTuple): PyType_GenericAlloc fits it."""
+    return isinstance(cls, type) and PyType_IsSubtype(<PyTypeObject*>cls, <PyTypeObject*>tuple)
+
+
+cdef object records_section(bytes buffer, int64_t base_offset, int64_t base_ts, Py_ssize_t count,
+                            object log_append_time, tuple prefix, object cls):
+    """`count` records filling `buffer` exactly as `cls` tuples `prefix + (offset, timestamp, key, value,
+    headers)`, or None to defer to Python. decode_section's loop, with a row per record instead of columns."""
+    cdef const uint8_t* data = <const uint8_t*>PyBytes_AS_STRING(buffer)
+    cdef Py_ssize_t end = PyBytes_GET_SIZE(buffer), position = 0, record_end, index, field
+    cdef Py_ssize_t width = PyTuple_GET_SIZE(prefix)
+    cdef int64_t length, delta, offset, timestamp = 0
+    cdef bint create_time = log_append_time is None
+    if count < 0 or count > end // MIN_RECORD_BYTES:
+        return None
+    rows = PyList_New(count)
+    for index in range(count):  # the slots not yet filled are NULL, which a list being freed skips
+        position = read_varint(data, position, end, &length)
+        if position < 0 or length < 0 or length > end - position:
+            return None
+        record_end = position + length
+        position = read_varint(data, position + 1, record_end, &delta)  # after the attributes byte
+        if position < 0 or (create_time and not checked_add(base_ts, delta, &timestamp)):
+            return None
+        position = read_varint(data, position, record_end, &delta)
+        if position < 0 or not checked_add(base_offset, delta, &offset):
+            return None
+        key = read_nullable(data, &position, record_end)
+        if position < 0:
+            return None
+        value = read_nullable(data, &position, record_end)
+        if position < 0:
+            return None
+        headers = read_headers(data, &position, record_end)
+        if position != record_end:
+            return None
+        row = PyType_GenericAlloc(<PyTypeObject*>cls, width + 5)
+        for field in range(width):
+            set_field(row, field, <object>PyTuple_GET_ITEM(prefix, field))
+        set_field(row, width, PyLong_FromLongLong(offset))
+        set_field(row, width + 1, PyLong_FromLongLong(timestamp) if create_time else log_append_time)
+        set_field(row, width + 2, key)
+        set_field(row, width + 3, value)
+        set_field(row, width + 4, headers)
+        set_item(rows, index, row)
+    if position != end:
+        return None
+    return rows
+
+
+cdef inline void set_field(object row, Py_ssize_t index, object item) noexcept:
+    Py_INCREF(item)
+    PyTuple_SET_ITEM(row, index, item)
+
+
+def decode_records(buffer, batch, prefix, cls):
+    """Decode `batch.record_count` records filling `buffer` exactly into a list of `cls` tuples
+    `prefix + (offset, timestamp, key, value, headers)` (`batch._decode_records`)."""
+    rows = None
+    if PyBytes_CheckExact(buffer) and PyTuple_CheckExact(prefix) and is_tuple_type(cls):
+        log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
+        rows = records_section(buffer, batch.base_offset, batch.base_timestamp, batch.record_count,
+                               log_append_time, prefix, cls)
+    return _py_decode_records(buffer, batch, prefix, cls) if rows is None else rows

@@ -5,6 +5,7 @@ Every test runs against both codecs, the compiled one and the pure-Python one (t
 
 import struct
 import time
+from typing import NamedTuple
 
 import cramjam
 import pytest
@@ -465,6 +466,43 @@ def test_batches_in_range_yields_exactly_the_records_in_the_range(sizes, gaps, s
         assert position == end  # a batch past the range ends it, even across a compaction gap
     elif expected:
         assert position == last + 1
+
+
+class Consumed(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=5), start=st.integers(0, 30), compression=codecs,
+       control_after=st.integers(0, 5))
+def test_tuples_in_range_gives_the_records_of_batches_in_range_as_tuples(sizes, start, compression, control_after):
+    """The consumer's path: the same records as `batches_in_range` with no end, each a finished tuple of
+    the class given, a control batch as None."""
+    from sparklog.records.batch import batches_in_range, set_base_offset, tuples_in_range
+
+    data, base = b"", 0
+    for index, size in enumerate(sizes):
+        records = [(b"k" if i % 2 else None, b"%d" % (base + i), [("h", b"x")] if i == 1 else None, 5 + i)
+                   for i in range(size)]
+        raw = bytearray(build_batch(records, compression, is_control=index == control_after))
+        set_base_offset(raw, base)
+        data += bytes(raw)
+        base += size
+    got = list(tuples_in_range(data, start, ("events", 3), Consumed))
+    expected = list(batches_in_range(data, start))
+    assert [b.base_offset for b, _ in got] == [b.base_offset for b, _ in expected]
+    for (_, records), (_, columns) in zip(got, expected):
+        if columns is None:
+            assert records is None
+            continue
+        assert records == [Consumed("events", 3, *row) for row in zip(*columns)]
+        assert all(type(r) is Consumed for r in records)
 
 
 def test_a_batch_whose_section_is_a_decompression_bomb_raises_a_clear_error():
