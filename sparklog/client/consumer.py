@@ -10,7 +10,7 @@ Threads: the application thread iterates (or polls); one daemon I/O thread ("spa
 previous answer arrives, so the next fetch is on the wire while the application iterates over the current
 one; at most `queued.max.chunks` answered partition chunks wait for the application, which bounds memory.
 The fetcher only walks batch headers (`records.batch.next_fetch_offset`, to know where the next fetch starts);
-the application thread decodes each chunk with `records.batch.tuples_in_range` (CRC-32C checked when
+the application thread decodes each chunk with `records.batch.chunk_tuples` (CRC-32C checked when
 `check.crcs`, the default: a bad batch raises `CorruptRecordError` and is never yielded), the trimming rule of
 `batches_in_range`, which the Spark fetcher uses, with each batch's ConsumerRecords built by the codec. A
 truncated last batch, which a fetch response may end with, is skipped and fetched again whole.
@@ -45,7 +45,7 @@ from sparklog.protocol import (ApiKey, FetchPartition, FetchRequest, FetchTopic,
                                OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetFetchRequest,
                                OffsetFetchRequestTopic, for_code)
 from sparklog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from sparklog.records.batch import next_fetch_offset, tuples_in_range
+from sparklog.records.batch import chunk_tuples, next_fetch_offset
 
 logger = logging.getLogger(__name__)
 
@@ -412,7 +412,7 @@ class Consumer:
         a list of finished ConsumerRecords (built in C by the compiled codec); per record only the epoch
         check and the position of Rule 1 remain."""
         state, epoch, view, start = chunk
-        for batch, records in tuples_in_range(view, start, state.tp, ConsumerRecord, self.config["check.crcs"]):
+        for batch, records in chunk_tuples(view, start, state.tp, ConsumerRecord, self.config["check.crcs"]):
             if records is None:  # a control batch
                 if state.epoch == epoch:
                     state.position = batch.next_offset

@@ -28,7 +28,7 @@ Rule 3: memory is bounded by the input: lists are sized by a record count only a
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.buffer cimport PyBUF_READ
-from cpython.long cimport PyLong_CheckExact, PyLong_FromLongLong
+from cpython.long cimport PyLong_AsLongLong, PyLong_CheckExact, PyLong_FromLongLong
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
@@ -1229,12 +1229,11 @@ cdef inline bint is_tuple_type(object cls):
     return isinstance(cls, type) and PyType_IsSubtype(<PyTypeObject*>cls, <PyTypeObject*>tuple)
 
 
-cdef object records_section(bytes buffer, int64_t base_offset, int64_t base_ts, Py_ssize_t count,
-                            object log_append_time, tuple prefix, object cls):
-    """`count` records filling `buffer` exactly as `cls` tuples `prefix + (offset, timestamp, key, value,
+cdef object records_section(const uint8_t* data, Py_ssize_t end, int64_t base_offset, int64_t base_ts,
+                            Py_ssize_t count, object log_append_time, tuple prefix, object cls):
+    """`count` records filling `data[:end]` exactly as `cls` tuples `prefix + (offset, timestamp, key, value,
     headers)`, or None to defer to Python. decode_section's loop, with a row per record instead of columns."""
-    cdef const uint8_t* data = <const uint8_t*>PyBytes_AS_STRING(buffer)
-    cdef Py_ssize_t end = PyBytes_GET_SIZE(buffer), position = 0, record_end, index, field
+    cdef Py_ssize_t position = 0, record_end, index, field
     cdef Py_ssize_t width = PyTuple_GET_SIZE(prefix)
     cdef int64_t length, delta, offset, timestamp = 0
     cdef bint create_time = log_append_time is None
@@ -1286,6 +1285,77 @@ def decode_records(buffer, batch, prefix, cls):
     rows = None
     if PyBytes_CheckExact(buffer) and PyTuple_CheckExact(prefix) and is_tuple_type(cls):
         log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
-        rows = records_section(buffer, batch.base_offset, batch.base_timestamp, batch.record_count,
-                               log_append_time, prefix, cls)
+        rows = records_section(<const uint8_t*>PyBytes_AS_STRING(buffer), PyBytes_GET_SIZE(buffer),
+                               batch.base_offset, batch.base_timestamp, batch.record_count, log_append_time,
+                               prefix, cls)
     return _py_decode_records(buffer, batch, prefix, cls) if rows is None else rows
+
+
+cdef inline int64_t row_offset(object row, Py_ssize_t at):
+    return PyLong_AsLongLong(<object>PyTuple_GET_ITEM(row, at))
+
+
+cdef Py_ssize_t first_from(list rows, int64_t start, Py_ssize_t at):
+    """bisect_left over the rows' offsets (field `at`), as batch.tuples_in_range cuts a batch."""
+    cdef Py_ssize_t low = 0, high = PyList_GET_SIZE(rows), middle
+    while low < high:
+        middle = (low + high) // 2
+        if row_offset(<object>PyList_GET_ITEM(rows, middle), at) < start:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+cdef enum:
+    # decode_chunk returns after this many records: a few batches' worth, kept in the CPU caches while the
+    # application iterates over them (a whole 1 MiB chunk decoded at once is slower to iterate).
+    CHUNK_RECORDS = 256
+
+
+def decode_chunk(const uint8_t[::1] chunk, Py_ssize_t position, int64_t start, prefix, cls, bint check_crc):
+    """(records, position): the records, from offset `start` on, of the whole, uncompressed data batches at
+    `chunk[position:]` (until CHUNK_RECORDS are decoded) as `cls` tuples `prefix + (offset, timestamp, key, value, headers)` (what
+    `RecordBatch.tuples` and `tuples_in_range` give), and where it stopped: at the end, or at the first batch
+    it does not take (partial, malformed, a bad CRC-32C, compressed, a control batch), which the caller
+    (`batch.chunk_tuples`) then reads the general way. The pure codec's twin takes no batch."""
+    cdef Py_ssize_t end = chunk.shape[0], size, first, at
+    cdef const uint8_t* head
+    cdef int attributes
+    cdef int64_t base_offset, next_offset
+    records = []
+    if not (PyTuple_CheckExact(prefix) and is_tuple_type(cls)) or position < 0:
+        return records, position
+    at = PyTuple_GET_SIZE(prefix)
+    while end - position >= HEADER_SIZE:
+        head = &chunk[position]
+        if head[MAGIC_OFFSET] != MAGIC:
+            break
+        size = <Py_ssize_t>get_i32(head + LENGTH_OFFSET) + LOG_OVERHEAD
+        if (size < HEADER_SIZE or size > end - position or get_i32(head + LAST_OFFSET_DELTA_OFFSET) < 0
+                or get_i32(head + RECORD_COUNT_OFFSET) < 0):
+            break
+        attributes = get_i16(head + ATTRIBUTES_OFFSET)
+        if attributes & (COMPRESSION_BITS | CONTROL_MASK):
+            break
+        if check_crc and sparklog_crc32c(head + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET) \
+                != <uint32_t>get_be(head + CRC_OFFSET, 4):
+            break
+        base_offset = get_i64(head)
+        if not checked_add(base_offset, <int64_t>get_i32(head + LAST_OFFSET_DELTA_OFFSET) + 1, &next_offset):
+            break  # past int64: Python's ints decide
+        if next_offset > start:  # else the batch lies wholly before start
+            rows = records_section(head + HEADER_SIZE, size - HEADER_SIZE, base_offset,
+                                   get_i64(head + BASE_TIMESTAMP_OFFSET), get_i32(head + RECORD_COUNT_OFFSET),
+                                   get_i64(head + MAX_TIMESTAMP_OFFSET) if attributes & TIMESTAMP_TYPE_MASK else None,
+                                   prefix, cls)
+            if rows is None:
+                break
+            first = 0
+            if PyList_GET_SIZE(rows) and row_offset(<object>PyList_GET_ITEM(rows, 0), at) < start:
+                first = first_from(rows, start, at)
+            records.extend(rows[first:] if first else rows)
+        position += size
+        if PyList_GET_SIZE(records) >= CHUNK_RECORDS:
+            break
+    return records, position

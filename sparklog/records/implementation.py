@@ -2,7 +2,7 @@
 
 As aiokafka does with `aiokafka/record/_crecords/`, the hot functions of `sparklog.records.batch` (varints,
 `build_batch` and the `_encode_records` under it, `_decode_columns` under `RecordBatch.columns()` and
-`records()`, `_decode_records` under `RecordBatch.tuples()`) have a compiled twin, built from `_cbatch.pyx`
+`records()`, `_decode_records` under `RecordBatch.tuples()`, `_decode_chunk` under `chunk_tuples`) have a compiled twin, built from `_cbatch.pyx`
 at install time when a C compiler is there.
 
 Rule 1: chosen once, when `batch` is imported: the compiled codec, unless the environment variable
@@ -38,6 +38,7 @@ class Codec(NamedTuple):
     decode_columns: Callable
     build_batch: Callable
     decode_records: Callable
+    decode_chunk: Callable
 
 
 def extensions_disabled() -> bool:
@@ -63,6 +64,7 @@ def compiled(pure: Codec, record_columns: type) -> Codec:
         _cbatch.decode_columns,
         _cbatch.build_batch,
         _cbatch.decode_records,
+        _cbatch.decode_chunk,
     )
 
 

@@ -317,7 +317,7 @@ def test_valid_input_never_leaves_the_fast_path():
     many = [mixed_record(i, 1000 - i) for i in range(500)]
     many.append(Record(0, 7, None, None, (("h", None),)))
     shared = (implementation.codec_id, implementation.compress, implementation.crc32c, implementation.time.time_ns)
-    _cbatch.bind(implementation.Codec("deferred", *[deferred] * 6), batch.RecordColumns, *shared)
+    _cbatch.bind(implementation.Codec("deferred", *[deferred] * 7), batch.RecordColumns, *shared)
     try:
         parts, count, base_ts, max_ts = _cbatch.encode_records(many, 5)
         built = [_cbatch.build_batch(many, compression, 9) for compression in ("none", "lz4")]
@@ -333,3 +333,24 @@ def test_valid_input_never_leaves_the_fast_path():
     assert columns.offsets == list(range(9, 510)) and columns.timestamps == [1000] * 501
     assert columns.headers[0] == (("trace", b"0"),) and columns.headers[-1] == (("h", None),)
     assert rows == [Row("t", 3, *column) for column in zip(*columns)] and type(rows[0]) is Row
+
+
+def test_decode_chunk_takes_plain_batches_in_bulk_and_stops_at_the_first_it_does_not_take():
+    """The bulk step of batch.chunk_tuples (whose agreement with tuples_in_range test_batch.py checks under
+    both codecs): it must really take plain batches, or that agreement would hold trivially."""
+    from sparklog.records import _cbatch
+
+    plain = [bytearray(PURE.build_batch([(None, b"%d" % (3 * n + i), None, 9) for i in range(3)])) for n in range(3)]
+    for n, raw in enumerate(plain):
+        batch.set_base_offset(raw, 3 * n)
+    data = b"".join(plain)
+    records, position = _cbatch.decode_chunk(data, 0, 4, ("t", 1), Row, True)
+    assert position == len(data) and records == [Row("t", 1, o, 9, None, b"%d" % o, ()) for o in range(4, 9)]
+    marker = PURE.build_batch([(None, b"", None, 1)], is_control=True)
+    compressed = PURE.build_batch([(None, b"v", None, 1)], "gzip")
+    bad = bytearray(plain[0])
+    bad[-2] ^= 1  # a value byte: still well-formed, no longer matching the CRC-32C
+    for stopper in (marker, compressed, bytes(bad), plain[0][:-1]):
+        records, position = _cbatch.decode_chunk(bytes(plain[0]) + stopper, 0, 0, ("t", 1), Row, True)
+        assert position == len(plain[0]) and len(records) == 3
+    assert _cbatch.decode_chunk(bytes(plain[0]) + bytes(bad), 0, 0, ("t", 1), Row, False)[1] == 2 * len(bad)
