@@ -11,9 +11,10 @@ previous answer arrives, so the next fetch is on the wire while the application 
 one; at most `queued.max.chunks` answered partition chunks wait for the application, which bounds memory.
 The fetcher only walks batch headers (`records.batch.next_fetch_offset`, to know where the next fetch starts);
 the application thread decodes each chunk with `records.batch.chunk_tuples` (CRC-32C checked when
-`check.crcs`, the default: a bad batch raises `CorruptRecordError` and is never yielded), the trimming rule of
-`batches_in_range`, which the Spark fetcher uses, with each batch's ConsumerRecords built by the codec. A
-truncated last batch, which a fetch response may end with, is skipped and fetched again whole.
+`check.crcs`, the default: a bad batch raises `CorruptRecordError` and is never yielded): the trimming rule of
+`batches_in_range`, which the Spark fetcher shares, with the ConsumerRecords built by the compiled codec, a few
+batches per call. A truncated last batch, which a fetch response may end with, is skipped and fetched again
+whole.
 
 Rule 1 (positions): `position(tp)` is the offset of the next record the application will get; a record is
 yielded only if its offset is at least the position it was fetched for. `seek` bumps the partition's epoch:
