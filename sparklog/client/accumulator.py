@@ -35,7 +35,14 @@ class ProducerBatch(BatchFuture):
     __slots__ = ("size", "created", "attempts", "retry_at", "payload", "producer_id", "base_sequence")
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
-        BatchFuture.__init__(self, topic, partition)
+        # BatchFuture's fields set here, not by calling its __init__: at batch.num.messages=1 this runs per record.
+        self.topic = topic
+        self.partition = partition
+        self.base_offset = None
+        self.log_append_time = -1
+        self.error = None
+        self._done = False
+        self._callbacks = None
         self.records = []
         self.size = BATCH_OVERHEAD
         self.created = now
@@ -48,12 +55,6 @@ class ProducerBatch(BatchFuture):
     @property
     def future(self) -> "ProducerBatch":
         return self
-
-    def __hash__(self) -> int:
-        return id(self)
-
-    def __eq__(self, other) -> bool:
-        return self is other
 
 
 class RecordAccumulator:

@@ -271,6 +271,7 @@ class NetworkClient:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._submitted: deque[_Request] = deque()
         self._closed = False
+        self._wake_pending = False  # a wake-up byte was sent and the I/O thread has not drained it yet
 
     @classmethod
     def from_config(cls, bootstrap: list[tuple[str, int]], config: dict,
@@ -303,9 +304,15 @@ class NetworkClient:
         return future
 
     def wakeup(self) -> None:
+        """Make the I/O thread run its step again soon: one byte (a syscall) per wake-up, coalesced: while a
+        byte waits undrained, the thread is bound to wake and run its step, which sees what the caller
+        changed before calling (`_drain_wakeups` clears the flag only after draining)."""
+        if self._wake_pending:
+            return
+        self._wake_pending = True
         try:
             self._wake_w.send(b"\x00")
-        except (BlockingIOError, OSError):  # already a byte waiting, or closed
+        except (BlockingIOError, OSError):  # already bytes waiting, or closed
             pass
 
     def set_nodes(self, brokers: dict[int, tuple[str, int]]) -> None:
@@ -483,6 +490,7 @@ class NetworkClient:
                 pass
         except (BlockingIOError, InterruptedError):
             pass
+        self._wake_pending = False  # after draining: a wake-up skipped before this point precedes our next step
 
     def close(self) -> None:
         """Close every connection (I/O thread stopped, or called from it)."""

@@ -10,10 +10,11 @@ Threads: the application thread iterates (or polls); one daemon I/O thread ("spa
 previous answer arrives, so the next fetch is on the wire while the application iterates over the current
 one; at most `queued.max.chunks` answered partition chunks wait for the application, which bounds memory.
 The fetcher only walks batch headers (`records.batch.next_fetch_offset`, to know where the next fetch starts);
-the application thread decodes each chunk with `records.batch.batches_in_range` (CRC-32C checked when
-`check.crcs`, the default: a bad batch raises `CorruptRecordError` and is never yielded), the trimming rule it
-shares with the Spark fetcher. A truncated last batch, which a fetch response may end with, is skipped and
-fetched again whole.
+the application thread decodes each chunk with `records.batch.chunk_tuples` (CRC-32C checked when
+`check.crcs`, the default: a bad batch raises `CorruptRecordError` and is never yielded): the trimming rule of
+`batches_in_range`, which the Spark fetcher shares, with the ConsumerRecords built by the compiled codec, a few
+batches per call. A truncated last batch, which a fetch response may end with, is skipped and fetched again
+whole.
 
 Rule 1 (positions): `position(tp)` is the offset of the next record the application will get; a record is
 yielded only if its offset is at least the position it was fetched for. `seek` bumps the partition's epoch:
@@ -45,7 +46,7 @@ from sparklog.protocol import (ApiKey, FetchPartition, FetchRequest, FetchTopic,
                                OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetFetchRequest,
                                OffsetFetchRequestTopic, for_code)
 from sparklog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from sparklog.records.batch import batches_in_range, next_fetch_offset
+from sparklog.records.batch import chunk_tuples, next_fetch_offset
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +56,6 @@ OFFSET_COMMIT_VERSION = 7
 OFFSET_FETCH_VERSION = 5
 _BUSY_POLL_S = 0.1  # longest sleep while partitions wait for a leader, a reset or a backoff
 _OFFSET_OUT_OF_RANGE = 1
-
-_new_tuple = tuple.__new__
 
 TopicPartition = tuple[str, int]
 
@@ -354,7 +353,7 @@ class Consumer:
                         return
                     continue
                 current = self._current = self._chunk_records(chunk)
-            for record in current:
+            for record in current:  # not `yield from`: closing this generator must not close `current`
                 yield record
             if self._current is current:
                 self._current = None
@@ -410,20 +409,20 @@ class Consumer:
                 self._chunk_ready.wait(remaining if remaining is None or remaining < 1.0 else 1.0)
 
     def _chunk_records(self, chunk) -> Iterator[ConsumerRecord]:
-        """Decode one chunk batch by batch (the hot loop of consumption: keep it lean)."""
+        """Decode one chunk batch by batch (the hot loop of consumption: keep it lean). Each batch arrives as
+        a list of finished ConsumerRecords (built in C by the compiled codec); per record only the epoch
+        check and the position of Rule 1 remain."""
         state, epoch, view, start = chunk
-        prefix = state.tp
-        new, cls = _new_tuple, ConsumerRecord
-        for batch, columns in batches_in_range(view, start, None, self.config["check.crcs"]):
-            if columns is None:  # a control batch
+        for batch, records in chunk_tuples(view, start, state.tp, ConsumerRecord, self.config["check.crcs"]):
+            if records is None:  # a control batch
                 if state.epoch == epoch:
                     state.position = batch.next_offset
                 continue
-            for record in zip(*columns):  # (offset, timestamp, key, value, headers), no Record per row
+            for record in records:
                 if state.epoch != epoch:
                     return  # seek or reassignment since this chunk was fetched
-                state.position = record[0] + 1
-                yield new(cls, prefix + record)
+                state.position = record[2] + 1
+                yield record
 
     def _deliver(self, chunk) -> None:
         """I/O thread: queue an answered chunk for the application."""

@@ -36,6 +36,7 @@ from sparklog.client.config import PRODUCER_DEFAULTS, parse_servers, resolve
 from sparklog.client.backoff import ExponentialBackoff
 from sparklog.client.connection import IOThread, NetworkClient
 from sparklog.client.idempotence import MAX_IN_FLIGHT_FOR_IDEMPOTENCE, ProducerIdentity, configure
+from sparklog.client.futures import complete_all
 from sparklog.client.errors import (
     METADATA_REFRESH_ERRORS,
     ClientClosed,
@@ -137,7 +138,7 @@ class Producer:
             count = self._metadata.partition_counts.get(topic)
             if count is None:
                 count = self._wait_on_metadata(topic)
-            partition = self._partitioner.partition(topic, key, count)
+            partition = 0 if count == 1 else self._partitioner.partition(topic, key, count)
         elif partition >= self._metadata.partition_counts.get(topic, partition + 1) or partition < 0:
             raise ValueError(f"topic {topic!r} has no partition {partition}")
         if headers:
@@ -286,6 +287,7 @@ class Sender:
         held = deque()
         blocked: set[tuple[str, int]] = set()
         client = self.client
+        leaders = self.metadata.leaders  # read directly: this loop runs per batch, at batch 1 per record
         one_per_request = self.identity is not None
         for batch in self.pending:
             tp = (batch.topic, batch.partition)
@@ -295,7 +297,7 @@ class Sender:
             if now - batch.created > self.delivery_timeout:
                 self._fail(batch, TimeoutError(f"{tp[0]}-{tp[1]}: not acknowledged within delivery.timeout.ms"))
                 continue
-            leader = self.metadata.leader(*tp)
+            leader = leaders.get(tp, NO_LEADER)
             turn = self._round_of(batch, rounds.get(tp)) if one_per_request else 0
             if (batch.retry_at > now or leader == NO_LEADER
                     or (one_per_request and self.unacknowledged.get(tp, 0) >= MAX_IN_FLIGHT_FOR_IDEMPOTENCE)
@@ -393,11 +395,9 @@ class Sender:
                     for batch in group:
                         self._retry_or_fail(batch, error)
                     continue
-                offset = part.base_offset
-                for batch in group:
-                    batch.complete(offset, part.log_append_time_ms)
-                    offset += len(batch.records)
-                    if self.identity is not None:
+                complete_all(group, part.base_offset, part.log_append_time_ms)
+                if self.identity is not None:
+                    for batch in group:
                         self.identity.acknowledged(tp, batch.producer_id, batch.base_sequence, len(batch.records))
                 self.accumulator.release_all(group)
         for tp, group in by_tp.items():

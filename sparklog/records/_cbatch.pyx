@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The RecordBatch v2 hot loops in C (Cython): a records section built, one decoded into columns, varints.
 
-The compiled twin of five functions of `sparklog.records.batch` (see its docstring for the format), which
+The compiled twin of six functions of `sparklog.records.batch` (see its docstring for the format), which
 `sparklog.records.implementation` installs in their place:
 
     encode_varint(value)            -> bytes
@@ -9,6 +9,7 @@ The compiled twin of five functions of `sparklog.records.batch` (see its docstri
     encode_records(records, now_ms) -> ([section], count, base timestamp, max timestamp)
     decode_columns(buffer, batch)   -> RecordColumns
     build_batch(records, ...)       -> bytes: the header, the records and the CRC-32C in one buffer
+    decode_records(buffer, batch, prefix, cls) -> [cls(*prefix, offset, timestamp, key, value, headers)]
 
 and the per-section loops: the log cleaner's (records/scan.py and records/sweep.py are their callers and
 authorities: `scan_section`, `join_kept`, and `put_batches` / `filter_batches`, one call per read buffer of
@@ -27,7 +28,7 @@ Rule 3: memory is bounded by the input: lists are sized by a record count only a
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.buffer cimport PyBUF_READ
-from cpython.long cimport PyLong_CheckExact, PyLong_FromLongLong
+from cpython.long cimport PyLong_AsLongLong, PyLong_CheckExact, PyLong_FromLongLong
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
@@ -71,6 +72,7 @@ cdef object _py_decode_varint = None
 cdef object _py_encode_records = None
 cdef object _py_decode_columns = None
 cdef object _py_build_batch = None
+cdef object _py_decode_records = None
 cdef object _RecordColumns = None
 cdef object _codec_id = None
 cdef object _compress = None
@@ -83,10 +85,11 @@ def bind(pure, record_columns, codec_id, compress, crc32c, time_ns):
     """Hand over the pure-Python codec (`implementation.Codec`) every input the fast path does not take goes
     to, and what build_batch shares with it."""
     global _py_encode_varint, _py_decode_varint, _py_encode_records, _py_decode_columns, _py_build_batch
-    global _RecordColumns, _codec_id, _compress, _crc32c, _time_ns
+    global _RecordColumns, _codec_id, _compress, _crc32c, _time_ns, _py_decode_records
     _py_encode_varint, _py_decode_varint = pure.encode_varint, pure.decode_varint
     _py_encode_records, _py_decode_columns, _py_build_batch = pure.encode_records, pure.decode_columns, pure.build_batch
     _RecordColumns, _codec_id, _compress, _crc32c, _time_ns = record_columns, codec_id, compress, crc32c, time_ns
+    _py_decode_records = pure.decode_records
 
 
 # -- varints ------------------------------------------------------------------------------------------------
@@ -1222,3 +1225,149 @@ def decode_buffers(const uint8_t[::1] section, int64_t base_offset, int64_t base
     del value_data[value_ends[count]:]
     return (count, offsets, timestamps, key_ends, key_data, key_validity if key_nulls else None, key_nulls,
             value_ends, value_data, value_validity if value_nulls else None, value_nulls, has_headers)
+
+
+# -- the consumer's records: one tuple per record, built here instead of transposed from columns in Python -----
+
+cdef extern from "Python.h":
+    ctypedef struct PyTypeObject:
+        pass
+    object PyType_GenericAlloc(PyTypeObject* cls, Py_ssize_t items)
+    bint PyType_IsSubtype(PyTypeObject* a, PyTypeObject* b)
+
+
+cdef inline bint is_tuple_type(object cls):
+    """`cls` is tuple or a subclass allocated as tuples are (a NamedTuple): PyType_GenericAlloc fits it."""
+    return isinstance(cls, type) and PyType_IsSubtype(<PyTypeObject*>cls, <PyTypeObject*>tuple)
+
+
+cdef object records_section(const uint8_t* data, Py_ssize_t end, int64_t base_offset, int64_t base_ts,
+                            Py_ssize_t count, object log_append_time, tuple prefix, object cls):
+    """`count` records filling `data[:end]` exactly as `cls` tuples `prefix + (offset, timestamp, key, value,
+    headers)`, or None to defer to Python. decode_section's loop, with a row per record instead of columns."""
+    cdef Py_ssize_t position = 0, record_end, index, field
+    cdef Py_ssize_t width = PyTuple_GET_SIZE(prefix)
+    cdef int64_t length, delta, offset, timestamp = 0
+    cdef bint create_time = log_append_time is None
+    if count < 0 or count > end // MIN_RECORD_BYTES:
+        return None
+    rows = PyList_New(count)
+    for index in range(count):  # the slots not yet filled are NULL, which a list being freed skips
+        position = read_varint(data, position, end, &length)
+        if position < 0 or length < 0 or length > end - position:
+            return None
+        record_end = position + length
+        position = read_varint(data, position + 1, record_end, &delta)  # after the attributes byte
+        if position < 0 or (create_time and not checked_add(base_ts, delta, &timestamp)):
+            return None
+        position = read_varint(data, position, record_end, &delta)
+        if position < 0 or not checked_add(base_offset, delta, &offset):
+            return None
+        key = read_nullable(data, &position, record_end)
+        if position < 0:
+            return None
+        value = read_nullable(data, &position, record_end)
+        if position < 0:
+            return None
+        headers = read_headers(data, &position, record_end)
+        if position != record_end:
+            return None
+        row = PyType_GenericAlloc(<PyTypeObject*>cls, width + 5)
+        for field in range(width):
+            set_field(row, field, <object>PyTuple_GET_ITEM(prefix, field))
+        set_field(row, width, PyLong_FromLongLong(offset))
+        set_field(row, width + 1, PyLong_FromLongLong(timestamp) if create_time else log_append_time)
+        set_field(row, width + 2, key)
+        set_field(row, width + 3, value)
+        set_field(row, width + 4, headers)
+        set_item(rows, index, row)
+    if position != end:
+        return None
+    return rows
+
+
+cdef inline void set_field(object row, Py_ssize_t index, object item) noexcept:
+    Py_INCREF(item)
+    PyTuple_SET_ITEM(row, index, item)
+
+
+def decode_records(buffer, batch, prefix, cls):
+    """Decode `batch.record_count` records filling `buffer` exactly into a list of `cls` tuples
+    `prefix + (offset, timestamp, key, value, headers)` (`batch._decode_records`)."""
+    rows = None
+    if PyBytes_CheckExact(buffer) and PyTuple_CheckExact(prefix) and is_tuple_type(cls):
+        log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
+        rows = records_section(<const uint8_t*>PyBytes_AS_STRING(buffer), PyBytes_GET_SIZE(buffer),
+                               batch.base_offset, batch.base_timestamp, batch.record_count, log_append_time,
+                               prefix, cls)
+    return _py_decode_records(buffer, batch, prefix, cls) if rows is None else rows
+
+
+cdef inline int64_t row_offset(object row, Py_ssize_t at):
+    return PyLong_AsLongLong(<object>PyTuple_GET_ITEM(row, at))
+
+
+cdef Py_ssize_t first_from(list rows, int64_t start, Py_ssize_t at):
+    """bisect_left over the rows' offsets (field `at`), as batch.tuples_in_range cuts a batch."""
+    cdef Py_ssize_t low = 0, high = PyList_GET_SIZE(rows), middle
+    while low < high:
+        middle = (low + high) // 2
+        if row_offset(<object>PyList_GET_ITEM(rows, middle), at) < start:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+cdef enum:
+    # decode_chunk returns after this many records: a few batches' worth, kept in the CPU caches while the
+    # application iterates over them (a whole 1 MiB chunk decoded at once is slower to iterate).
+    CHUNK_RECORDS = 256
+
+
+def decode_chunk(const uint8_t[::1] chunk, Py_ssize_t position, int64_t start, prefix, cls, bint check_crc):
+    """(records, position): the records, from offset `start` on, of the whole, uncompressed data batches at
+    `chunk[position:]` (until CHUNK_RECORDS are decoded) as `cls` tuples `prefix + (offset, timestamp, key, value, headers)` (what
+    `RecordBatch.tuples` and `tuples_in_range` give), and where it stopped: at the end, or at the first batch
+    it does not take (partial, malformed, a bad CRC-32C, compressed, a control batch), which the caller
+    (`batch.chunk_tuples`) then reads the general way. The pure codec's twin takes no batch."""
+    cdef Py_ssize_t end = chunk.shape[0], size, first, at
+    cdef const uint8_t* head
+    cdef int attributes
+    cdef int64_t base_offset, next_offset
+    records = []
+    if not (PyTuple_CheckExact(prefix) and is_tuple_type(cls)) or position < 0:
+        return records, position
+    at = PyTuple_GET_SIZE(prefix)
+    while end - position >= HEADER_SIZE:
+        head = &chunk[position]
+        if head[MAGIC_OFFSET] != MAGIC:
+            break
+        size = <Py_ssize_t>get_i32(head + LENGTH_OFFSET) + LOG_OVERHEAD
+        if (size < HEADER_SIZE or size > end - position or get_i32(head + LAST_OFFSET_DELTA_OFFSET) < 0
+                or get_i32(head + RECORD_COUNT_OFFSET) < 0):
+            break
+        attributes = get_i16(head + ATTRIBUTES_OFFSET)
+        if attributes & (COMPRESSION_BITS | CONTROL_MASK):
+            break
+        if check_crc and sparklog_crc32c(head + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET) \
+                != <uint32_t>get_be(head + CRC_OFFSET, 4):
+            break
+        base_offset = get_i64(head)
+        if not checked_add(base_offset, <int64_t>get_i32(head + LAST_OFFSET_DELTA_OFFSET) + 1, &next_offset):
+            break  # past int64: Python's ints decide
+        if next_offset > start:  # else the batch lies wholly before start
+            rows = records_section(head + HEADER_SIZE, size - HEADER_SIZE, base_offset,
+                                   get_i64(head + BASE_TIMESTAMP_OFFSET), get_i32(head + RECORD_COUNT_OFFSET),
+                                   get_i64(head + MAX_TIMESTAMP_OFFSET) if attributes & TIMESTAMP_TYPE_MASK else None,
+                                   prefix, cls)
+            if rows is None:
+                break
+            first = 0
+            if PyList_GET_SIZE(rows) and row_offset(<object>PyList_GET_ITEM(rows, 0), at) < start:
+                first = first_from(rows, start, at)
+            records.extend(rows[first:] if first else rows)
+        position += size
+        if PyList_GET_SIZE(records) >= CHUNK_RECORDS:
+            break
+    return records, position

@@ -40,6 +40,7 @@ import struct
 import time
 from bisect import bisect_left
 from itertools import starmap as _starmap
+from operator import itemgetter
 from typing import Iterable, Iterator, NamedTuple
 
 from crc32c import crc32c
@@ -402,6 +403,17 @@ class RecordBatch(BatchHeader):
             section = self.raw[HEADER_SIZE:].tobytes()
         return _decode_columns(section, self)
 
+    def tuples(self, prefix: tuple, cls: type) -> list:
+        """The records as `cls` tuples `prefix + (offset, timestamp, key, value, headers)`: what the consumer
+        hands out (`prefix` = (topic, partition), `cls` its ConsumerRecord), built in one pass with no
+        per-record Python work in the compiled codec. Errors are `columns()`'."""
+        codec = self.attributes & COMPRESSION_MASK
+        if codec:
+            section = self._decompress(codec, self.raw[HEADER_SIZE:])
+        else:
+            section = self.raw[HEADER_SIZE:].tobytes()
+        return _decode_records(section, self, prefix, cls)
+
     def _decompress(self, codec: int, section) -> bytes:
         try:
             return _compression.decompress(codec, section)
@@ -527,19 +539,34 @@ def _read_headers(buffer, position: int) -> tuple[tuple, int]:
     return tuple(headers), position
 
 
+def _decode_chunk(chunk, position: int, start: int, prefix: tuple, cls: type, check_crc: bool) -> tuple[list, int]:
+    """The compiled codec's bulk step of `chunk_tuples` (many plain batches in one call); this twin takes no
+    batch, leaving every one to `chunk_tuples`' general path, the authority."""
+    return [], position
+
+
+def _decode_records(buffer: bytes, batch: BatchHeader, prefix: tuple, cls: type) -> list:
+    """`RecordBatch.tuples()` from the pure-Python columns (the compiled twin builds each tuple in C)."""
+    new = _new_tuple
+    return [new(cls, prefix + row) for row in zip(*PYTHON_CODEC.decode_columns(buffer, batch))]
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The implementation switch (sparklog/records/implementation.py): the compiled codec takes over these five
 # functions unless SPARKLOG_NO_EXTENSIONS is set or it was not built; the pure-Python ones stay in PYTHON_CODEC.
 
 def use(codec: _implementation.Codec) -> None:
     """Run `codec` from now on: at import, and in the tests and benchmarks that compare the two."""
-    global CODEC, encode_varint, decode_varint, _encode_records, _decode_columns, build_batch
+    global CODEC, encode_varint, decode_varint, _encode_records, _decode_columns, build_batch, _decode_records
+    global _decode_chunk
     CODEC = codec
-    encode_varint, decode_varint, _encode_records, _decode_columns, build_batch = codec[1:]
+    (encode_varint, decode_varint, _encode_records, _decode_columns, build_batch, _decode_records,
+     _decode_chunk) = codec[1:]
 
 
 PYTHON_CODEC = _implementation.Codec(
-    _implementation.PYTHON, encode_varint, decode_varint, _encode_records, _decode_columns, build_batch
+    _implementation.PYTHON, encode_varint, decode_varint, _encode_records, _decode_columns, build_batch,
+    _decode_records, _decode_chunk
 )
 _selected, COMPILED_UNAVAILABLE = _implementation.select(PYTHON_CODEC, RecordColumns)
 use(_selected)
@@ -550,8 +577,9 @@ def _byte_view(buffer) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-def iter_batches(buffer, check_crc: bool = True) -> Iterator[RecordBatch]:
-    """Every whole batch in `buffer` (bytes, bytearray or memoryview of concatenated batches).
+def iter_batches(buffer, check_crc: bool = True, position: int = 0) -> Iterator[RecordBatch]:
+    """Every whole batch in `buffer` (bytes, bytearray or memoryview of concatenated batches) from byte
+    `position` on (errors name bytes of the whole buffer).
 
     A trailing partial batch, as a fetch response or a crashed append leaves, ends the iteration
     silently; a bad magic, length or CRC-32C raises `CorruptRecordError`. Each batch's `raw` views the
@@ -559,7 +587,6 @@ def iter_batches(buffer, check_crc: bool = True) -> Iterator[RecordBatch]:
     """
     view = _byte_view(buffer)
     end = len(view)
-    position = 0
     while end - position > MAGIC_OFFSET:
         if view[position + MAGIC_OFFSET] != MAGIC:
             raise CorruptRecordError(
@@ -633,6 +660,52 @@ def batches_in_range(buffer, start: int, end: int | None = None,
             last = len(offsets) if end is None else bisect_left(offsets, end)
             columns = RecordColumns(*(column[first:last] for column in columns))
         yield batch, columns
+
+
+def tuples_in_range(buffer, start: int, prefix: tuple, cls: type,
+                    check_crc: bool = True) -> Iterator[tuple[RecordBatch, list | None]]:
+    """`(batch, records)` for each whole batch of `buffer` holding offsets from `start` on: `batches_in_range`
+    with no end, each data batch's records as `RecordBatch.tuples(prefix, cls)` (those before `start` cut),
+    None for a control batch. The consumer's path: one list of ready records per batch."""
+    at = len(prefix)  # where the offset sits in a record
+    for batch, data in batches_overlapping(buffer, start, None, check_crc):
+        if not data:
+            yield batch, None
+            continue
+        records = batch.tuples(prefix, cls)
+        if records and records[0][at] < start:
+            records = records[bisect_left(records, start, key=itemgetter(at)):]
+        yield batch, records
+
+
+def chunk_tuples(buffer, start: int, prefix: tuple, cls: type,
+                 check_crc: bool = True) -> Iterator[tuple[RecordBatch | None, list | None]]:
+    """`tuples_in_range` for a consumer's fetched chunk, with runs of plain batches taken in bulk: yields
+    `(None, records)` for a run of whole, uncompressed data batches the compiled codec decoded in one call
+    (`_decode_chunk`), and `tuples_in_range`'s `(batch, records)` / `(batch, None)` for any other batch,
+    read the general way. The same records, in the same order, raising the same errors at the same point."""
+    view = _byte_view(buffer)
+    end, position, at = len(view), 0, len(prefix)
+    while position < end:
+        records, taken = _decode_chunk(view, position, start, prefix, cls, check_crc)
+        if records:
+            yield None, records
+        if taken != position:
+            position = taken
+            continue
+        batch = next(iter_batches(view, check_crc, position), None)
+        if batch is None:
+            return  # the end, or a partial last batch
+        position += len(batch.raw)
+        if batch.next_offset <= start:
+            continue
+        if batch.attributes & CONTROL_MASK:
+            yield batch, None
+            continue
+        records = batch.tuples(prefix, cls)
+        if records and records[0][at] < start:
+            records = records[bisect_left(records, start, key=itemgetter(at)):]
+        yield batch, records
 
 
 def batches_overlapping(buffer, start: int, end: int | None = None,

@@ -2,7 +2,8 @@
 
 As aiokafka does with `aiokafka/record/_crecords/`, the hot functions of `sparklog.records.batch` (varints,
 `build_batch` and the `_encode_records` under it, `_decode_columns` under `RecordBatch.columns()` and
-`records()`) have a compiled twin, built from `_cbatch.pyx` at install time when a C compiler is there.
+`records()`, `_decode_records` under `RecordBatch.tuples()`, `_decode_chunk` under `chunk_tuples`) have a compiled twin, built from `_cbatch.pyx`
+at install time when a C compiler is there.
 
 Rule 1: chosen once, when `batch` is imported: the compiled codec, unless the environment variable
         SPARKLOG_NO_EXTENSIONS is set to anything but "" or "0", or the extension was not built or was built
@@ -36,6 +37,8 @@ class Codec(NamedTuple):
     encode_records: Callable
     decode_columns: Callable
     build_batch: Callable
+    decode_records: Callable
+    decode_chunk: Callable
 
 
 def extensions_disabled() -> bool:
@@ -43,7 +46,7 @@ def extensions_disabled() -> bool:
 
 
 REQUIRED_EXTRAS = ("scan_section", "join_kept", "whole_prefix", "put_batches", "filter_batches",
-                   "decode_buffers")  # what records/scan.py, sweep.py and buffers.py take from it
+                   "decode_buffers", "decode_records")  # what records/scan.py, sweep.py and buffers.py take from it
 
 
 def compiled(pure: Codec, record_columns: type) -> Codec:
@@ -60,6 +63,8 @@ def compiled(pure: Codec, record_columns: type) -> Codec:
         _cbatch.encode_records,
         _cbatch.decode_columns,
         _cbatch.build_batch,
+        _cbatch.decode_records,
+        _cbatch.decode_chunk,
     )
 
 

@@ -192,3 +192,37 @@ def test_clients_that_give_up_say_which_broker_and_why():
         with pytest.raises(NoBrokersAvailable, match="connection refused"):
             consumer.partitions_for_topic("t")
     assert time.monotonic() - started < 10  # each within its own timeout, not the defaults'
+
+
+def test_wakeups_are_coalesced_into_one_byte_until_the_io_thread_drains_them():
+    client = NetworkClient([("127.0.0.1", 9)], "test")
+    try:
+        for _ in range(3):
+            client.wakeup()
+        assert client._wake_r.recv(16, socket.MSG_PEEK) == b"\x00"  # one syscall's byte for three wake-ups
+        client.poll(0)  # the I/O loop drains it
+        with pytest.raises(BlockingIOError):
+            client._wake_r.recv(16)
+        client.wakeup()  # and the next wake-up sends a byte again
+        assert client._wake_r.recv(16, socket.MSG_PEEK) == b"\x00"
+    finally:
+        client.close()
+
+
+def test_no_wakeup_is_lost_a_sleeping_step_sees_every_change_made_before_waking_it():
+    client = NetworkClient([("127.0.0.1", 9)], "test")
+    wanted, seen = [0], [0]
+
+    def step():
+        seen[0] = wanted[0]
+        return None  # sleep until woken
+
+    thread = IOThread("test-io", client, step)
+    thread.start()
+    try:
+        for value in range(1, 300):
+            wanted[0] = value
+            client.wakeup()
+            wait_until(lambda: seen[0] == value, timeout=5.0)
+    finally:
+        thread.stop()

@@ -67,3 +67,30 @@ def test_concurrent_add_callback_and_completion_never_loses_or_doubles_a_callbac
         RecordFuture(batch, 0).add_callback(lambda m: calls.append(m))
         thread.join()
         assert len(calls) == 1
+
+
+def test_complete_all_gives_each_batch_its_offsets_runs_callbacks_and_wakes_waiters():
+    from sparklog.client.futures import complete_all
+
+    batches = [BatchFuture("t", 1) for _ in range(3)]
+    for batch, size in zip(batches, (2, 1, 3)):
+        batch.records = [(None, b"v", None, 7)] * size
+    seen = []
+    RecordFuture(batches[2], 2).add_callback(lambda m: seen.append(m.offset))
+    waiter = threading.Thread(target=lambda: seen.append(RecordFuture(batches[1], 0).get(5).offset))
+    waiter.start()
+    complete_all(batches, 40, -1)
+    waiter.join(5)
+    assert [b.base_offset for b in batches] == [40, 42, 43]
+    assert sorted(seen) == [42, 45] and all(b.done() and b.error is None for b in batches)
+    assert RecordFuture(batches[0], 1).get(0) == RecordMetadata("t", 1, 41, 7)
+
+
+def test_a_producer_batch_starts_as_a_batch_future_does():
+    """ProducerBatch sets BatchFuture's fields itself (a call less per batch): the same fields, the same values."""
+    from sparklog.client.accumulator import ProducerBatch
+
+    mine, plain = ProducerBatch("t", 3, 1.0), BatchFuture("t", 3)
+    assert {name: getattr(mine, name) for name in BatchFuture.__slots__ if name != "records"} == {
+        name: getattr(plain, name) for name in BatchFuture.__slots__ if name != "records"}
+    assert mine.records == [] and mine.future is mine and len({mine, ProducerBatch("t", 3, 1.0)}) == 2

@@ -5,6 +5,7 @@ Every test runs against both codecs, the compiled one and the pure-Python one (t
 
 import struct
 import time
+from typing import NamedTuple
 
 import cramjam
 import pytest
@@ -465,6 +466,100 @@ def test_batches_in_range_yields_exactly_the_records_in_the_range(sizes, gaps, s
         assert position == end  # a batch past the range ends it, even across a compaction gap
     elif expected:
         assert position == last + 1
+
+
+class Consumed(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=5), start=st.integers(0, 30), compression=codecs,
+       control_after=st.integers(0, 5))
+def test_tuples_in_range_gives_the_records_of_batches_in_range_as_tuples(sizes, start, compression, control_after):
+    """The consumer's path: the same records as `batches_in_range` with no end, each a finished tuple of
+    the class given, a control batch as None."""
+    from sparklog.records.batch import batches_in_range, set_base_offset, tuples_in_range
+
+    data, base = b"", 0
+    for index, size in enumerate(sizes):
+        records = [(b"k" if i % 2 else None, b"%d" % (base + i), [("h", b"x")] if i == 1 else None, 5 + i)
+                   for i in range(size)]
+        raw = bytearray(build_batch(records, compression, is_control=index == control_after))
+        set_base_offset(raw, base)
+        data += bytes(raw)
+        base += size
+    got = list(tuples_in_range(data, start, ("events", 3), Consumed))
+    expected = list(batches_in_range(data, start))
+    assert [b.base_offset for b, _ in got] == [b.base_offset for b, _ in expected]
+    for (_, records), (_, columns) in zip(got, expected):
+        if columns is None:
+            assert records is None
+            continue
+        assert records == [Consumed("events", 3, *row) for row in zip(*columns)]
+        assert all(type(r) is Consumed for r in records)
+
+
+def flattened(pairs) -> tuple[list, str | None]:
+    """Records and control batches (as their next offset) in order, then the error that ended it, if any."""
+    out = []
+    try:
+        for batch, records in pairs:
+            out += [("control", batch.next_offset)] if records is None else records
+    except Exception as exc:  # noqa: BLE001 - the error is part of what is compared
+        return out, f"{type(exc).__name__}: {exc}"
+    return out, None
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sizes=st.lists(st.integers(0, 5), min_size=1, max_size=6), start=st.integers(0, 30),
+       compressed=st.lists(st.booleans(), min_size=6, max_size=6), control=st.integers(0, 8),
+       damage=st.one_of(st.none(), st.tuples(st.integers(0, 2000), st.integers(0, 255))),
+       cut=st.integers(0, 70), check_crc=st.booleans())
+def test_chunk_tuples_gives_what_tuples_in_range_gives(sizes, start, compressed, control, damage, cut, check_crc):
+    """The consumer's bulk path: the same records, control batches and errors, at the same point, as
+    `tuples_in_range`, whatever mix of plain, compressed, control, damaged and truncated batches a chunk holds."""
+    from sparklog.records.batch import chunk_tuples, set_base_offset, tuples_in_range
+
+    data, base = b"", 0
+    for index, size in enumerate(sizes):
+        records = [(b"k" if i % 2 else None, b"%d" % (base + i), [("h", b"x")] if i == 1 else None, 5 + i)
+                   for i in range(max(size, 1))]
+        raw = bytearray(build_batch(records, "lz4" if compressed[index] else "none", is_control=index == control,
+                                    timestamp_type=index % 2))
+        if size == 0:  # a batch compaction emptied: its header only
+            raw = bytearray(build_batch([records[0]]))[:HEADER_SIZE]
+            raw[8:12] = (HEADER_SIZE - 12).to_bytes(4, "big")
+            raw[57:61] = (0).to_bytes(4, "big")
+            raw[17:21] = crc32c(bytes(raw[21:])).to_bytes(4, "big")
+        set_base_offset(raw, base)
+        data += bytes(raw)
+        base += max(size, 1)
+    chunk = bytearray(data[: len(data) - cut] if cut < len(data) else data)
+    if damage is not None:
+        chunk[damage[0] % len(chunk)] ^= damage[1] or 1
+    chunk = bytes(chunk)
+    expected = flattened(tuples_in_range(chunk, start, ("events", 3), Consumed, check_crc))
+    assert flattened(chunk_tuples(chunk, start, ("events", 3), Consumed, check_crc)) == expected
+    assert flattened(chunk_tuples(memoryview(chunk), start, ("events", 3), Consumed, check_crc)) == expected
+
+
+def test_chunk_tuples_of_a_chunk_longer_than_one_bulk_step_gives_every_record_once():
+    from sparklog.records.batch import chunk_tuples, set_base_offset, tuples_in_range
+
+    data = bytearray()
+    for base in range(0, 1000, 5):
+        raw = bytearray(build_batch([(None, b"%d" % (base + i), None, 1) for i in range(5)]))
+        set_base_offset(raw, base)
+        data += raw
+    got = flattened(chunk_tuples(bytes(data), 7, ("t", 0), Consumed))
+    assert got == flattened(tuples_in_range(bytes(data), 7, ("t", 0), Consumed))
+    assert [r.offset for r in got[0]] == list(range(7, 1000))
 
 
 def test_a_batch_whose_section_is_a_decompression_bomb_raises_a_clear_error():

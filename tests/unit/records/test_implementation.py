@@ -4,6 +4,7 @@ one, and the two agree byte for byte, value for value and error for error on any
 import os
 import subprocess
 import sys
+from typing import NamedTuple
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -254,6 +255,52 @@ def test_decode_columns_agrees_on_random_bytes(section, count, attributes):
     same("decode_columns", section, header(7, 1000, 2000, count, attributes))
 
 
+class Row(NamedTuple):
+    """A consumer's record: what decode_records builds, (topic, partition) then the record's five fields."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
+
+
+@FUZZ
+@given(
+    built=valid_records,
+    writes=damage,
+    cut=st.integers(-5, 0),
+    count_change=st.sampled_from([0, 0, 0, -1, 1, 100]),
+    base_offset=st.sampled_from([0, 5, INT64_MAX - 2, INT64_MIN]),
+    base_ts=st.sampled_from([0, INT64_MAX, INT64_MIN, 1_700_000_000_000]),
+    attributes=st.sampled_from([0, LOG_APPEND_TIME << 3]),
+)
+def test_decode_records_agrees_on_damaged_sections(built, writes, cut, count_change, base_offset, base_ts,
+                                                   attributes):
+    section = bytearray(build_batch(built)[HEADER_SIZE:])
+    for position, value in writes:
+        section[position % len(section)] = value
+    section = bytes(section[: len(section) + cut]) if cut else bytes(section)
+    batch_header = header(base_offset, base_ts, 42, len(built) + count_change, attributes)
+    result = same("decode_records", section, batch_header, ("topic", 7), Row)
+    if not writes and not cut and not count_change:
+        assert result[0] == "returned"
+
+
+@FUZZ
+@given(section=st.binary(max_size=60), count=st.integers(-1, 6), attributes=st.sampled_from([0, 8]))
+def test_decode_records_agrees_on_random_bytes(section, count, attributes):
+    same("decode_records", section, header(7, 1000, 2000, count, attributes), ("t", 0), Row)
+
+
+@pytest.mark.parametrize("prefix, cls", [(["t", 0], Row), (("t", 0), list), (("t", 0), "Row"), ((), tuple)])
+def test_decode_records_of_other_prefixes_and_classes_defers_to_python(prefix, cls):
+    section = build_batch([(b"k", b"v", None, 3)])[HEADER_SIZE:]
+    same("decode_records", section, header(0, 0, 3, 1, 0), prefix, cls)
+
+
 @pytest.mark.parametrize("kind", [bytearray, memoryview])
 def test_decode_columns_of_other_buffers_defers_to_python(kind):
     section = build_batch([(b"k", b"v", None, 3)])[HEADER_SIZE:]
@@ -270,13 +317,14 @@ def test_valid_input_never_leaves_the_fast_path():
     many = [mixed_record(i, 1000 - i) for i in range(500)]
     many.append(Record(0, 7, None, None, (("h", None),)))
     shared = (implementation.codec_id, implementation.compress, implementation.crc32c, implementation.time.time_ns)
-    _cbatch.bind(implementation.Codec("deferred", *[deferred] * 5), batch.RecordColumns, *shared)
+    _cbatch.bind(implementation.Codec("deferred", *[deferred] * 7), batch.RecordColumns, *shared)
     try:
         parts, count, base_ts, max_ts = _cbatch.encode_records(many, 5)
         built = [_cbatch.build_batch(many, compression, 9) for compression in ("none", "lz4")]
         (decoded,) = batch.iter_batches(PURE.build_batch(many, base_offset=9, timestamp_type=LOG_APPEND_TIME))
         columns = _cbatch.decode_columns(decoded.raw[HEADER_SIZE:].tobytes(), decoded)
         varints = _cbatch.encode_varint(INT64_MIN), _cbatch.decode_varint(b"\x80\x01", 0)
+        rows = _cbatch.decode_records(decoded.raw[HEADER_SIZE:].tobytes(), decoded, ("t", 3), Row)
     finally:
         implementation.compiled(PURE, batch.RecordColumns)
     assert varints == (b"\xff" * 9 + b"\x01", (64, 2))
@@ -284,3 +332,25 @@ def test_valid_input_never_leaves_the_fast_path():
     assert (count, base_ts, max_ts) == (501, 1000, 1000) and len(parts) == 1
     assert columns.offsets == list(range(9, 510)) and columns.timestamps == [1000] * 501
     assert columns.headers[0] == (("trace", b"0"),) and columns.headers[-1] == (("h", None),)
+    assert rows == [Row("t", 3, *column) for column in zip(*columns)] and type(rows[0]) is Row
+
+
+def test_decode_chunk_takes_plain_batches_in_bulk_and_stops_at_the_first_it_does_not_take():
+    """The bulk step of batch.chunk_tuples (whose agreement with tuples_in_range test_batch.py checks under
+    both codecs): it must really take plain batches, or that agreement would hold trivially."""
+    from sparklog.records import _cbatch
+
+    plain = [bytearray(PURE.build_batch([(None, b"%d" % (3 * n + i), None, 9) for i in range(3)])) for n in range(3)]
+    for n, raw in enumerate(plain):
+        batch.set_base_offset(raw, 3 * n)
+    data = b"".join(plain)
+    records, position = _cbatch.decode_chunk(data, 0, 4, ("t", 1), Row, True)
+    assert position == len(data) and records == [Row("t", 1, o, 9, None, b"%d" % o, ()) for o in range(4, 9)]
+    marker = PURE.build_batch([(None, b"", None, 1)], is_control=True)
+    compressed = PURE.build_batch([(None, b"v", None, 1)], "gzip")
+    bad = bytearray(plain[0])
+    bad[-2] ^= 1  # a value byte: still well-formed, no longer matching the CRC-32C
+    for stopper in (marker, compressed, bytes(bad), plain[0][:-1]):
+        records, position = _cbatch.decode_chunk(bytes(plain[0]) + stopper, 0, 0, ("t", 1), Row, True)
+        assert position == len(plain[0]) and len(records) == 3
+    assert _cbatch.decode_chunk(bytes(plain[0]) + bytes(bad), 0, 0, ("t", 1), Row, False)[1] == 2 * len(bad)
