@@ -23,6 +23,10 @@ under the lock `seek` holds (see `Fetcher`).
 Rule 2 (resets): a partition without a position, or whose fetch says OFFSET_OUT_OF_RANGE, is reset by
 `auto.offset.reset`: `earliest`/`smallest` or `latest`/`largest` through ListOffsets, or `none`: the
 application gets `OffsetOutOfRange` / `NoOffsetForPartition`.
+Rule 3 (commits): `commit` and `committed` go to the group's coordinator, found with FindCoordinator; an
+answer that says it is loading or moved (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+NOT_COORDINATOR) makes the consumer find it again and ask again, with the backoff, until the timeout, as
+Kafka's consumer does; any other error is raised.
 The consumer is not thread-safe (like Kafka's): one application thread uses it; `close()` may come from another.
 """
 
@@ -37,7 +41,8 @@ from typing import Iterable, Iterator
 from sparklog.client.backoff import ExponentialBackoff, Retry
 from sparklog.client.config import CONSUMER_DEFAULTS, resolve
 from sparklog.client.connection import IOThread, NetworkClient
-from sparklog.client.errors import METADATA_REFRESH_ERRORS, ClientClosed, NoBrokersAvailable, UnknownTopic, is_retriable
+from sparklog.client.errors import (COORDINATOR_MOVED_ERRORS, METADATA_REFRESH_ERRORS, ClientClosed, NoBrokersAvailable,
+                                    UnknownTopic, is_retriable)
 from sparklog.client.message import ConsumerRecord
 from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
 from sparklog.client.producer import bootstrap_from
@@ -45,6 +50,7 @@ from sparklog.protocol import (ApiKey, FetchPartition, FetchRequest, FetchTopic,
                                ListOffsetsRequest, ListOffsetsTopic, OffsetCommitRequest,
                                OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetFetchRequest,
                                OffsetFetchRequestTopic, for_code)
+from sparklog.protocol.find_coordinator import KEY_TYPE_GROUP, FindCoordinatorRequest
 from sparklog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from sparklog.records.batch import chunk_tuples, next_fetch_offset
 
@@ -53,6 +59,7 @@ logger = logging.getLogger(__name__)
 FETCH_VERSION = 11  # highest Fetch version of the shared codec
 LIST_OFFSETS_VERSION = 5
 OFFSET_COMMIT_VERSION = 7
+FIND_COORDINATOR_VERSION = 2
 OFFSET_FETCH_VERSION = 5
 _BUSY_POLL_S = 0.1  # longest sleep while partitions wait for a leader, a reset or a backoff
 _OFFSET_OUT_OF_RANGE = 1
@@ -141,11 +148,11 @@ class Consumer:
             return
         request = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
                                       topics=[OffsetCommitRequestTopic(name=t, partitions=p) for t, p in topics.items()])
-        response = self._any_broker(ApiKey.OFFSET_COMMIT, OFFSET_COMMIT_VERSION, request, timeout)
-        for topic in response.topics:
-            for part in topic.partitions:
-                if part.error_code:
-                    raise for_code(part.error_code)(f"commit of {topic.name}-{part.partition_index}")
+        def errors(response):
+            return [(part.error_code, f"commit of {topic.name}-{part.partition_index}")
+                    for topic in response.topics for part in topic.partitions if part.error_code]
+
+        self._at_coordinator(group, ApiKey.OFFSET_COMMIT, OFFSET_COMMIT_VERSION, request, timeout, errors)
 
     def committed(self, partitions: Iterable[TopicPartition], timeout: float | None = None) -> dict:
         """{tp: committed offset} for `group.id`; partitions it never committed are left out."""
@@ -155,9 +162,10 @@ class Consumer:
             topics.setdefault(topic, []).append(int(partition))
         request = OffsetFetchRequest(group_id=group, topics=[
             OffsetFetchRequestTopic(name=t, partition_indexes=p) for t, p in topics.items()])
-        response = self._any_broker(ApiKey.OFFSET_FETCH, OFFSET_FETCH_VERSION, request, timeout)
-        if response.error_code:
-            raise for_code(response.error_code)(f"offsets of group {group}")
+        def errors(response):
+            return [(response.error_code, f"offsets of group {group}")] if response.error_code else []
+
+        response = self._at_coordinator(group, ApiKey.OFFSET_FETCH, OFFSET_FETCH_VERSION, request, timeout, errors)
         return {(t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions
                 if not p.error_code and p.committed_offset >= 0}
 
@@ -165,6 +173,32 @@ class Consumer:
         if not self.config["group.id"]:
             raise ValueError("commit() and committed() need the group.id setting")
         return self.config["group.id"]
+
+    def _at_coordinator(self, group: str, api_key: int, version: int, body, timeout: float | None, errors):
+        """The answer of the group's coordinator (Rule 3); `errors(response)` lists its (code, what) errors."""
+        retry = Retry(self._backoff, self.config["request.timeout.ms"] / 1000 if timeout is None else timeout)
+        while True:
+            found = self._any_broker(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION,
+                                     FindCoordinatorRequest(key=group, key_type=KEY_TYPE_GROUP), retry.remaining())
+            if found.error_code:
+                failures = [(found.error_code, f"coordinator of group {group}")]
+            else:
+                self._client.set_nodes({found.node_id: (found.host, found.port)})
+                try:
+                    response = self._client.submit(found.node_id, api_key, version, body).wait(
+                        max(0.01, retry.remaining()))
+                except Exception as exc:
+                    if not is_retriable(exc) or retry.expired():
+                        raise
+                    retry.sleep()
+                    continue
+                failures = errors(response)
+                if not failures:
+                    return response
+            code, what = failures[0]
+            if code not in COORDINATOR_MOVED_ERRORS or retry.expired():
+                raise for_code(code)(what)
+            retry.sleep()
 
     def _any_broker(self, api_key: int, version: int, body, timeout: float | None):
         retry = Retry(self._backoff, self.config["request.timeout.ms"] / 1000 if timeout is None else timeout)

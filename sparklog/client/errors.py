@@ -11,6 +11,9 @@ from __future__ import annotations
 # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
 # UNKNOWN_LEADER_EPOCH. The client refreshes metadata before it retries.
 METADATA_REFRESH_ERRORS = frozenset({3, 5, 6, 74, 75})
+# Error codes that mean "find the group coordinator again and ask it again": COORDINATOR_LOAD_IN_PROGRESS,
+# COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR (the coordinator is loading, or moved with its offsets partition).
+COORDINATOR_MOVED_ERRORS = frozenset({14, 15, 16})
 
 
 class ClientError(Exception):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from sparklog.client.admin import AdminClient
 from sparklog.client.backoff import Retry
+from sparklog.client.errors import COORDINATOR_MOVED_ERRORS
 from sparklog.client.metadata import METADATA_VERSION
 from sparklog.protocol import (ApiKey, MetadataRequest, OffsetCommitRequest, OffsetCommitRequestPartition,
                                OffsetCommitRequestTopic, OffsetFetchRequest, for_code)
@@ -36,8 +37,7 @@ NO_GENERATION = -1  # a member-less (admin) commit, Rule 3
 NO_OFFSET = -1  # OffsetFetch's "never committed"
 DEAD = "Dead"  # DescribeGroups' state of a group the coordinator does not have
 EMPTY = "Empty"
-# Kafka's coordinator errors that mean "find the coordinator again" (Rule 2)
-COORDINATOR_MOVED = frozenset({14, 15, 16})  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+COORDINATOR_MOVED = COORDINATOR_MOVED_ERRORS  # Rule 2
 
 TopicPartition = tuple[str, int]
 
