@@ -140,3 +140,26 @@ def test_the_sender_wakes_for_a_metadata_refresh_its_backoff_held_back():
     sender = Sender(None, metadata, accumulator(1000, 10), config)
     metadata.need_update, metadata.next_attempt = True, time.monotonic() + 0.1
     assert 0 < sender.run_once() <= 0.1
+
+
+def test_a_new_topic_is_asked_for_at_once_even_when_an_answer_without_it_was_in_flight():
+    """metadata.py Rule 3: the ~0.1 s each Spark task's consumer waited for its topic's leader."""
+    import time
+    from types import SimpleNamespace
+
+    from sparklog.client.metadata import ClusterMetadata
+
+    metadata = ClusterMetadata()
+    now = time.monotonic()
+    metadata.in_progress, metadata.need_update, metadata.next_attempt = True, False, now + 0.1  # bootstrap request
+    metadata.add_topic("t")
+    broker = SimpleNamespace(node_id=1, host="h", port=1)
+    metadata.update(SimpleNamespace(brokers=[broker], topics=[]))  # its answer: asked before "t" was added
+    assert metadata.due(now)
+    part = SimpleNamespace(partition_index=0, leader_id=1)
+    metadata.in_progress = True
+    metadata.update(SimpleNamespace(brokers=[broker], topics=[SimpleNamespace(name="t", error_code=0, partitions=[part])]))
+    assert not metadata.due(now) and metadata.leader("t", 0) == 1
+    metadata.request_update()  # a refresh in a row (NOT_LEADER...) is still spaced by the backoff
+    metadata.next_attempt = now + 0.1
+    assert not metadata.due(now)
