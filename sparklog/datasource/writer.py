@@ -113,7 +113,8 @@ def _not_acknowledged(batches: list) -> list:
     """The producer batches not (yet) acknowledged. Each Arrow batch drops the acknowledged ones, so a task
     holds the batches (and, through them, the records) in flight only, not every row it wrote: bounded
     memory. A batch holds records of this task only (one producer per task), so its outcome is theirs."""
-    return [b for b in batches if not b.done() or b.error is not None]
+    return [b for b in dict.fromkeys(batches) if not b.done() or b.error is not None]  # each batch once: an
+    # open batch can hold the rows of two Arrow batches, and both `send_many` calls return it
 
 
 def _send_batch(producer, options: WriteOptions, batch: pa.RecordBatch) -> list:

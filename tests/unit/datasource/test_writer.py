@@ -138,3 +138,19 @@ def test_a_task_keeps_the_batches_in_flight_only_and_raises_a_failed_one(monkeyp
     failing = [batch, pa.RecordBatch.from_pydict({"value": pa.array([b"bad", b"v"])})]
     with pytest.raises(RuntimeError, match="2 of 102 records were not acknowledged.*NOT_LEADER"):
         produce_batches(options(topic="t"), iter(failing))
+
+
+def test_a_failed_batch_that_two_arrow_batches_share_counts_its_records_once(monkeypatch):
+    from sparklog.client import producer as producer_module
+    from sparklog.datasource.writer import produce_batches
+
+    shared = AckedBatch([b"a", b"b"], RuntimeError("NOT_LEADER"))
+
+    class SharingProducer(AckingProducer):
+        def send_many(self, topic, values, keys=None, headers=None, partitions=None):
+            return [shared]  # the open batch that both Arrow batches' rows went into
+
+    monkeypatch.setattr(producer_module, "Producer", SharingProducer)
+    one = pa.RecordBatch.from_pydict({"value": pa.array([b"a"])})
+    with pytest.raises(RuntimeError, match="^2 of 2 records were not acknowledged"):
+        produce_batches(options(topic="t"), iter([one, one]))
