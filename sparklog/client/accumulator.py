@@ -7,12 +7,16 @@ records; the sender closes it when it is `linger.ms` old or on `flush()`. Closed
 they closed.
 Rule 3: memory is bounded: the estimated bytes of every unfinished batch count against `buffer.memory`, and
 `append` blocks (up to `max.block.ms`) until the sender's completed batches release enough.
+Rule 4: `fill` is the bulk twin of `append` (`Producer.send_many`): it adds a run of records to one partition's
+open batch under one lock round per batch, closing it exactly where a run of `append` calls would have (same
+sizes, same limits), so the bulk path makes the same batches, in the same order, as per-record sends.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_left, bisect_right
 from collections import deque
 
 from sparklog.client.futures import BatchFuture, RecordFuture
@@ -110,6 +114,37 @@ class RecordAccumulator:
         if self._on_ready is not None:
             self._on_ready()
         return future
+
+    def fill(self, topic: str, partition: int, records: list, ends: list, start: int, stop: int) -> tuple[int, ProducerBatch]:
+        """Append `records[start:stop]` to the partition's open batch until it closes (Rule 2) or the run
+        ends; return (the index of the first record not appended, the batch).
+
+        `ends[i]` is the running total of the estimated sizes of `records[:i + 1]`, RECORD_OVERHEAD each
+        included, so finding where the batch fills is one bisect, not a loop over the records.
+        """
+        tp = (topic, partition)
+        before = ends[start - 1] if start else 0
+        with self._lock:
+            batch = self._open.get(tp)
+            room = self.batch_size - (batch.size if batch is not None else BATCH_OVERHEAD)
+            count = len(batch.records) if batch is not None else 0
+            # the record whose addition reaches batch.size closes the batch, as in append()
+            end = min(bisect_left(ends, before + room, start, stop) + 1, stop, start + self.max_records - count)
+            # never more at once than buffer.memory could ever hold (append would have waited record by record)
+            end = min(end, max(start + 1, bisect_right(ends, before + self.buffer_memory - BATCH_OVERHEAD, start, stop)))
+            size = ends[end - 1] - before
+            batch = self._open_batch(tp, size)
+            batch.records.extend(records[start:end])
+            batch.size += size
+            closed = batch.size >= self.batch_size or len(batch.records) >= self.max_records
+            if closed:
+                del self._open[tp]
+                self.ready.append(batch)
+        if closed and self.closed_listener is not None:
+            self.closed_listener(topic, partition)
+        if self._on_ready is not None and (closed or count == 0):
+            self._on_ready()
+        return end, batch
 
     def _open_batch(self, tp: tuple[str, int], size: int) -> ProducerBatch:
         """(Under the lock.) Account for `size` more bytes, waiting for memory, and return the open batch

@@ -5,7 +5,9 @@ one topic), and `version` increases with each update so that waiters can tell a 
 Rule 2: a refresh is asked for (`request_update`) on NOT_LEADER_OR_FOLLOWER, unknown topics or partitions,
 lost connections and new topics; the I/O thread sends it; other threads wait with `wait_for(version)`.
 Rule 3: refreshes asked for in a row are spaced by the retry backoff (backoff.py), which grows with each
-failed refresh and starts again from `retry.backoff.ms` after an answer.
+failed refresh and starts again from `retry.backoff.ms` after an answer. A new topic is not a refresh in a
+row: it is due at once, and an answer that does not name it (asked before it was added) asks again at once;
+otherwise every new consumer or producer waited out one backoff (~0.1 s per Spark task) for its first topic.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class ClusterMetadata:
         if topic not in self.topics:
             self.topics.add(topic)
             self.need_update = True
+            self.next_attempt = 0.0  # Rule 3: never asked for, so not a retry
 
     def request_update(self) -> int:
         """Ask for a refresh; returns the version a waiter should wait to pass."""
@@ -86,7 +89,10 @@ class ClusterMetadata:
             self.brokers, self.leaders, self.partition_counts, self.topic_errors = brokers, leaders, counts, errors
             self.last_refresh = time.monotonic()
             self.failures = 0
-            self.need_update = any(leader == NO_LEADER for leader in leaders.values()) or bool(errors)
+            unanswered = not self.topics <= {t.name for t in response.topics}  # added while it was in flight
+            self.need_update = any(leader == NO_LEADER for leader in leaders.values()) or bool(errors) or unanswered
+            if unanswered:
+                self.next_attempt = 0.0  # Rule 3
             self.in_progress = False
             self.version += 1
             self._changed.notify_all()

@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_right
 from collections import deque
+from itertools import accumulate, groupby, repeat
 
-from sparklog.client.accumulator import ProducerBatch, RecordAccumulator
+from sparklog.client.accumulator import RECORD_OVERHEAD, ProducerBatch, RecordAccumulator
 from sparklog.client.config import PRODUCER_DEFAULTS, parse_servers, resolve
 from sparklog.client.backoff import ExponentialBackoff
 from sparklog.client.connection import IOThread, NetworkClient
@@ -46,7 +48,7 @@ from sparklog.client.errors import (
 )
 from sparklog.client.message import MessageSet
 from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
-from sparklog.client.partitioner import DefaultPartitioner
+from sparklog.client.partitioner import DefaultPartitioner, partition_for_key
 from sparklog.protocol import ApiKey, PartitionProduceData, ProduceRequest, TopicProduceData, for_code
 from sparklog.records.compression import codec_id
 from sparklog.records.batch import build_batch
@@ -86,6 +88,24 @@ def _as_bytes(value, what: str):
     if isinstance(value, str):
         return value.encode("utf-8")
     raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
+
+
+def _bytes_column(column: list | None, n: int, what: str) -> list | None:
+    """`column` as bytes or None for each of `n` rows (str encoded as UTF-8); None if absent or all None."""
+    if column is None:
+        return None
+    if len(column) != n:
+        raise ValueError(f"{what}s has {len(column)} rows, values has {n}")
+    if set(map(type, column)) <= {bytes, type(None)}:
+        return column
+    return [_as_bytes(item, what) for item in column]
+
+
+def _sizes(column: list, extra: int) -> list:
+    """`extra` plus the length of each item (None counts 0): `append`'s size estimate, per row, in C."""
+    if None in column:
+        return [extra + len(item) if item is not None else extra for item in column]
+    return list(map(extra.__add__, map(len, column)))
 
 
 def _headers(headers):
@@ -147,6 +167,94 @@ class Producer:
             timestamp = _time_ns() // 1_000_000
         size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
         return self._accumulator.append(topic, partition, (key, value, headers, timestamp), size)
+
+    def send_many(self, topic: str, values: list, keys: list | None = None, headers: list | None = None,
+                  partitions: list | None = None, timestamp: int | None = None) -> list[ProducerBatch]:
+        """Queue many records at once (the Spark writer's path: one call per Arrow batch); returns the batch
+        futures that hold them, each once.
+
+        Row i is (`values[i]`, `keys[i]`, `headers[i]`, `partitions[i]`), as `send(topic, value, key=...,
+        headers=..., partition=...)` would take it; absent lists mean None for every row, and every record
+        gets `timestamp` (default: now). The records land in the same partitions and batches, in the same
+        order, as that loop of `send` calls would put them (murmur2 for keys, sticky for null keys, the
+        accumulator's Rule 4), but the work is per run of rows and per batch: a record is acknowledged
+        when its batch is (`batch.succeeded()`, `batch.error`).
+        """
+        if self._closed:
+            raise ClientClosed("the producer is closed")
+        n = len(values)
+        values = _bytes_column(values, n, "value")
+        keys = _bytes_column(keys, n, "key")
+        if keys is not None and keys.count(None) == n:
+            keys = None
+        if headers is not None and any(headers):
+            headers = [_headers(h) for h in headers]
+        else:
+            headers = None
+        count = self._metadata.partition_counts.get(topic)
+        if count is None:
+            count = self._wait_on_metadata(topic)
+        if partitions is not None:
+            given = [p for p in partitions if p is not None]
+            if given and (min(given) < 0 or max(given) >= count):
+                bad = next(p for p in given if p < 0 or p >= count)
+                raise ValueError(f"topic {topic!r} has no partition {bad}")
+            if len(given) == n:
+                fixed = partitions
+            else:
+                fixed = None
+        if timestamp is None:
+            timestamp = _time_ns() // 1_000_000
+        records = list(zip(keys or repeat(None, n), values, headers or repeat(None, n), repeat(timestamp, n)))
+        sizes = _sizes(values, RECORD_OVERHEAD)
+        if keys is not None:
+            sizes = list(map(int.__add__, sizes, _sizes(keys, 0)))
+        if keys is None and partitions is None:  # the common case: one sticky run
+            return self._fill_sticky(topic, count, records, sizes, [])
+        if partitions is None or fixed is None:
+            if keys is None:
+                keys = repeat(None, n)
+            if partitions is None:
+                partitions = repeat(None, n)
+            fixed = [p if p is not None else (None if k is None else partition_for_key(k, count))
+                     for k, p in zip(keys, partitions)]
+        batches: list[ProducerBatch] = []
+        start = 0
+        for sticky, run in groupby(p is None for p in fixed):
+            stop = start + sum(1 for _ in run)
+            if sticky:
+                self._fill_sticky(topic, count, records[start:stop], sizes[start:stop], batches)
+            else:
+                self._fill_partitions(topic, records[start:stop], sizes[start:stop], fixed[start:stop], batches)
+            start = stop
+        return list(dict.fromkeys(batches))  # a partition's open batch may be filled by several runs
+
+    def _fill_sticky(self, topic: str, count: int, records: list, sizes: list, batches: list) -> list:
+        """Null keys: the sticky partition takes records until its batch closes, then the partitioner picks
+        the next one, exactly as per-record sends would."""
+        ends = list(accumulate(sizes))
+        fill, partition = self._accumulator.fill, self._partitioner.partition
+        start, stop = 0, len(records)
+        while start < stop:
+            start, batch = fill(topic, partition(topic, None, count), records, ends, start, stop)
+            if not batches or batches[-1] is not batch:
+                batches.append(batch)
+        return batches
+
+    def _fill_partitions(self, topic: str, records: list, sizes: list, partitions: list, batches: list) -> None:
+        """Rows with known partitions, grouped by partition with their order kept (a stable sort)."""
+        order = sorted(range(len(records)), key=partitions.__getitem__)
+        records = [records[i] for i in order]
+        ends = list(accumulate([sizes[i] for i in order]))
+        keys = [partitions[i] for i in order]
+        fill = self._accumulator.fill
+        start, stop = 0, len(records)
+        while start < stop:
+            group_end = bisect_right(keys, keys[start], start, stop)
+            while start < group_end:
+                start, batch = fill(topic, keys[start], records, ends, start, group_end)
+                if not batches or batches[-1] is not batch:
+                    batches.append(batch)
 
     def _wake_sender(self) -> None:
         if self._sender.idle:
@@ -254,6 +362,10 @@ class Sender:
         else:
             waiting = self._send_ready(now) if self.pending else False
         timeout = None if next_expiry is None else max(0.0, next_expiry - now)
+        metadata = self.metadata
+        if metadata.need_update and not metadata.in_progress:  # a refresh held back by its backoff: wake for it
+            retry_in = max(0.0, metadata.next_attempt - now)
+            timeout = retry_in if timeout is None else min(timeout, retry_in)
         if waiting:
             timeout = _BUSY_POLL_S if timeout is None else min(timeout, _BUSY_POLL_S)
         if timeout is None or timeout > 0:

@@ -5,7 +5,9 @@ time, in the driver): a missing `value`, a wrong type, or no topic anywhere fail
 written, with the messages of Spark's Kafka sink.
 Rule 2: a task succeeds only if every record it sent was acknowledged: `write()` flushes its producer and
 raises the first delivery error, so Spark retries the task (at-least-once, as Spark's Kafka sink). Only the
-futures not yet acknowledged are kept between Arrow batches (memory bounded by what is in flight).
+producer batches not yet acknowledged are kept between Arrow batches (memory bounded by what is in flight).
+Rule 3: rows reach the producer in bulk, one `Producer.send_many` per Arrow batch (and topic), which puts
+them in the same partitions and order as one `send` per row would.
 Columns: `value` (binary or string, required), `key` (binary or string), `topic` (string; the `topic`
 option overrides it), `partition` (int), `headers` (array<struct<key: string, value: binary>>); any other
 column is ignored.
@@ -14,10 +16,10 @@ column is ignored.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Iterator, Optional
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
@@ -71,7 +73,7 @@ class SparklogCommitMessage(WriterCommitMessage):
 
 def _column(batch: pa.RecordBatch, name: str) -> list | None:
     """A column as Python values, strings encoded as UTF-8 bytes by Arrow; None when absent."""
-    index = next((i for i, n in enumerate(batch.schema.names) if n.lower() == name), None)
+    index = _index(batch, name)
     if index is None:
         return None
     column = batch.column(index)
@@ -81,7 +83,7 @@ def _column(batch: pa.RecordBatch, name: str) -> list | None:
 
 
 def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
-    """Send every row with one producer, flush, and raise the first delivery error (Rule 2)."""
+    """Send every row with one producer, flush, and raise if any record was not acknowledged (Rule 2)."""
     from sparklog.client import producer as producer_module  # looked up per call: tests substitute it
 
     Producer = producer_module.Producer
@@ -98,46 +100,54 @@ def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) ->
         producer.flush()
         failed = _not_acknowledged(pending)  # after flush() every future is done: these failed
         if failed:
+            lost = sum(len(f.records) for f in failed)
             raise RuntimeError(
-                f"{len(failed)} of {rows} records were not acknowledged; first error: {failed[0].exception(0)!r}"
-            ) from failed[0].exception(0)
+                f"{lost} of {rows} records were not acknowledged; first error: {failed[0].error!r}"
+            ) from failed[0].error
     finally:
         producer.close()
     return rows
 
 
-def _not_acknowledged(futures: list) -> list:
-    """The futures not (yet) acknowledged. Each Arrow batch drops the acknowledged ones, so a task holds the
-    futures (and, through them, the records) of what is in flight only, not of every row it wrote: bounded
-    memory, and a heap the garbage collector does not rescan per row."""
-    return [f for f in futures if not f.succeeded()]
+def _not_acknowledged(batches: list) -> list:
+    """The producer batches not (yet) acknowledged. Each Arrow batch drops the acknowledged ones, so a task
+    holds the batches (and, through them, the records) in flight only, not every row it wrote: bounded
+    memory. A batch holds records of this task only (one producer per task), so its outcome is theirs."""
+    return [b for b in dict.fromkeys(batches) if not b.done() or b.error is not None]  # each batch once: an
+    # open batch can hold the rows of two Arrow batches, and both `send_many` calls return it
 
 
 def _send_batch(producer, options: WriteOptions, batch: pa.RecordBatch) -> list:
-    """`send` every row of one Arrow batch; returns the futures in row order.
+    """Queue every row of one Arrow batch with one `send_many` per topic; returns the producer batches.
 
-    Each column becomes a Python list once (`to_pylist`, in C), absent ones are `repeat(None)`, and the
-    loop makes one `send` call per row and nothing else: the producer's `send` is the per-row cost left.
+    Each column becomes a Python list once (`to_pylist`, in C), and the producer partitions and batches
+    the rows in bulk (Producer.send_many): no Python call per row.
     """
-    n = batch.num_rows
-    values = _column(batch, "value")
-    keys = _column(batch, "key")
-    partitions = _column(batch, "partition")
-    headers = _column(batch, "headers")
     if options.topic:
-        topics = repeat(options.topic, n)
-    else:
-        topics = _column(batch, "topic")
-        if None in topics:
-            raise ValueError("Null topic present in the data. Use the topic option for setting a topic.")
-        topics = [t.decode("utf-8") for t in topics]
+        return _send_columns(producer, options.topic, batch)
+    index = _index(batch, "topic")
+    topics = batch.column(index)
+    if topics.null_count:
+        raise ValueError("Null topic present in the data. Use the topic option for setting a topic.")
+    names = topics.unique().to_pylist()
+    if len(names) == 1:
+        return _send_columns(producer, names[0], batch)
+    sent = []
+    for name in names:  # each topic's rows, their order kept
+        sent.extend(_send_columns(producer, name, batch.filter(pc.equal(topics, name))))
+    return sent
+
+
+def _send_columns(producer, topic: str, batch: pa.RecordBatch) -> list:
+    headers = _column(batch, "headers")
     if headers is not None:
         headers = [[(h["key"], h["value"]) for h in row] if row else None for row in headers]
-    send = producer.send
-    if keys is None and partitions is None and headers is None:  # the common case: values only
-        return [send(topic, value) for topic, value in zip(topics, values)]
-    rows = zip(topics, values, keys or repeat(None), partitions or repeat(None), headers or repeat(None))
-    return [send(topic, value, key=key, headers=hs, partition=p) for topic, value, key, p, hs in rows]
+    return producer.send_many(topic, _column(batch, "value"), keys=_column(batch, "key"), headers=headers,
+                              partitions=_column(batch, "partition"))
+
+
+def _index(batch: pa.RecordBatch, name: str) -> int | None:
+    return next((i for i, n in enumerate(batch.schema.names) if n.lower() == name), None)
 
 
 class SparklogWriter(DataSourceArrowWriter):

@@ -92,6 +92,28 @@ def test_write_100k_rows_round_trip(spark, sparklog_cluster, make_topic, tmp_pat
     want.unpersist()
 
 
+def test_written_keys_land_where_kafka_python_puts_them_and_rows_split_by_the_topic_column(spark, sparklog_cluster,
+                                                                                           make_topic):
+    """The writer's bulk path (Producer.send_many): murmur2 partitions for keys, every null-key row kept,
+    each row in the topic its `topic` column names."""
+    from kafka.partitioner.default import murmur2
+
+    first, second = make_topic(partitions=4), make_topic(partitions=4)
+    source = (spark.range(2_000).repartition(2)
+              .select(F.when(F.col("id") % 3 > 0, F.col("id").cast("string")).alias("key"),
+                      F.col("id").cast("string").alias("value"),
+                      F.when(F.col("id") % 2 == 0, F.lit(first)).otherwise(F.lit(second)).alias("topic")))
+    source.write.mode("append").format("sparklog").option("bootstrap.servers", sparklog_cluster.bootstrap).save()
+    got = batch(spark, sparklog_cluster, subscribe=f"{first},{second}").select(
+        F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value"), "topic",
+        "partition").collect()
+    assert len(got) == 2_000
+    assert {r.value: (r.key, r.topic) for r in got} == {r.value: (r.key, r.topic) for r in source.collect()}
+    for row in got:
+        if row.key is not None:
+            assert row.partition == (murmur2(row.key.encode()) & 0x7FFFFFFF) % 4
+
+
 @pytest.mark.parametrize("select, message", [
     (["CAST(id AS STRING) AS key"], "Required attribute 'value' not found"),
     (["id AS value"], "value attribute type must be a string or binary"),

@@ -1,4 +1,4 @@
-"""`_send_batch`: every row of an Arrow batch becomes one `send` with its columns, in row order."""
+"""`_send_batch`: the rows of an Arrow batch reach `send_many` as columns, one call per topic, in row order."""
 
 import pyarrow as pa
 import pytest
@@ -11,9 +11,11 @@ class FakeProducer:
     def __init__(self) -> None:
         self.sent = []
 
-    def send(self, topic, value=None, key=None, headers=None, partition=None):
-        self.sent.append((topic, value, key, headers, partition))
-        return len(self.sent) - 1
+    def send_many(self, topic, values, keys=None, headers=None, partitions=None):
+        n = len(values)
+        rows = zip(values, keys or [None] * n, headers or [None] * n, partitions or [None] * n)
+        self.sent.extend((topic, v, k, h, p) for v, k, h, p in rows)
+        return [topic]
 
 
 def options(**extra):
@@ -23,7 +25,7 @@ def options(**extra):
 def test_values_only_with_the_topic_option():
     producer = FakeProducer()
     batch = pa.RecordBatch.from_pydict({"value": pa.array(["a", None, "c"], pa.string())})
-    assert _send_batch(producer, options(topic="t"), batch) == [0, 1, 2]
+    assert _send_batch(producer, options(topic="t"), batch) == ["t"]
     assert producer.sent == [("t", b"a", None, None, None), ("t", None, None, None, None), ("t", b"c", None, None, None)]
 
 
@@ -38,8 +40,17 @@ def test_every_column_and_the_topic_column():
         "headers": pa.array([[{"key": "h", "value": b"v"}], []], headers_type),
         "ignored": pa.array([1, 2]),
     })
-    _send_batch(producer, options(), batch)
+    assert _send_batch(producer, options(), batch) == ["x", "y"]
     assert producer.sent == [("x", b"1", b"k", [("h", b"v")], None), ("y", b"2", None, None, 2)]
+
+
+def test_rows_of_several_topics_keep_their_order_within_each_topic():
+    producer = FakeProducer()
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([b"1", b"2", b"3", b"4"]),
+                                        "topic": pa.array(["x", "y", "x", "y"])})
+    _send_batch(producer, options(), batch)
+    assert producer.sent == [("x", b"1", None, None, None), ("x", b"3", None, None, None),
+                             ("y", b"2", None, None, None), ("y", b"4", None, None, None)]
 
 
 def test_a_null_topic_fails_before_anything_is_sent():
@@ -73,29 +84,29 @@ def test_update_mode_helper_checks_its_options_when_defined():
     assert callable(to_sparklog(**{"kafka.bootstrap.servers": "h:1", "topic": "t"}))
 
 
-class AckedFuture:
-    """A record acknowledged at once, or failed with `error`."""
+class AckedBatch:
+    """A producer batch of `records`, acknowledged at once, or failed with `error`."""
 
-    def __init__(self, error=None) -> None:
+    def __init__(self, records, error=None) -> None:
+        self.records = records
         self.error = error
 
-    def succeeded(self) -> bool:
-        return self.error is None
-
-    def exception(self, timeout=None):
-        return self.error
+    def done(self) -> bool:
+        return True
 
 
 class AckingProducer(FakeProducer):
-    live = None  # a WeakSet of the futures handed out and still referenced
+    live = None  # a WeakSet of the batches handed out and still referenced
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__()
 
-    def send(self, topic, value=None, key=None, headers=None, partition=None):
-        future = AckedFuture(RuntimeError("NOT_LEADER") if value == b"bad" else None)
-        AckingProducer.live.add(future)
-        return future
+    def send_many(self, topic, values, keys=None, headers=None, partitions=None):
+        batches = [AckedBatch(values[i:i + 10], RuntimeError("NOT_LEADER") if b"bad" in values[i:i + 10] else None)
+                   for i in range(0, len(values), 10)]
+        for batch in batches:
+            AckingProducer.live.add(batch)
+        return batches
 
     def flush(self, timeout=None):
         pass
@@ -104,7 +115,7 @@ class AckingProducer(FakeProducer):
         pass
 
 
-def test_a_task_keeps_the_futures_in_flight_only_and_raises_a_failed_one(monkeypatch):
+def test_a_task_keeps_the_batches_in_flight_only_and_raises_a_failed_one(monkeypatch):
     import weakref
 
     import sparklog.client
@@ -125,5 +136,21 @@ def test_a_task_keeps_the_futures_in_flight_only_and_raises_a_failed_one(monkeyp
     assert produce_batches(options(topic="t"), batches()) == 500
     assert seen == [0] * 5
     failing = [batch, pa.RecordBatch.from_pydict({"value": pa.array([b"bad", b"v"])})]
-    with pytest.raises(RuntimeError, match="1 of 102 records were not acknowledged.*NOT_LEADER"):
+    with pytest.raises(RuntimeError, match="2 of 102 records were not acknowledged.*NOT_LEADER"):
         produce_batches(options(topic="t"), iter(failing))
+
+
+def test_a_failed_batch_that_two_arrow_batches_share_counts_its_records_once(monkeypatch):
+    from sparklog.client import producer as producer_module
+    from sparklog.datasource.writer import produce_batches
+
+    shared = AckedBatch([b"a", b"b"], RuntimeError("NOT_LEADER"))
+
+    class SharingProducer(AckingProducer):
+        def send_many(self, topic, values, keys=None, headers=None, partitions=None):
+            return [shared]  # the open batch that both Arrow batches' rows went into
+
+    monkeypatch.setattr(producer_module, "Producer", SharingProducer)
+    one = pa.RecordBatch.from_pydict({"value": pa.array([b"a"])})
+    with pytest.raises(RuntimeError, match="^2 of 2 records were not acknowledged"):
+        produce_batches(options(topic="t"), iter([one, one]))

@@ -1,0 +1,111 @@
+"""The Spark writer's producing path without Spark: per-record `send` vs `Producer.send_many` vs the writer's
+`produce_batches` over Arrow batches, in one run against one broker.
+
+    .venv/bin/python benchmarks/bulk_send.py [--records 1000000] [--size 200] [--partitions 4] [--rows 10000]
+
+Each producer sends N records of `size` bytes to its own topic and flushes; only acknowledged records count
+(every batch or future is checked). `--rows` is the Arrow batch size (Spark's maxRecordsPerBatch is 10,000).
+Prints rows/s and each bulk rate's ratio to the per-record `send` loop of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+SETTINGS = {"linger.ms": 10, "batch.size": 262_144}
+
+
+def per_record(bootstrap: str, topic: str, n: int, payload: bytes) -> float:
+    from sparklog.client.producer import Producer
+
+    with Producer(bootstrap_servers=bootstrap, **SETTINGS) as producer:
+        producer.partitions_for(topic)
+        start = time.perf_counter()
+        send = producer.send
+        futures = [send(topic, payload) for _ in range(n)]
+        producer.flush()
+        elapsed = time.perf_counter() - start
+    assert all(f.succeeded() for f in futures)
+    return elapsed
+
+
+def bulk(bootstrap: str, topic: str, n: int, payload: bytes, rows: int) -> float:
+    from sparklog.client.producer import Producer
+
+    values = [payload] * rows
+    with Producer(bootstrap_servers=bootstrap, **SETTINGS) as producer:
+        producer.partitions_for(topic)
+        start = time.perf_counter()
+        batches = []
+        for _ in range(n // rows):
+            batches.extend(producer.send_many(topic, values))
+        producer.flush()
+        elapsed = time.perf_counter() - start
+    batches = list(dict.fromkeys(batches))  # an open batch spans two calls and is returned by both
+    assert all(b.done() and b.error is None for b in batches)
+    assert sum(len(b.records) for b in batches) == n // rows * rows
+    return elapsed
+
+
+def writer(bootstrap: str, topic: str, n: int, payload: bytes, rows: int) -> float:
+    import pyarrow as pa
+
+    from sparklog.datasource.options import parse_write_options
+    from sparklog.datasource.writer import produce_batches
+
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([payload] * rows, pa.binary())})
+    options = parse_write_options({"bootstrap.servers": bootstrap, "topic": topic, "sparklog.linger.ms": "10",
+                                   "sparklog.batch.size": "262144"})
+    start = time.perf_counter()
+    written = produce_batches(options, (batch for _ in range(n // rows)))  # raises unless all acknowledged
+    elapsed = time.perf_counter() - start
+    assert written == n // rows * rows
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rows", type=int, default=10_000)
+    args = parser.parse_args()
+    n, payload = args.records // args.rows * args.rows, b"x" * args.size
+
+    from sparklog.coordination.connection import close, connect
+    from sparklog.coordination.topics import create_topic
+    from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper
+    from sparklog.records import IMPLEMENTATION
+    from support.cluster import Cluster
+
+    work = Path(tempfile.mkdtemp(prefix="sparklog-bench-"))
+    zookeeper = EmbeddedZooKeeper()
+    zookeeper.start()
+    try:
+        zk_connect = f"{zookeeper.connect_string}/bench"
+        with Cluster(zk_connect, work / "brokers", brokers=1) as cluster:
+            zk = connect(zk_connect)
+            for topic in ("send", "send-many", "writer"):
+                create_topic(zk, topic, args.partitions, 1)
+            close(zk)
+            time.sleep(1.0)
+            base = per_record(cluster.bootstrap, "send", n, payload)
+            many = bulk(cluster.bootstrap, "send-many", n, payload, args.rows)
+            write = writer(cluster.bootstrap, "writer", n, payload, args.rows)
+            print(f"codec: {IMPLEMENTATION}; {n:,} records of {args.size} B, Arrow batches of {args.rows:,} rows")
+            print(f"per-record send:  {base:6.2f}s = {n / base:>10,.0f} rows/s")
+            print(f"send_many:        {many:6.2f}s = {n / many:>10,.0f} rows/s   / send: {base / many:.2f}")
+            print(f"produce_batches:  {write:6.2f}s = {n / write:>10,.0f} rows/s   / send: {base / write:.2f}")
+    finally:
+        zookeeper.stop()
+
+
+if __name__ == "__main__":
+    main()
