@@ -5,7 +5,8 @@
   this or other processes; tests never see each other's znodes.
 - `zk`: a connected KazooClient on that chroot, closed after the test.
 
-At the end of the run, `pytest_terminal_summary` prints the broker interop tests' API x version x client table.
+At the end of the run, `pytest_terminal_summary` prints the broker interop tests' API x version x client table;
+under pytest-xdist (scripts/test.sh) each worker sends its part to the controller, which prints the merge.
 
 Hypothesis runs without its per-example deadline: on a shared 2-core machine an example's wall time says
 nothing about the code (speed is measured in benchmarks/, never in tests).
@@ -54,6 +55,24 @@ def zk(request, zk_connect):
     client = connect(zk_connect)
     request.addfinalizer(lambda: close(client))
     return client
+
+
+def pytest_sessionfinish(session):
+    """An xdist worker: hand this process's interop matrix to the controller (`pytest_testnodedown`)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        from support import broker_matrix
+
+        workeroutput["broker_matrix"] = broker_matrix.export()
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: absent when the run has no workers
+def pytest_testnodedown(node, error):
+    from support import broker_matrix
+
+    matrix = getattr(node, "workeroutput", {}).get("broker_matrix")
+    if matrix:
+        broker_matrix.record(matrix)
 
 
 def pytest_terminal_summary(terminalreporter):

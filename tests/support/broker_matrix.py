@@ -1,7 +1,8 @@
 """The API x version x client matrix of issue 3: collected from brokers during the run, printed at its end.
 
 Interop tests call `record(broker.api_matrix())` (tests/support/cluster.py); `tests/conftest.py`'s
-`pytest_terminal_summary` prints `format_table()`: one row per API, one column per client, each cell the
+`pytest_terminal_summary` prints `format_table()` (under pytest-xdist each worker `export()`s its part at
+the end of its session and the controller merges them): one row per API, one column per client, each cell the
 versions that client was served (and `!v` for an ApiVersions version it asked for and was refused), and a last
 column, "codec-only": the versions we advertise that no real client was served in the run, which only the
 codec's own tests (round trips, the kafka-python and aiokafka oracles) exercise.
@@ -30,6 +31,13 @@ def record(matrix: dict) -> None:
         for client, apis in table.items():
             for api, versions in apis.items():
                 into[_TAG.sub("", client)][api].update(versions)
+
+
+def export() -> dict:
+    """This process's matrix as plain JSON-able data: an xdist worker hands it to the controller, which
+    `record()`s it (tests/conftest.py)."""
+    return {name: {client: {api: sorted(v) for api, v in apis.items()} for client, apis in table.items()}
+            for name, table in (("served", _SERVED), ("refused", _REFUSED))}
 
 
 def served() -> dict[str, dict[str, set[int]]]:

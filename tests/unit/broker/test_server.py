@@ -176,7 +176,8 @@ def test_fetch_sends_large_record_sets_whole(served, state):  # noqa: F811
     SIZE.pack(12) + os.urandom(12),  # random header: unknown api or malformed
     SIZE.pack(10) + struct.pack(">hhi", 3, 8, 1) + b"\x00\x09",  # client_id longer than the frame
     SIZE.pack(20) + struct.pack(">hhi", 0, 8, 1) + b"\xff\xff" + b"\x00" * 10,  # truncated produce body
-])
+], ids=["2GB-size", "negative-size", "random-header", "long-client-id", "truncated-produce"])  # named, not
+# by their bytes: the random header would give each pytest-xdist worker a different test id
 def test_hostile_frames_close_only_that_connection(served, garbage):
     with served.connect() as good, served.connect() as bad:
         bad.sendall(garbage)
