@@ -1362,6 +1362,7 @@ class PartitionLog:
                             continue
                         committed, done_messages, done_appended = leo, messages, appended
                         buf, entries, written = bytearray(), [], []
+                    self._leo = leo  # written: the new segment (and its producer snapshot) starts here
                     segment = self._roll_locked()
                     pending = 0
                 if not segment.size and not pending and self._compaction_lag_ms is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sparklog.broker import handlers
@@ -91,8 +91,14 @@ def log_files(dispatcher: Dispatcher, key) -> dict[str, bytes]:
             for name in sorted(os.listdir(plog.directory)) if name.endswith(".log")}
 
 
+# One partition, one acks: a single group that rolls several segments in its middle (a roll once named the
+# new segment for the log end before the group).
+ONE_GROUP_ROLLING = [(8, 1, "t", 0, build_batch([(None, b"v" * 120, None, 1000)]))] * 14
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(REQUESTS, min_size=1, max_size=14))
+@example(ONE_GROUP_ROLLING)
 def test_a_grouped_run_answers_and_appends_as_one_request_at_a_time(requests):
     with tempfile.TemporaryDirectory() as grouped_dir, tempfile.TemporaryDirectory() as single_dir:
         grouped, single = broker(grouped_dir), broker(single_dir)

@@ -95,6 +95,31 @@ def test_reads_across_segment_rolls(tmp_path, flusher):
     assert records[79].value.startswith(b"39:1:")
 
 
+def test_a_group_append_that_rolls_names_each_segment_for_its_first_offset_and_reopens_whole(tmp_path, flusher):
+    """A broker's pipelined Produce requests appended as one group roll segments mid-group: each new segment
+    starts at the group's offset so far, not at the log end before the group (which named a segment for
+    offsets it did not hold, and a reopened log then read from the wrong segment)."""
+    settings = {"segment.bytes": 600, "index.interval.bytes": 100}
+    log = open_log(tmp_path, flusher, **settings)
+    log.append(make_batch(2, 60, tag=0))
+    outcomes = log.append_group_as_leader([make_batch(2, 60, tag=tag) for tag in range(1, 40)], leader_epoch=0)
+    assert [o[0] for o in outcomes] == list(range(2, 80, 2))
+    log.flush()
+    assert len(log.segments) > 5
+    for segment in log.segments:
+        assert segment.read_header(0).base_offset == segment.base_offset
+    before = read_all(log)
+    log.close()
+    reopened = open_log(tmp_path, flusher, **settings)
+    try:
+        assert read_all(reopened) == before
+        for offset in range(80):
+            first = next(iter_batches(reopened.read(offset, 10_000).read_bytes()))
+            assert first.base_offset <= offset < first.next_offset
+    finally:
+        reopened.close()
+
+
 def test_read_stops_on_batch_boundary_and_returns_one_batch_beyond_max_bytes(tmp_path, flusher):
     log = open_log(tmp_path, flusher)
     batch = make_batch(5, 100)
