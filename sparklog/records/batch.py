@@ -672,10 +672,15 @@ def tuples_in_range(buffer, start: int, prefix: tuple, cls: type,
         if not data:
             yield batch, None
             continue
-        records = batch.tuples(prefix, cls)
-        if records and records[0][at] < start:
-            records = records[bisect_left(records, start, key=itemgetter(at)):]
-        yield batch, records
+        yield batch, _tuples_from(batch, start, prefix, cls, at)
+
+
+def _tuples_from(batch: RecordBatch, start: int, prefix: tuple, cls: type, at: int) -> list:
+    """A data batch's records as `RecordBatch.tuples`, those before `start` cut (`at`: the offset's field)."""
+    records = batch.tuples(prefix, cls)
+    if records and records[0][at] < start:
+        records = records[bisect_left(records, start, key=itemgetter(at)):]
+    return records
 
 
 def chunk_tuples(buffer, start: int, prefix: tuple, cls: type,
@@ -702,10 +707,7 @@ def chunk_tuples(buffer, start: int, prefix: tuple, cls: type,
         if batch.attributes & CONTROL_MASK:
             yield batch, None
             continue
-        records = batch.tuples(prefix, cls)
-        if records and records[0][at] < start:
-            records = records[bisect_left(records, start, key=itemgetter(at)):]
-        yield batch, records
+        yield batch, _tuples_from(batch, start, prefix, cls, at)
 
 
 def batches_overlapping(buffer, start: int, end: int | None = None,
