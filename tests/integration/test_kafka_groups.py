@@ -192,7 +192,8 @@ def test_cooperative_sticky_keeps_unmoved_partitions_flowing_while_a_member_join
     revoked = {p for e in members[0].snapshot() if "revoked" in e for p in e["revoked"]}
     assert revoked and not revoked & kept_by_first  # incremental: only what moved was given up
     assert len(found.unmoved) == PARTITIONS // 3  # sticky: the quick member keeps 4 of its 6
-    assert found.unmoved_gap_s < found.rebalance_s / 2, found
+    # not stopped for the rebalance: under half of it, or (a rebalance too short to tell) a few steady gaps
+    assert found.unmoved_gap_s < max(found.rebalance_s / 2, 3 * found.steady_gap_s), found
     assert not any(m.errors() for m in members)
 
 
