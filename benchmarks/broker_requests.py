@@ -72,7 +72,7 @@ class EchoApp:
 
         return FrameDecoder(1 << 24)
 
-    def new_session(self):
+    def new_session(self, peer_ip=""):
         return None
 
     def handle_frame(self, frame, session):

@@ -80,10 +80,11 @@ class DispatcherStatistics:
 class ClientSession:
     """One connection as the dispatcher sees it: who the client is, and the sets its requests go into."""
 
-    __slots__ = ("client", "served", "refused")
+    __slots__ = ("client", "host", "served", "refused")
 
-    def __init__(self) -> None:
+    def __init__(self, peer_ip: str = "") -> None:
         self.client: str | None = None
+        self.host = f"/{peer_ip}" if peer_ip else ""  # as Kafka writes a client's address
         self.served: dict[int, int] | None = None  # (api_key << 16 | version) -> requests, shared per client
         self.refused: dict[int, int] | None = None
 
@@ -111,8 +112,8 @@ class Dispatcher:
     def new_decoder(self) -> FrameDecoder:
         return FrameDecoder(self.max_frame_bytes)
 
-    def new_session(self) -> ClientSession:
-        return ClientSession()
+    def new_session(self, peer_ip: str = "") -> ClientSession:
+        return ClientSession(peer_ip)
 
     def handle_frame(self, frame, session: ClientSession | None = None):
         if session is None:
@@ -134,6 +135,7 @@ class Dispatcher:
         except RemoteProtocolError as exc:
             self._malformed += 1
             raise CloseConnection(str(exc)) from None
+        request.client_host = session.host
         header = request.header
         api_key = header.api_key
         if api_key == _API_VERSIONS or session.served is None:

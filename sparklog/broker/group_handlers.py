@@ -52,7 +52,7 @@ def handle_join_group(request, state):
         return _join_response(code, body.member_id)
     join = JoinRequest(
         member_id=body.member_id, instance_id=body.group_instance_id, client_id=request.header.client_id or "",
-        client_host="", session_timeout_ms=body.session_timeout_ms,
+        client_host=request.client_host, session_timeout_ms=body.session_timeout_ms,
         rebalance_timeout_ms=body.session_timeout_ms if body.rebalance_timeout_ms < 0 else body.rebalance_timeout_ms,
         protocol_type=body.protocol_type, protocols=tuple((p.name, p.metadata) for p in body.protocols),
         api_version=request.header.api_version)

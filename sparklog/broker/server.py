@@ -7,7 +7,7 @@ protocol beyond the 4-byte size prefix: it hands each frame to an `App` and writ
 The `App` contract (`Dispatcher` in `dispatch.py` is the real one):
 
     app.new_decoder() -> decoder        one per connection (the sans-IO FrameDecoder)
-    app.new_session() -> session        one per connection, passed back with each of its frames
+    app.new_session(peer_ip) -> session one per connection, passed back with each of its frames
     app.handle_frame(frame, session) -> None | Reply | Parked | Awaitable[None | Reply]
 
     None            nothing is sent (a Produce with acks=0)
@@ -142,7 +142,7 @@ class App(Protocol):
 
     def new_decoder(self) -> Any: ...
 
-    def new_session(self) -> Any: ...
+    def new_session(self, peer_ip: str) -> Any: ...
 
     def handle_frame(self, frame, session) -> None | Reply | Parked | Awaitable[None | Reply]: ...
 
@@ -365,7 +365,7 @@ class Connection(asyncio.Protocol):
         self.counters = server._counters
         self.transport: asyncio.Transport | None = None
         self.decoder = self.app.new_decoder()
-        self.session = self.app.new_session()
+        self.session = self.app.new_session(ip)
         self.busy = False  # a request that is not Parked is being answered: read nothing more until it is
         self.inflight = InFlight(server.max_in_flight)  # requests read and not yet answered (pipeline.py)
         self.writing = False  # a record set is being sent by a task: later replies wait for it

@@ -83,13 +83,16 @@ _ENCODE_ERRORS = (struct.error, ValueError, TypeError, AttributeError, OverflowE
 
 
 class Request:
-    """A decoded request: ``header`` (a RequestHeader) and ``body`` (an instance of REQUESTS[api_key])."""
+    """A decoded request: ``header`` (a RequestHeader) and ``body`` (an instance of REQUESTS[api_key]).
+    ``client_host`` is the sender's address as Kafka writes it ("/127.0.0.1"), when the caller knows it: the
+    group coordinator reports it for each member."""
 
-    __slots__ = ("header", "body")
+    __slots__ = ("header", "body", "client_host")
 
-    def __init__(self, header: RequestHeader, body: Message):
+    def __init__(self, header: RequestHeader, body: Message, client_host: str = ""):
         self.header = header
         self.body = body
+        self.client_host = client_host
 
     @property
     def api_key(self) -> int:

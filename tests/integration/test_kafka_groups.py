@@ -344,6 +344,7 @@ def test_groups_command_shows_and_manages_a_kafka_and_a_zookeeper_group_side_by_
         by_client = {r["CLIENT-ID"]: r for r in members_view}
         assert set(by_client) == {"member-dynamic", "member-kafka-python"}
         for member, client in zip(pair, ("member-dynamic", "member-kafka-python")):  # the decoded assignment
+            assert by_client[client]["HOST"] == "/127.0.0.1"  # the member's address, written as Kafka does
             assert by_client[client]["ASSIGNMENT"] == ",".join(f"{topic}-{p}" for p in member.assignment())
             owned = {r["CONSUMER-ID"] for r in rows if int(r["PARTITION"]) in member.assignment()}
             assert owned == {by_client[client]["CONSUMER-ID"]}

@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from sparklog.broker import handlers
+from sparklog.broker.dispatch import Dispatcher
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.offset_store import OFFSETS_TOPIC, TopicOffsetStore, java_string_hash, offsets_partition
 from sparklog.broker.partitions import MetadataSnapshot, TopicMeta
@@ -19,7 +20,7 @@ from sparklog.protocol.group_admin import DeleteGroupsRequest, DescribeGroupsReq
 from sparklog.protocol.groups import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 from sparklog.protocol.headers import RequestHeader
 from sparklog.protocol.offset_commit import OffsetCommitRequest
-from sparklog.protocol.registry import Request
+from sparklog.protocol.registry import Request, encode_request
 
 ME, OTHER = 1, 2
 DELAY_MS, SESSION_MS = 50, 300
@@ -212,5 +213,23 @@ def test_find_coordinator_answers_not_available_while_the_offsets_topic_cannot_b
     async def scenario():
         found = await call(state, FindCoordinatorRequest(key="g", key_type=0), 10, 2)
         assert (found.error_code, found.node_id) == (errors.CoordinatorNotAvailableError.errno, -1)
+
+    asyncio.run(scenario())
+
+
+def test_a_members_host_is_the_address_its_connection_came_from(state):
+    """DescribeGroups (and `sparklog groups describe --members`) show each member's address as Kafka writes
+    it; the dispatcher takes it from the connection's session."""
+    group = group_on(ME, "host")
+    dispatcher = Dispatcher(state)
+    session = dispatcher.new_session("10.1.2.3")
+    body = JoinGroupRequest(group_id=group, session_timeout_ms=SESSION_MS, rebalance_timeout_ms=1000, member_id="",
+                            group_instance_id="static-1", protocol_type="consumer",
+                            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"m")])
+
+    async def scenario():
+        await dispatcher.handle_frame(memoryview(encode_request(11, 5, 1, "c", body))[4:], session)
+        described = call(state, DescribeGroupsRequest(groups=[group]), 15, 4).groups[0]
+        assert [(m.group_instance_id, m.client_host) for m in described.members] == [("static-1", "/10.1.2.3")]
 
     asyncio.run(scenario())
