@@ -15,8 +15,12 @@ Rule 5: a run of Produce frames read together (server.py's `handle_frames`) is a
 answer each frame alone, in order, except that consecutive requests Rule 4 would serve for the same led
 partition (each with a non-empty record set) are appended in one group (handlers.handle_produce_group):
 one lock, one write, the high watermark and flush.messages once, each batch still checked, offset and
-answered on its own. The property test in tests/unit/broker/test_produce_group.py holds it to the log bytes
-and the replies of one-at-a-time handling.
+answered on its own; the replies of a group's successes answered at once are encoded in one call and
+carried by the first of them (the others None, as server.py's contract allows: the same bytes leave). The
+property test in tests/unit/broker/test_produce_group.py holds it to the log bytes and the replies of
+one-at-a-time handling. Such runs are usually not framed one by one at all: `SCAN_RUN`
+(protocol/produce_run.py, compiled) decodes the one-partition Produce requests at the head of a read in
+one call, and `handle_run` answers them as Rule 5 answers their frames.
 Rule 6: a Fetch of one topic and one partition from an identified session is first offered to the Fetch
 fast path (handlers.handle_single_partition_fetch: a consumer's read with records ready); what it leaves
 goes through Rule 1, and the client sees the same bytes either way

@@ -17,7 +17,8 @@ that entry's error code. An exception escaping a handler is a broker bug (the se
 Hot paths are per batch, not per record: Produce hands each partition's record set (a memoryview of the
 request frame) to one `PartitionLog.append`; Fetch returns `FileSlice`s that the server sends with
 `os.sendfile`. The common Produce (one partition, acks 0, 1 or all, led here) has a fast path that the dispatcher
-tries first: `handle_single_partition_produce` over protocol.produce's one-partition decoder and encoder,
+tries first: `handle_single_partition_produce` over protocol.produce's one-partition decoder and encoder
+(and `handle_produce_group` for a read's run of them, its replies encoded by protocol.produce_run),
 answering byte for byte as handle_produce does (an acks=all write waits in the purgatory the same way), and
 leaving everything else to it. A consumer's Fetch of one partition with records ready has one too:
 `handle_single_partition_fetch` answers a response head built once (protocol.fetch's one-partition encoder)

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import logging
 import os
+import functools
 import struct
 import threading
 import time
@@ -131,6 +132,7 @@ assert _APPEND_FIELDS.size == HEADER_SIZE
 _pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first field, outside the CRC
 # baseOffset, batchLength (as it is) and partitionLeaderEpoch in one call: the fields the CRC does not cover
 _pack_offset_length_epoch = struct.Struct(">qii").pack_into
+_new_entry = functools.partial(tuple.__new__, BatchEntry)  # BatchEntry(*fields) without its Python __new__
 
 HighWatermarkListener = Callable[["PartitionLog", int], None]
 FenceListener = Callable[[str, int, tuple], None]  # (topic, partition, fenced ranges), at open and on change
@@ -1371,7 +1373,7 @@ class PartitionLog:
                     self._set_lag_deadline(segment, max_timestamp)
                 buf += view
                 _pack_offset_length_epoch(buf, pending, leo, size - LOG_OVERHEAD, leader_epoch)
-                entries.append(BatchEntry(pending, leo, next_offset, max_timestamp, size))
+                entries.append(_new_entry((pending, leo, next_offset, max_timestamp, size)))
                 written.append(i)
                 if producer_id >= 0:
                     producers.update(producer_id, epoch, sequence, delta, leo, max_timestamp)
