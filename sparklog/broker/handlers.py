@@ -373,12 +373,17 @@ def handle_produce_group(requests: list, led, state) -> list:
     return replies
 
 
-async def _await_single_replication(state, request: SinglePartitionProduce, led, appended: tuple,
-                                    required: int) -> list:
-    """_await_replication for the fast path's one partition: the same wake-ups, timeout and answers."""
+def _await_single_replication(state, request: SinglePartitionProduce, led, appended: tuple, required: int):
+    """_await_replication for the fast path's one partition: the same wake-ups, timeout and answers. The
+    coroutine holds no bytes of the request (pipeline.py Rule 3): its record set and frame are views of the
+    read they came in (frame.py Rule 3), which must not stay alive while the write waits."""
+    return _wait_single_replication(state, request._replace(records=None, frame=None), led, appended, required)
+
+
+async def _wait_single_replication(state, request: SinglePartitionProduce, led, appended: tuple,
+                                   required: int) -> list:
     replicas = state.replicas
     settled = [None]
-    request = request._replace(records=None, frame=None)  # the wait holds no bytes of the request (pipeline.py Rule 3)
 
     def check() -> bool:
         settled[0] = replicas.produce_outcome(led, required)
