@@ -164,6 +164,48 @@ def kcat_consume(bootstrap: str, topic: str, n: int, settings: dict, deadline_s:
     return Consumed(got, 0, time.perf_counter() - started)
 
 
+def kcat_produce(bootstrap: str, topic: str, n: int, value: bytes, settings: dict, work: str,
+                 deadline_s: float = 600.0) -> Produced:
+    """kcat -P (librdkafka in C: no Python per message) producing `n` copies of `value` (no newline in it)
+    to partition 0 of a topic that was empty; Rule 1 counts them: kcat waits for every delivery report
+    before it exits and prints each failure, and what counts as acknowledged is the partition's high
+    watermark once it stops moving (at most what was sent, less the failures), read with ListOffsets."""
+    import subprocess
+
+    if b"\n" in value:
+        raise ValueError("kcat -P splits its input at newlines")
+    path = os.path.join(work, "kcat-input")
+    with open(path, "wb") as f:
+        line = value + b"\n"
+        for start in range(0, n, 10_000):
+            f.write(line * min(10_000, n - start))
+    cmd = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", "0"]
+    for key, setting in settings.items():
+        cmd += ["-X", f"{key}={setting}"]
+    started = time.perf_counter()
+    with open(path, "rb") as stdin:
+        try:
+            out = subprocess.run(cmd, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 timeout=deadline_s)
+            errors = out.stderr.decode(errors="replace")
+        except subprocess.TimeoutExpired as exc:
+            errors = f"kcat still running after {deadline_s} s; " + (exc.stderr or b"").decode(errors="replace")
+    seconds = time.perf_counter() - started
+    os.unlink(path)
+    failed = sum(1 for text in errors.splitlines() if "Delivery failed" in text or "failed to deliver" in text.lower())
+    host, port = bootstrap.rsplit(":", 1)
+    watermark, deadline = -1, time.perf_counter() + 10.0
+    while time.perf_counter() < deadline:  # the HW follows the flush (one replica: records visible once flushed)
+        now = list_offsets_by_time(host, int(port), topic, [-1])[1][0]
+        if now == watermark and now >= n - failed:
+            break
+        watermark = now
+        time.sleep(0.2)
+    acked = max(0, min(watermark, n - failed))
+    first = next((text for text in errors.splitlines() if text.strip()), None)
+    return Produced(acked, failed, n - acked - failed, seconds, first)
+
+
 def raw_fetch(host: str, port: int, topic: str, n: int, max_bytes: int, deadline_s: float = 300.0,
               passes: int = 1) -> tuple[Consumed, int]:
     """Fetch v11 in a loop on one socket, reading offsets [0, n) `passes` times and counting records from

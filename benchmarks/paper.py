@@ -9,6 +9,12 @@ acknowledged messages count (delivery reports without error, measure.py Rule 1):
 Prints msg/s and MB/s (payload bytes, 10^6) for each test, the broker's CPU, and the broker's bytes on disk
 per message minus the payload (the paper's "overhead").
 
+Then `kcat -P` (librdkafka in C, no Python per message) produces the same messages with
+`batch.num.messages` = `--kcat-batch` (50; 0: no such row) into a topic of a fresh broker, so that the
+broker's own produce capacity shows where confluent-kafka's Python client is the bound (its row's client
+CPU). kcat waits for every delivery report before it exits; what counts is the partition's high watermark
+after it (at most what was sent, less the failures kcat printed).
+
 Then the log of the largest batch size is read back, every reader asked for exactly the messages that
 were acknowledged, each within a deadline:
     consume 200K   confluent-kafka's consumer, the paper's ~200 KB per partition fetch
@@ -49,7 +55,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from measure import (GB, confluent_consume, confluent_produce, cpu_seconds, create_single_partition_topic, kcat_consume, load,  # noqa: E402
-                     payload, raw_fetch, sendfile_loop)
+                     kcat_produce, payload, raw_fetch, sendfile_loop)
 
 TOPIC = "paper"
 PAPER_FETCH_BYTES = 200 * 1024  # the paper's consumer fetched about 200 KB at a time
@@ -125,6 +131,7 @@ def main() -> int:
     parser.add_argument("--cap", type=float, default=float(os.environ.get("BENCH_CAP_S", 0)) or None,
                         help="stop each produce test after this many seconds (default: no cap)")
     parser.add_argument("--batches", default="1,50")
+    parser.add_argument("--kcat-batch", type=int, default=50, help="batch size of the kcat -P row (0: none)")
     parser.add_argument("--results", default=os.environ.get("BENCH_RESULTS"))
     parser.add_argument("--override", action="append", default=[], help="broker property key=value")
     args = parser.parse_args()
@@ -161,6 +168,9 @@ def main() -> int:
                     read_back(broker, log_dir, done.acked, args, rows)
             finally:
                 broker.stop()
+        if args.kcat_batch:
+            rows.append(kcat_row(zk, work, value, args))
+            print(format_row(rows[-1]), flush=True)
     finally:
         zk.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -170,6 +180,30 @@ def main() -> int:
             with open(args.results, "a") as f:
                 f.write(json.dumps(r) + "\n")
     return 0
+
+
+def kcat_row(zk, work: Path, value: bytes, args) -> dict:
+    """The kcat -P produce row (module docstring), against a broker of its own."""
+    from support.cluster import BrokerProcess
+
+    batch = args.kcat_batch
+    overrides = dict(o.split("=", 1) for o in args.override)
+    broker = BrokerProcess(1, f"{zk.connect_string}/paper-kcat-{batch}", work / f"kcat-{batch}" / "logs",
+                           overrides=overrides)
+    broker.start()
+    try:
+        create_single_partition_topic(broker.zk_connect, TOPIC)
+        cpu0, own0 = cpu_seconds(broker.pid), own_cpu()
+        done = kcat_produce(broker.address, TOPIC, args.messages, value, {
+            "acks": 1, "batch.num.messages": batch, "linger.ms": 5, "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_000_000, "enable.idempotence": "false", "compression.codec": "none",
+        }, str(work), DEADLINE_S)
+        cpu = (cpu_seconds(broker.pid) - cpu0, own_cpu() - own0)
+    finally:
+        broker.stop()
+    out = row("produce", batch, args, done.acked, done.seconds, cpu, None, mode="acks=1, kcat -P", note=done.note())
+    out["client"] = "kcat (librdkafka 2.0)"
+    return out
 
 
 def own_cpu() -> float:
@@ -206,7 +240,8 @@ def row(test, batch, args, done, elapsed, cpu, overhead, mode="", note="") -> di
 
 
 def format_row(r: dict) -> str:
-    text = (f"{r['test']:9s} {r['batch']:>4}: {r['msg_per_s']:>12,.0f} msg/s {r['mb_per_s']:>8.2f} MB/s "
+    test = r["test"] + (" kcat" if r["client"].startswith("kcat") and r["test"] == "produce" else "")
+    text = (f"{test:9s} {r['batch']:>4}: {r['msg_per_s']:>12,.0f} msg/s {r['mb_per_s']:>8.2f} MB/s "
             f"({r['n_done']:,} msgs in {r['seconds']:.2f} s; CPU client {r['client_cpu_pct']}% broker "
             f"{r['server_cpu_pct']}%; load {r['loadavg_1m']})")
     if "overhead_b_per_msg" in r:

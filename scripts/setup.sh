@@ -24,8 +24,8 @@ if [ ! -x .venv/bin/python ]; then
     .venv/bin/python -m pip install -q --upgrade pip
 fi
 stamp=.venv/.sparklog-installed
-# The compiled record codec is built by the install: a change to its source reinstalls too.
-want=$(cat pyproject.toml sparklog/records/_cbatch.pyx | sha256sum | cut -c1-16)
+# The compiled record codec and Produce scan are built by the install: a change to their source reinstalls too.
+want=$(cat pyproject.toml sparklog/records/_cbatch.pyx sparklog/protocol/_cproduce.pyx | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # compat mode puts the checkout itself on the path, where pyspark finds `pyspark_sparklog` (and
     # `sparklog demo` finds jobs/); the default editable mode hides both.

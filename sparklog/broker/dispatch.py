@@ -15,8 +15,12 @@ Rule 5: a run of Produce frames read together (server.py's `handle_frames`) is a
 answer each frame alone, in order, except that consecutive requests Rule 4 would serve for the same led
 partition (each with a non-empty record set) are appended in one group (handlers.handle_produce_group):
 one lock, one write, the high watermark and flush.messages once, each batch still checked, offset and
-answered on its own. The property test in tests/unit/broker/test_produce_group.py holds it to the log bytes
-and the replies of one-at-a-time handling.
+answered on its own; the replies of a group's successes answered at once are encoded in one call and
+carried by the first of them (the others None, as server.py's contract allows: the same bytes leave). The
+property test in tests/unit/broker/test_produce_group.py holds it to the log bytes and the replies of
+one-at-a-time handling. Such runs are usually not framed one by one at all: `SCAN_RUN`
+(protocol/produce_run.py, compiled) decodes the one-partition Produce requests at the head of a read in
+one call, and `handle_run` answers them as Rule 5 answers their frames.
 Rule 6: a Fetch of one topic and one partition from an identified session is first offered to the Fetch
 fast path (handlers.handle_single_partition_fetch: a consumer's read with records ready); what it leaves
 goes through Rule 1, and the client sees the same bytes either way
@@ -42,7 +46,8 @@ from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import RemoteProtocolError, UnsupportedVersion
 from sparklog.protocol.frame import NEED_DATA, FrameDecoder
 from sparklog.protocol.fetch import decode_single_partition as decode_single_partition_fetch
-from sparklog.protocol.produce import decode_single_partition
+from sparklog.protocol.produce import SinglePartitionProduce, decode_single_partition
+from sparklog.protocol.produce_run import scan_produce_run
 from sparklog.protocol.registry import decode_request, encode_api_versions_fallback, encode_response
 
 log = logging.getLogger(__name__)
@@ -158,19 +163,36 @@ class Dispatcher:
     def handle_frames(self, frames: list, session: ClientSession, replies: list) -> None:
         """handle_frame of each frame, in order, each reply appended to `replies` (Rule 5): consecutive
         fast-path Produce requests of one led partition are appended to its log together
-        (handlers.handle_produce_group). Raises CloseConnection as handle_frame does, the replies of the
-        frames before it already in `replies`."""
-        served = session.served
-        if served is None:
+        (handlers.handle_produce_group), and the replies of a group's successes may be carried by the first
+        of them (the others None: server.py's contract). Raises CloseConnection as handle_frame does, the
+        replies of the frames before it already in `replies`."""
+        if session.served is None:
             for frame in frames:
                 replies.append(self.handle_frame(frame, session))
             return
+        self._run_of([decode_single_partition(frame) or frame for frame in frames], session, replies)
+
+    # server.py's optional scan contract: the one-partition Produce requests at the head of a read, decoded
+    # in one call (protocol/produce_run.py), are handed over to handle_run
+    SCAN_RUN = staticmethod(scan_produce_run)
+
+    def handle_run(self, requests: list, session: ClientSession, replies: list) -> None:
+        """handle_frames of the requests SCAN_RUN decoded (Rule 5), without decoding them again."""
+        if session.served is None:
+            for request in requests:
+                replies.append(self.handle_frame(request.frame, session))
+            return
+        self._run_of(requests, session, replies)
+
+    def _run_of(self, items: list, session: ClientSession, replies: list) -> None:
+        """Rule 5 over `items`: decoded one-partition Produce requests, or frames that are not one."""
+        served = session.served
         state = self.state
         group: list = []
         group_led = None
         checked = None  # (topic, index, acks) of the last request fast_produce_partition accepted
-        for frame in frames:
-            request = decode_single_partition(frame)
+        for item in items:
+            request = item if item.__class__ is SinglePartitionProduce else None
             led = None
             if request is not None and len(request.records):
                 if group_led is not None and checked == (request.topic, request.index, request.acks):
@@ -189,7 +211,7 @@ class Dispatcher:
                 group, group_led = [request], led
                 continue
             checked = None
-            replies.append(self.handle_frame(frame, session))
+            replies.append(self.handle_frame(item if request is None else request.frame, session))
         if group:
             self._produce_group(group, group_led, served, replies)
 
@@ -201,9 +223,17 @@ class Dispatcher:
             answers = handle_produce_group(requests, led, self.state)
             self._grouped_produces += len(requests)
         self._fast_produces += len(requests)
-        for request, reply in zip(requests, answers):
-            key = _PRODUCE << _VERSION_BITS | request.api_version
-            served[key] = served.get(key, 0) + 1
+        version = requests[0].api_version
+        for request in requests:  # counted per group: one version per client, bar a mid-read change
+            if request.api_version != version:
+                for other in requests:
+                    key = _PRODUCE << _VERSION_BITS | other.api_version
+                    served[key] = served.get(key, 0) + 1
+                break
+        else:
+            key = _PRODUCE << _VERSION_BITS | version
+            served[key] = served.get(key, 0) + len(requests)
+        for reply in answers:
             replies.append(Parked(reply) if reply.__class__ is CoroutineType else reply)
 
     def _single_partition_produce(self, frame, served: dict):

@@ -17,7 +17,8 @@ that entry's error code. An exception escaping a handler is a broker bug (the se
 Hot paths are per batch, not per record: Produce hands each partition's record set (a memoryview of the
 request frame) to one `PartitionLog.append`; Fetch returns `FileSlice`s that the server sends with
 `os.sendfile`. The common Produce (one partition, acks 0, 1 or all, led here) has a fast path that the dispatcher
-tries first: `handle_single_partition_produce` over protocol.produce's one-partition decoder and encoder,
+tries first: `handle_single_partition_produce` over protocol.produce's one-partition decoder and encoder
+(and `handle_produce_group` for a read's run of them, its replies encoded by protocol.produce_run),
 answering byte for byte as handle_produce does (an acks=all write waits in the purgatory the same way), and
 leaving everything else to it. A consumer's Fetch of one partition with records ready has one too:
 `handle_single_partition_fetch` answers a response head built once (protocol.fetch's one-partition encoder)
@@ -86,6 +87,7 @@ from sparklog.protocol.offset_for_leader_epoch import (EpochEndOffset, OffsetFor
 from sparklog.protocol.headers import RequestHeader
 from sparklog.protocol.produce import (PartitionProduceResponse, ProduceResponse, SinglePartitionProduce,
                                        TopicProduceResponse, encode_single_partition_response)
+from sparklog.protocol.produce_run import encode_produce_replies
 from sparklog.protocol.registry import advertised_api_versions, encode_response
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
 from sparklog.storage.config import LogConfig
@@ -326,7 +328,9 @@ def handle_produce_group(requests: list, led, state) -> list:
     """Several one-partition Produce requests of one connection, in order, for the same led partition (each
     accepted by fast_produce_partition, each with a non-empty record set): their record sets go to the log in one group append
     (PartitionLog.append_group_as_leader) and each gets the reply handle_single_partition_produce would give
-    it alone, in order: a reply, None (acks=0), or a coroutine of an acks=all write not yet replicated."""
+    it alone, in order: a reply, None (acks=0), or a coroutine of an acks=all write not yet replicated. The
+    replies of consecutive successes answered at once are encoded in one call and carried by the first of
+    them, the others None (the server's contract: the same bytes leave)."""
     plog = led.plog
     append_time = time.time_ns() // 1_000_000 if plog.stamps_append_time else NO_TIMESTAMP
     outcomes = plog.append_group_as_leader([r.records for r in requests],
@@ -337,35 +341,47 @@ def handle_produce_group(requests: list, led, state) -> list:
             replicas.after_leader_append(led)
             break
     log_start = plog.log_start_offset
-    replies = []
+    replies: list = []
+    done: list = []  # consecutive successes answered now: (requests, base offsets), encoded together
+    done_offsets: list = []
     for request, outcome in zip(requests, outcomes):
         acks = request.acks
+        reply = None  # an answer other than a success answered now (None also for acks=0)
         if outcome.__class__ is not tuple:
             if acks != 0:
-                replies.append(_single_partition_reply(request, _append_error(request.index, outcome, plog)))
-            else:
-                replies.append(None)
-            continue
-        if acks == 0:
+                reply = _single_partition_reply(request, _append_error(request.index, outcome, plog))
+        elif acks == -1:
+            code = replicas.produce_outcome(led, outcome[1])
+            if code is None:
+                reply = _await_single_replication(state, request, led, (outcome[0], append_time, log_start),
+                                                  outcome[1])
+            elif code != NONE:
+                reply = _single_partition_reply(request, _produce_error(request.index, code))
+        if reply is None and acks != 0 and outcome.__class__ is tuple:
+            if not done:
+                first = len(replies)
+            done.append(request)
+            done_offsets.append(outcome[0])
             replies.append(None)
             continue
-        appended = (outcome[0], append_time, log_start)
-        if acks == -1:
-            required = outcome[1]
-            code = replicas.produce_outcome(led, required)
-            if code is None:
-                replies.append(_await_single_replication(state, request, led, appended, required))
-                continue
-            if code != NONE:
-                replies.append(_single_partition_reply(request, _produce_error(request.index, code)))
-                continue
-        replies.append([encode_single_partition_response(request, *appended)])
+        if done:
+            replies[first] = [encode_produce_replies(done, done_offsets, append_time, log_start)]
+            done, done_offsets = [], []
+        replies.append(reply)
+    if done:
+        replies[first] = [encode_produce_replies(done, done_offsets, append_time, log_start)]
     return replies
 
 
-async def _await_single_replication(state, request: SinglePartitionProduce, led, appended: tuple,
-                                    required: int) -> list:
-    """_await_replication for the fast path's one partition: the same wake-ups, timeout and answers."""
+def _await_single_replication(state, request: SinglePartitionProduce, led, appended: tuple, required: int):
+    """_await_replication for the fast path's one partition: the same wake-ups, timeout and answers. The
+    coroutine holds no bytes of the request (pipeline.py Rule 3): its record set and frame are views of the
+    read they came in (frame.py Rule 3), which must not stay alive while the write waits."""
+    return _wait_single_replication(state, request._replace(records=None, frame=None), led, appended, required)
+
+
+async def _wait_single_replication(state, request: SinglePartitionProduce, led, appended: tuple,
+                                   required: int) -> list:
     replicas = state.replicas
     settled = [None]
 

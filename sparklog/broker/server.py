@@ -25,6 +25,11 @@ The `App` contract (`Dispatcher` in `dispatch.py` is the real one):
     `replies` exactly what handle_frame would return for each, in order, and may raise CloseConnection
     after any of them (the replies already appended are answered). No reply of such a run may be a barrier
     (an awaitable that is not Parked): the frames behind it have been handled.
+    Optional too, to take a read's run in one call: `app.SCAN_RUN` (a scan for the decoder's `take_run`,
+    frame.py Rule 3) and `app.handle_run(items, session, replies)`: the items the scan made of the frames at
+    the head (each with a `frame` attribute, its bytes) are handled as `handle_frames` handles frames, with
+    the same rules for `replies`, except that a reply may carry the bytes of the replies after it, which are
+    then None (the bytes that leave are the same).
 
 Rule 1: requests on one connection take effect in the order they arrive and are answered in that order
 (clients drop a connection whose correlation ids arrive out of order), but a client may have several in
@@ -355,7 +360,7 @@ class Connection(asyncio.Protocol):
 
     __slots__ = ("server", "app", "counters", "transport", "decoder", "session", "busy", "write_paused", "closed",
                  "queue_paused", "ip", "last_active", "inflight", "writing", "_parked", "_fd", "_dup_fd", "_dup_sock",
-                 "_need_data", "_frame_errors", "_run_key")
+                 "_need_data", "_frame_errors", "_run_key", "_scan")
 
     def __init__(self, server: BrokerServer, ip: str = "") -> None:
         self.server = server
@@ -378,6 +383,7 @@ class Connection(asyncio.Protocol):
         self._dup_sock: socket.socket | None = None  # owns _dup_fd: sends a reply's head with MSG_MORE
         self._need_data = self.app.NEED_DATA
         self._run_key = getattr(self.app, "RUN_KEY", None)
+        self._scan = getattr(self.app, "SCAN_RUN", None)
         self._frame_errors = (CloseConnection,) + tuple(self.app.FRAME_ERRORS)
 
     # -- asyncio.Protocol -------------------------------------------------------------------------------
@@ -469,10 +475,15 @@ class Connection(asyncio.Protocol):
         `inflight` and leave in order (`_write_ready`)."""
         decoder, handle, need_data, session = self.decoder, self.app.handle_frame, self._need_data, self.session
         inflight = self.inflight
-        run_key = self._run_key
+        run_key, scan = self._run_key, self._scan
         out: list = []
         try:
             while not (self.busy or self.write_paused or self.closed or inflight.full):
+                if scan is not None:
+                    items = decoder.take_run(scan, inflight.max_requests - len(inflight))
+                    if items:
+                        self._handle_run(items, out)
+                        continue
                 frame = decoder.next_frame()
                 if frame is need_data:
                     return
@@ -540,6 +551,17 @@ class Connection(asyncio.Protocol):
             for index, reply in enumerate(replies):
                 self._take(reply, len(frames[index]), out)
         return after
+
+    def _handle_run(self, items: list, out: list) -> None:
+        """app.handle_run of the items the decoder's take_run made (the App contract); replies taken as _run's."""
+        replies: list = []
+        try:
+            self.app.handle_run(items, self.session, replies)
+        finally:  # the replies of the items handled before any exception are still answered
+            self.counters["requests"] += len(replies)
+            for index, reply in enumerate(replies):
+                if reply is not None:
+                    self._take(reply, len(items[index].frame), out)
 
     def _take(self, reply, size: int, out: list) -> None:
         """_pump's handling of one reply: gathered in `out`, written, or queued behind those in flight."""

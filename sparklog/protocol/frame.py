@@ -6,6 +6,10 @@ its body is buffered beyond the chunk that carried the prefix.
 Rule 2: each byte received is copied into the buffer once and out of it at most once (a frame that is
 alone in the buffer is handed out without a copy), so many small frames in one chunk and one large frame
 in many chunks both cost linear time.
+Rule 3: ``take_run(scan, limit)`` hands the frames at the head of the buffer to ``scan`` in one call (the
+broker's per-read Produce scan, produce_run.py) and drops the ones it took; what it returns holds views of
+the buffer, which is then left to them: the decoder goes on in a new buffer holding only the bytes after
+the run (none when the run ends the read, the common case), so those bytes are moved once at most.
 """
 
 from __future__ import annotations
@@ -120,6 +124,25 @@ class FrameDecoder:
         frame = bytes(memoryview(buf)[start + 4:end])
         self._start = end
         return frame
+
+    def take_run(self, scan, limit: int) -> list:
+        """The items ``scan(view, start, limit, max_frame_bytes) -> (items, position after them)`` makes of
+        the whole frames at the head (Rule 3); [] when it takes none. ``scan`` must stop before any frame
+        that is not whole or whose size is outside 0..max_frame_bytes: ``next_frame`` raises for those."""
+        if self._error is not None:
+            raise self._error
+        buf, start = self._buf, self._start
+        if len(buf) - start < 4:
+            return []
+        view = memoryview(buf)
+        items, end = scan(view, start, limit, self.max_frame_bytes)
+        if not items:
+            view.release()  # nothing of the buffer is held: it may grow again
+            return items
+        self._buf = bytearray(view[end:]) if end < len(buf) else bytearray()
+        self._start = 0
+        self._checked = -1
+        return items
 
     def _incomplete(self):
         buf, start = self._buf, self._start

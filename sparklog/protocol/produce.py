@@ -87,7 +87,8 @@ _NULL_STRING = -1
 
 
 class SinglePartitionProduce(NamedTuple):
-    """A Produce request of one topic and one partition (Rule 1); ``records`` is a view of the frame."""
+    """A Produce request of one topic and one partition (Rule 1); ``records`` and ``frame`` are views of the
+    frame."""
 
     api_version: int
     correlation_id: int
@@ -96,6 +97,7 @@ class SinglePartitionProduce(NamedTuple):
     topic: str
     index: int
     records: memoryview
+    frame: memoryview  # the whole request (after the size prefix): the general path's input, its size in flight
 
 
 def decode_single_partition(frame) -> SinglePartitionProduce | None:
@@ -126,7 +128,7 @@ def decode_single_partition(frame) -> SinglePartitionProduce | None:
         return None
     if partitions != 1 or size < 0 or pos + size > end:
         return None
-    return SinglePartitionProduce(version, correlation_id, acks, timeout_ms, topic, index, buf[pos:pos + size])
+    return SinglePartitionProduce(version, correlation_id, acks, timeout_ms, topic, index, buf[pos:pos + size], buf)
 
 
 def encode_single_partition_response(request: SinglePartitionProduce, base_offset: int, log_append_time_ms: int,

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import logging
 import os
+import functools
 import struct
 import threading
 import time
@@ -129,6 +130,9 @@ _APPEND_FIELDS = struct.Struct(
 )
 assert _APPEND_FIELDS.size == HEADER_SIZE
 _pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first field, outside the CRC
+# baseOffset, batchLength (as it is) and partitionLeaderEpoch in one call: the fields the CRC does not cover
+_pack_offset_length_epoch = struct.Struct(">qii").pack_into
+_new_entry = functools.partial(tuple.__new__, BatchEntry)  # BatchEntry(*fields) without its Python __new__
 
 HighWatermarkListener = Callable[["PartitionLog", int], None]
 FenceListener = Callable[[str, int, tuple], None]  # (topic, partition, fenced ranges), at open and on change
@@ -1331,6 +1335,7 @@ class PartitionLog:
             leo = committed = self._leo
             messages = appended = done_messages = done_appended = 0  # done_: written by a successful write
             failed = None
+            limits = None  # (bytes, next offset, batches) the segment takes before a lone append would roll it
             for i, view, fields in run:
                 if failed is not None:
                     outcomes[i] = failed
@@ -1348,12 +1353,10 @@ class PartitionLog:
                 size = len(view)
                 next_offset = leo + delta + 1
                 pending = len(buf)
-                if segment.size + pending and (
-                    segment.size + pending + size > self._segment_bytes or next_offset > segment.offset_limit
-                    or segment.indexes_full or now >= segment.roll_at_ms
-                    or len(segment.index) + len(entries) + 1 >= segment.index.max_entries
-                    or len(segment.time_index) + len(entries) + 1 >= segment.time_index.max_entries
-                ):
+                if limits is None:  # a lone append's roll rule, read once per segment: nothing below changes
+                    limits = self._roll_limits(segment, now)  # the segment until the run writes to it
+                if segment.size + pending and (pending + size > limits[0] or next_offset > limits[1]
+                                               or len(entries) >= limits[2]):
                     if entries:
                         failed = self._write_run(segment, buf, entries, written, outcomes)
                         if failed is not None:
@@ -1364,13 +1367,13 @@ class PartitionLog:
                         buf, entries, written = bytearray(), [], []
                     self._leo = leo  # written: the new segment (and its producer snapshot) starts here
                     segment = self._roll_locked()
+                    limits = None
                     pending = 0
                 if not segment.size and not pending and self._compaction_lag_ms is not None:
                     self._set_lag_deadline(segment, max_timestamp)
                 buf += view
-                _pack_base_offset(buf, pending, leo)
-                set_partition_leader_epoch(buf, leader_epoch, pending)
-                entries.append(BatchEntry(pending, leo, next_offset, max_timestamp, size))
+                _pack_offset_length_epoch(buf, pending, leo, size - LOG_OVERHEAD, leader_epoch)
+                entries.append(_new_entry((pending, leo, next_offset, max_timestamp, size)))
                 written.append(i)
                 if producer_id >= 0:
                     producers.update(producer_id, epoch, sequence, delta, leo, max_timestamp)
@@ -1393,6 +1396,16 @@ class PartitionLog:
             self._notify(leo)
         if self._unflushed_messages >= self._flush_messages:
             self.flush()
+
+    def _roll_limits(self, segment: LogSegment, now: int) -> tuple[int, int, int]:
+        """What `segment` takes before a lone append rolls it: (bytes, next offset, batches) as of now; all
+        zero when it is due already (segment.ms, or an index full: the first batch rolls it). A batch that
+        is the segment's first is never rolled for them (the caller checks that)."""
+        if segment.indexes_full or now >= segment.roll_at_ms:
+            return (0, -1, 0)
+        room = min(segment.index.max_entries - len(segment.index),
+                   segment.time_index.max_entries - len(segment.time_index))
+        return (self._segment_bytes - segment.size, segment.offset_limit, room - 1)
 
     def _write_run(self, segment: LogSegment, buf: bytearray, entries: list, written: list,
                    outcomes: list) -> Exception | None:

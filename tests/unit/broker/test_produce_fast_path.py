@@ -189,3 +189,22 @@ def test_a_parked_fast_path_acks_all_is_answered_when_the_follower_catches_up(tm
         asyncio.run(scenario(dispatcher))
     finally:
         dispatcher.state.logs.close()
+
+
+def test_an_acks_all_write_that_waits_holds_no_bytes_of_the_read_it_came_in():
+    """The request's record set and frame are views of the connection's read buffer (frame.py Rule 3):
+    the waiting coroutine must let that buffer go, or parked writes would pin whole reads."""
+    from sparklog.protocol.produce_run import scan_produce_run
+
+    read = bytearray(encode_request(ApiKey.PRODUCE, 8, 1, "c", ProduceRequest(acks=-1, timeout_ms=10, topic_data=[
+        TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=b"r" * 30)])])))
+    view = memoryview(read)
+    (request,), _ = scan_produce_run(view, 0, 1, 1 << 20)
+    waiting = handlers._await_single_replication(None, request, None, (0, -1, 0), 1)
+    del request
+    view.release()
+    try:
+        read += b"more"  # raises BufferError while any view of the read is alive
+        assert waiting.cr_frame.f_locals["request"].records is None
+    finally:
+        waiting.close()

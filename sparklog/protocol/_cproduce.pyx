@@ -1,0 +1,212 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The broker's per-read Produce work in C (Cython): the compiled twin of `sparklog.protocol.produce_run`.
+
+    scan_produce_run(view, start, limit, max_frame_bytes) -> ([SinglePartitionProduce], position after them)
+    encode_produce_replies(requests, base_offsets, log_append_time_ms, log_start_offset) -> bytes
+
+Rule 1: the output is the pure-Python twin's (produce_run.py), value for value and byte for byte: the same
+        frames taken, the same fields decoded (`produce.decode_single_partition` is the authority), the same
+        reply bytes (`produce.encode_single_partition_response`). The property tests in
+        tests/unit/protocol/test_produce_run.py hold both twins to that.
+Rule 2: sans-IO and bounded: it reads only `view`, within its length; it allocates the result lists, one
+        namedtuple per frame taken and one memoryview slice per frame and per record set (views of `view`,
+        no copy), and for the replies exactly their size.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_AsLongLong
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
+
+cdef enum:
+    PRODUCE = 0
+    MIN_VERSION = 3
+    MAX_VERSION = 8
+    REQUEST_PREFIX = 10  # api_key, api_version, correlation_id, client_id length
+    RESPONSE_PREFIX = 14  # size, correlation_id, responses count, topic name length
+
+cdef object _cls = None  # produce.SinglePartitionProduce, set by bind()
+
+
+def bind(cls):
+    """Install the namedtuple the scan builds (produce.SinglePartitionProduce: imported there, not here)."""
+    global _cls
+    _cls = cls
+
+
+cdef inline int32_t _i32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+
+cdef inline int16_t _i16(const uint8_t* p) noexcept nogil:
+    return <int16_t>((<uint16_t>p[0] << 8) | <uint16_t>p[1])
+
+
+cdef inline void _put32(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = <uint8_t>(u >> 24)
+    p[1] = <uint8_t>(u >> 16)
+    p[2] = <uint8_t>(u >> 8)
+    p[3] = <uint8_t>u
+
+
+cdef inline void _put64(uint8_t* p, int64_t v) noexcept nogil:
+    _put32(p, <int64_t>(<uint64_t>v >> 32))
+    _put32(p + 4, v)
+
+
+cdef bint _utf8(const uint8_t* p, Py_ssize_t n):
+    """Whether the strict UTF-8 decoder takes these bytes (ASCII without a call)."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if p[i] >= 0x80:
+            break
+    else:
+        return True
+    try:
+        PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+cdef object _decode(object view, const uint8_t* b, Py_ssize_t f, Py_ssize_t end):
+    """produce.decode_single_partition of the frame body b[f:end], with positions in `view`; None if not."""
+    cdef Py_ssize_t pos, n
+    cdef int16_t version, acks
+    cdef int32_t correlation_id, timeout_ms, topics, partitions, index, size
+    if end - f < REQUEST_PREFIX or _i16(b + f) != PRODUCE:
+        return None
+    version = _i16(b + f + 2)
+    if version < MIN_VERSION or version > MAX_VERSION:
+        return None
+    correlation_id = _i32(b + f + 4)
+    n = _i16(b + f + 8)  # client_id
+    pos = f + REQUEST_PREFIX
+    if n > 0:
+        if pos + n > end or not _utf8(b + pos, n):
+            return None
+        pos += n
+    if pos + 2 > end:
+        return None
+    n = _i16(b + pos)  # transactional_id
+    pos += 2
+    if n > 0:
+        if pos + n > end or not _utf8(b + pos, n):
+            return None
+        pos += n
+    if pos + 12 > end:
+        return None
+    acks = _i16(b + pos)
+    timeout_ms = _i32(b + pos + 2)
+    topics = _i32(b + pos + 6)
+    n = _i16(b + pos + 10)
+    pos += 12
+    if topics != 1 or n < 0 or pos + n > end:
+        return None
+    try:
+        topic = PyUnicode_DecodeUTF8(<const char*>(b + pos), n, NULL)
+    except UnicodeDecodeError:
+        return None
+    pos += n
+    if pos + 12 > end:
+        return None
+    partitions = _i32(b + pos)
+    index = _i32(b + pos + 4)
+    size = _i32(b + pos + 8)
+    pos += 12
+    if partitions != 1 or size < 0 or pos + size > end:
+        return None
+    return tuple.__new__(_cls, (version, correlation_id, acks, timeout_ms, topic, index, view[pos:pos + size],
+                                view[f:end]))
+
+
+def scan_produce_run(view, Py_ssize_t start, Py_ssize_t limit, Py_ssize_t max_frame_bytes):
+    """The one-partition Produce requests framed one behind the other in `view` from `start` (see the twin)."""
+    cdef Py_buffer buffer
+    cdef const uint8_t* b
+    cdef Py_ssize_t pos = start, end, taken = 0
+    cdef int32_t size
+    requests = []
+    PyObject_GetBuffer(view, &buffer, PyBUF_SIMPLE)
+    try:
+        b = <const uint8_t*>buffer.buf
+        end = buffer.len
+        while taken < limit and pos >= 0 and end - pos >= 4:
+            size = _i32(b + pos)
+            if size < 0 or size > max_frame_bytes or end - pos - 4 < size:
+                break
+            request = _decode(view, b, pos + 4, pos + 4 + size)
+            if request is None:
+                break
+            requests.append(request)
+            taken += 1
+            pos += 4 + size
+    finally:
+        PyBuffer_Release(&buffer)
+    return requests, pos
+
+
+cdef Py_ssize_t _tail_size(int version) noexcept:
+    """Bytes after the topic name: partition count, index, error_code, base_offset, log_append_time_ms,
+    (v5+) log_start_offset, (v8) record_errors count and error_message, throttle_time_ms."""
+    if version < 5:
+        return 4 + 4 + 2 + 8 + 8 + 4
+    if version < 8:
+        return 4 + 4 + 2 + 8 + 8 + 8 + 4
+    return 4 + 4 + 2 + 8 + 8 + 8 + 4 + 2 + 4
+
+
+def encode_produce_replies(list requests, list base_offsets, int64_t log_append_time_ms, int64_t log_start_offset):
+    """The replies of successful appends, one after the other in one buffer (see the twin)."""
+    cdef Py_ssize_t count = PyList_GET_SIZE(requests), i, total = 0, name_size, tail
+    cdef const char* name
+    cdef uint8_t* p
+    cdef int version
+    if PyList_GET_SIZE(base_offsets) != count:
+        raise ValueError("one base offset per request")
+    for i in range(count):
+        request = <object>PyList_GET_ITEM(requests, i)
+        PyUnicode_AsUTF8AndSize(request[4], &name_size)
+        version = request[0]
+        if version < MIN_VERSION or version > MAX_VERSION:
+            raise ValueError(f"Produce v{version} is not served")
+        total += RESPONSE_PREFIX + name_size + _tail_size(version)
+    out = PyBytes_FromStringAndSize(NULL, total)
+    p = <uint8_t*>PyBytes_AS_STRING(out)
+    for i in range(count):
+        request = <object>PyList_GET_ITEM(requests, i)
+        name = PyUnicode_AsUTF8AndSize(request[4], &name_size)
+        version = request[0]
+        tail = _tail_size(version)
+        _put32(p, RESPONSE_PREFIX - 4 + name_size + tail)
+        _put32(p + 4, <int32_t>request[1])
+        _put32(p + 8, 1)
+        p[12] = <uint8_t>(name_size >> 8)
+        p[13] = <uint8_t>name_size
+        memcpy(p + RESPONSE_PREFIX, name, name_size)
+        p += RESPONSE_PREFIX + name_size
+        _put32(p, 1)
+        _put32(p + 4, <int32_t>request[5])
+        p[8] = 0
+        p[9] = 0
+        _put64(p + 10, PyLong_AsLongLong(<object>PyList_GET_ITEM(base_offsets, i)))
+        _put64(p + 18, log_append_time_ms)
+        p += 26
+        if version >= 5:
+            _put64(p, log_start_offset)
+            p += 8
+        if version == 8:
+            _put32(p, 0)
+            p[4] = 0xFF
+            p[5] = 0xFF
+            p += 6
+        _put32(p, 0)
+        p += 4
+    return out
