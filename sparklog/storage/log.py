@@ -1310,9 +1310,11 @@ class PartitionLog:
     def _append_run(self, run: list, outcomes: list, leader_epoch: int) -> None:
         """append_group_as_leader's one-batch sets, checked already: one lock, one write per segment.
 
-        A write that fails (OSError, a closed file) fails the sets of that write and every later one of the
-        run, as each lone append would have failed; the producer state keeps their sequences (as a lone
-        append's would not), which only makes a retry of them a duplicate of nothing: OutOfOrderSequence."""
+        A write that fails (OSError, a closed file), or a roll that fails (its producer snapshot, its new
+        files), fails the sets of that write and every later one of the run, as each lone append would have
+        failed. The producer state changes only for what reached the log, as a lone append's does: the
+        entries the sets of a write touch are copied before their first update and put back if the write
+        fails, so that the producer's retry of those sets is appended (not OutOfOrderSequence)."""
         cache = self.leader_epochs
         if leader_epoch > cache.latest_epoch:
             cache.assign(leader_epoch, self._leo)
@@ -1330,6 +1332,7 @@ class PartitionLog:
             written: list = []  # indexes of the sets in buf
             leo = committed = self._leo
             messages = appended = done_messages = done_appended = 0  # done_: written by a successful write
+            saved: dict = {}  # producer id -> its entry before the sets in buf (None: it had none)
             failed = None
             for i, view, fields in run:
                 if failed is not None:
@@ -1357,13 +1360,18 @@ class PartitionLog:
                     if entries:
                         failed = self._write_run(segment, buf, entries, written, outcomes)
                         if failed is not None:
+                            producers.restore(saved)
                             outcomes[i] = failed
                             leo = committed
                             continue
                         committed, done_messages, done_appended = leo, messages, appended
-                        buf, entries, written = bytearray(), [], []
+                        buf, entries, written, saved = bytearray(), [], [], {}
                     self._leo = leo  # written: the new segment (and its producer snapshot) starts here
-                    segment = self._roll_locked()
+                    try:
+                        segment = self._roll_locked()
+                    except (OSError, StorageError) as exc:  # nothing of this set or later ones is written
+                        failed = outcomes[i] = exc
+                        continue
                     pending = 0
                 if not segment.size and not pending and self._compaction_lag_ms is not None:
                     self._set_lag_deadline(segment, max_timestamp)
@@ -1373,6 +1381,8 @@ class PartitionLog:
                 entries.append(BatchEntry(pending, leo, next_offset, max_timestamp, size))
                 written.append(i)
                 if producer_id >= 0:
+                    if producer_id not in saved:
+                        saved[producer_id] = producers.entry_copy(producer_id)
                     producers.update(producer_id, epoch, sequence, delta, leo, max_timestamp)
                 outcomes[i] = (leo, next_offset)
                 leo = next_offset
@@ -1383,6 +1393,7 @@ class PartitionLog:
                 if failed is None:
                     done_messages, done_appended = messages, appended
                 else:
+                    producers.restore(saved)
                     leo = committed
             moved = False
             if done_appended:

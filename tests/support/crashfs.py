@@ -11,11 +11,15 @@ durable content ("drop"), or to the durable content plus a random prefix of the 
 optionally random garbage or zeros ("tear": the inode grew but the blocks did not all land). Every call
 after crash() raises Crashed.
 
+`arm(method, mode="fail")` instead makes that one call raise OSError(ENOSPC) and nothing else: a disk error
+the machine survives (the call writes nothing; later calls work).
+
 ProcessFiles: plain files that a simulated SIGKILL (`exit()`) releases, closing every descriptor unwritten.
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import random
@@ -67,11 +71,15 @@ class CrashFiles(Files):
         if self._armed and self._armed[0] == method and self._armed[1](path):
             self._armed[3] -= 1
             if self._armed[3] < 0:
+                if self._armed[2] == "fail":
+                    self._armed = None
+                    raise OSError(errno.ENOSPC, f"No space left on device (injected at {method}({path}))")
                 self.crash(self._armed[2])
                 raise Crashed(f"power lost at {method}({path})")
 
     def arm(self, method: str, match=lambda path: True, mode: str = "drop", skip: int = 0) -> None:
-        """Crash (then raise Crashed) at the (skip+1)-th call of `method` on a path that `match`es."""
+        """Crash (then raise Crashed) at the (skip+1)-th call of `method` on a path that `match`es; with
+        mode="fail", raise OSError(ENOSPC) from that call only, writing nothing, and stay alive."""
         self._armed = [method, match, mode, skip]
 
     def _path_of(self, fd: int) -> str:

@@ -120,6 +120,48 @@ def test_a_group_append_that_rolls_names_each_segment_for_its_first_offset_and_r
         reopened.close()
 
 
+def _idempotent_batch(sequence: int, tag: int) -> bytes:
+    """Two records of producer 7, epoch 0, from `sequence` on (make_batch's values, tagged `tag`)."""
+    records = [(f"k{i}".encode(), f"{tag}:{i}:".encode().ljust(60, b"x"), None, BASE_TS + i) for i in range(2)]
+    return build_batch(records, producer_id=7, producer_epoch=0, base_sequence=sequence)
+
+
+@pytest.mark.parametrize("failing", [".log", ".snapshot.tmp"], ids=["segment-write", "roll-snapshot"])
+def test_a_group_append_that_fails_mid_group_keeps_no_sequence_of_what_it_did_not_write(tmp_path, flusher, failing):
+    """A disk error mid-group (the write after a roll, or the producer snapshot the roll writes) fails that
+    set and the later ones, and the producer state keeps only what reached the log, as lone appends would:
+    the producer's retry of the failed sets is appended (it got OUT_OF_ORDER_SEQUENCE_NUMBER), the sets
+    written before the error are answered as duplicates, and the log reads and reopens whole."""
+    from support.crashfs import CrashFiles
+
+    settings = {"flush.ms": NEVER, "segment.bytes": "600", "index.interval.bytes": "100"}
+    files = CrashFiles()
+    directory = str(tmp_path / "topic-0")
+    log = PartitionLog.open(directory, settings, flusher=flusher, files=files, clock=Clock())  # no expiry at roll
+    assert log.append(_idempotent_batch(0, tag=0)) == 0
+    sets = [_idempotent_batch(2 * tag, tag) for tag in range(1, 12)]
+    files.arm("pwrite", lambda path: path.endswith(failing), mode="fail", skip=1 if failing == ".log" else 0)
+    outcomes = log.append_group_as_leader(sets, leader_epoch=0)
+    written = [o for o in outcomes if type(o) is tuple]
+    assert 0 < len(written) < len(sets) and outcomes[:len(written)] == written  # a prefix was written
+    assert all(isinstance(o, OSError) for o in outcomes[len(written):])
+    assert log.log_end_offset == 2 + 2 * len(written)
+    end = log.log_end_offset
+    retried = log.append_group_as_leader(sets, leader_epoch=0)  # the producer resends what was not acknowledged
+    assert retried[:len(written)] == [(base, end) for base, _ in written]  # duplicates: their first offsets
+    assert [o[0] for o in retried[len(written):]] == list(range(end, 24, 2))
+    assert log.log_end_offset == 24
+    log.flush()
+    values = [r.value[:5] for r in iter_records(read_all(log))]
+    assert values == [f"{tag}:{i}:".encode().ljust(5, b"x") for tag in range(12) for i in range(2)]
+    before = read_all(log)
+    log.close()
+    reopened = PartitionLog.open(directory, settings, flusher=flusher, clock=Clock())
+    assert read_all(reopened) == before
+    assert reopened.append(_idempotent_batch(22, tag=11)) == 22  # still known as a duplicate after the reopen
+    assert reopened.append(_idempotent_batch(24, tag=12)) == 24
+
+
 def test_read_stops_on_batch_boundary_and_returns_one_batch_beyond_max_bytes(tmp_path, flusher):
     log = open_log(tmp_path, flusher)
     batch = make_batch(5, 100)
