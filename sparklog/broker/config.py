@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 # Kafka's defaults, named as Kafka names them.
 DEFAULT_ZOOKEEPER_SESSION_TIMEOUT_MS = 18000  # zookeeper.session.timeout.ms
+# zookeeper.connection.timeout.ms: how long startup waits for a ZooKeeper server. Kafka's is unset, meaning the
+# session timeout (18 s); sparklog's stays the 10 s it always waited (coordination.connection.CONNECT_TIMEOUT_S).
+DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS = 10000
 DEFAULT_NUM_PARTITIONS = 1  # num.partitions
 DEFAULT_REPLICATION_FACTOR = 1  # default.replication.factor
 DEFAULT_MESSAGE_MAX_BYTES = 1048588  # message.max.bytes (1 MiB + the 12-byte log overhead)
@@ -125,7 +128,8 @@ BROKER = Definitions("broker", (
     Setting("zookeeper.connect", STRING, None, "host:port[,...][/chroot] of ZooKeeper (required)", HIGH),
     Setting("zookeeper.session.timeout.ms", INT, DEFAULT_ZOOKEEPER_SESSION_TIMEOUT_MS, "ZooKeeper session timeout",
             HIGH),
-    Setting("zookeeper.connection.timeout.ms", INT, None, "accepted; the session timeout bounds connecting", LOW),
+    Setting("zookeeper.connection.timeout.ms", INT, DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS, "how long startup "
+            "waits for a ZooKeeper server before giving up (Kafka: unset, the session timeout)", low=1),
     Setting("num.partitions", INT, DEFAULT_NUM_PARTITIONS, "partitions of an auto-created topic", low=1),
     Setting("default.replication.factor", INT, DEFAULT_REPLICATION_FACTOR, "replicas of an auto-created topic",
             low=1),
@@ -187,6 +191,7 @@ class BrokerConfig:
     log_dirs: tuple[str, ...]
     zookeeper_connect: str
     zookeeper_session_timeout_ms: int = DEFAULT_ZOOKEEPER_SESSION_TIMEOUT_MS
+    zookeeper_connection_timeout_ms: int = DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS
     num_partitions: int = DEFAULT_NUM_PARTITIONS
     default_replication_factor: int = DEFAULT_REPLICATION_FACTOR
     auto_create_topics_enable: bool = True

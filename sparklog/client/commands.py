@@ -5,7 +5,8 @@ group_commands.py).
     sparklog consume TOPIC [--group G] [--from-beginning] [--max-messages N]
 
 Servers come from `--bootstrap-server host:port[,...]`, else from the ZooKeeper broker registry
-(`--zookeeper`, default 127.0.0.1:2181). `--property key=value` passes any client setting by its Kafka name.
+(`--zookeeper`, default 127.0.0.1:2181), waiting `--zookeeper-timeout-ms` (zookeeper.connection.timeout.ms) at
+most for a ZooKeeper server. `--property key=value` passes any client setting by its Kafka name.
 """
 
 from __future__ import annotations
@@ -40,17 +41,51 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _connection_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", help="host:port[,host:port] (default: from ZooKeeper)")
     parser.add_argument("--zookeeper", default=DEFAULT_ZOOKEEPER, help="host:port[/chroot] (default %(default)s)")
+    add_zookeeper_timeout(parser)
     parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
                         help="a client setting by its Kafka name, e.g. compression.type=lz4")
+
+
+def add_zookeeper_timeout(parser: argparse.ArgumentParser, hidden: bool = False) -> None:
+    """`--zookeeper-timeout-ms MS`, zookeeper.connection.timeout.ms of every command that may ask ZooKeeper;
+    `hidden`: the same option repeated after a subcommand (as `--zookeeper` is), without a default of its own."""
+    if hidden:
+        parser.add_argument("--zookeeper-timeout-ms", type=_zookeeper_timeout_ms, default=argparse.SUPPRESS,
+                            help=argparse.SUPPRESS)
+        return
+    parser.add_argument("--zookeeper-timeout-ms", type=_zookeeper_timeout_ms, metavar="MS",
+                        help="how long to wait for a ZooKeeper server before giving up "
+                             "(zookeeper.connection.timeout.ms; default %d)" % _zookeeper_timeout_default())
+
+
+def _zookeeper_timeout_ms(text: str) -> int:
+    from sparklog.client.config import ADMIN
+
+    return ADMIN["zookeeper.connection.timeout.ms"].parse(text, argparse.ArgumentTypeError)
+
+
+def _zookeeper_timeout_default() -> int:
+    from sparklog.client.config import ADMIN
+
+    return ADMIN["zookeeper.connection.timeout.ms"].default
+
+
+def zookeeper_timeout_s(args: argparse.Namespace) -> float:
+    """The seconds a command waits for a ZooKeeper server: `--zookeeper-timeout-ms`, else the default."""
+    given = args.zookeeper_timeout_ms
+    return (given if given is not None else _zookeeper_timeout_default()) / 1000.0
 
 
 def _properties(args: argparse.Namespace) -> dict[str, str]:
     from sparklog.client.config import parse_key_values
 
     try:
-        return parse_key_values(args.property)
+        settings = parse_key_values(args.property)
     except ValueError as exc:
         raise SystemExit(f"--property: {exc}") from None
+    if args.zookeeper_timeout_ms is not None:
+        settings.setdefault("zookeeper.connection.timeout.ms", str(args.zookeeper_timeout_ms))
+    return settings
 
 
 def _servers(args: argparse.Namespace) -> dict:

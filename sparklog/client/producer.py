@@ -60,8 +60,9 @@ _BUSY_POLL_S = 0.1  # longest sleep while batches wait for a leader, a connectio
 _time_ns = time.time_ns
 
 
-def bootstrap_from(bootstrap_servers, zookeeper) -> list[tuple[str, int]]:
-    """Bootstrap addresses from the servers given, else from the ZooKeeper broker registry."""
+def bootstrap_from(bootstrap_servers, zookeeper, zookeeper_timeout_ms: int) -> list[tuple[str, int]]:
+    """Bootstrap addresses from the servers given, else from the ZooKeeper broker registry (waiting at most
+    `zookeeper_timeout_ms`, zookeeper.connection.timeout.ms, for a ZooKeeper server)."""
     servers = parse_servers(bootstrap_servers)
     if servers or not zookeeper:
         if not servers:
@@ -70,7 +71,7 @@ def bootstrap_from(bootstrap_servers, zookeeper) -> list[tuple[str, int]]:
     from sparklog.coordination.brokers import live_brokers
     from sparklog.coordination.connection import close, connect
 
-    zk = connect(zookeeper)
+    zk = connect(zookeeper, timeout=zookeeper_timeout_ms / 1000.0)
     try:
         brokers = live_brokers(zk)
     finally:
@@ -125,7 +126,8 @@ class Producer:
             config["bootstrap.servers"] = bootstrap_servers
         self.config = config
         codec_id(config["compression.type"])  # an unknown codec fails here, not in the sender
-        self._client = NetworkClient.from_config(bootstrap_from(config["bootstrap.servers"], zookeeper), config)
+        self._client = NetworkClient.from_config(bootstrap_from(config["bootstrap.servers"], zookeeper,
+                                                               config["zookeeper.connection.timeout.ms"]), config)
         self._metadata = ClusterMetadata.from_config(config)
         self._partitioner = DefaultPartitioner()
         self._accumulator = RecordAccumulator(

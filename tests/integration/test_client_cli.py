@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -113,12 +114,36 @@ def test_consume_from_an_unreachable_broker_fails_instead_of_reading_nothing():
 @pytest.mark.parametrize("command", [
     ("produce", "events", "--zookeeper", REFUSED),
     ("consume", "events", "--group", "g", "--zookeeper", REFUSED),
+    ("consume", "events", "--zookeeper", REFUSED),
     ("topics", "--zookeeper", REFUSED, "list"),
-], ids=["produce", "consume-group", "topics"])
+    ("groups", "--zookeeper", REFUSED, "list"),
+], ids=["produce", "consume-group", "consume", "topics", "groups"])
 def test_an_unreachable_zookeeper_is_named_with_why(command):
-    done = sparklog(*command, input=b"hi\n", timeout=40)
-    err = _one_line_error(done, "ZooKeeper", REFUSED, "connection refused")
+    """Within --zookeeper-timeout-ms (zookeeper.connection.timeout.ms; 10 s by default), warned about once
+    halfway through a timeout that short."""
+    started = time.monotonic()
+    done = sparklog(*command, "--zookeeper-timeout-ms", "1000", input=b"hi\n", timeout=40)
+    err = _one_line_error(done, "ZooKeeper", REFUSED, "connection refused", "within 1s")
     assert f"cannot reach ZooKeeper at {REFUSED}: connection refused; retrying" in err
+    assert time.monotonic() - started < 8  # a second of waiting, plus the interpreter's start
+
+
+def test_a_broker_gives_up_on_an_unreachable_zookeeper_after_its_connection_timeout(tmp_path):
+    started = time.monotonic()
+    done = sparklog("broker", "start", "--id", "1", "--port", "0", "--log-dir", str(tmp_path), "--zookeeper", REFUSED,
+                    "--override", "zookeeper.connection.timeout.ms=1000", timeout=40)
+    _one_line_error(done, f"could not reach ZooKeeper within 1s: {REFUSED}: connection refused")
+    assert time.monotonic() - started < 8
+
+
+def test_the_zookeeper_timeout_is_also_a_property_and_a_bad_one_is_refused_in_one_line():
+    done = sparklog("produce", "events", "--zookeeper", REFUSED, "--property", "zookeeper.connection.timeout.ms=500",
+                    input=b"hi\n", timeout=40)
+    _one_line_error(done, "ZooKeeper", REFUSED, "connection refused", "within 0.5s")
+    bad = sparklog("topics", "--zookeeper", REFUSED, "list", "--zookeeper-timeout-ms", "0", timeout=40)
+    assert bad.returncode == 2 and bad.stderr.decode().strip().splitlines()[-1].endswith(
+        "argument --zookeeper-timeout-ms: zookeeper.connection.timeout.ms: must be an integer (int) of at least 1, "
+        "not 0")
 
 
 @pytest.mark.parametrize("subcommand", [("list",), ("reset-offsets", "g", "--to", "0")], ids=lambda c: c[0])
