@@ -43,6 +43,7 @@ from sparklog.client.errors import (
     METADATA_REFRESH_ERRORS,
     ClientClosed,
     NoBrokersAvailable,
+    UnknownPartition,
     UnknownTopic,
     is_retriable,
 )
@@ -417,6 +418,11 @@ class Sender:
                     or (one_per_request and self.unacknowledged.get(tp, 0) >= MAX_IN_FLIGHT_FOR_IDEMPOTENCE)
                     or (leader not in nodes and not client.is_ready(leader))):
                 if leader == NO_LEADER:
+                    count = self.metadata.partition_counts.get(tp[0])
+                    if count and not 0 <= tp[1] < count:  # sent before the metadata came: it never will lead
+                        self._fail(batch, UnknownPartition(f"topic {tp[0]!r} has {count} partitions, not "
+                                                           f"partition {tp[1]}"))
+                        continue
                     self.metadata.add_topic(batch.topic)
                     self.metadata.request_update()
                 blocked.add(tp)  # keep the partition's later batches behind this one
