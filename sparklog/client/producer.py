@@ -65,7 +65,7 @@ def bootstrap_from(bootstrap_servers, zookeeper, zookeeper_timeout_ms: int) -> l
     """Bootstrap addresses from the servers given, else from the ZooKeeper broker registry (waiting at most
     `zookeeper_timeout_ms`, zookeeper.connection.timeout.ms, for a ZooKeeper server)."""
     servers = parse_servers(bootstrap_servers)
-    if servers or not zookeeper:
+    if servers or zookeeper is None:  # "" is a connect string too, refused by connect() saying so
         if not servers:
             raise ValueError("give bootstrap_servers or zookeeper")
         return servers

@@ -41,10 +41,21 @@ class ZooKeeperUnavailable(ConnectionError):
 
 
 def split_connect_string(zookeeper: str) -> tuple[str, str]:
-    """`"h1:2181,h2:2181/sparklog"` -> `("h1:2181,h2:2181", "/sparklog")`; no chroot gives `""`."""
+    """`"h1:2181,h2:2181/sparklog"` -> `("h1:2181,h2:2181", "/sparklog")`; no chroot gives `""`.
+
+    ValueError (one line, naming the string) for a host list kazoo would refuse with a traceback of its own
+    or retry forever: an empty host, a port that is not a number in [1, 65535]. A host without a port is
+    ZooKeeper's default port, as kazoo takes it."""
     hosts, slash, chroot = zookeeper.partition("/")
     if not hosts:
-        raise ValueError(f"no host in ZooKeeper connect string {zookeeper!r}")
+        raise ValueError(f"ZooKeeper connect string {zookeeper!r}: no host")
+    for item in hosts.split(","):
+        host, colon, port = item.strip().rpartition(":") if not item.strip().endswith("]") else (item, "", "")
+        if not colon:
+            host, port = item.strip(), "2181"
+        if not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"ZooKeeper connect string {zookeeper!r}: {item!r} is not host:port "
+                             "(a port in [1, 65535])")
     chroot = ("/" + chroot).rstrip("/") if slash else ""
     return hosts, chroot
 
