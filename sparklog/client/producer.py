@@ -163,7 +163,9 @@ class Producer:
                 count = self._wait_on_metadata(topic)
             partition = 0 if count == 1 else self._partitioner.partition(topic, key, count)
         elif partition >= self._metadata.partition_counts.get(topic, partition + 1) or partition < 0:
-            raise ValueError(f"topic {topic!r} has no partition {partition}")
+            count = self._metadata.partition_counts.get(topic)
+            raise ValueError(f"topic {topic!r} has {count} partitions, not partition {partition}" if partition >= 0
+                             else f"topic {topic!r} has no partition {partition}")
         if headers:
             headers = _headers(headers)
         if timestamp is None:

@@ -174,6 +174,14 @@ def test_bad_names_and_partitions_are_one_line(cli_cluster):
     _one_line_error(bad_topic, "INVALID_TOPIC_EXCEPTION", "bad name")
     negative = sparklog("produce", "events", "--bootstrap-server", bootstrap, "--partition", "-1", input=b"hi\n")
     _one_line_error(negative, "no partition -1")
+    topic = f"cli-{uuid.uuid4().hex[:8]}"
+    missing = sparklog("produce", topic, "--bootstrap-server", bootstrap, "--partition", "9", input=b"hi\n")
+    _one_line_error(missing, f"topic '{topic}' has 1 partitions, not partition 9")  # auto-created with one
+    absent = sparklog("consume", topic, "--bootstrap-server", bootstrap, "--partition", "9", "--timeout-ms", "500")
+    _one_line_error(absent, f"topic '{topic}' has 1 partitions, not partition 9")
+    assert b"Processed a total" not in absent.stderr  # not "0 messages" of a partition that is not there
+    none = sparklog("consume", topic, "--bootstrap-server", bootstrap, "--max-messages", "0", "--timeout-ms", "500")
+    assert none.returncode == 0 and none.stdout == b"", none.stderr.decode()
 
 
 def test_a_bad_reset_target_is_one_line_before_anything_is_contacted():
