@@ -162,6 +162,41 @@ def test_a_group_append_that_fails_mid_group_keeps_no_sequence_of_what_it_did_no
     assert reopened.append(_idempotent_batch(24, tag=12)) == 24
 
 
+@pytest.mark.parametrize("group", [False, True], ids=["append", "group-append"])
+def test_a_write_that_fails_half_done_leaves_no_bytes_after_the_log_end(tmp_path, flusher, caplog, group):
+    """A disk that fills up mid-write leaves part of the batch in the file; the append fails, and the bytes
+    must go with it: left past the segment's end, a roll (the next append larger than the room left) sealed
+    them into a closed segment, and the reopened log reported DATA LOSS and fenced offsets over bytes that
+    never held an acknowledged record."""
+    from support.crashfs import CrashFiles
+
+    settings = {"flush.ms": NEVER, "segment.bytes": "2000"}
+    files = CrashFiles()
+    directory = str(tmp_path / "topic-0")
+    log = PartitionLog.open(directory, settings, flusher=flusher, files=files)
+    log.append(make_batch(2, 60, tag=0))
+    files.arm("pwrite", lambda path: path.endswith(".log"), mode="fail-half")
+    big = make_batch(9, 140, tag=1)
+    if group:
+        (outcome,) = log.append_group_as_leader([big], leader_epoch=0)
+        assert isinstance(outcome, OSError)
+    else:
+        with pytest.raises(OSError):
+            log.append(big)
+    first = log.segments[0]
+    assert os.path.getsize(first.path) == first.size  # the half-written bytes are gone
+    log.append(make_batch(1, 10, tag=2))  # shorter than what failed
+    for tag in range(3, 6):
+        log.append(make_batch(12, 140, tag=tag))  # rolls, sealing the first segment
+    log.flush()
+    before = read_all(log)
+    log.close()
+    with caplog.at_level("WARNING"):
+        reopened = PartitionLog.open(directory, settings, flusher=flusher)
+        assert read_all(reopened) == before and reopened.fenced_ranges() == ()
+    assert "DATA LOSS" not in caplog.text
+
+
 def test_read_stops_on_batch_boundary_and_returns_one_batch_beyond_max_bytes(tmp_path, flusher):
     log = open_log(tmp_path, flusher)
     batch = make_batch(5, 100)
