@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Mapping
 
 from sparklog.broker.group_config import GROUP, GroupConfig, GroupConfigError
+from sparklog.coordination.connection import split_connect_string
 from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, STRING, WARN, Definitions, Setting
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
 from sparklog.storage.config import DEFINITIONS as TOPIC_CONFIGS
@@ -237,6 +238,10 @@ class BrokerConfig:
         if not values["zookeeper.connect"]:
             raise ConfigError("zookeeper.connect must be set")
         try:
+            split_connect_string(values["zookeeper.connect"])  # refused here, not after the logs are open
+        except ValueError as exc:
+            raise ConfigError(f"zookeeper.connect: {exc}") from None
+        try:
             GroupConfig.from_properties(props)  # the coordinator reads it again from `raw`
         except GroupConfigError as exc:
             raise ConfigError(str(exc)) from None
@@ -295,6 +300,8 @@ def parse_listeners(text: str) -> tuple[Endpoint, ...]:
         host, colon, port = address.rpartition(":")
         if not sep or not colon or not port.isdigit():
             raise ConfigError(f"listener {item!r} is not NAME://host:port")
+        if int(port) > 65535:
+            raise ConfigError(f"listener {item!r}: port {port} is not in [0, 65535]")
         host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
         endpoints.append(Endpoint(name.upper(), host, int(port)))
     if not endpoints:
@@ -324,7 +331,11 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def load_properties(path: str | Path) -> dict[str, str]:
-    return parse_properties(Path(path).read_text(encoding="utf-8"))
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); a properties file is expected") from None
+    return parse_properties(text)
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, str]:

@@ -167,6 +167,15 @@ def test_bad_input_is_one_line_naming_it_before_anything_is_contacted(command, w
     assert "cannot reach" not in done.stderr.decode()  # refused before any connection attempt
 
 
+@pytest.mark.parametrize("command", [("zookeeper", "start", "--port", "99999"),
+                                     ("broker", "start", "--id", "1", "--port", "99999", "--zookeeper", REFUSED)],
+                         ids=["zookeeper", "broker"])
+def test_a_port_out_of_range_is_a_usage_error_before_anything_starts(command):
+    done = sparklog(*command, timeout=40)
+    assert done.returncode == 2 and done.stderr.decode().strip().splitlines()[-1].endswith(
+        "argument --port: must be a port in [0, 65535], not '99999'"), done.stderr.decode()
+
+
 def test_bad_names_and_partitions_are_one_line(cli_cluster):
     bootstrap = cli_cluster.bootstrap
     bad_topic = sparklog("produce", "bad name", "--bootstrap-server", bootstrap, "--property", "max.block.ms=5000",
