@@ -69,9 +69,11 @@ from crc32c import crc32c
 
 from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    MAX_CODEC,
     BatchHeader,
     CorruptRecordError,
     peek_size,
@@ -118,7 +120,8 @@ _APPEND_FIELDS = struct.Struct(
     "4x"  # partitionLeaderEpoch
     "b"  # magic
     "I"  # crc
-    "2x"  # attributes
+    "b"  # attributes' high byte: unused bits, delete horizon, control, transactional
+    "b"  # attributes' low byte: the codec in bits 0-2 (above MAX_CODEC: refused) and the timestamp type
     "i"  # lastOffsetDelta
     "8x"  # baseTimestamp
     "q"  # maxTimestamp
@@ -635,12 +638,14 @@ class PartitionLog:
         size = len(data)
         if size < HEADER_SIZE:
             return self._append_many(data)  # raises, with the reason
-        length, magic, crc, delta, max_timestamp, producer_id, epoch, sequence, count = _APPEND_FIELDS.unpack_from(data)
+        (length, magic, crc, _, flags, delta, max_timestamp, producer_id, epoch, sequence,
+         count) = _APPEND_FIELDS.unpack_from(data)
         if length + LOG_OVERHEAD != size:
             return self._append_many(data)  # several batches, or a bad length
         if size > self._max_message_bytes:
             raise RecordBatchTooLarge(f"batch of {size} bytes exceeds max.message.bytes={self._max_message_bytes}")
-        if magic != MAGIC or delta < 0 or count < 0 or crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]) != crc:
+        if (magic != MAGIC or delta < 0 or count < 0 or flags & COMPRESSION_MASK > MAX_CODEC
+                or crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]) != crc):
             validate_batch(data)  # raises CorruptRecordError, with the reason
         with self._lock:
             if self._closed:
@@ -1290,14 +1295,15 @@ class PartitionLog:
                 except Exception as exc:  # noqa: BLE001 - handed back: the caller answers it per request
                     outcomes[i] = exc
                 continue
-            length, magic, crc, delta, _, _, _, _, count = fields
+            length, magic, crc, _, flags, delta, _, _, _, _, count = fields
             size = length + LOG_OVERHEAD
             view = records if type(records) is memoryview else memoryview(records)
             try:
                 if size > self._max_message_bytes:
                     raise RecordBatchTooLarge(
                         f"batch of {size} bytes exceeds max.message.bytes={self._max_message_bytes}")
-                if magic != MAGIC or delta < 0 or count < 0 or crc32c(view[ATTRIBUTES_OFFSET:]) != crc:
+                if (magic != MAGIC or delta < 0 or count < 0 or flags & COMPRESSION_MASK > MAX_CODEC
+                        or crc32c(view[ATTRIBUTES_OFFSET:]) != crc):
                     validate_batch(view)  # raises CorruptRecordError, with the reason
             except (RecordBatchTooLarge, CorruptRecordError) as exc:
                 outcomes[i] = exc
@@ -1338,7 +1344,7 @@ class PartitionLog:
                 if failed is not None:
                     outcomes[i] = failed
                     continue
-                _, _, _, delta, max_timestamp, producer_id, epoch, sequence, count = fields
+                _, _, _, _, _, delta, max_timestamp, producer_id, epoch, sequence, count = fields
                 if producer_id >= 0:  # Rule 9, against the state the earlier sets of the group left
                     try:
                         duplicate = producers.check(producer_id, epoch, sequence, delta)

@@ -197,6 +197,27 @@ def test_a_write_that_fails_half_done_leaves_no_bytes_after_the_log_end(tmp_path
     assert "DATA LOSS" not in caplog.text
 
 
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_a_batch_with_an_unknown_compression_codec_is_refused_whole(tmp_path, flusher, codec):
+    """Attributes bits 0-2 name the codec, 0-4 (none .. zstd); a batch with 5-7 and a valid CRC (the
+    producer computes it) was appended, and every consumer of the partition then failed on it."""
+    from crc32c import crc32c
+
+    log = open_log(tmp_path, flusher)
+    log.append(make_batch(2))
+    bad = bytearray(make_batch(3))
+    bad[22] = (bad[22] & ~0x07) | codec  # attributes (int16 at byte 21): the low byte's codec bits
+    bad[17:21] = crc32c(bytes(bad[21:])).to_bytes(4, "big")
+    with pytest.raises(CorruptRecordError, match=f"unknown compression codec {codec}"):
+        log.append(bad)
+    with pytest.raises(CorruptRecordError, match=f"unknown compression codec {codec}"):
+        log.append(bytes(make_batch(1)) + bytes(bad))  # a record set of several batches: refused whole
+    (outcome,) = log.append_group_as_leader([bytes(bad)], leader_epoch=0)
+    assert isinstance(outcome, CorruptRecordError)
+    log.flush()
+    assert batch_offsets(read_all(log)) == [(0, 2)]
+
+
 def test_read_stops_on_batch_boundary_and_returns_one_batch_beyond_max_bytes(tmp_path, flusher):
     log = open_log(tmp_path, flusher)
     batch = make_batch(5, 100)
