@@ -56,7 +56,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, NamedTuple
 
 from sparklog.storage.config import CLEANUP_COMPACT, CLEANUP_DELETE, VISIBILITY_APPENDED, LogConfig
-from sparklog.storage.errors import (CorruptSegmentError, DuplicateSequence, InvalidProducerEpoch, LogClosedError,
+from sparklog.storage.errors import (CorruptSegmentError, DuplicateSequence, InvalidProducerEpoch, InvalidRecordError,
+                                     LogClosedError,
                                      OffsetOutOfRange, OffsetsNotContiguous, OutOfOrderSequence, RecordBatchTooLarge,
                                      StorageError)
 from sparklog.storage.fences import FencedRanges
@@ -70,6 +71,7 @@ from crc32c import crc32c
 from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
+    CONTROL_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -132,6 +134,8 @@ _APPEND_FIELDS = struct.Struct(
 )
 assert _APPEND_FIELDS.size == HEADER_SIZE
 _pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first field, outside the CRC
+_ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes' low byte: codec, timestamp type, transactional, control
+_CONTROL_REFUSED = "Clients are not allowed to write control records"  # Kafka's LogValidator, verbatim
 
 HighWatermarkListener = Callable[["PartitionLog", int], None]
 FenceListener = Callable[[str, int, tuple], None]  # (topic, partition, fenced ranges), at open and on change
@@ -1248,10 +1252,16 @@ class PartitionLog:
         self.leader_epochs.assign(epoch, self._leo)
 
     def append_as_leader(self, batches, leader_epoch: int, append_time_ms: int | None = None) -> int:
-        """append() with `leader_epoch` stamped into every batch header and recorded in the epoch cache."""
+        """append() with `leader_epoch` stamped into every batch header and recorded in the epoch cache.
+
+        The batches are a client's (a Produce request's, or the group coordinator's): a control batch among
+        them refuses the record set (InvalidRecordError), as Kafka's LogValidator does for a client's; the
+        markers are the transaction coordinator's, which sparklog does not have."""
         data = batches if type(batches) is bytearray else bytearray(batches)
         position, size = 0, len(data)
         while position + HEADER_SIZE <= size:  # a bad length stops the walk; append() then refuses the bytes
+            if data[position + _ATTRIBUTES_LOW] & CONTROL_MASK:
+                raise InvalidRecordError(_CONTROL_REFUSED)
             set_partition_leader_epoch(data, leader_epoch, position)
             batch_size = peek_size(data, position)
             if batch_size < HEADER_SIZE:
@@ -1299,13 +1309,15 @@ class PartitionLog:
             size = length + LOG_OVERHEAD
             view = records if type(records) is memoryview else memoryview(records)
             try:
+                if flags & CONTROL_MASK:  # a client's, as in append_as_leader
+                    raise InvalidRecordError(_CONTROL_REFUSED)
                 if size > self._max_message_bytes:
                     raise RecordBatchTooLarge(
                         f"batch of {size} bytes exceeds max.message.bytes={self._max_message_bytes}")
                 if (magic != MAGIC or delta < 0 or count < 0 or flags & COMPRESSION_MASK > MAX_CODEC
                         or crc32c(view[ATTRIBUTES_OFFSET:]) != crc):
                     validate_batch(view)  # raises CorruptRecordError, with the reason
-            except (RecordBatchTooLarge, CorruptRecordError) as exc:
+            except (RecordBatchTooLarge, CorruptRecordError, InvalidRecordError) as exc:
                 outcomes[i] = exc
                 continue
             run.append((i, view, fields))

@@ -8,6 +8,7 @@ from support.storage_batches import BASE_TS, batch_offsets, make_batch, read_all
 from sparklog.storage import (
     CorruptRecordError,
     Files,
+    InvalidRecordError,
     InvalidTopicName,
     LogClosedError,
     OffsetOutOfRange,
@@ -216,6 +217,22 @@ def test_a_batch_with_an_unknown_compression_codec_is_refused_whole(tmp_path, fl
     assert isinstance(outcome, CorruptRecordError)
     log.flush()
     assert batch_offsets(read_all(log)) == [(0, 2)]
+
+
+def test_a_control_batch_appended_as_leader_is_refused_as_kafka_refuses_it_from_clients(tmp_path, flusher):
+    """Control batches are the transaction coordinator's markers (sparklog has none); a client that writes
+    one (found with a raw Produce) makes consumers skip its records as markers. Kafka's LogValidator:
+    'Clients are not allowed to write control records' (INVALID_RECORD). Replicated batches are not checked."""
+    log = open_log(tmp_path, flusher)
+    marker = build_batch([(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", None, BASE_TS)], is_control=True)
+    with pytest.raises(InvalidRecordError, match="not allowed to write control records"):
+        log.append_as_leader(marker, 0)
+    with pytest.raises(InvalidRecordError, match="not allowed to write control records"):
+        log.append_as_leader(bytes(make_batch(1)) + marker, 0)  # one of several: the record set whole
+    (outcome,) = log.append_group_as_leader([marker], leader_epoch=0)
+    assert isinstance(outcome, InvalidRecordError)
+    assert log.log_end_offset == 0
+    assert log.append_as_leader(make_batch(2), 0) == 0
 
 
 def test_read_stops_on_batch_boundary_and_returns_one_batch_beyond_max_bytes(tmp_path, flusher):
