@@ -7,6 +7,9 @@ Rule 1: every module listed is part of the package (jobs/ included): an import e
 and propagates; it is never taken for "that piece is not installed".
 Rule 2: a command that cannot reach what it needs (a broker, ZooKeeper) or gives up after its timeout ends
 with one line on stderr, `error: ...`, and exit status 1, never a traceback.
+Rule 3: so does a value the command was given that the layer checking it refuses (a ValueError: an address,
+a setting, a name, a partition) and an error a broker answered with (a KafkaError: its Kafka name and what
+it concerned). Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -41,12 +44,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     from sparklog.client.errors import UNREACHABLE
+    from sparklog.protocol.errors import KafkaError
 
     try:
         return args.func(args) or 0
     except KeyboardInterrupt:
         return 130
-    except UNREACHABLE as exc:  # Rule 2
+    except (*UNREACHABLE, ValueError, KafkaError) as exc:  # Rules 2 and 3
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

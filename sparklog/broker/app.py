@@ -167,7 +167,7 @@ class Broker:
         from sparklog.storage import CleanerConfig, LogConfig, LogManager, ScrubberConfig
 
         cfg = self.config
-        self.zk = zk_connection.connect(cfg.zookeeper_connect,
+        self.zk = zk_connection.connect(cfg.zookeeper_connect, timeout=cfg.zookeeper_connection_timeout_ms / 1000.0,
                                         session_timeout=cfg.zookeeper_session_timeout_ms / 1000.0)
         self.cluster_id = cluster_registry.get_or_create_cluster_id(self.zk)
         faults = LogFaultReporter(self.zk, cfg.broker_id)  # for `sparklog topics describe`

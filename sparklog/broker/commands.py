@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from sparklog.coordination.commands import port_number
+
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 
 
@@ -13,7 +15,7 @@ def add_parser(subparsers) -> None:
     start = broker_sub.add_parser("start", help="start a broker in the foreground (SIGTERM/SIGINT stop it)")
     start.add_argument("--config", help="a Kafka server.properties-style file")
     start.add_argument("--id", type=int, help="broker.id")
-    start.add_argument("--port", type=int, help="listener port (0 picks a free one)")
+    start.add_argument("--port", type=port_number, help="listener port (0 picks a free one)")
     start.add_argument("--host", help="listener host (default: every interface; advertised as this machine's name)")
     start.add_argument("--advertised-host", help="host name clients should use (advertised.listeners)")
     start.add_argument("--log-dir", help="log.dirs")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Mapping
 
 from sparklog.broker.group_config import GROUP, GroupConfig, GroupConfigError
+from sparklog.coordination.connection import split_connect_string
 from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, STRING, WARN, Definitions, Setting
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
 from sparklog.storage.config import DEFINITIONS as TOPIC_CONFIGS
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 
 # Kafka's defaults, named as Kafka names them.
 DEFAULT_ZOOKEEPER_SESSION_TIMEOUT_MS = 18000  # zookeeper.session.timeout.ms
+# zookeeper.connection.timeout.ms: how long startup waits for a ZooKeeper server. Kafka's is unset, meaning the
+# session timeout (18 s); sparklog's stays the 10 s it always waited (coordination.connection.CONNECT_TIMEOUT_S).
+DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS = 10000
 DEFAULT_NUM_PARTITIONS = 1  # num.partitions
 DEFAULT_REPLICATION_FACTOR = 1  # default.replication.factor
 DEFAULT_MESSAGE_MAX_BYTES = 1048588  # message.max.bytes (1 MiB + the 12-byte log overhead)
@@ -125,7 +129,8 @@ BROKER = Definitions("broker", (
     Setting("zookeeper.connect", STRING, None, "host:port[,...][/chroot] of ZooKeeper (required)", HIGH),
     Setting("zookeeper.session.timeout.ms", INT, DEFAULT_ZOOKEEPER_SESSION_TIMEOUT_MS, "ZooKeeper session timeout",
             HIGH),
-    Setting("zookeeper.connection.timeout.ms", INT, None, "accepted; the session timeout bounds connecting", LOW),
+    Setting("zookeeper.connection.timeout.ms", INT, DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS, "how long startup "
+            "waits for a ZooKeeper server before giving up (Kafka: unset, the session timeout)", low=1),
     Setting("num.partitions", INT, DEFAULT_NUM_PARTITIONS, "partitions of an auto-created topic", low=1),
     Setting("default.replication.factor", INT, DEFAULT_REPLICATION_FACTOR, "replicas of an auto-created topic",
             low=1),
@@ -187,6 +192,7 @@ class BrokerConfig:
     log_dirs: tuple[str, ...]
     zookeeper_connect: str
     zookeeper_session_timeout_ms: int = DEFAULT_ZOOKEEPER_SESSION_TIMEOUT_MS
+    zookeeper_connection_timeout_ms: int = DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS
     num_partitions: int = DEFAULT_NUM_PARTITIONS
     default_replication_factor: int = DEFAULT_REPLICATION_FACTOR
     auto_create_topics_enable: bool = True
@@ -231,6 +237,10 @@ class BrokerConfig:
             raise ConfigError("log.dirs (or log.dir) must be set")
         if not values["zookeeper.connect"]:
             raise ConfigError("zookeeper.connect must be set")
+        try:
+            split_connect_string(values["zookeeper.connect"])  # refused here, not after the logs are open
+        except ValueError as exc:
+            raise ConfigError(f"zookeeper.connect: {exc}") from None
         try:
             GroupConfig.from_properties(props)  # the coordinator reads it again from `raw`
         except GroupConfigError as exc:
@@ -290,6 +300,8 @@ def parse_listeners(text: str) -> tuple[Endpoint, ...]:
         host, colon, port = address.rpartition(":")
         if not sep or not colon or not port.isdigit():
             raise ConfigError(f"listener {item!r} is not NAME://host:port")
+        if int(port) > 65535:
+            raise ConfigError(f"listener {item!r}: port {port} is not in [0, 65535]")
         host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
         endpoints.append(Endpoint(name.upper(), host, int(port)))
     if not endpoints:
@@ -319,7 +331,11 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def load_properties(path: str | Path) -> dict[str, str]:
-    return parse_properties(Path(path).read_text(encoding="utf-8"))
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); a properties file is expected") from None
+    return parse_properties(text)
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, str]:

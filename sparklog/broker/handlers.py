@@ -554,6 +554,7 @@ def _fetch_once(body, state):
     snapshot = state.partitions.snapshot
     replica_id = body.replica_id
     budget = min(body.max_bytes, state.config.fetch_max_bytes)
+    min_one = True  # KIP-74 (Kafka's minOneMessage): the first batch read is served whatever the budget
     ready = 0
     failed = False
     plogs = []
@@ -578,9 +579,9 @@ def _fetch_once(body, state):
             log_start = plog.log_start_offset
             records = b""
             error = NONE
-            if budget > 0:
+            if budget > 0 or min_one:
                 try:
-                    size = min(part.partition_max_bytes, budget)
+                    size = max(0, min(part.partition_max_bytes, budget))
                     # Past the HW only for a follower of this partition; any other replica_id reads as a consumer.
                     if replica_id in led.state.followers:
                         records = plog.read_replica(part.fetch_offset, size)
@@ -598,6 +599,7 @@ def _fetch_once(body, state):
                     failed = True
                 else:
                     size = len(records)
+                    min_one = min_one and not size
                     ready += size
                     budget -= size
             elif not log_start <= part.fetch_offset <= plog.log_end_offset:
@@ -834,6 +836,11 @@ async def _create_topics(body, state) -> CreateTopicsResponse:
 
 async def _create_one(state, topic, validate_only: bool) -> tuple[int, str | None]:
     cfg = state.config
+    if offsets_topic.is_internal(topic.name):  # offsets_topic.py Rule 2: its shape is the coordinator's
+        if topic.name in state.partitions.snapshot.topics:
+            return TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists"
+        return INVALID_REQUEST, (f"{topic.name} is created by the brokers on the first FindCoordinator, with "
+                                 "offsets.topic.num.partitions partitions (the group coordinator's mapping)")
     partitions = _requested_partitions(cfg, topic)
     replication = cfg.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
     assignment = None
@@ -896,6 +903,9 @@ async def _create_topic(state, name, partitions, replication, overrides, validat
     if validate_only:
         if name in state.partitions.snapshot.topics:
             return TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+        other = topic_registry.colliding_topic(name, state.partitions.snapshot.topics)
+        if other is not None:
+            return INVALID_TOPIC_EXCEPTION, f"topic {name!r} collides with existing topic {other!r}"
         return NONE, None
     try:
         created = await state.blocking(topic_registry.create_topic, state.zk, name, partitions, replication,

@@ -44,7 +44,8 @@ class AdminClient:
         self.timeout = config["request.timeout.ms"] / 1000.0
         self._backoff = ExponentialBackoff.retry(config)
         self._client = NetworkClient.from_config(
-            bootstrap_from(bootstrap_servers or config["bootstrap.servers"], zookeeper), config)
+            bootstrap_from(bootstrap_servers or config["bootstrap.servers"], zookeeper,
+                           config["zookeeper.connection.timeout.ms"]), config)
         self._thread = IOThread("sparklog-admin-io", self._client, lambda: None)
         self._thread.start()
 

@@ -5,7 +5,8 @@ group_commands.py).
     sparklog consume TOPIC [--group G] [--from-beginning] [--max-messages N]
 
 Servers come from `--bootstrap-server host:port[,...]`, else from the ZooKeeper broker registry
-(`--zookeeper`, default 127.0.0.1:2181). `--property key=value` passes any client setting by its Kafka name.
+(`--zookeeper`, default 127.0.0.1:2181), waiting `--zookeeper-timeout-ms` (zookeeper.connection.timeout.ms) at
+most for a ZooKeeper server. `--property key=value` passes any client setting by its Kafka name.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     consume.add_argument("--group", help="consume as a member of this ZooKeeper consumer group")
     consume.add_argument("--from-beginning", action="store_true",
                          help="start at the smallest offset (new groups, or without --group)")
-    consume.add_argument("--max-messages", type=int, help="exit after this many records")
+    consume.add_argument("--max-messages", type=_count, help="exit after this many records")
     consume.add_argument("--partition", type=int, action="append", help="only these partitions (no --group)")
     consume.add_argument("--print-key", action="store_true", help="print KEY<tab>VALUE")
     consume.add_argument("--timeout-ms", type=int, default=-1, help="exit after this long without a record")
@@ -40,17 +41,61 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _connection_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", help="host:port[,host:port] (default: from ZooKeeper)")
     parser.add_argument("--zookeeper", default=DEFAULT_ZOOKEEPER, help="host:port[/chroot] (default %(default)s)")
+    add_zookeeper_timeout(parser)
     parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
                         help="a client setting by its Kafka name, e.g. compression.type=lz4")
+
+
+def add_zookeeper_timeout(parser: argparse.ArgumentParser, hidden: bool = False) -> None:
+    """`--zookeeper-timeout-ms MS`, zookeeper.connection.timeout.ms of every command that may ask ZooKeeper;
+    `hidden`: the same option repeated after a subcommand (as `--zookeeper` is), without a default of its own."""
+    if hidden:
+        parser.add_argument("--zookeeper-timeout-ms", type=_zookeeper_timeout_ms, default=argparse.SUPPRESS,
+                            help=argparse.SUPPRESS)
+        return
+    parser.add_argument("--zookeeper-timeout-ms", type=_zookeeper_timeout_ms, metavar="MS",
+                        help="how long to wait for a ZooKeeper server before giving up "
+                             "(zookeeper.connection.timeout.ms; default %d)" % _zookeeper_timeout_default())
+
+
+def _zookeeper_timeout_ms(text: str) -> int:
+    from sparklog.client.config import ADMIN
+
+    return ADMIN["zookeeper.connection.timeout.ms"].parse(text, argparse.ArgumentTypeError)
+
+
+def _zookeeper_timeout_default() -> int:
+    from sparklog.client.config import ADMIN
+
+    return ADMIN["zookeeper.connection.timeout.ms"].default
+
+
+def zookeeper_timeout_s(args: argparse.Namespace) -> float:
+    """The seconds a command waits for a ZooKeeper server: `--zookeeper-timeout-ms`, else the default."""
+    given = args.zookeeper_timeout_ms
+    return (given if given is not None else _zookeeper_timeout_default()) / 1000.0
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a count (an integer >= 0), not {text!r}")
+    return value
 
 
 def _properties(args: argparse.Namespace) -> dict[str, str]:
     from sparklog.client.config import parse_key_values
 
     try:
-        return parse_key_values(args.property)
+        settings = parse_key_values(args.property)
     except ValueError as exc:
         raise SystemExit(f"--property: {exc}") from None
+    if args.zookeeper_timeout_ms is not None:
+        settings.setdefault("zookeeper.connection.timeout.ms", str(args.zookeeper_timeout_ms))
+    return settings
 
 
 def _servers(args: argparse.Namespace) -> dict:
@@ -87,7 +132,7 @@ def run_consume(args: argparse.Namespace) -> int:
     count = 0
     consumer = _group_consumer(args, settings, reset) if args.group else _plain_consumer(args, settings, reset)
     try:
-        for record in consumer:
+        for record in consumer if args.max_messages != 0 else ():
             if args.print_key:
                 out.write((record.key or b"null") + b"\t")
             out.write((record.value if record.value is not None else b"null") + b"\n")
@@ -118,6 +163,14 @@ def _plain_consumer(args, settings: dict, reset: str):
 
     settings["auto.offset.reset"] = reset
     consumer = Consumer(**_servers(args), **settings)
-    partitions = args.partition or consumer.partitions_for_topic(args.topic)
-    consumer.assign([(args.topic, p) for p in partitions])
+    try:
+        idle = args.timeout_ms / 1000 if args.partition and args.timeout_ms >= 0 else None  # the wait it had
+        known = consumer.partitions_for_topic(args.topic, timeout=idle)
+        missing = [p for p in args.partition or () if p not in known]
+        if missing:  # else it would wait for records of a partition that is not there, and say "0 messages"
+            raise ValueError(f"topic {args.topic!r} has {len(known)} partitions, not partition {missing[0]}")
+    except BaseException:
+        consumer.close()
+        raise
+    consumer.assign([(args.topic, p) for p in args.partition or known])
     return consumer

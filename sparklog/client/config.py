@@ -49,6 +49,8 @@ COMMON_SETTINGS = (
     _setting("max.in.flight.requests.per.connection", INT, 5, "requests sent before their responses", low=1),
     _setting("receive.message.max.bytes", INT, 100 * 1024 * 1024 + 512, "the largest response frame accepted",
              low=1, kafka="librdkafka's receive.message.max.bytes"),
+    _setting("zookeeper.connection.timeout.ms", INT, 10_000, "without bootstrap.servers: how long finding the "
+             "brokers in ZooKeeper may wait for a ZooKeeper server", low=1),
 )
 PRODUCER = Definitions("producer", (
     *COMMON_SETTINGS,
@@ -88,7 +90,8 @@ CONSUMER = Definitions("consumer", (
              choices=("read_uncommitted", "read_committed")),
 ))
 GROUP = Definitions("ZooKeeper group consumer", (
-    *(setting for setting in CONSUMER.values() if setting.name != "auto.offset.reset"),
+    *(setting for setting in CONSUMER.values()
+      if setting.name not in ("auto.offset.reset", "zookeeper.connection.timeout.ms")),
     _setting("auto.offset.reset", STRING, "smallest", "where a group starts without a committed offset (the "
              "paper: \"the smallest or the largest offset\")", choices=tuple(AUTO_OFFSET_RESET)),
     _setting("auto.commit.enable", BOOLEAN, True, "commit consumed offsets to ZooKeeper periodically",

@@ -104,7 +104,8 @@ class Consumer:
         if bootstrap_servers is not None:
             config["bootstrap.servers"] = bootstrap_servers
         self.config = config
-        self._client = NetworkClient.from_config(bootstrap_from(config["bootstrap.servers"], zookeeper), config,
+        self._client = NetworkClient.from_config(bootstrap_from(config["bootstrap.servers"], zookeeper,
+                                                                config["zookeeper.connection.timeout.ms"]), config,
                                                  config["request.timeout.ms"] + config["fetch.max.wait.ms"])
         self._metadata = ClusterMetadata.from_config(config)
         self._backoff = ExponentialBackoff.retry(config)

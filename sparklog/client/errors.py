@@ -42,6 +42,10 @@ class UnknownTopic(ClientError, LookupError):
     """Metadata still lacks the topic after `max.block.ms`."""
 
 
+class UnknownPartition(ClientError, LookupError):
+    """A record sent to a partition that the topic's metadata says it does not have."""
+
+
 class CorrelationIdMismatch(ClientError):
     """A response arrived for a request other than the oldest in flight: the stream is out of sync."""
 

@@ -34,7 +34,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sparklog.client.commands import DEFAULT_ZOOKEEPER
+from sparklog.client.commands import DEFAULT_ZOOKEEPER, add_zookeeper_timeout, zookeeper_timeout_s
 
 if TYPE_CHECKING:  # the command loads its clients when it runs (cli.py)
     from sparklog.client.kafka_groups import GroupMember
@@ -72,6 +72,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     groups = subparsers.add_parser("groups", help="list, describe, reset and delete consumer groups "
                                    "(ZooKeeper groups and broker-coordinated Kafka groups)")
     groups.add_argument("--zookeeper", default=DEFAULT_ZOOKEEPER, help="host:port[/chroot] (default %(default)s)")
+    add_zookeeper_timeout(groups)
     groups.add_argument("--bootstrap-server", help="host:port[,host:port] (default: from ZooKeeper)")
     groups.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
                         help="how long to wait for the brokers (default %(default)s, request.timeout.ms)")
@@ -93,6 +94,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     delete.set_defaults(func=run_delete)
     for parser in commands.choices.values():  # --zookeeper also after the subcommand, as for `topics`
         parser.add_argument("--zookeeper", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        add_zookeeper_timeout(parser, hidden=True)
         parser.add_argument("--bootstrap-server", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         parser.add_argument("--timeout", type=int, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     groups.set_defaults(func=lambda args: (groups.print_help(), 2)[1])
@@ -108,8 +110,10 @@ class Session:
         from sparklog.client.kafka_groups import KafkaGroupAdmin
 
         self._zookeeper = args.zookeeper
+        self._zookeeper_timeout_s = zookeeper_timeout_s(args)
         self.admin = KafkaGroupAdmin(args.bootstrap_server, None if args.bootstrap_server else args.zookeeper,
-                                     request_timeout_ms=args.timeout)
+                                     request_timeout_ms=args.timeout,
+                                     zookeeper_connection_timeout_ms=round(self._zookeeper_timeout_s * 1000))
         self._zk = None
 
     @property
@@ -117,7 +121,7 @@ class Session:
         if self._zk is None:
             from sparklog.coordination.connection import connect
 
-            self._zk = connect(self._zookeeper)
+            self._zk = connect(self._zookeeper, timeout=self._zookeeper_timeout_s)
         return self._zk
 
     def node_text(self, node: int) -> str:

@@ -43,6 +43,7 @@ from sparklog.client.errors import (
     METADATA_REFRESH_ERRORS,
     ClientClosed,
     NoBrokersAvailable,
+    UnknownPartition,
     UnknownTopic,
     is_retriable,
 )
@@ -60,17 +61,18 @@ _BUSY_POLL_S = 0.1  # longest sleep while batches wait for a leader, a connectio
 _time_ns = time.time_ns
 
 
-def bootstrap_from(bootstrap_servers, zookeeper) -> list[tuple[str, int]]:
-    """Bootstrap addresses from the servers given, else from the ZooKeeper broker registry."""
+def bootstrap_from(bootstrap_servers, zookeeper, zookeeper_timeout_ms: int) -> list[tuple[str, int]]:
+    """Bootstrap addresses from the servers given, else from the ZooKeeper broker registry (waiting at most
+    `zookeeper_timeout_ms`, zookeeper.connection.timeout.ms, for a ZooKeeper server)."""
     servers = parse_servers(bootstrap_servers)
-    if servers or not zookeeper:
+    if servers or zookeeper is None:  # "" is a connect string too, refused by connect() saying so
         if not servers:
             raise ValueError("give bootstrap_servers or zookeeper")
         return servers
     from sparklog.coordination.brokers import live_brokers
     from sparklog.coordination.connection import close, connect
 
-    zk = connect(zookeeper)
+    zk = connect(zookeeper, timeout=zookeeper_timeout_ms / 1000.0)
     try:
         brokers = live_brokers(zk)
     finally:
@@ -125,7 +127,8 @@ class Producer:
             config["bootstrap.servers"] = bootstrap_servers
         self.config = config
         codec_id(config["compression.type"])  # an unknown codec fails here, not in the sender
-        self._client = NetworkClient.from_config(bootstrap_from(config["bootstrap.servers"], zookeeper), config)
+        self._client = NetworkClient.from_config(bootstrap_from(config["bootstrap.servers"], zookeeper,
+                                                               config["zookeeper.connection.timeout.ms"]), config)
         self._metadata = ClusterMetadata.from_config(config)
         self._partitioner = DefaultPartitioner()
         self._accumulator = RecordAccumulator(
@@ -160,7 +163,9 @@ class Producer:
                 count = self._wait_on_metadata(topic)
             partition = 0 if count == 1 else self._partitioner.partition(topic, key, count)
         elif partition >= self._metadata.partition_counts.get(topic, partition + 1) or partition < 0:
-            raise ValueError(f"topic {topic!r} has no partition {partition}")
+            count = self._metadata.partition_counts.get(topic)
+            raise ValueError(f"topic {topic!r} has {count} partitions, not partition {partition}" if partition >= 0
+                             else f"topic {topic!r} has no partition {partition}")
         if headers:
             headers = _headers(headers)
         if timestamp is None:
@@ -415,6 +420,11 @@ class Sender:
                     or (one_per_request and self.unacknowledged.get(tp, 0) >= MAX_IN_FLIGHT_FOR_IDEMPOTENCE)
                     or (leader not in nodes and not client.is_ready(leader))):
                 if leader == NO_LEADER:
+                    count = self.metadata.partition_counts.get(tp[0])
+                    if count and not 0 <= tp[1] < count:  # sent before the metadata came: it never will lead
+                        self._fail(batch, UnknownPartition(f"topic {tp[0]!r} has {count} partitions, not "
+                                                           f"partition {tp[1]}"))
+                        continue
                     self.metadata.add_topic(batch.topic)
                     self.metadata.request_update()
                 blocked.add(tp)  # keep the partition's later batches behind this one

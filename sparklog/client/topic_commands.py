@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sparklog.client.commands import add_zookeeper_timeout, zookeeper_timeout_s
 from sparklog.protocol import consumer_offsets
 
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
@@ -26,6 +27,7 @@ DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 def add_parser(subparsers) -> None:
     topics = subparsers.add_parser("topics", help="create, list, describe and delete topics")
     topics.add_argument("--zookeeper", default=DEFAULT_ZOOKEEPER, help="host:port[/chroot] (default %(default)s)")
+    add_zookeeper_timeout(topics)
     topics_sub = topics.add_subparsers(dest="topics_command", metavar="SUBCOMMAND")
     create = topics_sub.add_parser("create", help="create a topic, partitions round-robin over live brokers")
     create.add_argument("name")
@@ -69,6 +71,7 @@ def add_parser(subparsers) -> None:
     delete.set_defaults(func=_topics_delete)
     for parser in (create, lst, describe, alter, delete, elect, reassign):
         parser.add_argument("--zookeeper", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        add_zookeeper_timeout(parser, hidden=True)
     topics.set_defaults(func=lambda args: topics.print_help() or 2)
 
 
@@ -78,7 +81,7 @@ def add_parser(subparsers) -> None:
 def _zk(args):
     from sparklog.coordination.connection import connect
 
-    return connect(args.zookeeper)
+    return connect(args.zookeeper, timeout=zookeeper_timeout_s(args))
 
 
 def _topics_create(args) -> int:

@@ -15,13 +15,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     zookeeper = subparsers.add_parser("zookeeper", help="run a ZooKeeper server for a sparklog cluster")
     commands = zookeeper.add_subparsers(dest="zookeeper_command", metavar="SUBCOMMAND")
     start = commands.add_parser("start", help="start an embedded ZooKeeper (from the pyspark jars) in the foreground")
-    start.add_argument("--port", type=int, default=DEFAULT_PORT, help="client port, 0 for any free one (default 2181)")
+    start.add_argument("--port", type=port_number, default=DEFAULT_PORT,
+                       help="client port, 0 for any free one (default 2181)")
     start.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     start.add_argument(
         "--data-dir", default=None, help="where ZooKeeper keeps its data (default: a temporary directory, removed on exit)"
     )
     start.set_defaults(func=run_start)
     zookeeper.set_defaults(func=lambda args: _usage(zookeeper))
+
+
+def port_number(text: str) -> int:
+    """argparse type of a TCP port to listen on: 0 (any free one) to 65535."""
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port in [0, 65535], not {text!r}")
+    return int(text)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:

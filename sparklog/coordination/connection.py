@@ -2,8 +2,9 @@
 
 Rule 1: `connect()` returns a started client or raises `ZooKeeperUnavailable`; a chroot in the connect string
 is created first (with a chroot-less client), so the chrooted client never sees a missing root. While it
-waits it warns every `UNREACHABLE_WARNING_INTERVAL_S` which server cannot be reached and why (kazoo's own
-per-attempt messages are held back until the first connection), and its error says the same.
+waits it warns every `UNREACHABLE_WARNING_INTERVAL_S` (or halfway through a shorter timeout, so that the wait
+is explained before it ends) which server cannot be reached and why (kazoo's own per-attempt messages are held
+back until the first connection), and its error says the same.
 Rule 2: registries call ZooKeeper through `retrying(zk, fn, ...)`, which uses a *copy* of the client's
 KazooRetry: one KazooRetry instance keeps its attempt counter in itself and is not safe to share between
 threads, and brokers call registries from several threads.
@@ -40,10 +41,21 @@ class ZooKeeperUnavailable(ConnectionError):
 
 
 def split_connect_string(zookeeper: str) -> tuple[str, str]:
-    """`"h1:2181,h2:2181/sparklog"` -> `("h1:2181,h2:2181", "/sparklog")`; no chroot gives `""`."""
+    """`"h1:2181,h2:2181/sparklog"` -> `("h1:2181,h2:2181", "/sparklog")`; no chroot gives `""`.
+
+    ValueError (one line, naming the string) for a host list kazoo would refuse with a traceback of its own
+    or retry forever: an empty host, a port that is not a number in [1, 65535]. A host without a port is
+    ZooKeeper's default port, as kazoo takes it."""
     hosts, slash, chroot = zookeeper.partition("/")
     if not hosts:
-        raise ValueError(f"no host in ZooKeeper connect string {zookeeper!r}")
+        raise ValueError(f"ZooKeeper connect string {zookeeper!r}: no host")
+    for item in hosts.split(","):
+        host, colon, port = item.strip().rpartition(":") if not item.strip().endswith("]") else (item, "", "")
+        if not colon:
+            host, port = item.strip(), "2181"
+        if not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"ZooKeeper connect string {zookeeper!r}: {item!r} is not host:port "
+                             "(a port in [1, 65535])")
     chroot = ("/" + chroot).rstrip("/") if slash else ""
     return hosts, chroot
 
@@ -92,7 +104,8 @@ def _start(hosts: str, timeout: float, session_timeout: float) -> KazooClient:
     )
     connected = client.start_async()
     deadline = time.monotonic() + timeout
-    while not connected.wait(min(UNREACHABLE_WARNING_INTERVAL_S, max(0.0, deadline - time.monotonic()))):
+    interval = min(UNREACHABLE_WARNING_INTERVAL_S, timeout / 2)
+    while not connected.wait(min(interval, max(0.0, deadline - time.monotonic()))):
         if time.monotonic() >= deadline:
             break
         logger.warning("cannot reach ZooKeeper at %s; retrying", describe(hosts))

@@ -31,6 +31,10 @@ one broker at a time should not stop topic creation).
 
 Explicit assignments (CreateTopics' `assignments`, `--replica-assignment`) pass `validate_assignment`:
 partitions numbered 0..n-1, every partition with the same number of distinct replicas, every broker known.
+
+Names (Kafka's `Topic.hasCollision`): a new topic whose name equals an existing one's once '.' and '_' are
+taken as the same character (`a.b`, `a_b`; Kafka's metric names replace one by the other) is refused
+(InvalidTopicName, `colliding_topic`); an existing name itself is TopicExists, not a collision.
 """
 
 from __future__ import annotations
@@ -313,6 +317,11 @@ def create_topic(
     TopicExists.
     """
     paths.topic(name)  # validates the name first
+    existing = list_topics(zk)
+    other = colliding_topic(name, existing)
+    if other is not None and name not in existing:
+        raise InvalidTopicName(f"topic {name!r} collides with existing topic {other!r} ('.' and '_' are the "
+                               "same character in metric names)")
     racks = _broker_racks(zk, live_broker_ids)
     if assignment is not None:
         assignment = validate_assignment(assignment, racks)
@@ -323,6 +332,14 @@ def create_topic(
     retrying(zk, _inner_create, zk, name, assignment, config, attempts)
     states = {p: PartitionState(leader=r[0], isr=r, zk_version=0) for p, r in assignment.items()}
     return TopicAssignment(name, assignment, states, config)
+
+
+def colliding_topic(name: str, existing) -> str | None:
+    """Another topic of `existing` whose name is `name` with '.' and '_' swapped anywhere, or None."""
+    if "." not in name and "_" not in name:
+        return None
+    folded = name.replace(".", "_")
+    return next((other for other in existing if other != name and other.replace(".", "_") == folded), None)
 
 
 def _broker_racks(zk: KazooClient, given) -> dict[int, str | None]:

@@ -89,7 +89,8 @@ def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) ->
     Producer = producer_module.Producer
 
     c = options.connection
-    producer = Producer(bootstrap_servers=c.bootstrap_servers, zookeeper=c.zookeeper_connect, **dict(options.producer_settings))
+    producer = Producer(bootstrap_servers=c.bootstrap_servers, zookeeper=c.zookeeper_connect,
+                        **{**dict(options.producer_settings), "zookeeper.connection.timeout.ms": c.zookeeper_timeout_ms})
     pending: list = []
     rows = 0
     try:

@@ -85,6 +85,7 @@ TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
 DELETE_HORIZON_MASK = 0x40  # KIP-534: baseTimestamp holds the batch's delete horizon (set by the log cleaner)
+MAX_CODEC = 4  # zstd: the highest compression codec id (Kafka's CompressionType); 5-7 are no codec at all
 
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
@@ -176,6 +177,9 @@ def validate_batch(batch, max_size: int | None = None) -> BatchHeader:
         raise CorruptRecordError(f"batch of {header.size} bytes exceeds the limit of {max_size}")
     if header.last_offset_delta < 0 or header.record_count < 0:
         raise CorruptRecordError("negative lastOffsetDelta or record count")
+    if header.attributes & COMPRESSION_MASK > MAX_CODEC:
+        raise CorruptRecordError(f"unknown compression codec {header.attributes & COMPRESSION_MASK} "
+                                 f"(0-{MAX_CODEC}: none, gzip, snappy, lz4, zstd)")
     actual = crc32c(view[ATTRIBUTES_OFFSET:])
     if actual != header.crc:
         raise CorruptRecordError(f"CRC-32C mismatch: stored {header.crc:#010x}, computed {actual:#010x}")

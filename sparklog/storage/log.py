@@ -57,7 +57,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, NamedTuple
 
 from sparklog.storage.config import CLEANUP_COMPACT, CLEANUP_DELETE, VISIBILITY_APPENDED, LogConfig
-from sparklog.storage.errors import (CorruptSegmentError, DuplicateSequence, InvalidProducerEpoch, LogClosedError,
+from sparklog.storage.errors import (CorruptSegmentError, DuplicateSequence, InvalidProducerEpoch, InvalidRecordError,
+                                     LogClosedError,
                                      OffsetOutOfRange, OffsetsNotContiguous, OutOfOrderSequence, RecordBatchTooLarge,
                                      StorageError)
 from sparklog.storage.fences import FencedRanges
@@ -70,9 +71,12 @@ from crc32c import crc32c
 
 from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    MAX_CODEC,
     BatchHeader,
     CorruptRecordError,
     peek_size,
@@ -119,7 +123,8 @@ _APPEND_FIELDS = struct.Struct(
     "4x"  # partitionLeaderEpoch
     "b"  # magic
     "I"  # crc
-    "2x"  # attributes
+    "b"  # attributes' high byte: unused bits, delete horizon, control, transactional
+    "b"  # attributes' low byte: the codec in bits 0-2 (above MAX_CODEC: refused) and the timestamp type
     "i"  # lastOffsetDelta
     "8x"  # baseTimestamp
     "q"  # maxTimestamp
@@ -133,6 +138,8 @@ _pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first fie
 # baseOffset, batchLength (as it is) and partitionLeaderEpoch in one call: the fields the CRC does not cover
 _pack_offset_length_epoch = struct.Struct(">qii").pack_into
 _new_entry = functools.partial(tuple.__new__, BatchEntry)  # BatchEntry(*fields) without its Python __new__
+_ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes' low byte: codec, timestamp type, transactional, control
+_CONTROL_REFUSED = "Clients are not allowed to write control records"  # Kafka's LogValidator, verbatim
 
 HighWatermarkListener = Callable[["PartitionLog", int], None]
 FenceListener = Callable[[str, int, tuple], None]  # (topic, partition, fenced ranges), at open and on change
@@ -639,12 +646,14 @@ class PartitionLog:
         size = len(data)
         if size < HEADER_SIZE:
             return self._append_many(data)  # raises, with the reason
-        length, magic, crc, delta, max_timestamp, producer_id, epoch, sequence, count = _APPEND_FIELDS.unpack_from(data)
+        (length, magic, crc, _, flags, delta, max_timestamp, producer_id, epoch, sequence,
+         count) = _APPEND_FIELDS.unpack_from(data)
         if length + LOG_OVERHEAD != size:
             return self._append_many(data)  # several batches, or a bad length
         if size > self._max_message_bytes:
             raise RecordBatchTooLarge(f"batch of {size} bytes exceeds max.message.bytes={self._max_message_bytes}")
-        if magic != MAGIC or delta < 0 or count < 0 or crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]) != crc:
+        if (magic != MAGIC or delta < 0 or count < 0 or flags & COMPRESSION_MASK > MAX_CODEC
+                or crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]) != crc):
             validate_batch(data)  # raises CorruptRecordError, with the reason
         with self._lock:
             if self._closed:
@@ -1247,10 +1256,16 @@ class PartitionLog:
         self.leader_epochs.assign(epoch, self._leo)
 
     def append_as_leader(self, batches, leader_epoch: int, append_time_ms: int | None = None) -> int:
-        """append() with `leader_epoch` stamped into every batch header and recorded in the epoch cache."""
+        """append() with `leader_epoch` stamped into every batch header and recorded in the epoch cache.
+
+        The batches are a client's (a Produce request's, or the group coordinator's): a control batch among
+        them refuses the record set (InvalidRecordError), as Kafka's LogValidator does for a client's; the
+        markers are the transaction coordinator's, which sparklog does not have."""
         data = batches if type(batches) is bytearray else bytearray(batches)
         position, size = 0, len(data)
         while position + HEADER_SIZE <= size:  # a bad length stops the walk; append() then refuses the bytes
+            if data[position + _ATTRIBUTES_LOW] & CONTROL_MASK:
+                raise InvalidRecordError(_CONTROL_REFUSED)
             set_partition_leader_epoch(data, leader_epoch, position)
             batch_size = peek_size(data, position)
             if batch_size < HEADER_SIZE:
@@ -1294,16 +1309,19 @@ class PartitionLog:
                 except Exception as exc:  # noqa: BLE001 - handed back: the caller answers it per request
                     outcomes[i] = exc
                 continue
-            length, magic, crc, delta, _, _, _, _, count = fields
+            length, magic, crc, _, flags, delta, _, _, _, _, count = fields
             size = length + LOG_OVERHEAD
             view = records if type(records) is memoryview else memoryview(records)
             try:
+                if flags & CONTROL_MASK:  # a client's, as in append_as_leader
+                    raise InvalidRecordError(_CONTROL_REFUSED)
                 if size > self._max_message_bytes:
                     raise RecordBatchTooLarge(
                         f"batch of {size} bytes exceeds max.message.bytes={self._max_message_bytes}")
-                if magic != MAGIC or delta < 0 or count < 0 or crc32c(view[ATTRIBUTES_OFFSET:]) != crc:
+                if (magic != MAGIC or delta < 0 or count < 0 or flags & COMPRESSION_MASK > MAX_CODEC
+                        or crc32c(view[ATTRIBUTES_OFFSET:]) != crc):
                     validate_batch(view)  # raises CorruptRecordError, with the reason
-            except (RecordBatchTooLarge, CorruptRecordError) as exc:
+            except (RecordBatchTooLarge, CorruptRecordError, InvalidRecordError) as exc:
                 outcomes[i] = exc
                 continue
             run.append((i, view, fields))
@@ -1314,9 +1332,11 @@ class PartitionLog:
     def _append_run(self, run: list, outcomes: list, leader_epoch: int) -> None:
         """append_group_as_leader's one-batch sets, checked already: one lock, one write per segment.
 
-        A write that fails (OSError, a closed file) fails the sets of that write and every later one of the
-        run, as each lone append would have failed; the producer state keeps their sequences (as a lone
-        append's would not), which only makes a retry of them a duplicate of nothing: OutOfOrderSequence."""
+        A write that fails (OSError, a closed file), or a roll that fails (its producer snapshot, its new
+        files), fails the sets of that write and every later one of the run, as each lone append would have
+        failed. The producer state changes only for what reached the log, as a lone append's does: the
+        entries the sets of a write touch are copied before their first update and put back if the write
+        fails, so that the producer's retry of those sets is appended (not OutOfOrderSequence)."""
         cache = self.leader_epochs
         if leader_epoch > cache.latest_epoch:
             cache.assign(leader_epoch, self._leo)
@@ -1334,13 +1354,14 @@ class PartitionLog:
             written: list = []  # indexes of the sets in buf
             leo = committed = self._leo
             messages = appended = done_messages = done_appended = 0  # done_: written by a successful write
+            saved: dict = {}  # producer id -> its entry before the sets in buf (None: it had none)
             failed = None
             limits = None  # (bytes, next offset, batches) the segment takes before a lone append would roll it
             for i, view, fields in run:
                 if failed is not None:
                     outcomes[i] = failed
                     continue
-                _, _, _, delta, max_timestamp, producer_id, epoch, sequence, count = fields
+                _, _, _, _, _, delta, max_timestamp, producer_id, epoch, sequence, count = fields
                 if producer_id >= 0:  # Rule 9, against the state the earlier sets of the group left
                     try:
                         duplicate = producers.check(producer_id, epoch, sequence, delta)
@@ -1360,13 +1381,18 @@ class PartitionLog:
                     if entries:
                         failed = self._write_run(segment, buf, entries, written, outcomes)
                         if failed is not None:
+                            producers.restore(saved)
                             outcomes[i] = failed
                             leo = committed
                             continue
                         committed, done_messages, done_appended = leo, messages, appended
-                        buf, entries, written = bytearray(), [], []
+                        buf, entries, written, saved = bytearray(), [], [], {}
                     self._leo = leo  # written: the new segment (and its producer snapshot) starts here
-                    segment = self._roll_locked()
+                    try:
+                        segment = self._roll_locked()
+                    except (OSError, StorageError) as exc:  # nothing of this set or later ones is written
+                        failed = outcomes[i] = exc
+                        continue
                     limits = None
                     pending = 0
                 if not segment.size and not pending and self._compaction_lag_ms is not None:
@@ -1376,6 +1402,8 @@ class PartitionLog:
                 entries.append(_new_entry((pending, leo, next_offset, max_timestamp, size)))
                 written.append(i)
                 if producer_id >= 0:
+                    if producer_id not in saved:
+                        saved[producer_id] = producers.entry_copy(producer_id)
                     producers.update(producer_id, epoch, sequence, delta, leo, max_timestamp)
                 outcomes[i] = (leo, next_offset)
                 leo = next_offset
@@ -1386,6 +1414,7 @@ class PartitionLog:
                 if failed is None:
                     done_messages, done_appended = messages, appended
                 else:
+                    producers.restore(saved)
                     leo = committed
             moved = False
             if done_appended:

@@ -48,7 +48,7 @@ import logging
 import os
 import struct
 from collections import deque
-from typing import Iterable, NamedTuple
+from typing import Iterable, Mapping, NamedTuple
 
 from crc32c import crc32c
 
@@ -213,6 +213,20 @@ class ProducerStateManager:
             last -= SEQUENCE_SPACE
         entry.batches.append((base_sequence, last, base_offset, base_offset + last_offset_delta))
         entry.last_timestamp = max_timestamp
+
+    def entry_copy(self, producer_id: int) -> ProducerEntry | None:
+        """A copy of `producer_id`'s entry (None: it has none), taken before an update whose batch may yet
+        fail to reach the disk; `restore` puts it back (Rule 2: only appended batches count)."""
+        entry = self.producers.get(producer_id)
+        return None if entry is None else ProducerEntry(entry.epoch, entry.batches, entry.last_timestamp)
+
+    def restore(self, saved: Mapping[int, ProducerEntry | None]) -> None:
+        """Put back the entries `entry_copy` took: the batches recorded since were not written."""
+        for producer_id, entry in saved.items():
+            if entry is None:
+                self.producers.pop(producer_id, None)
+            else:
+                self.producers[producer_id] = entry
 
     def update_from_headers(self, headers: Iterable) -> None:
         """`update` for each BatchHeader with a producer id (recovery and follower appends)."""

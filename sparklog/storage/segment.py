@@ -8,6 +8,7 @@ partition leader epoch) rewritten, so a fetch can send the file's bytes as they 
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from contextlib import contextmanager
@@ -29,6 +30,8 @@ from sparklog.records.batch import (
 )
 from sparklog.records.scan import scan
 from sparklog.storage.recovery import MIN_BATCH_LENGTH, ReadAt, ValidPrefix, replay
+
+logger = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -134,7 +137,11 @@ class LogSegment:
     def append(self, data, batches: list[BatchEntry]) -> None:
         """Write `data` (whole batches, offsets assigned) at the end with one write, then index them."""
         start = self.size
-        self._files.pwrite(self.fd, data, start)
+        try:
+            self._files.pwrite(self.fd, data, start)
+        except OSError:
+            self._cut_failed_write(start)
+            raise
         for entry in batches:
             self._track(entry.base_offset, entry.max_timestamp, start + entry.position, entry.size)
         self.size = start + len(data)  # size before next_offset: lock-free readers rely on this order
@@ -143,7 +150,11 @@ class LogSegment:
     def append_batch(self, data, base_offset: int, next_offset: int, max_timestamp: int) -> None:
         """`append` of exactly one batch: the producer's common case, without building a BatchEntry."""
         position, size = self.size, len(data)
-        self._files.pwrite(self.fd, data, position)
+        try:
+            self._files.pwrite(self.fd, data, position)
+        except OSError:
+            self._cut_failed_write(position)
+            raise
         if max_timestamp > self.max_timestamp:  # _track, inlined: this runs once per produce request
             self.max_timestamp = max_timestamp
             self._offset_of_max_timestamp = base_offset
@@ -152,6 +163,16 @@ class LogSegment:
         self._bytes_since_index += size
         self.size = position + size
         self.next_offset = next_offset
+
+    def _cut_failed_write(self, position: int) -> None:
+        """Drop what a failed write left after the valid bytes (a disk that filled up mid-write): past `size`
+        they are harmless only until a roll seals them into a closed segment, which the next open then takes
+        for damage (a DATA LOSS report and a fence over bytes that never held an acknowledged record). If
+        the cut fails too, recovery truncates them as a torn tail if the segment is still the last one."""
+        try:
+            self._files.truncate(self.fd, position)
+        except OSError as exc:
+            logger.warning("%s: could not cut a failed write back to byte %d: %s", self.path, position, exc)
 
     def _track(self, base_offset: int, max_timestamp: int, position: int, size: int) -> None:
         if max_timestamp > self.max_timestamp:

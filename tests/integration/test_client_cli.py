@@ -113,12 +113,32 @@ def test_consume_from_an_unreachable_broker_fails_instead_of_reading_nothing():
 @pytest.mark.parametrize("command", [
     ("produce", "events", "--zookeeper", REFUSED),
     ("consume", "events", "--group", "g", "--zookeeper", REFUSED),
+    ("consume", "events", "--zookeeper", REFUSED),
     ("topics", "--zookeeper", REFUSED, "list"),
-], ids=["produce", "consume-group", "topics"])
+    ("groups", "--zookeeper", REFUSED, "list"),
+], ids=["produce", "consume-group", "consume", "topics", "groups"])
 def test_an_unreachable_zookeeper_is_named_with_why(command):
-    done = sparklog(*command, input=b"hi\n", timeout=40)
-    err = _one_line_error(done, "ZooKeeper", REFUSED, "connection refused")
+    """Within --zookeeper-timeout-ms (zookeeper.connection.timeout.ms; 10 s by default), warned about once
+    halfway through a timeout that short."""
+    done = sparklog(*command, "--zookeeper-timeout-ms", "1000", input=b"hi\n", timeout=40)
+    err = _one_line_error(done, "ZooKeeper", REFUSED, "connection refused", "within 1s")  # the wait it had
     assert f"cannot reach ZooKeeper at {REFUSED}: connection refused; retrying" in err
+
+
+def test_a_broker_gives_up_on_an_unreachable_zookeeper_after_its_connection_timeout(tmp_path):
+    done = sparklog("broker", "start", "--id", "1", "--port", "0", "--log-dir", str(tmp_path), "--zookeeper", REFUSED,
+                    "--override", "zookeeper.connection.timeout.ms=1000", timeout=40)
+    _one_line_error(done, f"could not reach ZooKeeper within 1s: {REFUSED}: connection refused")
+
+
+def test_the_zookeeper_timeout_is_also_a_property_and_a_bad_one_is_refused_in_one_line():
+    done = sparklog("produce", "events", "--zookeeper", REFUSED, "--property", "zookeeper.connection.timeout.ms=500",
+                    input=b"hi\n", timeout=40)
+    _one_line_error(done, "ZooKeeper", REFUSED, "connection refused", "within 0.5s")
+    bad = sparklog("topics", "--zookeeper", REFUSED, "list", "--zookeeper-timeout-ms", "0", timeout=40)
+    assert bad.returncode == 2 and bad.stderr.decode().strip().splitlines()[-1].endswith(
+        "argument --zookeeper-timeout-ms: zookeeper.connection.timeout.ms: must be an integer (int) of at least 1, "
+        "not 0")
 
 
 @pytest.mark.parametrize("subcommand", [("list",), ("reset-offsets", "g", "--to", "0")], ids=lambda c: c[0])
@@ -126,6 +146,51 @@ def test_groups_with_an_unreachable_broker_fail_in_one_line_instead_of_an_empty_
     done = sparklog("groups", "--bootstrap-server", REFUSED, "--timeout", "1500", *subcommand, timeout=30)
     _one_line_error(done, REFUSED, "connection refused")
     assert not done.stdout  # no table, not even a header
+
+
+@pytest.mark.parametrize("command, words", [
+    (("produce", "t", "--bootstrap-server", "127.0.0.1:notaport"), ("'127.0.0.1:notaport' is not host:port",)),
+    (("groups", "--bootstrap-server", "x:y", "list"), ("'x:y' is not host:port",)),
+    (("produce", "t", "--bootstrap-server", REFUSED, "--property", "nonsense=1"), ("unknown client setting 'nonsense'",)),
+    (("produce", "t", "--bootstrap-server", REFUSED, "--property", "acks=7"), ("acks: must be one of",)),
+    (("topics", "--zookeeper", "", "list"), ("ZooKeeper connect string ''", "no host")),
+    (("topics", "--zookeeper", "/chroot", "list"), ("ZooKeeper connect string '/chroot'", "no host")),
+    (("topics", "--zookeeper", "127.0.0.1:notaport", "list"), ("'127.0.0.1:notaport'", "port")),
+    (("produce", "t", "--zookeeper", "127.0.0.1:99999"), ("'127.0.0.1:99999'", "port")),
+    (("groups", "--zookeeper", "", "list"), ("ZooKeeper connect string ''",)),
+    (("consume", "t", "--zookeeper", REFUSED, "--group", "bad/group"), ("illegal group 'bad/group'",)),
+], ids=["bootstrap-port", "groups-bootstrap", "unknown-property", "bad-property", "zk-empty", "zk-chroot-only",
+        "zk-port", "zk-port-range", "groups-zk-empty", "group-name"])
+def test_bad_input_is_one_line_naming_it_before_anything_is_contacted(command, words):
+    done = sparklog(*command, "--zookeeper-timeout-ms", "1000", input=b"hi\n", timeout=40)
+    _one_line_error(done, *words)
+    assert "cannot reach" not in done.stderr.decode()  # refused before any connection attempt
+
+
+@pytest.mark.parametrize("command", [("zookeeper", "start", "--port", "99999"),
+                                     ("broker", "start", "--id", "1", "--port", "99999", "--zookeeper", REFUSED)],
+                         ids=["zookeeper", "broker"])
+def test_a_port_out_of_range_is_a_usage_error_before_anything_starts(command):
+    done = sparklog(*command, timeout=40)
+    assert done.returncode == 2 and done.stderr.decode().strip().splitlines()[-1].endswith(
+        "argument --port: must be a port in [0, 65535], not '99999'"), done.stderr.decode()
+
+
+def test_bad_names_and_partitions_are_one_line(cli_cluster):
+    bootstrap = cli_cluster.bootstrap
+    bad_topic = sparklog("produce", "bad name", "--bootstrap-server", bootstrap, "--property", "max.block.ms=5000",
+                         input=b"hi\n")
+    _one_line_error(bad_topic, "INVALID_TOPIC_EXCEPTION", "bad name")
+    negative = sparklog("produce", "events", "--bootstrap-server", bootstrap, "--partition", "-1", input=b"hi\n")
+    _one_line_error(negative, "no partition -1")
+    topic = f"cli-{uuid.uuid4().hex[:8]}"
+    missing = sparklog("produce", topic, "--bootstrap-server", bootstrap, "--partition", "9", input=b"hi\n")
+    _one_line_error(missing, f"topic '{topic}' has 1 partitions, not partition 9")  # auto-created with one
+    absent = sparklog("consume", topic, "--bootstrap-server", bootstrap, "--partition", "9", "--timeout-ms", "500")
+    _one_line_error(absent, f"topic '{topic}' has 1 partitions, not partition 9")
+    assert b"Processed a total" not in absent.stderr  # not "0 messages" of a partition that is not there
+    none = sparklog("consume", topic, "--bootstrap-server", bootstrap, "--max-messages", "0", "--timeout-ms", "500")
+    assert none.returncode == 0 and none.stdout == b"", none.stderr.decode()
 
 
 def test_a_bad_reset_target_is_one_line_before_anything_is_contacted():

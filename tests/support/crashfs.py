@@ -11,11 +11,16 @@ durable content ("drop"), or to the durable content plus a random prefix of the 
 optionally random garbage or zeros ("tear": the inode grew but the blocks did not all land). Every call
 after crash() raises Crashed.
 
+`arm(method, mode="fail")` instead makes that one call raise OSError(ENOSPC) and nothing else: a disk error
+the machine survives (the call writes nothing; later calls work); mode="fail-half" makes a pwrite write the
+first half of its bytes first, as a disk that fills up mid-write does.
+
 ProcessFiles: plain files that a simulated SIGKILL (`exit()`) releases, closing every descriptor unwritten.
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import random
@@ -25,6 +30,12 @@ from sparklog.storage.files import Files
 
 class Crashed(OSError):
     """The simulated machine lost power; this file layer is dead."""
+
+
+class _NoSpace(OSError):
+    def __init__(self, half: bool, message: str):
+        super().__init__(errno.ENOSPC, message)
+        self.half = half
 
 
 class ProcessFiles(Files):
@@ -67,11 +78,16 @@ class CrashFiles(Files):
         if self._armed and self._armed[0] == method and self._armed[1](path):
             self._armed[3] -= 1
             if self._armed[3] < 0:
+                if self._armed[2] in ("fail", "fail-half"):
+                    self._armed, half = None, self._armed[2] == "fail-half"
+                    raise _NoSpace(half, f"No space left on device (injected at {method}({path}))")
                 self.crash(self._armed[2])
                 raise Crashed(f"power lost at {method}({path})")
 
     def arm(self, method: str, match=lambda path: True, mode: str = "drop", skip: int = 0) -> None:
-        """Crash (then raise Crashed) at the (skip+1)-th call of `method` on a path that `match`es."""
+        """Crash (then raise Crashed) at the (skip+1)-th call of `method` on a path that `match`es; with
+        mode="fail", raise OSError(ENOSPC) from that call only, writing nothing, and stay alive ("fail-half":
+        a pwrite writes half its bytes before it raises)."""
         self._armed = [method, match, mode, skip]
 
     def _path_of(self, fd: int) -> str:
@@ -96,7 +112,12 @@ class CrashFiles(Files):
         super().close(fd)
 
     def pwrite(self, fd, data, position):
-        self._alive("pwrite", self._path_of(fd))
+        try:
+            self._alive("pwrite", self._path_of(fd))
+        except _NoSpace as exc:
+            if exc.half:
+                super().pwrite(fd, memoryview(data)[:len(data) // 2], position)
+            raise
         super().pwrite(fd, data, position)
 
     def pread(self, fd, length, position):

@@ -17,6 +17,7 @@ from sparklog.protocol.consumer_offsets import FIXED_PARTITIONS
 from sparklog.protocol.consumer_offsets import TOPIC as OFFSETS_TOPIC
 from sparklog.protocol.alter_configs import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
 from sparklog.protocol.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
+from sparklog.protocol.create_topics import CreatableTopic, CreateTopicsRequest
 from sparklog.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from sparklog.protocol.describe_cluster import DescribeClusterRequest
 from sparklog.protocol.describe_configs import (RESOURCE_BROKER, RESOURCE_TOPIC, SOURCE_DEFAULT,
@@ -208,6 +209,33 @@ def test_create_partitions_keeps_the_offsets_topics_count(state, zk, logs):
     (result,) = call(admin_handlers.handle_create_partitions, body, ApiKey.CREATE_PARTITIONS, 3, state).results
     assert (result.error_code, result.error_message) == (handlers.INVALID_REQUEST, FIXED_PARTITIONS)
     assert sorted(topic_registry.get_topic(zk, OFFSETS_TOPIC).partitions) == [0]
+
+
+def create_topics(state, *topics, validate_only=False):
+    body = CreateTopicsRequest(topics=[CreatableTopic(name=name, num_partitions=count, replication_factor=1,
+                                                      assignments=[], configs=[]) for name, count in topics],
+                               timeout_ms=5000, validate_only=validate_only)
+    return [(t.name, t.error_code, t.error_message)
+            for t in call(handlers.handle_create_topics, body, ApiKey.CREATE_TOPICS, 4, state).topics]
+
+
+def test_create_topics_of_the_offsets_topic_is_refused_and_writes_nothing(state, zk):
+    """A client's CreateTopics must not give __consumer_offsets a shape the group coordinator does not map
+    groups onto (its partition is the group's hash modulo offsets.topic.num.partitions): one partition made
+    most groups' coordinator unfindable. The brokers create it on demand (offsets_topic.py Rule 1)."""
+    for validate_only in (True, False):
+        ((name, code, message),) = create_topics(state, (OFFSETS_TOPIC, 1), validate_only=validate_only)
+        assert code == handlers.INVALID_REQUEST and "offsets.topic.num.partitions" in message
+    assert OFFSETS_TOPIC not in topic_registry.list_topics(zk)
+
+
+def test_create_topics_refuses_a_name_that_collides_with_an_existing_one_through_dot_and_underscore(state, zk):
+    """Kafka's rule: '.' and '_' map to the same metric name, so `a.b` and `a_b` cannot both exist."""
+    assert create_topics(state, ("metrics.in", 1)) == [("metrics.in", handlers.NONE, None)]
+    ((_, code, message),) = create_topics(state, ("metrics_in", 1))
+    assert code == handlers.INVALID_TOPIC_EXCEPTION and "collides with existing topic 'metrics.in'" in message
+    assert "metrics_in" not in topic_registry.list_topics(zk)
+    assert create_topics(state, ("metrics.in", 1))[0][1] == handlers.TOPIC_ALREADY_EXISTS  # itself: not a collision
 
 
 # -- DeleteRecords ---------------------------------------------------------------------------------------------

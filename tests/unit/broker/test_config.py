@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sparklog.broker.config import BrokerConfig, ConfigError
@@ -47,3 +49,26 @@ def test_group_coordinator_settings():
     with pytest.raises(ConfigError, match="group.min.session.timeout.ms=9000 is above group.max.session"):
         BrokerConfig.from_properties({**base, "group.min.session.timeout.ms": "9000",
                                       "group.max.session.timeout.ms": "8000"})
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("listeners", "PLAINTEXT://:99999", "listener 'PLAINTEXT://:99999': port 99999 is not in [0, 65535]"),
+    ("zookeeper.connect", "127.0.0.1:notaport", "'127.0.0.1:notaport' is not host:port"),
+    ("zookeeper.connect", "/chroot", "ZooKeeper connect string '/chroot': no host"),
+    ("zookeeper.connection.timeout.ms", "0", "zookeeper.connection.timeout.ms: must be an integer (int) of at least 1"),
+])
+def test_an_address_that_cannot_work_is_refused_at_start_naming_it(key, value, message):
+    """Refused by the configuration (exit status 2, before anything starts), not by a bind or a connect
+    after the broker has opened its logs."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        config(**{key.replace(".", "_"): value})
+    assert config(zookeeper_connection_timeout_ms="1500").zookeeper_connection_timeout_ms == 1500
+
+
+def test_a_properties_file_that_is_not_text_is_refused_naming_it(tmp_path):
+    from sparklog.broker.config import load_properties
+
+    path = tmp_path / "server.properties"
+    path.write_bytes(b"\xff\xfe broker.id=1\n")
+    with pytest.raises(ConfigError, match=f"{re.escape(str(path))}: not UTF-8 text"):
+        load_properties(path)

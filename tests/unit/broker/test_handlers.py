@@ -190,6 +190,18 @@ def test_fetch_starts_at_the_batch_holding_the_offset_and_grows_to_one_batch(sta
     assert values(parts[0].records) == [b"a", b"b", b"c"]  # the whole first batch, though over 10 bytes
 
 
+@pytest.mark.parametrize("max_bytes", [0, -1, 10])
+def test_a_fetch_whose_max_bytes_is_spent_still_returns_the_first_batch_of_the_first_partition_with_one(
+        state, max_bytes):
+    """KIP-74, as Kafka's ReplicaManager reads (minOneMessage): a response's max_bytes is soft for the first
+    partition with records, so a consumer with a small fetch.max.bytes makes progress instead of receiving
+    empty responses forever; later partitions get nothing once it is spent (and still their errors)."""
+    produce(state, [(0, batch(b"a", b"b")), (1, batch(b"c"))])
+    parts = parts_of(fetch(state, [("t", 0, 2), ("t", 0, 0), ("t", 1, 0), ("t", 1, 99)], max_bytes=max_bytes))
+    assert [p.error_code for p in parts] == [0, 0, 0, handlers.OFFSET_OUT_OF_RANGE]
+    assert [values(p.records) for p in parts] == [[], [b"a", b"b"], [], []]
+
+
 def test_fetch_long_poll_wakes_on_append(state):
     async def scenario():
         pending = fetch(state, [("t", 0, 0)], max_wait_ms=5000)

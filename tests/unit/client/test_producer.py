@@ -8,7 +8,7 @@ import pytest
 
 from sparklog.client import Producer
 from sparklog.client.accumulator import BufferExhausted
-from sparklog.client.errors import ClientClosed, UnknownTopic
+from sparklog.client.errors import ClientClosed, UnknownPartition, UnknownTopic
 from sparklog.protocol import ApiKey
 from sparklog.protocol.errors import for_code
 from sparklog.records.batch import iter_batches
@@ -106,6 +106,20 @@ def test_unknown_topics_raise_after_max_block(broker):
     with make(broker, **{"max.block.ms": 300}) as producer:
         with pytest.raises(UnknownTopic):
             producer.send("missing", b"v")
+
+
+def test_a_partition_the_topic_lacks_fails_its_records_once_metadata_says_so(broker):
+    """send() before the topic's metadata arrived queues the record; when it arrives without the partition
+    the records fail at once, instead of waiting for a leader until delivery.timeout.ms (two minutes)."""
+    with make(broker, **{"delivery.timeout.ms": 60_000}) as producer:
+        future = producer.send("t", b"v", partition=9)
+        started = time.monotonic()
+        with pytest.raises(UnknownPartition, match="topic 't' has 4 partitions, not partition 9"):
+            future.get(10)
+        assert time.monotonic() - started < 5
+        with pytest.raises(ValueError, match="has 4 partitions, not partition 9"):  # known now: refused in send()
+            producer.send("t", b"v", partition=9)
+        assert producer.send("t", b"v", partition=3).get(10).offset == 0  # the producer still works
 
 
 def test_close_fails_what_could_not_be_sent():

@@ -8,6 +8,7 @@ from support.storage_batches import BASE_TS, batch_offsets, make_batch, read_all
 from sparklog.storage import (
     CorruptRecordError,
     Files,
+    InvalidRecordError,
     InvalidTopicName,
     LogClosedError,
     OffsetOutOfRange,
@@ -118,6 +119,120 @@ def test_a_group_append_that_rolls_names_each_segment_for_its_first_offset_and_r
             assert first.base_offset <= offset < first.next_offset
     finally:
         reopened.close()
+
+
+def _idempotent_batch(sequence: int, tag: int) -> bytes:
+    """Two records of producer 7, epoch 0, from `sequence` on (make_batch's values, tagged `tag`)."""
+    records = [(f"k{i}".encode(), f"{tag}:{i}:".encode().ljust(60, b"x"), None, BASE_TS + i) for i in range(2)]
+    return build_batch(records, producer_id=7, producer_epoch=0, base_sequence=sequence)
+
+
+@pytest.mark.parametrize("failing", [".log", ".snapshot.tmp"], ids=["segment-write", "roll-snapshot"])
+def test_a_group_append_that_fails_mid_group_keeps_no_sequence_of_what_it_did_not_write(tmp_path, flusher, failing):
+    """A disk error mid-group (the write after a roll, or the producer snapshot the roll writes) fails that
+    set and the later ones, and the producer state keeps only what reached the log, as lone appends would:
+    the producer's retry of the failed sets is appended (it got OUT_OF_ORDER_SEQUENCE_NUMBER), the sets
+    written before the error are answered as duplicates, and the log reads and reopens whole."""
+    from support.crashfs import CrashFiles
+
+    settings = {"flush.ms": NEVER, "segment.bytes": "600", "index.interval.bytes": "100"}
+    files = CrashFiles()
+    directory = str(tmp_path / "topic-0")
+    log = PartitionLog.open(directory, settings, flusher=flusher, files=files, clock=Clock())  # no expiry at roll
+    assert log.append(_idempotent_batch(0, tag=0)) == 0
+    sets = [_idempotent_batch(2 * tag, tag) for tag in range(1, 12)]
+    files.arm("pwrite", lambda path: path.endswith(failing), mode="fail", skip=1 if failing == ".log" else 0)
+    outcomes = log.append_group_as_leader(sets, leader_epoch=0)
+    written = [o for o in outcomes if type(o) is tuple]
+    assert 0 < len(written) < len(sets) and outcomes[:len(written)] == written  # a prefix was written
+    assert all(isinstance(o, OSError) for o in outcomes[len(written):])
+    assert log.log_end_offset == 2 + 2 * len(written)
+    end = log.log_end_offset
+    retried = log.append_group_as_leader(sets, leader_epoch=0)  # the producer resends what was not acknowledged
+    assert retried[:len(written)] == [(base, end) for base, _ in written]  # duplicates: their first offsets
+    assert [o[0] for o in retried[len(written):]] == list(range(end, 24, 2))
+    assert log.log_end_offset == 24
+    log.flush()
+    values = [r.value[:5] for r in iter_records(read_all(log))]
+    assert values == [f"{tag}:{i}:".encode().ljust(5, b"x") for tag in range(12) for i in range(2)]
+    before = read_all(log)
+    log.close()
+    reopened = PartitionLog.open(directory, settings, flusher=flusher, clock=Clock())
+    assert read_all(reopened) == before
+    assert reopened.append(_idempotent_batch(22, tag=11)) == 22  # still known as a duplicate after the reopen
+    assert reopened.append(_idempotent_batch(24, tag=12)) == 24
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["append", "group-append"])
+def test_a_write_that_fails_half_done_leaves_no_bytes_after_the_log_end(tmp_path, flusher, caplog, group):
+    """A disk that fills up mid-write leaves part of the batch in the file; the append fails, and the bytes
+    must go with it: left past the segment's end, a roll (the next append larger than the room left) sealed
+    them into a closed segment, and the reopened log reported DATA LOSS and fenced offsets over bytes that
+    never held an acknowledged record."""
+    from support.crashfs import CrashFiles
+
+    settings = {"flush.ms": NEVER, "segment.bytes": "2000"}
+    files = CrashFiles()
+    directory = str(tmp_path / "topic-0")
+    log = PartitionLog.open(directory, settings, flusher=flusher, files=files)
+    log.append(make_batch(2, 60, tag=0))
+    files.arm("pwrite", lambda path: path.endswith(".log"), mode="fail-half")
+    big = make_batch(9, 140, tag=1)
+    if group:
+        (outcome,) = log.append_group_as_leader([big], leader_epoch=0)
+        assert isinstance(outcome, OSError)
+    else:
+        with pytest.raises(OSError):
+            log.append(big)
+    first = log.segments[0]
+    assert os.path.getsize(first.path) == first.size  # the half-written bytes are gone
+    log.append(make_batch(1, 10, tag=2))  # shorter than what failed
+    for tag in range(3, 6):
+        log.append(make_batch(12, 140, tag=tag))  # rolls, sealing the first segment
+    log.flush()
+    before = read_all(log)
+    log.close()
+    with caplog.at_level("WARNING"):
+        reopened = PartitionLog.open(directory, settings, flusher=flusher)
+        assert read_all(reopened) == before and reopened.fenced_ranges() == ()
+    assert "DATA LOSS" not in caplog.text
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_a_batch_with_an_unknown_compression_codec_is_refused_whole(tmp_path, flusher, codec):
+    """Attributes bits 0-2 name the codec, 0-4 (none .. zstd); a batch with 5-7 and a valid CRC (the
+    producer computes it) was appended, and every consumer of the partition then failed on it."""
+    from crc32c import crc32c
+
+    log = open_log(tmp_path, flusher)
+    log.append(make_batch(2))
+    bad = bytearray(make_batch(3))
+    bad[22] = (bad[22] & ~0x07) | codec  # attributes (int16 at byte 21): the low byte's codec bits
+    bad[17:21] = crc32c(bytes(bad[21:])).to_bytes(4, "big")
+    with pytest.raises(CorruptRecordError, match=f"unknown compression codec {codec}"):
+        log.append(bad)
+    with pytest.raises(CorruptRecordError, match=f"unknown compression codec {codec}"):
+        log.append(bytes(make_batch(1)) + bytes(bad))  # a record set of several batches: refused whole
+    (outcome,) = log.append_group_as_leader([bytes(bad)], leader_epoch=0)
+    assert isinstance(outcome, CorruptRecordError)
+    log.flush()
+    assert batch_offsets(read_all(log)) == [(0, 2)]
+
+
+def test_a_control_batch_appended_as_leader_is_refused_as_kafka_refuses_it_from_clients(tmp_path, flusher):
+    """Control batches are the transaction coordinator's markers (sparklog has none); a client that writes
+    one (found with a raw Produce) makes consumers skip its records as markers. Kafka's LogValidator:
+    'Clients are not allowed to write control records' (INVALID_RECORD). Replicated batches are not checked."""
+    log = open_log(tmp_path, flusher)
+    marker = build_batch([(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", None, BASE_TS)], is_control=True)
+    with pytest.raises(InvalidRecordError, match="not allowed to write control records"):
+        log.append_as_leader(marker, 0)
+    with pytest.raises(InvalidRecordError, match="not allowed to write control records"):
+        log.append_as_leader(bytes(make_batch(1)) + marker, 0)  # one of several: the record set whole
+    (outcome,) = log.append_group_as_leader([marker], leader_epoch=0)
+    assert isinstance(outcome, InvalidRecordError)
+    assert log.log_end_offset == 0
+    assert log.append_as_leader(make_batch(2), 0) == 0
 
 
 def test_read_stops_on_batch_boundary_and_returns_one_batch_beyond_max_bytes(tmp_path, flusher):
