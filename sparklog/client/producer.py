@@ -48,7 +48,7 @@ from sparklog.client.errors import (
 )
 from sparklog.client.message import MessageSet
 from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
-from sparklog.client.partitioner import DefaultPartitioner, partition_for_key
+from sparklog.client.partitioner import DefaultPartitioner, partitions_for_keys
 from sparklog.protocol import ApiKey, PartitionProduceData, ProduceRequest, TopicProduceData, for_code
 from sparklog.records.compression import codec_id
 from sparklog.records.batch import build_batch
@@ -212,12 +212,11 @@ class Producer:
         if keys is None and partitions is None:  # the common case: one sticky run
             return self._fill_sticky(topic, count, records, sizes, [])
         if partitions is None or fixed is None:
-            if keys is None:
-                keys = repeat(None, n)
+            hashed = partitions_for_keys(keys, count) if keys is not None else repeat(None, n)
             if partitions is None:
-                partitions = repeat(None, n)
-            fixed = [p if p is not None else (None if k is None else partition_for_key(k, count))
-                     for k, p in zip(keys, partitions)]
+                fixed = hashed if keys is not None else list(hashed)
+            else:
+                fixed = [p if p is not None else h for h, p in zip(hashed, partitions)]
         batches: list[ProducerBatch] = []
         start = 0
         for sticky, run in groupby(p is None for p in fixed):
