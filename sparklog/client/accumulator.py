@@ -26,6 +26,7 @@ from sparklog.client.futures import BatchFuture, RecordFuture
 RECORD_OVERHEAD = 12
 # The batch header (61 bytes) counted once per batch.
 BATCH_OVERHEAD = 61
+_monotonic = time.monotonic
 
 
 class BufferExhausted(TimeoutError):
@@ -91,6 +92,8 @@ class RecordAccumulator:
         lock = self._lock
         lock.acquire()
         batch = self._open.get((topic, partition))
+        if batch is None and self.max_records == 1 and self._used + size + BATCH_OVERHEAD <= self.buffer_memory:
+            return self._append_alone(topic, partition, record, size)  # releases the lock
         if batch is None or self._used + size > self.buffer_memory:
             try:
                 batch = self._open_batch((topic, partition), size)
@@ -116,6 +119,22 @@ class RecordAccumulator:
         if self._on_ready is not None:
             self._on_ready()
         return RecordFuture(batch, count - 1)
+
+    def _append_alone(self, topic: str, partition: int, record: tuple, size: int) -> RecordFuture:
+        """(Under the lock, which it releases.) `batch.num.messages=1`: the record's batch closes as it opens,
+        so it goes straight to `ready`, never through `_open`."""
+        batch = ProducerBatch(topic, partition, _monotonic())
+        batch.records.append(record)
+        batch.size += size
+        self._used += size + BATCH_OVERHEAD
+        self._incomplete.add(batch)
+        self.ready.append(batch)
+        self._lock.release()
+        if self.closed_listener is not None:
+            self.closed_listener(topic, partition)
+        if self._on_ready is not None:
+            self._on_ready()
+        return RecordFuture(batch, 0)
 
     def fill(self, topic: str, partition: int, records: list, ends: list, start: int, stop: int) -> tuple[int, ProducerBatch]:
         """Append `records[start:stop]` to the partition's open batch until it closes (Rule 2) or the run

@@ -64,6 +64,8 @@ cdef enum:
     LOG_OVERHEAD = 12
     # The output buffer's first size; it doubles as needed.
     INITIAL_CAPACITY = 4096
+    # compression ids 0 (none) to 4 (zstd): compression.CODEC_NAMES
+    MAX_CODEC_ID = 4
 
 # The pure-Python functions, the authority this module defers to (Rule 2), the result type, and the
 # Python functions build_batch shares with batch.py: the codec lookup, compression, CRC-32C and the clock.
@@ -362,7 +364,8 @@ def build_batch(records, compression="none", base_offset=0, timestamp_type=0, pr
     cdef int attributes
     cdef uint8_t* head
     cdef bytes compressed
-    codec = _codec_id(compression)
+    if not (PyLong_CheckExact(compression) and within(compression, 0, MAX_CODEC_ID, &codec)):
+        codec = _codec_id(compression)  # a name, or an id it checks (the sender passes ids: no call per batch)
     records = list(records)  # private: a record's properties, run in the loop, cannot change it under us
     if not (records and within(timestamp_type, 0, 1, &stamp_type) and within(base_offset, INT64_MIN, INT64_MAX, &offset)
             and within(producer_id, INT64_MIN, INT64_MAX, &pid) and within(producer_epoch, INT16_MIN, INT16_MAX, &epoch)
