@@ -415,6 +415,15 @@ class Sender:
             leader = leaders.get(tp, NO_LEADER)
             # one request to a broker takes one in-flight slot: asked once per broker per pass
             leader_ready = leader != NO_LEADER and (leader in nodes or client.is_ready(leader))
+            if identity is None:
+                if leader == NO_LEADER:
+                    self.metadata.add_topic(tp[0])
+                    self.metadata.request_update()
+                elif leader_ready and self._take_plain(tp, queue, (leader, 0), requests, sizes, now, oldest_alive):
+                    nodes.add(leader)
+                if not queue:
+                    emptied.append(tp)
+                continue
             sent = False
             last = None  # idempotent: (the partition's last round, that round closed)
             turn = 0
@@ -466,6 +475,42 @@ class Sender:
         for (node_id, _), by_tp in sorted(requests.items(), key=lambda item: item[0][1]):
             self._produce(node_id, by_tp)
         return bool(self.pending)
+
+    def _take_plain(self, tp: tuple[str, int], queue: deque, key: tuple[int, int], requests: dict, sizes: dict,
+                    now: float, oldest_alive: float) -> bool:
+        """`_send_ready` for a producer without idempotence (one round): move the partition's batches that
+        can go from `queue` into the request for `key`, in order, until one must wait (a retry backoff) or
+        the request is full; True if any went. Its per-batch work is the least the rules need."""
+        request = requests.get(key)
+        if request is None:
+            request = requests[key] = {}
+        total = sizes.get(key, 0)
+        group = request.get(tp)
+        if group is None:
+            group = []
+        build, compression, max_request_size = build_batch, self.compression, self.max_request_size
+        while queue:
+            batch = queue[0]
+            if batch.created < oldest_alive:
+                queue.popleft()
+                self._fail(batch, TimeoutError(f"{tp[0]}-{tp[1]}: not acknowledged within delivery.timeout.ms"))
+                continue
+            if batch.retry_at > now:
+                break
+            payload = batch.payload
+            if payload is None:
+                payload = batch.payload = build(batch.records, compression)
+            if total + len(payload) > max_request_size and (group or request):
+                break  # the first batch of a request always goes: the broker judges one too large alone
+            group.append(batch)
+            total += len(payload)
+            queue.popleft()
+        sizes[key] = total
+        if group:
+            request[tp] = group
+        elif not request:
+            del requests[key]
+        return bool(group)
 
     @staticmethod
     def _round_of(batch: ProducerBatch, last: tuple[int, bool] | None) -> int:
