@@ -13,7 +13,9 @@ The compiled twin of six functions of `sparklog.records.batch` (see its docstrin
 
 and the per-section loops: the log cleaner's (records/scan.py and records/sweep.py are their callers and
 authorities: `scan_section`, `join_kept`, and `put_batches` / `filter_batches`, one call per read buffer of
-batches) and records/buffers.py's (`decode_buffers`: a section into Arrow's layout, for the Spark source).
+batches) and records/buffers.py's (`decode_buffers`: a section into Arrow's layout, for the Spark source),
+and Kafka's murmur2 key hash for the producer's partitioner (records/keyhash.py is the authority: `murmur2`,
+and `murmur2_partitions` over a column of keys).
 
 Rule 1: the output is the pure-Python function's, byte for byte and value for value, and so are its errors.
 Rule 2: the fast path takes only what fits C: exact `bytes`, ints within int64, `str` header keys, lists
