@@ -26,6 +26,7 @@ from sparklog.client.futures import BatchFuture, RecordFuture
 RECORD_OVERHEAD = 12
 # The batch header (61 bytes) counted once per batch.
 BATCH_OVERHEAD = 61
+_monotonic = time.monotonic
 
 
 class BufferExhausted(TimeoutError):
@@ -84,36 +85,56 @@ class RecordAccumulator:
     def append(self, topic: str, partition: int, record: tuple, size: int) -> RecordFuture:
         """Add `record` = (key, value, headers, timestamp) of estimated `size` bytes; returns its future.
 
-        The hot path of `send()`: explicit acquire/release (a `with` block costs twice as much here).
+        The hot path of `send()`: explicit acquire/release (a `with` block costs twice as much here), and
+        only the batch's list append and size sum under the lock; the future is made after it.
         """
         size += RECORD_OVERHEAD
-        tp = (topic, partition)
         lock = self._lock
         lock.acquire()
-        try:
-            batch = self._open.get(tp)
-            if batch is None or self._used + size > self.buffer_memory:
-                batch = self._open_batch(tp, size)
-            else:
-                self._used += size
-            records = batch.records
-            records.append(record)
-            batch.size += size
-            count = len(records)
-            future = RecordFuture(batch, count - 1)
-            if batch.size < self.batch_size and count < self.max_records:
-                if count == 1 and self._on_ready is not None:
-                    self._on_ready()  # the sender must learn this new batch's linger deadline
-                return future
-            del self._open[tp]
-            self.ready.append(batch)
-        finally:
+        batch = self._open.get((topic, partition))
+        if batch is None and self.max_records == 1 and self._used + size + BATCH_OVERHEAD <= self.buffer_memory:
+            return self._append_alone(topic, partition, record, size)  # releases the lock
+        if batch is None or self._used + size > self.buffer_memory:
+            try:
+                batch = self._open_batch((topic, partition), size)
+            except BaseException:
+                lock.release()
+                raise
+        else:
+            self._used += size
+        records = batch.records
+        records.append(record)
+        count = len(records)
+        batch.size += size
+        if batch.size < self.batch_size and count < self.max_records:
             lock.release()
+            if count == 1 and self._on_ready is not None:
+                self._on_ready()  # the sender must learn this new batch's linger deadline
+            return RecordFuture(batch, count - 1)
+        del self._open[(topic, partition)]
+        self.ready.append(batch)
+        lock.release()
         if self.closed_listener is not None:
             self.closed_listener(topic, partition)
         if self._on_ready is not None:
             self._on_ready()
-        return future
+        return RecordFuture(batch, count - 1)
+
+    def _append_alone(self, topic: str, partition: int, record: tuple, size: int) -> RecordFuture:
+        """(Under the lock, which it releases.) `batch.num.messages=1`: the record's batch closes as it opens,
+        so it goes straight to `ready`, never through `_open`."""
+        batch = ProducerBatch(topic, partition, _monotonic())
+        batch.records.append(record)
+        batch.size += size
+        self._used += size + BATCH_OVERHEAD
+        self._incomplete.add(batch)
+        self.ready.append(batch)
+        self._lock.release()
+        if self.closed_listener is not None:
+            self.closed_listener(topic, partition)
+        if self._on_ready is not None:
+            self._on_ready()
+        return RecordFuture(batch, 0)
 
     def fill(self, topic: str, partition: int, records: list, ends: list, start: int, stop: int) -> tuple[int, ProducerBatch]:
         """Append `records[start:stop]` to the partition's open batch until it closes (Rule 2) or the run

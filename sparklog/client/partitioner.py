@@ -2,7 +2,8 @@
 
 Rule 1: a keyed record goes to `toPositive(murmur2(key)) % numPartitions`, bit for bit as Kafka's Java
 client (`Utils.murmur2`, `BuiltInPartitioner.partitionForKey`) and librdkafka's `murmur2_random` compute it,
-so a key lands in the same partition whichever client wrote it.
+so a key lands in the same partition whichever client wrote it. The hash is `sparklog.records.keyhash`'s
+(compiled, with its pure-Python twin); `partitions_for_keys` does a whole column of keys in one call.
 Rule 2: a record without a key goes to a random partition that stays the same for the whole batch ("sticky",
 KIP-480): the accumulator calls `batch_closed(topic)` and the next keyless record picks a new one.
 """
@@ -10,37 +11,10 @@ KIP-480): the accumulator calls `batch_closed(topic)` and the next keyless recor
 from __future__ import annotations
 
 import random
-import struct
 
-SEED = 0x9747B28C  # Kafka's Utils.murmur2 seed
-M = 0x5BD1E995
-R = 24
-MASK32 = 0xFFFFFFFF
+from sparklog.records.keyhash import murmur2, partitions_for_keys
 
-
-def murmur2(data: bytes) -> int:
-    """Kafka's 32-bit murmur2 of `data`, as a signed int like Java's."""
-    length = len(data)
-    h = (SEED ^ length) & MASK32
-    words = length // 4
-    for k in struct.unpack_from(f"<{words}I", data):
-        k = (k * M) & MASK32
-        k ^= k >> R
-        k = (k * M) & MASK32
-        h = ((h * M) & MASK32) ^ k
-    tail = length & 3
-    base = length - tail
-    if tail == 3:
-        h ^= data[base + 2] << 16
-    if tail >= 2:
-        h ^= data[base + 1] << 8
-    if tail >= 1:
-        h ^= data[base]
-        h = (h * M) & MASK32
-    h ^= h >> 13
-    h = (h * M) & MASK32
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
+__all__ = ["DefaultPartitioner", "murmur2", "partition_for_key", "partitions_for_keys", "to_positive"]
 
 
 def to_positive(value: int) -> int:
@@ -49,7 +23,7 @@ def to_positive(value: int) -> int:
 
 
 def partition_for_key(key: bytes, num_partitions: int) -> int:
-    return to_positive(murmur2(key)) % num_partitions
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 
 class DefaultPartitioner:
@@ -64,7 +38,7 @@ class DefaultPartitioner:
 
     def partition(self, topic: str, key: bytes | None, num_partitions: int) -> int:
         if key is not None:
-            return to_positive(murmur2(key)) % num_partitions
+            return (murmur2(key) & 0x7FFFFFFF) % num_partitions
         if num_partitions == 1:
             return 0
         sticky = self._sticky.get(topic)

@@ -49,7 +49,7 @@ from sparklog.client.errors import (
 )
 from sparklog.client.message import MessageSet
 from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
-from sparklog.client.partitioner import DefaultPartitioner, partition_for_key
+from sparklog.client.partitioner import DefaultPartitioner, partitions_for_keys
 from sparklog.protocol import ApiKey, PartitionProduceData, ProduceRequest, TopicProduceData, for_code
 from sparklog.records.compression import codec_id
 from sparklog.records.batch import build_batch
@@ -217,12 +217,11 @@ class Producer:
         if keys is None and partitions is None:  # the common case: one sticky run
             return self._fill_sticky(topic, count, records, sizes, [])
         if partitions is None or fixed is None:
-            if keys is None:
-                keys = repeat(None, n)
+            hashed = partitions_for_keys(keys, count) if keys is not None else repeat(None, n)
             if partitions is None:
-                partitions = repeat(None, n)
-            fixed = [p if p is not None else (None if k is None else partition_for_key(k, count))
-                     for k, p in zip(keys, partitions)]
+                fixed = hashed if keys is not None else list(hashed)
+            else:
+                fixed = [p if p is not None else h for h, p in zip(hashed, partitions)]
         batches: list[ProducerBatch] = []
         start = 0
         for sticky, run in groupby(p is None for p in fixed):
@@ -341,7 +340,9 @@ class Sender:
         self.retry_backoff = ExponentialBackoff.retry(config)
         self.delivery_timeout = config["delivery.timeout.ms"] / 1000.0
         self.request_timeout_ms = config["request.timeout.ms"]
-        self.pending: deque[ProducerBatch] = deque()  # closed batches not yet sent, oldest first
+        # closed batches not yet sent, oldest first per partition: a partition that must wait (no leader, no
+        # free in-flight slot, a full request) keeps all its batches back in one step, not one per batch
+        self.pending: dict[tuple[str, int], deque[ProducerBatch]] = {}
         self.identity = ProducerIdentity(config) if config["enable.idempotence"] else None
         self.unacknowledged: dict[tuple[str, int], int] = {}  # idempotent: batches sent, not yet answered
         self.idle = False
@@ -357,9 +358,13 @@ class Sender:
         if self.metadata.due(now):
             send_metadata_request(self.client, self.metadata)
         next_expiry = self.accumulator.close_expired(now)
-        ready = self.accumulator.ready
+        ready, pending = self.accumulator.ready, self.pending
         while ready:
-            self.pending.append(ready.popleft())
+            batch = ready.popleft()
+            queue = pending.get((batch.topic, batch.partition))
+            if queue is None:
+                queue = pending[(batch.topic, batch.partition)] = deque()
+            queue.append(batch)
         identity = self.identity
         if identity is not None and not identity.ready:
             identity.request_id(self.client)  # Rule 2 of idempotence.py: nothing goes out before the id
@@ -382,10 +387,13 @@ class Sender:
 
     def _expire_pending(self, now: float) -> bool:
         """Fail the pending batches past delivery.timeout.ms; return True if batches remain waiting."""
-        for batch in [b for b in self.pending if now - b.created > self.delivery_timeout]:
-            self.pending.remove(batch)
-            self._fail(batch, TimeoutError(f"{batch.topic}-{batch.partition}: not acknowledged within "
-                                           "delivery.timeout.ms (no producer id)"))
+        for tp, queue in list(self.pending.items()):
+            for batch in [b for b in queue if now - b.created > self.delivery_timeout]:
+                queue.remove(batch)
+                self._fail(batch, TimeoutError(f"{batch.topic}-{batch.partition}: not acknowledged within "
+                                               "delivery.timeout.ms (no producer id)"))
+            if not queue:
+                del self.pending[tp]
         return bool(self.pending)
 
     def _send_ready(self, now: float) -> bool:
@@ -397,56 +405,139 @@ class Sender:
         have (a record set of batches never sent cannot hold a duplicate: the broker appends a record set
         whole or not at all). The batches after it go in further requests (rounds). At most five batches of
         a partition are unacknowledged at a time: the broker recognises a duplicate among its last five."""
-        requests: dict[tuple[int, int], list[ProducerBatch]] = {}  # (node, round) -> batches
+        requests: dict[tuple[int, int], dict] = {}  # (node, round) -> {partition: its batches, in order}
         sizes: dict[tuple[int, int], int] = {}
-        rounds: dict[tuple[str, int], tuple[int, bool]] = {}  # partition -> (its last round, that round closed)
         nodes: set[int] = set()
-        held = deque()
-        blocked: set[tuple[str, int]] = set()
         client = self.client
-        leaders = self.metadata.leaders  # read directly: this loop runs per batch, at batch 1 per record
-        one_per_request = self.identity is not None
-        for batch in self.pending:
-            tp = (batch.topic, batch.partition)
-            if tp in blocked:
-                held.append(batch)
+        leaders = self.metadata.leaders
+        identity = self.identity
+        unacknowledged = self.unacknowledged
+        oldest_alive = now - self.delivery_timeout  # a batch created before this has timed out
+        max_request_size = self.max_request_size
+        build, compression = build_batch, self.compression
+        emptied = []
+        for tp, queue in self.pending.items():
+            leader = leaders.get(tp, NO_LEADER)
+            if leader == NO_LEADER and self._fail_if_no_such_partition(tp, queue):
+                emptied.append(tp)
                 continue
-            if now - batch.created > self.delivery_timeout:
+            # one request to a broker takes one in-flight slot: asked once per broker per pass
+            leader_ready = leader != NO_LEADER and (leader in nodes or client.is_ready(leader))
+            if identity is None:
+                if leader == NO_LEADER:
+                    self.metadata.add_topic(tp[0])
+                    self.metadata.request_update()
+                if leader_ready:
+                    if self._take_plain(tp, queue, (leader, 0), requests, sizes, now, oldest_alive):
+                        nodes.add(leader)
+                else:
+                    self._expire_waiting(tp, queue, oldest_alive)
+                if not queue:
+                    emptied.append(tp)
+                continue
+            sent = False
+            last = None  # idempotent: (the partition's last round, that round closed)
+            turn = 0
+            while queue:
+                batch = queue[0]
+                if batch.created < oldest_alive:
+                    queue.popleft()
+                    self._fail(batch, TimeoutError(f"{tp[0]}-{tp[1]}: not acknowledged within delivery.timeout.ms"))
+                    continue
+                if identity is not None:
+                    turn = self._round_of(batch, last)
+                if (batch.retry_at > now or not leader_ready
+                        or (identity is not None and unacknowledged.get(tp, 0) >= MAX_IN_FLIGHT_FOR_IDEMPOTENCE)):
+                    if leader == NO_LEADER:
+                        self.metadata.add_topic(batch.topic)
+                        self.metadata.request_update()
+                    break  # the partition's later batches stay behind this one
+                payload = batch.payload
+                if identity is None:
+                    if payload is None:
+                        payload = batch.payload = build(batch.records, compression)
+                elif payload is None or batch.producer_id != identity.producer_id:
+                    payload = batch.payload = self._build(batch)
+                key, size = (leader, turn), len(payload)
+                request = requests.get(key)
+                if request is None:
+                    requests[key] = {tp: [batch]}
+                    sizes[key] = size
+                elif sizes[key] + size > max_request_size:
+                    break
+                else:
+                    group = request.get(tp)
+                    if group is None:
+                        request[tp] = [batch]
+                    else:
+                        group.append(batch)
+                    sizes[key] += size
+                queue.popleft()
+                sent = True
+                if identity is not None:
+                    last = (turn, batch.attempts > 0)
+                    unacknowledged[tp] = unacknowledged.get(tp, 0) + 1
+            if sent:
+                nodes.add(leader)
+            if not queue:
+                emptied.append(tp)
+        for tp in emptied:
+            del self.pending[tp]
+        for (node_id, _), by_tp in sorted(requests.items(), key=lambda item: item[0][1]):
+            self._produce(node_id, by_tp)
+        return bool(self.pending)
+
+    def _fail_if_no_such_partition(self, tp: tuple[str, int], queue: deque) -> bool:
+        """Fail the partition's batches if the metadata says the topic has no such partition (they were sent
+        before it came: it will never lead); True if it did."""
+        count = self.metadata.partition_counts.get(tp[0])
+        if not count or 0 <= tp[1] < count:
+            return False
+        error = UnknownPartition(f"topic {tp[0]!r} has {count} partitions, not partition {tp[1]}")
+        while queue:
+            self._fail(queue.popleft(), error)
+        return True
+
+    def _expire_waiting(self, tp: tuple[str, int], queue: deque, oldest_alive: float) -> None:
+        """Fail the batches at the head of a waiting partition's queue that are past delivery.timeout.ms."""
+        while queue and queue[0].created < oldest_alive:
+            self._fail(queue.popleft(), TimeoutError(f"{tp[0]}-{tp[1]}: not acknowledged within delivery.timeout.ms"))
+
+    def _take_plain(self, tp: tuple[str, int], queue: deque, key: tuple[int, int], requests: dict, sizes: dict,
+                    now: float, oldest_alive: float) -> bool:
+        """`_send_ready` for a producer without idempotence (one round): move the partition's batches that
+        can go from `queue` into the request for `key`, in order, until one must wait (a retry backoff) or
+        the request is full; True if any went. Its per-batch work is the least the rules need."""
+        request = requests.get(key)
+        if request is None:
+            request = requests[key] = {}
+        total = sizes.get(key, 0)
+        group = request.get(tp)
+        if group is None:
+            group = []
+        build, compression, max_request_size = build_batch, self.compression, self.max_request_size
+        while queue:
+            batch = queue[0]
+            if batch.created < oldest_alive:
+                queue.popleft()
                 self._fail(batch, TimeoutError(f"{tp[0]}-{tp[1]}: not acknowledged within delivery.timeout.ms"))
                 continue
-            leader = leaders.get(tp, NO_LEADER)
-            turn = self._round_of(batch, rounds.get(tp)) if one_per_request else 0
-            if (batch.retry_at > now or leader == NO_LEADER
-                    or (one_per_request and self.unacknowledged.get(tp, 0) >= MAX_IN_FLIGHT_FOR_IDEMPOTENCE)
-                    or (leader not in nodes and not client.is_ready(leader))):
-                if leader == NO_LEADER:
-                    count = self.metadata.partition_counts.get(tp[0])
-                    if count and not 0 <= tp[1] < count:  # sent before the metadata came: it never will lead
-                        self._fail(batch, UnknownPartition(f"topic {tp[0]!r} has {count} partitions, not "
-                                                           f"partition {tp[1]}"))
-                        continue
-                    self.metadata.add_topic(batch.topic)
-                    self.metadata.request_update()
-                blocked.add(tp)  # keep the partition's later batches behind this one
-                held.append(batch)
-                continue
-            if batch.payload is None or (one_per_request and batch.producer_id != self.identity.producer_id):
-                batch.payload = self._build(batch)
-            size, key = len(batch.payload), (leader, turn)
-            if key in requests and sizes[key] + size > self.max_request_size:
-                blocked.add(tp)
-                held.append(batch)
-                continue
-            requests.setdefault(key, []).append(batch)
-            sizes[key] = sizes.get(key, 0) + size
-            rounds[tp] = (turn, batch.attempts > 0)
-            if one_per_request:
-                self.unacknowledged[tp] = self.unacknowledged.get(tp, 0) + 1
-            nodes.add(leader)
-        self.pending = held
-        for (node_id, _), batches in sorted(requests.items(), key=lambda item: item[0][1]):
-            self._produce(node_id, batches)
-        return bool(held)
+            if batch.retry_at > now:
+                break
+            payload = batch.payload
+            if payload is None:
+                payload = batch.payload = build(batch.records, compression)
+            if total + len(payload) > max_request_size and (group or request):
+                break  # the first batch of a request always goes: the broker judges one too large alone
+            group.append(batch)
+            total += len(payload)
+            queue.popleft()
+        sizes[key] = total
+        if group:
+            request[tp] = group
+        elif not request:
+            del requests[key]
+        return bool(group)
 
     @staticmethod
     def _round_of(batch: ProducerBatch, last: tuple[int, bool] | None) -> int:
@@ -467,24 +558,23 @@ class Sender:
         return build_batch(batch.records, self.compression, producer_id=identity.producer_id,
                            producer_epoch=identity.epoch, base_sequence=batch.base_sequence)
 
-    def _produce(self, node_id: int, batches: list[ProducerBatch]) -> None:
-        by_tp: dict[tuple[str, int], list[ProducerBatch]] = {}
-        for batch in batches:
-            by_tp.setdefault((batch.topic, batch.partition), []).append(batch)
+    def _produce(self, node_id: int, by_tp: dict[tuple[str, int], list[ProducerBatch]]) -> None:
+        """One Produce request to `node_id` with each partition's batches back to back, in order."""
         topics: dict[str, list] = {}
         for (topic, partition), group in by_tp.items():
-            records = group[0].payload if len(group) == 1 else b"".join(b.payload for b in group)
+            records = group[0].payload if len(group) == 1 else b"".join([b.payload for b in group])
             topics.setdefault(topic, []).append(PartitionProduceData(index=partition, records=records))
         request = ProduceRequest(transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
                                  topic_data=[TopicProduceData(name=t, partition_data=p) for t, p in topics.items()])
         self.sent_requests += 1
-        self.sent_batches += len(batches)
         if self.acks == 0:
+            batches = [batch for group in by_tp.values() for batch in group]
             self.client.submit(node_id, ApiKey.PRODUCE, PRODUCE_VERSION, request, expect_response=False,
                                callback=lambda f: self._on_acks0(f, batches), wake=False)
         else:
             self.client.submit(node_id, ApiKey.PRODUCE, PRODUCE_VERSION, request,
                                callback=lambda f: self._on_response(f, by_tp), wake=False)
+        self.sent_batches += sum(map(len, by_tp.values()))
 
     def _on_acks0(self, future, batches: list[ProducerBatch]) -> None:
         if future.error is None:
@@ -553,14 +643,15 @@ class Sender:
     def _requeue(self, batch: ProducerBatch) -> None:
         """Put a retried batch back ahead of its partition's later batches, behind its earlier ones (an
         idempotent producer's sequences must reach the broker in order)."""
-        pending = self.pending
+        tp = (batch.topic, batch.partition)
+        pending = self.pending.get(tp)
+        if pending is None:
+            pending = self.pending[tp] = deque()
         if self.identity is None:
             pending.appendleft(batch)
             return
-        tp, position = (batch.topic, batch.partition), 0
+        position = 0
         for i, other in enumerate(pending):
-            if (other.topic, other.partition) != tp:
-                continue
             if other.payload is None or other.producer_id != batch.producer_id or other.base_sequence > batch.base_sequence:
                 break
             position = i + 1
@@ -581,7 +672,7 @@ class Sender:
 
     def statistics(self) -> dict:
         return {"requests": self.sent_requests, "batches": self.sent_batches, "retried_batches": self.retried_batches,
-                "pending_batches": len(self.pending), "buffered_bytes": self.accumulator.used_bytes,
+                "pending_batches": sum(map(len, self.pending.values())), "buffered_bytes": self.accumulator.used_bytes,
                 "leaders": {f"{t}-{p}": n for (t, p), n in sorted(self.metadata.leaders.items())},
                 "in_flight": {n: self.client.in_flight(n) for n in self.client.nodes},
                 "last_error": repr(self.last_error) if self.last_error else None}

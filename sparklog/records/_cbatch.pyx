@@ -13,7 +13,9 @@ The compiled twin of six functions of `sparklog.records.batch` (see its docstrin
 
 and the per-section loops: the log cleaner's (records/scan.py and records/sweep.py are their callers and
 authorities: `scan_section`, `join_kept`, and `put_batches` / `filter_batches`, one call per read buffer of
-batches) and records/buffers.py's (`decode_buffers`: a section into Arrow's layout, for the Spark source).
+batches) and records/buffers.py's (`decode_buffers`: a section into Arrow's layout, for the Spark source),
+and Kafka's murmur2 key hash for the producer's partitioner (records/keyhash.py is the authority: `murmur2`,
+and `murmur2_partitions` over a column of keys).
 
 Rule 1: the output is the pure-Python function's, byte for byte and value for value, and so are its errors.
 Rule 2: the fast path takes only what fits C: exact `bytes`, ints within int64, `str` header keys, lists
@@ -64,6 +66,8 @@ cdef enum:
     LOG_OVERHEAD = 12
     # The output buffer's first size; it doubles as needed.
     INITIAL_CAPACITY = 4096
+    # compression ids 0 (none) to 4 (zstd): compression.CODEC_NAMES
+    MAX_CODEC_ID = 4
 
 # The pure-Python functions, the authority this module defers to (Rule 2), the result type, and the
 # Python functions build_batch shares with batch.py: the codec lookup, compression, CRC-32C and the clock.
@@ -362,7 +366,8 @@ def build_batch(records, compression="none", base_offset=0, timestamp_type=0, pr
     cdef int attributes
     cdef uint8_t* head
     cdef bytes compressed
-    codec = _codec_id(compression)
+    if not (PyLong_CheckExact(compression) and within(compression, 0, MAX_CODEC_ID, &codec)):
+        codec = _codec_id(compression)  # a name, or an id it checks (the sender passes ids: no call per batch)
     records = list(records)  # private: a record's properties, run in the loop, cannot change it under us
     if not (records and within(timestamp_type, 0, 1, &stamp_type) and within(base_offset, INT64_MIN, INT64_MAX, &offset)
             and within(producer_id, INT64_MIN, INT64_MAX, &pid) and within(producer_epoch, INT16_MIN, INT16_MAX, &epoch)
@@ -1371,3 +1376,76 @@ def decode_chunk(const uint8_t[::1] chunk, Py_ssize_t position, int64_t start, p
         if PyList_GET_SIZE(records) >= CHUNK_RECORDS:
             break
     return records, position
+
+
+# -- murmur2: the producer's keyed partition (records/keyhash.py is the authority) -------------------------
+
+cdef object _py_murmur2 = None
+cdef object _py_partitions_for_keys = None
+
+
+def bind_keyhash(murmur2, partitions_for_keys):
+    """Hand over keyhash.py's pure-Python functions, which take every input the fast path does not."""
+    global _py_murmur2, _py_partitions_for_keys
+    _py_murmur2, _py_partitions_for_keys = murmur2, partitions_for_keys
+
+
+cdef enum:
+    MURMUR2_SEED = 0x9747B28C  # Kafka's Utils.murmur2 seed
+    MURMUR2_M = 0x5BD1E995
+    MURMUR2_R = 24
+    MAX_PARTITIONS = 0x7FFFFFFF  # Java's int
+
+
+cdef inline uint32_t murmur2_of(const uint8_t* data, Py_ssize_t length) noexcept nogil:
+    """Kafka's Utils.murmur2 over `length` bytes, as an unsigned 32-bit value."""
+    cdef uint32_t h = (<uint32_t>MURMUR2_SEED) ^ <uint32_t>length, k
+    cdef Py_ssize_t index, words = length >> 2, base = length & ~(<Py_ssize_t>3)
+    cdef const uint8_t* word
+    for index in range(words):
+        word = data + 4 * index
+        k = word[0] | (<uint32_t>word[1] << 8) | (<uint32_t>word[2] << 16) | (<uint32_t>word[3] << 24)
+        k *= MURMUR2_M
+        k ^= k >> MURMUR2_R
+        k *= MURMUR2_M
+        h = (h * MURMUR2_M) ^ k
+    if length & 3 == 3:
+        h ^= <uint32_t>data[base + 2] << 16
+    if length & 3 >= 2:
+        h ^= <uint32_t>data[base + 1] << 8
+    if length & 3 >= 1:
+        h ^= data[base]
+        h *= MURMUR2_M
+    h ^= h >> 13
+    h *= MURMUR2_M
+    h ^= h >> 15
+    return h
+
+
+def murmur2(key):
+    """Kafka's murmur2 of `key` as a signed 32-bit int (`keyhash._murmur2`)."""
+    if not PyBytes_CheckExact(key):
+        return _py_murmur2(key)
+    return <int32_t>murmur2_of(<const uint8_t*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
+
+
+def murmur2_partitions(keys, num_partitions):
+    """`toPositive(murmur2(key)) % num_partitions` per key, None for a None key (`keyhash._partitions_for_keys`)."""
+    cdef int64_t count
+    cdef Py_ssize_t index, size
+    cdef list result
+    if not (PyList_CheckExact(keys) and as_int64(num_partitions, &count) and 1 <= count <= MAX_PARTITIONS):
+        return _py_partitions_for_keys(keys, num_partitions)
+    size = PyList_GET_SIZE(keys)
+    result = PyList_New(size)
+    for index in range(size):
+        key = <object>PyList_GET_ITEM(keys, index)
+        if key is None:
+            item = None
+        elif PyBytes_CheckExact(key):
+            item = PyLong_FromLongLong((murmur2_of(<const uint8_t*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
+                                        & 0x7FFFFFFF) % count)
+        else:
+            item = _py_partitions_for_keys([key], num_partitions)[0]
+        set_item(result, index, item)
+    return result

@@ -102,6 +102,21 @@ def test_delivery_timeout_fails_records_the_broker_never_acknowledges(broker):
             future.get(5)
 
 
+@pytest.mark.timeout(60)  # without the expiry, flush() at close waits forever
+@pytest.mark.parametrize("idempotence", [False, True])
+def test_records_for_a_leader_that_cannot_be_reached_fail_at_the_delivery_timeout(idempotence):
+    """A partition whose leader is known but not connectable still has its records failed at
+    delivery.timeout.ms, by either sender path (the plain one skips a partition that waits)."""
+    with FakeBroker({"t": 1}) as broker:
+        with make(broker, **{"delivery.timeout.ms": 800, "request.timeout.ms": 200, "reconnect.backoff.ms": 50,
+                             "enable.idempotence": idempotence, "acks": -1 if idempotence else 1}) as producer:
+            producer.send("t", b"first", partition=0).get(5)
+            producer._client.is_ready = lambda node_id: False  # as a leader that refuses connections is
+            future = producer.send("t", b"v", partition=0)
+            with pytest.raises(TimeoutError, match="not acknowledged within delivery.timeout.ms"):
+                future.get(5)
+
+
 def test_unknown_topics_raise_after_max_block(broker):
     with make(broker, **{"max.block.ms": 300}) as producer:
         with pytest.raises(UnknownTopic):
