@@ -17,12 +17,13 @@ import cProfile
 import os
 import pstats
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
+
+from measure import one_broker_cluster  # noqa: E402
 
 TOP_FUNCTIONS = 18  # lines of the profile printed
 
@@ -94,36 +95,20 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
 
-    from sparklog.coordination.connection import close, connect
-    from sparklog.coordination.topics import create_topic
-    from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper
-    from support.cluster import Cluster
-
-    work = Path(tempfile.mkdtemp(prefix="sparklog-read-profile-"))
-    zookeeper = EmbeddedZooKeeper()
-    zookeeper.start()
-    try:
-        zk_connect = f"{zookeeper.connect_string}/profile"
-        with Cluster(zk_connect, work / "brokers", brokers=1) as cluster:
-            zk = connect(zk_connect)
-            create_topic(zk, "profile", 1, 1)
-            close(zk)
-            time.sleep(1.0)
-            produce(cluster.bootstrap, "profile", args.records, args.size)
-            print(f"load average: {os.getloadavg()[0]:.2f}")
-            timed_read(cluster.bootstrap, "profile", args.records, "cython", False)  # warm the page cache
-            rates = {}
-            for name, codec, baseline in (("baseline: lists", "cython", True), ("cython", "cython", False),
-                                          ("python", "python", False)):
-                elapsed = timed_read(cluster.bootstrap, "profile", args.records, codec, False, baseline)
-                rates[name] = args.records / elapsed
-                print(f"read_partition, {name}: {args.records:,} records in {elapsed:.2f}s = {rates[name]:,.0f} rows/s")
-            print(f"Arrow buffers (compiled) / baseline lists: {rates['cython'] / rates['baseline: lists']:.2f}; "
-                  f"compiled / pure-Python: {rates['cython'] / rates['python']:.2f}")
-            if args.profile:
-                timed_read(cluster.bootstrap, "profile", args.records, "cython", True)
-    finally:
-        zookeeper.stop()
+    with one_broker_cluster(("profile",), 1, chroot="profile") as (cluster, _):
+        produce(cluster.bootstrap, "profile", args.records, args.size)
+        print(f"load average: {os.getloadavg()[0]:.2f}")
+        timed_read(cluster.bootstrap, "profile", args.records, "cython", False)  # warm the page cache
+        rates = {}
+        for name, codec, baseline in (("baseline: lists", "cython", True), ("cython", "cython", False),
+                                      ("python", "python", False)):
+            elapsed = timed_read(cluster.bootstrap, "profile", args.records, codec, False, baseline)
+            rates[name] = args.records / elapsed
+            print(f"read_partition, {name}: {args.records:,} records in {elapsed:.2f}s = {rates[name]:,.0f} rows/s")
+        print(f"Arrow buffers (compiled) / baseline lists: {rates['cython'] / rates['baseline: lists']:.2f}; "
+              f"compiled / pure-Python: {rates['cython'] / rates['python']:.2f}")
+        if args.profile:
+            timed_read(cluster.bootstrap, "profile", args.records, "cython", True)
 
 
 if __name__ == "__main__":

@@ -20,12 +20,13 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
+
+from measure import load, one_broker_cluster  # noqa: E402
 
 
 FIXED_COST_RECORDS = 1_000  # a read this small measures what an action costs whatever its size
@@ -136,51 +137,37 @@ def main() -> None:
     args = parser.parse_args()
     n, size, parts = args.records, args.size, args.partitions
 
-    from sparklog.coordination.connection import close, connect
-    from sparklog.coordination.topics import create_topic
-    from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper
-    from support.cluster import Cluster
     from support.spark import new_session
 
-    work = Path(tempfile.mkdtemp(prefix="sparklog-bench-"))
-    zookeeper = EmbeddedZooKeeper()
-    zookeeper.start()
-    try:
-        zk_connect = f"{zookeeper.connect_string}/bench"
-        with Cluster(zk_connect, work / "brokers", brokers=1) as cluster:
-            zk = connect(zk_connect)
-            for topic in ("bench", "bench-out"):
-                create_topic(zk, topic, parts, 1)
-            close(zk)
-            time.sleep(1.0)
-            produce_s = produce(cluster.bootstrap, "bench", n, size, parts)
-            wait_end_offsets(cluster.bootstrap, "bench", parts, n)
-            print(f"python producer: {n:,} records of {size} B in {produce_s:.1f}s = {n / produce_s:,.0f} rows/s")
+    print(f"load average at the start: {load()}")
+    with one_broker_cluster(("bench", "bench-out"), parts) as (cluster, work):
+        produce_s = produce(cluster.bootstrap, "bench", n, size, parts)
+        wait_end_offsets(cluster.bootstrap, "bench", parts, n)
+        print(f"python producer: {n:,} records of {size} B in {produce_s:.1f}s = {n / produce_s:,.0f} rows/s")
 
-            spark = new_session(conf={"spark.driver.memory": "3g"})
-            try:
-                from pyspark.sql import functions as F
+        spark = new_session(conf={"spark.driver.memory": "3g"})
+        try:
+            from pyspark.sql import functions as F
 
-                values = spark.range(n).select(F.expr(f"repeat('x', {size})").alias("value"))
-                values.repartition(parts).write.parquet(str(work / "parquet"))
-                if not args.write_only:
-                    values.repartition(parts).write.json(str(work / "json"))
-                    read_benchmarks(spark, cluster, work, n, size, parts, args.trials)
+            values = spark.range(n).select(F.expr(f"repeat('x', {size})").alias("value"))
+            values.repartition(parts).write.parquet(str(work / "parquet"))
+            if not args.write_only:
+                values.repartition(parts).write.json(str(work / "json"))
+                read_benchmarks(spark, cluster, work, n, size, parts, args.trials)
 
-                def write(df):
-                    return timed(lambda: df.write.mode("append").format("sparklog")
-                                 .option("bootstrap.servers", cluster.bootstrap).option("topic", "bench-out")
-                                 .option("sparklog.linger.ms", "10").option("sparklog.batch.size", "262144").save())
+            def write(df):
+                return timed(lambda: df.write.mode("append").format("sparklog")
+                             .option("bootstrap.servers", cluster.bootstrap).option("topic", "bench-out")
+                             .option("sparklog.linger.ms", "10").option("sparklog.batch.size", "262144").save())
 
-                to_write = spark.read.parquet(str(work / "parquet")).select(F.col("value").cast("binary"))
-                write(to_write.limit(FIXED_COST_RECORDS))  # untimed: starts the Python workers (--write-only)
-                write_s, _ = write(to_write)
-                print(f"write sparklog: {write_s:.1f}s = {n / write_s:,.0f} rows/s; "
-                      f"/ python producer: {(n / write_s) / (n / produce_s):.2f} (goal >= 0.8)")
-            finally:
-                spark.stop()
-    finally:
-        zookeeper.stop()
+            to_write = spark.read.parquet(str(work / "parquet")).select(F.col("value").cast("binary"))
+            write(to_write.limit(FIXED_COST_RECORDS))  # untimed: starts the Python workers (--write-only)
+            write_s, _ = write(to_write)
+            print(f"write sparklog: {write_s:.1f}s = {n / write_s:,.0f} rows/s; "
+                  f"/ python producer: {(n / write_s) / (n / produce_s):.2f} (goal >= 0.8)")
+        finally:
+            spark.stop()
+    print(f"load average at the end: {load()}")
 
 
 if __name__ == "__main__":
