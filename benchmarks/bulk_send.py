@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
+
+from measure import one_broker_cluster  # noqa: E402
 
 SETTINGS = {"linger.ms": 10, "batch.size": 262_144}
 
@@ -95,33 +96,17 @@ def main() -> None:
     args = parser.parse_args()
     n, payload = args.records // args.rows * args.rows, b"x" * args.size
 
-    from sparklog.coordination.connection import close, connect
-    from sparklog.coordination.topics import create_topic
-    from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper
     from sparklog.records import IMPLEMENTATION
-    from support.cluster import Cluster
 
-    work = Path(tempfile.mkdtemp(prefix="sparklog-bench-"))
-    zookeeper = EmbeddedZooKeeper()
-    zookeeper.start()
-    try:
-        zk_connect = f"{zookeeper.connect_string}/bench"
-        with Cluster(zk_connect, work / "brokers", brokers=1) as cluster:
-            zk = connect(zk_connect)
-            for topic in ("send", "send-many", "writer"):
-                create_topic(zk, topic, args.partitions, 1)
-            close(zk)
-            time.sleep(1.0)
-            base = per_record(cluster.bootstrap, "send", n, payload, args.keys)
-            many = bulk(cluster.bootstrap, "send-many", n, payload, args.rows, args.keys)
-            write = writer(cluster.bootstrap, "writer", n, payload, args.rows, args.keys)
-            print(f"codec: {IMPLEMENTATION}; {n:,} records of {args.size} B, Arrow batches of {args.rows:,} rows"
-                  + (", keyed" if args.keys else ""))
-            print(f"per-record send:  {base:6.2f}s = {n / base:>10,.0f} rows/s")
-            print(f"send_many:        {many:6.2f}s = {n / many:>10,.0f} rows/s   / send: {base / many:.2f}")
-            print(f"produce_batches:  {write:6.2f}s = {n / write:>10,.0f} rows/s   / send: {base / write:.2f}")
-    finally:
-        zookeeper.stop()
+    with one_broker_cluster(("send", "send-many", "writer"), args.partitions) as (cluster, _):
+        base = per_record(cluster.bootstrap, "send", n, payload, args.keys)
+        many = bulk(cluster.bootstrap, "send-many", n, payload, args.rows, args.keys)
+        write = writer(cluster.bootstrap, "writer", n, payload, args.rows, args.keys)
+        print(f"codec: {IMPLEMENTATION}; {n:,} records of {args.size} B, Arrow batches of {args.rows:,} rows"
+              + (", keyed" if args.keys else ""))
+        print(f"per-record send:  {base:6.2f}s = {n / base:>10,.0f} rows/s")
+        print(f"send_many:        {many:6.2f}s = {n / many:>10,.0f} rows/s   / send: {base / many:.2f}")
+        print(f"produce_batches:  {write:6.2f}s = {n / write:>10,.0f} rows/s   / send: {base / write:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The loops the broker benchmarks share (paper.py, scale.py, clients.py): produce, consume and serve, each
-counting only what was acknowledged or received, each bounded by a deadline.
+counting only what was acknowledged or received, each bounded by a deadline; and the clusters they run on
+(`create_single_partition_topic`, `one_broker_cluster`).
 
 Rule 1: a produced message counts once its delivery report arrives without error (confluent-kafka's
 callback, err None); reports with an error are counted as `failed`, and messages with no report by the
@@ -17,16 +18,20 @@ import os
 import random
 import socket
 import struct
+import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Iterator
 
 TICK = os.sysconf("SC_CLK_TCK")
 GB = 1e9
 SIZE = struct.Struct(">i")
 POLL_EVERY = 10_000  # produce() calls between polls for delivery reports
 SOCKET_TIMEOUT_S = 30.0
+TOPIC_OPEN_S = 1.0  # after creating topics: the broker learns of them from ZooKeeper and opens their logs
 
 
 def payload(size: int, seed: int = 2011) -> bytes:
@@ -347,3 +352,31 @@ def create_single_partition_topic(zk_connect: str, topic: str) -> None:
     finally:
         close(client)
     time.sleep(0.5)
+
+
+@contextmanager
+def one_broker_cluster(topics: Iterable[str], partitions: int, chroot: str = "bench") -> Iterator[tuple]:
+    """An embedded ZooKeeper and one broker, with `topics` created (`partitions` each, one replica): yields
+    `(cluster, work directory)` (`cluster.bootstrap` is its address) and stops both whatever happens.
+    Needs the repository's `tests` directory on `sys.path` (for `support.cluster`)."""
+    from sparklog.coordination import topics as topic_admin
+    from sparklog.coordination.connection import close, connect
+    from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper
+    from support.cluster import Cluster
+
+    work = Path(tempfile.mkdtemp(prefix="sparklog-bench-"))
+    zookeeper = EmbeddedZooKeeper()
+    zookeeper.start()
+    try:
+        zk_connect = f"{zookeeper.connect_string}/{chroot}"
+        with Cluster(zk_connect, work / "brokers", brokers=1) as cluster:
+            client = connect(zk_connect)
+            try:
+                for topic in topics:
+                    topic_admin.create_topic(client, topic, partitions, 1)
+            finally:
+                close(client)
+            time.sleep(TOPIC_OPEN_S)
+            yield cluster, work
+    finally:
+        zookeeper.stop()

@@ -1,13 +1,14 @@
 """One Spark input partition read outside Spark: `read()`'s fetch, decode and Arrow build, timed and profiled.
 
-    .venv/bin/python benchmarks/spark_read_profile.py [--records 500000] [--size 200] [--profile]
+    .venv/bin/python benchmarks/spark_read_profile.py [--records 500000] [--size 200] [--trials 1] [--profile]
 
 Starts a ZooKeeper and one broker, produces N records of `size` bytes into one partition, then reads
 `[0, N)` with the data source's `read_partition` (what a Spark task runs in its Python worker), once with the
 compiled record codec and once with the pure-Python one, and a baseline in the same run: the same read
 with the earlier decoding (`columns()` into Python lists, then `pa.array`; compiled codec); prints rows/s of
-each and the ratios, and, with --profile, the cProfile functions that take the most time (cumulative) of the
-compiled read.
+each (the medians of `--trials` interleaved reads) with the CPU seconds the reading process spent (its reading
+thread and the consumer's I/O thread: steadier than wall time on a shared machine), the ratios, and, with
+--profile, the cProfile functions that take the most time (cumulative) of the compiled read.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ import argparse
 import cProfile
 import os
 import pstats
+import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
+
+from measure import one_broker_cluster  # noqa: E402
 
 TOP_FUNCTIONS = 18  # lines of the profile printed
 
@@ -65,7 +68,8 @@ def read_all(bootstrap: str, topic: str, records: int) -> int:
 
 
 def timed_read(bootstrap: str, topic: str, records: int, codec_name: str, profile: bool,
-               baseline: bool = False) -> float:
+               baseline: bool = False) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process: the reading thread and the consumer's I/O thread)."""
     from sparklog.datasource import fetcher
     from support.codecs import switched
 
@@ -73,18 +77,18 @@ def timed_read(bootstrap: str, topic: str, records: int, codec_name: str, profil
     fetcher._fetch_into = fetch_into_lists if baseline else current
     with switched(codec_name):
         profiler = cProfile.Profile() if profile else None
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         if profiler:
             profiler.enable()
         rows = read_all(bootstrap, topic, records)
         if profiler:
             profiler.disable()
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     fetcher._fetch_into = current
     assert rows == records, (rows, records)
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(TOP_FUNCTIONS)
-    return elapsed
+    return elapsed, cpu
 
 
 def main() -> None:
@@ -92,38 +96,28 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--trials", type=int, default=1, help="reads of each kind, interleaved; medians reported")
     args = parser.parse_args()
 
-    from sparklog.coordination.connection import close, connect
-    from sparklog.coordination.topics import create_topic
-    from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper
-    from support.cluster import Cluster
-
-    work = Path(tempfile.mkdtemp(prefix="sparklog-read-profile-"))
-    zookeeper = EmbeddedZooKeeper()
-    zookeeper.start()
-    try:
-        zk_connect = f"{zookeeper.connect_string}/profile"
-        with Cluster(zk_connect, work / "brokers", brokers=1) as cluster:
-            zk = connect(zk_connect)
-            create_topic(zk, "profile", 1, 1)
-            close(zk)
-            time.sleep(1.0)
-            produce(cluster.bootstrap, "profile", args.records, args.size)
-            print(f"load average: {os.getloadavg()[0]:.2f}")
-            timed_read(cluster.bootstrap, "profile", args.records, "cython", False)  # warm the page cache
-            rates = {}
-            for name, codec, baseline in (("baseline: lists", "cython", True), ("cython", "cython", False),
-                                          ("python", "python", False)):
-                elapsed = timed_read(cluster.bootstrap, "profile", args.records, codec, False, baseline)
-                rates[name] = args.records / elapsed
-                print(f"read_partition, {name}: {args.records:,} records in {elapsed:.2f}s = {rates[name]:,.0f} rows/s")
-            print(f"Arrow buffers (compiled) / baseline lists: {rates['cython'] / rates['baseline: lists']:.2f}; "
-                  f"compiled / pure-Python: {rates['cython'] / rates['python']:.2f}")
-            if args.profile:
-                timed_read(cluster.bootstrap, "profile", args.records, "cython", True)
-    finally:
-        zookeeper.stop()
+    with one_broker_cluster(("profile",), 1, chroot="profile") as (cluster, _):
+        produce(cluster.bootstrap, "profile", args.records, args.size)
+        print(f"load average: {os.getloadavg()[0]:.2f}")
+        timed_read(cluster.bootstrap, "profile", args.records, "cython", False)  # warm the page cache
+        kinds = (("baseline: lists", "cython", True), ("cython", "cython", False), ("python", "python", False))
+        times: dict[str, list] = {name: [] for name, _, _ in kinds}
+        for _ in range(args.trials):
+            for name, codec, baseline in kinds:
+                times[name].append(timed_read(cluster.bootstrap, "profile", args.records, codec, False, baseline))
+        rates = {}
+        for name, runs in times.items():
+            elapsed, cpu = statistics.median(t for t, _ in runs), statistics.median(c for _, c in runs)
+            rates[name] = args.records / elapsed
+            print(f"read_partition, {name}: {args.records:,} records in {elapsed:.2f}s = {rates[name]:,.0f} rows/s; "
+                  f"CPU {cpu:.3f}s = {cpu / args.records * 1e6:.2f} us/record (median of {args.trials})")
+        print(f"Arrow buffers (compiled) / baseline lists: {rates['cython'] / rates['baseline: lists']:.2f}; "
+              f"compiled / pure-Python: {rates['cython'] / rates['python']:.2f}")
+        if args.profile:
+            timed_read(cluster.bootstrap, "profile", args.records, "cython", True)
 
 
 if __name__ == "__main__":

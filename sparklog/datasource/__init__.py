@@ -6,19 +6,30 @@
 
 `to_sparklog(**options)` is the `foreachBatch` function for output mode "update", and
 `offsets_behind_latest(query.lastProgress["sources"][0])` gives Spark's Kafka source's lag metrics.
+
+The names are imported on first use (PEP 562): Spark's Python workers import this package to unpickle a
+reader or a writer, and a read task should not pay for the writer's imports, nor a write for the reader's.
 """
 
 from __future__ import annotations
 
-from sparklog.datasource.offsets import offsets_behind_latest
-from sparklog.datasource.source import SparklogDataSource
-from sparklog.datasource.writer import to_sparklog
+import importlib
 
 __all__ = ["SparklogDataSource", "activate", "offsets_behind_latest", "register", "to_sparklog"]
+
+_LAZY = {"SparklogDataSource": "source", "offsets_behind_latest": "offsets", "to_sparklog": "writer"}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
 
 
 def register(spark) -> None:
     """Register the source on `spark` under the name "sparklog"."""
+    from sparklog.datasource.source import SparklogDataSource
+
     spark.dataSource.register(SparklogDataSource)
 
 

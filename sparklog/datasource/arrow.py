@@ -9,14 +9,17 @@ buffers (no Python object per record), and concatenated once per emitted RecordB
 Rule 3: a read whose user-supplied schema selects some of these columns (source.py `selected_columns`) gets
 exactly those, in the schema's order, and the others are never built: pyspark gives Python sources no
 column pruning, so this is how a `count()` avoids building and shipping keys and values.
+Rule 4: per emitted RecordBatch, not per record: the milliseconds of the timestamps become microseconds in one
+numpy multiply over all of them, the constant columns (topic, partition, a batch's timestamp type) are
+repeated by Arrow, and batches without headers add empty lists to `headers` with no Python loop. No `pyarrow.compute`: a read worker does not import it (a quarter second, once per worker).
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -81,12 +84,13 @@ class ColumnBuilder:
         self.partition = partition
         self.include_headers = include_headers
         self.columns = tuple(columns) if columns is not None else None  # Rule 3
+        self._wanted = tuple(self.columns is None or name in self.columns for name in _CHUNK_FIELDS)
         self._reset()
 
     def _reset(self) -> None:
-        self.chunks: list[tuple[pa.Array, pa.Array, pa.Array, pa.Array]] = []  # key, value, offset, timestamp
+        self.chunks: list[tuple] = []  # per appended batch: key, value, offset, timestamp (None: not wanted)
         self.timestamp_types: list[tuple[int, int]] = []  # (count, type) runs
-        self.headers: list = []
+        self.headers: list = []  # per appended batch: its records' header lists, or its row count if it has none
         self._rows = 0
 
     def __len__(self) -> int:
@@ -106,31 +110,31 @@ class ColumnBuilder:
         timestamp_type: int,
     ) -> None:
         arrays = (pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(offsets, pa.int64()),
-                  pa.array(timestamps, pa.int64()))
-        self._add(arrays, timestamp_type, headers)
+                  np.array(timestamps, np.int64))
+        self._add(arrays, len(offsets), timestamp_type, headers)
 
     def append_buffers(self, buffers, first: int, last: int, timestamp_type: int, headers=None) -> None:
         """Records `[first, last)` of one batch's `ColumnBuffers`; `headers` are the batch's per-record
         headers (all of them, as `columns()` gives them) when it has any and they are wanted."""
-        n = buffers.count
+        n, (key, value, offset, timestamp) = buffers.count, self._wanted  # only the columns asked for (Rule 3)
         arrays = (
-            _binary(n, buffers.key_ends, buffers.key_data, buffers.key_validity, buffers.key_nulls),
-            _binary(n, buffers.value_ends, buffers.value_data, buffers.value_validity, buffers.value_nulls),
-            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(buffers.offsets)]),
-            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(buffers.timestamps)]),
+            _binary(n, buffers.key_ends, buffers.key_data, buffers.key_validity, buffers.key_nulls) if key else None,
+            _binary(n, buffers.value_ends, buffers.value_data, buffers.value_validity, buffers.value_nulls)
+            if value else None,
+            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(buffers.offsets)]) if offset else None,
+            np.frombuffer(buffers.timestamps, np.int64) if timestamp else None,
         )
         if first or last < n:
-            arrays = tuple(array.slice(first, last - first) for array in arrays)
+            arrays = tuple(None if array is None else array[first:last] for array in arrays)
             headers = None if headers is None else headers[first:last]
-        self._add(arrays, timestamp_type, headers)
+        self._add(arrays, last - first, timestamp_type, headers)
 
-    def _add(self, arrays: tuple, timestamp_type: int, headers) -> None:
-        count = len(arrays[0])
+    def _add(self, arrays: tuple, count: int, timestamp_type: int, headers) -> None:
         self.chunks.append(arrays)
         self._rows += count
         self.timestamp_types.append((count, timestamp_type))
         if self.wants_headers:
-            self.headers.extend(headers if headers is not None else [()] * count)
+            self.headers.append(headers if headers is not None else count)
 
     def build(self) -> pa.RecordBatch:
         """The records appended so far as one RecordBatch; the builder is then empty again."""
@@ -144,27 +148,38 @@ class ColumnBuilder:
     def _column(self, name: str) -> pa.Array:
         """One output column of the records appended so far, built only when it is asked for (Rule 3)."""
         n = self._rows
+        if name == "timestamp":
+            return _micros([chunk[3] for chunk in self.chunks], n)
         if name in _CHUNK_COLUMNS:
             index, kind = _CHUNK_COLUMNS[name]
-            array = _concat([chunk[index] for chunk in self.chunks], kind)
-            return pc.multiply(array, 1000).cast(TIMESTAMP_TYPE) if name == "timestamp" else array
+            return _concat([chunk[index] for chunk in self.chunks], kind)
         if name == "topic":
             return pa.repeat(pa.scalar(self.topic, pa.string()), n)
         if name == "partition":
             return pa.repeat(pa.scalar(self.partition, pa.int32()), n)
         if name == "timestampType":
             return _runs_array(self.timestamp_types, n)
-        return headers_array(self.headers)
+        return _headers_column(self.headers, n)
 
 
-_CHUNK_COLUMNS = {"key": (0, pa.binary()), "value": (1, pa.binary()), "offset": (2, pa.int64()),
-                  "timestamp": (3, pa.int64())}  # where each chunk holds them, and their Arrow type
+_CHUNK_FIELDS = ("key", "value", "offset", "timestamp")  # what a chunk holds, in this order
+_CHUNK_COLUMNS = {"key": (0, pa.binary()), "value": (1, pa.binary()),
+                  "offset": (2, pa.int64())}  # where each chunk holds them, and their Arrow type
+MICROS_PER_MILLI = 1000
 
 
 def _binary(count: int, ends, data, validity, nulls: int) -> pa.Array:
     """A binary array over Arrow-layout buffers (records/buffers.py Rule 1), without copying them."""
     bitmap = None if validity is None else pa.py_buffer(validity)
     return pa.Array.from_buffers(pa.binary(), count, [bitmap, pa.py_buffer(ends), pa.py_buffer(data)], nulls)
+
+
+def _micros(millis: list[np.ndarray], n: int) -> pa.Array:
+    """Kafka's millisecond timestamps as Spark's microseconds in one multiply (Rule 4); a value past int64's
+    range wraps (as `pyarrow.compute.multiply` did here before) instead of failing the read."""
+    micros = np.concatenate(millis) if len(millis) > 1 else np.array(millis[0] if millis else (), np.int64)
+    micros *= MICROS_PER_MILLI
+    return pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, pa.py_buffer(micros)])
 
 
 def _concat(arrays: list, kind: pa.DataType) -> pa.Array:
@@ -181,6 +196,17 @@ def _runs_array(runs: Sequence[tuple[int, int]], n: int) -> pa.Array:
     for count, value in runs:
         result.extend([value] * count)
     return pa.array(result, pa.int32())
+
+
+def _headers_column(chunks: list, n: int) -> pa.Array:
+    """The headers column (Rule 4): when no appended batch has headers (the usual case), `n` empty lists
+    from one buffer of zero offsets, with no Python loop over the records."""
+    if all(isinstance(chunk, int) for chunk in chunks):
+        empty = pa.StructArray.from_arrays([pa.array([], pa.string()), pa.array([], pa.binary())],
+                                           fields=list(HEADER_TYPE))
+        return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), empty, type=HEADERS_TYPE)
+    return headers_array([record for chunk in chunks
+                          for record in ([()] * chunk if isinstance(chunk, int) else chunk)])
 
 
 def headers_array(headers: Sequence[Sequence[tuple[str | bytes, bytes | None]]]) -> pa.Array:

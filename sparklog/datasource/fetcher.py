@@ -12,6 +12,8 @@ records in [a, b)").
 Rule 3: offsets of the range that are no longer in the log are data loss: `failOnDataLoss=true` fails the
 task naming the topic, partition and missing range; false warns and reads what is left. A range the log
 never reaches fails after `kafkaConsumer.pollTimeoutMs`, never hangs; the offset lookups are bounded by it too.
+The log start is looked up only when a fetch is answered OFFSET_OUT_OF_RANGE, never before the first fetch:
+on the happy path a task makes two requests (Metadata, then Fetch), not three.
 Rule 4: records are decoded a whole batch at a time straight into Arrow's layout (records/buffers.py, then
 `ColumnBuilder.append_buffers`), from the chunks of raw record batches the client Consumer fetched (its
 fetcher thread fetches the next chunk while this one is decoded); that keeps the batch's timestamp type,
@@ -67,7 +69,7 @@ def _read(options: ReadOptions, part: SparklogInputPartition) -> Iterator[pa.Rec
     try:
         tp = (part.topic, part.partition)
         consumer.assign([tp])
-        position = _first_available(consumer, options, part, part.start)
+        position = part.start  # no ListOffsets first: a start retention removed is answered out of range
         consumer.seek(tp, position)
         builder = ColumnBuilder(part.topic, part.partition, options.include_headers, options.columns)
         timeout_s = options.poll_timeout_ms / 1000

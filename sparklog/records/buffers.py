@@ -46,15 +46,18 @@ class ColumnBuffers(NamedTuple):
 def decode_buffers(batch: RecordBatch) -> ColumnBuffers:
     """Rule 1 for a data batch (a control batch's records decode too: the caller skips those)."""
     codec = batch.attributes & COMPRESSION_MASK
-    section = batch._decompress(codec, batch.raw[HEADER_SIZE:]) if codec else batch.raw[HEADER_SIZE:].tobytes()
+    section = batch._decompress(codec, batch.raw[HEADER_SIZE:]) if codec else batch.raw[HEADER_SIZE:]
     buffers = None
     if _batch.CODEC.name == _implementation.CYTHON:
         from sparklog.records import _cbatch
 
         log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
-        buffers = _cbatch.decode_buffers(section, batch.base_offset, batch.base_timestamp, log_append_time,
+        # An uncompressed section is read in place, in the fetched buffer: the compiled decoder copies
+        # each key and value once, into the Arrow buffers, and keeps no reference to the section.
+        view = section if isinstance(section, bytes) else memoryview(section).cast("B")
+        buffers = _cbatch.decode_buffers(view, batch.base_offset, batch.base_timestamp, log_append_time,
                                          batch.record_count)
-    return ColumnBuffers(*buffers) if buffers is not None else _decode_python(section, batch)
+    return ColumnBuffers(*buffers) if buffers is not None else _decode_python(bytes(section), batch)
 
 
 def buffers_in_range(buffer, start: int, end: int | None = None,

@@ -65,6 +65,21 @@ def test_header_keys_given_as_bytes_are_decoded():
 def test_empty_build():
     batch = ColumnBuilder("t", 0).build()
     assert batch.num_rows == 0 and batch.schema.equals(arrow_schema(False))
+    with_headers = ColumnBuilder("t", 0, include_headers=True).build()
+    assert with_headers.num_rows == 0 and with_headers.schema.equals(arrow_schema(True))
+
+
+def test_batches_without_headers_give_empty_lists_beside_batches_with_some():
+    from sparklog.records.buffers import decode_buffers
+
+    plain = record_batch_bytes(0, [(0, None, b"a", []), (1, None, b"b", [])], 0)
+    with_headers = record_batch_bytes(2, [(2, None, b"c", [("h", b"1")])], 0)
+    builder = ColumnBuilder("t", 0, include_headers=True)
+    builder.append_buffers(decode_buffers(plain), 0, 2, 0)  # has_headers False: no per-record lists given
+    assert builder.build().column("headers").to_pylist() == [[], []]
+    builder.append_buffers(decode_buffers(plain), 1, 2, 0)
+    builder.append_buffers(decode_buffers(with_headers), 0, 1, 0, with_headers.columns().headers)
+    assert builder.build().column("headers").to_pylist() == [[], [{"key": "h", "value": b"1"}]]
 
 
 def record_batch_bytes(base, records, ts_type):

@@ -1,6 +1,7 @@
 """`_fetch_into`: one fetched chunk of raw batches into columns, cut to exactly `[position, end)`."""
 
 import pyarrow as pa
+import pytest
 
 from sparklog.datasource.arrow import ColumnBuilder
 from sparklog.datasource.fetcher import _fetch_into
@@ -41,3 +42,69 @@ def test_batches_wholly_before_the_position_or_after_the_end_add_nothing():
     builder = ColumnBuilder("t", 0)
     assert _fetch_into(builder, FakeConsumer(batch(0, 5), batch(5, 5), batch(10, 5)), 5, 10) == 10
     assert builder.build().column("offset") == pa.array(range(5, 10), pa.int64())
+
+
+class RangeConsumer(FakeConsumer):
+    """A consumer for `_read`: one chunk per seek, from where the seek put it; the log starts at `log_start`,
+    and a fetch before it is answered out of range, as a broker answers."""
+
+    def __init__(self, log_start: int, *batches: bytes) -> None:
+        self.log_start, self.batches, self.lookups, self.position = log_start, batches, 0, None
+        self.chunks = []
+
+    def assign(self, tps) -> None:
+        pass
+
+    def seek(self, tp, offset: int) -> None:
+        from sparklog.client.consumer import OffsetOutOfRange
+
+        self.position = offset
+        if offset < self.log_start:
+            self.chunks = [OffsetOutOfRange(f"{tp}: offset {offset} is out of range")]
+        else:
+            self.chunks = [(None, 0, memoryview(b"".join(self.batches)), offset)]
+
+    def next_chunk(self, timeout):
+        chunk = self.chunks.pop(0) if self.chunks else None
+        if isinstance(chunk, Exception):
+            raise chunk
+        return chunk
+
+    def beginning_offsets(self, tps, timeout=None) -> dict:
+        self.lookups += 1
+        return {tp: self.log_start for tp in tps}
+
+    def close(self) -> None:
+        pass
+
+
+def read(consumer, monkeypatch, start: int, end: int, **options) -> list[int]:
+    from sparklog.datasource import fetcher
+    from sparklog.datasource.offsets import SparklogInputPartition
+    from sparklog.datasource.options import parse_read_options
+
+    monkeypatch.setattr(fetcher, "_open_consumer", lambda *_: consumer)
+    parsed = parse_read_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t", **options},
+                                streaming=False)
+    rows = [b for b in fetcher.read_partition(parsed, SparklogInputPartition("t", 0, start, end))]
+    return [o for b in rows for o in b.column("offset").to_pylist()]
+
+
+def test_a_task_looks_up_no_offsets_before_its_first_fetch(monkeypatch):
+    consumer = RangeConsumer(0, batch(0, 10))
+    assert read(consumer, monkeypatch, 2, 8) == list(range(2, 8))
+    assert consumer.lookups == 0  # Metadata, then Fetch: no ListOffsets on the happy path
+
+
+def test_a_start_retention_removed_is_found_by_the_fetch_and_reported(monkeypatch, caplog):
+    consumer = RangeConsumer(5, batch(5, 10))
+    assert read(consumer, monkeypatch, 2, 12, failOnDataLoss="false") == list(range(5, 12))
+    assert consumer.lookups == 1
+    assert "Offsets [2, 5) of t-0 are missing" in caplog.text
+
+
+def test_a_start_retention_removed_fails_the_task_with_fail_on_data_loss(monkeypatch):
+    from sparklog.datasource.errors import DataLossError
+
+    with pytest.raises(DataLossError, match=r"Offsets \[2, 5\) of t-0 are missing"):
+        read(RangeConsumer(5, batch(5, 10)), monkeypatch, 2, 12)

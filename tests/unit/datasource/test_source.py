@@ -51,3 +51,17 @@ def test_no_projection_with_avro_values():
     avro = {"valueFormat": "avro", "subject": "events-value", "zookeeper.connect": "localhost:2181"}
     with pytest.raises(SparklogOptionError, match="valueFormat=avro"):
         selected_columns(fields("offset"), options(**avro))
+
+
+def test_a_read_worker_imports_neither_the_writer_nor_pyarrow_compute():
+    """What a Spark Python worker imports to unpickle a reader and run `read()`: the write path and
+    `pyarrow.compute` (a quarter second on a loaded machine) are not part of it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pyspark_sparklog, sparklog.datasource.batch_reader, sparklog.datasource.stream_reader, "
+            "sparklog.datasource.fetcher; "
+            "print(sorted(m for m in ('pyarrow.compute', 'sparklog.datasource.writer', 'sparklog.client.producer') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]"
