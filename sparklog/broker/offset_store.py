@@ -40,8 +40,10 @@ deletes the group's ZooKeeper offsets (so they do not come back), unless a ZooKe
 consumers; expiry deletes only what is in the topic. The paper's ZooKeeper groups and the Spark source keep
 their offsets in ZooKeeper (coordination/offsets.py), untouched by this store.
 
-Rule 1: everything here runs on the event loop; reading and appending to logs and ZooKeeper calls run on
-the executor, so the loop never waits for a disk or for ZooKeeper.
+Rule 1: everything here runs on the event loop; reading logs (a load) and ZooKeeper calls run on the
+executor, so the loop never waits for them. A commit's append runs on the loop, as a Produce's does
+(handlers.py): one write of one small batch to the page cache (fsynced by the flusher, unless the topic sets
+flush.messages), where a hop to an executor thread and back cost more than the write, on every commit.
 """
 
 from __future__ import annotations
@@ -246,7 +248,7 @@ class TopicOffsetStore:
             return COORDINATOR_NOT_AVAILABLE  # Kafka's mapping of NOT_ENOUGH_REPLICAS
         batch = build_batch([(_key(group, tp), _value(c), None, c.commit_timestamp) for tp, c in changes.items()])
         try:
-            base = await self._blocking(led.plog.append_as_leader, batch, led.leader_epoch)
+            base = led.plog.append_as_leader(batch, led.leader_epoch)  # on the loop (Rule 1)
         except LogClosedError:
             return NOT_COORDINATOR
         except RecordBatchTooLarge:

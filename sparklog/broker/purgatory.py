@@ -5,8 +5,12 @@ the high watermark passes their batches, Kafka's DelayedProduce). Both are a con
 re-checked whenever one of those logs is poked, and answered at their deadline whatever it says.
 
 Rule 1: `notify(log)` may be called from any thread (the storage calls it from the flusher when the HW
-moves; the replica manager when an ISR or a leadership changes); it hands the wake-up to the event loop
-and costs one dict lookup when nobody waits on that log.
+moves; the replica manager when an ISR or a leadership changes); from another thread it hands the wake-up
+to the event loop, on the loop thread (a follower's fetch moving the HW) it wakes the waiters itself, so
+they are not queued behind the loop's next round of I/O; it costs one dict lookup when nobody waits on
+that log.
+Rule 3: waiters on a log are woken in the order they parked (a parked acks=all write before the
+follower fetches that parked again after it).
 Rule 2: `wait_until(logs, check, deadline)` registers before it checks, so a change between the check and
 the wait is never missed; it returns check()'s last answer, True only if the condition held.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from asyncio import _get_running_loop  # the C accessor behind get_running_loop(): None off the loop thread
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -31,7 +36,8 @@ class Purgatory:
     """Futures of parked requests, by the log they wait on (module docstring)."""
 
     def __init__(self) -> None:
-        self._waiting: dict[Any, set[asyncio.Future]] = {}  # log -> futures of requests waiting on it
+        # log -> futures of requests waiting on it, in parking order (Rule 3): a dict used as an ordered set
+        self._waiting: dict[Any, dict[asyncio.Future, None]] = {}
         self._watched: "weakref.WeakSet" = weakref.WeakSet()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._completed = 0
@@ -47,13 +53,13 @@ class Purgatory:
         self._loop = asyncio.get_running_loop()
         for plog in plogs:
             self.watch(plog)
-            self._waiting.setdefault(plog, set()).add(future)
+            self._waiting.setdefault(plog, {})[future] = None
 
     def remove(self, plogs, future: asyncio.Future) -> None:
         for plog in plogs:
             waiting = self._waiting.get(plog)
             if waiting is not None:
-                waiting.discard(future)
+                waiting.pop(future, None)
                 if not waiting:
                     del self._waiting[plog]
 
@@ -63,6 +69,9 @@ class Purgatory:
     def notify(self, plog) -> None:
         """Re-check whatever waits on `plog` (any thread)."""
         if plog in self._waiting and self._loop is not None:
+            if _get_running_loop() is self._loop:
+                self._wake(plog)
+                return
             try:
                 self._loop.call_soon_threadsafe(self._wake, plog)
             except RuntimeError:  # the loop is closed: shutting down

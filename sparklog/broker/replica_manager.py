@@ -238,9 +238,11 @@ class ReplicaManager:
             self.purgatory.notify(led.plog)
 
     def record_follower_fetch(self, led: LedPartition, replica: int, fetch_offset: int) -> None:
-        led.state.update_follower(replica, fetch_offset, led.plog.log_end_offset, _now_ms())
+        """Called for every partition of every follower fetch: with a full ISR there is nothing to expand."""
+        state, leo = led.state, led.plog.log_end_offset
+        state.update_follower(replica, fetch_offset, leo, _now_ms())
         self._advance_hw(led)
-        if led.state.to_expand(led.plog.log_end_offset):
+        if not state.followers.keys() <= state.isr and state.to_expand(leo):
             self._write_isr_soon(led)
 
     def produce_outcome(self, led: LedPartition, required_offset: int) -> int | None:
@@ -285,7 +287,10 @@ class ReplicaManager:
 
     def _advance_hw(self, led: LedPartition) -> None:
         if led.replicated and not led.fenced:
-            led.plog.set_high_watermark(led.state.compute_high_watermark(led.plog.log_end_offset))
+            plog = led.plog
+            high_watermark = led.state.compute_high_watermark(plog.log_end_offset)
+            if high_watermark > plog.high_watermark:  # set_high_watermark would ignore it, under the log's lock
+                plog.set_high_watermark(high_watermark)
 
     # -- ISR changes (Rules 1-3) ----------------------------------------------------------------------------
 

@@ -1562,6 +1562,8 @@ class PartitionLog:
             raise LogClosedError(f"{self.name} is closed")
         if offset < bases[0] or offset > end.offset:
             raise OffsetOutOfRange(offset, bases[0], end.offset, self.name)
+        if offset == end.offset:  # a caught-up follower: nothing to read, and no segment tail to walk for it
+            return FileSlice(segments[-1], 0, 0)
         for segment in segments[max(0, bisect_right(bases, offset) - 1):]:
             limit = self._visible_end(segment, end, end.offset)
             position = segment.find_batch(offset, limit)

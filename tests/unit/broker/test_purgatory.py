@@ -82,3 +82,31 @@ def test_a_cancelled_wait_ends_even_when_woken_in_the_same_turn():
         assert purgatory.waiting() == 0
 
     asyncio.run(run())
+
+
+def test_notify_on_the_loop_wakes_at_once_and_in_parking_order():
+    """On the loop thread (a follower's fetch moving the HW) notify wakes the waiters itself, oldest first:
+    no trip through call_soon_threadsafe's self-pipe, behind whatever the loop has queued meanwhile, and
+    a parked acks=all write is re-checked before the requests that parked after it."""
+    async def run():
+        purgatory, plog, done, order = Purgatory(), FakeLog(), [], []
+        loop = asyncio.get_running_loop()
+
+        def check(n):
+            return lambda: (order.append(n) if done else None) or bool(done)
+
+        waiters = [asyncio.ensure_future(purgatory.wait_until([plog], check(n), loop.time() + 5)) for n in range(40)]
+        await asyncio.sleep(0.01)
+        threadsafe = []
+        real = loop.call_soon_threadsafe
+        loop.call_soon_threadsafe = lambda *a: threadsafe.append(a) or real(*a)
+        try:
+            done.append(1)
+            purgatory.notify(plog)
+            assert await asyncio.wait_for(asyncio.gather(*waiters), 1) == [True] * 40
+        finally:
+            del loop.call_soon_threadsafe
+        assert threadsafe == []
+        assert order == list(range(40))
+
+    asyncio.run(run())

@@ -212,3 +212,20 @@ def test_crash_during_replica_truncation_keeps_log_and_epochs_consistent(tmp_pat
         starts.setdefault(epoch, base)
     assert [(e.epoch, e.start_offset) for e in reopened.leader_epochs.entries] == sorted(starts.items())
     reopened.close()
+
+
+def test_read_replica_at_the_log_end_reads_no_file(tmp_path, flusher, monkeypatch):
+    """A caught-up follower's fetch reads at the LEO: answered from memory, not by walking the segment's
+    unindexed tail header by header (one pread per batch since the last index entry, on every fetch of every
+    partition of the request, which made a parked follower fetch's re-checks grow with the log)."""
+    from sparklog.storage.segment import LogSegment
+
+    log = open_log(tmp_path, flusher)
+    for i in range(20):
+        log.append_as_leader(make_batch(1, tag=i), 0)
+    walks = []
+    real = LogSegment.find_batch
+    monkeypatch.setattr(LogSegment, "find_batch", lambda self, *a: walks.append(a) or real(self, *a))
+    assert log.read_replica(log.log_end_offset, 10_000).length == 0
+    assert walks == []
+    assert [b.base_offset for b in iter_batches(log.read_replica(19, 10_000).read_bytes())] == [19]
