@@ -1040,24 +1040,40 @@ async def _create_offsets_topic(state) -> None:
 
 
 def handle_offset_commit(request, state):
+    """A partition the cluster lacks gets UNKNOWN_TOPIC_OR_PARTITION and is not stored, whatever the group's
+    state (Kafka's KafkaApis checks the metadata cache before asking the coordinator, at every version)."""
     body = request.body
+    unknown = _unknown_commit_partitions(body, state.partitions.snapshot)
     code = group_handlers.group_error(state, body.group_id)
     if code == NONE:
         code = _commit_membership_error(body, state)
     if code != NONE:
-        return _offset_commit_response(body, lambda t, p: code)
-    return _offset_commit(body, state)
+        return _offset_commit_response(body, lambda t, p: unknown.get((t, p), code))
+    return _offset_commit(body, state, unknown)
 
 
-async def _offset_commit(body, state) -> OffsetCommitResponse:
-    offsets, codes = {}, {}
+def _unknown_commit_partitions(body, snapshot) -> dict[tuple[str, int], int]:
+    """{(topic, partition): error} of the partitions that are not in the cluster's metadata."""
+    unknown = {}
+    for topic in body.topics:
+        for part in topic.partitions:
+            meta = snapshot.topics.get(topic.name)
+            if meta is None or part.partition_index not in meta.partitions:
+                valid = _valid_topic(topic.name) and part.partition_index >= 0
+                unknown[(topic.name, part.partition_index)] = UNKNOWN_TOPIC_OR_PARTITION if valid else (
+                    INVALID_TOPIC_EXCEPTION)
+    return unknown
+
+
+async def _offset_commit(body, state, unknown) -> OffsetCommitResponse:
+    offsets, codes = {}, dict(unknown)
     for topic in body.topics:
         for part in topic.partitions:
             key = (topic.name, part.partition_index)
             metadata = part.committed_metadata or ""
-            if not _valid_topic(topic.name) or part.partition_index < 0:
-                codes[key] = INVALID_TOPIC_EXCEPTION
-            elif len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+            if key in unknown:
+                continue
+            if len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
                 codes[key] = OFFSET_METADATA_TOO_LARGE
             else:
                 offsets[key] = offset_registry.OffsetAndMetadata(part.committed_offset, metadata)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
-from kafka.admin import KafkaAdminClient
+from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import InvalidRequestError
 from kafka.structs import OffsetAndMetadata
 
@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slow
 TIMEOUT_S = 30
 REPO = Path(__file__).resolve().parents[2]
 COMMITS = 300
+TOPIC, TOPIC_PARTITIONS = "events", 3  # the commits' topic (OffsetCommit refuses a partition the cluster lacks)
 
 
 @pytest.fixture(scope="module")
@@ -37,14 +38,30 @@ def cluster(request, zookeeper, tmp_path_factory):
                     "log.flush.interval.ms": "20", "offsets.topic.segment.bytes": "4096",
                     "log.cleaner.backoff.ms": "100", "log.cleaner.min.cleanable.ratio": "0.01"})
     request.addfinalizer(c.stop)
-    return c.start()
+    c.start()
+    admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+    try:
+        admin.create_topics([NewTopic(TOPIC, TOPIC_PARTITIONS, 1)])
+    finally:
+        admin.close()
+    for broker in c.brokers.values():  # a commit of a partition the coordinator does not know is refused
+        wait_until(lambda: knows_topic(broker.address), f"{TOPIC} in broker {broker.address}'s metadata", TIMEOUT_S)
+    return c
+
+
+def knows_topic(address: str) -> bool:
+    metadata = KafkaConsumer(bootstrap_servers=address)
+    try:
+        return metadata.partitions_for_topic(TOPIC) == set(range(TOPIC_PARTITIONS))
+    finally:
+        metadata.close()
 
 
 def consumer(cluster, group: str) -> KafkaConsumer:
     return KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False)
 
 
-def commit(cluster, group: str, offsets: dict[int, int], topic: str = "events") -> None:
+def commit(cluster, group: str, offsets: dict[int, int], topic: str = TOPIC) -> None:
     """A member-less commit (kafka-python's assign() + commit())."""
     c = consumer(cluster, group)
     try:
@@ -54,7 +71,7 @@ def commit(cluster, group: str, offsets: dict[int, int], topic: str = "events") 
         c.close()
 
 
-def committed(cluster, group: str, partitions, topic: str = "events") -> dict[int, int | None]:
+def committed(cluster, group: str, partitions, topic: str = TOPIC) -> dict[int, int | None]:
     c = consumer(cluster, group)
     try:
         return {p: c.committed(TopicPartition(topic, p)) for p in partitions}
@@ -164,12 +181,12 @@ def test_many_commits_of_one_key_are_compacted_to_the_last(cluster):
     group = f"g-{uuid.uuid4().hex[:8]}"
     c = consumer(cluster, group)
     try:
-        c.assign([TopicPartition("events", 0)])
+        c.assign([TopicPartition(TOPIC, 0)])
         for offset in range(COMMITS):
-            c.commit({TopicPartition("events", 0): OffsetAndMetadata(offset, "", -1)})
+            c.commit({TopicPartition(TOPIC, 0): OffsetAndMetadata(offset, "", -1)})
     finally:
         c.close()
-    key = CommitKey(group, "events", 0)
+    key = CommitKey(group, TOPIC, 0)
     partition = offsets_partition(group, TEST_OFFSETS_TOPIC_PARTITIONS)
 
     def compacted():

@@ -12,7 +12,7 @@ from sparklog.broker import handlers
 from sparklog.broker.dispatch import Dispatcher
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.offset_store import OFFSETS_TOPIC, TopicOffsetStore, java_string_hash, offsets_partition
-from sparklog.broker.partitions import MetadataSnapshot, TopicMeta
+from sparklog.broker.partitions import MetadataSnapshot, PartitionMeta, TopicMeta
 from sparklog.coordination.brokers import BrokerInfo
 from sparklog.protocol import errors
 from sparklog.protocol.find_coordinator import FindCoordinatorRequest
@@ -53,7 +53,8 @@ class MemoryOffsets:
 
 
 class Partitions:
-    snapshot = MetadataSnapshot({OFFSETS_TOPIC: TopicMeta(OFFSETS_TOPIC, {})},
+    snapshot = MetadataSnapshot({OFFSETS_TOPIC: TopicMeta(OFFSETS_TOPIC, {}),
+                                 "t": TopicMeta("t", {0: PartitionMeta(0, ME, 0, (ME,), (ME,))})},
                                 {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "h2", 9093)}, {})
 
 
@@ -90,11 +91,14 @@ async def sync(state, group, generation, member_id, assignments=()):
     return await call(state, body, 14, 3)
 
 
-def commit(state, group, generation, member_id):
+def commit(state, group, generation, member_id, partitions=(("t", 0),)):
+    topics = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append(OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+            partition_index=partition, committed_offset=5, committed_metadata=""))
     body = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=generation, member_id=member_id,
-                               topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="t", partitions=[
-                                   OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
-                                       partition_index=0, committed_offset=5, committed_metadata="")])])
+                               topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=parts)
+                                       for t, parts in topics.items()])
     result = call(state, body, 8, 7)
     return result
 
@@ -158,6 +162,26 @@ def test_a_silent_member_expires_and_the_empty_group_is_forgotten(state):
         assert group not in state.groups.groups
         assert await commit_code(state, group, -1, "") == 0  # member-less commits work again
         assert state.groups.statistics().waiting_requests == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_commit_to_a_topic_or_partition_the_cluster_lacks_gets_unknown_topic_or_partition(state):
+    """Kafka's KafkaApis answers such a partition UNKNOWN_TOPIC_OR_PARTITION (before asking the coordinator)
+    and stores nothing for it; the request's other partitions are committed."""
+    group = group_on(ME, "u")
+
+    async def scenario():
+        result = commit(state, group, -1, "", [("t", 0), ("t", 7), ("missing", 0)])
+        result = await result if asyncio.iscoroutine(result) else result
+        codes = {(t.name, p.partition_index): p.error_code for t in result.topics for p in t.partitions}
+        unknown = errors.UnknownTopicOrPartitionError.errno
+        assert codes == {("t", 0): 0, ("t", 7): unknown, ("missing", 0): unknown}
+        assert state.offsets.committed == {(group, "t", 0): 5}
+        only_missing = commit(state, group, -1, "", [("missing", 1)])
+        only_missing = await only_missing if asyncio.iscoroutine(only_missing) else only_missing
+        assert only_missing.topics[0].partitions[0].error_code == unknown
+        assert state.offsets.committed == {(group, "t", 0): 5}
 
     asyncio.run(scenario())
 
