@@ -20,6 +20,8 @@ offsets for it (OffsetFetch) is an inactive Kafka group (state Empty); else one 
 registry alone (a Spark query's progress) is an inactive ZooKeeper group; else there is no such group.
 `list` shows groups that the brokers list (ListGroups) as kafka, registered ZooKeeper groups as zookeeper,
 and the other names in the registry (committed offsets, no consumers) as offsets.
+With `--bootstrap-server` and no `--zookeeper`, ZooKeeper is not asked at all: only Kafka groups are found,
+and a command that would have needed ZooKeeper says in its one line what it did not check.
 Rule 2: what cannot be reached (a broker, ZooKeeper) ends the command with one line and exit status 1
 (cli.py Rule 2), never with an empty table; so does a broker's refusal (its Kafka error, named).
 Rule 3: reset-offsets and delete refuse a group with members: a Kafka group in any state but Empty (as
@@ -71,7 +73,8 @@ class GroupView:
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     groups = subparsers.add_parser("groups", help="list, describe, reset and delete consumer groups "
                                    "(ZooKeeper groups and broker-coordinated Kafka groups)")
-    groups.add_argument("--zookeeper", default=DEFAULT_ZOOKEEPER, help="host:port[/chroot] (default %(default)s)")
+    groups.add_argument("--zookeeper", help=f"host:port[/chroot] (default {DEFAULT_ZOOKEEPER}, or none with "
+                        "--bootstrap-server: Kafka groups only)")
     add_zookeeper_timeout(groups)
     groups.add_argument("--bootstrap-server", help="host:port[,host:port] (default: from ZooKeeper)")
     groups.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
@@ -109,12 +112,18 @@ class Session:
     def __init__(self, args: argparse.Namespace) -> None:
         from sparklog.client.kafka_groups import KafkaGroupAdmin
 
-        self._zookeeper = args.zookeeper
+        # Rule 1's note: with only --bootstrap-server, no ZooKeeper is asked
+        self._zookeeper = args.zookeeper if args.zookeeper is not None else (
+            None if args.bootstrap_server else DEFAULT_ZOOKEEPER)
         self._zookeeper_timeout_s = zookeeper_timeout_s(args)
-        self.admin = KafkaGroupAdmin(args.bootstrap_server, None if args.bootstrap_server else args.zookeeper,
+        self.admin = KafkaGroupAdmin(args.bootstrap_server, None if args.bootstrap_server else self._zookeeper,
                                      request_timeout_ms=args.timeout,
                                      zookeeper_connection_timeout_ms=round(self._zookeeper_timeout_s * 1000))
         self._zk = None
+
+    @property
+    def asks_zookeeper(self) -> bool:
+        return self._zookeeper is not None
 
     @property
     def zk(self):
@@ -147,12 +156,14 @@ def find_group(session: Session, name: str) -> GroupView | None:
     found = session.admin.describe_group(name)
     if found is not None:
         return _kafka_view(session, found)
-    if registry.is_registered_group(session.zk, name):
+    if session.asks_zookeeper and registry.is_registered_group(session.zk, name):
         return _zookeeper_view(session.zk, name)
     committed = session.admin.committed_offsets(name)
     if committed:
         return GroupView(name, KAFKA, "Empty", coordinator=session.node_text(session.admin.coordinator(name)),
                          committed=committed)
+    if not session.asks_zookeeper:
+        return None
     alone = _zookeeper_view(session.zk, name)  # the registry's offsets alone: a Spark query's progress
     return alone if alone.committed else None
 
@@ -178,8 +189,9 @@ def _zookeeper_view(zk, name: str) -> GroupView:
                      members, committed, strays)
 
 
-def _no_group(name: str) -> int:
-    print(f"error: consumer group {name!r} does not exist", file=sys.stderr)
+def _no_group(session: Session, name: str) -> int:
+    unchecked = "" if session.asks_zookeeper else " among the Kafka groups (ZooKeeper groups not checked: no --zookeeper)"
+    print(f"error: consumer group {name!r} does not exist{unchecked}", file=sys.stderr)
     return 1
 
 
@@ -199,7 +211,8 @@ def run_list(args: argparse.Namespace) -> int:
     rows = []
     with Session(args) as session:
         kafka = session.admin.list_groups()
-        for name in sorted(set(kafka) | set(list_groups(session.zk))):
+        registered = list_groups(session.zk) if session.asks_zookeeper else []
+        for name in sorted(set(kafka) | set(registered)):
             if name in kafka:
                 found = session.admin.describe_group(name)
                 state, members = (found.state, len(found.members)) if found else ("Dead", 0)
@@ -210,6 +223,8 @@ def run_list(args: argparse.Namespace) -> int:
             else:
                 rows.append((name, OFFSETS_ONLY, "Empty", "0"))
     print_columns(("GROUP", "TYPE", "STATE", "#MEMBERS"), rows)
+    if not session.asks_zookeeper:
+        print("note: ZooKeeper groups not listed (no --zookeeper)", file=sys.stderr)
     return 0
 
 
@@ -223,7 +238,7 @@ def run_describe(args: argparse.Namespace) -> int:
         try:
             group = find_group(session, args.group)
             if group is None:
-                return _no_group(args.group)
+                return _no_group(session, args.group)
             if args.state:
                 print_state(group)
             elif args.members:
@@ -359,7 +374,7 @@ def run_delete(args: argparse.Namespace) -> int:
         try:
             group = find_group(session, args.group)
             if group is None:
-                return _no_group(args.group)
+                return _no_group(session, args.group)
             if group.kind == ZOOKEEPER:
                 delete_group(session.zk, args.group)
             else:
@@ -368,7 +383,7 @@ def run_delete(args: argparse.Namespace) -> int:
             print(f"error: group {args.group!r} is not empty: stop its members first", file=sys.stderr)
             return 1
         except (GroupIdNotFoundError, UnknownGroup):
-            return _no_group(args.group)
+            return _no_group(session, args.group)
         except KafkaError as exc:
             return _refused(exc)
     print(f"Deletion of requested consumer group {args.group!r} was successful.")

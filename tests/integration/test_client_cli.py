@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -303,3 +304,29 @@ def test_admin_client_partitions_configs_records_and_cluster(cli_cluster):
         assert cluster_id and controller == 1 and list(brokers) == [1]
         broker_configs = admin.describe_configs("1", broker=True)
         assert broker_configs["log.message.timestamp.type"] == ("CreateTime", 5)
+
+
+def test_groups_delete_with_only_a_bootstrap_server_asks_the_brokers_alone(cli_cluster):
+    """No --zookeeper: a Kafka group is deleted by DeleteGroups, and ZooKeeper (not given) is never waited for;
+    a group the brokers do not know is refused in one line that says ZooKeeper's groups were not checked."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    from sparklog.client.admin import AdminClient
+
+    topic, group = f"del-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with AdminClient(cli_cluster.bootstrap) as admin:
+        admin.create_topic(topic, 1)
+    member_less = KafkaConsumer(bootstrap_servers=cli_cluster.bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        member_less.assign([TopicPartition(topic, 0)])
+        member_less.commit({TopicPartition(topic, 0): OffsetAndMetadata(3, "", -1)})
+    finally:
+        member_less.close()
+    base = ("groups", "--bootstrap-server", cli_cluster.bootstrap, "--zookeeper-timeout-ms", "30000")
+    started = time.monotonic()
+    deleted = sparklog(*base, "delete", group)
+    assert deleted.returncode == 0 and b"successful" in deleted.stdout, deleted.stderr.decode()
+    again = sparklog(*base, "delete", group)
+    _one_line_error(again, group, "does not exist", "ZooKeeper groups not checked")
+    assert time.monotonic() - started < 20  # neither command waited for a ZooKeeper (30 s timeout)
