@@ -668,7 +668,7 @@ def handle_list_offsets(request, state):
         for part in topic.partitions:
             led = state.replicas.leader_of(snapshot, (topic.name, part.partition_index))
             if led is not None and part.timestamp >= 0 and led.plog.has_unverified_segments():
-                verifications.append(functools.partial(led.plog.scrub, None, True))
+                verifications.append(led.plog.verify_for_time_lookup)
     if verifications:
         return _verified_first(state, verifications, functools.partial(_list_offsets, request, state))
     return _list_offsets(request, state)

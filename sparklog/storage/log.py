@@ -16,7 +16,7 @@ before its first use (a read, a time lookup, retention, truncation), by whicheve
 reader (in its own thread) and the background scrubber (scrubber.py), which the LogManager nudges when it
 opens such a log and which also re-verifies flushed segments periodically. A reader on an event loop asks
 `needs_verification(offset)` (a read) or `has_unverified_segments()` (a time lookup) first and runs
-`verify_at(offset)` or `scrub(None, True)` on a thread, so the loop never replays a segment.
+`verify_at(offset)` or `verify_for_time_lookup()` on a thread, so the loop never replays a segment.
 Rule 6: the log start offset is the larger of the first segment's base offset (retention deletes whole
 segments) and the offset DeleteRecords moved it to (`delete_records_before`), which is checkpointed in
 `log-start-offset-checkpoint` before the call returns; it only moves forward (truncation below it aside).
@@ -1001,9 +1001,21 @@ class PartitionLog:
         return self._verify(segment) if segment is not None and not segment.verified else 0
 
     def has_unverified_segments(self) -> bool:
-        """Whether a time lookup may first replay loaded segments (cheap: no I/O, no lock); `scrub(None,
-        True)` verifies them."""
+        """Whether a time lookup may first replay loaded segments (cheap: no I/O, no lock);
+        `verify_for_time_lookup()` verifies them."""
         return not all(segment.verified for segment in self._segments)
+
+    def verify_for_time_lookup(self) -> int:
+        """Verify every segment `offset_for_timestamp` would replay first (blocking: call it off an event
+        loop); returns the bytes replayed. Not `scrub(None, True)`: that skips the active segment and the
+        closed ones not yet flushed, which the lookup then replayed on the caller's loop."""
+        replayed = 0
+        for segment in self._segments:
+            if self._closed or segment.base_offset >= self._hw.offset:
+                break
+            if not segment.verified:
+                replayed += self._verify(segment)
+        return replayed
 
     def _segment_holding(self, offset: int) -> LogSegment | None:
         segments, bases = self._snapshot

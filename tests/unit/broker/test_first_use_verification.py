@@ -4,6 +4,7 @@ partition's segment verifies, the broker answers everyone else (handlers.py `han
 
 from __future__ import annotations
 
+import time
 
 import pytest
 
@@ -15,6 +16,8 @@ from sparklog.records.batch import build_batch, iter_records
 from unit.broker.test_handlers import logs, state  # noqa: F401 - fixtures
 from unit.broker.test_server import recv_frame, served  # noqa: F401 - fixtures
 
+
+FIRST_GETS_STUCK_S = 0.3  # long enough for the first request to reach its verification
 
 def fetch_frame(partition: int, correlation_id: int) -> bytes:
     body = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[FetchTopic(topic="t", partitions=[
@@ -52,6 +55,7 @@ def test_another_partition_is_answered_while_a_loaded_segment_verifies(served, s
     try:
         with loaded._pin_lock:  # the verification of `loaded` cannot start its replay until released
             first.sendall(ask(0, 1))
+            time.sleep(FIRST_GETS_STUCK_S)  # the second comes after: it must not wait behind the first
             second.sendall(ask(1, 2))
             second.settimeout(5)
             assert answer(second) in ([b"other"], 0)  # the event loop was not held by the verification

@@ -11,6 +11,7 @@ from sparklog.storage import (
     InvalidRecordError,
     InvalidTopicName,
     LogClosedError,
+    LogManager,
     OffsetOutOfRange,
     PartitionLog,
     RecordBatchTooLarge,
@@ -741,3 +742,22 @@ def test_slices_read_concurrently_with_close_never_see_another_file(tmp_path, fl
         for t in threads:
             t.join()
         assert seen and all(data == expected for data in seen)
+
+
+def test_verify_for_time_lookup_covers_every_segment_a_time_lookup_would_replay(tmp_path, monkeypatch):
+    """The broker runs it off its event loop before a time lookup (handlers.py): afterwards the lookup replays
+    nothing, also for a closed segment not yet flushed and for the active one, which `scrub(None, True)` skips."""
+    never = 10**12
+    settings = {"flush.messages": never, "flush.ms": never, "flush.visibility": "appended"}
+    with LogManager(str(tmp_path), settings) as manager:
+        log = manager.get_or_create("t", 0)
+        log.append(make_batch(2, 50, tag=0))
+        log.roll()
+        log.append(make_batch(2, 50, tag=1))
+        for segment in log.segments:
+            segment.verified = False  # as a reopened log leaves its loaded segments (Rule 5)
+        assert log.scrub(None, True) == 0 and log.has_unverified_segments()  # unflushed: the scrubber's rule
+        assert log.verify_for_time_lookup() > 0
+        assert not log.has_unverified_segments()
+        monkeypatch.setattr(log, "_verify", lambda *a: pytest.fail("the time lookup replayed a segment"))
+        assert log.offset_for_timestamp(BASE_TS).offset == 0
