@@ -543,25 +543,23 @@ class Connection(asyncio.Protocol):
             self._take(self.app.handle_frame(frame, self.session), len(frame), out)
             self.counters["requests"] += 1
             return after
-        replies: list = []
-        try:
-            self.app.handle_frames(frames, self.session, replies)
-        finally:  # the replies of the frames handled before any exception are still answered
-            self.counters["requests"] += len(replies)
-            for index, reply in enumerate(replies):
-                self._take(reply, len(frames[index]), out)
+        self._answer_all(self.app.handle_frames, frames, frames, out)
         return after
 
     def _handle_run(self, items: list, out: list) -> None:
         """app.handle_run of the items the decoder's take_run made (the App contract); replies taken as _run's."""
+        self._answer_all(self.app.handle_run, items, [item.frame for item in items], out)
+
+    def _answer_all(self, handle, items: list, frames: list, out: list) -> None:
+        """`handle(items, session, replies)`, each reply taken with its frame's size; the replies of the items
+        handled before an exception are still answered."""
         replies: list = []
         try:
-            self.app.handle_run(items, self.session, replies)
-        finally:  # the replies of the items handled before any exception are still answered
+            handle(items, self.session, replies)
+        finally:
             self.counters["requests"] += len(replies)
             for index, reply in enumerate(replies):
-                if reply is not None:
-                    self._take(reply, len(items[index].frame), out)
+                self._take(reply, len(frames[index]), out)
 
     def _take(self, reply, size: int, out: list) -> None:
         """_pump's handling of one reply: gathered in `out`, written, or queued behind those in flight."""

@@ -414,7 +414,6 @@ class Sender:
         unacknowledged = self.unacknowledged
         oldest_alive = now - self.delivery_timeout  # a batch created before this has timed out
         max_request_size = self.max_request_size
-        build, compression = build_batch, self.compression
         emptied = []
         for tp, queue in self.pending.items():
             leader = leaders.get(tp, NO_LEADER)
@@ -435,28 +434,22 @@ class Sender:
                 if not queue:
                     emptied.append(tp)
                 continue
-            sent = False
-            last = None  # idempotent: (the partition's last round, that round closed)
-            turn = 0
+            sent = False  # idempotent from here on (the plain producer took _take_plain above)
+            last = None  # (the partition's last round, that round closed)
             while queue:
                 batch = queue[0]
                 if batch.created < oldest_alive:
-                    queue.popleft()
-                    self._fail(batch, TimeoutError(f"{tp[0]}-{tp[1]}: not acknowledged within delivery.timeout.ms"))
+                    self._time_out(tp, queue)
                     continue
-                if identity is not None:
-                    turn = self._round_of(batch, last)
+                turn = self._round_of(batch, last)
                 if (batch.retry_at > now or not leader_ready
-                        or (identity is not None and unacknowledged.get(tp, 0) >= MAX_IN_FLIGHT_FOR_IDEMPOTENCE)):
+                        or unacknowledged.get(tp, 0) >= MAX_IN_FLIGHT_FOR_IDEMPOTENCE):
                     if leader == NO_LEADER:
                         self.metadata.add_topic(batch.topic)
                         self.metadata.request_update()
                     break  # the partition's later batches stay behind this one
                 payload = batch.payload
-                if identity is None:
-                    if payload is None:
-                        payload = batch.payload = build(batch.records, compression)
-                elif payload is None or batch.producer_id != identity.producer_id:
+                if payload is None or batch.producer_id != identity.producer_id:
                     payload = batch.payload = self._build(batch)
                 key, size = (leader, turn), len(payload)
                 request = requests.get(key)
@@ -474,9 +467,8 @@ class Sender:
                     sizes[key] += size
                 queue.popleft()
                 sent = True
-                if identity is not None:
-                    last = (turn, batch.attempts > 0)
-                    unacknowledged[tp] = unacknowledged.get(tp, 0) + 1
+                last = (turn, batch.attempts > 0)
+                unacknowledged[tp] = unacknowledged.get(tp, 0) + 1
             if sent:
                 nodes.add(leader)
             if not queue:
@@ -501,7 +493,11 @@ class Sender:
     def _expire_waiting(self, tp: tuple[str, int], queue: deque, oldest_alive: float) -> None:
         """Fail the batches at the head of a waiting partition's queue that are past delivery.timeout.ms."""
         while queue and queue[0].created < oldest_alive:
-            self._fail(queue.popleft(), TimeoutError(f"{tp[0]}-{tp[1]}: not acknowledged within delivery.timeout.ms"))
+            self._time_out(tp, queue)
+
+    def _time_out(self, tp: tuple[str, int], queue: deque) -> None:
+        """Fail the batch at the head of `queue`: it is past delivery.timeout.ms."""
+        self._fail(queue.popleft(), TimeoutError(f"{tp[0]}-{tp[1]}: not acknowledged within delivery.timeout.ms"))
 
     def _take_plain(self, tp: tuple[str, int], queue: deque, key: tuple[int, int], requests: dict, sizes: dict,
                     now: float, oldest_alive: float) -> bool:
@@ -519,8 +515,7 @@ class Sender:
         while queue:
             batch = queue[0]
             if batch.created < oldest_alive:
-                queue.popleft()
-                self._fail(batch, TimeoutError(f"{tp[0]}-{tp[1]}: not acknowledged within delivery.timeout.ms"))
+                self._time_out(tp, queue)
                 continue
             if batch.retry_at > now:
                 break
