@@ -1,0 +1,139 @@
+"""`Producer.send()`'s common case, done in one call: the accumulator's state that `send()` touches.
+
+    SendPath.send(topic, value=None, key=None, headers=None, partition=None, timestamp=None) -> RecordFuture
+
+`RecordAccumulator` is a `SendPath`; the producer's `send` is its accumulator's `send`, which takes the
+common case (the same record into a partition's open batch, the batch's future handle) and hands
+everything else to `slow_send` (`Producer.send`'s full Python path) or to the accumulator's `append`.
+
+Rule 1: there are two twins, chosen once at import as `records.implementation` chooses the codec: the
+        compiled one (`_csend.pyx`) unless SPARKLOG_NO_EXTENSIONS is set or it was not built; this module's
+        pure-Python classes are the authority. `IMPLEMENTATION` names the active one.
+Rule 2: the fast path takes only what it can finish without waiting: an open producer, exact `bytes` (or
+        None) key and value, no headers, an int or absent timestamp and partition, a topic whose partition
+        count is known, and a partition with an open batch that has room in `buffer.memory`. Everything
+        else goes whole to the slow path, which decides; both paths make the same records and batches.
+Rule 3: under the accumulator's lock (`Lock`: `threading.Lock`, or the compiled `SendLock`, which `send` takes
+        with one C call) the fast path does only the batch's list append, the size sums and,
+        when the batch fills, its move to `ready` (the accumulator's Rule 2); the future handle (`FutureSlots`:
+        the batch and the record's index) is made without an `__init__` call.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from sparklog.records.implementation import extensions_disabled
+
+RECORD_OVERHEAD = 12  # see accumulator.RECORD_OVERHEAD
+_time_ns = time.time_ns
+
+
+class PyFutureSlots:
+    """The base of `futures.RecordFuture`: its batch and the record's index in it."""
+
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch, index: int) -> None:
+        self._batch = batch
+        self._index = index
+
+
+class PyBatchSlots:
+    """The base of `futures.BatchFuture`: the batch's records and its estimated size."""
+
+    __slots__ = ("records", "size")
+
+
+_new_future = object.__new__
+
+
+class PySendPath:
+    """The accumulator's state that `send()` touches; see the module docstring."""
+
+    __slots__ = ("_lock", "_open", "ready", "closed_listener", "_on_ready", "metadata", "partitioner", "slow_send",
+                 "future_type", "batch_size", "max_records", "buffer_memory", "_used", "closed")
+
+    def init_send_path(self, batch_size: int, max_records: int, buffer_memory: int, lock, ready) -> None:
+        """(An __init__ the subclass calls by name: `RecordAccumulator`'s methods serve either twin.)"""
+        self.batch_size = batch_size
+        self.max_records = max_records
+        self.buffer_memory = buffer_memory
+        self._lock = lock
+        self._open: dict = {}
+        self.ready = ready
+        self._used = 0
+        self.closed = False
+        self.closed_listener = self._on_ready = self.metadata = self.partitioner = self.slow_send = None
+        self.future_type = None
+
+    def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp=None):
+        if headers is not None and not headers:
+            headers = None
+        if (self.closed or headers is not None or not (value is None or value.__class__ is bytes)
+                or not (key is None or key.__class__ is bytes)):
+            return self.slow_send(topic, value, key, headers, partition, timestamp)
+        count = self.metadata.partition_counts.get(topic)
+        if partition is None:
+            if count is None:
+                return self.slow_send(topic, value, key, headers, partition, timestamp)
+            partition = 0 if count == 1 else self.partitioner.partition(topic, key, count)
+        elif partition.__class__ is not int or partition < 0 or (count is not None and partition >= count):
+            return self.slow_send(topic, value, key, headers, partition, timestamp)
+        if timestamp is None:
+            timestamp = _time_ns() // 1_000_000
+        elif timestamp.__class__ is not int:
+            return self.slow_send(topic, value, key, headers, partition, timestamp)
+        size = RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        record = (key, value, None, timestamp)
+        tp = (topic, partition)
+        lock = self._lock
+        lock.acquire()
+        try:
+            batch = self._open.get(tp)
+            if batch is not None and self._used + size <= self.buffer_memory:
+                self._used += size
+                records = batch.records
+                records.append(record)
+                index = len(records) - 1
+                batch.size += size
+                if batch.size < self.batch_size and index + 1 < self.max_records:
+                    future = _new_future(self.future_type)
+                    future._batch, future._index = batch, index
+                    return future
+                del self._open[tp]
+                self.ready.append(batch)
+            else:
+                batch = None
+        finally:
+            lock.release()
+        if batch is None:  # a batch to open or memory to wait for: the accumulator's append does both
+            return self.append(topic, partition, record, size - RECORD_OVERHEAD)
+        if self.closed_listener is not None:
+            self.closed_listener(topic, partition)
+        if self._on_ready is not None:
+            self._on_ready()
+        future = _new_future(self.future_type)
+        future._batch, future._index = batch, index
+        return future
+
+    def append(self, topic: str, partition: int, record: tuple, size: int):  # the accumulator's
+        raise NotImplementedError
+
+
+PYTHON = "python"
+CYTHON = "cython"
+FutureSlots, BatchSlots, SendPath, Lock = PyFutureSlots, PyBatchSlots, PySendPath, threading.Lock
+IMPLEMENTATION = PYTHON
+COMPILED_UNAVAILABLE: str | None = None
+if extensions_disabled():
+    COMPILED_UNAVAILABLE = "SPARKLOG_NO_EXTENSIONS is set"
+else:
+    try:
+        from sparklog.client import _csend
+    except ImportError as exc:
+        COMPILED_UNAVAILABLE = f"the compiled send path was not built ({exc})"
+    else:
+        FutureSlots, BatchSlots, SendPath, Lock = _csend.FutureSlots, _csend.BatchSlots, _csend.SendPath, _csend.SendLock
+        IMPLEMENTATION = CYTHON
