@@ -50,8 +50,8 @@ cdef tuple _NO_ARGS = ()
 cdef class FutureSlots:
     """The base of `futures.RecordFuture`: its batch and the record's index in it."""
 
-    cdef readonly object _batch
-    cdef readonly Py_ssize_t _index
+    cdef public object _batch
+    cdef public Py_ssize_t _index
 
     def __init__(self, batch, Py_ssize_t index):
         self._batch = batch

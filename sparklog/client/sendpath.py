@@ -46,9 +46,6 @@ class PyBatchSlots:
     __slots__ = ("records", "size")
 
 
-_new_future = object.__new__
-
-
 class PySendPath:
     """The accumulator's state that `send()` touches; see the module docstring."""
 
@@ -99,7 +96,7 @@ class PySendPath:
                 index = len(records) - 1
                 batch.size += size
                 if batch.size < self.batch_size and index + 1 < self.max_records:
-                    future = _new_future(self.future_type)
+                    future = self.future_type.__new__(self.future_type)
                     future._batch, future._index = batch, index
                     return future
                 del self._open[tp]
@@ -114,7 +111,7 @@ class PySendPath:
             self.closed_listener(topic, partition)
         if self._on_ready is not None:
             self._on_ready()
-        future = _new_future(self.future_type)
+        future = self.future_type.__new__(self.future_type)
         future._batch, future._index = batch, index
         return future
 
