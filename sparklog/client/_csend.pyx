@@ -9,13 +9,15 @@ Rule 1: the behaviour is sendpath.py's, case for case: the same records in the s
         futures, the same calls to the slow path (`slow_send`, `append`) for everything else.
 Rule 2: the fast path takes only what it can finish without waiting: an open producer, exact `bytes` (or
         None) key and value, no headers, an int or absent timestamp and partition, a topic whose partition
-        count is known, and a partition with an open batch that has room in `buffer.memory`. Everything else
+        count is known, and a partition with an open batch (or, at `batch.num.messages=1`, none: Rule 4) that
+        has room in `buffer.memory`. Everything else
         goes whole to the slow path, which decides (its error messages have one author).
 Rule 3: what it makes is not tracked by the cyclic garbage collector (Python's own tuples of atoms are
         untracked too, lazily): the record tuple (bytes, None, an int) cannot be in a cycle, and the future
         holds only its batch, so a cycle through it needs a callback that holds the future, which the batch
         drops when it completes (futures.py Rule 1: every batch completes, if only when the producer closes).
         An application that keeps a million futures otherwise pays ~0.3 µs a record in full collections.
+Rule 4: at `batch.num.messages=1` it makes the record's closed batch whole (sendpath.py's Rule 4).
 """
 
 from cpython.bytes cimport PyBytes_CheckExact, PyBytes_GET_SIZE
@@ -26,7 +28,7 @@ from cpython.object cimport PyObject
 from cpython.pythread cimport (NOWAIT_LOCK, PY_LOCK_ACQUIRED, WAIT_LOCK, PyThread_acquire_lock,
                                PyThread_allocate_lock, PyThread_free_lock, PyThread_release_lock,
                                PyThread_type_lock)
-from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
+from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 
 cdef extern from "pythread.h":
     int PyThread_acquire_lock_timed(PyThread_type_lock lock, long long microseconds, int intr_flag) nogil
@@ -59,9 +61,11 @@ cdef class FutureSlots:
 
 
 cdef class BatchSlots:
-    """The base of `futures.BatchFuture`: the batch's records and its estimated size, read in C here."""
+    """The base of `futures.BatchFuture` and `accumulator.ProducerBatch`: their fields, as C fields (`send`
+    reads and writes `records` and `size`, and makes a `batch.num.messages=1` batch whole)."""
 
-    cdef public object records
+    cdef public object topic, partition, base_offset, log_append_time, error, _done, _callbacks, records
+    cdef public object created, attempts, retry_at, payload, producer_id, base_sequence
     cdef public Py_ssize_t size
 
 
@@ -132,6 +136,13 @@ cdef class SendLock:
         PyThread_release_lock(self.lock)
 
 
+cdef inline double monotonic() noexcept:
+    """time.monotonic() without the call (the same clock)."""
+    cdef timespec now
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return now.tv_sec + now.tv_nsec * 1e-9
+
+
 cdef inline object now_ms():
     """time.time_ns() // 1_000_000 without the call."""
     cdef timespec now
@@ -142,9 +153,9 @@ cdef inline object now_ms():
 cdef class SendPath:
     """The accumulator's state that `send()` touches (see sendpath.py, whose docstring this twin follows)."""
 
-    cdef public object _lock, _open, ready, closed_listener, _on_ready
+    cdef public object _lock, _open, ready, closed_listener, _on_ready, _incomplete
     cdef public object metadata, partitioner, slow_send
-    cdef type _future_type
+    cdef type _future_type, _batch_type
     cdef public Py_ssize_t batch_size, max_records, buffer_memory, _used
     cdef public bint closed
     cdef object _acquire, _release
@@ -159,6 +170,7 @@ cdef class SendPath:
         self._release = lock.release
         self._send_lock = lock if type(lock) is SendLock else None
         self._open = {}
+        self._incomplete = set()
         self.ready = ready
         self._used = 0
         self.closed = False
@@ -173,6 +185,16 @@ cdef class SendPath:
             raise TypeError(f"future_type must subclass FutureSlots, not {value!r}")
         self._future_type = value
 
+    @property
+    def batch_type(self):
+        return self._batch_type
+
+    @batch_type.setter
+    def batch_type(self, value):
+        if not issubclass(value, BatchSlots):  # new_alone relies on it
+            raise TypeError(f"batch_type must subclass BatchSlots, not {value!r}")
+        self._batch_type = value
+
     def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp=None):
         cdef Py_ssize_t size = RECORD_OVERHEAD, count, index
         cdef PyObject* found
@@ -185,10 +207,11 @@ cdef class SendPath:
             return self.slow_send(topic, value, key, headers, partition, timestamp)
         counts = self.metadata.partition_counts
         found = PyDict_GetItem(counts, topic)
+        count = -1 if found == NULL else (<object>found if PyLong_CheckExact(<object>found) else -1)
         if partition is None:
             if found == NULL:
                 return self.slow_send(topic, value, key, headers, partition, timestamp)
-            partition = 0 if <object>found == 1 else self.partitioner.partition(topic, key, <object>found)
+            partition = 0 if count == 1 else self.partitioner.partition(topic, key, <object>found)
         elif not PyLong_CheckExact(partition) or partition < 0 or (found != NULL and partition >= <object>found):
             return self.slow_send(topic, value, key, headers, partition, timestamp)
         if timestamp is None:
@@ -209,7 +232,13 @@ cdef class SendPath:
             self._acquire()
         try:
             found = PyDict_GetItem(self._open, tp)
-            if found == NULL or self._used + size > self.buffer_memory:
+            if found == NULL and self.max_records == 1 and self._used + size + BATCH_OVERHEAD <= self.buffer_memory:
+                batch = new_alone(self._batch_type, topic, partition, record, size)  # accumulator._append_alone
+                self._used += size + BATCH_OVERHEAD
+                self._incomplete.add(batch)
+                self.ready.append(batch)
+                index = 0
+            elif found == NULL or self._used + size > self.buffer_memory:
                 batch = None
             else:
                 batch = <BatchSlots?>found
@@ -229,11 +258,22 @@ cdef class SendPath:
                 self._release()
         if batch is None:  # a batch to open or memory to wait for: the accumulator's append does both
             return self.append(topic, partition, record, size - RECORD_OVERHEAD)
-        if self.closed_listener is not None:
+        if self.closed_listener is not None and count != 1:  # one partition: no sticky partition to move
             self.closed_listener(topic, partition)
         if self._on_ready is not None:
             self._on_ready()
         return make_future(self._future_type, batch, index)
+
+
+cdef BatchSlots new_alone(type batch_type, topic, partition, tuple record, Py_ssize_t size):
+    """A closed batch of one record, made whole here: `ProducerBatch.__init__`'s fields and one record."""
+    cdef BatchSlots batch = <BatchSlots>sparklog_new_instance(batch_type, _NO_ARGS)
+    batch.topic, batch.partition, batch.base_offset, batch.log_append_time = topic, partition, None, -1
+    batch.error, batch._done, batch._callbacks, batch.records = None, False, None, [record]
+    batch.size = BATCH_OVERHEAD + size
+    batch.created, batch.attempts, batch.retry_at, batch.payload = monotonic(), 0, 0.0, None
+    batch.producer_id = batch.base_sequence = -1
+    return batch
 
 
 cdef inline object make_future(type future_type, object batch, Py_ssize_t index):
@@ -245,4 +285,5 @@ cdef inline object make_future(type future_type, object batch, Py_ssize_t index)
 
 
 cdef enum:
-    RECORD_OVERHEAD = 12  # accumulator.RECORD_OVERHEAD, checked equal by sendpath at import
+    RECORD_OVERHEAD = 12  # accumulator.RECORD_OVERHEAD, checked equal there at import
+    BATCH_OVERHEAD = 61  # accumulator.BATCH_OVERHEAD, likewise

@@ -42,7 +42,7 @@ class ProducerBatch(BatchFuture):
     """Records of one partition that will travel as one RecordBatch; it is its own future (one object per
     batch instead of two: at `batch.num.messages=1` that is one object per record)."""
 
-    __slots__ = ("created", "attempts", "retry_at", "payload", "producer_id", "base_sequence")
+    __slots__ = ()  # its fields are sendpath.BatchSlots's, which send() also fills (sendpath.py Rule 4)
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
         # BatchFuture's fields set here, not by calling its __init__: at batch.num.messages=1 this runs per record.
@@ -80,11 +80,11 @@ class RecordAccumulator(SendPath):
         self.linger = linger_ms / 1000.0
         self.max_block = max_block_ms / 1000.0
         self._space = threading.Condition(lock)
-        self._incomplete: set[ProducerBatch] = set()
         self._space_waiters = 0
         self._on_ready = on_ready  # called when a batch opens or closes: wakes an idle sender
         self.closed_listener = None  # fn(topic, partition) when a batch fills: the sticky partitioner
         self.future_type = RecordFuture
+        self.batch_type = ProducerBatch
 
     def append(self, topic: str, partition: int, record: tuple, size: int) -> RecordFuture:
         """Add `record` = (key, value, headers, timestamp) of estimated `size` bytes; returns its future.

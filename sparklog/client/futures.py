@@ -34,14 +34,13 @@ class RecordMetadata(NamedTuple):
 class BatchFuture(BatchSlots):
     """The outcome of one produce batch: a base offset, or an exception.
 
-    `records` (the batch's (key, value, headers, timestamp) tuples) and `size` are `sendpath.BatchSlots`'s:
-    C fields when the send path is compiled.
+    Its fields are `sendpath.BatchSlots`'s: C fields when the send path is compiled.
 
     No Event per batch (creating one costs more than encoding a small batch): completion sets `_done`, and
     waiters, which are rare (`get()`, `flush()`), share one Condition and are woken only when there are any.
     """
 
-    __slots__ = ("topic", "partition", "base_offset", "log_append_time", "error", "_done", "_callbacks")
+    __slots__ = ()
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
