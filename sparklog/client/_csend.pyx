@@ -196,6 +196,7 @@ cdef class SendPath:
         self._batch_type = value
 
     def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp=None):
+        """`Producer.send`: its common case here, everything else handed to `slow_send` (sendpath.py)."""
         cdef Py_ssize_t size = RECORD_OVERHEAD, count, index
         cdef PyObject* found
         cdef BatchSlots batch
