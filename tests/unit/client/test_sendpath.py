@@ -165,3 +165,38 @@ def test_send_lock_serves_a_condition_and_blocks_across_threads():
     lock.release()
     other.join(5)
     assert got == [True] and lock.locked()
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_threads_sending_while_the_sender_drains_lose_and_reorder_nothing(name):
+    """Four application threads and a draining 'sender' thread on one accumulator: every record lands once,
+    each thread's records in its order, and the memory accounting returns to zero."""
+    acc = accumulator_on(TWINS[name], 2_000, 7, {"t": 1}, 0)
+    drained, done = [], threading.Event()
+
+    def sender():
+        while not done.is_set() or acc.ready or acc.has_open():
+            acc.close_expired(time.monotonic(), force=done.is_set())
+            while acc.ready:
+                drained.append(acc.ready.popleft())
+
+    def producer(thread: int):
+        for i in range(2_000):
+            acc.send("t", b"%d:%d" % (thread, i), timestamp=i)
+
+    drainer = threading.Thread(target=sender)
+    drainer.start()
+    threads = [threading.Thread(target=producer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    done.set()
+    drainer.join(30)
+    values = [record[1] for batch in drained for record in batch.records]
+    assert sorted(values) == sorted(b"%d:%d" % (t, i) for t in range(4) for i in range(2_000))
+    for t in range(4):
+        mine = [int(v.split(b":")[1]) for v in values if v.startswith(b"%d:" % t)]
+        assert mine == list(range(2_000))
+    acc.release_all(drained)
+    assert acc.used_bytes == 0
