@@ -93,7 +93,7 @@ from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
 from sparklog.storage.config import LogConfig
 from sparklog.storage.errors import (DuplicateSequence, InvalidProducerEpoch, InvalidRecordError, InvalidTimestampError,
                                      LogClosedError, OffsetOutOfRange, OutOfOrderSequence, RecordBatchTooLarge,
-                                     StorageError)
+                                     StorageError, TransactionRefusedError)
 from sparklog.records.batch import CorruptRecordError
 from sparklog.storage.topic_names import validate_topic
 
@@ -122,10 +122,14 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = errors.TransactionalIdAuthorizationFaile
 KAFKA_STORAGE_ERROR = errors.KafkaStorageError.errno
 TOPIC_DELETION_DISABLED = errors.TopicDeletionDisabledError.errno
 INVALID_RECORD = errors.InvalidRecordError.errno
+INVALID_TXN_STATE = errors.InvalidTxnStateError.errno
 INVALID_TIMESTAMP = errors.InvalidTimestampError.errno
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.errno
 REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
 NOT_ENOUGH_REPLICAS = errors.NotEnoughReplicasError.errno
+# What a transactional client hears (FindCoordinator for a transaction): a fatal error, not a retry until its
+# timeout, as sparklog has no transaction coordinator; Kafka answers this code when a transactional.id is denied.
+NO_TRANSACTIONS = "sparklog has no transaction coordinator: transactions are not supported (drop transactional.id)"
 # The idempotent producer's refusals (storage/producer_state.py Rule 1), by the storage exception.
 PRODUCER_STATE_ERRORS = {
     OutOfOrderSequence: errors.OutOfOrderSequenceNumberError.errno,
@@ -436,8 +440,10 @@ def _append_error(index: int, exc: Exception, plog) -> PartitionProduceResponse:
         return _produce_error(index, MESSAGE_TOO_LARGE, str(exc))
     except InvalidTimestampError as exc:
         return _produce_error(index, INVALID_TIMESTAMP, str(exc))
-    except InvalidRecordError as exc:  # a null key in a compacted topic
+    except InvalidRecordError as exc:  # a null key in a compacted topic, a control batch, malformed records
         return _produce_error(index, INVALID_RECORD, str(exc))
+    except TransactionRefusedError as exc:
+        return _produce_error(index, INVALID_TXN_STATE, str(exc))
     except LogClosedError:
         return _produce_error(index, NOT_LEADER_OR_FOLLOWER)
     except (OutOfOrderSequence, InvalidProducerEpoch, DuplicateSequence) as exc:
@@ -980,12 +986,16 @@ async def _init_producer_id(state) -> InitProducerIdResponse:
 
 def handle_find_coordinator(request, state):
     """A group's coordinator is the leader of its `__consumer_offsets` partition (offset_store.py), the topic
-    created first if it does not exist (Kafka's way; offsets_topic.py); any broker serves transactions."""
+    created first if it does not exist (Kafka's way; offsets_topic.py). A transaction's has none: sparklog has no
+    transaction coordinator, and a retriable "not available" would leave the client retrying until its timeout."""
     body = request.body
     if body.key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=INVALID_REQUEST,
                                        error_message=f"unknown key type {body.key_type}", node_id=-1, host="",
                                        port=-1)
+    if body.key_type == KEY_TYPE_TRANSACTION:
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                       error_message=NO_TRANSACTIONS, node_id=-1, host="", port=-1)
     if body.key_type == KEY_TYPE_GROUP and OFFSETS_TOPIC not in state.partitions.snapshot.topics:
         return _find_coordinator_after_create(body, state)
     return _find_coordinator(body, state)

@@ -186,6 +186,13 @@ def test_a_commit_to_a_topic_or_partition_the_cluster_lacks_gets_unknown_topic_o
     asyncio.run(scenario())
 
 
+def test_a_transaction_s_coordinator_is_a_fatal_error_that_says_there_is_none(state):
+    """A retriable COORDINATOR_NOT_AVAILABLE would leave a transactional producer retrying until its timeout."""
+    found = call(state, FindCoordinatorRequest(key="txn", key_type=1), 10, 2)
+    assert found.error_code == errors.TransactionalIdAuthorizationFailedError.errno and found.node_id == -1
+    assert "no transaction coordinator" in found.error_message
+
+
 def test_groups_placed_on_another_broker_get_not_coordinator(state):
     group = group_on(OTHER, "o")
     found = call(state, FindCoordinatorRequest(key=group, key_type=0), 10, 2)
