@@ -30,7 +30,7 @@ Rule 3: memory is bounded by the input: lists are sized by a record count only a
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
-from cpython.buffer cimport PyBUF_READ
+from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.long cimport PyLong_AsLongLong, PyLong_CheckExact, PyLong_FromLongLong
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.ref cimport Py_INCREF
@@ -1484,21 +1484,29 @@ cdef bint records_fill(const uint8_t* data, Py_ssize_t end, Py_ssize_t count) no
     return position == end
 
 
-def plain_records_ok(const uint8_t[::1] batch):
-    """True when `batch` is one whole uncompressed v2 batch whose records pass verify.py Rule 1 (its CRC is
-    not checked); False defers to verify.py, which decides (a compressed batch, or anything wrong)."""
-    cdef Py_ssize_t size = batch.shape[0]
+def plain_records_ok(batch):
+    """True when `batch` (any contiguous buffer) is one whole uncompressed v2 batch whose records pass
+    verify.py Rule 1 (its CRC is not checked); False defers to verify.py, which decides (a compressed batch,
+    or anything wrong). Called once per produced batch: the buffer is taken with PyObject_GetBuffer, a
+    fraction of a typed memoryview's cost."""
+    cdef Py_buffer view
     cdef const uint8_t* head
+    cdef Py_ssize_t size
     cdef int32_t count
-    if size < HEADER_SIZE + MIN_RECORD_BYTES:
-        return False
-    head = &batch[0]
-    count = get_i32(head + RECORD_COUNT_OFFSET)
-    if (head[MAGIC_OFFSET] != MAGIC or <int64_t>get_i32(head + LENGTH_OFFSET) + LOG_OVERHEAD != size
-            or head[ATTRIBUTES_OFFSET + 1] & COMPRESSION_BITS or count <= 0
-            or get_i32(head + LAST_OFFSET_DELTA_OFFSET) != count - 1):
-        return False
-    return records_fill(head + HEADER_SIZE, size - HEADER_SIZE, count)
+    cdef bint ok = False
+    PyObject_GetBuffer(batch, &view, PyBUF_SIMPLE)
+    try:
+        size = view.len
+        head = <const uint8_t*>view.buf
+        if size >= HEADER_SIZE + MIN_RECORD_BYTES:
+            count = get_i32(head + RECORD_COUNT_OFFSET)
+            ok = (head[MAGIC_OFFSET] == MAGIC and <int64_t>get_i32(head + LENGTH_OFFSET) + LOG_OVERHEAD == size
+                  and not head[ATTRIBUTES_OFFSET + 1] & COMPRESSION_BITS and count > 0
+                  and get_i32(head + LAST_OFFSET_DELTA_OFFSET) == count - 1
+                  and records_fill(head + HEADER_SIZE, size - HEADER_SIZE, count))
+    finally:
+        PyBuffer_Release(&view)
+    return ok
 
 
 def section_records_ok(const uint8_t[::1] section, Py_ssize_t count):

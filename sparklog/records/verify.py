@@ -46,10 +46,10 @@ _LENGTH = struct.Struct(">i")
 
 def records_error(batch) -> str | None:
     """Rule 1 for one whole batch (bytes, bytearray or memoryview of exactly its bytes)."""
-    view = memoryview(batch)
     compiled = _compiled()
-    if compiled is not None and compiled.plain_records_ok(view):
+    if compiled is not None and compiled.plain_records_ok(batch):
         return None
+    view = memoryview(batch)
     if not _framed(view):
         return None  # Rule 2
     reason = _records_error(view, compiled)
@@ -84,19 +84,27 @@ def _records_error(view: memoryview, compiled) -> str | None:
     else:
         section = view[HEADER_SIZE:].tobytes()
     try:
-        offsets = _batch.PYTHON_CODEC.decode_columns(section, header._replace(base_offset=0)).offsets
+        offsets = _batch.PYTHON_CODEC.decode_columns(section, header).offsets
     except CorruptRecordError as exc:
         return f"the records do not parse: {exc}"
-    for index, delta in enumerate(offsets):
-        if delta != index:
-            return f"record {index} has offsetDelta {delta} (a batch's records have offset deltas 0..{count - 1})"
+    base = header.base_offset
+    if offsets != list(range(base, base + count)):  # one comparison in C; the loop only names the culprit
+        for index, offset in enumerate(offsets):
+            if offset != base + index:
+                return (f"record {index} has offsetDelta {offset - base} (a batch's records have offset deltas "
+                        f"0..{count - 1})")
     return None
+
+
+_CBATCH: list = []  # the compiled module, imported on first use (it exists whenever the codec is the compiled one)
 
 
 def _compiled():
     """The compiled module when the compiled codec is the active one (Rule 3), else None."""
     if _batch.CODEC.name != _implementation.CYTHON:
         return None
-    from sparklog.records import _cbatch
+    if not _CBATCH:
+        from sparklog.records import _cbatch
 
-    return _cbatch
+        _CBATCH.append(_cbatch)
+    return _CBATCH[0]
