@@ -740,7 +740,7 @@ def handle_metadata(request, state):
     """Brokers and topics from the ZooKeeper-fed snapshot; auto-creates missing topics when allowed."""
     body = request.body
     snapshot = state.partitions.snapshot
-    if body.topics is None:
+    if body.topics is None or (not body.topics and request.api_version == 0):  # v0: empty means every topic
         return _metadata_response(snapshot, state, list(snapshot.topics), {})
     names = list(dict.fromkeys(t.name for t in body.topics if t.name is not None))
     missing = [n for n in names if n not in snapshot.topics]
@@ -1109,6 +1109,11 @@ def _offset_commit_response(body, code_of) -> OffsetCommitResponse:
 
 
 def handle_offset_fetch(request, state):
+    """A partition the cluster lacks (no such topic or partition, or an illegal name) is answered -1 with no
+    error, and an offset stored for it before it went away is not handed out: Kafka answers v1+ from its
+    coordinator alone, which deleted the offsets of a deleted topic with it (only v0, which sparklog does not
+    serve, checked the metadata: UNKNOWN_TOPIC_OR_PARTITION). A consumer of a re-created topic starts by its
+    reset policy, not in the middle of the new log."""
     body = request.body
     code = group_handlers.group_error(state, body.group_id)
     if code != NONE:
@@ -1117,23 +1122,26 @@ def handle_offset_fetch(request, state):
 
 
 async def _offset_fetch(body, state) -> OffsetFetchResponse:
+    snapshot = state.partitions.snapshot
     wanted = None
     if body.topics is not None:
         wanted = [(t.name, p) for t in body.topics for p in t.partition_indexes]
-        valid = [(t, p) for t, p in wanted if _valid_topic(t) and p >= 0]
+        known = [tp for tp in wanted if _in_cluster(snapshot, *tp)]
     try:
-        found = await state.offsets.fetch(body.group_id, valid if wanted is not None else None)
+        found = await state.offsets.fetch(body.group_id, known if wanted is not None else None)
     except OffsetStoreError as exc:
         return _offset_fetch_error(body, exc.code)
+    if wanted is None:
+        wanted = sorted(tp for tp in found if _in_cluster(snapshot, *tp))
     by_topic: dict[str, list] = {}
-    for topic, partition in (wanted if wanted is not None else sorted(found)):
+    for topic, partition in wanted:
         value = found.get((topic, partition))
         by_topic.setdefault(topic, []).append(OffsetFetchResponsePartition(
             partition_index=partition,
             committed_offset=NO_OFFSET if value is None else value.offset,
             committed_leader_epoch=-1,
             metadata="" if value is None else value.metadata,
-            error_code=NONE if _valid_topic(topic) else UNKNOWN_TOPIC_OR_PARTITION))
+            error_code=NONE))
     topics = [OffsetFetchResponseTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
     return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=NONE)
 
@@ -1144,6 +1152,11 @@ def _offset_fetch_error(body, code: int) -> OffsetFetchResponse:
         partition_index=p, committed_offset=NO_OFFSET, committed_leader_epoch=-1, metadata="", error_code=code)
         for p in t.partition_indexes]) for t in body.topics or ()]
     return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=code)
+
+
+def _in_cluster(snapshot, topic: str, partition: int) -> bool:
+    meta = snapshot.topics.get(topic)
+    return meta is not None and partition in meta.partitions
 
 
 def _valid_topic(name: str) -> bool:

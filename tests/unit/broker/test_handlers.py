@@ -290,6 +290,22 @@ def test_metadata_null_topics_lists_all(state):
     assert [t.name for t in response.topics] == ["t"]
 
 
+def test_metadata_v0_empty_topics_lists_all_as_kafka_answers_it():
+    """In v0 an empty array means every topic (null came in v1, and with it "empty = none"); a client that
+    does not send ApiVersions (kcat with api.version.request=false) asks Metadata v0 this way."""
+    from sparklog.protocol.registry import decode_request, encode_request
+
+    frame = encode_request(3, 0, 7, "old", MetadataRequest(topics=[]))
+    decoded = decode_request(memoryview(frame)[4:])
+    assert decoded.body.topics == [] and decoded.api_version == 0
+
+
+def test_metadata_v0_empty_topics_are_all_topics_and_v1_empty_are_none(state):
+    everything = handlers.handle_metadata(request(MetadataRequest(topics=[]), 3, 0), state)
+    assert [t.name for t in everything.topics] == ["t"] and [b.node_id for b in everything.brokers] == [ME, OTHER]
+    assert handlers.handle_metadata(request(MetadataRequest(topics=[]), 3, 1), state).topics == []
+
+
 # -- CreateTopics (checks that need no ZooKeeper) ------------------------------------------------------------
 
 
