@@ -234,6 +234,50 @@ def test_kafka_python_produces_confluent_reads_back_and_commits(cluster, compres
     assert_negotiated(cluster, CONFLUENT, "Fetch", "FindCoordinator", "OffsetCommit", "OffsetFetch")
 
 
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_batches_with_headers_from_confluent_and_kafka_python_pass_the_records_check(cluster, compression):
+    """The broker walks every record of a client's batch (records/verify.py): both clients' batches, in every
+    codec, with headers (a null header value among them), idempotent and not, are stored and read back."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from kafka import KafkaProducer
+
+    topic = f"headers-{compression}"
+    headers = [("trace", b"t-1"), ("empty", b""), ("none", None)]  # kafka-python sends no null value
+    sent = {}
+    confluent = Producer({"bootstrap.servers": cluster.bootstrap, "compression.type": compression,
+                          "linger.ms": 5, "enable.idempotence": True, **confluent_names()})
+    errors = []
+    for i in range(50):
+        sent[b"c%d" % i] = headers
+        confluent.produce(topic, key=b"c%d" % i, value=b"v" * i, headers=headers,
+                          on_delivery=lambda err, m: err and errors.append(err))
+    assert confluent.flush(TIMEOUT_S) == 0 and errors == []
+    python = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=False,
+                           compression_type=None if compression == "none" else compression)
+    futures = []
+    for i in range(50):
+        sent[b"k%d" % i] = headers[:2]
+        futures.append(python.send(topic, key=b"k%d" % i, value=b"v" * i, headers=headers[:2]))
+    python.flush(TIMEOUT_S)
+    assert all(f.get(TIMEOUT_S).offset >= 0 for f in futures)
+    python.close()
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"h-{compression}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", **confluent_names()})
+    got = {}
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < len(sent) and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None:
+                assert m.error() is None, m.error()
+                got[m.key()] = m.headers()
+    finally:
+        consumer.close()
+    assert got == sent
+
+
 def test_aiokafka_metadata_produce_consume(cluster):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.structs import TopicPartition
