@@ -26,7 +26,7 @@ whole of `Dispatcher.handle_frame` (which takes the one-partition Produce fast p
 are the general path's stages).
 With --records-check-cost, only Produce b1 and b50 run, each with the broker's check of a client's records
 (records/verify.py, called by PartitionLog's client appends) switched off and on, alternating for --rounds
-rounds: the median µs of each and their ratio, then the check alone per batch in this process (best of 5, µs)
+rounds (each round swaps which goes first): the median µs of each and their ratio, then the check alone per batch in this process (best of 5, µs)
 with each codec.
 uvloop is tried only when it is installed. It is not a dependency: here it cut the bare-framing baseline
 (~25%) but not a Produce or Fetch (within ±5%, the noise of a shared machine), whose cost is in decoding,
@@ -300,8 +300,8 @@ def records_check_cost(n: int, window: int, rounds: int) -> int:
     print(f"{'request':<16}{'off µs':>10}{'on µs':>10}{'on/off':>8}   (medians; each round's on/off)")
     for scenario in ("produce b1", "produce b50"):
         costs: dict[bool, list[float]] = {False: [], True: []}
-        for _ in range(rounds):
-            for check in (False, True):
+        for round_ in range(rounds):
+            for check in ((False, True) if round_ % 2 == 0 else (True, False)):  # neither always goes first
                 costs[check].append(measure(scenario, "asyncio", n, window, check)[0])
         off, on = statistics.median(costs[False]), statistics.median(costs[True])
         each = " ".join(f"{b / a:.2f}" for a, b in zip(costs[False], costs[True]))
