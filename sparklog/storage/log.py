@@ -145,7 +145,6 @@ _CONTROL_REFUSED = "Clients are not allowed to write control records"  # Kafka's
 _REFUSED_FROM_CLIENTS = CONTROL_MASK | TRANSACTIONAL_MASK  # attributes a client's batch may not carry here
 
 
-
 def _refuse_attributes(attributes: int) -> None:
     """A client's control batch (the transaction coordinator's markers) or transactional batch: sparklog has
     no transaction coordinator, so no transaction is ever ongoing (Kafka's KIP-890 verification refuses a
