@@ -46,8 +46,10 @@ _LENGTH = struct.Struct(">i")
 
 def records_error(batch) -> str | None:
     """Rule 1 for one whole batch (bytes, bytearray or memoryview of exactly its bytes)."""
-    compiled = _compiled()
-    if compiled is not None and compiled.plain_records_ok(batch):
+    codec, compiled, plain_ok = _ACTIVE
+    if codec is not _batch.CODEC:  # the codec was switched (batch.use): look again
+        codec, compiled, plain_ok = _select()
+    if plain_ok is not None and plain_ok(batch):
         return None
     view = memoryview(batch)
     if not _framed(view):
@@ -96,15 +98,16 @@ def _records_error(view: memoryview, compiled) -> str | None:
     return None
 
 
-_CBATCH: list = []  # the compiled module, imported on first use (it exists whenever the codec is the compiled one)
+def _select() -> tuple:
+    """(the active codec, the compiled module or None, its plain_records_ok or None), remembered in _ACTIVE
+    until the codec changes: one identity test per batch on the produce path (Rule 3)."""
+    global _ACTIVE
+    codec = _batch.CODEC
+    compiled = None
+    if codec.name == _implementation.CYTHON:
+        from sparklog.records import _cbatch as compiled
+    _ACTIVE = (codec, compiled, None if compiled is None else compiled.plain_records_ok)
+    return _ACTIVE
 
 
-def _compiled():
-    """The compiled module when the compiled codec is the active one (Rule 3), else None."""
-    if _batch.CODEC.name != _implementation.CYTHON:
-        return None
-    if not _CBATCH:
-        from sparklog.records import _cbatch
-
-        _CBATCH.append(_cbatch)
-    return _CBATCH[0]
+_ACTIVE: tuple = (None, None, None)
