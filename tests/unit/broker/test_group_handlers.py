@@ -203,7 +203,7 @@ def test_an_offset_fetch_of_what_the_cluster_lacks_is_no_offset_and_no_error_at_
     """Kafka answers OffsetFetch v1+ from the coordinator alone: a partition without an offset is -1 with no
     error, whatever the metadata says (only v0, read from ZooKeeper, checked it: UNKNOWN_TOPIC_OR_PARTITION);
     and it deletes a topic's offsets with the topic, so an offset stored before a topic (or partition) went
-    away is never handed out: a consumer of a re-created topic would resume in the middle of it."""
+    away is not handed out while it is gone."""
     from sparklog.protocol.offset_fetch import OffsetFetchRequest
 
     group = group_on(ME, "f")
