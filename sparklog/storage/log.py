@@ -60,7 +60,7 @@ from sparklog.storage.config import CLEANUP_COMPACT, CLEANUP_DELETE, VISIBILITY_
 from sparklog.storage.errors import (CorruptSegmentError, DuplicateSequence, InvalidProducerEpoch, InvalidRecordError,
                                      LogClosedError,
                                      OffsetOutOfRange, OffsetsNotContiguous, OutOfOrderSequence, RecordBatchTooLarge,
-                                     StorageError)
+                                     StorageError, TransactionRefusedError)
 from sparklog.storage.fences import FencedRanges
 from sparklog.storage.files import OS_FILES, Files
 from sparklog.storage.flusher import Flusher, default_flusher
@@ -77,6 +77,7 @@ from sparklog.records.batch import (
     LOG_OVERHEAD,
     MAGIC,
     MAX_CODEC,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     CorruptRecordError,
     peek_size,
@@ -84,6 +85,7 @@ from sparklog.records.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
+from sparklog.records.verify import records_error
 from sparklog.storage.recovery import (
     INT64_MAX,
     READ_CHUNK_BYTES,
@@ -140,6 +142,27 @@ _pack_offset_length_epoch = struct.Struct(">qii").pack_into
 _new_entry = functools.partial(tuple.__new__, BatchEntry)  # BatchEntry(*fields) without its Python __new__
 _ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes' low byte: codec, timestamp type, transactional, control
 _CONTROL_REFUSED = "Clients are not allowed to write control records"  # Kafka's LogValidator, verbatim
+_REFUSED_FROM_CLIENTS = CONTROL_MASK | TRANSACTIONAL_MASK  # attributes a client's batch may not carry here
+
+
+def _refuse_attributes(attributes: int) -> None:
+    """A client's control batch (the transaction coordinator's markers) or transactional batch: sparklog has
+    no transaction coordinator, so no transaction is ever ongoing (Kafka's KIP-890 verification refuses a
+    transactional batch for a partition not in one) and such a batch would never be committed or aborted."""
+    if attributes & CONTROL_MASK:
+        raise InvalidRecordError(_CONTROL_REFUSED)
+    raise TransactionRefusedError("transactional batches are refused: sparklog has no transaction coordinator, "
+                                  "so no transaction is ongoing (use an idempotent producer without "
+                                  "transactional.id)")
+
+
+def _check_records(batch: memoryview) -> None:
+    """A client's batch whose records do not parse is refused whole (records/verify.py; Kafka's LogValidator
+    iterates a client's records): stored, it would break every consumer of the partition."""
+    reason = records_error(batch)
+    if reason is not None:
+        raise InvalidRecordError(f"the batch's records are malformed: {reason}")
+
 
 HighWatermarkListener = Callable[["PartitionLog", int], None]
 FenceListener = Callable[[str, int, tuple], None]  # (topic, partition, fenced ranges), at open and on change
@@ -1272,16 +1295,19 @@ class PartitionLog:
 
         The batches are a client's (a Produce request's, or the group coordinator's): a control batch among
         them refuses the record set (InvalidRecordError), as Kafka's LogValidator does for a client's; the
-        markers are the transaction coordinator's, which sparklog does not have."""
+        markers are the transaction coordinator's, which sparklog does not have; a transactional batch
+        refuses it too (TransactionRefusedError: no transaction is ever ongoing). So does a batch whose
+        records do not parse (records/verify.py), which no consumer could read."""
         data = batches if type(batches) is bytearray else bytearray(batches)
         position, size = 0, len(data)
         while position + HEADER_SIZE <= size:  # a bad length stops the walk; append() then refuses the bytes
-            if data[position + _ATTRIBUTES_LOW] & CONTROL_MASK:
-                raise InvalidRecordError(_CONTROL_REFUSED)
+            if data[position + _ATTRIBUTES_LOW] & _REFUSED_FROM_CLIENTS:
+                _refuse_attributes(data[position + _ATTRIBUTES_LOW])
             set_partition_leader_epoch(data, leader_epoch, position)
             batch_size = peek_size(data, position)
             if batch_size < HEADER_SIZE:
                 break
+            _check_records(memoryview(data)[position:position + batch_size])
             position += batch_size
         cache = self.leader_epochs
         if leader_epoch > cache.latest_epoch:
@@ -1325,15 +1351,16 @@ class PartitionLog:
             size = length + LOG_OVERHEAD
             view = records if type(records) is memoryview else memoryview(records)
             try:
-                if flags & CONTROL_MASK:  # a client's, as in append_as_leader
-                    raise InvalidRecordError(_CONTROL_REFUSED)
+                if flags & _REFUSED_FROM_CLIENTS:  # as in append_as_leader
+                    _refuse_attributes(flags)
                 if size > self._max_message_bytes:
                     raise RecordBatchTooLarge(
                         f"batch of {size} bytes exceeds max.message.bytes={self._max_message_bytes}")
                 if (magic != MAGIC or delta < 0 or count < 0 or flags & COMPRESSION_MASK > MAX_CODEC
                         or crc32c(view[ATTRIBUTES_OFFSET:]) != crc):
                     validate_batch(view)  # raises CorruptRecordError, with the reason
-            except (RecordBatchTooLarge, CorruptRecordError, InvalidRecordError) as exc:
+                _check_records(view)
+            except (RecordBatchTooLarge, CorruptRecordError, InvalidRecordError, TransactionRefusedError) as exc:
                 outcomes[i] = exc
                 continue
             run.append((i, view, fields))
