@@ -1112,8 +1112,8 @@ def handle_offset_fetch(request, state):
     """A partition the cluster lacks (no such topic or partition, or an illegal name) is answered -1 with no
     error, and an offset stored for it before it went away is not handed out: Kafka answers v1+ from its
     coordinator alone, which deleted the offsets of a deleted topic with it (only v0, which sparklog does not
-    serve, checked the metadata: UNKNOWN_TOPIC_OR_PARTITION). The store does not delete them yet: once a
-    topic of the same name is created again, its old offsets are answered again."""
+    serve, checked the metadata: UNKNOWN_TOPIC_OR_PARTITION). The store deletes them too once it sees the
+    topic gone (offset_store.py, "Deleted topics"), so a topic created again under that name has none."""
     body = request.body
     code = group_handlers.group_error(state, body.group_id)
     if code != NONE:

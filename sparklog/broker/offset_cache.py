@@ -62,6 +62,13 @@ class PartitionOffsets:
         if held is None or held.log_offset < value.log_offset:
             offsets[tp] = value
 
+    def drop(self, group: str, tps: Iterable[TopicPartition], log_offset: int) -> None:
+        """Delete `tps` of `group` as of `log_offset` whatever the cache holds (a deleted topic whose tombstones
+        could not be appended: Rule 1 then lets any later commit, at `log_offset + 1` or beyond, win)."""
+        offsets = self._groups.setdefault(group, {})
+        for tp in tps:
+            offsets[tp] = Committed(None, "", -1, log_offset)
+
     def seen(self, group: str, tp: TopicPartition) -> bool:
         return tp in self._groups.get(group, ())
 
@@ -71,6 +78,16 @@ class PartitionOffsets:
         held = self._groups.get(group, {})
         keys = held if partitions is None else [tp for tp in partitions if tp in held]
         return {tp: held[tp] for tp in keys if held[tp].offset is not None}
+
+    def of_topics(self, topics: Iterable[str]) -> dict[str, list[TopicPartition]]:
+        """{group: its live offsets' partitions of `topics`}: what a deletion of those topics removes."""
+        topics = set(topics)
+        found = {}
+        for group in self._groups:
+            tps = sorted(tp for tp in self.offsets(group) if tp[0] in topics)
+            if tps:
+                found[group] = tps
+        return found
 
     def groups(self) -> list[str]:
         """Groups with live offsets."""

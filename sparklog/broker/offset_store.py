@@ -32,6 +32,21 @@ Expiry: every `offsets.retention.check.interval.ms`, offset_cache.py's Rule 3 de
 groups without members expire; they are deleted by tombstones written like commits. DeleteGroups writes
 tombstones for every offset of the group.
 
+Deleted topics (Kafka's `GroupMetadataManager` on partitions deleted): a topic this broker has seen in its
+metadata and then sees gone, or replaced by a new life of the same name (another topic id: a deletion and a
+re-creation faster than one snapshot), is deleted. Its offsets in every loaded cache are dropped at once and
+tombstoned in the log (appended without waiting for the in-sync replicas, as Kafka appends them with acks=0;
+a failed append is logged and the cache keeps them dropped); a cache still loading at that moment drops them
+when loaded (all it read predates the deletion). A re-created topic then starts without committed offsets,
+and a restart does not bring them back (the cache is rebuilt from the log, tombstones included).
+    known (in an observed snapshot, with id i) --absent, or id j != i, in a later snapshot--> deleted
+A topic never seen is never deleted: the first snapshots after a start (empty, or written before the topics
+were read) cannot remove live offsets. Commits and fetches look at the newest snapshot first, so a commit to
+a re-created topic cannot be appended before the tombstones of its earlier life. Not covered (as in Kafka's
+ZooKeeper mode): a deletion no running coordinator of the group's partition saw (every broker down, or
+leadership moving at that very moment); those offsets stay hidden while the topic is absent (handlers'
+OffsetFetch) and expire as usual.
+
 Migration from ZooKeeper (offsets committed before this store, in `/consumers/<group>/offsets/...`), as
 Kafka 0.8.2's dual-read did: `fetch` of a (group, topic, partition) the topic has never seen (no record of
 it, not even a tombstone: offset_cache Rule 2) reads the ZooKeeper registry, read-only; the key's first
@@ -112,6 +127,7 @@ class OffsetStoreStatistics:
     expired_offsets: int
     loads: int
     zookeeper_fallbacks: int
+    deleted_topic_offsets: int = 0  # offsets dropped because their topic was deleted
 
 
 def wall_clock_ms() -> int:
@@ -135,7 +151,10 @@ class TopicOffsetStore:
         self._caches: dict[int, PartitionOffsets] = {}
         self._logs: dict[int, object] = {}  # offsets partition -> the log its cache was loaded from
         self._expiry_task: asyncio.Task | None = None
-        self._counts = dict.fromkeys(("commits", "failed_commits", "expired", "loads", "fallbacks"), 0)
+        self._counts = dict.fromkeys(("commits", "failed_commits", "expired", "loads", "fallbacks", "deleted"), 0)
+        self._topic_ids: dict[str, str | None] = {}  # topic -> its id, in the snapshot last observed
+        self._topics_seen = None  # that snapshot's `topics` (compared by identity: observed once)
+        self._deleted_while_loading: dict[int, set[str]] = {}  # loading partition -> topics deleted meanwhile
 
     # -- placement ------------------------------------------------------------------------------------------
 
@@ -166,6 +185,7 @@ class TopicOffsetStore:
     async def commit(self, group: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
                      ) -> dict[TopicPartition, int]:
         """Append the offsets, wait for the in-sync replicas, then cache them; the error code per partition."""
+        self.observe_topics()
         now = self.clock_ms()
         changes = {tp: Committed(o.offset, o.metadata, now, -1) for tp, o in offsets.items()}
         code = await self._write(group, changes)
@@ -176,6 +196,7 @@ class TopicOffsetStore:
         """The committed offsets of `partitions` (all the group's when None); absent when never committed.
         Keys the topic has never seen are read from ZooKeeper (the migration, module docstring). Raises
         OffsetStoreError when this broker cannot answer for the group now, or ZooKeeper cannot be read."""
+        self.observe_topics()
         cache = self._served_cache(group)
         wanted = None if partitions is None else list(partitions)
         found = {tp: OffsetAndMetadata(c.offset, c.metadata) for tp, c in cache.offsets(group, wanted).items()}
@@ -236,32 +257,42 @@ class TopicOffsetStore:
         return code
 
     async def _append_and_wait(self, group: str, changes: dict[TopicPartition, Committed]) -> int:
-        code = self.status(group)
+        code, led, base = self._append(group, changes)
         if code != NONE:
             return code
         partition = self.partition_for(group)
         cache = self._caches[partition]
-        led = self.replicas.leader_of(self.partitions.snapshot, (OFFSETS_TOPIC, partition))
-        if led is None or led.fenced:
-            return NOT_COORDINATOR
-        if len(led.state.isr) < led.min_insync:
-            return COORDINATOR_NOT_AVAILABLE  # Kafka's mapping of NOT_ENOUGH_REPLICAS
-        batch = build_batch([(_key(group, tp), _value(c), None, c.commit_timestamp) for tp, c in changes.items()])
-        try:
-            base = led.plog.append_as_leader(batch, led.leader_epoch)  # on the loop (Rule 1)
-        except LogClosedError:
-            return NOT_COORDINATOR
-        except RecordBatchTooLarge:
-            return INVALID_COMMIT_OFFSET_SIZE
-        except (OSError, StorageError) as exc:  # Kafka: KAFKA_STORAGE_ERROR -> NOT_COORDINATOR
-            log.error("appending offsets of group %s to %s-%d failed: %s", group, OFFSETS_TOPIC, partition, exc)
-            return NOT_COORDINATOR
-        self.replicas.after_leader_append(led)
         code = await self._replicated(led, base + len(changes))
         if code == NONE and self._caches.get(partition) is cache:
             for i, (tp, c) in enumerate(changes.items()):
                 cache.apply(group, tp, Committed(c.offset, c.metadata, c.commit_timestamp, base + i))
         return code
+
+    def _append(self, group: str, changes: dict[TopicPartition, Committed], acks_all: bool = True
+                ) -> tuple[int, object, int]:
+        """Append `changes` as one batch on the loop (Rule 1): (NONE, leader state, base offset) or (error, None,
+        -1). `acks_all` refuses first when the in-sync replicas are fewer than min.insync.replicas."""
+        code = self.status(group)
+        if code != NONE:
+            return code, None, -1
+        partition = self.partition_for(group)
+        led = self.replicas.leader_of(self.partitions.snapshot, (OFFSETS_TOPIC, partition))
+        if led is None or led.fenced:
+            return NOT_COORDINATOR, None, -1
+        if acks_all and len(led.state.isr) < led.min_insync:
+            return COORDINATOR_NOT_AVAILABLE, None, -1  # Kafka's mapping of NOT_ENOUGH_REPLICAS
+        batch = build_batch([(_key(group, tp), _value(c), None, c.commit_timestamp) for tp, c in changes.items()])
+        try:
+            base = led.plog.append_as_leader(batch, led.leader_epoch)
+        except LogClosedError:
+            return NOT_COORDINATOR, None, -1
+        except RecordBatchTooLarge:
+            return INVALID_COMMIT_OFFSET_SIZE, None, -1
+        except (OSError, StorageError) as exc:  # Kafka: KAFKA_STORAGE_ERROR -> NOT_COORDINATOR
+            log.error("appending offsets of group %s to %s-%d failed: %s", group, OFFSETS_TOPIC, partition, exc)
+            return NOT_COORDINATOR, None, -1
+        self.replicas.after_leader_append(led)
+        return NONE, led, base
 
     async def _replicated(self, led, required_offset: int) -> int:
         """acks=all: wait in the purgatory until the HW reaches `required_offset` (handlers' DelayedProduce)."""
@@ -285,10 +316,48 @@ class TopicOffsetStore:
     async def _blocking(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
+    # -- deleted topics -------------------------------------------------------------------------------------
+
+    def observe_topics(self) -> None:
+        """Loop thread: drop and tombstone the offsets of topics deleted since the snapshot last observed
+        (module docstring, "Deleted topics"). Always the newest snapshot: listeners run late on the loop."""
+        topics = self.partitions.snapshot.topics
+        if topics is self._topics_seen:
+            return
+        self._topics_seen = topics
+        ids = {name: meta.topic_id for name, meta in topics.items()}
+        deleted = sorted(name for name, known in self._topic_ids.items()
+                         if name not in ids or (known is not None and ids[name] != known))
+        self._topic_ids = ids
+        if not deleted:
+            return
+        for partition, cache in list(self._caches.items()):
+            if cache.state is CacheState.LOADED:
+                self._drop_topics(cache, deleted)
+            else:
+                self._deleted_while_loading.setdefault(partition, set()).update(deleted)
+
+    def _drop_topics(self, cache: PartitionOffsets, topics) -> None:
+        """Drop the offsets of `topics` from a loaded cache and append their tombstones (acks=0, as Kafka)."""
+        for group, tps in cache.of_topics(topics).items():
+            changes = self._tombstones(dict.fromkeys(tps))
+            code, _, base = self._append(group, changes, acks_all=False)
+            if code == NONE:
+                for i, (tp, c) in enumerate(changes.items()):
+                    cache.apply(group, tp, Committed(None, "", c.commit_timestamp, base + i))
+            else:
+                log.error("group %s: the tombstones of %d offset(s) of deleted topics were not appended (%s); "
+                          "dropped from the cache only", group, len(tps), errors.for_code(code).__name__)
+                cache.drop(group, tps, self._logs[cache.partition].log_end_offset - 1)
+            self._counts["deleted"] += len(tps)
+            log.info("group %s: offsets of %d partition(s) of deleted topic(s) %s deleted", group, len(tps),
+                     ", ".join(sorted({t for t, _ in tps})))
+
     # -- load and unload ------------------------------------------------------------------------------------
 
     def on_snapshot(self, snapshot) -> None:
         """Loop thread: load the offsets partitions newly led here, drop those no longer led."""
+        self.observe_topics()  # before new caches: what they load is read after the deletion
         led = {p: plog for (topic, p), plog in snapshot.leading.items() if topic == OFFSETS_TOPIC}
         for partition in list(self._caches):
             if led.get(partition) is not self._logs.get(partition):
@@ -319,6 +388,9 @@ class TopicOffsetStore:
                 cache.apply(group, tp, committed)
             cache.loaded()
             self._counts["loads"] += 1
+            deleted = self._deleted_while_loading.pop(partition, None)
+            if deleted:
+                self._drop_topics(cache, deleted)
             groups, offsets = cache.statistics()
             log.info("%s-%d loaded: %d offsets of %d groups in %.0f ms", OFFSETS_TOPIC, partition, offsets, groups,
                      (time.monotonic() - started) * 1000)
@@ -326,6 +398,7 @@ class TopicOffsetStore:
 
     def _unload(self, partition: int) -> None:
         self._caches.pop(partition, None)
+        self._deleted_while_loading.pop(partition, None)
         self._logs.pop(partition, None)
         closed = self.groups.unload(lambda group: self.partition_for(group) == partition, NOT_COORDINATOR)
         log.info("%s-%d no longer led here: cache dropped, %d group(s) closed", OFFSETS_TOPIC, partition, closed)
@@ -370,7 +443,7 @@ class TopicOffsetStore:
         counts = self._counts
         return OffsetStoreStatistics(len(loaded), len(self._caches) - len(loaded), sum(g for g, _ in sizes),
                                      sum(o for _, o in sizes), counts["commits"], counts["failed_commits"],
-                                     counts["expired"], counts["loads"], counts["fallbacks"])
+                                     counts["expired"], counts["loads"], counts["fallbacks"], counts["deleted"])
 
 
 def _key(group: str, tp: TopicPartition) -> bytes:

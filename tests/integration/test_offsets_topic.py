@@ -198,6 +198,99 @@ def test_many_commits_of_one_key_are_compacted_to_the_last(cluster):
     assert committed(cluster, group, [0]) == {0: COMMITS - 1}
 
 
+def knows(address: str, topic: str, partitions: int | None) -> bool:
+    """The broker at `address` lists `topic` with `partitions` partitions (None: does not list it). All
+    topics are asked for: a Metadata request naming a missing topic would create it again."""
+    from confluent_kafka.admin import AdminClient
+
+    listed = AdminClient({"bootstrap.servers": address}).list_topics(timeout=TIMEOUT_S).topics
+    if partitions is None:
+        return topic not in listed
+    return topic in listed and not listed[topic].error and set(listed[topic].partitions) == set(range(partitions))
+
+
+def create_and_fill(cluster, admin, topic: str, partitions: int, per_partition: int) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic as CNewTopic
+
+    admin.create_topics([CNewTopic(topic, partitions, 1)])[topic].result(TIMEOUT_S)
+    for broker in cluster.brokers.values():
+        wait_until(lambda: knows(broker.address, topic, partitions), f"{topic} in {broker.address}", TIMEOUT_S)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    for p in range(partitions):
+        for i in range(per_partition):
+            producer.produce(topic, value=f"{p}-{i}".encode(), partition=p)
+    assert producer.flush(TIMEOUT_S) == 0
+
+
+def group_consumer(cluster, group: str, **config):
+    from confluent_kafka import Consumer
+
+    return Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+                     "auto.offset.reset": "earliest", **config})
+
+
+def committed_c(cluster, group: str, topic: str, partitions: int) -> list[int]:
+    """The group's committed offsets as confluent-kafka's committed() reports them (-1001: none)."""
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    c = group_consumer(cluster, group)
+    try:
+        return [tp.offset for tp in c.committed([CTopicPartition(topic, p) for p in range(partitions)],
+                                                timeout=TIMEOUT_S)]
+    finally:
+        c.close()
+
+
+def consume_all(cluster, group: str, topic: str, count: int) -> list[tuple[int, int]]:
+    """A subscribe() member of `group` reads `count` records; their (partition, offset)s."""
+    c = group_consumer(cluster, group)
+    got, deadline = [], time.monotonic() + TIMEOUT_S
+    try:
+        c.subscribe([topic])
+        while len(got) < count and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append((msg.partition(), msg.offset()))
+        return sorted(got)
+    finally:
+        c.close()
+
+
+def test_a_deleted_topics_offsets_go_with_it_and_stay_gone_after_a_restart_of_every_broker(cluster):
+    """Kafka's GroupMetadataManager tombstones the offsets of a deleted topic's partitions: a group does not
+    resume a re-created topic at its old offsets (mid-log here), before or after every broker restarts."""
+    from confluent_kafka import TopicPartition as CTopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic, group, parts = f"gone-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}", 2
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    create_and_fill(cluster, admin, topic, parts, 6)
+    member = group_consumer(cluster, group)
+    try:
+        member.subscribe([topic])
+        read, deadline = 0, time.monotonic() + TIMEOUT_S
+        while read < 12 and time.monotonic() < deadline:
+            msg = member.poll(0.5)
+            read += msg is not None and msg.error() is None
+        assert read == 12
+        member.commit(offsets=[CTopicPartition(topic, p, 3) for p in range(parts)], asynchronous=False)
+    finally:
+        member.close()
+    assert committed_c(cluster, group, topic, parts) == [3, 3]
+    admin.delete_topics([topic])[topic].result(TIMEOUT_S)
+    for broker in cluster.brokers.values():
+        wait_until(lambda: knows(broker.address, topic, None), f"{topic} gone from {broker.address}", TIMEOUT_S)
+    create_and_fill(cluster, admin, topic, parts, 5)
+    assert committed_c(cluster, group, topic, parts) == [-1001, -1001]
+    other = f"g-{uuid.uuid4().hex[:8]}"  # a group that never committed: the baseline
+    assert consume_all(cluster, group, topic, 10) == consume_all(cluster, other, topic, 10) == [
+        (p, o) for p in range(parts) for o in range(5)]
+    cluster.stop()
+    cluster.start()
+    assert committed_c(cluster, group, topic, parts) == [-1001, -1001]  # the tombstones are in the log
+
+
 def test_committed_offsets_survive_a_restart_of_every_broker(cluster):
     """Runs last in the module: the brokers restart, each coordinator reloads its partitions from the log."""
     groups = [f"g-{uuid.uuid4().hex[:8]}" for _ in range(3)]

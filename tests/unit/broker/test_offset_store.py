@@ -45,6 +45,13 @@ class Partitions:
         brokers = {b: BrokerInfo(b, "127.0.0.1", 9000 + b) for b in (ME, OTHER, THIRD)}
         self.snapshot = MetadataSnapshot({OFFSETS_TOPIC: topic}, brokers, {(OFFSETS_TOPIC, 0): plog})
 
+    def topics(self, **ids):
+        """Set the cluster's other topics: {name: topic id (None: not read yet)}, one partition each."""
+        topics = {OFFSETS_TOPIC: self.snapshot.topics[OFFSETS_TOPIC]}
+        for name, topic_id in ids.items():
+            topics[name] = TopicMeta(name, {0: PartitionMeta(0, OTHER, 0, (OTHER,), (OTHER,))}, {}, {}, topic_id)
+        self.snapshot = MetadataSnapshot(topics, self.snapshot.brokers, self.snapshot.leading)
+
     def lose(self):
         topic = self.snapshot.topics[OFFSETS_TOPIC]
         moved = TopicMeta(OFFSETS_TOPIC, {0: PartitionMeta(0, OTHER, 1, (ME, OTHER), (OTHER,))}, topic.config)
@@ -219,6 +226,93 @@ def test_delete_writes_tombstones(plog):
         assert await store.delete("g") is True
         assert await store.fetch("g", None) == {}
         assert plog.log_end_offset == 4
+
+    asyncio.run(scenario())
+
+
+def test_offsets_of_a_topic_seen_and_then_gone_are_tombstoned_but_a_topic_never_seen_keeps_its_own(plog):
+    """A start's first snapshots lack topics (not read yet): only a topic observed and then missing is deleted."""
+    partitions = Partitions()
+    partitions.lead(plog)
+
+    async def scenario():
+        store = await loaded(new_store(partitions))  # observed: no topics but the offsets topic
+        await store.commit("g", {("t", 0): OM(3, ""), ("u", 0): OM(4, "")})
+        await store.commit("h", {("t", 0): OM(5, "")})
+        partitions.topics(t="A", u="B")
+        store.on_snapshot(partitions.snapshot)
+        assert await store.fetch("g", None) == {("t", 0): OM(3, ""), ("u", 0): OM(4, "")}  # nothing deleted
+        partitions.topics(u="B")  # t deleted
+        store.on_snapshot(partitions.snapshot)
+        assert await store.fetch("g", None) == {("u", 0): OM(4, "")} and await store.fetch("h", None) == {}
+        assert store.statistics().deleted_topic_offsets == 2
+        again = await loaded(new_store(partitions))  # a restart: the tombstones are in the log
+        assert await again.fetch("g", None) == {("u", 0): OM(4, "")} and await again.fetch("h", None) == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_topic_deleted_and_recreated_between_two_snapshots_loses_its_old_offsets_not_its_new_ones(plog):
+    """A new topic id under the same name is a deletion; a commit that sees the new life before the snapshot
+    listener has run still follows the old life's tombstones (the store looks at the newest snapshot first)."""
+    partitions = Partitions()
+    partitions.lead(plog)
+
+    async def scenario():
+        store = await loaded(new_store(partitions))
+        partitions.topics(t="A")
+        store.on_snapshot(partitions.snapshot)
+        await store.commit("g", {TP: OM(30, "old"), ("t", 1): OM(31, "old")})
+        partitions.topics(t="B")  # re-created; the listener has not run yet
+        assert await store.commit("g", {TP: OM(1, "new")}) == {TP: 0}
+        store.on_snapshot(partitions.snapshot)
+        assert await store.fetch("g", None) == {TP: OM(1, "new")}
+        partitions.topics(t=None)  # noted by a create here before its id was read: a new life again
+        store.on_snapshot(partitions.snapshot)
+        assert await store.fetch("g", None) == {}
+        await store.commit("g", {TP: OM(2, "newer")})
+        partitions.topics(t="C")  # its id read: the same life, nothing deleted
+        store.on_snapshot(partitions.snapshot)
+        assert await (await loaded(new_store(partitions))).fetch("g", None) == {TP: OM(2, "newer")}
+
+    asyncio.run(scenario())
+
+
+def test_a_partition_loading_when_its_topic_is_deleted_drops_the_offsets_once_loaded(plog, monkeypatch):
+    partitions = Partitions()
+    partitions.lead(plog)
+    partitions.topics(t="A")
+
+    async def scenario():
+        first = await loaded(new_store(partitions))
+        await first.commit("g", {TP: OM(3, "")})
+        release = threading.Event()
+        real_read = offset_store.read_offsets
+        monkeypatch.setattr(offset_store, "read_offsets", lambda *a: release.wait(10) and real_read(*a))
+        store = new_store(partitions)
+        store.on_snapshot(partitions.snapshot)  # loading
+        partitions.topics()
+        store.on_snapshot(partitions.snapshot)
+        release.set()
+        await loaded(store)
+        assert await store.fetch("g", None) == {}
+        assert await (await loaded(new_store(partitions))).fetch("g", None) == {}
+
+    asyncio.run(scenario())
+
+
+def test_offsets_of_a_deleted_topic_are_dropped_even_when_their_tombstones_cannot_be_appended(plog):
+    partitions = Partitions()
+    partitions.lead(plog)
+    partitions.topics(t="A")
+
+    async def scenario():
+        store = await loaded(new_store(partitions))
+        await store.commit("g", {TP: OM(3, "")})
+        plog.close()  # every append now fails
+        partitions.topics()
+        store.on_snapshot(partitions.snapshot)
+        assert await store.fetch("g", None) == {}
 
     asyncio.run(scenario())
 
