@@ -65,7 +65,7 @@ from sparklog.storage.fences import FencedRanges
 from sparklog.storage.files import OS_FILES, Files
 from sparklog.storage.flusher import Flusher, default_flusher
 from sparklog.storage.leader_epochs import LeaderEpochCache
-from sparklog.storage.log_validator import converter_for
+from sparklog.storage.log_validator import converter_for, take_client_timestamp_type
 from sparklog.storage.producer_state import ProducerStateManager
 from crc32c import crc32c
 
@@ -74,9 +74,11 @@ from sparklog.records.batch import (
     COMPRESSION_MASK,
     CONTROL_MASK,
     HEADER_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,
     MAGIC,
     MAX_CODEC,
+    TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     BatchHeader,
     CorruptRecordError,
@@ -154,6 +156,19 @@ def _refuse_attributes(attributes: int) -> None:
     raise TransactionRefusedError("transactional batches are refused: sparklog has no transaction coordinator, "
                                   "so no transaction is ongoing (use an idempotent producer without "
                                   "transactional.id)")
+
+
+# producerId and, past producerEpoch, baseSequence: one unpack at their place in the header (records.HEADER)
+_PRODUCER_AND_SEQUENCE = struct.Struct(">q2xi")
+_PRODUCER_ID_OFFSET = LAST_OFFSET_DELTA_OFFSET + struct.calcsize(">iqq")  # 43: after delta and two timestamps
+
+
+def _refuse_sequence(producer_id: int, sequence: int, name: str) -> None:
+    """Kafka's LogValidator for a client's batch: one with a producer id has a sequence (>= 0), or the
+    producer state could neither deduplicate nor order it."""
+    if producer_id >= 0 and sequence < 0:
+        raise InvalidRecordError(f"Invalid sequence number {sequence} in record batch with producerId "
+                                 f"{producer_id} in topic partition {name}")
 
 
 def _check_records(batch: memoryview) -> None:
@@ -1297,12 +1312,17 @@ class PartitionLog:
         them refuses the record set (InvalidRecordError), as Kafka's LogValidator does for a client's; the
         markers are the transaction coordinator's, which sparklog does not have; a transactional batch
         refuses it too (TransactionRefusedError: no transaction is ever ongoing). So does a batch whose
-        records do not parse (records/verify.py), which no consumer could read."""
+        records do not parse (records/verify.py), which no consumer could read, and one with a producer id but
+        a negative baseSequence (InvalidRecordError, Kafka's "Invalid sequence number"); a batch saying
+        LogAppendTime is refused or taken as CreateTime (log_validator Rule 7)."""
         data = batches if type(batches) is bytearray else bytearray(batches)
         position, size = 0, len(data)
         while position + HEADER_SIZE <= size:  # a bad length stops the walk; append() then refuses the bytes
             if data[position + _ATTRIBUTES_LOW] & _REFUSED_FROM_CLIENTS:
                 _refuse_attributes(data[position + _ATTRIBUTES_LOW])
+            if data[position + _ATTRIBUTES_LOW] & TIMESTAMP_TYPE_MASK:  # LogAppendTime: log_validator Rule 7
+                take_client_timestamp_type(data, position, self.stamps_append_time)
+            _refuse_sequence(*_PRODUCER_AND_SEQUENCE.unpack_from(data, position + _PRODUCER_ID_OFFSET), self.name)
             set_partition_leader_epoch(data, leader_epoch, position)
             batch_size = peek_size(data, position)
             if batch_size < HEADER_SIZE:
@@ -1336,8 +1356,8 @@ class PartitionLog:
                 size = len(records)
                 if size >= HEADER_SIZE:
                     fields = _APPEND_FIELDS.unpack_from(records)
-                    if fields[0] + LOG_OVERHEAD != size:
-                        fields = None
+                    if fields[0] + LOG_OVERHEAD != size or fields[4] & TIMESTAMP_TYPE_MASK:
+                        fields = None  # several batches, or one saying LogAppendTime: append_as_leader's
             if fields is None:
                 if run:
                     self._append_run(run, outcomes, leader_epoch)
@@ -1353,6 +1373,7 @@ class PartitionLog:
             try:
                 if flags & _REFUSED_FROM_CLIENTS:  # as in append_as_leader
                     _refuse_attributes(flags)
+                _refuse_sequence(fields[7], fields[9], self.name)
                 if size > self._max_message_bytes:
                     raise RecordBatchTooLarge(
                         f"batch of {size} bytes exceeds max.message.bytes={self._max_message_bytes}")

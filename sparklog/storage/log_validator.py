@@ -15,6 +15,11 @@ offset deltas become 0..n-1, as a producer's batch has them already. Control bat
 Rule 5: with cleanup.policy containing `compact`, every record of a data batch must have a key (the cleaner
 keeps the last value per key): a null key fails the whole append with InvalidRecordError (Kafka's
 INVALID_RECORD, "Compacted topic cannot accept message without key"). Control batches are not checked.
+Rule 7 (a client's batch saying LogAppendTime, which is the broker's to set; Kafka's LogValidator): refused with
+InvalidTimestampError ("Producer should not set timestamp type to LogAppendTime"; Kafka's INVALID_TIMESTAMP)
+when the topic stamps the append time itself or the batch has no timestamp (maxTimestamp -1, which its
+records take); otherwise taken as CreateTime, the topic's type, with its maxTimestamp kept, as Kafka rewrites
+it. Checked by `take_client_timestamp_type` before the append, the CRC verified before the header is re-signed.
 Rule 6: with the defaults (CreateTime, no bounds, `producer`, `delete`) `converter_for` returns None: append
 pays nothing.
 """
@@ -29,12 +34,14 @@ from sparklog.records.batch import (
     HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    NO_TIMESTAMP,
     CorruptRecordError,
     build_batch,
     compute_crc,
     decode_varint,
     iter_batches,
     peek_size,
+    validate_batch,
 )
 from sparklog.records.compression import codec_id, decompress
 from sparklog.storage.config import (
@@ -162,3 +169,23 @@ def stamp_log_append_time(batch: bytearray, now_ms: int, position: int = 0) -> N
     _TIMESTAMP.pack_into(batch, position + _MAX_TIMESTAMP_OFFSET, now_ms)
     end = position + peek_size(batch, position)
     _CRC.pack_into(batch, position + CRC_OFFSET, compute_crc(memoryview(batch)[position:end]))
+
+
+LOG_APPEND_TIME_REFUSED = "Producer should not set timestamp type to LogAppendTime"  # Kafka's LogValidator
+
+
+def take_client_timestamp_type(batch: bytearray, position: int, topic_stamps: bool) -> None:
+    """Rule 7 for the client's batch at `position`, whose attributes say LogAppendTime: raise, or make it
+    CreateTime and re-sign it. A batch whose length does not fit is left to the append's checks."""
+    size = peek_size(batch, position)
+    if size < HEADER_SIZE or position + size > len(batch):
+        return
+    with memoryview(batch) as view:
+        header = validate_batch(view[position:position + size])  # CorruptRecordError: never re-signed
+        if topic_stamps or header.max_timestamp == NO_TIMESTAMP:
+            why = "the topic sets it (message.timestamp.type=LogAppendTime)" if topic_stamps else (
+                "and the batch has no timestamp (maxTimestamp -1)")
+            raise InvalidTimestampError(f"{LOG_APPEND_TIME_REFUSED}: {why}")
+        (attributes,) = _ATTRIBUTES.unpack_from(batch, position + ATTRIBUTES_OFFSET)
+        _ATTRIBUTES.pack_into(batch, position + ATTRIBUTES_OFFSET, attributes & ~TIMESTAMP_TYPE_MASK)
+        _CRC.pack_into(batch, position + CRC_OFFSET, compute_crc(view[position:position + size]))

@@ -97,6 +97,7 @@ def test_a_restarted_broker_does_not_accept_before_it_can_answer(zk_connect, tmp
 
 INVALID_RECORD = 87
 CORRUPT_MESSAGE = 2
+INVALID_TIMESTAMP = 32
 
 
 def _produce(broker, topic: str, records: bytes) -> tuple[int, int, str | None]:
@@ -163,4 +164,46 @@ def test_a_produce_whose_crc_is_right_but_whose_records_do_not_parse_is_refused_
     finally:
         consumer.close()
     assert got == [(i, b"v%d" % (i % 3), [("h", b"x")]) for i in range(6)]
+    assert broker.statistics()["server"]["handler_errors"] == 0
+
+
+def _produce_partitions(broker, topic: str, records: dict[int, bytes]) -> dict[int, tuple[int, int, str | None]]:
+    """One raw Produce v8 (acks=1) of several partitions (the broker's general path): per partition as _produce."""
+    from support.wire import request
+    from sparklog.protocol import ApiKey, PartitionProduceData, ProduceRequest, TopicProduceData
+
+    body = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[TopicProduceData(name=topic, partition_data=[
+        PartitionProduceData(index=p, records=r) for p, r in records.items()])])
+    parts = request(broker.host, broker.port, ApiKey.PRODUCE, 8, body).responses[0].partition_responses
+    return {p.index: (p.error_code, p.base_offset, p.error_message) for p in parts}
+
+
+def test_kafkas_produce_refusals_several_batches_an_idempotent_batch_without_a_sequence_log_append_time(one, zk):
+    """Kafka's ProduceRequest.validateRecords (v3+: exactly one record batch per partition) and LogValidator
+    (a batch with a producer id has a baseSequence >= 0: INVALID_RECORD; a client's LogAppendTime batch without
+    a timestamp: INVALID_TIMESTAMP), with Kafka's messages, nothing of the refused set stored, on the
+    one-partition path and the general one; the broker keeps serving."""
+    from sparklog.coordination import topics as registry
+    from sparklog.records.batch import build_batch
+
+    broker, topic = one.brokers[1], "refusals"
+    registry.create_topic(zk, topic, 2, 1)
+    good = build_batch([(b"k", b"v", (), None)])
+    deadline = time.monotonic() + 30
+    while (outcome := _produce(broker, topic, good))[0] != 0:
+        assert time.monotonic() < deadline, outcome
+        time.sleep(0.1)
+    two = good + build_batch([(b"k", b"w", (), None)])
+    no_sequence = build_batch([(b"k", b"v", (), None)], producer_id=5, producer_epoch=0, base_sequence=-1)
+    code, _, message = _produce(broker, topic, two)
+    assert code == INVALID_RECORD and "exactly one record batch" in message, (code, message)
+    code, _, message = _produce(broker, topic, no_sequence)
+    assert code == INVALID_RECORD and "Invalid sequence number -1" in message, (code, message)
+    untimed = build_batch([(b"k", b"v", (), -1)], timestamp_type=1)  # LogAppendTime, maxTimestamp -1
+    code, _, message = _produce(broker, topic, untimed)
+    assert code == INVALID_TIMESTAMP and "should not set timestamp type to LogAppendTime" in message, (code, message)
+    both = _produce_partitions(broker, topic, {0: two, 1: no_sequence})
+    assert both[0][0] == both[1][0] == INVALID_RECORD, both
+    assert _produce(broker, topic, good)[:2] == (0, 1)  # nothing refused took an offset
+    assert _produce_partitions(broker, topic, {1: good})[1][:2] == (0, 0)
     assert broker.statistics()["server"]["handler_errors"] == 0

@@ -19,6 +19,7 @@ from sparklog.storage import (
     TimestampOffset,
     TransactionRefusedError,
 )
+from sparklog.storage.errors import InvalidTimestampError
 from sparklog.storage.producer_state import snapshot_file_name
 from sparklog.storage.log import RECOVERY_POINT_FILE
 from sparklog.records.batch import HEADER_SIZE, LOG_APPEND_TIME, build_batch, compute_crc, iter_batches, iter_records
@@ -254,6 +255,49 @@ def test_a_transactional_batch_appended_as_leader_is_refused_as_no_transaction_i
     assert log.log_end_offset == 0
     log.append_replicated(txn)  # a follower copies the leader's log as it is
     assert log.log_end_offset == 1
+
+
+def test_an_idempotent_batch_without_a_sequence_appended_as_leader_is_refused(tmp_path, flusher):
+    """Kafka's LogValidator: a client's batch with a producer id must have a baseSequence >= 0 (INVALID_RECORD,
+    "Invalid sequence number"); nothing of the set is stored. A batch without a producer id needs none."""
+    log = open_log(tmp_path, flusher)
+    unsequenced = build_batch([(None, b"v", None, BASE_TS)], producer_id=7, producer_epoch=0, base_sequence=-1)
+    with pytest.raises(InvalidRecordError, match="Invalid sequence number -1 in record batch with producerId 7"):
+        log.append_as_leader(unsequenced, 0)
+    (outcome,) = log.append_group_as_leader([unsequenced], leader_epoch=0)
+    assert isinstance(outcome, InvalidRecordError)
+    assert log.log_end_offset == 0
+    plain = build_batch([(None, b"v", None, BASE_TS)], base_sequence=-1)
+    assert log.append_as_leader(plain, 0) == 0
+    sequenced = build_batch([(None, b"v", None, BASE_TS)], producer_id=7, producer_epoch=0, base_sequence=0)
+    assert [o[0] for o in log.append_group_as_leader([sequenced], leader_epoch=0)] == [1]
+
+
+def test_a_client_batch_saying_log_append_time_is_refused_or_stored_as_create_time_as_kafka_does(tmp_path, flusher):
+    """LogAppendTime is the broker's to set. Kafka's LogValidator answers INVALID_TIMESTAMP ("Producer should not
+    set timestamp type to LogAppendTime") when the topic stamps the append time itself or the batch has no
+    timestamp (maxTimestamp -1, which its records take); otherwise it stores the batch as CreateTime (the
+    topic's type), maxTimestamp kept. Nothing of a refused set is stored."""
+    log = open_log(tmp_path, flusher)
+    said = build_batch([(None, b"a", None, BASE_TS), (None, b"b", None, BASE_TS + 7)], timestamp_type=LOG_APPEND_TIME)
+    untimed = build_batch([(None, b"c", None, -1)], timestamp_type=LOG_APPEND_TIME)
+    with pytest.raises(InvalidTimestampError, match="should not set timestamp type to LogAppendTime"):
+        log.append_as_leader(untimed, 0)
+    (outcome,) = log.append_group_as_leader([untimed], leader_epoch=0)
+    assert isinstance(outcome, InvalidTimestampError)
+    assert log.log_end_offset == 0
+    assert log.append_as_leader(said, 0) == 0
+    assert [o[0] for o in log.append_group_as_leader([said], leader_epoch=0)] == [2]
+    log.flush()
+    batches = list(iter_batches(read_all(log)))
+    assert [(b.timestamp_type, b.max_timestamp) for b in batches] == [(0, BASE_TS + 7)] * 2
+    assert [r.timestamp for r in iter_records(read_all(log))] == [BASE_TS, BASE_TS + 7] * 2
+    stamping = open_log(tmp_path, flusher, "stamping-0", **{"message.timestamp.type": "LogAppendTime"})
+    with pytest.raises(InvalidTimestampError, match="should not set timestamp type to LogAppendTime"):
+        stamping.append_as_leader(said, 0)
+    (outcome,) = stamping.append_group_as_leader([said], leader_epoch=0)
+    assert isinstance(outcome, InvalidTimestampError) and stamping.log_end_offset == 0
+    assert stamping.append_as_leader(build_batch([(None, b"d", None, BASE_TS)]), 0) == 0
 
 
 def _resigned(batch: bytes, section: bytes, count: int) -> bytes:
