@@ -55,6 +55,9 @@ class RangeConsumer(FakeConsumer):
     def assign(self, tps) -> None:
         pass
 
+    def fetch_until(self, tp, offset) -> None:
+        pass
+
     def seek(self, tp, offset: int) -> None:
         from sparklog.client.consumer import OffsetOutOfRange
 
