@@ -13,8 +13,9 @@ thread and the consumer's I/O thread: steadier than wall time on a shared machin
 
 `--small N` measures instead what a task's read costs whatever its size: the median of `--trials` reads of
 `[0, N)` with a consumer opened and closed per read (a task outside the pool) and through one
-`ConsumerPool` (a task of a reused Python worker), interleaved, and where the fresh consumer's time goes
-(open: connect, ApiVersions, Metadata, I/O thread; the first fetched chunk; close).
+`ConsumerPool` (a task of a reused Python worker), interleaved, and where the fresh consumer's time goes:
+open (the constructor, which starts the I/O thread; it connects lazily), the first chunk (connect,
+ApiVersions, Metadata, Fetch), close.
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ def small_reads(bootstrap: str, topic: str, records: int, trials: int) -> None:
     print(f"read_partition of {records:,} records, median of {trials}: fresh consumer {medians['fresh consumer']:.2f} ms, "
           f"pooled consumer {medians['pooled consumer']:.2f} ms (fresh / pooled "
           f"{medians['fresh consumer'] / medians['pooled consumer']:.2f}); a fresh consumer's open "
-          f"{medians['open']:.2f} ms, first chunk {medians['first chunk']:.2f} ms, close {medians['close']:.2f} ms")
+          f"{medians['open']:.2f} ms, first chunk (connect, ApiVersions, Metadata, Fetch) "
+          f"{medians['first chunk']:.2f} ms, close {medians['close']:.2f} ms")
 
 
 def main() -> None:
