@@ -233,3 +233,33 @@ class PoolMachine(RuleBasedStateMachine):
 
 TestPoolMachine = PoolMachine.TestCase
 TestPoolMachine.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+
+
+def test_idle_consumers_are_closed_when_the_interpreter_exits():
+    import subprocess
+    import sys
+
+    script = (
+        "from sparklog.datasource.consumer_pool import POOL\n"
+        "class C:\n"
+        "    def close(self):\n"
+        "        print('closed', flush=True)\n"
+        "POOL.give_back(POOL.borrow('k', C))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["closed"]
+
+
+def test_a_forked_child_starts_with_an_empty_pool_and_leaves_the_parents_consumers_alone():
+    pool = ConsumerPool()
+    lease = pool.borrow("a", opener())
+    pool.give_back(lease)
+    parents_lock = pool._lock
+    pool._forget()  # what os.register_at_fork runs in the child
+    assert pool.statistics().idle == 0 and pool.statistics().borrowed == 0
+    assert lease.consumer.closes == 0
+    assert not pool.borrow("a", opener()).reused
+    with parents_lock:  # (in a real child the parent's evictor thread does not exist: end this one)
+        parents_lock.notify_all()
+    wait_for(lambda: not any(t.name == EVICTOR for t in threading.enumerate()), "the evictor thread ends")
