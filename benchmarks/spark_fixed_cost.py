@@ -1,16 +1,17 @@
 """What a small Spark action and a streaming micro-batch cost on sparklog, with the worker's consumer pool off
 and on, beside Spark's own JSON-lines reader: the fixed cost of an action (issue 12).
 
-    .venv/bin/python benchmarks/spark_fixed_cost.py [--trials 9] [--batches 12] [--trigger-ms 1000]
+    .venv/bin/python benchmarks/spark_fixed_cost.py [--trials 15] [--batches 12] [--trigger-ms 1000]
 
 Starts a ZooKeeper and one broker, and one local[2] Spark session; then, in that session:
 - count() of 1,000 records (schema `offset bigint`) from one partition and from four (250 each), with the
   pool off (`sparklog.consumer.cache.enabled=false`: every task opens and closes its consumer) and on, the
   two interleaved; beside count() of 1,000 JSON lines in one file and in four. Each DataFrame's first action
   is untimed (it plans the read and starts the Python workers); the medians of `--trials` are printed.
-- a streaming query (4 partitions, `trigger(processingTime=...)`, the noop sink) while a producer thread
-  adds 100 records every 100 ms (acknowledged ones counted), pool off then on: the median over batches
-  3.. with rows of `durationMs`'s triggerExecution and addBatch (the tasks run in addBatch).
+- streaming queries (4 partitions, `trigger(processingTime=...)`, the noop sink) while a producer thread
+  adds 100 records every 100 ms (acknowledged ones counted): an untimed warm-up query (the first query of a
+  session is slower, whatever it reads), then pool off, on, off, on: the median over batches 3.. with rows
+  of each pair's `durationMs` triggerExecution and addBatch (the tasks run in addBatch).
 Run from an older tree, the pool options are ignored (unknown `sparklog.` options are): both rows are that
 tree's fresh-consumer reads. Every loop has a deadline; everything started is stopped.
 """
@@ -131,29 +132,26 @@ class Feeder:
         self.producer.close()
 
 
-def stream(spark, bootstrap: str, work: Path, cache: str, batches: int, trigger_ms: int) -> tuple[float, float, int]:
-    """(median triggerExecution ms, median addBatch ms, batches measured) of batches 3.. of one query."""
+def stream(spark, bootstrap: str, work: Path, cache: str, batches: int, trigger_ms: int) -> list[dict]:
+    """The progress of batches 3..`batches` (those with rows) of one query reading from the latest offsets."""
     df = (spark.readStream.format("sparklog").option("bootstrap.servers", bootstrap).option("subscribe", "stream")
           .option("startingOffsets", "latest").option("sparklog.consumer.cache.enabled", cache).load())
     query = (df.writeStream.format("noop").trigger(processingTime=f"{trigger_ms} milliseconds")
-             .option("checkpointLocation", str(work / f"checkpoint-{cache}")).start())
+             .option("checkpointLocation", str(work / "checkpoint")).start())
     try:
         deadline = time.monotonic() + BATCH_DEADLINE_S
         while len([p for p in query.recentProgress if p["numInputRows"]]) < batches:
             if time.monotonic() > deadline or query.exception() is not None:
                 raise RuntimeError(f"the query did not reach {batches} batches: {query.exception()}")
             time.sleep(0.2)
-        progress = [p for p in query.recentProgress if p["numInputRows"]][2:batches]
+        return [p for p in query.recentProgress if p["numInputRows"]][2:batches]
     finally:
         query.stop()
-    trigger = statistics.median(p["durationMs"]["triggerExecution"] for p in progress)
-    add = statistics.median(p["durationMs"]["addBatch"] for p in progress)
-    return trigger, add, len(progress)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trials", type=int, default=9)
+    parser.add_argument("--trials", type=int, default=15)
     parser.add_argument("--batches", type=int, default=12)
     parser.add_argument("--trigger-ms", type=int, default=1000)
     args = parser.parse_args()
@@ -167,10 +165,16 @@ def main() -> None:
         try:
             small_counts(spark, cluster.bootstrap, work, args.trials)
             with Feeder(cluster.bootstrap, "stream") as feeder:
-                for cache in ("false", "true"):
-                    trigger, add, measured = stream(spark, cluster.bootstrap, work, cache, args.batches, args.trigger_ms)
-                    print(f"micro-batch, pool {'on' if cache == 'true' else 'off'}: median of {measured} batches: "
-                          f"triggerExecution {trigger:.0f} ms, addBatch {add:.0f} ms")
+                stream(spark, cluster.bootstrap, work / "warm-up", "true", 4, args.trigger_ms)
+                runs: dict = {"false": [], "true": []}
+                for cache in ("false", "true", "false", "true"):
+                    runs[cache] += stream(spark, cluster.bootstrap, work / f"{cache}-{len(runs[cache])}", cache,
+                                          args.batches, args.trigger_ms)
+                for cache, progress in runs.items():
+                    trigger = statistics.median(p["durationMs"]["triggerExecution"] for p in progress)
+                    add = statistics.median(p["durationMs"]["addBatch"] for p in progress)
+                    print(f"micro-batch, pool {'on' if cache == 'true' else 'off'}: median of {len(progress)} batches "
+                          f"(two queries): triggerExecution {trigger:.0f} ms, addBatch {add:.0f} ms")
             print(f"feeder: {feeder.acked:,} records acknowledged, {feeder.failed} failed")
         finally:
             spark.stop()
