@@ -6,7 +6,8 @@ and on, beside Spark's own JSON-lines reader: the fixed cost of an action (issue
 Starts a ZooKeeper and one broker, and one local[2] Spark session; then, in that session:
 - count() of 1,000 records (schema `offset bigint`) from one partition and from four (250 each), with the
   pool off (`sparklog.consumer.cache.enabled=false`: every task opens and closes its consumer) and on, the
-  two interleaved; beside count() of 1,000 JSON lines in one file and in four. Each DataFrame's first action
+  two interleaved; beside count() of 1,000 JSON lines in one file and in four, and of the floor of any
+  Python data source: one that yields its rows from memory as one Arrow batch per partition, without I/O. Each DataFrame's first action
   is untimed (it plans the read and starts the Python workers); the medians of `--trials` are printed.
 - streaming queries (4 partitions, `trigger(processingTime=...)`, the noop sink) while a producer thread
   adds 100 records every 100 ms (acknowledged ones counted): an untimed warm-up query (the first query of a
@@ -81,6 +82,7 @@ def small_counts(spark, bootstrap: str, work: Path, trials: int) -> None:
                                       .option("bootstrap.servers", bootstrap).option("subscribe", "small")
                                       .option("endingOffsets", f'{{"small":{{{ends}}}}}')
                                       .option("sparklog.consumer.cache.enabled", cache).load())
+        frames[(parts, "floor")] = spark.read.format("sparklog_floor").option("partitions", parts).load()
         path = work / f"json-{parts}"
         spark.range(SMALL).select(F.expr("repeat('x', 200)").alias("value")).repartition(parts).write.json(str(path))
         frames[(parts, "json")] = spark.read.schema("value string").json(str(path))
@@ -91,10 +93,40 @@ def small_counts(spark, bootstrap: str, work: Path, trials: int) -> None:
         for key, df in frames.items():
             times[key].append(timed(df.count))
     for parts in (1, PARTITIONS):
-        off, on, json = (statistics.median(times[(parts, k)]) for k in ("false", "true", "json"))
+        off, on, json, floor = (statistics.median(times[(parts, k)]) for k in ("false", "true", "json", "floor"))
         print(f"count() of {SMALL:,} records from {parts} partition(s), median of {trials}: pool off {off:.3f}s, "
-              f"pool on {on:.3f}s, JSON lines {json:.3f}s; off/on {off / on:.2f}, JSON/on {json / on:.2f}, "
-              f"JSON/off {json / off:.2f}")
+              f"pool on {on:.3f}s, JSON lines {json:.3f}s, in-memory Python source {floor:.3f}s; off/on "
+              f"{off / on:.2f}, JSON/on {json / on:.2f}, JSON/off {json / off:.2f}, in-memory/on {floor / on:.2f}")
+
+
+def floor_source():
+    """A Python data source with no I/O: what any Python source's action costs in pyspark (defined in a
+    function, so cloudpickle ships the classes to the workers by value)."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class FloorReader(DataSourceReader):
+        def __init__(self, partitions: int) -> None:
+            self.partitions_ = partitions
+
+        def partitions(self):
+            return [InputPartition(i) for i in range(self.partitions_)]
+
+        def read(self, partition):
+            yield pa.RecordBatch.from_pydict({"offset": pa.array(range(SMALL // self.partitions_), pa.int64())})
+
+    class Floor(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "sparklog_floor"
+
+        def schema(self) -> str:
+            return "offset bigint"
+
+        def reader(self, schema):
+            return FloorReader(int(self.options.get("partitions", 1)))
+
+    return Floor
 
 
 class Feeder:
@@ -163,6 +195,7 @@ def main() -> None:
         wait_latest(cluster.bootstrap, "small", SMALL)
         spark = new_session(conf={"spark.sql.shuffle.partitions": "2"})
         try:
+            spark.dataSource.register(floor_source())
             small_counts(spark, cluster.bootstrap, work, args.trials)
             with Feeder(cluster.bootstrap, "stream") as feeder:
                 stream(spark, cluster.bootstrap, work / "warm-up", "true", 4, args.trigger_ms)
