@@ -136,7 +136,9 @@ _APPEND_FIELDS = struct.Struct(
 assert _APPEND_FIELDS.size == HEADER_SIZE
 _pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first field, outside the CRC
 # baseOffset, batchLength (as it is) and partitionLeaderEpoch in one call: the fields the CRC does not cover
-_pack_offset_length_epoch = struct.Struct(">qii").pack_into
+# baseOffset, batchLength, partitionLeaderEpoch: the 16 bytes a leader writes in front of the rest of a batch
+_LEADER_HEAD = struct.Struct(">qii")
+_pack_leader_head = _LEADER_HEAD.pack
 _new_entry = functools.partial(tuple.__new__, BatchEntry)  # BatchEntry(*fields) without its Python __new__
 _ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes' low byte: codec, timestamp type, transactional, control
 _CONTROL_REFUSED = "Clients are not allowed to write control records"  # Kafka's LogValidator, verbatim
@@ -1348,7 +1350,9 @@ class PartitionLog:
         files), fails the sets of that write and every later one of the run, as each lone append would have
         failed. The producer state changes only for what reached the log, as a lone append's does: the
         entries the sets of a write touch are copied before their first update and put back if the write
-        fails, so that the producer's retry of those sets is appended (not OutOfOrderSequence)."""
+        fails, so that the producer's retry of those sets is appended (not OutOfOrderSequence). Each batch is
+        written from the view it arrived in, behind a new 16-byte head (its offset, length and the leader's
+        epoch): a write is one pwritev of those pieces, and the record set is never copied."""
         cache = self.leader_epochs
         if leader_epoch > cache.latest_epoch:
             cache.assign(leader_epoch, self._leo)
@@ -1361,12 +1365,13 @@ class PartitionLog:
             producers = self._producers
             segment = self._segments[-1]
             now = self._clock()
-            buf = bytearray()
+            pieces: list = []  # per batch: its new head and the view of the rest, written with one pwritev
+            pending = 0  # their bytes
             entries: list = []
-            written: list = []  # indexes of the sets in buf
+            written: list = []  # indexes of the sets in pieces
             leo = committed = self._leo
             messages = appended = done_messages = done_appended = 0  # done_: written by a successful write
-            saved: dict = {}  # producer id -> its entry before the sets in buf (None: it had none)
+            saved: dict = {}  # producer id -> its entry before the sets in pieces (None: it had none)
             failed = None
             limits = None  # (bytes, next offset, batches) the segment takes before a lone append would roll it
             for i, view, fields in run:
@@ -1385,20 +1390,19 @@ class PartitionLog:
                         continue
                 size = len(view)
                 next_offset = leo + delta + 1
-                pending = len(buf)
                 if limits is None:  # a lone append's roll rule, read once per segment: nothing below changes
                     limits = self._roll_limits(segment, now)  # the segment until the run writes to it
                 if segment.size + pending and (pending + size > limits[0] or next_offset > limits[1]
                                                or len(entries) >= limits[2]):
                     if entries:
-                        failed = self._write_run(segment, buf, entries, written, outcomes)
+                        failed = self._write_run(segment, pieces, pending, entries, written, outcomes)
                         if failed is not None:
                             producers.restore(saved)
                             outcomes[i] = failed
                             leo = committed
                             continue
                         committed, done_messages, done_appended = leo, messages, appended
-                        buf, entries, written, saved = bytearray(), [], [], {}
+                        pieces, pending, entries, written, saved = [], 0, [], [], {}
                     self._leo = leo  # written: the new segment (and its producer snapshot) starts here
                     try:
                         segment = self._roll_locked()
@@ -1406,12 +1410,12 @@ class PartitionLog:
                         failed = outcomes[i] = exc
                         continue
                     limits = None
-                    pending = 0
                 if not segment.size and not pending and self._compaction_lag_ms is not None:
                     self._set_lag_deadline(segment, max_timestamp)
-                buf += view
-                _pack_offset_length_epoch(buf, pending, leo, size - LOG_OVERHEAD, leader_epoch)
+                pieces.append(_pack_leader_head(leo, size - LOG_OVERHEAD, leader_epoch))
+                pieces.append(view[_LEADER_HEAD.size:])
                 entries.append(_new_entry((pending, leo, next_offset, max_timestamp, size)))
+                pending += size
                 written.append(i)
                 if producer_id >= 0:
                     if producer_id not in saved:
@@ -1422,7 +1426,7 @@ class PartitionLog:
                 messages += count
                 appended += 1
             if entries and failed is None:
-                failed = self._write_run(segment, buf, entries, written, outcomes)
+                failed = self._write_run(segment, pieces, pending, entries, written, outcomes)
                 if failed is None:
                     done_messages, done_appended = messages, appended
                 else:
@@ -1448,16 +1452,16 @@ class PartitionLog:
                    segment.time_index.max_entries - len(segment.time_index))
         return (self._segment_bytes - segment.size, segment.offset_limit, room - 1)
 
-    def _write_run(self, segment: LogSegment, buf: bytearray, entries: list, written: list,
+    def _write_run(self, segment: LogSegment, pieces: list, size: int, entries: list, written: list,
                    outcomes: list) -> Exception | None:
-        """One write of a run's batches; the exception (set as their outcome) if it failed."""
+        """One write of a run's batches (`pieces`, `size` bytes); the exception (set as their outcome) if it failed."""
         try:
-            segment.append(buf, entries)
+            segment.append(pieces, entries, size)
         except (OSError, StorageError) as exc:
             for i in written:
                 outcomes[i] = exc
             return exc
-        self._appended_bytes += len(buf)
+        self._appended_bytes += size
         return None
 
     def append_replicated(self, batches) -> int:
