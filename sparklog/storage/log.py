@@ -69,6 +69,8 @@ from sparklog.storage.log_validator import converter_for
 from sparklog.storage.producer_state import ProducerStateManager
 from crc32c import crc32c
 
+from sparklog.records.append_check import APPEND_FIELDS as _APPEND_FIELDS
+from sparklog.records.append_check import REFUSED_CONTROL, REFUSED_SIZE, check_sets
 from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -115,25 +117,6 @@ TMP_SUFFIX = ".tmp"
 DEFAULT_READ_BYTES = 1024 * 1024  # iter_slices' chunk: Kafka's default max.partition.fetch.bytes
 DEFAULT_CHECKPOINT_INTERVAL_MS = 60_000  # log.flush.offset.checkpoint.interval.ms: Kafka's 60 s
 
-# The header fields a one-batch append checks, in one unpack; pad bytes skip the rest (records.HEADER).
-_APPEND_FIELDS = struct.Struct(
-    ">"
-    "8x"  # baseOffset: assigned here
-    "i"  # batchLength
-    "4x"  # partitionLeaderEpoch
-    "b"  # magic
-    "I"  # crc
-    "b"  # attributes' high byte: unused bits, delete horizon, control, transactional
-    "b"  # attributes' low byte: the codec in bits 0-2 (above MAX_CODEC: refused) and the timestamp type
-    "i"  # lastOffsetDelta
-    "8x"  # baseTimestamp
-    "q"  # maxTimestamp
-    "q"  # producerId: -1 for a producer that is not idempotent
-    "h"  # producerEpoch
-    "i"  # baseSequence
-    "i"  # recordCount
-)
-assert _APPEND_FIELDS.size == HEADER_SIZE
 _pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first field, outside the CRC
 # baseOffset, batchLength (as it is) and partitionLeaderEpoch in one call: the fields the CRC does not cover
 # baseOffset, batchLength, partitionLeaderEpoch: the 16 bytes a leader writes in front of the rest of a batch
@@ -1306,14 +1289,9 @@ class PartitionLog:
         """
         outcomes: list = [None] * len(record_sets)
         run: list = []  # (index in record_sets, view, header fields) of one-batch sets, appended together
+        checked = check_sets(record_sets, self._max_message_bytes) if self._converter is None else None
         for i, records in enumerate(record_sets):
-            fields = None
-            if self._converter is None and records is not None:
-                size = len(records)
-                if size >= HEADER_SIZE:
-                    fields = _APPEND_FIELDS.unpack_from(records)
-                    if fields[0] + LOG_OVERHEAD != size:
-                        fields = None
+            fields = None if checked is None else checked[i]
             if fields is None:
                 if run:
                     self._append_run(run, outcomes, leader_epoch)
@@ -1323,25 +1301,25 @@ class PartitionLog:
                 except Exception as exc:  # noqa: BLE001 - handed back: the caller answers it per request
                     outcomes[i] = exc
                 continue
-            length, magic, crc, _, flags, delta, _, _, _, _, count = fields
-            size = length + LOG_OVERHEAD
-            view = records if type(records) is memoryview else memoryview(records)
-            try:
-                if flags & CONTROL_MASK:  # a client's, as in append_as_leader
-                    raise InvalidRecordError(_CONTROL_REFUSED)
-                if size > self._max_message_bytes:
-                    raise RecordBatchTooLarge(
-                        f"batch of {size} bytes exceeds max.message.bytes={self._max_message_bytes}")
-                if (magic != MAGIC or delta < 0 or count < 0 or flags & COMPRESSION_MASK > MAX_CODEC
-                        or crc32c(view[ATTRIBUTES_OFFSET:]) != crc):
-                    validate_batch(view)  # raises CorruptRecordError, with the reason
-            except (RecordBatchTooLarge, CorruptRecordError, InvalidRecordError) as exc:
-                outcomes[i] = exc
+            if fields.__class__ is not tuple:  # refused, as append_as_leader would refuse it
+                outcomes[i] = self._refusal(fields, records)
                 continue
-            run.append((i, view, fields))
+            run.append((i, records if records.__class__ is memoryview else memoryview(records), fields))
         if run:
             self._append_run(run, outcomes, leader_epoch)
         return outcomes
+
+    def _refusal(self, code: int, records) -> Exception:
+        """The exception append_as_leader raises for a set check_sets refused with `code`."""
+        if code == REFUSED_CONTROL:  # a client's, as in append_as_leader
+            return InvalidRecordError(_CONTROL_REFUSED)
+        if code == REFUSED_SIZE:
+            return RecordBatchTooLarge(f"batch of {len(records)} bytes exceeds max.message.bytes={self._max_message_bytes}")
+        try:
+            validate_batch(records)  # raises CorruptRecordError, with the reason
+        except CorruptRecordError as exc:
+            return exc
+        raise AssertionError(f"check_sets refused a batch validate_batch takes ({code})")
 
     def _append_run(self, run: list, outcomes: list, leader_epoch: int) -> None:
         """append_group_as_leader's one-batch sets, checked already: one lock, one write per segment.
