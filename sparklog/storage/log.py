@@ -122,6 +122,7 @@ _pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first fie
 # baseOffset, batchLength, partitionLeaderEpoch: the 16 bytes a leader writes in front of the rest of a batch
 _LEADER_HEAD = struct.Struct(">qii")
 _pack_leader_head = _LEADER_HEAD.pack
+_LEADER_HEAD_SIZE = _LEADER_HEAD.size
 _new_entry = functools.partial(tuple.__new__, BatchEntry)  # BatchEntry(*fields) without its Python __new__
 _ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes' low byte: codec, timestamp type, transactional, control
 _CONTROL_REFUSED = "Clients are not allowed to write control records"  # Kafka's LogValidator, verbatim
@@ -1352,11 +1353,12 @@ class PartitionLog:
             saved: dict = {}  # producer id -> its entry before the sets in pieces (None: it had none)
             failed = None
             limits = None  # (bytes, next offset, batches) the segment takes before a lone append would roll it
+            lag = self._compaction_lag_ms is not None
             for i, view, fields in run:
                 if failed is not None:
                     outcomes[i] = failed
                     continue
-                _, _, _, _, _, delta, max_timestamp, producer_id, epoch, sequence, count = fields
+                length, _, _, _, _, delta, max_timestamp, producer_id, epoch, sequence, count = fields
                 if producer_id >= 0:  # Rule 9, against the state the earlier sets of the group left
                     try:
                         duplicate = producers.check(producer_id, epoch, sequence, delta)
@@ -1366,7 +1368,7 @@ class PartitionLog:
                     if duplicate is not None:
                         outcomes[i] = (duplicate, leo)
                         continue
-                size = len(view)
+                size = length + LOG_OVERHEAD  # len(view): check_sets took only sets it spans
                 next_offset = leo + delta + 1
                 if limits is None:  # a lone append's roll rule, read once per segment: nothing below changes
                     limits = self._roll_limits(segment, now)  # the segment until the run writes to it
@@ -1388,10 +1390,10 @@ class PartitionLog:
                         failed = outcomes[i] = exc
                         continue
                     limits = None
-                if not segment.size and not pending and self._compaction_lag_ms is not None:
+                if lag and not segment.size and not pending:
                     self._set_lag_deadline(segment, max_timestamp)
-                pieces.append(_pack_leader_head(leo, size - LOG_OVERHEAD, leader_epoch))
-                pieces.append(view[_LEADER_HEAD.size:])
+                pieces.append(_pack_leader_head(leo, length, leader_epoch))
+                pieces.append(view[_LEADER_HEAD_SIZE:])
                 entries.append(_new_entry((pending, leo, next_offset, max_timestamp, size)))
                 pending += size
                 written.append(i)
