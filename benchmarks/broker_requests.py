@@ -24,6 +24,10 @@ average is printed too. Then, where the time goes: the same requests' stages tim
 of 5, µs): decode_request, the handler (for Produce: with the append to the log), encode_response, and the
 whole of `Dispatcher.handle_frame` (which takes the one-partition Produce fast path where the three others
 are the general path's stages).
+With --records-check-cost, only Produce b1 and b50 run, each with the broker's check of a client's records
+(records/verify.py, called by PartitionLog's client appends) switched off and on, alternating for --rounds
+rounds (each round swaps which goes first): the median µs of each and their ratio, then the check alone per batch in this process (best of 5, µs)
+with each codec.
 uvloop is tried only when it is installed. It is not a dependency: here it cut the bare-framing baseline
 (~25%) but not a Produce or Fetch (within ±5%, the noise of a shared machine), whose cost is in decoding,
 the handler and the append, not in the event loop.
@@ -106,11 +110,16 @@ def kafka_app(log_dir: str, fetch_log: bool):
     return Dispatcher(state)
 
 
-def serve(app_name: str, loop_name: str) -> None:
+def serve(app_name: str, loop_name: str, records_check: bool = True) -> None:
     """Print the port, serve until stdin closes."""
     import asyncio
 
     from sparklog.broker.server import BrokerServer
+
+    if not records_check:  # --records-check-cost's "off": what the broker cost before the check existed
+        from sparklog.storage import log
+
+        log._check_records = lambda batch: None
 
     with tempfile.TemporaryDirectory(prefix="sparklog-requests-") as log_dir:
         app = EchoApp() if app_name == "baseline" else kafka_app(log_dir, app_name.startswith("fetch"))
@@ -185,10 +194,11 @@ class Replies:
         del self.buf[:start]
 
 
-def measure(scenario: str, loop_name: str, n: int, window: int) -> tuple[float, float]:
+def measure(scenario: str, loop_name: str, n: int, window: int, records_check: bool = True) -> tuple[float, float]:
     """(µs of broker CPU per request, seconds of wall time)."""
     todo = frames(scenario, n)
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", scenario, "--loop", loop_name],
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", scenario, "--loop", loop_name]
+                            + ([] if records_check else ["--no-records-check"]),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         port = int(proc.stdout.readline())
@@ -245,12 +255,18 @@ def main(argv=None) -> int:
     parser.add_argument("-n", type=int, default=20_000)
     parser.add_argument("--window", type=int, default=32, help="requests in flight on the connection")
     parser.add_argument("--loops", default=None, help="asyncio,uvloop (default: uvloop too if installed)")
+    parser.add_argument("--records-check-cost", action="store_true",
+                        help="Produce b1/b50 with the records check off and on (see the docstring)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternations for --records-check-cost")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--loop", default="asyncio", help=argparse.SUPPRESS)
+    parser.add_argument("--no-records-check", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        serve(args.serve, args.loop)
+        serve(args.serve, args.loop, not args.no_records_check)
         return 0
+    if args.records_check_cost:
+        return records_check_cost(args.n, args.window, args.rounds)
     loops = args.loops.split(",") if args.loops else ["asyncio"] + (["uvloop"] if _has_uvloop() else [])
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.n} requests, window {args.window}")
     header = f"{'request':<16}" + "".join(f"{loop + ' µs':>14}{'x base':>8}" for loop in loops)
@@ -266,6 +282,44 @@ def main(argv=None) -> int:
         ratio = f"{costs[1] / costs[0]:>18.2f}" if len(costs) > 1 else ""
         print(f"{scenario:<16}" + "".join(cells) + ratio, flush=True)
     breakdown(min(args.n, 5000))
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+def records_check_cost(n: int, window: int, rounds: int) -> int:
+    """Produce b1 and b50 with the records check off ("before") and on, alternating; then the check alone."""
+    import statistics
+    import timeit
+
+    from sparklog.records import batch
+    from sparklog.records.implementation import compiled
+    from sparklog.records.verify import records_error
+
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {n} requests, window {window}, "
+          f"{rounds} rounds")
+    print(f"{'request':<16}{'off µs':>10}{'on µs':>10}{'on/off':>8}   (medians; each round's on/off)")
+    for scenario in ("produce b1", "produce b50"):
+        costs: dict[bool, list[float]] = {False: [], True: []}
+        for round_ in range(rounds):
+            for check in ((False, True) if round_ % 2 == 0 else (True, False)):  # neither always goes first
+                costs[check].append(measure(scenario, "asyncio", n, window, check)[0])
+        off, on = statistics.median(costs[False]), statistics.median(costs[True])
+        each = " ".join(f"{b / a:.2f}" for a, b in zip(costs[False], costs[True]))
+        print(f"{scenario:<16}{off:>10.1f}{on:>10.1f}{on / off:>8.2f}   ({each})", flush=True)
+    print(f"{'check alone (µs)':<16}{'cython':>10}{'python':>10}")
+    for label, codec in (("b1", "none"), ("b50", "none"), ("b50 lz4", "lz4")):
+        build = batch.build_batch([(None, VALUE, None, None)] * (1 if label == "b1" else 50),
+                                            compression=codec)
+        cells = []
+        for chosen in (compiled(batch.PYTHON_CODEC, batch.RecordColumns), batch.PYTHON_CODEC):
+            previous = batch.CODEC
+            batch.use(chosen)
+            try:
+                view = memoryview(build)
+                cells.append(min(timeit.repeat(lambda: records_error(view), number=2000, repeat=5)) / 2000 * 1e6)
+            finally:
+                batch.use(previous)
+        print(f"{label:<16}" + "".join(f"{c:>10.2f}" for c in cells), flush=True)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

@@ -1,19 +1,24 @@
 """Flat cost at scale (the paper: performance is linear in data size): the same measures on a 1 GB log and on
 an N GB log of one partition, in one run, each as a ratio to its 1 GB figure (goal: within 10%).
 
-    .venv/bin/python benchmarks/scale.py [--gb 10] [--size 1000] [--lookups 300]
+    .venv/bin/python benchmarks/scale.py [--gb 10] [--size 1000] [--lookups 300] [--repeats 3]
 
 An embedded ZooKeeper and one `sparklog broker` subprocess (default settings: 1 GiB segments, flush.ms 50)
 with its log dir under the system temp dir; the free space there is checked first (the log and 10% more).
 confluent-kafka produces `--size`-byte records (acks=1, batches of up to 10,000 records) one GB at a time,
 counting only acknowledged messages (measure.py Rule 1). Rows:
 
-    produce GB 1 / GB N      msg/s and MB/s of the first and of the last GB produced
+    disk write  start / end  the baseline: a plain sequential write of 1 GB into the log's filesystem (1 MiB
+                             writes, fsync every 50 ms as the broker's flush.ms), just before GB 1 and just
+                             after GB N; what the disk and the page cache give any writer at that fill level
+    produce GB 1 / GB N      msg/s of the first and of the last GB produced, the broker's CPU-seconds per GB,
+                             and the rate as a fraction of the disk write beside it (every GB between is
+                             printed on its own line, so a trend shows)
     tail read GB 1 / GB N    a consumer reading the GB just produced (its pages are still in the page cache,
-                             as a consumer keeping up with producers reads them)
+                             as a consumer keeping up with producers reads them): median of --repeats reads
     cold read GB 1           a consumer reading the first GB from offset 0 with none of the log in the page
-                             cache: measured once when the log is 1 GB long, and again from the start of
-                             the N GB log
+                             cache: measured when the log is 1 GB long, and again from the start of the N GB
+                             log; median of --repeats reads, the cache dropped before each
     lookup GB 1 / GB N       ListOffsets by timestamp (the time index, then a header scan), timestamps drawn
                              inside the first GB and inside the last GB: median and p99 µs per lookup; each
                              answer is checked to fall in that GB (wrong answers are printed)
@@ -24,6 +29,8 @@ fraction of the first GB still resident after the drop is printed (`mincore` thr
 that was not cold shows. The lookups run warm (the index files as the broker's mmaps leave them).
 The consumer is confluent-kafka's (fetch.queue.backoff.ms 0, paper.py's settings) with the broker's CPU
 seconds per GB read beside its rate. Every loop has a deadline. Load averages are printed before and after.
+One run is a handful of seconds per measure on a shared machine: a single read swings by 20-40% between two
+runs, hence the repeats; the broker's CPU-seconds per GB are the steadier figure of its own cost.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ READ_DEADLINE_S = 600.0
 LOOKUP_DEADLINE_S = 60.0
 GOAL = 0.10  # within 10% of the 1 GB figure
 LOOKUP_SPAN = 0.9  # lookup timestamps are drawn in this first part of a GB's send time
+DISK_CHUNK = 1 << 20  # the disk baseline's write size
+DISK_FSYNC_S = 0.05  # ... and its fsync period: the broker's default flush.ms
 
 
 @dataclass
@@ -68,19 +77,46 @@ class GigaByte:
     first_ms: int
     last_ms: int
     rate: float  # acknowledged msg/s
+    cpu: float  # the broker's CPU-seconds for this GB
     note: str
 
 
-def produce_gb(bootstrap: str, index: int, start: int, size: int, value: bytes) -> GigaByte:
+def produce_gb(broker, index: int, start: int, size: int, value: bytes) -> GigaByte:
     n = int(GB // size)
     first_ms = time.time_ns() // 1_000_000
+    cpu0 = cpu_seconds(broker.pid)
     done = confluent_produce({
-        "bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "batch.num.messages": 10_000,
+        "bootstrap.servers": broker.address, "acks": "1", "linger.ms": 5, "batch.num.messages": 10_000,
         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 2_000_000,
         "enable.idempotence": False, "compression.type": "none"}, TOPIC, n, value, partition=0,
         deadline_s=PRODUCE_DEADLINE_S)
+    cpu = cpu_seconds(broker.pid) - cpu0
     return GigaByte(index, start, start + done.acked, first_ms, done.sent_until_ms, done.acked / done.seconds,
+                    cpu / (done.acked * size / GB) if done.acked else float("nan"),
                     done.note() + ("" if done.acked == n else f"; SHORT {done.acked:,} of {n:,}"))
+
+
+def disk_write(directory: Path, value: bytes) -> float:
+    """MB/s of a plain sequential write of 1 GB into `directory`, fsynced every DISK_FSYNC_S as the broker's
+    flusher does; the file is removed after (its pages with it)."""
+    chunk = (value * (DISK_CHUNK // len(value) + 1))[:DISK_CHUNK]
+    path = directory / "disk-baseline.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        started = last_sync = time.perf_counter()
+        written = 0
+        while written < GB:
+            written += os.write(fd, chunk)
+            now = time.perf_counter()
+            if now - last_sync >= DISK_FSYNC_S:
+                os.fsync(fd)
+                last_sync = now
+        os.fsync(fd)
+        seconds = time.perf_counter() - started
+    finally:
+        os.close(fd)
+        path.unlink()
+    return written / seconds / 1e6
 
 
 def partition_files(log_dir: Path) -> list[Path]:
@@ -125,8 +161,19 @@ def resident_fraction(path: Path) -> float:
     return sum(b & 1 for b in vec) / pages
 
 
-def read_gb(broker, gb: GigaByte, size: int) -> tuple[float, float, str]:
-    """(msg/s, broker CPU-s per GB, note) of a consumer reading exactly the GB's messages."""
+def read_gb(broker, gb: GigaByte, size: int, repeats: int, before_each=None) -> tuple[float, float, str]:
+    """(msg/s, broker CPU-s per GB, note) of a consumer reading exactly the GB's messages: the median
+    (by rate) of `repeats` reads, each preceded by `before_each` if given."""
+    runs = []
+    for _ in range(repeats):
+        if before_each is not None:
+            before_each()
+        runs.append(_read_once(broker, gb, size))
+    runs.sort(key=lambda r: r[0])
+    return runs[len(runs) // 2]
+
+
+def _read_once(broker, gb: GigaByte, size: int) -> tuple[float, float, str]:
     cpu0 = cpu_seconds(broker.pid)
     done = confluent_consume({"bootstrap.servers": broker.address, "max.partition.fetch.bytes": DEFAULT_FETCH_BYTES,
                               **CONSUMER_SETTINGS}, TOPIC, gb.end - gb.start, start=gb.start,
@@ -156,12 +203,15 @@ class Table:
     def __init__(self) -> None:
         self.base: dict[str, float] = {}
 
-    def row(self, measure: str, label: str, value: float, unit: str, note: str = "", lower_is_better=False) -> None:
+    def row(self, measure: str, label: str, value: float, unit: str, note: str = "", lower_is_better=False,
+            baseline=False) -> None:
+        """`baseline`: a row that measures the machine, not the broker: no verdict."""
         base = self.base.setdefault(measure, value)
         ratio = value / base if base else float("nan")
         off = (ratio - 1) if lower_is_better else (1 - ratio)
-        verdict = "" if base is value else ("  ok" if off <= GOAL else "  MISSES the 10% goal")
-        print(f"{measure:<11} {label:<9} {value:>14,.1f} {unit:<10} {ratio:>6.2f}x of 1 GB{verdict}"
+        verdict = "" if base is value or baseline else ("  ok" if off <= GOAL else "  MISSES the 10% goal")
+        shown = f"{value:>14,.1f}" if value >= 10 else f"{value:>14.2f}"
+        print(f"{measure:<12} {label:<9} {shown} {unit:<10} {ratio:>6.2f}x of 1 GB{verdict}"
               + (f"  {note}" if note else ""), flush=True)
 
 
@@ -170,6 +220,7 @@ def main() -> int:
     parser.add_argument("--gb", type=int, default=10, help="GB (10^9 bytes of records) in the long log")
     parser.add_argument("--size", type=int, default=1000, help="record value bytes")
     parser.add_argument("--lookups", type=int, default=300, help="ListOffsets lookups per end")
+    parser.add_argument("--repeats", type=int, default=3, help="reads per read measure (the median is shown)")
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the broker's log dir goes")
     args = parser.parse_args()
     if args.gb < 2:
@@ -205,20 +256,25 @@ def main() -> int:
 def run(broker, log_dir: Path, args) -> None:
     value = payload(args.size)
     table = Table()
-    first = produce_gb(broker.address, 1, 0, args.size, value)
-    table.row("produce", "GB 1", first.rate, "msg/s", first.note)
-    rate, cpu, note = read_gb(broker, first, args.size)
+    disk_start = disk_write(log_dir, value)
+    table.row("disk write", "start", disk_start, "MB/s", "a plain 1 GB write, fsync every 50 ms", baseline=True)
+    first = produce_gb(broker, 1, 0, args.size, value)
+    produce_row(table, first, args.size, disk_start)
+    rate, cpu, note = read_gb(broker, first, args.size, args.repeats)
     table.row("tail read", "GB 1", rate, "msg/s", f"{cpu:.2f} broker CPU-s/GB {note}")
     median, p99, note = lookups(broker, first, args.lookups)
     table.row("lookup", "GB 1", median, "µs median", f"p99 {p99:,.0f} µs {note}", lower_is_better=True)
     cold_read(broker, log_dir, first, args, table, "GB 1")
     last = first
     for index in range(2, args.gb + 1):
-        last = produce_gb(broker.address, index, last.end, args.size, value)
-        if last.note:
-            print(f"produce GB {index}: {last.note}", flush=True)
-    table.row("produce", f"GB {args.gb}", last.rate, "msg/s", last.note)
-    rate, cpu, note = read_gb(broker, last, args.size)
+        last = produce_gb(broker, index, last.end, args.size, value)
+        if index < args.gb:
+            print(f"  produce GB {index}: {last.rate:,.0f} msg/s, {last.cpu:.2f} broker CPU-s/GB{last.note}",
+                  flush=True)
+    disk_end = disk_write(log_dir, value)
+    table.row("disk write", "end", disk_end, "MB/s", f"after GB {args.gb}", baseline=True)
+    produce_row(table, last, args.size, disk_end)
+    rate, cpu, note = read_gb(broker, last, args.size, args.repeats)
     table.row("tail read", f"GB {args.gb}", rate, "msg/s", f"{cpu:.2f} broker CPU-s/GB {note}")
     for gb, label in ((first, "GB 1 of N"), (last, f"GB {args.gb}")):
         median, p99, note = lookups(broker, gb, args.lookups)
@@ -226,13 +282,25 @@ def run(broker, log_dir: Path, args) -> None:
     cold_read(broker, log_dir, first, args, table, f"GB 1 of {args.gb}")
 
 
+def produce_row(table: Table, gb: GigaByte, size: int, disk_mb_s: float) -> None:
+    """Three rows: the rate, the broker's CPU-seconds per GB, and the rate over the disk write beside it."""
+    label = f"GB {gb.index}"
+    table.row("produce", label, gb.rate, "msg/s", gb.note)
+    table.row("produce cpu", label, gb.cpu, "CPU-s/GB", "the broker's", lower_is_better=True)
+    table.row("produce/disk", label, gb.rate * size / 1e6 / disk_mb_s, "of disk", "MB/s over the disk write's")
+
+
 def cold_read(broker, log_dir: Path, gb: GigaByte, args, table: Table, label: str) -> None:
     files = partition_files(log_dir)
-    drop_page_cache(files)
-    resident = resident_fraction(min((p for p in files if p.suffix == ".log"), key=lambda p: p.name))
-    rate, cpu, note = read_gb(broker, gb, args.size)
-    table.row("cold read", label, rate, "msg/s", f"{cpu:.2f} broker CPU-s/GB; first segment {resident:.0%} "
-              f"resident after the drop {note}")
+    resident: list[float] = []
+
+    def drop() -> None:
+        drop_page_cache(files)
+        resident.append(resident_fraction(min((p for p in files if p.suffix == ".log"), key=lambda p: p.name)))
+
+    rate, cpu, note = read_gb(broker, gb, args.size, args.repeats, drop)
+    table.row("cold read", label, rate, "msg/s", f"{cpu:.2f} broker CPU-s/GB; first segment "
+              f"{max(resident):.0%} resident after each drop (at most) {note}")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.sparklog-installed
 # The compiled record codec and Produce scan are built by the install: a change to their source reinstalls too.
-want=$(cat pyproject.toml sparklog/records/_cbatch.pyx sparklog/protocol/_cproduce.pyx | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml sparklog/records/_cbatch.pyx sparklog/protocol/_cproduce.pyx sparklog/client/_csend.pyx | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # compat mode puts the checkout itself on the path, where pyspark finds `pyspark_sparklog` (and
     # `sparklog demo` finds jobs/); the default editable mode hides both.

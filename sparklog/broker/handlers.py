@@ -93,7 +93,7 @@ from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
 from sparklog.storage.config import LogConfig
 from sparklog.storage.errors import (DuplicateSequence, InvalidProducerEpoch, InvalidRecordError, InvalidTimestampError,
                                      LogClosedError, OffsetOutOfRange, OutOfOrderSequence, RecordBatchTooLarge,
-                                     StorageError)
+                                     StorageError, TransactionRefusedError)
 from sparklog.records.batch import CorruptRecordError
 from sparklog.storage.topic_names import validate_topic
 
@@ -122,10 +122,14 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = errors.TransactionalIdAuthorizationFaile
 KAFKA_STORAGE_ERROR = errors.KafkaStorageError.errno
 TOPIC_DELETION_DISABLED = errors.TopicDeletionDisabledError.errno
 INVALID_RECORD = errors.InvalidRecordError.errno
+INVALID_TXN_STATE = errors.InvalidTxnStateError.errno
 INVALID_TIMESTAMP = errors.InvalidTimestampError.errno
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.errno
 REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
 NOT_ENOUGH_REPLICAS = errors.NotEnoughReplicasError.errno
+# What a transactional client hears (FindCoordinator for a transaction): a fatal error, not a retry until its
+# timeout, as sparklog has no transaction coordinator; Kafka answers this code when a transactional.id is denied.
+NO_TRANSACTIONS = "sparklog has no transaction coordinator: transactions are not supported (drop transactional.id)"
 # The idempotent producer's refusals (storage/producer_state.py Rule 1), by the storage exception.
 PRODUCER_STATE_ERRORS = {
     OutOfOrderSequence: errors.OutOfOrderSequenceNumberError.errno,
@@ -442,8 +446,10 @@ def _append_error(index: int, exc: Exception, plog) -> PartitionProduceResponse:
         return _produce_error(index, MESSAGE_TOO_LARGE, str(exc))
     except InvalidTimestampError as exc:
         return _produce_error(index, INVALID_TIMESTAMP, str(exc))
-    except InvalidRecordError as exc:  # a null key in a compacted topic
+    except InvalidRecordError as exc:  # a null key in a compacted topic, a control batch, malformed records
         return _produce_error(index, INVALID_RECORD, str(exc))
+    except TransactionRefusedError as exc:
+        return _produce_error(index, INVALID_TXN_STATE, str(exc))
     except LogClosedError:
         return _produce_error(index, NOT_LEADER_OR_FOLLOWER)
     except (OutOfOrderSequence, InvalidProducerEpoch, DuplicateSequence) as exc:
@@ -740,7 +746,7 @@ def handle_metadata(request, state):
     """Brokers and topics from the ZooKeeper-fed snapshot; auto-creates missing topics when allowed."""
     body = request.body
     snapshot = state.partitions.snapshot
-    if body.topics is None:
+    if body.topics is None or (not body.topics and request.api_version == 0):  # v0: empty means every topic
         return _metadata_response(snapshot, state, list(snapshot.topics), {})
     names = list(dict.fromkeys(t.name for t in body.topics if t.name is not None))
     missing = [n for n in names if n not in snapshot.topics]
@@ -986,12 +992,16 @@ async def _init_producer_id(state) -> InitProducerIdResponse:
 
 def handle_find_coordinator(request, state):
     """A group's coordinator is the leader of its `__consumer_offsets` partition (offset_store.py), the topic
-    created first if it does not exist (Kafka's way; offsets_topic.py); any broker serves transactions."""
+    created first if it does not exist (Kafka's way; offsets_topic.py). A transaction's has none: sparklog has no
+    transaction coordinator, and a retriable "not available" would leave the client retrying until its timeout."""
     body = request.body
     if body.key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=INVALID_REQUEST,
                                        error_message=f"unknown key type {body.key_type}", node_id=-1, host="",
                                        port=-1)
+    if body.key_type == KEY_TYPE_TRANSACTION:
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                       error_message=NO_TRANSACTIONS, node_id=-1, host="", port=-1)
     if body.key_type == KEY_TYPE_GROUP and OFFSETS_TOPIC not in state.partitions.snapshot.topics:
         return _find_coordinator_after_create(body, state)
     return _find_coordinator(body, state)
@@ -1105,6 +1115,11 @@ def _offset_commit_response(body, code_of) -> OffsetCommitResponse:
 
 
 def handle_offset_fetch(request, state):
+    """A partition the cluster lacks (no such topic or partition, or an illegal name) is answered -1 with no
+    error, and an offset stored for it before it went away is not handed out: Kafka answers v1+ from its
+    coordinator alone, which deleted the offsets of a deleted topic with it (only v0, which sparklog does not
+    serve, checked the metadata: UNKNOWN_TOPIC_OR_PARTITION). The store does not delete them yet: once a
+    topic of the same name is created again, its old offsets are answered again."""
     body = request.body
     code = group_handlers.group_error(state, body.group_id)
     if code != NONE:
@@ -1113,23 +1128,26 @@ def handle_offset_fetch(request, state):
 
 
 async def _offset_fetch(body, state) -> OffsetFetchResponse:
+    snapshot = state.partitions.snapshot
     wanted = None
     if body.topics is not None:
         wanted = [(t.name, p) for t in body.topics for p in t.partition_indexes]
-        valid = [(t, p) for t, p in wanted if _valid_topic(t) and p >= 0]
+        known = [tp for tp in wanted if _in_cluster(snapshot, *tp)]
     try:
-        found = await state.offsets.fetch(body.group_id, valid if wanted is not None else None)
+        found = await state.offsets.fetch(body.group_id, known if wanted is not None else None)
     except OffsetStoreError as exc:
         return _offset_fetch_error(body, exc.code)
+    if wanted is None:
+        wanted = sorted(tp for tp in found if _in_cluster(snapshot, *tp))
     by_topic: dict[str, list] = {}
-    for topic, partition in (wanted if wanted is not None else sorted(found)):
+    for topic, partition in wanted:
         value = found.get((topic, partition))
         by_topic.setdefault(topic, []).append(OffsetFetchResponsePartition(
             partition_index=partition,
             committed_offset=NO_OFFSET if value is None else value.offset,
             committed_leader_epoch=-1,
             metadata="" if value is None else value.metadata,
-            error_code=NONE if _valid_topic(topic) else UNKNOWN_TOPIC_OR_PARTITION))
+            error_code=NONE))
     topics = [OffsetFetchResponseTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
     return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=NONE)
 
@@ -1140,6 +1158,11 @@ def _offset_fetch_error(body, code: int) -> OffsetFetchResponse:
         partition_index=p, committed_offset=NO_OFFSET, committed_leader_epoch=-1, metadata="", error_code=code)
         for p in t.partition_indexes]) for t in body.topics or ()]
     return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=code)
+
+
+def _in_cluster(snapshot, topic: str, partition: int) -> bool:
+    meta = snapshot.topics.get(topic)
+    return meta is not None and partition in meta.partitions
 
 
 def _valid_topic(name: str) -> bool:

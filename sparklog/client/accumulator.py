@@ -1,7 +1,9 @@
 """The producer's per-partition batches (design notes 4.4): records wait here until a batch is full or old.
 
 Rule 1: `append` is the whole of `send()`'s work: one tuple appended to the partition's open batch under one
-short lock, and a two-slot future handle. No encoding happens here; the sender builds each batch once.
+short lock, and a two-slot future handle. No encoding happens here; the sender builds each batch once. Its
+common case (a record into a batch already open) runs in one call, `SendPath.send` (sendpath.py: compiled,
+with its pure-Python twin), which hands the rest to `append`.
 Rule 2: a batch closes when it reaches `batch.size` bytes (an uncompressed estimate) or `batch.num.messages`
 records; the sender closes it when it is `linger.ms` old or on `flush()`. Closed batches leave in the order
 they closed.
@@ -20,10 +22,13 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 
 from sparklog.client.futures import BatchFuture, RecordFuture
+from sparklog.client.sendpath import RECORD_OVERHEAD as _SENDPATH_OVERHEAD
+from sparklog.client.sendpath import Lock, SendPath
 
 # Bytes a record adds besides its key, value and headers: length, attributes, deltas and lengths as
 # varints (Kafka's DefaultRecord.MAX_RECORD_OVERHEAD is 21; small records use fewer).
 RECORD_OVERHEAD = 12
+assert RECORD_OVERHEAD == _SENDPATH_OVERHEAD  # send()'s fast path (sendpath.py, _csend.pyx) counts the same
 # The batch header (61 bytes) counted once per batch.
 BATCH_OVERHEAD = 61
 _monotonic = time.monotonic
@@ -37,7 +42,7 @@ class ProducerBatch(BatchFuture):
     """Records of one partition that will travel as one RecordBatch; it is its own future (one object per
     batch instead of two: at `batch.num.messages=1` that is one object per record)."""
 
-    __slots__ = ("size", "created", "attempts", "retry_at", "payload", "producer_id", "base_sequence")
+    __slots__ = ()  # its fields are sendpath.BatchSlots's, which send() also fills (sendpath.py Rule 4)
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
         # BatchFuture's fields set here, not by calling its __init__: at batch.num.messages=1 this runs per record.
@@ -62,25 +67,24 @@ class ProducerBatch(BatchFuture):
         return self
 
 
-class RecordAccumulator:
-    """Open and closed batches; thread-safe (application threads append, the sender thread drains)."""
+class RecordAccumulator(SendPath):
+    """Open and closed batches; thread-safe (application threads append, the sender thread drains).
+
+    Its base, `SendPath`, holds the state `send()` touches and the common case of `send()` itself (Rule 1;
+    sendpath.py): `_open`, `ready`, `_used` and the limits live there, under the same lock."""
 
     def __init__(self, batch_size: int, max_records: int, linger_ms: float, buffer_memory: int,
                  max_block_ms: float, on_ready=None) -> None:
-        self.batch_size = batch_size
-        self.max_records = max(1, max_records)
+        lock = Lock()
+        self.init_send_path(batch_size, max(1, max_records), buffer_memory, lock, deque())
         self.linger = linger_ms / 1000.0
-        self.buffer_memory = buffer_memory
         self.max_block = max_block_ms / 1000.0
-        self._lock = threading.Lock()
-        self._space = threading.Condition(self._lock)
-        self._open: dict[tuple[str, int], ProducerBatch] = {}
-        self.ready: deque[ProducerBatch] = deque()
-        self._incomplete: set[ProducerBatch] = set()
-        self._used = 0
+        self._space = threading.Condition(lock)
         self._space_waiters = 0
         self._on_ready = on_ready  # called when a batch opens or closes: wakes an idle sender
         self.closed_listener = None  # fn(topic, partition) when a batch fills: the sticky partitioner
+        self.future_type = RecordFuture
+        self.batch_type = ProducerBatch
 
     def append(self, topic: str, partition: int, record: tuple, size: int) -> RecordFuture:
         """Add `record` = (key, value, headers, timestamp) of estimated `size` bytes; returns its future.

@@ -2,8 +2,8 @@
 
 Rule 1: a batch completes once, with its base offset or an exception; callbacks run on the thread that
 completes it (the producer's I/O thread), so they must be quick, as in Kafka's Java client.
-Rule 2: `send()` allocates only the two-slot handle per record; the event and callback lists belong to the
-batch, so batching 50 records costs one Event, not 50.
+Rule 2: `send()` allocates only the two-slot handle per record (sendpath.py makes it without an `__init__`
+call); the event and callback lists belong to the batch, so batching 50 records costs one Event, not 50.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import logging
 import threading
 import time
 from typing import Any, Callable, NamedTuple
+
+from sparklog.client.sendpath import BatchSlots, FutureSlots
 
 logger = logging.getLogger(__name__)
 
@@ -29,20 +31,23 @@ class RecordMetadata(NamedTuple):
     timestamp: int | None  # the producer's timestamp (or the broker's with LogAppendTime); None if unknown
 
 
-class BatchFuture:
+class BatchFuture(BatchSlots):
     """The outcome of one produce batch: a base offset, or an exception.
+
+    Its fields are `sendpath.BatchSlots`'s: C fields when the send path is compiled.
 
     No Event per batch (creating one costs more than encoding a small batch): completion sets `_done`, and
     waiters, which are rare (`get()`, `flush()`), share one Condition and are woken only when there are any.
     """
 
-    __slots__ = ("topic", "partition", "base_offset", "records", "log_append_time", "error", "_done", "_callbacks")
+    __slots__ = ()
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
         self.partition = partition
         self.base_offset: int | None = None
         self.records: list | None = None  # the batch's (key, value, headers, timestamp) tuples
+        self.size = 0
         self.log_append_time = -1
         self.error: BaseException | None = None
         self._done = False
@@ -137,14 +142,13 @@ def _run_callback(batch: BatchFuture, index: int, on_success: Callable, on_error
         logger.exception("producer callback raised")
 
 
-class RecordFuture:
-    """What `Producer.send` returns: `get(timeout)` -> `RecordMetadata`, or raises the send's error."""
+class RecordFuture(FutureSlots):
+    """What `Producer.send` returns: `get(timeout)` -> `RecordMetadata`, or raises the send's error.
 
-    __slots__ = ("_batch", "_index")
+    Its two slots, the batch and the record's index in it, come from `sendpath.FutureSlots` (compiled when
+    the extension is built), so `send()` makes one without an `__init__` call: `RecordFuture(batch, index)`."""
 
-    def __init__(self, batch: BatchFuture, index: int) -> None:
-        self._batch = batch
-        self._index = index
+    __slots__ = ()
 
     def done(self) -> bool:
         return self._batch._done

@@ -137,6 +137,11 @@ class Producer:
         self._accumulator.closed_listener = self._partitioner.batch_closed
         self._sender = Sender(self._client, self._metadata, self._accumulator, config)
         self._closed = False
+        # send() is the accumulator's compiled common case, which hands the rest to _send (sendpath.py)
+        accumulator = self._accumulator
+        accumulator.metadata, accumulator.partitioner, accumulator.slow_send = (
+            self._metadata, self._partitioner, self._send)
+        self.send = accumulator.send
         self._thread = IOThread("sparklog-producer-io", self._client, self._sender.run_once)
         self._thread.start()
 
@@ -148,7 +153,14 @@ class Producer:
         buffer is full or the topic's metadata is not known yet (both up to `max.block.ms`).
 
         `value` may also be the paper's `MessageSet`; then a list of futures is returned.
+
+        An instance's `send` is its accumulator's `SendPath.send` (set in __init__): the common case in one
+        compiled call, the same records and futures as this method, which it calls for everything else.
         """
+        return self._send(topic, value, key, headers, partition, timestamp)
+
+    def _send(self, topic: str, value, key, headers, partition: int | None, timestamp: int | None):
+        """`send`'s full path: every case, in Python (sendpath.py's slow path)."""
         if self._closed:
             raise ClientClosed("the producer is closed")
         if value.__class__ is not bytes:
@@ -305,7 +317,7 @@ class Producer:
         """Flush (up to `timeout`), stop the I/O thread and fail whatever is still unsent."""
         if self._closed:
             return
-        self._closed = True
+        self._closed = self._accumulator.closed = True
         try:
             if self._thread.is_alive():
                 self.flush(timeout)

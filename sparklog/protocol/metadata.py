@@ -1,8 +1,9 @@
-"""Metadata (key 3), versions 1-8, none flexible. Transcribed from Kafka's MetadataRequest.json and
+"""Metadata (key 3), versions 0-8, none flexible. Transcribed from Kafka's MetadataRequest.json and
 MetadataResponse.json (fields of versions beyond 8, such as topic ids, are left out).
 
-By version: v1 controller_id, is_internal, rack, nullable topics (null = all topics); v2 cluster_id;
-v3 throttle_time_ms; v4 allow_auto_topic_creation; v5 offline_replicas; v7 leader_epoch;
+By version: v0 topics not nullable, and an empty array means every topic (a client that sends no
+ApiVersions asks this way); v1 controller_id, is_internal, rack, nullable topics (null = all topics, empty =
+none); v2 cluster_id; v3 throttle_time_ms; v4 allow_auto_topic_creation; v5 offline_replicas; v7 leader_epoch;
 v8 include_*_authorized_operations and the authorized operations bitfields.
 """
 
@@ -17,7 +18,7 @@ __all__ = ["MetadataRequest", "MetadataResponse", "MetadataRequestTopic", "Metad
 # "authorized operations not requested" (Integer.MIN_VALUE in Kafka)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
-MetadataRequest = message("MetadataRequest", api_key=ApiKey.METADATA, versions="1-8", module=__name__,
+MetadataRequest = message("MetadataRequest", api_key=ApiKey.METADATA, versions="0-8", module=__name__,
                           fields=[
     F("topics", "[]MetadataRequestTopic", "0+", nullable="1+", fields=[
         F("name", "string", "0+", nullable="10+"),
@@ -27,7 +28,7 @@ MetadataRequest = message("MetadataRequest", api_key=ApiKey.METADATA, versions="
     F("include_topic_authorized_operations", "bool", "8+"),
 ])
 
-MetadataResponse = message("MetadataResponse", api_key=ApiKey.METADATA, versions="1-8", module=__name__,
+MetadataResponse = message("MetadataResponse", api_key=ApiKey.METADATA, versions="0-8", module=__name__,
                            fields=[
     F("throttle_time_ms", "int32", "3+"),
     F("brokers", "[]MetadataResponseBroker", "0+", fields=[

@@ -15,8 +15,9 @@ and the per-section loops: the log cleaner's (records/scan.py and records/sweep.
 authorities: `scan_section`, `join_kept`, and `put_batches` / `filter_batches`, one call per read buffer of
 batches) and records/buffers.py's (`decode_buffers`: a section into Arrow's layout, for the Spark source),
 and Kafka's murmur2 key hash for the producer's partitioner (records/keyhash.py is the authority: `murmur2`,
-and `murmur2_partitions` over a column of keys), and a leader's checks of a pipelined group's record sets
-(records/append_check.py is the authority: `check_sets`).
+and `murmur2_partitions` over a column of keys), the broker's check of a client's batch (records/verify.py
+is the authority: `plain_records_ok`, `section_records_ok`), and a leader's checks of a pipelined group's
+record sets (records/append_check.py is the authority: `check_sets`).
 
 Rule 1: the output is the pure-Python function's, byte for byte and value for value, and so are its errors.
 Rule 2: the fast path takes only what fits C: exact `bytes`, ints within int64, `str` header keys, lists
@@ -1452,6 +1453,70 @@ def murmur2_partitions(keys, num_partitions):
     return result
 
 
+# -- whether a client's batch's records parse (records/verify.py is the pure-Python authority) ----------------
+
+
+cdef bint records_fill(const uint8_t* data, Py_ssize_t end, Py_ssize_t count) noexcept nogil:
+    """The `count` records fill `data[:end]` exactly, each fills its length, no header key is null, and
+    their offset deltas are 0..count-1 (verify.py Rule 1); False for anything else, or past what C takes."""
+    cdef Py_ssize_t index, position = 0, record_end
+    cdef int64_t length, delta
+    cdef bint null
+    for index in range(count):
+        position = read_varint(data, position, end, &length)
+        if position < 0 or length < 0 or length > end - position:
+            return False
+        record_end = position + length
+        position = read_varint(data, position + 1, record_end, &delta)  # timestampDelta, after the attributes
+        if position < 0:
+            return False
+        position = read_varint(data, position, record_end, &delta)  # offsetDelta
+        if position < 0 or delta != index:
+            return False
+        position = skip_nullable(data, position, record_end, &null)  # the key
+        if position < 0:
+            return False
+        position = skip_nullable(data, position, record_end, &null)  # the value
+        if position < 0:
+            return False
+        position = skip_headers(data, position, record_end)
+        if position != record_end:
+            return False
+    return position == end
+
+
+def plain_records_ok(batch):
+    """True when `batch` (any contiguous buffer) is one whole uncompressed v2 batch whose records pass
+    verify.py Rule 1 (its CRC is not checked); False defers to verify.py, which decides (a compressed batch,
+    or anything wrong). Called once per produced batch: the buffer is taken with PyObject_GetBuffer, a
+    fraction of a typed memoryview's cost."""
+    cdef Py_buffer view
+    cdef const uint8_t* head
+    cdef Py_ssize_t size
+    cdef int32_t count
+    cdef bint ok = False
+    PyObject_GetBuffer(batch, &view, PyBUF_SIMPLE)
+    try:
+        size = view.len
+        head = <const uint8_t*>view.buf
+        if size >= HEADER_SIZE + MIN_RECORD_BYTES:
+            count = get_i32(head + RECORD_COUNT_OFFSET)
+            ok = (head[MAGIC_OFFSET] == MAGIC and <int64_t>get_i32(head + LENGTH_OFFSET) + LOG_OVERHEAD == size
+                  and not head[ATTRIBUTES_OFFSET + 1] & COMPRESSION_BITS and count > 0
+                  and get_i32(head + LAST_OFFSET_DELTA_OFFSET) == count - 1
+                  and records_fill(head + HEADER_SIZE, size - HEADER_SIZE, count))
+    finally:
+        PyBuffer_Release(&view)
+    return ok
+
+
+def section_records_ok(const uint8_t[::1] section, Py_ssize_t count):
+    """True when the decompressed `section` holds `count` records that pass verify.py Rule 1; False defers."""
+    if count <= 0 or section.shape[0] < MIN_RECORD_BYTES:
+        return False
+    return records_fill(&section[0], section.shape[0], count)
+
+
 # -- a leader's checks of a group's record sets (records/append_check.py is the twin and the authority) -----
 
 cdef enum:
@@ -1495,8 +1560,8 @@ def check_sets(list record_sets, Py_ssize_t max_message_bytes):
                     records = <int32_t>_be(p + 57, 4)
                     if <Py_ssize_t>length + 12 != size:
                         result = None
-                    elif low & 0x20:  # batch.CONTROL_MASK
-                        result = 1  # REFUSED_CONTROL
+                    elif low & 0x30:  # batch.CONTROL_MASK | batch.TRANSACTIONAL_MASK
+                        result = 1  # REFUSED_ATTRIBUTES
                     elif size > max_message_bytes:
                         result = 2  # REFUSED_SIZE
                     elif (magic != 2 or delta < 0 or records < 0 or (low & 0x07) > 4

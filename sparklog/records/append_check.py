@@ -1,11 +1,12 @@
 """The checks a leader makes of each record set of a pipelined group before appending it, in one call per
 group: the header fields the append needs, or why the set is refused.
 
-    check_sets(record_sets, max_message_bytes) -> [fields | None | REFUSED_CONTROL | REFUSED_SIZE | CORRUPT]
+    check_sets(record_sets, max_message_bytes) -> [fields | None | REFUSED_ATTRIBUTES | REFUSED_SIZE | CORRUPT]
 
 Rule 1: per set, in order: None when it is not exactly one whole batch (None, fewer than HEADER_SIZE bytes, or
         a batchLength that does not span it: the caller's one-set append decides, and raises what it raises);
-        else REFUSED_CONTROL for a control batch (a client's), REFUSED_SIZE above `max_message_bytes`, CORRUPT
+        else REFUSED_ATTRIBUTES for a control or transactional batch (a client's: the caller says which),
+        REFUSED_SIZE above `max_message_bytes`, CORRUPT
         when the magic, lastOffsetDelta, recordCount, codec or CRC-32C is wrong (the caller's validate_batch
         names the reason), checked in that order; else the header's `APPEND_FIELDS`, as `unpack_from` gives them.
 Rule 2: two twins, the same output: the compiled one (`_cbatch.check_sets`, with no Python object per set but
@@ -23,11 +24,11 @@ from crc32c import crc32c
 from sparklog.records import batch as _batch
 from sparklog.records import implementation as _implementation
 from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD,
-                                    MAGIC, MAX_CODEC)
+                                    MAGIC, MAX_CODEC, TRANSACTIONAL_MASK)
 
-__all__ = ["APPEND_FIELDS", "check_sets", "py_check_sets", "REFUSED_CONTROL", "REFUSED_SIZE", "CORRUPT"]
+__all__ = ["APPEND_FIELDS", "check_sets", "py_check_sets", "REFUSED_ATTRIBUTES", "REFUSED_SIZE", "CORRUPT"]
 
-REFUSED_CONTROL = 1
+REFUSED_ATTRIBUTES = 1
 REFUSED_SIZE = 2
 CORRUPT = 3
 
@@ -65,8 +66,8 @@ def py_check_sets(record_sets: list, max_message_bytes: int) -> list:
         length, magic, crc, _, flags, delta, _, _, _, _, count = fields
         if length + LOG_OVERHEAD != size:
             out.append(None)
-        elif flags & CONTROL_MASK:
-            out.append(REFUSED_CONTROL)
+        elif flags & (CONTROL_MASK | TRANSACTIONAL_MASK):
+            out.append(REFUSED_ATTRIBUTES)
         elif size > max_message_bytes:
             out.append(REFUSED_SIZE)
         elif (magic != MAGIC or delta < 0 or count < 0 or flags & COMPRESSION_MASK > MAX_CODEC

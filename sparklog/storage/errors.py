@@ -53,6 +53,12 @@ class InvalidRecordError(StorageError):
     LogValidator answers); nothing was appended."""
 
 
+class TransactionRefusedError(StorageError):
+    """A client's transactional batch: sparklog has no transaction coordinator, so no transaction is ever
+    ongoing and the batch could never be committed or aborted (INVALID_TXN_STATE, 48, as Kafka's KIP-890
+    verification answers a partition that is not in an ongoing transaction); nothing was appended."""
+
+
 class InvalidTopicName(StorageError, ValueError):
     """A topic name breaks Kafka's rule [a-zA-Z0-9._-]{1,249}, not '.' or '..' (INVALID_TOPIC_EXCEPTION, 17)."""
 

@@ -60,7 +60,7 @@ from sparklog.storage.config import CLEANUP_COMPACT, CLEANUP_DELETE, VISIBILITY_
 from sparklog.storage.errors import (CorruptSegmentError, DuplicateSequence, InvalidProducerEpoch, InvalidRecordError,
                                      LogClosedError,
                                      OffsetOutOfRange, OffsetsNotContiguous, OutOfOrderSequence, RecordBatchTooLarge,
-                                     StorageError)
+                                     StorageError, TransactionRefusedError)
 from sparklog.storage.fences import FencedRanges
 from sparklog.storage.files import OS_FILES, Files
 from sparklog.storage.flusher import Flusher, default_flusher
@@ -70,7 +70,7 @@ from sparklog.storage.producer_state import ProducerStateManager
 from crc32c import crc32c
 
 from sparklog.records.append_check import APPEND_FIELDS as _APPEND_FIELDS
-from sparklog.records.append_check import REFUSED_CONTROL, REFUSED_SIZE, check_sets
+from sparklog.records.append_check import REFUSED_ATTRIBUTES, REFUSED_SIZE, check_sets
 from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -79,6 +79,7 @@ from sparklog.records.batch import (
     LOG_OVERHEAD,
     MAGIC,
     MAX_CODEC,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     CorruptRecordError,
     peek_size,
@@ -86,6 +87,7 @@ from sparklog.records.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
+from sparklog.records.verify import records_error
 from sparklog.storage.recovery import (
     INT64_MAX,
     READ_CHUNK_BYTES,
@@ -126,6 +128,27 @@ _LEADER_HEAD_SIZE = _LEADER_HEAD.size
 _new_entry = functools.partial(tuple.__new__, BatchEntry)  # BatchEntry(*fields) without its Python __new__
 _ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes' low byte: codec, timestamp type, transactional, control
 _CONTROL_REFUSED = "Clients are not allowed to write control records"  # Kafka's LogValidator, verbatim
+_REFUSED_FROM_CLIENTS = CONTROL_MASK | TRANSACTIONAL_MASK  # attributes a client's batch may not carry here
+
+
+def _refuse_attributes(attributes: int) -> None:
+    """A client's control batch (the transaction coordinator's markers) or transactional batch: sparklog has
+    no transaction coordinator, so no transaction is ever ongoing (Kafka's KIP-890 verification refuses a
+    transactional batch for a partition not in one) and such a batch would never be committed or aborted."""
+    if attributes & CONTROL_MASK:
+        raise InvalidRecordError(_CONTROL_REFUSED)
+    raise TransactionRefusedError("transactional batches are refused: sparklog has no transaction coordinator, "
+                                  "so no transaction is ongoing (use an idempotent producer without "
+                                  "transactional.id)")
+
+
+def _check_records(batch: memoryview) -> None:
+    """A client's batch whose records do not parse is refused whole (records/verify.py; Kafka's LogValidator
+    iterates a client's records): stored, it would break every consumer of the partition."""
+    reason = records_error(batch)
+    if reason is not None:
+        raise InvalidRecordError(f"the batch's records are malformed: {reason}")
+
 
 HighWatermarkListener = Callable[["PartitionLog", int], None]
 FenceListener = Callable[[str, int, tuple], None]  # (topic, partition, fenced ranges), at open and on change
@@ -1258,16 +1281,19 @@ class PartitionLog:
 
         The batches are a client's (a Produce request's, or the group coordinator's): a control batch among
         them refuses the record set (InvalidRecordError), as Kafka's LogValidator does for a client's; the
-        markers are the transaction coordinator's, which sparklog does not have."""
+        markers are the transaction coordinator's, which sparklog does not have; a transactional batch
+        refuses it too (TransactionRefusedError: no transaction is ever ongoing). So does a batch whose
+        records do not parse (records/verify.py), which no consumer could read."""
         data = batches if type(batches) is bytearray else bytearray(batches)
         position, size = 0, len(data)
         while position + HEADER_SIZE <= size:  # a bad length stops the walk; append() then refuses the bytes
-            if data[position + _ATTRIBUTES_LOW] & CONTROL_MASK:
-                raise InvalidRecordError(_CONTROL_REFUSED)
+            if data[position + _ATTRIBUTES_LOW] & _REFUSED_FROM_CLIENTS:
+                _refuse_attributes(data[position + _ATTRIBUTES_LOW])
             set_partition_leader_epoch(data, leader_epoch, position)
             batch_size = peek_size(data, position)
             if batch_size < HEADER_SIZE:
                 break
+            _check_records(memoryview(data)[position:position + batch_size])
             position += batch_size
         cache = self.leader_epochs
         if leader_epoch > cache.latest_epoch:
@@ -1302,24 +1328,26 @@ class PartitionLog:
                 except Exception as exc:  # noqa: BLE001 - handed back: the caller answers it per request
                     outcomes[i] = exc
                 continue
-            if fields.__class__ is not tuple:  # refused, as append_as_leader would refuse it
-                outcomes[i] = self._refusal(fields, records)
+            view = records if records.__class__ is memoryview else memoryview(records)
+            try:
+                if fields.__class__ is not tuple:  # refused, as append_as_leader would refuse it
+                    self._refuse(fields, view)
+                _check_records(view)
+            except (RecordBatchTooLarge, CorruptRecordError, InvalidRecordError, TransactionRefusedError) as exc:
+                outcomes[i] = exc
                 continue
-            run.append((i, records if records.__class__ is memoryview else memoryview(records), fields))
+            run.append((i, view, fields))
         if run:
             self._append_run(run, outcomes, leader_epoch)
         return outcomes
 
-    def _refusal(self, code: int, records) -> Exception:
-        """The exception append_as_leader raises for a set check_sets refused with `code`."""
-        if code == REFUSED_CONTROL:  # a client's, as in append_as_leader
-            return InvalidRecordError(_CONTROL_REFUSED)
+    def _refuse(self, code: int, view: memoryview) -> None:
+        """Raise what append_as_leader raises for a set check_sets refused with `code`."""
+        if code == REFUSED_ATTRIBUTES:  # a client's control or transactional batch, as in append_as_leader
+            _refuse_attributes(view[_ATTRIBUTES_LOW])
         if code == REFUSED_SIZE:
-            return RecordBatchTooLarge(f"batch of {len(records)} bytes exceeds max.message.bytes={self._max_message_bytes}")
-        try:
-            validate_batch(records)  # raises CorruptRecordError, with the reason
-        except CorruptRecordError as exc:
-            return exc
+            raise RecordBatchTooLarge(f"batch of {len(view)} bytes exceeds max.message.bytes={self._max_message_bytes}")
+        validate_batch(view)  # raises CorruptRecordError, with the reason
         raise AssertionError(f"check_sets refused a batch validate_batch takes ({code})")
 
     def _append_run(self, run: list, outcomes: list, leader_epoch: int) -> None:

@@ -93,3 +93,74 @@ def test_a_restarted_broker_does_not_accept_before_it_can_answer(zk_connect, tmp
         assert api_versions_answered(host, port) is True
     finally:
         cluster.stop()
+
+
+INVALID_RECORD = 87
+CORRUPT_MESSAGE = 2
+
+
+def _produce(broker, topic: str, records: bytes) -> tuple[int, int, str | None]:
+    """One raw Produce v8 (acks=1) of `records`: (error code, base offset, error message)."""
+    from support.wire import request
+    from sparklog.protocol import ApiKey, PartitionProduceData, ProduceRequest, TopicProduceData
+
+    body = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[TopicProduceData(name=topic, partition_data=[
+        PartitionProduceData(index=0, records=records)])])
+    part = request(broker.host, broker.port, ApiKey.PRODUCE, 8, body).responses[0].partition_responses[0]
+    return part.error_code, part.base_offset, part.error_message
+
+
+def _resigned(batch: bytes, section: bytes, count: int) -> bytes:
+    """`batch`'s header around another records section saying `count` records, with a right CRC-32C."""
+    import struct
+
+    from sparklog.records.batch import HEADER_SIZE, compute_crc
+
+    whole = bytearray(batch[:HEADER_SIZE]) + section
+    struct.pack_into(">i", whole, 8, len(whole) - 12)
+    struct.pack_into(">i", whole, 23, count - 1)
+    struct.pack_into(">i", whole, HEADER_SIZE - 4, count)
+    struct.pack_into(">I", whole, 17, compute_crc(whole))
+    return bytes(whole)
+
+
+def test_a_produce_whose_crc_is_right_but_whose_records_do_not_parse_is_refused_and_nothing_is_stored(one, zk):
+    """Stored, such a batch would break every consumer of the partition (found by a raw Produce). Kafka's
+    LogValidator iterates a client's records and answers INVALID_RECORD; a wrong CRC stays CORRUPT_MESSAGE."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from sparklog.coordination import topics as registry
+    from sparklog.records.batch import HEADER_SIZE, build_batch
+    from sparklog.records.compression import compress
+
+    broker, topic = one.brokers[1], "malformed"
+    registry.create_topic(zk, topic, 1, 1)
+    good = build_batch([(b"k%d" % i, b"v%d" % i, (("h", b"x"),), None) for i in range(3)])
+    deadline = time.monotonic() + 30
+    while (outcome := _produce(broker, topic, good))[0] != 0:  # until the broker serves it
+        assert time.monotonic() < deadline, outcome
+        time.sleep(0.1)
+    zipped = build_batch([(None, b"z", (), None)], compression="gzip")
+    hostile = {
+        "garbage varints": _resigned(good, b"\xff" * 40, 3),
+        "a record count past its records": _resigned(good, good[HEADER_SIZE:], 4),
+        "gzip that does not decompress": _resigned(zipped, b"\x1f\x8b" + bytes(30), 1),
+        "gzip of garbage": _resigned(zipped, compress(1, b"\xff" * 40), 1),
+    }
+    for name, records in hostile.items():
+        code, _, message = _produce(broker, topic, records)
+        assert code == INVALID_RECORD and "malformed" in message, (name, code, message)
+    flipped = bytearray(hostile["garbage varints"])
+    flipped[-1] ^= 1
+    assert _produce(broker, topic, bytes(flipped))[0] == CORRUPT_MESSAGE
+    assert _produce(broker, topic, good)[:2] == (0, 3)  # nothing of the refused batches took an offset
+    consumer = KafkaConsumer(bootstrap_servers=f"{broker.host}:{broker.port}", group_id=None,
+                             enable_auto_commit=False, check_crcs=True, consumer_timeout_ms=10_000)
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        got = [(r.offset, r.value, r.headers) for _, r in zip(range(6), consumer)]
+    finally:
+        consumer.close()
+    assert got == [(i, b"v%d" % (i % 3), [("h", b"x")]) for i in range(6)]
+    assert broker.statistics()["server"]["handler_errors"] == 0

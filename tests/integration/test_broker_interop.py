@@ -234,6 +234,50 @@ def test_kafka_python_produces_confluent_reads_back_and_commits(cluster, compres
     assert_negotiated(cluster, CONFLUENT, "Fetch", "FindCoordinator", "OffsetCommit", "OffsetFetch")
 
 
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_batches_with_headers_from_confluent_and_kafka_python_pass_the_records_check(cluster, compression):
+    """The broker walks every record of a client's batch (records/verify.py): both clients' batches, in every
+    codec, with headers (a null header value among them), idempotent and not, are stored and read back."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from kafka import KafkaProducer
+
+    topic = f"headers-{compression}"
+    headers = [("trace", b"t-1"), ("empty", b""), ("none", None)]  # kafka-python sends no null value
+    sent = {}
+    confluent = Producer({"bootstrap.servers": cluster.bootstrap, "compression.type": compression,
+                          "linger.ms": 5, "enable.idempotence": True, **confluent_names()})
+    errors = []
+    for i in range(50):
+        sent[b"c%d" % i] = headers
+        confluent.produce(topic, key=b"c%d" % i, value=b"v" * i, headers=headers,
+                          on_delivery=lambda err, m: err and errors.append(err))
+    assert confluent.flush(TIMEOUT_S) == 0 and errors == []
+    python = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=False,
+                           compression_type=None if compression == "none" else compression)
+    futures = []
+    for i in range(50):
+        sent[b"k%d" % i] = headers[:2]
+        futures.append(python.send(topic, key=b"k%d" % i, value=b"v" * i, headers=headers[:2]))
+    python.flush(TIMEOUT_S)
+    assert all(f.get(TIMEOUT_S).offset >= 0 for f in futures)
+    python.close()
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"h-{compression}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", **confluent_names()})
+    got = {}
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < len(sent) and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None:
+                assert m.error() is None, m.error()
+                got[m.key()] = m.headers()
+    finally:
+        consumer.close()
+    assert got == sent
+
+
 def test_aiokafka_metadata_produce_consume(cluster):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.structs import TopicPartition
@@ -443,6 +487,23 @@ def test_kcat_lists_metadata(cluster):
     assert_negotiated(cluster, KCAT, "ApiVersions", "Metadata")
 
 
+def test_kafka_python_pinned_to_0_9_lists_topics_with_metadata_v0(cluster):
+    """A client pinned to a broker without ApiVersions speaks Metadata v0, in which an empty topic list means
+    every topic (v1 made it "none" and null "every"): Kafka 3.x serves v0, so must we."""
+    from kafka import KafkaConsumer
+
+    kcat(cluster, "-P", "-t", "metadata-v0", stdin=b"one\n")
+    name = "kafka-python api_version=0.9"
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, api_version=(0, 9), client_id=tagged(name),
+                             group_id=None, enable_auto_commit=False)
+    try:
+        assert "metadata-v0" in consumer.topics()
+        assert consumer.partitions_for_topic("metadata-v0") == {0, 1}
+    finally:
+        consumer.close()
+    assert served_to(cluster, name) == {"Metadata": {0}}
+
+
 @pytest.mark.parametrize("compression", COMPRESSIONS)
 def test_kcat_produces_and_consumes_byte_for_byte(cluster, compression):
     topic = f"kcat-{compression}"
@@ -649,3 +710,65 @@ def test_confluent_consumer_reads_one_partition_through_the_fetch_fast_path(clus
         consumer.close()
     assert got == msgs
     assert cluster.brokers[1].statistics()["fetch"]["fast"] - before >= 2
+
+
+def test_a_confluent_transactional_producer_gets_a_clear_error_at_once(cluster):
+    """sparklog has no transaction coordinator: init_transactions() must fail at once with a fatal error that
+    says so (FindCoordinator's error message), not retry until its timeout."""
+    from confluent_kafka import KafkaException, Producer
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": tagged("txn"),
+                         **confluent_names()})
+    started = time.monotonic()
+    with pytest.raises(KafkaException) as raised:
+        producer.init_transactions(TIMEOUT_S)
+    error = raised.value.args[0]
+    assert time.monotonic() - started < TIMEOUT_S / 3, error
+    assert not error.retriable(), error
+    assert error.fatal() and "sparklog has no transaction coordinator" in error.str(), error.str()
+
+
+def _error_codes(body) -> list[int]:
+    """Every error_code anywhere in a decoded response body."""
+    from sparklog.protocol.schema import Struct
+
+    found, todo = [], [body]
+    while todo:
+        item = todo.pop()
+        for name in getattr(type(item), "__slots__", ()):
+            value = getattr(item, name, None)
+            if name == "error_code":
+                found.append(value)
+            elif isinstance(value, list):
+                todo.extend(v for v in value if isinstance(v, Struct))
+            elif isinstance(value, Struct):
+                todo.append(value)
+    return found
+
+
+def test_every_advertised_version_of_every_api_gets_a_well_formed_answer(cluster):
+    """What ApiVersions advertises must be served: a minimal request (every field at its spec default, acks=1
+    for Produce so that it is answered) at every advertised version gets an answer that decodes, and no
+    part of it says UNSUPPORTED_VERSION (35) or UNKNOWN_SERVER_ERROR (-1). A client picks the highest
+    version both sides know, so a version a handler refuses breaks exactly the clients that pick it."""
+    from support.wire import request
+    from sparklog.protocol import ApiKey, ApiVersionsRequest
+    from sparklog.protocol.registry import REQUESTS
+
+    broker = cluster.brokers[1]
+    advertised = request(broker.host, broker.port, ApiKey.API_VERSIONS, 0, ApiVersionsRequest()).api_keys
+    assert {ApiKey(a.api_key) for a in advertised} == set(REQUESTS)
+    refused = []
+    for api in advertised:
+        for version in range(api.min_version, api.max_version + 1):
+            body = REQUESTS[ApiKey(api.api_key)]()
+            if api.api_key == ApiKey.PRODUCE:
+                body.acks = 1
+            try:
+                codes = _error_codes(request(broker.host, broker.port, api.api_key, version, body, timeout=10))
+            except Exception as exc:  # noqa: BLE001 - collected: every refusal is reported at once
+                refused.append((api_name(api.api_key), version, repr(exc)))
+                continue
+            if {35, -1} & set(codes):
+                refused.append((api_name(api.api_key), version, codes))
+    assert refused == []

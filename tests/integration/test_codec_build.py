@@ -1,5 +1,6 @@
 """Building sparklog from source without a C compiler: the install succeeds, the build log says the compiled
-record codec failed, and sparklog runs the pure-Python codec and says why (`sparklog.records`)."""
+record codec and send path failed, and sparklog runs the pure-Python codec and says why (`sparklog.records`),
+and the producer's pure-Python send path."""
 
 import os
 import shutil
@@ -38,14 +39,17 @@ def test_a_build_without_a_c_compiler_installs_the_pure_python_codec(tmp_path):
     env.pop("SPARKLOG_NO_EXTENSIONS", None)
     log = pip("wheel", "-v", "--no-deps", "-w", str(tmp_path / "wheel"), str(source), env=env)
     assert 'building extension "sparklog.records._cbatch" failed' in log
+    assert 'building extension "sparklog.client._csend" failed' in log
     (wheel,) = (tmp_path / "wheel").glob("sparklog-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "sparklog/records/batch.py" in names and not [name for name in names if name.endswith(".so")]
     pip("install", "--no-deps", "--target", str(tmp_path / "site"), str(wheel), env=env)
     script = "import sparklog, sparklog.records as r; print(sparklog.__file__); print(r.IMPLEMENTATION); " \
-             "print(r.COMPILED_UNAVAILABLE)"
+             "print(r.COMPILED_UNAVAILABLE); from sparklog.client import sendpath as s, producer; " \
+             "print(s.IMPLEMENTATION, s.SendPath.__name__)"
     result = subprocess.run([sys.executable, "-c", script], env=dict(env, PYTHONPATH=str(tmp_path / "site")),
                             cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True)
-    location, name, why = result.stdout.splitlines()
+    location, name, why, send_path = result.stdout.splitlines()
     assert location.startswith(str(tmp_path / "site")) and name == "python"
     assert why.startswith("the compiled codec was not built")
+    assert send_path == "python PySendPath"  # the producer's send() runs its pure-Python twin

@@ -43,6 +43,12 @@ class MemoryOffsets:
         self.committed.update({(group, *k): v.offset for k, v in offsets.items()})
         return dict.fromkeys(offsets, 0)
 
+    async def fetch(self, group, partitions):
+        from sparklog.coordination.offsets import OffsetAndMetadata
+
+        stored = {k[1:]: OffsetAndMetadata(v, "") for k, v in self.committed.items() if k[0] == group}
+        return stored if partitions is None else {tp: stored[tp] for tp in partitions if tp in stored}
+
     def groups_with_offsets(self, group=None):
         return sorted({k[0] for k in self.committed if group in (None, k[0])})
 
@@ -182,6 +188,42 @@ def test_a_commit_to_a_topic_or_partition_the_cluster_lacks_gets_unknown_topic_o
         only_missing = await only_missing if asyncio.iscoroutine(only_missing) else only_missing
         assert only_missing.topics[0].partitions[0].error_code == unknown
         assert state.offsets.committed == {(group, "t", 0): 5}
+
+    asyncio.run(scenario())
+
+
+def test_a_transaction_s_coordinator_is_a_fatal_error_that_says_there_is_none(state):
+    """A retriable COORDINATOR_NOT_AVAILABLE would leave a transactional producer retrying until its timeout."""
+    found = call(state, FindCoordinatorRequest(key="txn", key_type=1), 10, 2)
+    assert found.error_code == errors.TransactionalIdAuthorizationFailedError.errno and found.node_id == -1
+    assert "no transaction coordinator" in found.error_message
+
+
+def test_an_offset_fetch_of_what_the_cluster_lacks_is_no_offset_and_no_error_at_every_version(state):
+    """Kafka answers OffsetFetch v1+ from the coordinator alone: a partition without an offset is -1 with no
+    error, whatever the metadata says (only v0, read from ZooKeeper, checked it: UNKNOWN_TOPIC_OR_PARTITION);
+    and it deletes a topic's offsets with the topic, so an offset stored before a topic (or partition) went
+    away is not handed out while it is gone."""
+    from sparklog.protocol.offset_fetch import OffsetFetchRequest
+
+    group = group_on(ME, "f")
+    state.offsets.committed = {(group, "t", 0): 5, (group, "t", 7): 3, (group, "gone", 0): 9}
+    asked = [("t", [0, 7]), ("gone", [0]), ("missing", [1]), ("bad/name", [0])]
+
+    async def answers(version, topics):
+        result = call(state, OffsetFetchRequest(group_id=group, topics=topics), 9, version)
+        result = await result if asyncio.iscoroutine(result) else result
+        assert result.error_code == 0
+        return {(t.name, p.partition_index): (p.committed_offset, p.error_code)
+                for t in result.topics for p in t.partitions}
+
+    async def scenario():
+        topics = [OffsetFetchRequest.OffsetFetchRequestTopic(name=n, partition_indexes=ps) for n, ps in asked]
+        for version in range(1, 6):
+            assert await answers(version, topics) == {("t", 0): (5, 0), ("t", 7): (-1, 0), ("gone", 0): (-1, 0),
+                                                      ("missing", 1): (-1, 0), ("bad/name", 0): (-1, 0)}, version
+        for version in range(2, 6):  # null topics: all the group's offsets, of what the cluster has
+            assert await answers(version, None) == {("t", 0): (5, 0)}, version
 
     asyncio.run(scenario())
 

@@ -147,6 +147,29 @@ def test_produce_empty_or_null_records(state, logs):
     assert codes(produce(state, [(0, b""), (1, None)])) == [handlers.INVALID_RECORD] * 2
 
 
+def test_produce_of_a_transactional_batch_is_invalid_txn_state_with_why(state, logs):
+    txn = build_batch([(None, b"v", None, None)], producer_id=3, producer_epoch=0, base_sequence=0,
+                      is_transactional=True)
+    response = produce(state, [(0, txn)])
+    (part,) = response.responses[0].partition_responses
+    assert part.error_code == errors.InvalidTxnStateError.errno
+    assert "no transaction coordinator" in part.error_message
+    assert logs.get("t", 0).log_end_offset == 0
+
+
+def test_produce_of_records_that_do_not_parse_is_invalid_record_with_why(state, logs):
+    import struct
+
+    from sparklog.records.batch import HEADER_SIZE, compute_crc
+
+    bad = bytearray(batch(b"a"))
+    bad[HEADER_SIZE:] = b"\xff" * (len(bad) - HEADER_SIZE)
+    struct.pack_into(">I", bad, 17, compute_crc(bad))
+    (part,) = produce(state, [(0, bytes(bad))]).responses[0].partition_responses
+    assert part.error_code == handlers.INVALID_RECORD and "malformed" in part.error_message
+    assert logs.get("t", 0).log_end_offset == 0
+
+
 # -- Fetch ---------------------------------------------------------------------------------------------------
 
 
@@ -265,6 +288,22 @@ def test_metadata_answers_from_the_snapshot(state):
 def test_metadata_null_topics_lists_all(state):
     response = handlers.handle_metadata(request(MetadataRequest(topics=None), 3, 1), state)
     assert [t.name for t in response.topics] == ["t"]
+
+
+def test_metadata_v0_empty_topics_lists_all_as_kafka_answers_it():
+    """In v0 an empty array means every topic (null came in v1, and with it "empty = none"); a client that
+    does not send ApiVersions (kcat with api.version.request=false) asks Metadata v0 this way."""
+    from sparklog.protocol.registry import decode_request, encode_request
+
+    frame = encode_request(3, 0, 7, "old", MetadataRequest(topics=[]))
+    decoded = decode_request(memoryview(frame)[4:])
+    assert decoded.body.topics == [] and decoded.api_version == 0
+
+
+def test_metadata_v0_empty_topics_are_all_topics_and_v1_empty_are_none(state):
+    everything = handlers.handle_metadata(request(MetadataRequest(topics=[]), 3, 0), state)
+    assert [t.name for t in everything.topics] == ["t"] and [b.node_id for b in everything.brokers] == [ME, OTHER]
+    assert handlers.handle_metadata(request(MetadataRequest(topics=[]), 3, 1), state).topics == []
 
 
 # -- CreateTopics (checks that need no ZooKeeper) ------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from sparklog.records import _cbatch, append_check, batch, implementation
-from sparklog.records.append_check import CORRUPT, REFUSED_CONTROL, REFUSED_SIZE, check_sets, py_check_sets
+from sparklog.records.append_check import CORRUPT, REFUSED_ATTRIBUTES, REFUSED_SIZE, check_sets, py_check_sets
 from sparklog.records.batch import CorruptRecordError, build_batch, validate_batch
 
 TWINS = {implementation.CYTHON: _cbatch.check_sets, implementation.PYTHON: py_check_sets}
@@ -20,7 +20,7 @@ def record_sets(draw):
                for _ in range(draw(st.integers(1, 4)))]
     data = bytearray(build_batch(records, producer_id=draw(st.sampled_from([-1, 7])), producer_epoch=0,
                                  base_sequence=0))
-    damage = draw(st.sampled_from(["none", "byte", "cut", "grow", "control", "foreign", "none-set"]))
+    damage = draw(st.sampled_from(["none", "byte", "cut", "grow", "control", "transactional", "foreign", "none-set"]))
     if damage == "byte":
         data[draw(st.integers(0, len(data) - 1))] ^= draw(st.integers(1, 255))
     elif damage == "cut":
@@ -29,6 +29,8 @@ def record_sets(draw):
         data += draw(st.binary(min_size=1, max_size=70))
     elif damage == "control":
         data[22] |= 0x20
+    elif damage == "transactional":
+        data[22] |= 0x10
     elif damage == "foreign":
         data = bytearray(draw(st.binary(max_size=120)))
     elif damage == "none-set":
@@ -49,7 +51,7 @@ def test_the_twins_agree_and_the_verdicts_are_validate_batchs(sets, max_bytes):
                 validate_batch(records)
         elif verdict == REFUSED_SIZE:
             assert len(records) > max_bytes
-        elif verdict != REFUSED_CONTROL:
+        elif verdict != REFUSED_ATTRIBUTES:
             validate_batch(records)
             assert verdict == append_check.APPEND_FIELDS.unpack_from(records) and len(records) <= max_bytes
 

@@ -1,4 +1,5 @@
 import os
+import struct
 import threading
 import time
 
@@ -16,10 +17,11 @@ from sparklog.storage import (
     PartitionLog,
     RecordBatchTooLarge,
     TimestampOffset,
+    TransactionRefusedError,
 )
 from sparklog.storage.producer_state import snapshot_file_name
 from sparklog.storage.log import RECOVERY_POINT_FILE
-from sparklog.records.batch import LOG_APPEND_TIME, build_batch, iter_batches, iter_records
+from sparklog.records.batch import HEADER_SIZE, LOG_APPEND_TIME, build_batch, compute_crc, iter_batches, iter_records
 
 NEVER = 10**12  # flush.ms that the background flusher never reaches in a test
 
@@ -252,6 +254,62 @@ def test_a_control_batch_appended_as_leader_is_refused_as_kafka_refuses_it_from_
     assert isinstance(outcome, InvalidRecordError)
     assert log.log_end_offset == 0
     assert log.append_as_leader(make_batch(2), 0) == 0
+
+
+def test_a_transactional_batch_appended_as_leader_is_refused_as_no_transaction_is_ongoing(tmp_path, flusher):
+    """sparklog has no transaction coordinator: no transaction is ever ongoing, so a transactional batch would
+    never be committed or aborted (read_committed consumers would stall at it). Kafka's KIP-890 verification
+    answers INVALID_TXN_STATE for a partition not in an ongoing transaction. Replicated batches are not checked."""
+    log = open_log(tmp_path, flusher)
+    txn = build_batch([(None, b"v", None, BASE_TS)], producer_id=7, producer_epoch=0, base_sequence=0,
+                      is_transactional=True)
+    with pytest.raises(TransactionRefusedError, match="no transaction coordinator"):
+        log.append_as_leader(txn, 0)
+    with pytest.raises(TransactionRefusedError):
+        log.append_as_leader(bytes(make_batch(1)) + txn, 0)
+    (outcome,) = log.append_group_as_leader([txn], leader_epoch=0)
+    assert isinstance(outcome, TransactionRefusedError)
+    assert log.log_end_offset == 0
+    log.append_replicated(txn)  # a follower copies the leader's log as it is
+    assert log.log_end_offset == 1
+
+
+def _resigned(batch: bytes, section: bytes, count: int) -> bytes:
+    """`batch`'s header around another records section saying `count` records, with a right CRC-32C."""
+    whole = bytearray(batch[:HEADER_SIZE]) + section
+    struct.pack_into(">i", whole, 8, len(whole) - 12)
+    struct.pack_into(">i", whole, 23, count - 1)  # lastOffsetDelta
+    struct.pack_into(">i", whole, HEADER_SIZE - 4, count)
+    struct.pack_into(">I", whole, 17, compute_crc(whole))
+    return bytes(whole)
+
+
+def test_a_client_batch_whose_crc_is_right_but_whose_records_do_not_parse_is_refused(tmp_path, flusher):
+    """Kafka's LogValidator iterates a client's records before the append: such a batch stored would break
+    every consumer of the partition. INVALID_RECORD with the reason; nothing of the set is stored."""
+    log = open_log(tmp_path, flusher)
+    good = bytes(make_batch(2))
+    garbage = _resigned(good, b"\xff" * 40, 2)
+    count_lies = _resigned(good, good[HEADER_SIZE:], 3)
+    bad_gzip = _resigned(build_batch([(None, b"v", (), BASE_TS)], compression="gzip"), b"\x1f\x8b" + b"\x00" * 30, 1)
+    for bad in (garbage, count_lies, bad_gzip):
+        with pytest.raises(InvalidRecordError, match="records"):
+            log.append_as_leader(bad, 0)
+        with pytest.raises(InvalidRecordError):
+            log.append_as_leader(good + bad, 0)  # one of several: the record set whole
+        (outcome,) = log.append_group_as_leader([bad], leader_epoch=0)
+        assert isinstance(outcome, InvalidRecordError), outcome
+    broken_crc = bytearray(garbage)
+    broken_crc[-1] ^= 1
+    with pytest.raises(CorruptRecordError, match="CRC"):  # corrupt in transit: CORRUPT_MESSAGE, as before
+        log.append_as_leader(bytes(broken_crc), 0)
+    (outcome,) = log.append_group_as_leader([bytes(broken_crc)], leader_epoch=0)
+    assert isinstance(outcome, CorruptRecordError) and not isinstance(outcome, InvalidRecordError)
+    assert log.log_end_offset == 0
+    outcomes = log.append_group_as_leader([good, garbage, good], leader_epoch=0)
+    assert [o if isinstance(o, tuple) else type(o) for o in outcomes] == [(0, 2), InvalidRecordError, (2, 4)]
+    log.flush()
+    assert [r.offset for r in iter_records(read_all(log))] == [0, 1, 2, 3]
 
 
 def test_read_stops_on_batch_boundary_and_returns_one_batch_beyond_max_bytes(tmp_path, flusher):
