@@ -1,6 +1,7 @@
 """One Spark input partition read outside Spark: `read()`'s fetch, decode and Arrow build, timed and profiled.
 
     .venv/bin/python benchmarks/spark_read_profile.py [--records 500000] [--size 200] [--trials 1] [--profile]
+    .venv/bin/python benchmarks/spark_read_profile.py --small 1000 [--trials 30]
 
 Starts a ZooKeeper and one broker, produces N records of `size` bytes into one partition, then reads
 `[0, N)` with the data source's `read_partition` (what a Spark task runs in its Python worker), once with the
@@ -9,6 +10,12 @@ with the earlier decoding (`columns()` into Python lists, then `pa.array`; compi
 each (the medians of `--trials` interleaved reads) with the CPU seconds the reading process spent (its reading
 thread and the consumer's I/O thread: steadier than wall time on a shared machine), the ratios, and, with
 --profile, the cProfile functions that take the most time (cumulative) of the compiled read.
+
+`--small N` measures instead what a task's read costs whatever its size: the median of `--trials` reads of
+`[0, N)` with a consumer opened and closed per read (a task outside the pool) and through one
+`ConsumerPool` (a task of a reused Python worker), interleaved, and where the fresh consumer's time goes:
+open (the constructor, which starts the I/O thread; it connects lazily), the first chunk (connect,
+ApiVersions, Metadata, Fetch), close.
 """
 
 from __future__ import annotations
@@ -91,13 +98,63 @@ def timed_read(bootstrap: str, topic: str, records: int, codec_name: str, profil
     return elapsed, cpu
 
 
+def small_reads(bootstrap: str, topic: str, records: int, trials: int) -> None:
+    """Rows/s do not matter here: the fixed cost of one read, fresh consumer vs pooled (see the docstring)."""
+    from sparklog.client.consumer import Consumer
+    from sparklog.datasource.consumer_pool import ConsumerPool
+    from sparklog.datasource.fetcher import read_partition
+    from sparklog.datasource.offsets import SparklogInputPartition
+    from sparklog.datasource.options import parse_read_options
+
+    options = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False)
+    part, pool = SparklogInputPartition(topic, 0, 0, records, bootstrap), ConsumerPool()
+
+    def read(with_pool) -> float:
+        start = time.perf_counter()
+        assert sum(b.num_rows for b in read_partition(options, part, with_pool)) == records
+        return time.perf_counter() - start
+
+    times: dict[str, list] = {"fresh consumer": [], "pooled consumer": []}
+    read(None), read(pool)  # warm-up: imports, page cache, the pool's consumer
+    for _ in range(trials):
+        times["fresh consumer"].append(read(None))
+        times["pooled consumer"].append(read(pool))
+    pool.close_all()
+    steps: dict[str, list] = {"open": [], "first chunk": [], "close": []}
+    for _ in range(trials):
+        start = time.perf_counter()
+        consumer = Consumer(bootstrap_servers=bootstrap, **{"auto.offset.reset": "none"})
+        consumer.assign([(topic, 0)])
+        consumer.seek((topic, 0), 0)
+        opened = time.perf_counter()
+        assert consumer.next_chunk(10) is not None
+        fetched = time.perf_counter()
+        consumer.close()
+        for name, seconds in zip(steps, (opened - start, fetched - opened, time.perf_counter() - fetched)):
+            steps[name].append(seconds)
+    medians = {name: statistics.median(runs) * 1000 for name, runs in {**times, **steps}.items()}
+    print(f"read_partition of {records:,} records, median of {trials}: fresh consumer {medians['fresh consumer']:.2f} ms, "
+          f"pooled consumer {medians['pooled consumer']:.2f} ms (fresh / pooled "
+          f"{medians['fresh consumer'] / medians['pooled consumer']:.2f}); a fresh consumer's open "
+          f"{medians['open']:.2f} ms, first chunk (connect, ApiVersions, Metadata, Fetch) "
+          f"{medians['first chunk']:.2f} ms, close {medians['close']:.2f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--trials", type=int, default=1, help="reads of each kind, interleaved; medians reported")
+    parser.add_argument("--small", type=int, default=0, help="time reads of this many records: fresh vs pooled")
     args = parser.parse_args()
+    if args.small:
+        with one_broker_cluster(("profile",), 1, chroot="profile") as (cluster, _):
+            produce(cluster.bootstrap, "profile", args.small, args.size)
+            print(f"load average: {os.getloadavg()[0]:.2f}")
+            small_reads(cluster.bootstrap, "profile", args.small, args.trials)
+            print(f"load average: {os.getloadavg()[0]:.2f}")
+        return
 
     with one_broker_cluster(("profile",), 1, chroot="profile") as (cluster, _):
         produce(cluster.bootstrap, "profile", args.records, args.size)

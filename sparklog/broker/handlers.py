@@ -344,6 +344,12 @@ def handle_produce_group(requests: list, led, state) -> list:
             replicas.after_leader_append(led)
             break
     log_start = plog.log_start_offset
+    bases = [outcome[0] for outcome in outcomes if outcome.__class__ is tuple]
+    if len(bases) == len(requests) and all([request.acks == 1 for request in requests]):
+        # the common case (every set appended, acks=1): one reply buffer, carried by the first request
+        replies = [None] * len(requests)
+        replies[0] = [encode_produce_replies(requests, bases, append_time, log_start)]
+        return replies
     replies: list = []
     done: list = []  # consecutive successes answered now: (requests, base offsets), encoded together
     done_offsets: list = []

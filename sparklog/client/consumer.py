@@ -19,7 +19,8 @@ whole.
 Rule 1 (positions): `position(tp)` is the offset of the next record the application will get; a record is
 yielded only if its offset is at least the position it was fetched for. `seek` bumps the partition's epoch:
 chunks and in-flight answers of an older epoch are dropped. The I/O thread changes positions and epochs only
-under the lock `seek` holds (see `Fetcher`).
+under the lock `seek` holds (see `Fetcher`). `fetch_until(tp, offset)` stops the fetches of a partition at an
+offset (a reader of a fixed range), until a later `fetch_until` moves or lifts it.
 Rule 2 (resets): a partition without a position, or whose fetch says OFFSET_OUT_OF_RANGE, is reset by
 `auto.offset.reset`: `earliest`/`smallest` or `latest`/`largest` through ListOffsets, or `none`: the
 application gets `OffsetOutOfRange` / `NoOffsetForPartition`.
@@ -80,7 +81,7 @@ class _PartitionState:
     next offset to fetch (ahead of position while chunks are queued); None means "reset first"."""
 
     __slots__ = ("tp", "position", "fetch_offset", "epoch", "paused", "resetting", "in_flight", "retry_at",
-                 "failures", "high_watermark", "processed")
+                 "failures", "high_watermark", "processed", "stop_at")
 
     def __init__(self, tp: TopicPartition, position: int | None) -> None:
         self.tp = tp
@@ -94,6 +95,7 @@ class _PartitionState:
         self.failures = 0  # failed fetches or resets in a row: the backoff's exponent
         self.high_watermark = -1
         self.processed: int | None = None  # group consumers: offset after the last record the app finished
+        self.stop_at: int | None = None  # no fetch from this offset on (`fetch_until`); None: no limit
 
 
 class Consumer:
@@ -284,6 +286,13 @@ class Consumer:
     def resume(self, *partitions: TopicPartition) -> None:
         for tp in partitions:
             self._state(tp).paused = False
+        self._client.wakeup()
+
+    def fetch_until(self, partition: TopicPartition, offset: int | None) -> None:
+        """Send no fetch for `partition` from `offset` on (None: no limit; `seek` keeps it). A reader of a
+        fixed range (the Spark source) then ends with no request left waiting `fetch.max.wait.ms` at the log's
+        end, which would hold back the next fetch on that connection after a `seek`."""
+        self._state(partition).stop_at = None if offset is None else int(offset)
         self._client.wakeup()
 
     def highwater(self, partition: TopicPartition) -> int:
@@ -601,6 +610,8 @@ class Fetcher:
         busy = False
         for state in states:
             if state.fetch_offset is None or state.paused or state.in_flight:
+                continue
+            if state.stop_at is not None and state.fetch_offset >= state.stop_at:
                 continue
             if state.retry_at > now:
                 busy = True

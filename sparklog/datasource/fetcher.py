@@ -1,7 +1,11 @@
 """`read()` of one input partition, in a Spark Python worker: exactly the offsets `[start, end)` as Arrow.
 
-Rule 1: everything needed travels in the partition and the options; the fetch opens its own consumer and
-closes it, whatever happens.
+Rule 1: everything needed travels in the partition and the options. Inside a Spark task the consumer is
+borrowed from the worker process's pool (consumer_pool.py: keyed by connection options, topic and
+partition; `sparklog.consumer.cache.*`), sought to `start`, and given back parked (paused, nothing queued)
+when the range is read or the reader is closed early; a read that raised, timed out or saw data loss closes
+it instead, and a retried task attempt never reuses one. Outside a task (no TaskContext), or with
+`sparklog.consumer.cache.enabled=false`, the read opens its own consumer and closes it, whatever happens.
 Rule 2: the same `(start, end)` always yields the same rows: records before `start` in the first fetched
 batch and records from `end` on are dropped, and control batches (transaction markers) are skipped by each
 batch's next offset, not waited for. The offsets a compacted topic's cleaner removed are gaps *inside*
@@ -23,17 +27,22 @@ for and present, are the one column still read through `RecordBatch.columns()`.
 
 from __future__ import annotations
 
+import logging
 import time
+from dataclasses import replace
 from typing import Iterator
 
 import pyarrow as pa
 
 from sparklog.datasource.arrow import ColumnBuilder
+from sparklog.datasource.consumer_pool import POOL, ConsumerPool, PoolSettings
 from sparklog.datasource.errors import missing_range, report_data_loss
 from sparklog.datasource.metadata import bootstrap_servers
 from sparklog.datasource.offsets import SparklogInputPartition
 from sparklog.datasource.options import ReadOptions
 from sparklog.records.buffers import buffers_in_range
+
+logger = logging.getLogger(__name__)
 
 ROWS_PER_ARROW_BATCH = 65_536  # bounded memory per task: Spark streams the batches on as they come
 POLL_INTERVAL_S = 0.5  # one poll's wait; the overall deadline is kafkaConsumer.pollTimeoutMs
@@ -43,14 +52,16 @@ class FetchTimeout(TimeoutError):
     """The range could not be read within kafkaConsumer.pollTimeoutMs."""
 
 
-def read_partition(options: ReadOptions, part: SparklogInputPartition) -> Iterator[pa.RecordBatch]:
+def read_partition(options: ReadOptions, part: SparklogInputPartition,
+                   pool: ConsumerPool | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of `[part.start, part.end)`; `pool` replaces the worker's pool and pools outside a task too."""
     if part.end <= part.start:
         return iter(())
     if options.avro_options:  # valueFormat=avro: decode `value` into the reader schema's struct
         from sparklog.datasource.avro import decode_values
 
-        return decode_values(dict(options.avro_options), _read(options, part))
-    return _read(options, part)
+        return decode_values(dict(options.avro_options), _read(options, part, pool))
+    return _read(options, part, pool)
 
 
 def _open_consumer(options: ReadOptions, part: SparklogInputPartition):
@@ -59,34 +70,68 @@ def _open_consumer(options: ReadOptions, part: SparklogInputPartition):
     servers = part.bootstrap or bootstrap_servers(options.connection)
     settings = dict(options.connection.settings)
     settings["auto.offset.reset"] = "none"  # an out-of-range position is data loss here, never a silent reset
-    return Consumer(bootstrap_servers=servers, **settings)
+    consumer = Consumer(bootstrap_servers=servers, **settings)
+    consumer.assign([(part.topic, part.partition)])
+    return consumer
 
 
-def _read(options: ReadOptions, part: SparklogInputPartition) -> Iterator[pa.RecordBatch]:
+def _task_attempt() -> int | None:
+    """The Spark task's attempt number (0 first), or None outside a Spark task (Rule 1)."""
+    try:
+        from pyspark import TaskContext
+    except ImportError:  # pragma: no cover - the data source always runs with pyspark
+        return None
+    context = TaskContext.get()
+    return None if context is None else context.attemptNumber()
+
+
+def _borrow(options: ReadOptions, part: SparklogInputPartition, pool: ConsumerPool | None):
+    """(lease, pool settings) for this read (Rule 1): pooled only inside a Spark task."""
+    attempt = _task_attempt()
+    settings = options.consumer_cache
+    if pool is None:
+        pool = POOL
+        if attempt is None:
+            settings = replace(settings, enabled=False)
+    key = (options.connection, part.topic, part.partition)
+    lease = pool.borrow(key, lambda: _open_consumer(options, part), settings, fresh=bool(attempt))
+    return pool, lease, settings
+
+
+def _read(options: ReadOptions, part: SparklogInputPartition,
+          pool: ConsumerPool | None = None) -> Iterator[pa.RecordBatch]:
     from sparklog.client.consumer import OffsetOutOfRange
 
-    consumer = _open_consumer(options, part)
+    pool, lease, settings = _borrow(options, part, pool)
+    consumer, tp = lease.consumer, (part.topic, part.partition)
+    losses: list[tuple[int, int]] = []
+
+    def lost(start: int, end: int) -> None:  # every data loss goes through here: such a consumer is closed
+        losses.append((start, end))
+        report_data_loss(options.fail_on_data_loss, missing_range(part.topic, part.partition, start, end))
+
+    healthy = False
     try:
-        tp = (part.topic, part.partition)
-        consumer.assign([tp])
         position = part.start  # no ListOffsets first: a start retention removed is answered out of range
         consumer.seek(tp, position)
+        consumer.fetch_until(tp, part.end)  # no fetch left waiting at the log's end (it would delay a seek)
+        if lease.reused:
+            consumer.resume(tp)
         builder = ColumnBuilder(part.topic, part.partition, options.include_headers, options.columns)
         timeout_s = options.poll_timeout_ms / 1000
         deadline = time.monotonic() + timeout_s
         while position < part.end:
             try:
-                new_position = _fetch_into(builder, consumer, position, part.end, lambda a, b: report_data_loss(
-                    options.fail_on_data_loss, missing_range(part.topic, part.partition, a, b)))
+                new_position = _fetch_into(builder, consumer, position, part.end, lost)
             except OffsetOutOfRange:  # retention ran since we looked: report, then go on from the log start
-                new_position = _first_available(consumer, options, part, position)
+                new_position = _first_available(consumer, options, part, position, lost)
                 consumer.seek(tp, new_position)
             if len(builder) >= ROWS_PER_ARROW_BATCH:
                 yield builder.build()
             if new_position > position:
                 position, deadline = new_position, time.monotonic() + timeout_s
             elif time.monotonic() > deadline:
-                if not _lost_tail(consumer, options, part, position):
+                if not _lost_tail(consumer, options, part, position, lost):
                     raise FetchTimeout(
                         f"Timed out after {options.poll_timeout_ms} ms reading offsets [{position}, {part.end}) of "
                         f"{part.topic}-{part.partition} (kafkaConsumer.pollTimeoutMs)"
@@ -94,27 +139,44 @@ def _read(options: ReadOptions, part: SparklogInputPartition) -> Iterator[pa.Rec
                 break
         if len(builder):
             yield builder.build()
+        healthy = not losses
+    except GeneratorExit:  # Spark stopped reading early (a limit): the consumer itself is fine
+        healthy = not losses
+        raise
     finally:
-        consumer.close()
+        _give_back(pool, lease, settings, healthy, part)
 
 
-def _first_available(consumer, options: ReadOptions, part: SparklogInputPartition, position: int) -> int:
-    """`position`, or the log start offset when retention removed it (Rule 3)."""
+def _give_back(pool: ConsumerPool, lease, settings: PoolSettings, healthy: bool, part: SparklogInputPartition) -> None:
+    """Park a consumer that goes back to the pool: paused, its queued chunks dropped (consumer_pool Rule 4)."""
+    if healthy and lease.pooled and settings.enabled:
+        tp = (part.topic, part.partition)
+        try:
+            lease.consumer.pause(tp)
+            lease.consumer.seek(tp, part.end)  # drops what the fetcher queued past the range
+        except Exception:
+            logger.warning("parking the consumer of %s-%s failed; closing it", *tp, exc_info=True)
+            healthy = False
+    pool.give_back(lease, settings, healthy)
+
+
+def _first_available(consumer, options: ReadOptions, part: SparklogInputPartition, position: int, lost) -> int:
+    """`position`, or the log start offset when retention removed it (Rule 3); `lost(a, b)` reports."""
     tp = (part.topic, part.partition)
     earliest = consumer.beginning_offsets([tp], timeout=options.poll_timeout_ms / 1000)[tp]
     if position < earliest:
-        report_data_loss(options.fail_on_data_loss, missing_range(part.topic, part.partition, position, min(earliest, part.end)))
+        lost(position, min(earliest, part.end))
         return min(earliest, part.end)
     return position
 
 
-def _lost_tail(consumer, options: ReadOptions, part: SparklogInputPartition, position: int) -> bool:
+def _lost_tail(consumer, options: ReadOptions, part: SparklogInputPartition, position: int, lost) -> bool:
     """The log ends before `part.end` (topic deleted or recreated): data loss, not a timeout."""
     tp = (part.topic, part.partition)
     latest = consumer.end_offsets([tp], timeout=options.poll_timeout_ms / 1000)[tp]
     if latest >= part.end:
         return False
-    report_data_loss(options.fail_on_data_loss, missing_range(part.topic, part.partition, max(position, latest), part.end))
+    lost(max(position, latest), part.end)
     return True
 
 

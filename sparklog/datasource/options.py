@@ -31,6 +31,7 @@ from typing import Any, Mapping
 
 from sparklog.client.config import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 from sparklog.client.config import resolve as resolve_settings
+from sparklog.datasource.consumer_pool import DEFAULT_CAPACITY, DEFAULT_IDLE_TIMEOUT_MS, PoolSettings
 from sparklog.settings import BOOLEAN, HIGH, INT, LONG, LOW, MEDIUM, STRING, WARN, Definitions, Setting
 
 logger = logging.getLogger(__name__)
@@ -176,6 +177,7 @@ class ReadOptions:
     commit_progress: bool = True
     avro_options: tuple[tuple[str, str], ...] = ()  # valueFormat=avro (see sparklog.datasource.avro)
     columns: tuple[str, ...] | None = None  # the columns a user-supplied schema selects, in its order; None: all
+    consumer_cache: PoolSettings = PoolSettings()  # sparklog.consumer.cache.*: the worker's consumer pool
 
 
 @dataclass(frozen=True)
@@ -206,8 +208,12 @@ def parse_duration_ms(value: str, name: str = "maxTriggerDelay") -> int:
     return int(match.group(1)) * _DURATION_MS[unit]
 
 
-def _duration(value: Any) -> Any:
-    return parse_duration_ms(value) if isinstance(value, str) else value
+def _duration(value: Any, name: str = "maxTriggerDelay") -> Any:
+    return parse_duration_ms(value, name) if isinstance(value, str) else value
+
+
+def _cache_timeout(value: Any) -> Any:
+    return _duration(value, "sparklog.consumer.cache.timeout")
 
 
 def _option(name, type_, default, doc, importance=LOW, low=None, kafka=None, **extra) -> Setting:
@@ -266,6 +272,13 @@ READ_OPTIONS = Definitions("Spark source", (
             kafka=""),
     _option("sparklog.waitForTopics", BOOLEAN, False, "a missing topic is \"no partitions yet\", not an error",
             kafka=""),
+    _option("sparklog.consumer.cache.enabled", BOOLEAN, True, "keep each Spark Python worker's consumers between "
+            "tasks, one per topic partition (false: every task opens and closes its own)", kafka=""),
+    _option("sparklog.consumer.cache.capacity", INT, DEFAULT_CAPACITY, "idle consumers one Python worker keeps at "
+            "most, a soft limit (Spark's spark.kafka.consumer.cache.capacity)", low=0, kafka=""),
+    _option("sparklog.consumer.cache.timeout", LONG, DEFAULT_IDLE_TIMEOUT_MS, "a consumer idle this long is closed "
+            "(a duration: 5m, 30s; Spark's spark.kafka.consumer.cache.timeout)", low=1, kafka="",
+            convert=_cache_timeout),
     _option("valueFormat", STRING, "binary", "binary, or avro (decode with the schema registry)", kafka=""),
     _option("subject", STRING, None, "valueFormat=avro: the schema registry subject", kafka=""),
     _option("subjectVersion", INT, None, "valueFormat=avro: the reader schema's version (default: latest)",
@@ -488,6 +501,9 @@ def parse_read_options(options: Mapping[str, str], streaming: bool | None) -> Re
         commit_progress=option("sparklog.commitProgress"),
         wait_for_topics=option("sparklog.waitForTopics"),
         avro_options=_avro_options(opts),
+        consumer_cache=PoolSettings(option("sparklog.consumer.cache.enabled"),
+                                    option("sparklog.consumer.cache.capacity"),
+                                    option("sparklog.consumer.cache.timeout")),
     )
 
 

@@ -17,12 +17,15 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLong
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_Check, PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
+    object PyType_GenericAlloc(object type, Py_ssize_t nitems)  # tuple_subtype_new's allocation
 
 cdef enum:
     PRODUCE = 0
@@ -32,6 +35,7 @@ cdef enum:
     RESPONSE_PREFIX = 14  # size, correlation_id, responses count, topic name length
 
 cdef object _cls = None  # produce.SinglePartitionProduce, set by bind()
+cdef object _topic = None  # the last topic decoded: a pipelined run names the same topic, decoded once
 
 
 def bind(cls):
@@ -110,9 +114,8 @@ cdef object _decode(object view, const uint8_t* b, Py_ssize_t f, Py_ssize_t end)
     pos += 12
     if topics != 1 or n < 0 or pos + n > end:
         return None
-    try:
-        topic = PyUnicode_DecodeUTF8(<const char*>(b + pos), n, NULL)
-    except UnicodeDecodeError:
+    topic = _topic_of(b + pos, n)
+    if topic is None:
         return None
     pos += n
     if pos + 12 > end:
@@ -123,8 +126,42 @@ cdef object _decode(object view, const uint8_t* b, Py_ssize_t f, Py_ssize_t end)
     pos += 12
     if partitions != 1 or size < 0 or pos + size > end:
         return None
-    return tuple.__new__(_cls, (version, correlation_id, acks, timeout_ms, topic, index, view[pos:pos + size],
-                                view[f:end]))
+    return _request((version, correlation_id, acks, timeout_ms, topic, index, view[pos:pos + size], view[f:end]))
+
+
+cdef object _topic_of(const uint8_t* p, Py_ssize_t n):
+    """The topic name's str (the last one again when the bytes are its UTF-8), or None if not UTF-8."""
+    global _topic
+    cdef Py_ssize_t size
+    cdef const char* last
+    if _topic is not None:
+        last = PyUnicode_AsUTF8AndSize(_topic, &size)
+        if size == n and memcmp(last, p, n) == 0:
+            return _topic
+    try:
+        topic = PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
+    except UnicodeDecodeError:
+        return None
+    _topic = topic
+    return topic
+
+
+cdef object _request(tuple fields):
+    """SinglePartitionProduce(*fields), allocated as tuple.__new__ allocates a subclass's instance."""
+    cdef Py_ssize_t k
+    request = PyType_GenericAlloc(_cls, 8)
+    for k in range(8):
+        value = <object>PyTuple_GET_ITEM(fields, k)
+        Py_INCREF(value)
+        PyTuple_SET_ITEM(request, k, value)
+    return request
+
+
+cdef inline object _field(object request, Py_ssize_t k):
+    """request[k]: straight from the tuple when it is one (SinglePartitionProduce is)."""
+    if PyTuple_Check(request) and k < PyTuple_GET_SIZE(request):
+        return <object>PyTuple_GET_ITEM(request, k)
+    return request[k]
 
 
 def scan_produce_run(view, Py_ssize_t start, Py_ssize_t limit, Py_ssize_t max_frame_bytes):
@@ -173,8 +210,8 @@ def encode_produce_replies(list requests, list base_offsets, int64_t log_append_
         raise ValueError("one base offset per request")
     for i in range(count):
         request = <object>PyList_GET_ITEM(requests, i)
-        PyUnicode_AsUTF8AndSize(request[4], &name_size)
-        version = request[0]
+        PyUnicode_AsUTF8AndSize(_field(request, 4), &name_size)
+        version = _field(request, 0)
         if version < MIN_VERSION or version > MAX_VERSION:
             raise ValueError(f"Produce v{version} is not served")
         total += RESPONSE_PREFIX + name_size + _tail_size(version)
@@ -182,18 +219,18 @@ def encode_produce_replies(list requests, list base_offsets, int64_t log_append_
     p = <uint8_t*>PyBytes_AS_STRING(out)
     for i in range(count):
         request = <object>PyList_GET_ITEM(requests, i)
-        name = PyUnicode_AsUTF8AndSize(request[4], &name_size)
-        version = request[0]
+        name = PyUnicode_AsUTF8AndSize(_field(request, 4), &name_size)
+        version = _field(request, 0)
         tail = _tail_size(version)
         _put32(p, RESPONSE_PREFIX - 4 + name_size + tail)
-        _put32(p + 4, <int32_t>request[1])
+        _put32(p + 4, <int32_t>_field(request, 1))
         _put32(p + 8, 1)
         p[12] = <uint8_t>(name_size >> 8)
         p[13] = <uint8_t>name_size
         memcpy(p + RESPONSE_PREFIX, name, name_size)
         p += RESPONSE_PREFIX + name_size
         _put32(p, 1)
-        _put32(p + 4, <int32_t>request[5])
+        _put32(p + 4, <int32_t>_field(request, 5))
         p[8] = 0
         p[9] = 0
         _put64(p + 10, PyLong_AsLongLong(<object>PyList_GET_ITEM(base_offsets, i)))

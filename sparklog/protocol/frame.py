@@ -5,11 +5,15 @@ Rule 1: a size prefix is checked against the limit as soon as its 4 bytes are he
 its body is buffered beyond the chunk that carried the prefix.
 Rule 2: each byte received is copied into the buffer once and out of it at most once (a frame that is
 alone in the buffer is handed out without a copy), so many small frames in one chunk and one large frame
-in many chunks both cost linear time.
+in many chunks both cost linear time. A `bytes` chunk is not copied at all when nothing is buffered, nor
+the part of it after the bytes that complete a buffered frame (the common case of a broker's reads of
+pipelined requests: a read ends inside a frame, the next one completes it): only that frame is assembled,
+and the rest of the chunk waits as it is until the frames before it have been taken.
 Rule 3: ``take_run(scan, limit)`` hands the frames at the head of the buffer to ``scan`` in one call (the
-broker's per-read Produce scan, produce_run.py) and drops the ones it took; what it returns holds views of
-the buffer, which is then left to them: the decoder goes on in a new buffer holding only the bytes after
-the run (none when the run ends the read, the common case), so those bytes are moved once at most.
+broker's per-read Produce scan, produce_run.py) and drops the ones it took (a frame that a chunk completed
+and the frames of the chunk behind it make one run); what it returns holds views of
+the buffer, which is then left to them: the decoder goes on with a view of the bytes after the run (none
+when the run ends the read, the common case), which is never written to.
 """
 
 from __future__ import annotations
@@ -62,14 +66,15 @@ class FrameDecoder:
     every later call raises the same error again (the connection must be closed).
     """
 
-    __slots__ = ("max_frame_bytes", "_buf", "_start", "_eof", "_error", "_checked")
+    __slots__ = ("max_frame_bytes", "_buf", "_start", "_eof", "_error", "_checked", "_rest")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
         if max_frame_bytes < 0:
             raise LocalProtocolError("max_frame_bytes must be >= 0")
         self.max_frame_bytes = max_frame_bytes
-        self._buf = bytearray()
+        self._buf = bytearray()  # or a received bytes chunk (or a view of one) kept as it is (Rule 2)
         self._start = 0  # where the next frame's size prefix begins in _buf
+        self._rest = None  # a view of the received bytes after those that completed the frame in _buf
         self._eof = False
         self._error: FrameTooLarge | None = None
         self._checked = -1  # the _start whose size prefix has been checked
@@ -77,7 +82,7 @@ class FrameDecoder:
     @property
     def buffered_bytes(self) -> int:
         """Bytes received and not yet returned as frames."""
-        return len(self._buf) - self._start
+        return len(self._buf) - self._start + (0 if self._rest is None else len(self._rest))
 
     def receive_data(self, data: bytes) -> None:
         """Add bytes from the stream; ``b""`` marks its end. Raises ``FrameTooLarge`` (see class doc)."""
@@ -88,8 +93,43 @@ class FrameDecoder:
             return
         if self._eof:
             raise LocalProtocolError("receive_data after end of stream")
+        buf, start = self._buf, self._start
+        if self._rest is None and data.__class__ is bytes:
+            if start == len(buf):  # nothing buffered: keep the chunk
+                self._buf, self._start, self._checked = data, 0, -1
+                self._check_size()
+                return
+            size = self._check_size()
+            needed = size + 4 - (len(buf) - start)
+            if 0 <= size and needed < len(data):  # the chunk completes the buffered frame, and goes on
+                frame = bytearray(memoryview(buf)[start:])
+                frame += memoryview(data)[:needed]
+                self._buf, self._start, self._checked = frame, 0, 0
+                self._rest = memoryview(data)[needed:]
+                return
+        self._own()
         self._buf += data
         self._check_size()
+
+    def _own(self) -> None:
+        """Make _buf a bytearray holding every buffered byte (it may have been a kept chunk, or _rest waiting)."""
+        buf, start, rest = self._buf, self._start, self._rest
+        if buf.__class__ is bytearray and rest is None:
+            return
+        owned = bytearray(memoryview(buf)[start:])
+        if rest is not None:
+            owned += rest
+            self._rest = None
+        self._checked = 0 if self._checked == start else -1
+        self._buf, self._start = owned, 0
+
+    def _next_chunk(self) -> None:
+        """_buf is used up: go on with the rest of the last chunk, if it waits (Rule 2)."""
+        rest = self._rest
+        self._buf = bytearray() if rest is None else rest
+        self._rest = None
+        self._start = 0
+        self._checked = -1
 
     def _check_size(self) -> int:
         """The size of the frame at _start, or -1 while its prefix is incomplete; raises when over."""
@@ -102,6 +142,7 @@ class FrameDecoder:
                 self._error = FrameTooLarge(size, self.max_frame_bytes)
                 self._buf = bytearray()
                 self._start = 0
+                self._rest = None
                 raise self._error
             self._checked = start
         return size
@@ -117,12 +158,12 @@ class FrameDecoder:
         end = start + 4 + size
         if start == 0 and end == len(buf):
             # the frame is alone in the buffer: hand the buffer itself out, no copy
-            self._buf = bytearray()
-            self._start = 0
-            self._checked = -1
+            self._next_chunk()
             return memoryview(buf)[4:]
         frame = bytes(memoryview(buf)[start + 4:end])
         self._start = end
+        if end == len(buf) and self._rest is not None:
+            self._next_chunk()
         return frame
 
     def take_run(self, scan, limit: int) -> list:
@@ -139,14 +180,20 @@ class FrameDecoder:
         if not items:
             view.release()  # nothing of the buffer is held: it may grow again
             return items
-        self._buf = bytearray(view[end:]) if end < len(buf) else bytearray()
-        self._start = 0
-        self._checked = -1
+        if end < len(buf):
+            self._buf = view[end:]  # kept as it is: a later receive_data copies only what it must (Rule 2)
+            self._start = 0
+            self._checked = -1
+            return items
+        rest = self._rest
+        self._next_chunk()
+        if rest is not None and len(items) < limit:  # the frame a chunk completed, and the run behind it
+            items += self.take_run(scan, limit - len(items))
         return items
 
     def _incomplete(self):
         buf, start = self._buf, self._start
-        if start and start * 2 >= len(buf):
+        if start and start * 2 >= len(buf) and buf.__class__ is bytearray:
             # compact: the consumed prefix is at least half the buffer, so moves stay linear overall
             del buf[:start]
             self._start = 0

@@ -15,8 +15,9 @@ and the per-section loops: the log cleaner's (records/scan.py and records/sweep.
 authorities: `scan_section`, `join_kept`, and `put_batches` / `filter_batches`, one call per read buffer of
 batches) and records/buffers.py's (`decode_buffers`: a section into Arrow's layout, for the Spark source),
 and Kafka's murmur2 key hash for the producer's partitioner (records/keyhash.py is the authority: `murmur2`,
-and `murmur2_partitions` over a column of keys), and the broker's check of a client's batch (records/verify.py
-is the authority: `plain_records_ok`, `section_records_ok`).
+and `murmur2_partitions` over a column of keys), the broker's check of a client's batch (records/verify.py
+is the authority: `plain_records_ok`, `section_records_ok`), and a leader's checks of a pipelined group's
+record sets (records/append_check.py is the authority: `check_sets`).
 
 Rule 1: the output is the pure-Python function's, byte for byte and value for value, and so are its errors.
 Rule 2: the fast path takes only what fits C: exact `bytes`, ints within int64, `str` header keys, lists
@@ -36,8 +37,8 @@ from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_DecodeUTF8
-from libc.stdint cimport (INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t,
-                          uint8_t, uint16_t, uint32_t, uint64_t)
+from libc.stdint cimport (INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t,
+                          int64_t, uint8_t, uint16_t, uint32_t, uint64_t)
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 
@@ -1514,3 +1515,63 @@ def section_records_ok(const uint8_t[::1] section, Py_ssize_t count):
     if count <= 0 or section.shape[0] < MIN_RECORD_BYTES:
         return False
     return records_fill(&section[0], section.shape[0], count)
+
+
+# -- a leader's checks of a group's record sets (records/append_check.py is the twin and the authority) -----
+
+cdef enum:
+    CHECK_HEADER = 61  # batch.HEADER_SIZE
+    CHECK_CRC_FROM = 21  # batch.ATTRIBUTES_OFFSET: the CRC covers [21, end)
+
+
+cdef inline int64_t _be(const uint8_t* p, int n) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(n):
+        v = (v << 8) | p[i]
+    return <int64_t>v
+
+
+def check_sets(list record_sets, Py_ssize_t max_message_bytes):
+    """append_check.check_sets (Rule 1): the header fields of each whole one-batch set, else None or a code."""
+    cdef Py_buffer view
+    cdef const uint8_t* p
+    cdef Py_ssize_t size, i, count = PyList_GET_SIZE(record_sets)
+    cdef int32_t length, delta, records
+    cdef int8_t magic, high, low
+    cdef uint32_t crc
+    out = PyList_New(count)
+    for i in range(count):
+        records = 0
+        item = <object>PyList_GET_ITEM(record_sets, i)
+        result = None
+        if item is not None:
+            PyObject_GetBuffer(item, &view, PyBUF_SIMPLE)
+            try:
+                p = <const uint8_t*>view.buf
+                size = view.len
+                if size >= CHECK_HEADER:
+                    length = <int32_t>_be(p + 8, 4)
+                    magic = <int8_t>p[16]
+                    crc = <uint32_t>_be(p + 17, 4)
+                    high = <int8_t>p[21]
+                    low = <int8_t>p[22]
+                    delta = <int32_t>_be(p + 23, 4)
+                    records = <int32_t>_be(p + 57, 4)
+                    if <Py_ssize_t>length + 12 != size:
+                        result = None
+                    elif low & 0x30:  # batch.CONTROL_MASK | batch.TRANSACTIONAL_MASK
+                        result = 1  # REFUSED_ATTRIBUTES
+                    elif size > max_message_bytes:
+                        result = 2  # REFUSED_SIZE
+                    elif (magic != 2 or delta < 0 or records < 0 or (low & 0x07) > 4
+                          or sparklog_crc32c(p + CHECK_CRC_FROM, size - CHECK_CRC_FROM) != crc):
+                        result = 3  # CORRUPT
+                    else:
+                        result = (length, magic, crc, high, low, delta, _be(p + 35, 8), _be(p + 43, 8),
+                                  <int16_t>_be(p + 51, 2), <int32_t>_be(p + 53, 4), records)
+            finally:
+                PyBuffer_Release(&view)
+        Py_INCREF(result)
+        PyList_SET_ITEM(out, i, result)
+    return out

@@ -69,6 +69,8 @@ from sparklog.storage.log_validator import converter_for, take_client_timestamp_
 from sparklog.storage.producer_state import ProducerStateManager
 from crc32c import crc32c
 
+from sparklog.records.append_check import APPEND_FIELDS as _APPEND_FIELDS
+from sparklog.records.append_check import REFUSED_ATTRIBUTES, REFUSED_SIZE, check_sets
 from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -119,28 +121,12 @@ TMP_SUFFIX = ".tmp"
 DEFAULT_READ_BYTES = 1024 * 1024  # iter_slices' chunk: Kafka's default max.partition.fetch.bytes
 DEFAULT_CHECKPOINT_INTERVAL_MS = 60_000  # log.flush.offset.checkpoint.interval.ms: Kafka's 60 s
 
-# The header fields a one-batch append checks, in one unpack; pad bytes skip the rest (records.HEADER).
-_APPEND_FIELDS = struct.Struct(
-    ">"
-    "8x"  # baseOffset: assigned here
-    "i"  # batchLength
-    "4x"  # partitionLeaderEpoch
-    "b"  # magic
-    "I"  # crc
-    "b"  # attributes' high byte: unused bits, delete horizon, control, transactional
-    "b"  # attributes' low byte: the codec in bits 0-2 (above MAX_CODEC: refused) and the timestamp type
-    "i"  # lastOffsetDelta
-    "8x"  # baseTimestamp
-    "q"  # maxTimestamp
-    "q"  # producerId: -1 for a producer that is not idempotent
-    "h"  # producerEpoch
-    "i"  # baseSequence
-    "i"  # recordCount
-)
-assert _APPEND_FIELDS.size == HEADER_SIZE
 _pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first field, outside the CRC
 # baseOffset, batchLength (as it is) and partitionLeaderEpoch in one call: the fields the CRC does not cover
-_pack_offset_length_epoch = struct.Struct(">qii").pack_into
+# baseOffset, batchLength, partitionLeaderEpoch: the 16 bytes a leader writes in front of the rest of a batch
+_LEADER_HEAD = struct.Struct(">qii")
+_pack_leader_head = _LEADER_HEAD.pack
+_LEADER_HEAD_SIZE = _LEADER_HEAD.size
 _new_entry = functools.partial(tuple.__new__, BatchEntry)  # BatchEntry(*fields) without its Python __new__
 _ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes' low byte: codec, timestamp type, transactional, control
 _CONTROL_REFUSED = "Clients are not allowed to write control records"  # Kafka's LogValidator, verbatim
@@ -1350,14 +1336,11 @@ class PartitionLog:
         """
         outcomes: list = [None] * len(record_sets)
         run: list = []  # (index in record_sets, view, header fields) of one-batch sets, appended together
+        checked = check_sets(record_sets, self._max_message_bytes) if self._converter is None else None
         for i, records in enumerate(record_sets):
-            fields = None
-            if self._converter is None and records is not None:
-                size = len(records)
-                if size >= HEADER_SIZE:
-                    fields = _APPEND_FIELDS.unpack_from(records)
-                    if fields[0] + LOG_OVERHEAD != size or fields[4] & TIMESTAMP_TYPE_MASK:
-                        fields = None  # several batches, or one saying LogAppendTime: append_as_leader's
+            fields = None if checked is None else checked[i]
+            if fields is not None and records[_ATTRIBUTES_LOW] & TIMESTAMP_TYPE_MASK:
+                fields = None  # a batch saying LogAppendTime: append_as_leader's (log_validator Rule 7)
             if fields is None:
                 if run:
                     self._append_run(run, outcomes, leader_epoch)
@@ -1367,19 +1350,11 @@ class PartitionLog:
                 except Exception as exc:  # noqa: BLE001 - handed back: the caller answers it per request
                     outcomes[i] = exc
                 continue
-            length, magic, crc, _, flags, delta, _, _, _, _, count = fields
-            size = length + LOG_OVERHEAD
-            view = records if type(records) is memoryview else memoryview(records)
+            view = records if records.__class__ is memoryview else memoryview(records)
             try:
-                if flags & _REFUSED_FROM_CLIENTS:  # as in append_as_leader
-                    _refuse_attributes(flags)
+                if fields.__class__ is not tuple:  # refused, as append_as_leader would refuse it
+                    self._refuse(fields, view)
                 _refuse_sequence(fields[7], fields[9], self.name)
-                if size > self._max_message_bytes:
-                    raise RecordBatchTooLarge(
-                        f"batch of {size} bytes exceeds max.message.bytes={self._max_message_bytes}")
-                if (magic != MAGIC or delta < 0 or count < 0 or flags & COMPRESSION_MASK > MAX_CODEC
-                        or crc32c(view[ATTRIBUTES_OFFSET:]) != crc):
-                    validate_batch(view)  # raises CorruptRecordError, with the reason
                 _check_records(view)
             except (RecordBatchTooLarge, CorruptRecordError, InvalidRecordError, TransactionRefusedError) as exc:
                 outcomes[i] = exc
@@ -1389,6 +1364,16 @@ class PartitionLog:
             self._append_run(run, outcomes, leader_epoch)
         return outcomes
 
+    def _refuse(self, code: int, view: memoryview) -> None:
+        """Raise what append_as_leader raises for a set check_sets refused with `code`."""
+        if code == REFUSED_ATTRIBUTES:  # a client's control or transactional batch, as in append_as_leader
+            _refuse_attributes(view[_ATTRIBUTES_LOW])
+        _refuse_sequence(*_PRODUCER_AND_SEQUENCE.unpack_from(view, _PRODUCER_ID_OFFSET), self.name)  # its order
+        if code == REFUSED_SIZE:
+            raise RecordBatchTooLarge(f"batch of {len(view)} bytes exceeds max.message.bytes={self._max_message_bytes}")
+        validate_batch(view)  # raises CorruptRecordError, with the reason
+        raise AssertionError(f"check_sets refused a batch validate_batch takes ({code})")
+
     def _append_run(self, run: list, outcomes: list, leader_epoch: int) -> None:
         """append_group_as_leader's one-batch sets, checked already: one lock, one write per segment.
 
@@ -1396,7 +1381,9 @@ class PartitionLog:
         files), fails the sets of that write and every later one of the run, as each lone append would have
         failed. The producer state changes only for what reached the log, as a lone append's does: the
         entries the sets of a write touch are copied before their first update and put back if the write
-        fails, so that the producer's retry of those sets is appended (not OutOfOrderSequence)."""
+        fails, so that the producer's retry of those sets is appended (not OutOfOrderSequence). Each batch is
+        written from the view it arrived in, behind a new 16-byte head (its offset, length and the leader's
+        epoch): a write is one pwritev of those pieces, and the record set is never copied."""
         cache = self.leader_epochs
         if leader_epoch > cache.latest_epoch:
             cache.assign(leader_epoch, self._leo)
@@ -1409,19 +1396,21 @@ class PartitionLog:
             producers = self._producers
             segment = self._segments[-1]
             now = self._clock()
-            buf = bytearray()
+            pieces: list = []  # per batch: its new head and the view of the rest, written with one pwritev
+            pending = 0  # their bytes
             entries: list = []
-            written: list = []  # indexes of the sets in buf
+            written: list = []  # indexes of the sets in pieces
             leo = committed = self._leo
             messages = appended = done_messages = done_appended = 0  # done_: written by a successful write
-            saved: dict = {}  # producer id -> its entry before the sets in buf (None: it had none)
+            saved: dict = {}  # producer id -> its entry before the sets in pieces (None: it had none)
             failed = None
             limits = None  # (bytes, next offset, batches) the segment takes before a lone append would roll it
+            lag = self._compaction_lag_ms is not None
             for i, view, fields in run:
                 if failed is not None:
                     outcomes[i] = failed
                     continue
-                _, _, _, _, _, delta, max_timestamp, producer_id, epoch, sequence, count = fields
+                length, _, _, _, _, delta, max_timestamp, producer_id, epoch, sequence, count = fields
                 if producer_id >= 0:  # Rule 9, against the state the earlier sets of the group left
                     try:
                         duplicate = producers.check(producer_id, epoch, sequence, delta)
@@ -1431,22 +1420,21 @@ class PartitionLog:
                     if duplicate is not None:
                         outcomes[i] = (duplicate, leo)
                         continue
-                size = len(view)
+                size = length + LOG_OVERHEAD  # len(view): check_sets took only sets it spans
                 next_offset = leo + delta + 1
-                pending = len(buf)
                 if limits is None:  # a lone append's roll rule, read once per segment: nothing below changes
                     limits = self._roll_limits(segment, now)  # the segment until the run writes to it
                 if segment.size + pending and (pending + size > limits[0] or next_offset > limits[1]
                                                or len(entries) >= limits[2]):
                     if entries:
-                        failed = self._write_run(segment, buf, entries, written, outcomes)
+                        failed = self._write_run(segment, pieces, pending, entries, written, outcomes)
                         if failed is not None:
                             producers.restore(saved)
                             outcomes[i] = failed
                             leo = committed
                             continue
                         committed, done_messages, done_appended = leo, messages, appended
-                        buf, entries, written, saved = bytearray(), [], [], {}
+                        pieces, pending, entries, written, saved = [], 0, [], [], {}
                     self._leo = leo  # written: the new segment (and its producer snapshot) starts here
                     try:
                         segment = self._roll_locked()
@@ -1454,12 +1442,12 @@ class PartitionLog:
                         failed = outcomes[i] = exc
                         continue
                     limits = None
-                    pending = 0
-                if not segment.size and not pending and self._compaction_lag_ms is not None:
+                if lag and not segment.size and not pending:
                     self._set_lag_deadline(segment, max_timestamp)
-                buf += view
-                _pack_offset_length_epoch(buf, pending, leo, size - LOG_OVERHEAD, leader_epoch)
+                pieces.append(_pack_leader_head(leo, length, leader_epoch))
+                pieces.append(view[_LEADER_HEAD_SIZE:])
                 entries.append(_new_entry((pending, leo, next_offset, max_timestamp, size)))
+                pending += size
                 written.append(i)
                 if producer_id >= 0:
                     if producer_id not in saved:
@@ -1470,7 +1458,7 @@ class PartitionLog:
                 messages += count
                 appended += 1
             if entries and failed is None:
-                failed = self._write_run(segment, buf, entries, written, outcomes)
+                failed = self._write_run(segment, pieces, pending, entries, written, outcomes)
                 if failed is None:
                     done_messages, done_appended = messages, appended
                 else:
@@ -1496,16 +1484,16 @@ class PartitionLog:
                    segment.time_index.max_entries - len(segment.time_index))
         return (self._segment_bytes - segment.size, segment.offset_limit, room - 1)
 
-    def _write_run(self, segment: LogSegment, buf: bytearray, entries: list, written: list,
+    def _write_run(self, segment: LogSegment, pieces: list, size: int, entries: list, written: list,
                    outcomes: list) -> Exception | None:
-        """One write of a run's batches; the exception (set as their outcome) if it failed."""
+        """One write of a run's batches (`pieces`, `size` bytes); the exception (set as their outcome) if it failed."""
         try:
-            segment.append(buf, entries)
+            segment.append(pieces, entries, size)
         except (OSError, StorageError) as exc:
             for i in written:
                 outcomes[i] = exc
             return exc
-        self._appended_bytes += len(buf)
+        self._appended_bytes += size
         return None
 
     def append_replicated(self, batches) -> int:

@@ -134,17 +134,22 @@ class LogSegment:
 
     # -- writing (under the log's lock) ----------------------------------------------------------
 
-    def append(self, data, batches: list[BatchEntry]) -> None:
-        """Write `data` (whole batches, offsets assigned) at the end with one write, then index them."""
+    def append(self, data, batches: list[BatchEntry], size: int = -1) -> None:
+        """Write `data` (whole batches, offsets assigned) at the end with one write, then index them. With
+        `size`, `data` is a list of buffers holding those `size` bytes one behind the other (one pwritev)."""
         start = self.size
         try:
-            self._files.pwrite(self.fd, data, start)
+            if size < 0:
+                self._files.pwrite(self.fd, data, start)
+                size = len(data)
+            else:
+                self._files.pwritev(self.fd, data, start, size)
         except OSError:
             self._cut_failed_write(start)
             raise
         for entry in batches:
             self._track(entry.base_offset, entry.max_timestamp, start + entry.position, entry.size)
-        self.size = start + len(data)  # size before next_offset: lock-free readers rely on this order
+        self.size = start + size  # size before next_offset: lock-free readers rely on this order
         self.next_offset = batches[-1].next_offset
 
     def append_batch(self, data, base_offset: int, next_offset: int, max_timestamp: int) -> None:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def test_reading_a_partition_opens_one_consumer_and_fetches_over_one_connection(sparklog_cluster, make_topic,
                                                                                 monkeypatch):
     topic = make_topic(partitions=1)
-    produce(sparklog_cluster.bootstrap, [topic], 3_000)
+    produce(sparklog_cluster.bootstrap, [topic], 10_000)
     connects, consumers = [], []
     real_connect, real_init = socket.create_connection, consumer_module.Consumer.__init__
 
@@ -36,8 +36,8 @@ def test_reading_a_partition_opens_one_consumer_and_fetches_over_one_connection(
     monkeypatch.setattr(consumer_module.Consumer, "__init__", counted_init)
     options = parse_read_options({"bootstrap.servers": sparklog_cluster.bootstrap, "subscribe": topic,
                                   "kafka.fetch.max.bytes": "65536", "kafka.max.partition.fetch.bytes": "65536"}, False)
-    rows = sum(b.num_rows for b in read_partition(options, SparklogInputPartition(topic, 0, 0, 3_000)))
-    assert rows == 3_000
+    rows = sum(b.num_rows for b in read_partition(options, SparklogInputPartition(topic, 0, 0, 10_000)))
+    assert rows == 10_000
     assert len(consumers) == 1
     fetches = consumers[0]._fetcher.fetches
     assert fetches > 1  # small fetches: the range takes several, all over the one leader connection

@@ -120,6 +120,9 @@ class CrashFiles(Files):
             raise
         super().pwrite(fd, data, position)
 
+    def pwritev(self, fd, buffers, position, size):
+        self.pwrite(fd, b"".join(buffers), position)  # one write, failing or crashing as pwrite does
+
     def pread(self, fd, length, position):
         self._alive()
         return super().pread(fd, length, position)

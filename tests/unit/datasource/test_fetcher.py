@@ -55,6 +55,15 @@ class RangeConsumer(FakeConsumer):
     def assign(self, tps) -> None:
         pass
 
+    def fetch_until(self, tp, offset) -> None:
+        pass
+
+    def pause(self, tp) -> None:
+        self.paused = True
+
+    def resume(self, tp) -> None:
+        self.paused = False
+
     def seek(self, tp, offset: int) -> None:
         from sparklog.client.consumer import OffsetOutOfRange
 
@@ -75,10 +84,10 @@ class RangeConsumer(FakeConsumer):
         return {tp: self.log_start for tp in tps}
 
     def close(self) -> None:
-        pass
+        self.closed = True
 
 
-def read(consumer, monkeypatch, start: int, end: int, **options) -> list[int]:
+def read(consumer, monkeypatch, start: int, end: int, pool=None, **options) -> list[int]:
     from sparklog.datasource import fetcher
     from sparklog.datasource.offsets import SparklogInputPartition
     from sparklog.datasource.options import parse_read_options
@@ -86,7 +95,7 @@ def read(consumer, monkeypatch, start: int, end: int, **options) -> list[int]:
     monkeypatch.setattr(fetcher, "_open_consumer", lambda *_: consumer)
     parsed = parse_read_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t", **options},
                                 streaming=False)
-    rows = [b for b in fetcher.read_partition(parsed, SparklogInputPartition("t", 0, start, end))]
+    rows = [b for b in fetcher.read_partition(parsed, SparklogInputPartition("t", 0, start, end), pool)]
     return [o for b in rows for o in b.column("offset").to_pylist()]
 
 
@@ -108,3 +117,40 @@ def test_a_start_retention_removed_fails_the_task_with_fail_on_data_loss(monkeyp
 
     with pytest.raises(DataLossError, match=r"Offsets \[2, 5\) of t-0 are missing"):
         read(RangeConsumer(5, batch(5, 10)), monkeypatch, 2, 12)
+
+
+def test_a_read_gives_its_consumer_back_parked_and_the_next_read_reuses_it(monkeypatch):
+    from sparklog.datasource.consumer_pool import ConsumerPool
+
+    pool, consumer = ConsumerPool(), RangeConsumer(0, batch(0, 10))
+    assert read(consumer, monkeypatch, 0, 4, pool) == [0, 1, 2, 3]
+    assert consumer.paused and consumer.position == 4  # parked at the range's end: nothing fetched, nothing queued
+    monkeypatch.setattr("sparklog.datasource.fetcher._open_consumer", lambda *_: pytest.fail("opened again"))
+    assert read(consumer, monkeypatch, 4, 9, pool) == [4, 5, 6, 7, 8]
+    assert pool.statistics().reused == 1 and consumer.paused  # parked again
+    pool.close_all()
+    assert consumer.closed
+
+
+def test_a_read_that_saw_data_loss_closes_its_consumer_instead_of_pooling_it(monkeypatch):
+    from sparklog.datasource.consumer_pool import ConsumerPool
+
+    pool, consumer = ConsumerPool(), RangeConsumer(5, batch(5, 10))
+    assert read(consumer, monkeypatch, 2, 12, pool, failOnDataLoss="false") == list(range(5, 12))
+    assert getattr(consumer, "closed", False) and pool.statistics().idle == 0
+
+
+def test_a_read_that_failed_closes_its_consumer_instead_of_pooling_it(monkeypatch):
+    from sparklog.datasource.consumer_pool import ConsumerPool
+    from sparklog.datasource.errors import DataLossError
+
+    pool, consumer = ConsumerPool(), RangeConsumer(5, batch(5, 10))
+    with pytest.raises(DataLossError):
+        read(consumer, monkeypatch, 2, 12, pool)
+    assert getattr(consumer, "closed", False) and pool.statistics().idle == 0
+
+
+def test_outside_a_spark_task_a_read_closes_its_consumer(monkeypatch):
+    consumer = RangeConsumer(0, batch(0, 10))
+    assert read(consumer, monkeypatch, 0, 4) == [0, 1, 2, 3]
+    assert consumer.closed

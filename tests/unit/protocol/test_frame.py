@@ -128,3 +128,53 @@ def test_end_of_stream_inside_a_frame():
     decoder.receive_data(b"")
     with pytest.raises(RemoteProtocolError):
         decoder.next_frame()
+
+
+def whole_frames(view, start, limit, max_frame_bytes):
+    """A take_run scan that takes every whole frame (as broker's Produce scan takes its own): their views."""
+    items, pos = [], start
+    while len(items) < limit and len(view) - pos >= 4:
+        (size,) = struct.unpack_from(">i", view, pos)
+        if size < 0 or size > max_frame_bytes or len(view) - pos - 4 < size:
+            break
+        items.append(view[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    return items, pos
+
+
+def test_a_chunk_that_completes_a_buffered_frame_is_kept_after_it_not_copied():
+    a, b, c, d = (framed(bytes([n]) * 300) for n in range(4))
+    decoder = FrameDecoder(1000)
+    decoder.receive_data(a + b[:100])
+    assert drain(decoder) == [a[4:]]
+    rest = b[100:] + c + d
+    decoder.receive_data(rest)
+    assert decoder.buffered_bytes == len(b) + len(c) + len(d)
+    run = decoder.take_run(whole_frames, 10)  # one run: the frame assembled from two chunks, and those after it
+    assert [bytes(f) for f in run] == [b[4:], c[4:], d[4:]] and all(f.obj is rest for f in run[1:])
+    assert decoder.buffered_bytes == 0 and decoder.next_frame() is NEED_DATA
+
+
+@settings(max_examples=100, deadline=None)
+@given(payloads=st.lists(st.binary(max_size=40), max_size=12), cuts=st.lists(st.integers(0, 500), max_size=8),
+       takes=st.lists(st.integers(0, 3), min_size=1, max_size=20))
+def test_any_chunking_with_runs_taken_between_frames(payloads, cuts, takes):
+    """next_frame and take_run (0: a frame, else a run of at most that many), any chunking: every frame
+    once, in order, and buffered_bytes always what was received and not yet taken."""
+    stream = b"".join(map(framed, payloads))
+    bounds = sorted({0, len(stream), *(c for c in cuts if c < len(stream))})
+    decoder, out, received, taken, step = FrameDecoder(1000), [], 0, 0, 0
+    for lo, hi in zip(bounds, bounds[1:]):
+        decoder.receive_data(stream[lo:hi])
+        received += hi - lo
+        while True:
+            limit = takes[step % len(takes)]
+            step += 1
+            got = [decoder.next_frame()] if limit == 0 else decoder.take_run(whole_frames, limit)
+            got = [bytes(f) for f in got if f is not NEED_DATA]
+            if not got:
+                break
+            out += got
+            taken += sum(4 + len(f) for f in got)
+            assert decoder.buffered_bytes == received - taken
+    assert out == payloads and decoder.buffered_bytes == 0

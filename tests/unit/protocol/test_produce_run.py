@@ -16,7 +16,7 @@ from sparklog.protocol import _cproduce  # the compiled twin must be built (scri
 from sparklog.protocol import produce_run
 from sparklog.protocol.errors import FrameTooLarge
 from sparklog.protocol.frame import NEED_DATA, FrameDecoder
-from sparklog.protocol.produce import decode_single_partition, encode_single_partition_response
+from sparklog.protocol.produce import SinglePartitionProduce, decode_single_partition, encode_single_partition_response
 from sparklog.protocol.registry import encode_request
 
 from unit.protocol.strategies import struct_of
@@ -93,6 +93,7 @@ def test_both_twins_take_the_frames_the_frame_decoder_and_the_one_frame_decoder_
     request = None
     for request in compiled:  # views of the buffer, no copies
         assert request.records.obj is buf and request.frame.obj is buf
+        assert type(request) is SinglePartitionProduce
     del pure, compiled, request
     view.release()
     buf += b"x"  # nothing of the scan holds the buffer any more

@@ -125,6 +125,24 @@ def test_a_group_append_that_rolls_names_each_segment_for_its_first_offset_and_r
         reopened.close()
 
 
+def test_a_group_of_more_batches_than_one_pwritev_takes_is_written_whole_and_its_buffers_are_left_as_they_were(
+        tmp_path, flusher):
+    """A group is written from the views it arrived in (its heads apart): more than IOV_MAX batches take
+    several pwritev calls, and the caller's buffers, writable ones too, are not written to."""
+    log = open_log(tmp_path, flusher, **{"segment.bytes": 10_000_000})
+    sets = [bytearray(make_batch(1, 20, tag=tag)) for tag in range(os.sysconf("SC_IOV_MAX") + 7)]
+    sent = [bytes(s) for s in sets]
+    outcomes = log.append_group_as_leader([memoryview(s) for s in sets], leader_epoch=5)
+    assert [o[0] for o in outcomes] == list(range(len(sets)))
+    assert [bytes(s) for s in sets] == sent
+    log.flush()
+    records = list(iter_records(read_all(log)))
+    assert [r.offset for r in records] == list(range(len(sets)))
+    assert [r.value for r in records] == [next(iter_records(s)).value for s in sent]
+    assert {b.partition_leader_epoch for b in iter_batches(read_all(log))} == {5}
+    log.close()
+
+
 def _idempotent_batch(sequence: int, tag: int) -> bytes:
     """Two records of producer 7, epoch 0, from `sequence` on (make_batch's values, tagged `tag`)."""
     records = [(f"k{i}".encode(), f"{tag}:{i}:".encode().ljust(60, b"x"), None, BASE_TS + i) for i in range(2)]

@@ -1,0 +1,87 @@
+"""The checks a leader makes of each record set of a pipelined group before appending it, in one call per
+group: the header fields the append needs, or why the set is refused.
+
+    check_sets(record_sets, max_message_bytes) -> [fields | None | REFUSED_ATTRIBUTES | REFUSED_SIZE | CORRUPT]
+
+Rule 1: per set, in order: None when it is not exactly one whole batch (None, fewer than HEADER_SIZE bytes, or
+        a batchLength that does not span it: the caller's one-set append decides, and raises what it raises);
+        else REFUSED_ATTRIBUTES for a control or transactional batch (a client's: the caller says which),
+        REFUSED_SIZE above `max_message_bytes`, CORRUPT
+        when the magic, lastOffsetDelta, recordCount, codec or CRC-32C is wrong (the caller's validate_batch
+        names the reason), checked in that order; else the header's `APPEND_FIELDS`, as `unpack_from` gives them.
+Rule 2: two twins, the same output: the compiled one (`_cbatch.check_sets`, with no Python object per set but
+        its result) when the compiled codec is active (records/implementation.py Rule 1), this pure-Python one
+        otherwise; this one is the authority (tests/unit/records/test_append_check.py runs both, on damaged
+        input too). Sans-IO: it only reads the buffers.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from crc32c import crc32c
+
+from sparklog.records import batch as _batch
+from sparklog.records import implementation as _implementation
+from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD,
+                                    MAGIC, MAX_CODEC, TRANSACTIONAL_MASK)
+
+__all__ = ["APPEND_FIELDS", "check_sets", "py_check_sets", "REFUSED_ATTRIBUTES", "REFUSED_SIZE", "CORRUPT"]
+
+REFUSED_ATTRIBUTES = 1
+REFUSED_SIZE = 2
+CORRUPT = 3
+
+# The header fields a one-batch append checks, in one unpack; pad bytes skip the rest (batch.HEADER).
+APPEND_FIELDS = struct.Struct(
+    ">"
+    "8x"  # baseOffset: assigned by the append
+    "i"  # batchLength
+    "4x"  # partitionLeaderEpoch
+    "b"  # magic
+    "I"  # crc
+    "b"  # attributes' high byte: unused bits, delete horizon, control, transactional
+    "b"  # attributes' low byte: the codec in bits 0-2 (above MAX_CODEC: refused) and the timestamp type
+    "i"  # lastOffsetDelta
+    "8x"  # baseTimestamp
+    "q"  # maxTimestamp
+    "q"  # producerId: -1 for a producer that is not idempotent
+    "h"  # producerEpoch
+    "i"  # baseSequence
+    "i"  # recordCount
+)
+assert APPEND_FIELDS.size == HEADER_SIZE
+
+
+def py_check_sets(record_sets: list, max_message_bytes: int) -> list:
+    """Rule 1, in Python."""
+    out: list = []
+    unpack = APPEND_FIELDS.unpack_from
+    for records in record_sets:
+        if records is None or len(records) < HEADER_SIZE:
+            out.append(None)
+            continue
+        size = len(records)
+        fields = unpack(records)
+        length, magic, crc, _, flags, delta, _, _, _, _, count = fields
+        if length + LOG_OVERHEAD != size:
+            out.append(None)
+        elif flags & (CONTROL_MASK | TRANSACTIONAL_MASK):
+            out.append(REFUSED_ATTRIBUTES)
+        elif size > max_message_bytes:
+            out.append(REFUSED_SIZE)
+        elif (magic != MAGIC or delta < 0 or count < 0 or flags & COMPRESSION_MASK > MAX_CODEC
+              or crc32c(memoryview(records)[ATTRIBUTES_OFFSET:]) != crc):
+            out.append(CORRUPT)
+        else:
+            out.append(fields)
+    return out
+
+
+def check_sets(record_sets: list, max_message_bytes: int) -> list:
+    """Rule 1, by the active twin (Rule 2)."""
+    if _batch.CODEC.name == _implementation.CYTHON:
+        from sparklog.records import _cbatch
+
+        return _cbatch.check_sets(record_sets, max_message_bytes)
+    return py_check_sets(record_sets, max_message_bytes)
