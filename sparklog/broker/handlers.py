@@ -94,7 +94,7 @@ from sparklog.storage.config import LogConfig
 from sparklog.storage.errors import (DuplicateSequence, InvalidProducerEpoch, InvalidRecordError, InvalidTimestampError,
                                      LogClosedError, OffsetOutOfRange, OutOfOrderSequence, RecordBatchTooLarge,
                                      StorageError, TransactionRefusedError)
-from sparklog.records.batch import HEADER_SIZE, CorruptRecordError, peek_size
+from sparklog.records.batch import CorruptRecordError
 from sparklog.storage.topic_names import validate_topic
 
 log = logging.getLogger(__name__)
@@ -243,7 +243,7 @@ def handle_produce(request, state):
                 parts.append(_produce_error(index, NOT_ENOUGH_REPLICAS, (
                     f"{len(led.state.isr)} in-sync replicas, min.insync.replicas is {led.min_insync}")))
             else:
-                result = _append(led, index, part.records, state, request.header.api_version)
+                result = _append(led, index, part.records, state)
                 parts.append(result)
                 if result.error_code == NONE:
                     replicas.after_leader_append(led)
@@ -299,7 +299,7 @@ def handle_single_partition_produce(request: SinglePartitionProduce, state):
     led = replicas.leader_of(state.partitions.snapshot, (request.topic, request.index))
     if led is None or led.fenced or (acks == -1 and len(led.state.isr) < led.min_insync):
         return NOT_SERVED_FAST
-    outcome = _append_outcome(led, request.index, request.records, request.api_version)
+    outcome = _append_outcome(led, request.index, request.records)
     if outcome.__class__ is not tuple:
         return None if acks == 0 else _single_partition_reply(request, outcome)
     replicas.after_leader_append(led)
@@ -337,7 +337,8 @@ def handle_produce_group(requests: list, led, state) -> list:
     them, the others None (the server's contract: the same bytes leave)."""
     plog = led.plog
     append_time = time.time_ns() // 1_000_000 if plog.stamps_append_time else NO_TIMESTAMP
-    outcomes = _append_group(plog, requests, led.leader_epoch, append_time if append_time != NO_TIMESTAMP else None)
+    outcomes = plog.append_group_as_leader([r.records for r in requests],
+                                           led.leader_epoch, append_time if append_time != NO_TIMESTAMP else None)
     replicas = state.replicas
     for outcome in outcomes:
         if outcome.__class__ is tuple:
@@ -382,18 +383,6 @@ def handle_produce_group(requests: list, led, state) -> list:
     return replies
 
 
-def _append_group(plog, requests: list, leader_epoch: int, append_time) -> list:
-    """plog.append_group_as_leader of the requests' record sets, but for those of several batches (refused
-    first, as _append_outcome refuses them): their outcome is the InvalidRecordError, and they are not sent."""
-    refused = {i: InvalidRecordError(_ONE_BATCH % r.api_version) for i, r in enumerate(requests)
-               if r.records is not None and _several_batches(r.records)}
-    if not refused:
-        return plog.append_group_as_leader([r.records for r in requests], leader_epoch, append_time)
-    kept = iter(plog.append_group_as_leader([r.records for i, r in enumerate(requests) if i not in refused],
-                                            leader_epoch, append_time))
-    return [refused[i] if i in refused else next(kept) for i in range(len(requests))]
-
-
 def _await_single_replication(state, request: SinglePartitionProduce, led, appended: tuple, required: int):
     """_await_replication for the fast path's one partition: the same wake-ups, timeout and answers. The
     coroutine holds no bytes of the request (pipeline.py Rule 3): its record set and frame are views of the
@@ -426,41 +415,25 @@ def _single_partition_reply(request: SinglePartitionProduce, part: PartitionProd
         name=request.topic, partition_responses=[part])], throttle_time_ms=0))
 
 
-def _append(led, index: int, records, state, version: int) -> PartitionProduceResponse:
-    outcome = _append_outcome(led, index, records, version)
+def _append(led, index: int, records, state) -> PartitionProduceResponse:
+    outcome = _append_outcome(led, index, records)
     if outcome.__class__ is tuple:
         return PartitionProduceResponse(index=index, error_code=NONE, base_offset=outcome[0],
                                         log_append_time_ms=outcome[1], log_start_offset=led.plog.log_start_offset)
     return outcome
 
 
-def _append_outcome(led, index: int, records, version: int) -> tuple[int, int] | PartitionProduceResponse:
+def _append_outcome(led, index: int, records) -> tuple[int, int] | PartitionProduceResponse:
     """(base offset, LogAppendTime or -1) of the appended record set, or the partition's error response."""
     plog = led.plog
     if records is None or not len(records):
         return _produce_error(index, INVALID_RECORD, "no record batch in the request")
-    if _several_batches(records):
-        return _produce_error(index, INVALID_RECORD, _ONE_BATCH % version)
     append_time = time.time_ns() // 1_000_000 if plog.stamps_append_time else NO_TIMESTAMP  # LogAppendTime
     try:
         base = plog.append_as_leader(records, led.leader_epoch, append_time if append_time != NO_TIMESTAMP else None)
     except Exception as exc:  # noqa: BLE001 - _append_error re-raises what it does not answer
         return _append_error(index, exc, plog)
     return base, append_time
-
-
-_ONE_BATCH = "Produce requests with version %d are only allowed to contain exactly one record batch"  # Kafka's
-
-
-def _several_batches(records) -> bool:
-    """Kafka's ProduceRequest.validateRecords: from v3 on (every version served) a partition's record set is
-    exactly one batch. A second counts as Kafka's iterator counts it: whole, after the first; trailing bytes
-    that are not a whole batch are left to the storage's checks (CORRUPT_MESSAGE)."""
-    total = len(records)
-    if total < 2 * HEADER_SIZE:
-        return False
-    first = peek_size(records, 0)
-    return HEADER_SIZE <= first <= total - HEADER_SIZE and HEADER_SIZE <= peek_size(records, first) <= total - first
 
 
 def _append_error(index: int, exc: Exception, plog) -> PartitionProduceResponse:

@@ -118,8 +118,9 @@ def test_produce_invalid_acks_appends_nothing(state, logs):
 
 
 def test_produce_bad_crc_is_corrupt_message_and_nothing_appended(state, logs):
-    bad = bytearray(batch(b"a"))
-    bad[-1] ^= 0xFF  # its payload (two batches are INVALID_RECORD first: one batch per partition, v3+)
+    good = bytearray(batch(b"a") + batch(b"b"))
+    bad = bytearray(good)
+    bad[-1] ^= 0xFF  # the second batch's payload: the first must not be appended either
     response = produce(state, [(0, bytes(bad))])
     assert codes(response) == [handlers.CORRUPT_MESSAGE]
     assert logs.get("t", 0).log_end_offset == 0
