@@ -322,3 +322,17 @@ def test_a_plain_consumer_commits_through_the_broker_and_resumes_there(cluster, 
                 break
     assert {(r.partition, r.offset) for r in got}.isdisjoint({(r.partition, r.offset) for r in rest})
     assert len({(r.partition, r.offset) for r in got + rest}) == 40
+
+
+def test_a_request_of_several_batches_per_partition_is_acknowledged_batch_by_batch(cluster, make_topic):
+    """The sender packs a partition's ready batches into one request; the broker takes such a record set
+    whole, each batch at its own offsets (a refusal of it, as Kafka's v3+ check, failed every send here)."""
+    topic = make_topic(1)
+    with Producer(cluster.bootstrap, **{"batch.num.messages": 5, "linger.ms": 20, "acks": 1}) as producer:
+        futures = [producer.send(topic, b"v%d" % i, partition=0) for i in range(600)]
+        producer.flush(30)
+        offsets = [f.get(10).offset for f in futures]
+        metrics = producer.metrics()
+        assert metrics["batches"] > metrics["requests"], metrics
+    assert offsets == list(range(600))
+    assert [r.value for r in consume_all(cluster.bootstrap, topic, 1, 600)] == [b"v%d" % i for i in range(600)]
