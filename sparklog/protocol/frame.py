@@ -101,7 +101,8 @@ class FrameDecoder:
                 return
             size = self._check_size()
             needed = size + 4 - (len(buf) - start)
-            if 0 <= size and needed < len(data):  # the chunk completes the buffered frame, and goes on
+            if 0 <= size and 0 < needed < len(data):  # the chunk completes the buffered frame, and goes on
+                # (needed <= 0: whole frames wait in the buffer; the chunk goes behind them, below)
                 frame = bytearray(memoryview(buf)[start:])
                 frame += memoryview(data)[:needed]
                 self._buf, self._start, self._checked = frame, 0, 0

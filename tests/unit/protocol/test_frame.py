@@ -178,3 +178,35 @@ def test_any_chunking_with_runs_taken_between_frames(payloads, cuts, takes):
             taken += sum(4 + len(f) for f in got)
             assert decoder.buffered_bytes == received - taken
     assert out == payloads and decoder.buffered_bytes == 0
+
+
+def test_a_chunk_arriving_while_whole_frames_wait_is_appended_after_them():
+    """The broker may leave whole frames buffered (a connection's requests wait while one is served) when the
+    next chunk arrives; the chunk goes behind them, whole (it was spliced into the first waiting frame, and
+    the frames after it were lost: kcat's consumer reconnected over and over)."""
+    decoder = FrameDecoder(1000)
+    decoder.receive_data(framed(b"a" * 10) + framed(b"b" * 10))
+    decoder.receive_data(framed(b"c" * 3) + framed(b"d" * 4))
+    assert drain(decoder) == [b"a" * 10, b"b" * 10, b"c" * 3, b"d" * 4]
+
+
+@settings(max_examples=200, deadline=None)
+@given(payloads=st.lists(st.binary(max_size=40), max_size=12), cuts=st.lists(st.integers(0, 500), max_size=8),
+       takes=st.lists(st.integers(-1, 3), min_size=1, max_size=20))
+def test_any_chunking_with_frames_left_waiting_between_chunks(payloads, cuts, takes):
+    """Between two chunks the reader takes nothing (-1), one frame (0) or a run of at most that many: every
+    frame once, in order, whatever waits in the buffer when the next chunk comes."""
+    stream = b"".join(map(framed, payloads))
+    bounds = sorted({0, len(stream), *(c for c in cuts if c < len(stream))})
+    decoder, out, step = FrameDecoder(1000), [], 0
+    for lo, hi in zip(bounds, bounds[1:]):
+        decoder.receive_data(stream[lo:hi])
+        limit = takes[step % len(takes)]
+        step += 1
+        if limit == 0:
+            frame = decoder.next_frame()
+            out += [] if frame is NEED_DATA else [bytes(frame)]
+        elif limit > 0:
+            out += [bytes(f) for f in decoder.take_run(whole_frames, limit)]
+    out += drain(decoder)
+    assert out == payloads and decoder.buffered_bytes == 0
