@@ -89,3 +89,29 @@ def three_zk(request, three):
     from support.cluster import cluster_zookeeper
 
     return cluster_zookeeper(request, three)
+
+
+@pytest.fixture
+def client_opens(monkeypatch):
+    """Call it to start counting: returns (connects, consumers), every address sparklog's client connects to and
+    every Consumer it makes from then on, in order, until the test ends."""
+    from sparklog.client import connection as connection_module
+    from sparklog.client import consumer as consumer_module
+
+    def start() -> tuple[list, list]:
+        connects, consumers = [], []
+        real_connect, real_init = connection_module.socket.create_connection, consumer_module.Consumer.__init__
+
+        def counted_connect(address, *args, **kwargs):
+            connects.append(address)
+            return real_connect(address, *args, **kwargs)
+
+        def counted_init(self, *args, **kwargs):
+            consumers.append(self)
+            real_init(self, *args, **kwargs)
+
+        monkeypatch.setattr(connection_module.socket, "create_connection", counted_connect)
+        monkeypatch.setattr(consumer_module.Consumer, "__init__", counted_init)
+        return connects, consumers
+
+    return start

@@ -3,12 +3,9 @@ every fetch (besides the one to a bootstrap broker for metadata), whatever the r
 
 from __future__ import annotations
 
-import socket
 
 import pytest
 
-from sparklog.client import connection as connection_module
-from sparklog.client import consumer as consumer_module
 from sparklog.datasource.fetcher import read_partition
 from sparklog.datasource.offsets import SparklogInputPartition
 from sparklog.datasource.options import parse_read_options
@@ -18,22 +15,10 @@ pytestmark = pytest.mark.slow
 
 
 def test_reading_a_partition_opens_one_consumer_and_fetches_over_one_connection(sparklog_cluster, make_topic,
-                                                                                monkeypatch):
+                                                                                client_opens):
     topic = make_topic(partitions=1)
     produce(sparklog_cluster.bootstrap, [topic], 10_000)
-    connects, consumers = [], []
-    real_connect, real_init = socket.create_connection, consumer_module.Consumer.__init__
-
-    def counted_connect(address, *args, **kwargs):
-        connects.append(address)
-        return real_connect(address, *args, **kwargs)
-
-    def counted_init(self, *args, **kwargs):
-        consumers.append(self)
-        real_init(self, *args, **kwargs)
-
-    monkeypatch.setattr(connection_module.socket, "create_connection", counted_connect)
-    monkeypatch.setattr(consumer_module.Consumer, "__init__", counted_init)
+    connects, consumers = client_opens()
     options = parse_read_options({"bootstrap.servers": sparklog_cluster.bootstrap, "subscribe": topic,
                                   "kafka.fetch.max.bytes": "65536", "kafka.max.partition.fetch.bytes": "65536"}, False)
     rows = sum(b.num_rows for b in read_partition(options, SparklogInputPartition(topic, 0, 0, 10_000)))

@@ -4,15 +4,12 @@ through the consumers its first one opened, with the same rows as with the pool 
 
 from __future__ import annotations
 
-import socket
 import time
 
 import psutil
 import pytest
 from chispa import assert_df_equality
 
-from sparklog.client import connection as connection_module
-from sparklog.client import consumer as consumer_module
 from sparklog.datasource.consumer_pool import ConsumerPool
 from sparklog.datasource.fetcher import read_partition
 from sparklog.datasource.offsets import SparklogInputPartition
@@ -26,22 +23,10 @@ BATCH_DEADLINE_S = 90.0
 
 
 def test_reads_through_a_pool_share_one_consumer_that_fetches_nothing_while_parked(sparklog_cluster, make_topic,
-                                                                                  monkeypatch):
+                                                                                  client_opens):
     topic = make_topic(partitions=1)
     produced = produce(sparklog_cluster.bootstrap, [topic], 3_000)
-    connects, consumers = [], []
-    real_connect, real_init = socket.create_connection, consumer_module.Consumer.__init__
-
-    def counted_connect(address, *args, **kwargs):
-        connects.append(address)
-        return real_connect(address, *args, **kwargs)
-
-    def counted_init(self, *args, **kwargs):
-        consumers.append(self)
-        real_init(self, *args, **kwargs)
-
-    monkeypatch.setattr(connection_module.socket, "create_connection", counted_connect)
-    monkeypatch.setattr(consumer_module.Consumer, "__init__", counted_init)
+    connects, consumers = client_opens()
     options = parse_read_options({"bootstrap.servers": sparklog_cluster.bootstrap, "subscribe": topic}, False)
     pool = ConsumerPool()
     try:
