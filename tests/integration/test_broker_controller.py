@@ -105,6 +105,9 @@ def test_real_clients_create_replicated_topics_and_are_told_why_not(three, zk):
 
     from sparklog.coordination import topics
 
+    for broker in three.brokers.values():  # each broker's view of the live brokers follows ZooKeeper a moment later
+        alone = AdminClient({"bootstrap.servers": broker.address})
+        wait_until(lambda: len(alone.list_topics(timeout=5).brokers) == 3 or None, TIMEOUT_S, "3 live brokers")
     admin = AdminClient({"bootstrap.servers": three.bootstrap})
     admin.create_topics([NewTopic("rf3", 6, 3)])["rf3"].result(TIMEOUT_S)
     admin.create_topics([NewTopic("manual", 2, replica_assignment=[[3, 1], [1, 2]])])["manual"].result(TIMEOUT_S)
