@@ -11,6 +11,8 @@ counting only acknowledged messages (measure.py Rule 1). Rows:
     disk write  start / end  the baseline: a plain sequential write of 1 GB into the log's filesystem (1 MiB
                              writes, fsync every 50 ms as the broker's flush.ms), just before GB 1 and just
                              after GB N; what the disk and the page cache give any writer at that fill level
+    disk sys    start / end  ... and that write's own system CPU-seconds: what the kernel charges any writer
+                             for a GB at that moment (page cache pages, writeback)
     produce GB 1 / GB N      msg/s of the first and of the last GB produced, the broker's CPU-seconds per GB
                              (user + system, then each: system time includes the kernel's page reclaim when
                              the broker's own allocations have to free pages), the machine's page reclaim
@@ -25,6 +27,12 @@ counting only acknowledged messages (measure.py Rule 1). Rows:
     lookup GB 1 / GB N       ListOffsets by timestamp (the time index, then a header scan), timestamps drawn
                              inside the first GB and inside the last GB: median and p99 µs per lookup; each
                              answer is checked to fall in that GB (wrong answers are printed)
+
+Memory: on this VM (Firecracker) a page the guest takes from its free memory costs more system time the
+first time it is written than a page freed a moment before (a plain 1 GB write into just-freed pages: 0.57
+system CPU-s; into free memory: 1.6-1.8 s, at about half the rate). So the start baseline's file is removed
+only after GB 1 is produced: GB 1 then takes fresh pages as every later GB does, instead of the baseline's
+freed ones (which made GB 1 cheap and every later GB look 1.2 CPU-s dearer).
 
 Page cache: drop_caches needs root, so before each cold read every file of the partition is fsynced and
 then dropped with `os.posix_fadvise(POSIX_FADV_DONTNEED)` (clean pages only, hence the fsync first); the
@@ -42,6 +50,7 @@ import argparse
 import mmap
 import os
 import random
+import resource
 import shutil
 import statistics
 import sys
@@ -91,14 +100,14 @@ def produce_gb(broker, index: int, start: int, size: int, value: bytes) -> GigaB
     n = int(GB // size)
     first_ms = time.time_ns() // 1_000_000
     user0, system0 = cpu_split(broker.pid)
-    vm0 = vm_counters()
+    vm0, threads0 = vm_counters(), thread_times(broker.pid)
     done = confluent_produce({
         "bootstrap.servers": broker.address, "acks": "1", "linger.ms": 5, "batch.num.messages": 10_000,
         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 2_000_000,
         "enable.idempotence": False, "compression.type": "none"}, TOPIC, n, value, partition=0,
         deadline_s=PRODUCE_DEADLINE_S)
     user1, system1 = cpu_split(broker.pid)
-    memory = vm_delta(vm0, vm_counters())
+    memory = vm_delta(vm0, vm_counters()) + "; " + threads_delta(threads0, thread_times(broker.pid))
     gbs = done.acked * size / GB if done.acked else float("nan")
     return GigaByte(index, start, start + done.acked, first_ms, done.sent_until_ms, done.acked / done.seconds,
                     (user1 - user0 + system1 - system0) / gbs,
@@ -112,6 +121,33 @@ def cpu_split(pid: int) -> tuple[float, float]:
     with open(f"/proc/{pid}/stat") as f:
         parts = f.read().rsplit(")", 1)[1].split()
     return int(parts[11]) / TICK, int(parts[12]) / TICK
+
+
+def thread_times(pid: int) -> dict[int, tuple[str, int, int, int]]:
+    """Per thread of the process: (name, user ticks, system ticks, minor page faults)."""
+    found = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                head, _, rest = f.read().rpartition(")")
+        except OSError:  # ended meanwhile
+            continue
+        parts = rest.split()
+        found[int(tid)] = (head.partition("(")[2], int(parts[11]), int(parts[12]), int(parts[7]))
+    return found
+
+
+def threads_delta(before: dict, after: dict, top: int = 3) -> str:
+    """The `top` threads by CPU between two thread_times(): where the broker's system time goes (the event
+    loop's socket reads and file writes, or the flusher's fsyncs), and the whole process's minor faults."""
+    rows = []
+    for tid, (name, user, system, faults) in after.items():
+        _, user0, system0, faults0 = before.get(tid, (name, 0, 0, 0))
+        rows.append((user - user0 + system - system0, tid, name, (user - user0) / TICK, (system - system0) / TICK,
+                     faults - faults0))
+    rows.sort(reverse=True)
+    shown = ", ".join(f"{tid} {name} usr {u:.2f} sys {s:.2f}" for _, tid, name, u, s, _ in rows[:top])
+    return f"threads (CPU-s): {shown}; minor faults {sum(r[5] for r in rows):,}"
 
 
 VM_COUNTERS = ("pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd", "pgsteal_direct", "allocstall_normal",
@@ -147,13 +183,24 @@ def vm_delta(before: dict[str, int], after: dict[str, int]) -> str:
             f"{after.get('Cached', 0) / 1e6:.1f} GB")
 
 
-def disk_write(directory: Path, value: bytes) -> float:
-    """MB/s of a plain sequential write of 1 GB into `directory`, fsynced every DISK_FSYNC_S as the broker's
-    flusher does; the file is removed after (its pages with it)."""
+@dataclass
+class DiskWrite:
+    """The plain write's rate and its own CPU-seconds per GB (getrusage of the writing thread), and its file,
+    which the caller removes when it is done (see `run`: not before the GB it is the baseline of)."""
+    mb_s: float
+    user: float
+    system: float
+    path: Path
+
+
+def disk_write(directory: Path, value: bytes, name: str) -> DiskWrite:
+    """A plain sequential write of 1 GB into `directory`, fsynced every DISK_FSYNC_S as the broker's flusher
+    does: what the disk and the kernel's page cache give any writer at that fill level."""
     chunk = (value * (DISK_CHUNK // len(value) + 1))[:DISK_CHUNK]
-    path = directory / "disk-baseline.bin"
+    path = directory / name
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
+        usage = resource.getrusage(resource.RUSAGE_THREAD)
         started = last_sync = time.perf_counter()
         written = 0
         while written < GB:
@@ -164,10 +211,16 @@ def disk_write(directory: Path, value: bytes) -> float:
                 last_sync = now
         os.fsync(fd)
         seconds = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_THREAD)
     finally:
         os.close(fd)
-        path.unlink()
-    return written / seconds / 1e6
+    return DiskWrite(written / seconds / 1e6, (after.ru_utime - usage.ru_utime) / (written / GB),
+                     (after.ru_stime - usage.ru_stime) / (written / GB), path)
+
+
+def disk_rows(table: "Table", label: str, disk: DiskWrite, note: str) -> None:
+    table.row("disk write", label, disk.mb_s, "MB/s", note, baseline=True)
+    table.row("disk sys", label, disk.system, "CPU-s/GB", f"its system time (user {disk.user:.2f})", baseline=True)
 
 
 def partition_files(log_dir: Path) -> list[Path]:
@@ -324,10 +377,11 @@ def create_topic(zk_connect: str, segment_bytes: int | None) -> None:
 def run(broker, log_dir: Path, args) -> None:
     value = payload(args.size)
     table = Table()
-    disk_start = disk_write(log_dir, value)
-    table.row("disk write", "start", disk_start, "MB/s", "a plain 1 GB write, fsync every 50 ms", baseline=True)
+    disk_start = disk_write(log_dir, value, "disk-baseline-start.bin")
+    disk_rows(table, "start", disk_start, "a plain 1 GB write, fsync every 50 ms")
     first = produce_gb(broker, 1, 0, args.size, value)
-    produce_row(table, first, args.size, disk_start)
+    disk_start.path.unlink()  # only now: GB 1 would reuse its freed pages (see the module docstring)
+    produce_row(table, first, args.size, disk_start.mb_s)
     rate, cpu, note = read_gb(broker, first, args.size, args.repeats)
     table.row("tail read", "GB 1", rate, "msg/s", f"{cpu:.2f} broker CPU-s/GB {note}")
     median, p99, note = lookups(broker, first, args.lookups)
@@ -339,9 +393,10 @@ def run(broker, log_dir: Path, args) -> None:
         if index < args.gb:
             print(f"  produce GB {index}: {last.rate:,.0f} msg/s, {last.cpu:.2f} broker CPU-s/GB (user "
                   f"{last.user:.2f}, system {last.system:.2f}){last.note}\n    {last.memory}", flush=True)
-    disk_end = disk_write(log_dir, value)
-    table.row("disk write", "end", disk_end, "MB/s", f"after GB {args.gb}", baseline=True)
-    produce_row(table, last, args.size, disk_end)
+    disk_end = disk_write(log_dir, value, "disk-baseline-end.bin")
+    disk_end.path.unlink()
+    disk_rows(table, "end", disk_end, f"after GB {args.gb}")
+    produce_row(table, last, args.size, disk_end.mb_s)
     rate, cpu, note = read_gb(broker, last, args.size, args.repeats)
     table.row("tail read", f"GB {args.gb}", rate, "msg/s", f"{cpu:.2f} broker CPU-s/GB {note}")
     for gb, label in ((first, "GB 1 of N"), (last, f"GB {args.gb}")):
