@@ -29,15 +29,17 @@ counting only acknowledged messages (measure.py Rule 1). Rows:
                              answer is checked to fall in that GB (wrong answers are printed)
 
 Memory: on this VM (Firecracker) a page the guest takes from its free memory costs more system time the
-first time it is written than a page freed a moment before (a plain 1 GB write into just-freed pages: 0.57
-system CPU-s; into free memory: 1.6-1.8 s, at about half the rate). So the start baseline's file is removed
-only after GB 1 is produced: GB 1 then takes fresh pages as every later GB does, instead of the baseline's
-freed ones (which made GB 1 cheap and every later GB look 1.2 CPU-s dearer).
+first time it is written than a page freed a moment before (measured once by hand: a plain 1 GB write into
+just-freed pages took 0.57 system CPU-s, into free memory 1.6-1.8 s, at half the rate). So the start
+baseline's file is removed only after GB 1 is produced: GB 1 then takes fresh pages as every later GB does,
+instead of the baseline's freed ones, which made GB 1 cheaper than the GBs after it.
 
 Page cache: drop_caches needs root, so before each cold read every file of the partition is fsynced and
 then dropped with `os.posix_fadvise(POSIX_FADV_DONTNEED)` (clean pages only, hence the fsync first); the
 fraction of the first GB still resident after the drop is printed (`mincore` through mmap), so a cold read
-that was not cold shows. The lookups run warm (the index files as the broker's mmaps leave them).
+that was not cold shows. The lookups run warm: the indexes are in the broker's memory, and the batch
+that answers is read (64 KiB at a time, up to the answer) from the page cache as the produce and reads left
+it.
 The consumer is confluent-kafka's (fetch.queue.backoff.ms 0, paper.py's settings) with the broker's CPU
 seconds per GB read beside its rate. Every loop has a deadline. Load averages are printed before and after.
 One run is a handful of seconds per measure on a shared machine: a single read swings by 20-40% between two

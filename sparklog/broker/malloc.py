@@ -5,8 +5,9 @@ the request is answered. glibc serves an allocation that large with its own mmap
 after a large free), so every request took fresh pages from the kernel and paid a page fault for each 4 KiB
 of them: 405,000-516,000 minor faults per GB produced (benchmarks/scale.py's thread line), charged as the
 broker's system time, and dearer as the machine's free memory changes (a VM backs a page the guest has not
-touched lately on first write). With these two settings the same run takes under 1,000 faults per GB, and
-the broker's CPU per GB produced fell from 3.0 to 1.8 CPU-s and stayed flat from GB 1 to GB 2.
+touched lately on first write). With these two settings a run takes under 1,000 faults per GB, and the
+broker's CPU per GB produced fell from 3.0 to 1.7-1.8 CPU-s, within 8% from GB 1 to GB 2 (two runs of
+`scale.py --gb 2` on a loaded machine, one before and one after).
 
 Rule 1: allocations below MMAP_THRESHOLD come from the heap, and the heap top is trimmed only above
         TRIM_THRESHOLD: what the process holds is bounded by its peak use plus TRIM_THRESHOLD.
