@@ -17,7 +17,14 @@ Rule 3: what it makes is not tracked by the cyclic garbage collector (Python's o
         holds only its batch, so a cycle through it needs a callback that holds the future, which the batch
         drops when it completes (futures.py Rule 1: every batch completes, if only when the producer closes).
         An application that keeps a million futures otherwise pays ~0.3 µs a record in full collections.
-Rule 4: at `batch.num.messages=1` it makes the record's closed batch whole (sendpath.py's Rule 4).
+Rule 4: it makes a partition's new batch whole (sendpath.py's Rule 4): at `batch.num.messages=1` the
+        record's closed batch, otherwise the partition's open batch with its first record.
+Rule 5: the batches it makes, and every batch's record list, are not tracked by the cyclic collector either
+        (`untrack_batch`): an open or acknowledged batch holds only atoms and its record list, which holds
+        only record tuples; a batch is tracked again (`track_batch`, futures.py) before it takes what could
+        close a cycle through it, a callback or an error (whose traceback holds frames). Without this every
+        batch a kept future holds (a million futures: 20,000 batches) survives into the oldest generation
+        and sets off full collections, which walked the futures and the records: 0.7 s of a 5 s benchmark.
 """
 
 from cpython.bytes cimport PyBytes_CheckExact, PyBytes_GET_SIZE
@@ -45,6 +52,8 @@ cdef extern from *:
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(object op)
+    void PyObject_GC_Track(object op)
+    bint PyObject_GC_IsTracked(object op)
 
 cdef tuple _NO_ARGS = ()
 
@@ -160,6 +169,7 @@ cdef class SendPath:
     cdef public bint closed
     cdef object _acquire, _release
     cdef SendLock _send_lock  # the lock when it is a SendLock (taken in C), else None
+    cdef object _last_topic, _last_partition, _last_tp  # the last (topic, partition) key, reused while it repeats
 
     def init_send_path(self, batch_size, max_records, buffer_memory, lock, ready):
         self.batch_size = batch_size
@@ -201,6 +211,7 @@ cdef class SendPath:
         cdef PyObject* found
         cdef BatchSlots batch
         cdef SendLock fast_lock
+        cdef bint opened = False
         if headers is not None and not headers:
             headers = None
         if (self.closed or headers is not None or not (value is None or PyBytes_CheckExact(value))
@@ -225,7 +236,11 @@ cdef class SendPath:
             size += PyBytes_GET_SIZE(key)
         record = (key, value, None, timestamp)
         PyObject_GC_UnTrack(record)  # only bytes, None and an int: no cycle can pass through it (Rule 3)
-        tp = (topic, partition)
+        if topic is self._last_topic and partition is self._last_partition:
+            tp = self._last_tp
+        else:
+            tp = self._last_tp = (topic, partition)
+            self._last_topic, self._last_partition = topic, partition
         fast_lock = self._send_lock
         if fast_lock is not None:
             fast_lock.take()
@@ -233,12 +248,17 @@ cdef class SendPath:
             self._acquire()
         try:
             found = PyDict_GetItem(self._open, tp)
-            if found == NULL and self.max_records == 1 and self._used + size + BATCH_OVERHEAD <= self.buffer_memory:
-                batch = new_alone(self._batch_type, topic, partition, record, size)  # accumulator._append_alone
+            if found == NULL and self._used + size + BATCH_OVERHEAD <= self.buffer_memory:
+                # a new batch (Rule 4): accumulator.append's _open_batch, or its _append_alone
+                batch = new_alone(self._batch_type, topic, partition, record, size)
                 self._used += size + BATCH_OVERHEAD
                 self._incomplete.add(batch)
-                self.ready.append(batch)
                 index = 0
+                if self.max_records > 1 and batch.size < self.batch_size:
+                    self._open[tp] = batch
+                    opened = True
+                else:
+                    self.ready.append(batch)
             elif found == NULL or self._used + size > self.buffer_memory:
                 batch = None
             else:
@@ -257,8 +277,12 @@ cdef class SendPath:
                 fast_lock.give()
             else:
                 self._release()
-        if batch is None:  # a batch to open or memory to wait for: the accumulator's append does both
+        if batch is None:  # memory to wait for: the accumulator's append does it
             return self.append(topic, partition, record, size - RECORD_OVERHEAD)
+        if opened:  # the sender must learn this new batch's linger deadline
+            if self._on_ready is not None:
+                self._on_ready()
+            return make_future(self._future_type, batch, index)
         if self.closed_listener is not None and count != 1:  # one partition: no sticky partition to move
             self.closed_listener(topic, partition)
         if self._on_ready is not None:
@@ -267,14 +291,31 @@ cdef class SendPath:
 
 
 cdef BatchSlots new_alone(type batch_type, topic, partition, tuple record, Py_ssize_t size):
-    """A closed batch of one record, made whole here: `ProducerBatch.__init__`'s fields and one record."""
+    """A batch of one record, made whole here: `ProducerBatch.__init__`'s fields and one record; untracked
+    (Rule 5)."""
     cdef BatchSlots batch = <BatchSlots>sparklog_new_instance(batch_type, _NO_ARGS)
+    cdef list records = [record]
+    PyObject_GC_UnTrack(records)
+    PyObject_GC_UnTrack(batch)
     batch.topic, batch.partition, batch.base_offset, batch.log_append_time = topic, partition, None, -1
-    batch.error, batch._done, batch._callbacks, batch.records = None, False, None, [record]
+    batch.error, batch._done, batch._callbacks, batch.records = None, False, None, records
     batch.size = BATCH_OVERHEAD + size
     batch.created, batch.attempts, batch.retry_at, batch.payload = monotonic(), 0, 0.0, None
     batch.producer_id = batch.base_sequence = -1
     return batch
+
+
+def untrack_batch(BatchSlots batch):
+    """Take `batch` and its record list (a list, or None) out of the cyclic collector's view (Rule 5)."""
+    if batch.records is not None and type(batch.records) is list:
+        PyObject_GC_UnTrack(batch.records)
+    PyObject_GC_UnTrack(batch)
+
+
+def track_batch(BatchSlots batch):
+    """Show `batch` to the cyclic collector again, before it takes a callback or an error (Rule 5)."""
+    if not PyObject_GC_IsTracked(batch):
+        PyObject_GC_Track(batch)
 
 
 cdef inline object make_future(type future_type, object batch, Py_ssize_t index):

@@ -4,10 +4,12 @@ futures as each other and as the slow path, for any sequence of sends; and the c
 from __future__ import annotations
 
 import functools
+import gc
 import random
 import threading
 import time
 import types
+import weakref
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -98,7 +100,7 @@ def test_the_fast_path_stamps_now_and_takes_only_what_it_can_finish(name):
     real_slow = acc.slow_send
     acc.slow_send = lambda *args: slow.append(args) or real_slow(*args)
     before = time.time_ns() // 1_000_000
-    first = acc.send("t", b"v")  # no open batch: append opens one
+    first = acc.send("t", b"v")  # no open batch: the fast path opens one
     second = acc.send("t", b"w", key=b"k")
     after = time.time_ns() // 1_000_000
     assert not slow and second._batch is first._batch and second._index == 1
@@ -200,3 +202,60 @@ def test_threads_sending_while_the_sender_drains_lose_and_reorder_nothing(name):
         assert mine == list(range(2_000))
     acc.release_all(drained)
     assert acc.used_bytes == 0
+
+
+# Rule 5 of sendpath.py / _csend.pyx: with the compiled twin, batches are out of the cyclic collector's view
+# until they take a callback or an error; the pure-Python twin cannot untrack and leaves them tracked.
+UNTRACKS = sendpath.IMPLEMENTATION == sendpath.CYTHON
+
+
+@pytest.mark.parametrize("max_records", [1, 3])
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_batches_and_their_record_lists_are_untracked_until_a_callback_or_an_error(name, max_records):
+    acc = accumulator_on(TWINS[name], 10_000, max_records, {"t": 1}, 0)
+    futures = [acc.send("t", b"v") for _ in range(4)]  # fast path: new batches, and records into open ones
+    futures.append(acc.send("t", "text"))  # slow path: the accumulator's append (opening a batch at max 1)
+    acc.close_expired(0.0, force=True)
+    batches = list(dict.fromkeys(f._batch for f in futures))
+    assert len(batches) == (5 if max_records == 1 else 2)
+    for batch in batches:
+        assert gc.is_tracked(batch) is not UNTRACKS and gc.is_tracked(batch.records) is not UNTRACKS
+    futures[0].add_callback(lambda metadata: None)
+    futures[-1]._batch.fail(RuntimeError("boom"))
+    assert gc.is_tracked(futures[0]._batch) and gc.is_tracked(futures[-1]._batch)
+    assert [gc.is_tracked(b) for b in batches[1:-1]] == [not UNTRACKS] * (len(batches) - 2)
+
+
+class Boom(RuntimeError):
+    """(A built-in exception takes no weak reference; a subclass does.)"""
+
+
+def _fail_from_a_frame_holding(batch) -> weakref.ref:
+    """Fail `batch` with an exception whose traceback's frame holds the batch: a cycle through it."""
+    try:
+        raise Boom("boom")
+    except Boom as exc:
+        batch.fail(exc)
+        return weakref.ref(exc)
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_a_cycle_through_a_failed_batch_or_a_callback_is_collected(name):
+    """The batches are untracked while they hold only atoms; the cycles a callback or an error make through
+    them must still be collected (they would leak if `fail`/`add_callback` did not track the batch again)."""
+    acc = accumulator_on(TWINS[name], 10_000, 100, {"t": 1}, 0)
+    failed, called = acc.send("t", b"v"), acc.send("t", b"w", partition=0)
+    acc.close_expired(0.0, force=True)
+    error = _fail_from_a_frame_holding(failed._batch)
+    # a new open batch whose callback holds it: batch -> callback -> batch (a future on the way would not do:
+    # futures are untracked too, _csend.pyx Rule 3, and that cycle ends when the batch completes)
+    other = acc.send("t", b"x")
+    callback = (lambda batch: lambda metadata: batch)(other._batch)
+    other.add_callback(callback)
+    gone = weakref.ref(callback)
+    del failed, called, other, callback
+    acc.ready.clear()
+    acc._open.clear()
+    acc._incomplete.clear()
+    gc.collect()
+    assert error() is None and gone() is None
