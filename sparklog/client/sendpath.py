@@ -11,11 +11,11 @@ Rule 1: there are two twins, chosen once at import as `records.implementation` c
         pure-Python classes are the authority. `IMPLEMENTATION` names the active one.
 Rule 2: the fast path takes only what it can finish without waiting: an open producer, exact `bytes` (or
         None) key and value, no headers, an int or absent timestamp and partition, a topic whose partition
-        count is known, and a partition with an open batch (or, at `batch.num.messages=1`, none: Rule 4) that
-        has room in `buffer.memory`. Everything
-        else goes whole to the slow path, which decides; both paths make the same records and batches.
-Rule 3: under the accumulator's lock (`Lock`: `threading.Lock`, or the compiled `SendLock`, which `send` takes
-        with one C call) the fast path does only the batch's list append, the size sums and,
+        count is known, and room in `buffer.memory` (in the partition's open batch, or a new one: Rule 4).
+        Everything else goes whole to the slow path, which decides; both paths make the same records and
+        batches.
+Rule 3: under the accumulator's lock (`Lock`: `threading.Lock`, or the compiled `SendLock`, which the compiled
+        `send` keeps with the GIL alone when no thread holds it: _csend.pyx Rule 6) the fast path does only the batch's list append, the size sums and,
         when the batch fills, its move to `ready` (the accumulator's Rule 2); the future handle (`FutureSlots`:
         the batch and the record's index) is made without an `__init__` call.
 Rule 4: a partition without an open batch gets a new one from the fast path when `buffer.memory` has room

@@ -259,3 +259,42 @@ def test_a_cycle_through_a_failed_batch_or_a_callback_is_collected(name):
     acc._incomplete.clear()
     gc.collect()
     assert error() is None and gone() is None
+
+
+@pytest.mark.parametrize("max_records", [1, 2, 3])
+def test_both_twins_wake_the_sender_and_move_the_sticky_partition_alike(max_records):
+    """A batch that opens (its linger deadline) or closes wakes the sender; a closed batch moves the sticky
+    partition. A missed wake-up leaves records waiting until the sender's next pass."""
+    calls = {}
+    for name, base in TWINS.items():
+        acc = accumulator_on(base, 300, max_records, {"a": 3, "b": 1}, 7)
+        seen = calls[name] = []
+        acc._on_ready = lambda: seen.append("ready")
+        listener = acc.closed_listener
+        acc.closed_listener = lambda topic, partition: seen.append(("closed", topic, partition)) or listener(
+            topic, partition)
+        for i in range(12):
+            acc.send("a" if i % 3 else "b", b"x" * (0, 40, 80, 300)[i % 4])  # 300: closes as it opens
+            seen.append(i)
+    assert calls["python"] == calls["cython"]
+    assert calls["python"].count("ready") >= 12 // max_records
+
+
+@pytest.mark.parametrize("opened", [False, True])
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_send_waits_while_another_thread_holds_the_accumulators_lock(name, opened):
+    """_csend.pyx Rule 6: send keeps the lock with the GIL alone only when no thread holds it."""
+    acc = accumulator_on(TWINS[name], 10_000, 100, {"t": 1}, 0)
+    if opened:
+        acc.send("t", b"first")  # the next record goes into this open batch; else it opens one
+    done = []
+    acc._lock.acquire()
+    try:
+        sender = threading.Thread(target=lambda: done.append(acc.send("t", b"v")))
+        sender.start()
+        time.sleep(0.1)
+        assert not done and sum(len(b.records) for b in acc._open.values()) == int(opened)
+    finally:
+        acc._lock.release()
+    sender.join(5)
+    assert done and done[0]._batch.records[done[0]._index][1] == b"v"
