@@ -7,10 +7,11 @@
 
 Rule 1: the behaviour is sendpath.py's, case for case: the same records in the same batches, the same
         futures, the same calls to the slow path (`slow_send`, `append`) for everything else.
-Rule 2: the fast path takes only what it can finish without waiting: an open producer, exact `bytes` (or
-        None) key and value, no headers, an int or absent timestamp and partition, a topic whose partition
-        count is known, and room in `buffer.memory` (in the partition's open batch, or a new one: Rule 4).
-        Everything else goes whole to the slow path, which decides (its error messages have one author).
+Rule 2: the fast path takes only what it can finish without waiting: an open producer, an exact `str`
+        topic, exact `bytes` (or None) key and value, no headers, an int or absent timestamp and partition,
+        a topic whose partition count is known, and room in `buffer.memory` (in the partition's open batch,
+        or a new one: Rule 4). Everything else goes whole to the slow path, which decides (its error
+        messages have one author).
 Rule 3: what it makes is not tracked by the cyclic garbage collector (Python's own tuples of atoms are
         untracked too, lazily): the record tuple (bytes, None, an int) cannot be in a cycle, and the future
         holds only its batch, so a cycle through it needs a callback that holds the future, which the batch
@@ -28,13 +29,16 @@ Rule 6: the accumulator's state is guarded by its `SendLock`; `send` keeps it wi
         the lock's semaphore (two atomic operations a record, ~0.13 µs here) when no thread is inside a
         section it entered through `acquire()` (`held` is false): its own section then allocates no
         object the collector counts (the future and any new batch are made before it), calls no Python
-        code and never releases the GIL, so no other thread runs until it ends. A thread that took the
-        lock through `acquire()` sets `held` while it holds it (a waiter whose semaphore wait ended sets
-        it when it has the GIL back, which is after any such section); when `held` is set, `send` waits
-        on the lock as everyone does.
+        code (the keys of `_open` hold exact strs: the producer turns a str subclass into a str; batches
+        hash as objects do) and never
+        releases the GIL, so no other thread runs until it ends. A thread that took the lock through
+        `acquire()` sets `held` while it holds it (a waiter whose semaphore wait ended sets it when it has
+        the GIL back, which is after any such section); when `held` is set, `send` waits on the lock as
+        everyone does.
 """
 
 from cpython.bytes cimport PyBytes_CheckExact, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_CheckExact
 from cpython.dict cimport PyDict_GetItem
 from cpython.list cimport PyList_GET_SIZE
 from cpython.long cimport PyLong_CheckExact
@@ -223,6 +227,8 @@ cdef class SendPath:
     def batch_type(self, value):
         if not issubclass(value, BatchSlots):  # new_alone relies on it
             raise TypeError(f"batch_type must subclass BatchSlots, not {value!r}")
+        if value.__hash__ is not BatchSlots.__hash__ or value.__eq__ is not BatchSlots.__eq__:
+            raise TypeError("batch_type must keep object's hash and equality (send's section runs no Python: Rule 6)")
         self._batch_type = value
 
     def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp=None):
@@ -238,7 +244,7 @@ cdef class SendPath:
         if headers is not None and not headers:
             headers = None
         if (self.closed or headers is not None or not (value is None or PyBytes_CheckExact(value))
-                or not (key is None or PyBytes_CheckExact(key))):
+                or not (key is None or PyBytes_CheckExact(key)) or not PyUnicode_CheckExact(topic)):
             return self.slow_send(topic, value, key, headers, partition, timestamp)
         counts = self.metadata.partition_counts
         found = PyDict_GetItem(counts, topic)

@@ -9,15 +9,16 @@ everything else to `slow_send` (`Producer.send`'s full Python path) or to the ac
 Rule 1: there are two twins, chosen once at import as `records.implementation` chooses the codec: the
         compiled one (`_csend.pyx`) unless SPARKLOG_NO_EXTENSIONS is set or it was not built; this module's
         pure-Python classes are the authority. `IMPLEMENTATION` names the active one.
-Rule 2: the fast path takes only what it can finish without waiting: an open producer, exact `bytes` (or
-        None) key and value, no headers, an int or absent timestamp and partition, a topic whose partition
-        count is known, and room in `buffer.memory` (in the partition's open batch, or a new one: Rule 4).
-        Everything else goes whole to the slow path, which decides; both paths make the same records and
-        batches.
+Rule 2: the fast path takes only what it can finish without waiting: an open producer, an exact `str`
+        topic, exact `bytes` (or None) key and value, no headers, an int or absent timestamp and partition,
+        a topic whose partition count is known, and room in `buffer.memory` (in the partition's open batch,
+        or a new one: Rule 4). Everything else goes whole to the slow path, which decides; both paths make
+        the same records and batches.
 Rule 3: under the accumulator's lock (`Lock`: `threading.Lock`, or the compiled `SendLock`, which the compiled
-        `send` keeps with the GIL alone when no thread holds it: _csend.pyx Rule 6) the fast path does only the batch's list append, the size sums and,
-        when the batch fills, its move to `ready` (the accumulator's Rule 2); the future handle (`FutureSlots`:
-        the batch and the record's index) is made without an `__init__` call.
+        `send` keeps with the GIL alone when no thread holds it: _csend.pyx Rule 6) the fast path does only
+        the batch's list append, the size sums and, when the batch fills, its move to `ready` (the
+        accumulator's Rule 2); the future handle (`FutureSlots`: the batch and the record's index) is made
+        without an `__init__` call.
 Rule 4: a partition without an open batch gets a new one from the fast path when `buffer.memory` has room
         (only waiting for memory goes to the accumulator's `append`): made whole, with `ProducerBatch.__init__`'s
         fields and the record, it becomes the partition's open batch, or goes straight to `ready` when it
@@ -94,7 +95,7 @@ class PySendPath:
         if headers is not None and not headers:
             headers = None
         if (self.closed or headers is not None or not (value is None or value.__class__ is bytes)
-                or not (key is None or key.__class__ is bytes)):
+                or not (key is None or key.__class__ is bytes) or topic.__class__ is not str):
             return self.slow_send(topic, value, key, headers, partition, timestamp)
         count = self.metadata.partition_counts.get(topic)
         if partition is None:

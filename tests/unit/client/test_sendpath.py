@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 from kafka.record.memory_records import MemoryRecords
 
 from sparklog.client import _csend, sendpath
-from sparklog.client.accumulator import RecordAccumulator
+from sparklog.client.accumulator import ProducerBatch, RecordAccumulator
 from sparklog.client.partitioner import DefaultPartitioner
 from sparklog.client.producer import Producer
 from sparklog.records import batch as codec
@@ -298,3 +298,39 @@ def test_send_waits_while_another_thread_holds_the_accumulators_lock(name, opene
         acc._lock.release()
     sender.join(5)
     assert done and done[0]._batch.records[done[0]._index][1] == b"v"
+
+
+class Topic(str):
+    """A str subclass: its hash and equality could run Python code, so it takes the slow path."""
+
+    def __hash__(self):
+        return str.__hash__(self)
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_a_topic_that_is_not_exactly_str_takes_the_slow_path_and_lands_alike(name):
+    acc = accumulator_on(TWINS[name], 10_000, 100, {"t": 1}, 0)
+    slow = []
+    real_slow = acc.slow_send
+    acc.slow_send = lambda *args: slow.append(args) or real_slow(*args)
+    first, second = acc.send("t", b"v"), acc.send(Topic("t"), b"w")
+    assert len(slow) == 1 and second._batch is first._batch and second._index == 1
+    assert [type(key[0]) for key in acc._open] == [str]  # the slow path keys its batches by a plain str
+    third = acc.send(Topic("u"), b"x", partition=0)  # a new batch, opened by the slow path
+    acc.metadata.partition_counts["u"] = 1
+    assert [type(key[0]) for key in acc._open] == [str, str] and acc.send("u", b"y")._batch is third._batch
+
+
+def test_a_batch_type_that_hashes_in_python_is_refused():
+    class Hashing(ProducerBatch):
+        __slots__ = ()
+
+        def __hash__(self):
+            return 0
+
+    acc = accumulator_on(sendpath.SendPath, 10_000, 100, {"t": 1}, 0)
+    if sendpath.IMPLEMENTATION == sendpath.CYTHON:
+        with pytest.raises(TypeError, match="hash and equality"):
+            acc.batch_type = Hashing
+    else:  # the pure-Python twin runs under threading.Lock: any batch type does
+        acc.batch_type = Hashing
