@@ -6,13 +6,14 @@ the same bytes in the same run, for one or more source trees (issue 12: goal ≤
 Each TREE is a checkout of this repository (default: this one); compare a commit with the work tree by
 exporting it first, e.g. `git archive <commit> | tar -x -C /tmp/base` (copy the built
 sparklog/records/_cbatch*.so beside its sources). For each repetition, a bare sendfile loop
-(measure.sendfile_loop, 1 MiB a call, as many bytes as the fetches serve) runs first, then each tree's broker
+(measure.sendfile_loop, 1 MiB a call, as many bytes as the fetches serve) and a bare request/response loop
+(measure.request_loop: one 1 MiB sendfile per small request, one at a time) run first, then each tree's broker
 in turn: broker_requests.py's server of that tree (real BrokerServer + Dispatcher + handlers + storage, one
 partition of ~20 MB, no ZooKeeper) in a subprocess, asked for `-n` Fetch v11 requests of 1 MiB with
 `--window` in flight on one connection, each reply read whole with recv_into. The broker's CPU comes from
 /proc (user + system); the loop's is its sender thread's. Printed: median and minimum of the repetitions
-(CPU-s/GiB, and the ratio to the loop's median and minimum), the median MB/s, and the load average before
-and after. The repetitions alternate the trees, so a shared machine's load falls on all of them alike; the
+(CPU-s/GiB, and the ratio to the loop's median and minimum, and to the request loop's median), the median
+MB/s, and the load average before and after. The repetitions alternate the trees, so a shared machine's load falls on all of them alike; the
 minimum is what the code costs with the least interference.
 """
 
@@ -32,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import broker_requests  # noqa: E402
-from measure import sendfile_loop  # noqa: E402
+from measure import request_loop, sendfile_loop  # noqa: E402
 
 MIB = 1 << 20
 SIZE = struct.Struct(">i")
@@ -106,6 +107,7 @@ def main(argv=None) -> int:
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.n} fetches of 1 MiB, window "
           f"{args.window}, {args.reps} repetitions", flush=True)
     loop: list[float] = []
+    requests: list[float] = []
     rows: dict[str, list[tuple[float, float]]] = {tree: [] for tree in args.trees}
     with tempfile.NamedTemporaryFile(prefix="sparklog-fetch-cost-") as f:
         f.write(os.urandom(20 * MIB))
@@ -113,15 +115,21 @@ def main(argv=None) -> int:
         for _ in range(args.reps):
             cpu, sent, _ = sendfile_loop([Path(f.name)], MIB, args.deadline, max(1, args.n // 20))
             loop.append(cpu / (sent / 2**30))
+            cpu, sent, _ = request_loop([Path(f.name)], MIB, args.deadline, max(1, args.n // 20))
+            requests.append(cpu / (sent / 2**30))
             for tree in args.trees:
                 rows[tree].append(broker_cost(tree, args.n, args.window, args.deadline))
     mid = args.reps // 2
     base_median, base_min = sorted(loop)[mid], min(loop)
+    rr_median, rr_min = sorted(requests)[mid], min(requests)
     print(f"{'sendfile loop':<40}{base_median:>8.3f} CPU-s/GiB median, {base_min:.3f} min")
+    print(f"{'request loop':<40}{rr_median:>8.3f} CPU-s/GiB median = {rr_median / base_median:.2f}x the loop's; "
+          f"min {rr_min:.3f}")
     for tree, cells in rows.items():
         cpus, rates = sorted(c for c, _ in cells), sorted(r for _, r in cells)
         print(f"{tree:<40}{cpus[mid]:>8.3f} CPU-s/GiB median = {cpus[mid] / base_median:.2f}x the loop's; "
-              f"min {cpus[0]:.3f} = {cpus[0] / base_min:.2f}x; {rates[mid]:,.0f} MB/s median")
+              f"min {cpus[0]:.3f} = {cpus[0] / base_min:.2f}x; {cpus[mid] / rr_median:.2f}x the request loop's; "
+              f"{rates[mid]:,.0f} MB/s median")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

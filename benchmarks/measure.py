@@ -8,8 +8,10 @@ deadline as `unacknowledged`. Throughput is acknowledged messages over the time 
 Rule 2: every loop ends by its deadline, whatever the broker does; a consumer asked for n messages reports
 how many it got, so a short read shows as a short count, never as a rate of what was not read.
 Rule 3: the baselines of the Fetch path run in the same process over the same segment files: a bare
-`os.sendfile` loop to a socket (what the kernel costs to serve those bytes) and a raw Fetch loop (the
-broker with a client that does nothing but count the records it receives).
+`os.sendfile` loop to a socket (what the kernel costs to stream those bytes), a bare request/response
+loop (one small request, then one sendfile of the next chunk: what the kernel costs to serve them as
+Fetch responses, one at a time, with no work per request) and a raw Fetch loop (the broker with a client
+that does nothing but count the records it receives).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ GB = 1e9
 SIZE = struct.Struct(">i")
 POLL_EVERY = 10_000  # produce() calls between polls for delivery reports
 SOCKET_TIMEOUT_S = 30.0
+REQUEST_BYTES = 64  # request_loop's request: about a one-partition Fetch v11 frame
 TOPIC_OPEN_S = 1.0  # after creating topics: the broker learns of them from ZooKeeper and opens their logs
 
 
@@ -312,6 +315,61 @@ def sendfile_loop(files: list[Path], chunk: int, deadline_s: float = 300.0, pass
             received += n
     wall = time.perf_counter() - started
     sender.join(SOCKET_TIMEOUT_S)
+    listener.close()
+    return result.get("cpu", float("nan")), received, wall
+
+
+def request_loop(files: list[Path], chunk: int, deadline_s: float = 300.0, passes: int = 1
+                 ) -> tuple[float, int, float]:
+    """The bare request/response server: for each small request read from the socket, one blocking
+    os.sendfile of the next `chunk` bytes of the files (the whole rest of a file when it is shorter), to a
+    client thread that sends the request and reads the reply whole before asking again, as the raw fetch
+    loop does: (server's CPU seconds, bytes sent, wall seconds). A Fetch server with no per-request work;
+    on loopback it pays more per byte than `sendfile_loop`, whose sender finds the receiver's window open
+    mid-stream and whose receiver's ACKs push part of the data in the receiver's time (Rule 3)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    pieces = [(path, start, min(chunk, path.stat().st_size - start))
+              for path in files for start in range(0, path.stat().st_size, chunk)] * passes
+    result: dict = {}
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.settimeout(SOCKET_TIMEOUT_S)
+        handles = {path: open(path, "rb") for path in files}
+        cpu0, sent = time.thread_time(), 0
+        try:
+            with conn:
+                for path, start, length in pieces:
+                    if not conn.recv(REQUEST_BYTES):
+                        break
+                    done = 0
+                    while done < length:
+                        done += os.sendfile(conn.fileno(), handles[path].fileno(), start + done, length - done)
+                    sent += done
+        finally:
+            for handle in handles.values():
+                handle.close()
+            result["cpu"], result["sent"] = time.thread_time() - cpu0, sent
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    started = time.perf_counter()
+    received, deadline = 0, started + deadline_s
+    with socket.create_connection(listener.getsockname(), timeout=SOCKET_TIMEOUT_S) as sock:
+        view = memoryview(bytearray(chunk))
+        for _, _, length in pieces:
+            if time.perf_counter() > deadline:
+                break
+            sock.sendall(bytes(REQUEST_BYTES))
+            got = 0
+            while got < length:
+                n = sock.recv_into(view[got:length])
+                if not n:
+                    raise ConnectionError("the request loop's server closed the connection")
+                got += n
+            received += got
+    wall = time.perf_counter() - started
+    server.join(SOCKET_TIMEOUT_S)
     listener.close()
     return result.get("cpu", float("nan")), received, wall
 

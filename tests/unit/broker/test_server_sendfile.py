@@ -68,6 +68,10 @@ class _BareDescriptorForbidden:
         self.pins += 1
         return self.slice.pinned()
 
+    def send_to(self, out_fd, start, count):
+        self.pins += 1  # FileSlice.send_to sends under the pin
+        return self.slice.send_to(out_fd, start, count)
+
     def __len__(self):
         return len(self.slice)
 
