@@ -26,11 +26,16 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 TICK = os.sysconf("SC_CLK_TCK")
 GB = 1e9
 SIZE = struct.Struct(">i")
+_I32, _I64 = struct.Struct(">i"), struct.Struct(">q")
+_BASE_AND_LENGTH = struct.Struct(">qi")  # a v2 batch's baseOffset and batchLength
+# a Fetch v11 partition after its index: error_code, high_watermark, last_stable_offset, log_start_offset,
+# aborted_transactions count (-1: null), preferred_read_replica, records length
+_PARTITION_TAIL = struct.Struct(">hqqqiii")
 POLL_EVERY = 10_000  # produce() calls between polls for delivery reports
 SOCKET_TIMEOUT_S = 30.0
 REQUEST_BYTES = 64  # request_loop's request: about a one-partition Fetch v11 frame
@@ -230,23 +235,81 @@ def raw_fetch(host: str, port: int, topic: str, n: int, max_bytes: int, deadline
 
 
 def _fetch_pass(sock: socket.socket, topic: str, n: int, max_bytes: int, deadline: float) -> tuple[int, int]:
-    from sparklog.protocol import ApiKey, FetchPartition, FetchRequest, FetchTopic
-    from sparklog.protocol.registry import decode_response, encode_request
-
+    """One pass over offsets [0, n). The request is encoded once and patched (correlation id, fetch offset);
+    each reply is read into one buffer and its records found at their fixed place in a one-partition v11
+    reply, so the client's work per response is the header walk alone (a client that takes long between
+    requests makes the broker answer each one cold: fetch_cost.py --client-pause-us). A reply of another
+    shape (an error, aborted transactions) goes through the general decoder."""
+    template = _fetch_template(topic, max_bytes)
+    request, corr_at, offset_at = bytearray(template.frame), template.correlation_at, template.offset_at
+    records_at = 4 + 4 + 4 + 2 + 4 + 4 + 2 + len(topic.encode()) + 4 + 4  # ... partition_index; error_code next
+    buf = bytearray(2 * max_bytes + (1 << 16))
+    view = memoryview(buf)
     got = received = offset = 0
     for correlation_id in range(1 << 30):
         if offset >= n or time.perf_counter() > deadline:
             break
+        _I32.pack_into(request, corr_at, correlation_id)
+        _I64.pack_into(request, offset_at, offset)
+        sock.sendall(request)
+        size = _recv_into(sock, view, 4) and SIZE.unpack_from(buf, 0)[0]
+        if size + 4 > len(buf):
+            buf = bytearray(size + 4)
+            view = memoryview(buf)
+        _recv_into(sock, view[4:], size)
+        received += size + 4
+        records = _one_partition_records(view, size + 4, records_at, correlation_id)
+        if records is None:  # not the one-partition shape: the general decoder finds the records
+            from sparklog.protocol import ApiKey
+            from sparklog.protocol.registry import decode_response
+
+            _, response = decode_response(ApiKey.FETCH, 11, view[4:size + 4])
+            records = memoryview(response.responses[0].partitions[0].records or b"")
+        count, offset = _count_records(records, offset)
+        got += count
+    return got, received
+
+
+class _FetchTemplate(NamedTuple):
+    frame: bytes
+    correlation_at: int
+    offset_at: int
+
+
+def _fetch_template(topic: str, max_bytes: int) -> _FetchTemplate:
+    """A Fetch v11 request of one partition, with where its correlation id and fetch offset are."""
+    from sparklog.protocol import ApiKey, FetchPartition, FetchRequest, FetchTopic
+    from sparklog.protocol.registry import encode_request
+
+    def encode(offset: int) -> bytes:
         body = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, topics=[FetchTopic(
             topic=topic, partitions=[FetchPartition(partition=0, fetch_offset=offset,
                                                     partition_max_bytes=max_bytes)])])
-        sock.sendall(encode_request(ApiKey.FETCH, 11, correlation_id, "raw-fetch", body))
-        frame = _recv_frame(sock)
-        received += len(frame) + 4
-        _, response = decode_response(ApiKey.FETCH, 11, frame)
-        count, offset = _count_records(memoryview(response.responses[0].partitions[0].records or b""), offset)
-        got += count
-    return got, received
+        return encode_request(ApiKey.FETCH, 11, 0, "raw-fetch", body)
+
+    zero, ones = encode(0), encode(-1)
+    offset_at = next(i for i in range(len(zero)) if zero[i] != ones[i])
+    return _FetchTemplate(zero, 8, offset_at)  # size, api_key, api_version, then the correlation id
+
+
+def _one_partition_records(view: memoryview, end: int, at: int, correlation_id: int) -> memoryview | None:
+    """The records of a one-partition Fetch v11 reply without error or aborted transactions, else None."""
+    if SIZE.unpack_from(view, 4)[0] != correlation_id:
+        raise ConnectionError("a reply to another request")
+    error, _, _, _, aborted, _, length = _PARTITION_TAIL.unpack_from(view, at)
+    if error or aborted != -1 or at + _PARTITION_TAIL.size + max(length, 0) != end:
+        return None
+    return view[at + _PARTITION_TAIL.size:end]
+
+
+def _recv_into(sock: socket.socket, view: memoryview, size: int) -> int:
+    pos = 0
+    while pos < size:
+        got = sock.recv_into(view[pos:size])
+        if not got:
+            raise ConnectionError("the broker closed the connection")
+        pos += got
+    return size
 
 
 def _recv_frame(sock: socket.socket) -> memoryview:
@@ -266,17 +329,22 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytearray:
 
 
 def _count_records(records: memoryview, offset: int) -> tuple[int, int]:
-    """(records in the whole batches of a record set, the offset after the last one)."""
-    from sparklog.records.batch import HEADER_SIZE, parse_header
+    """(records in the whole batches of a record set, the offset after the last one), from the v2 headers:
+    baseOffset and batchLength, lastOffsetDelta, and the records count that ends the header."""
+    from sparklog.records.batch import HEADER_SIZE, LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD
 
     count = pos = 0
-    while len(records) - pos >= HEADER_SIZE:
-        header = parse_header(records, pos)
-        if pos + header.size > len(records):
+    end = len(records)
+    while end - pos >= HEADER_SIZE:
+        base, length = _BASE_AND_LENGTH.unpack_from(records, pos)
+        size = length + LOG_OVERHEAD
+        if pos + size > end:
             break  # a partial batch at the end of the response
-        count += header.record_count
-        offset = header.next_offset
-        pos += header.size
+        (delta,) = _I32.unpack_from(records, pos + LAST_OFFSET_DELTA_OFFSET)
+        (records_in_batch,) = _I32.unpack_from(records, pos + HEADER_SIZE - 4)
+        count += records_in_batch
+        offset = base + delta + 1
+        pos += size
     return count, offset
 
 

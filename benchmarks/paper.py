@@ -22,7 +22,8 @@ were acknowledged, each within a deadline:
     kcat 1M        kcat (librdkafka in C, no Python per message) with the same settings, its output (one
                    offset a line) counted; its librdkafka (2.0) has no fetch.queue.backoff.ms, nor the throttle
     raw fetch 1M   a Fetch loop on one socket that counts records from batch headers only: the broker
-                   with a client that costs next to nothing; it reads the log over until about
+                   with a client that costs next to nothing (the request encoded once and patched, each
+                   reply read into one buffer, its records found at their fixed place); it reads the log over until about
                    PRECISION_BYTES were served, so that CPU times (in 10 ms ticks) are precise
     sendfile 1M    a bare os.sendfile loop of the partition's segment files to a socket, 1 MiB a call, as
                    many passes as the raw fetch loop
