@@ -17,9 +17,9 @@ MB/s, and the load average before and after. The repetitions alternate the trees
 minimum is what the code costs with the least interference.
 With `--client-pause-us`, the client busies itself that long after each reply, so the broker idles between
 requests and answers each one woken up, its caches cold: here (load 6-7) 1500 µs took the same broker from
-0.154 to 0.333 CPU-s/GiB (`-n 400 --reps 5`, medians of two runs a minute apart). paper.py's raw fetch loop,
-which encodes and decodes every request and reply in Python, pays that too: its ratio is 2-4x where this
-script's is 1.3-1.6x.
+0.154 to 0.333 CPU-s/GiB (`-n 400 --reps 5`, medians of two runs a minute apart). paper.py's raw fetch row
+(the whole broker, with ZooKeeper, over a ~210 MB log that confluent-kafka wrote) reads 2.7-3.3x the loop where
+this script reads 1.3-1.6x, with clients alike cheap: the rest of that gap is not explained yet.
 """
 
 from __future__ import annotations
