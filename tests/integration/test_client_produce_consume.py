@@ -336,3 +336,19 @@ def test_a_request_of_several_batches_per_partition_is_acknowledged_batch_by_bat
         assert metrics["batches"] > metrics["requests"], metrics
     assert offsets == list(range(600))
     assert [r.value for r in consume_all(cluster.bootstrap, topic, 1, 600)] == [b"v%d" % i for i in range(600)]
+
+
+def test_offsets_lookups_find_partitions_added_after_the_consumer_learned_the_topic(cluster, make_topic):
+    """A consumer that already knows a topic asks again when a lookup names a partition its metadata lacks
+    (partitions added since): a Spark stream's latest-offsets call failed with 'does not exist or has no
+    leader' on the new partitions instead of reading them."""
+    topic = make_topic(2)
+    with Consumer(cluster.bootstrap) as consumer:
+        assert consumer.end_offsets([(topic, 0), (topic, 1)], timeout=10) == {(topic, 0): 0, (topic, 1): 0}
+        with AdminClient(cluster.bootstrap) as admin:
+            admin.create_partitions(topic, 4)
+            admin.wait_for_leaders(topic, timeout=30, partitions=4)
+        grown = [(topic, p) for p in range(4)]
+        assert consumer.end_offsets(grown, timeout=10) == dict.fromkeys(grown, 0)
+        assert consumer.beginning_offsets(grown, timeout=10) == dict.fromkeys(grown, 0)
+        assert consumer.partitions_for_topic(topic, timeout=10) == [0, 1, 2, 3]
