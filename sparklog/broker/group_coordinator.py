@@ -140,9 +140,9 @@ class GroupCoordinator:
         return GroupDescription(group_id, group.state.value, group.protocol_type or "", group.protocol or "",
                                 group.generation, members)
 
-    def list(self) -> list[tuple[str, str]]:
-        """(group id, protocol type) of every group this coordinator knows."""
-        return sorted((g, group.protocol_type or "") for g, group in self.groups.items())
+    def list(self) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of every group this coordinator knows."""
+        return sorted((g, group.protocol_type or "", group.state.value) for g, group in self.groups.items())
 
     def delete(self, group_id: str) -> int:
         """DeleteGroups' membership half: NON_EMPTY_GROUP while members are in it (offsets are the caller's)."""

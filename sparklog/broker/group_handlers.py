@@ -132,11 +132,14 @@ def _describe(state, group_id: str) -> DescribedGroup:
 
 def handle_list_groups(request, state) -> ListGroupsResponse:
     """The groups this broker coordinates (a client asks every broker, as Kafka's admin clients do): those
-    with members and those known only by their committed offsets (Kafka lists these too, as Empty)."""
-    listed = dict(state.groups.list())
+    with members and those known only by their committed offsets (Kafka lists these too, as Empty); v4
+    filters by state, by Kafka's state names."""
+    listed = {group_id: (protocol_type, group_state) for group_id, protocol_type, group_state in state.groups.list()}
     for group_id in state.offsets.groups_with_offsets():
-        listed.setdefault(group_id, "")
-    groups = [ListedGroup(group_id=g, protocol_type=t) for g, t in sorted(listed.items())]
+        listed.setdefault(group_id, ("", GroupState.EMPTY.value))
+    wanted = set(request.body.states_filter or ())  # v4: only groups in these states (none: every group)
+    groups = [ListedGroup(group_id=g, protocol_type=t, group_state=s) for g, (t, s) in sorted(listed.items())
+              if not wanted or s in wanted]
     return ListGroupsResponse(throttle_time_ms=0, error_code=NONE, groups=groups)
 
 

@@ -62,6 +62,7 @@ from sparklog.protocol.init_producer_id import InitProducerIdResponse
 from sparklog.protocol.list_offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     ListOffsetsPartitionResponse,
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
@@ -679,7 +680,8 @@ def handle_list_offsets(request, state):
     for topic in request.body.topics:
         for part in topic.partitions:
             led = state.replicas.leader_of(snapshot, (topic.name, part.partition_index))
-            if led is not None and part.timestamp >= 0 and led.plog.has_unverified_segments():
+            if led is not None and (part.timestamp >= 0 or part.timestamp == MAX_TIMESTAMP) and \
+                    led.plog.has_unverified_segments():
                 verifications.append(led.plog.verify_for_time_lookup)
     if verifications:
         return _verified_first(state, verifications, functools.partial(_list_offsets, request, state))
@@ -727,12 +729,14 @@ def handle_offset_for_leader_epoch(request, state) -> OffsetForLeaderEpochRespon
 
 
 def _offset_for(plog, timestamp: int) -> tuple[int, int]:
-    """(timestamp, offset): latest is the high watermark (what a consumer may read), earliest the log start."""
+    """(timestamp, offset): latest is the high watermark (what a consumer may read), earliest the log start,
+    max (-3) the first record with the largest timestamp. Kafka defines -3 from v7 but its broker answers it at
+    any version, and librdkafka sends it at v5 when the broker offers no more."""
     if timestamp == LATEST_TIMESTAMP:
         return NO_TIMESTAMP, plog.high_watermark
     if timestamp == EARLIEST_TIMESTAMP:
         return NO_TIMESTAMP, plog.log_start_offset
-    found = plog.offset_for_timestamp(timestamp)
+    found = plog.offset_of_max_timestamp() if timestamp == MAX_TIMESTAMP else plog.offset_for_timestamp(timestamp)
     if found is None:
         return NO_TIMESTAMP, NO_OFFSET
     return found.timestamp, found.offset

@@ -326,7 +326,7 @@ class Consumer:
         result: dict = {}
         todo = {(t, int(p)): ts for (t, p), ts in timestamps.items()}
         while todo:
-            leaders = self._leaders_for({t for t, _ in todo}, deadline)
+            leaders = self._leaders_for({t for t, _ in todo}, deadline, todo)
             futures = []
             for node_id, tps in _group_by(todo, leaders).items():
                 futures.append((tps, self._client.submit(node_id, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
@@ -358,13 +358,18 @@ class Consumer:
                 retry.sleep()
         return result
 
-    def _leaders_for(self, topics: set[str], deadline: float) -> dict[TopicPartition, int]:
+    def _leaders_for(self, topics: set[str], deadline: float, wanted=()) -> dict[TopicPartition, int]:
+        """The leaders once `topics`, and the partitions `wanted`, are known with a leader each; a wanted
+        partition the cached metadata lacks (added to the topic since) is asked for again, as Kafka's
+        consumer does, until `deadline`."""
         metadata = self._metadata
         for topic in topics:
             metadata.add_topic(topic)
         while True:
+            leaders = metadata.leaders
             missing = [t for t in topics if t not in metadata.partition_counts]
-            leaderless = [tp for tp, leader in metadata.leaders.items() if tp[0] in topics and leader == NO_LEADER]
+            missing += [tp for tp in wanted if tp not in leaders and tp[0] not in missing]
+            leaderless = [tp for tp, leader in leaders.items() if tp[0] in topics and leader == NO_LEADER]
             if not missing and not leaderless:
                 return metadata.leaders
             if time.monotonic() > deadline:

@@ -181,7 +181,8 @@ class Producer:
             if count is None:
                 count = self._wait_on_metadata(topic)
             partition = 0 if count == 1 else self._partitioner.partition(topic, key, count)
-        elif partition >= self._metadata.partition_counts.get(topic, partition + 1) or partition < 0:
+        elif (partition >= self._metadata.partition_counts.get(topic, partition + 1) or partition < 0) and \
+                not 0 <= partition < self._count_after_refresh(topic):
             count = self._metadata.partition_counts.get(topic)
             raise ValueError(f"topic {topic!r} has {count} partitions, not partition {partition}" if partition >= 0
                              else f"topic {topic!r} has no partition {partition}")
@@ -221,6 +222,8 @@ class Producer:
             count = self._wait_on_metadata(topic)
         if partitions is not None:
             given = [p for p in partitions if p is not None]
+            if given and max(given) >= count:  # added since the metadata came?
+                count = max(count, self._count_after_refresh(topic))
             if given and (min(given) < 0 or max(given) >= count):
                 bad = next(p for p in given if p < 0 or p >= count)
                 raise ValueError(f"topic {topic!r} has no partition {bad}")
@@ -307,6 +310,18 @@ class Producer:
             version = metadata.request_update()
             self._client.wakeup()
             metadata.wait_for(version, min(remaining, 0.5))
+
+    def _count_after_refresh(self, topic: str) -> int:
+        """The topic's partition count from metadata asked for now (within max.block.ms): a partition past the
+        cached count may have been added since. Two updates, since the first may have been asked before."""
+        deadline = time.monotonic() + self.config["max.block.ms"] / 1000.0
+        metadata = self._metadata
+        for _ in range(2):
+            version = metadata.request_update()
+            self._client.wakeup()
+            if not metadata.wait_for(version, max(0.0, deadline - time.monotonic())):
+                break
+        return metadata.partition_counts.get(topic, 0)
 
     def partitions_for(self, topic: str) -> list[int]:
         return list(range(self._wait_on_metadata(topic)))

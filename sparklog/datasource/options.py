@@ -442,6 +442,10 @@ def _offset_spec(opts: Mapping[str, str], prefix: str, default: str) -> OffsetSp
     if text.lower() in ("earliest", "latest"):
         return OffsetSpec(text.lower())
     spec = parse_partition_json(text, f"{prefix}Offsets")
+    for (topic, partition), offset in sorted(spec.items()):
+        if offset < EARLIEST:  # else a batch reports "Offsets [-3, 0) are missing": data loss, for a typo
+            raise SparklogOptionError(f"Option '{prefix}Offsets': {topic}-{partition} is {offset}; use an offset "
+                                      ">= 0, -2 for earliest or -1 for latest")
     return OffsetSpec("offsets", offsets=tuple(sorted(spec.items())))
 
 

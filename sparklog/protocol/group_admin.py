@@ -1,10 +1,11 @@
-"""Reading and removing broker-coordinated groups: DescribeGroups (key 15) v0-4, ListGroups (16) v0-2 and
-DeleteGroups (42) v0-1, none flexible. Transcribed from Kafka's DescribeGroups*, ListGroups* and
+"""Reading and removing broker-coordinated groups: DescribeGroups (key 15) v0-4, ListGroups (16) v0-4
+(flexible from v3) and DeleteGroups (42) v0-1. Transcribed from Kafka's DescribeGroups*, ListGroups* and
 DeleteGroups* JSON specs.
 
 By version: DescribeGroups v1 throttle_time_ms, v3 include_authorized_operations and
-authorized_operations, v4 the members' group_instance_id; ListGroups v1 throttle_time_ms. The flexible
-versions (DescribeGroups v5, ListGroups v3 with v4's states filter, DeleteGroups v2) are left out: every
+authorized_operations, v4 the members' group_instance_id; ListGroups v1 throttle_time_ms, v4 the states
+filter and each group's state (KIP-518: without them librdkafka's list_consumer_groups(states=...) lists
+every group, in state UNKNOWN). DescribeGroups v5 and DeleteGroups v2 (flexible) are left out: every
 client we serve negotiates down to these.
 """
 
@@ -46,16 +47,19 @@ DescribeGroupsResponse = message("DescribeGroupsResponse", api_key=ApiKey.DESCRI
     ]),
 ])
 
-ListGroupsRequest = message("ListGroupsRequest", api_key=ApiKey.LIST_GROUPS, versions="0-2", module=__name__,
-                            fields=[])
+ListGroupsRequest = message("ListGroupsRequest", api_key=ApiKey.LIST_GROUPS, versions="0-4", flexible="3+",
+                            module=__name__, fields=[
+    F("states_filter", "[]string", "4+", default=()),
+])
 
-ListGroupsResponse = message("ListGroupsResponse", api_key=ApiKey.LIST_GROUPS, versions="0-2", module=__name__,
-                             fields=[
+ListGroupsResponse = message("ListGroupsResponse", api_key=ApiKey.LIST_GROUPS, versions="0-4", flexible="3+",
+                             module=__name__, fields=[
     F("throttle_time_ms", "int32", "1+"),
     F("error_code", "int16", "0+"),
     F("groups", "[]ListedGroup", "0+", fields=[
         F("group_id", "string", "0+"),
         F("protocol_type", "string", "0+"),
+        F("group_state", "string", "4+", default=""),
     ]),
 ])
 

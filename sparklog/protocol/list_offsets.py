@@ -3,7 +3,8 @@ ListOffsetsResponse.json.
 
 By version: v1 one (timestamp, offset) per partition; v2 isolation_level and throttle_time_ms;
 v4 current_leader_epoch (request) and leader_epoch (response). Timestamps -1 and -2 ask for the latest
-and earliest offsets.
+and earliest offsets; -3 (defined from v7, answered at any version as Kafka does) the record with the largest
+timestamp.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from sparklog.protocol.schema import F, message
 
 __all__ = ["ListOffsetsRequest", "ListOffsetsResponse", "ListOffsetsTopic", "ListOffsetsPartition",
            "ListOffsetsTopicResponse", "ListOffsetsPartitionResponse", "LATEST_TIMESTAMP",
-           "EARLIEST_TIMESTAMP"]
+           "EARLIEST_TIMESTAMP", "MAX_TIMESTAMP"]
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3  # KIP-734: the offset and time of the record with the largest timestamp
 
 ListOffsetsRequest = message("ListOffsetsRequest", api_key=ApiKey.LIST_OFFSETS, versions="1-5",
                              module=__name__, fields=[

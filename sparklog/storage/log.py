@@ -80,6 +80,7 @@ from sparklog.records.batch import (
     LOG_OVERHEAD,
     MAGIC,
     MAX_CODEC,
+    NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     BatchHeader,
@@ -1042,6 +1043,41 @@ class PartitionLog:
             return None
         self._time_bounds = bounds = TimeBounds(segments)
         return bounds
+
+    def offset_of_max_timestamp(self) -> TimestampOffset | None:
+        """The first visible record holding the largest visible timestamp (ListOffsets MAX_TIMESTAMP,
+        KIP-734), or None when nothing visible has a timestamp.
+
+        Each segment knows its largest timestamp, so only the segment the high watermark cuts may need
+        its visible batch headers read: when its largest timestamp lies above the mark. The lookup by that
+        time then finds the first record holding it."""
+        segments, hw = self._segments, self._hw
+        largest, cut = NO_TIMESTAMP, None
+        for segment in segments:
+            if segment.base_offset >= hw.offset:
+                break
+            if not segment.verified:
+                self._verify(segment)
+                return self.offset_of_max_timestamp()
+            if segment.next_offset > hw.offset:
+                cut = segment
+            else:
+                largest = max(largest, segment.max_timestamp)
+        if cut is not None:
+            largest = max(largest, self._visible_max_timestamp(cut, hw))
+        return self.offset_for_timestamp(largest) if largest > NO_TIMESTAMP else None
+
+    def _visible_max_timestamp(self, segment: LogSegment, hw: _Visible) -> int:
+        """The largest timestamp of `segment`'s batches below the high watermark `hw`."""
+        end = self._visible_end(segment, hw, hw.offset)
+        if end >= segment.size:
+            return segment.max_timestamp
+        largest, position = NO_TIMESTAMP, 0
+        while position < end:
+            header = segment.read_header(position)
+            largest = max(largest, header.max_timestamp)
+            position += header.size
+        return largest
 
     # -- verification (Rule 5) ----------------------------------------------------------------------
 

@@ -336,3 +336,47 @@ def test_a_request_of_several_batches_per_partition_is_acknowledged_batch_by_bat
         assert metrics["batches"] > metrics["requests"], metrics
     assert offsets == list(range(600))
     assert [r.value for r in consume_all(cluster.bootstrap, topic, 1, 600)] == [b"v%d" % i for i in range(600)]
+
+
+def test_offsets_lookups_find_partitions_added_after_the_consumer_learned_the_topic(cluster, make_topic):
+    """A consumer that already knows a topic asks again when a lookup names a partition its metadata lacks
+    (partitions added since): a Spark stream's latest-offsets call failed with 'does not exist or has no
+    leader' on the new partitions instead of reading them."""
+    topic = make_topic(2)
+    with Consumer(cluster.bootstrap) as consumer:
+        assert consumer.end_offsets([(topic, 0), (topic, 1)], timeout=10) == {(topic, 0): 0, (topic, 1): 0}
+        with AdminClient(cluster.bootstrap) as admin:
+            admin.create_partitions(topic, 4)
+            admin.wait_for_leaders(topic, timeout=30, partitions=4)
+        grown = [(topic, p) for p in range(4)]
+        assert consumer.end_offsets(grown, timeout=10) == dict.fromkeys(grown, 0)
+        assert consumer.beginning_offsets(grown, timeout=10) == dict.fromkeys(grown, 0)
+        assert consumer.partitions_for_topic(topic, timeout=10) == [0, 1, 2, 3]
+
+
+def test_a_producer_sends_to_a_partition_added_after_it_learned_the_topic(cluster, make_topic):
+    """send(partition=p) and send_many(partitions=...) with p past the cached partition count ask for metadata
+    before refusing: they were refused at once ('has 2 partitions, not partition 3') until the metadata aged
+    out, five minutes; the Spark sink's `partition` column takes the send_many path."""
+    topic = make_topic(2)
+    with Producer(cluster.bootstrap) as producer:
+        assert producer.send(topic, b"before", partition=1).get(10).offset == 0
+        with AdminClient(cluster.bootstrap) as admin:
+            admin.create_partitions(topic, 4)
+            admin.wait_for_leaders(topic, timeout=30, partitions=4)
+        assert producer.send(topic, b"after", partition=3).get(10).partition == 3
+    with Producer(cluster.bootstrap) as producer:  # the Spark writer's path, with the partition column
+        producer.send(topic, b"warm", partition=0).get(10)
+        with AdminClient(cluster.bootstrap) as admin:
+            admin.create_partitions(topic, 5)
+            admin.wait_for_leaders(topic, timeout=30, partitions=5)
+        batches = producer.send_many(topic, [b"many"], partitions=[4])
+        producer.flush(10)
+        assert [b.error for b in batches] == [None]
+        with pytest.raises(ValueError, match="has 5 partitions, not partition 5"):
+            producer.send(topic, b"never", partition=5)
+        with pytest.raises(ValueError, match="has no partition 5"):
+            producer.send_many(topic, [b"never"], partitions=[5])
+    records = consume_all(cluster.bootstrap, topic, 5, 4)
+    assert sorted((r.partition, r.value) for r in records) == [(0, b"warm"), (1, b"before"), (3, b"after"),
+                                                                (4, b"many")]

@@ -1,5 +1,5 @@
-"""Data the query needs deleted by retention (both failOnDataLoss modes), and subscribePattern picking up
-a topic created while the query runs."""
+"""Data the query needs deleted by retention (both failOnDataLoss modes), subscribePattern picking up
+a topic created while the query runs, and partitions added to a subscribed topic while it runs."""
 
 from __future__ import annotations
 
@@ -79,6 +79,34 @@ def test_subscribe_pattern_picks_up_a_new_topic(spark, sparklog_cluster, make_to
         deadline = time.monotonic() + 120
         while spark.read.parquet(str(tmp_path / "out")).count() < 250:
             assert query.exception() is None and time.monotonic() < deadline
+            time.sleep(1)
+    finally:
+        query.stop()
+    got = spark.read.parquet(str(tmp_path / "out")).select(*COLUMNS)
+    assertDataFrameEqual(got, expected_df(spark, rows))
+
+
+def test_partitions_added_while_the_query_runs_are_read_from_their_start(spark, sparklog_cluster, make_topic,
+                                                                         tmp_path):
+    """As Spark's Kafka source: new partitions join the next batch from offset 0. The trigger after the
+    partitions came failed ('does not exist or has no leader': the driver's consumer kept stale metadata)."""
+    from sparklog.client.admin import AdminClient
+
+    topic = make_topic(partitions=2)
+    rows = produce(sparklog_cluster.bootstrap, [topic], 100)
+    df = stream(spark, sparklog_cluster, subscribe=topic, startingOffsets="earliest")
+    query = (df.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(processingTime="500 milliseconds").start(str(tmp_path / "out")))
+    try:
+        query.processAllAvailable()
+        with AdminClient(sparklog_cluster.bootstrap) as admin:
+            admin.create_partitions(topic, 4)
+            admin.wait_for_leaders(topic, timeout=30, partitions=4)
+        rows += produce(sparklog_cluster.bootstrap, [topic], 200, tag="b")
+        assert {r[1] for r in rows} == {0, 1, 2, 3}
+        deadline = time.monotonic() + 120
+        while spark.read.parquet(str(tmp_path / "out")).count() < 300:
+            assert query.exception() is None and time.monotonic() < deadline, query.exception()
             time.sleep(1)
     finally:
         query.stop()

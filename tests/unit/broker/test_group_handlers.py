@@ -271,6 +271,27 @@ def test_a_group_known_only_by_its_offsets_is_listed_and_described_as_empty(stat
     asyncio.run(scenario())
 
 
+def test_list_groups_v4_reports_each_groups_state_and_filters_by_state(state):
+    """confluent-kafka's list_consumer_groups(states={STABLE}) listed every group, each in state UNKNOWN:
+    ListGroups stopped at v2, without v4's states filter and group_state (KIP-518)."""
+    stable, empty = group_on(ME, "stable"), group_on(ME, "empty")
+
+    async def scenario():
+        await two_member_group(state, stable)
+        assert await commit_code(state, empty, -1, "") == 0  # known only by its offsets: Empty, as in Kafka
+
+        def listed(states):
+            response = call(state, ListGroupsRequest(states_filter=states), 16, 4)
+            return [(g.group_id, g.group_state) for g in response.groups]
+
+        assert listed([]) == sorted([(stable, "Stable"), (empty, "Empty")])
+        assert listed(["Stable"]) == [(stable, "Stable")]
+        assert listed(["Empty", "Dead"]) == [(empty, "Empty")]
+        assert [g.group_id for g in call(state, ListGroupsRequest(), 16, 3).groups] == sorted([stable, empty])
+
+    asyncio.run(scenario())
+
+
 def test_find_coordinator_answers_not_available_while_the_offsets_topic_cannot_be_created(state):
     """No topic, and creating it fails (here: no ZooKeeper): a retriable error, nothing raised."""
     state.partitions = type("NoTopics", (), {"snapshot": MetadataSnapshot({}, Partitions.snapshot.brokers, {})})()

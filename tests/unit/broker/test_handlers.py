@@ -269,6 +269,17 @@ def test_list_offsets_earliest_latest_and_by_timestamp(state):
     assert parts[2].timestamp == 3000
 
 
+def test_list_offsets_max_timestamp_is_the_record_with_the_largest_timestamp_not_the_first(state):
+    """librdkafka's list_offsets(OffsetSpec.max_timestamp()) asks with timestamp -3: it was taken as a time
+    and answered offset 0 with the first record's timestamp."""
+    produce(state, [(0, build_batch([(None, b"a", None, 1000), (None, b"b", None, 5000)]))])
+    produce(state, [(0, build_batch([(None, b"c", None, 3000)]))])
+    body = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsTopic(name="t", partitions=[
+        ListOffsetsPartition(partition_index=p, timestamp=-3) for p in (0, 1)])])
+    parts = handlers.handle_list_offsets(request(body, 2, 5), state).topics[0].partitions
+    assert [(p.error_code, p.offset, p.timestamp) for p in parts] == [(0, 1, 5000), (0, -1, -1)]
+
+
 def test_metadata_answers_from_the_snapshot(state):
     body = MetadataRequest(topics=[MetadataRequestTopic(name=n) for n in ("t", "missing", "bad/name")],
                            allow_auto_topic_creation=True)

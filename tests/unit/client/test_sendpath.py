@@ -42,7 +42,8 @@ def accumulator_on(base: type, batch_size: int, max_records: int, counts: dict, 
     members = {k: v for k, v in vars(RecordAccumulator).items() if k not in ("__dict__", "__weakref__")}
     acc = type(f"AccumulatorOn{base.__name__}", (base,), members)(batch_size, max_records, 60_000, 1 << 30, 100)
     producer = types.SimpleNamespace(_closed=False, _metadata=types.SimpleNamespace(partition_counts=counts),
-                                     _partitioner=DefaultPartitioner(random.Random(seed)), _accumulator=acc)
+                                     _partitioner=DefaultPartitioner(random.Random(seed)), _accumulator=acc,
+                                     _count_after_refresh=lambda topic: counts.get(topic, 0))  # no broker to ask
     acc.closed_listener = producer._partitioner.batch_closed
     acc.metadata, acc.partitioner = producer._metadata, producer._partitioner
     acc.slow_send = producer.send = functools.partial(Producer._send, producer)

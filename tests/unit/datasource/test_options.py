@@ -78,6 +78,15 @@ def test_assign_and_offset_json():
         read(startingOffsets="{nope")
 
 
+@pytest.mark.parametrize("name", ["startingOffsets", "endingOffsets"])
+def test_an_offset_below_minus_two_is_refused_at_parse_naming_the_partition(name):
+    """-3 read as an offset: a batch failed in its task with 'Offsets [-3, 0) ... are missing', a data loss
+    report for a typo (and with failOnDataLoss=false, silently read from 0)."""
+    with pytest.raises(SparklogOptionError, match=f"Option '{name}': a-0 is -3; use an offset >= 0, -2 for earliest "
+                                                  "or -1 for latest"):
+        read(streaming=False, **{name: '{"a":{"0":-3,"1":-2}}'})
+
+
 def test_timestamp_options_take_precedence():
     assert read(startingTimestamp="1000", startingOffsets="earliest").starting == OffsetSpec("timestamp", timestamp=1000)
     o = read(startingOffsetsByTimestamp='{"a":{"0":5}}', startingOffsets="earliest")

@@ -11,7 +11,8 @@ from sparklog.protocol import ApiKey, decode_request, decode_response, encode_re
 from sparklog.protocol.errors import MalformedRequest, MalformedResponse
 from sparklog.protocol.group_admin import (DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse,
                                            DescribedGroup, DescribedGroupMember, DescribeGroupsRequest,
-                                           DescribeGroupsResponse, ListedGroup, ListGroupsResponse)
+                                           DescribeGroupsResponse, ListedGroup, ListGroupsRequest,
+                                           ListGroupsResponse)
 
 
 def s(text: str) -> bytes:
@@ -42,11 +43,21 @@ LIST_V1 = CORRELATION + i32(0) + i16(0) + i32(2) + s("a") + s("consumer") + s("b
 LISTED = ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[
     ListedGroup(group_id="a", protocol_type="consumer"), ListedGroup(group_id="b", protocol_type="")])
 
+# ListGroups v4 response (flexible): one group with its state; compact strings and arrays, tagged fields.
+def cs(text: str) -> bytes:
+    return bytes([len(text) + 1]) + text.encode()
+
+
+LIST_V4 = CORRELATION + b"\x00" + i32(0) + i16(0) + b"\x02" + cs("g") + cs("consumer") + cs("Stable") + b"\x00\x00"
+LISTED_V4 = ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[
+    ListedGroup(group_id="g", protocol_type="consumer", group_state="Stable")])
+
 # DeleteGroups v1 response: one group refused as non-empty.
 DELETE_V1 = CORRELATION + i32(0) + i32(1) + s("g") + i16(68)
 DELETED = DeleteGroupsResponse(throttle_time_ms=0, results=[DeletableGroupResult(group_id="g", error_code=68)])
 
 RESPONSES = [(ApiKey.DESCRIBE_GROUPS, 4, DESCRIBE_V4, DESCRIBED), (ApiKey.LIST_GROUPS, 1, LIST_V1, LISTED),
+             (ApiKey.LIST_GROUPS, 4, LIST_V4, LISTED_V4),
              (ApiKey.DELETE_GROUPS, 1, DELETE_V1, DELETED)]
 
 
@@ -67,6 +78,9 @@ def test_request_bytes_and_trailing_bytes():
     frame = encode_request(ApiKey.DESCRIBE_GROUPS, 3, 5, "c", body)[4:]
     assert frame.endswith(i32(2) + s("g") + s("h") + b"\x01")
     assert decode_request(frame + b"\xff\xff").body == body
+    listing = encode_request(ApiKey.LIST_GROUPS, 4, 5, "c", ListGroupsRequest(states_filter=["Stable", "Empty"]))[4:]
+    assert listing.endswith(b"\x03" + cs("Stable") + cs("Empty") + b"\x00")
+    assert decode_request(listing).body.states_filter == ["Stable", "Empty"]
     delete = encode_request(ApiKey.DELETE_GROUPS, 1, 6, "c", DeleteGroupsRequest(groups_names=["x"]))[4:]
     assert delete.endswith(i32(1) + s("x"))
     for end in range(len(delete) - 1, 0, -1):

@@ -505,6 +505,27 @@ def test_offset_for_timestamp_with_non_monotonic_timestamps(tmp_path, flusher):
     assert log.offset_for_timestamp(BASE_TS + 55) == TimestampOffset(BASE_TS + 60, 6)
 
 
+def test_offset_of_max_timestamp_is_the_first_visible_record_holding_the_largest_timestamp(tmp_path, flusher):
+    """ListOffsets MAX_TIMESTAMP (-3, KIP-734): the first record, in offset order, whose timestamp is the
+    largest visible one, across segments and inside a batch; unflushed records are not visible."""
+    log = open_log(tmp_path, flusher, **{"segment.bytes": 250, "index.interval.bytes": 0})
+    assert log.offset_of_max_timestamp() is None
+    for batch in [[50, 10, 30], [20, 5], [40, 80, 45], [15], [70, 80, 65]]:
+        log.append(build_batch([(None, b"v", None, BASE_TS + t) for t in batch]))
+    log.flush()
+    assert len(log.segments) > 1
+    assert log.offset_of_max_timestamp() == TimestampOffset(BASE_TS + 80, 6)
+    log.append(build_batch([(None, b"v", None, BASE_TS + 999)]))  # not flushed: not visible
+    assert log.offset_of_max_timestamp() == TimestampOffset(BASE_TS + 80, 6)
+    log.flush()
+    assert log.offset_of_max_timestamp() == TimestampOffset(BASE_TS + 999, 12)
+    one = open_log(tmp_path, flusher, name="one-0")  # one segment, the high watermark inside it
+    one.append(build_batch([(None, b"v", None, BASE_TS + t) for t in (5, 9, 7)]))
+    one.flush()
+    one.append(build_batch([(None, b"v", None, BASE_TS + 50)]))
+    assert len(one.segments) == 1 and one.offset_of_max_timestamp() == TimestampOffset(BASE_TS + 9, 1)
+
+
 def test_offset_for_timestamp_in_compressed_and_log_append_time_batches(tmp_path, flusher):
     log = open_log(tmp_path, flusher)
     log.append(build_batch([(None, b"a" * 50, None, BASE_TS + t) for t in (30, 10, 40, 20)], compression="gzip"))
