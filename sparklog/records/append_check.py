@@ -9,7 +9,14 @@ Rule 1: per set, in order: None when it is not exactly one whole batch (None, fe
         REFUSED_SIZE above `max_message_bytes`, CORRUPT
         when the magic, lastOffsetDelta, recordCount, codec or CRC-32C is wrong (the caller's validate_batch
         names the reason), checked in that order; else the header's `APPEND_FIELDS`, as `unpack_from` gives them.
-Rule 2: two twins, the same output: the compiled one (`_cbatch.check_sets`, with no Python object per set but
+Rule 3: `check_leader_set(records, max_message_bytes)` -> `(entries, offset count, record count)` or None: a
+        record set (one batch or several, a memoryview of a read) that a leader may append as it is, in one
+        walk: each batch whole and within `max_message_bytes`, magic 2, uncompressed, neither control,
+        transactional nor LogAppendTime, without a producer id (not idempotent), recordCount >= 1 and
+        lastOffsetDelta = recordCount - 1, its CRC-32C right and its records parsing (verify.py Rule 1); the
+        batches fill the set exactly. An entry per batch: `(position, size, offsets it spans, maxTimestamp)`.
+        None for any other set, good or bad: the caller's general append decides, and raises what it raises.
+Rule 2: two twins of each function, the same output: the compiled one (`_cbatch.check_sets`, with no Python object per set but
         its result) when the compiled codec is active (records/implementation.py Rule 1), this pure-Python one
         otherwise; this one is the authority (tests/unit/records/test_append_check.py runs both, on damaged
         input too). Sans-IO: it only reads the buffers.
@@ -24,13 +31,16 @@ from crc32c import crc32c
 from sparklog.records import batch as _batch
 from sparklog.records import implementation as _implementation
 from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD,
-                                    MAGIC, MAX_CODEC, TRANSACTIONAL_MASK)
+                                    MAGIC, MAX_CODEC, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK)
+from sparklog.records.verify import records_error
 
-__all__ = ["APPEND_FIELDS", "check_sets", "py_check_sets", "REFUSED_ATTRIBUTES", "REFUSED_SIZE", "CORRUPT"]
+__all__ = ["APPEND_FIELDS", "check_leader_set", "check_sets", "py_check_leader_set", "py_check_sets", "REFUSED_ATTRIBUTES", "REFUSED_SIZE", "CORRUPT"]
 
 REFUSED_ATTRIBUTES = 1
 REFUSED_SIZE = 2
 CORRUPT = 3
+# Rule 3: attribute bits of a batch check_leader_set leaves to the general append
+NOT_PLAIN = CONTROL_MASK | TRANSACTIONAL_MASK | TIMESTAMP_TYPE_MASK | COMPRESSION_MASK
 
 # The header fields a one-batch append checks, in one unpack; pad bytes skip the rest (batch.HEADER).
 APPEND_FIELDS = struct.Struct(
@@ -85,3 +95,38 @@ def check_sets(record_sets: list, max_message_bytes: int) -> list:
 
         return _cbatch.check_sets(record_sets, max_message_bytes)
     return py_check_sets(record_sets, max_message_bytes)
+
+
+def py_check_leader_set(records, max_message_bytes: int):
+    """Rule 3, in Python."""
+    if records is None or len(records) < HEADER_SIZE:
+        return None
+    view = memoryview(records)
+    total = len(view)
+    entries: list = []
+    position = offsets = messages = 0
+    unpack = APPEND_FIELDS.unpack_from
+    while position < total:
+        if total - position < HEADER_SIZE:
+            return None
+        length, magic, crc, _, flags, delta, max_timestamp, producer_id, _, _, count = unpack(view, position)
+        size = length + LOG_OVERHEAD
+        end = position + size
+        if (size < HEADER_SIZE or size > total - position or size > max_message_bytes or magic != MAGIC
+                or flags & NOT_PLAIN or producer_id >= 0 or count <= 0 or delta != count - 1
+                or crc32c(view[position + ATTRIBUTES_OFFSET:end]) != crc or records_error(view[position:end]) is not None):
+            return None
+        entries.append((position, size, delta + 1, max_timestamp))
+        offsets += delta + 1
+        messages += count
+        position = end
+    return entries, offsets, messages
+
+
+def check_leader_set(records, max_message_bytes: int):
+    """Rule 3, by the active twin (Rule 2)."""
+    if _batch.CODEC.name == _implementation.CYTHON:
+        from sparklog.records import _cbatch
+
+        return _cbatch.check_leader_set(records, max_message_bytes)
+    return py_check_leader_set(records, max_message_bytes)
