@@ -31,7 +31,7 @@ Rule 3: memory is bounded by the input: lists are sized by a record count only a
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
-from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.long cimport PyLong_AsLongLong, PyLong_CheckExact, PyLong_FromLongLong
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.ref cimport Py_INCREF
@@ -1616,5 +1616,44 @@ def check_leader_set(records, Py_ssize_t max_message_bytes):
             messages += count
             position += size
         return entries, offsets, messages
+    finally:
+        PyBuffer_Release(&view)
+
+
+def stamp_leader_set(data, int64_t first_offset, int32_t leader_epoch, int64_t since, int64_t interval,
+                     int64_t max_timestamp, int64_t offset_of_max):
+    """append_check.stamp_leader_set (Rule 4): offsets and the leader's epoch stamped into a checked set's
+    batches, and where a segment's indexes take entries, in one walk."""
+    cdef Py_buffer view
+    cdef uint8_t* p
+    cdef Py_ssize_t position = 0, size, total
+    cdef int64_t offset = first_offset, timestamp
+    cdef int i
+    PyObject_GetBuffer(data, &view, PyBUF_WRITABLE)
+    try:
+        total = view.len
+        points = []
+        while position + CHECK_HEADER <= total:
+            p = <uint8_t*>view.buf + position
+            size = <Py_ssize_t><int32_t>_be(p + 8, 4) + 12
+            if size < CHECK_HEADER or size > total - position:
+                raise ValueError(f"not a checked record set: batch length at byte {position}")
+            for i in range(8):
+                p[i] = <uint8_t>(<uint64_t>offset >> (56 - 8 * i))
+            for i in range(4):
+                p[12 + i] = <uint8_t>(<uint32_t>leader_epoch >> (24 - 8 * i))
+            timestamp = _be(p + 35, 8)
+            if timestamp > max_timestamp:
+                max_timestamp = timestamp
+                offset_of_max = offset
+            if since > interval:
+                points.append((offset, position, max_timestamp, offset_of_max))
+                since = 0
+            since += size
+            offset += <int64_t><int32_t>_be(p + 23, 4) + 1
+            position += size
+        if position != total:
+            raise ValueError(f"not a checked record set: {total - position} trailing bytes")
+        return offset, since, max_timestamp, offset_of_max, points
     finally:
         PyBuffer_Release(&view)

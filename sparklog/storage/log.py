@@ -126,7 +126,6 @@ _pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first fie
 # baseOffset, batchLength, partitionLeaderEpoch: the 16 bytes a leader writes in front of the rest of a batch
 _LEADER_HEAD = struct.Struct(">qii")
 _pack_leader_head = _LEADER_HEAD.pack
-_pack_leader_head_into = _LEADER_HEAD.pack_into
 _LEADER_HEAD_SIZE = _LEADER_HEAD.size
 _new_entry = functools.partial(tuple.__new__, BatchEntry)  # BatchEntry(*fields) without its Python __new__
 _ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes' low byte: codec, timestamp type, transactional, control
@@ -1329,8 +1328,9 @@ class PartitionLog:
     def _append_plain(self, batches, plain: tuple, leader_epoch: int) -> int:
         """append_as_leader of a record set check_leader_set took (`plain`: its entries, offsets and records):
         every check that set could fail is passed already, so what is left is append()'s: the roll (once, for
-        the whole set, as _append_many's), one write, offsets and the leader epoch stamped per batch, the
-        high watermark and flush.messages once. A failed write leaves the LEO where it was."""
+        the whole set, as _append_many's), one write with offsets and the leader epoch stamped and the
+        indexes kept in one compiled walk (LogSegment.append_leader_set), the high watermark and
+        flush.messages once. A failed write leaves the LEO where it was."""
         entries, offset_count, messages = plain
         data = batches if type(batches) is bytearray else bytearray(batches)
         cache = self.leader_epochs
@@ -1342,13 +1342,8 @@ class PartitionLog:
             segment = self._maybe_roll(len(data), offset_count)
             if not segment.size and self._compaction_lag_ms is not None:
                 self._set_lag_deadline(segment, entries[0][3])
-            first = offset = self._leo
-            appended = []
-            for position, size, span, max_timestamp in entries:
-                _pack_leader_head_into(data, position, offset, size - LOG_OVERHEAD, leader_epoch)
-                appended.append(_new_entry((position, offset, offset + span, max_timestamp, size)))
-                offset += span
-            segment.append(data, appended)
+            first = self._leo
+            offset = segment.append_leader_set(data, first, leader_epoch)
             self._appended_locked(segment, offset, messages, len(data))
             moved = self._expose_on_append and self._advance_hw(_Visible(offset, segment.base_offset, segment.size))
         if moved:

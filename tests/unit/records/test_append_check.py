@@ -126,3 +126,24 @@ def test_check_leader_set_runs_the_compiled_twin_unless_extensions_are_disabled(
     compiled = not implementation.extensions_disabled()
     assert append_check.check_leader_set(records, 1000) == (
         "compiled" if compiled else append_check.py_check_leader_set(records, 1000))
+
+
+def _stamped(twin, data: bytearray, args: tuple):
+    try:
+        return twin(data, *args), bytes(data)
+    except ValueError as exc:
+        return str(exc), None
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=leader_sets(), first=st.integers(0, 1 << 40), epoch=st.integers(0, (1 << 31) - 1),
+       since=st.integers(0, 5000), interval=st.sampled_from([0, 100, 4096]), max_ts=st.integers(-1, 1 << 42))
+def test_stamp_leader_set_twins_agree_and_stamp_as_the_headers_say(records, first, epoch, since, interval, max_ts):
+    data = bytearray(b"" if records is None else records)
+    args = (first, epoch, since, interval, max_ts, first - 1)
+    expected = _stamped(append_check.py_stamp_leader_set, bytearray(data), args)
+    assert _stamped(_cbatch.stamp_leader_set, bytearray(data), args) == expected
+    if expected[1] is not None and append_check.py_check_leader_set(records, 1 << 20) is not None:
+        found = list(batch.iter_batches(expected[1]))
+        assert [b.base_offset for b in found] == [first + sum(b.record_count for b in found[:i]) for i in range(len(found))]
+        assert {b.partition_leader_epoch for b in found} <= {epoch} and expected[0][0] == found[-1].next_offset
