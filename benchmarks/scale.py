@@ -1,7 +1,7 @@
 """Flat cost at scale (the paper: performance is linear in data size): the same measures on a 1 GB log and on
 an N GB log of one partition, in one run, each as a ratio to its 1 GB figure (goal: within 10%).
 
-    .venv/bin/python benchmarks/scale.py [--gb 10] [--size 1000] [--lookups 300] [--repeats 3]
+    .venv/bin/python benchmarks/scale.py [--gb 10] [--size 1000] [--lookups 300] [--repeats 3] [--segment-bytes N]
 
 An embedded ZooKeeper and one `sparklog broker` subprocess (default settings: 1 GiB segments, flush.ms 50)
 with its log dir under the system temp dir; the free space there is checked first (the log and 10% more).
@@ -11,9 +11,14 @@ counting only acknowledged messages (measure.py Rule 1). Rows:
     disk write  start / end  the baseline: a plain sequential write of 1 GB into the log's filesystem (1 MiB
                              writes, fsync every 50 ms as the broker's flush.ms), just before GB 1 and just
                              after GB N; what the disk and the page cache give any writer at that fill level
-    produce GB 1 / GB N      msg/s of the first and of the last GB produced, the broker's CPU-seconds per GB,
-                             and the rate as a fraction of the disk write beside it (every GB between is
-                             printed on its own line, so a trend shows)
+    disk sys    start / end  ... and that write's own system CPU-seconds: what the kernel charges any writer
+                             for a GB at that moment (page cache pages, writeback)
+    produce GB 1 / GB N      msg/s of the first and of the last GB produced, the broker's CPU-seconds per GB
+                             (user + system, then each: system time includes the kernel's page reclaim when
+                             the broker's own allocations have to free pages), the machine's page reclaim
+                             meanwhile (/proc/vmstat: pages scanned and stolen by kswapd and directly, and
+                             refaults), and the rate as a fraction of the disk write beside it (every GB
+                             between is printed on its own line, so a trend shows)
     tail read GB 1 / GB N    a consumer reading the GB just produced (its pages are still in the page cache,
                              as a consumer keeping up with producers reads them): median of --repeats reads
     cold read GB 1           a consumer reading the first GB from offset 0 with none of the log in the page
@@ -23,10 +28,18 @@ counting only acknowledged messages (measure.py Rule 1). Rows:
                              inside the first GB and inside the last GB: median and p99 µs per lookup; each
                              answer is checked to fall in that GB (wrong answers are printed)
 
+Memory: on this VM (Firecracker) a page the guest takes from its free memory costs more system time the
+first time it is written than a page freed a moment before (measured once by hand: a plain 1 GB write into
+just-freed pages took 0.57 system CPU-s, into free memory 1.6-1.8 s, at half the rate). So the start
+baseline's file is removed only after GB 1 is produced: GB 1 then takes fresh pages as every later GB does,
+instead of the baseline's freed ones, which made GB 1 cheaper than the GBs after it.
+
 Page cache: drop_caches needs root, so before each cold read every file of the partition is fsynced and
 then dropped with `os.posix_fadvise(POSIX_FADV_DONTNEED)` (clean pages only, hence the fsync first); the
 fraction of the first GB still resident after the drop is printed (`mincore` through mmap), so a cold read
-that was not cold shows. The lookups run warm (the index files as the broker's mmaps leave them).
+that was not cold shows. The lookups run warm: the indexes are in the broker's memory, and the batch
+that answers is read (64 KiB at a time, up to the answer) from the page cache as the produce and reads left
+it.
 The consumer is confluent-kafka's (fetch.queue.backoff.ms 0, paper.py's settings) with the broker's CPU
 seconds per GB read beside its rate. Every loop has a deadline. Load averages are printed before and after.
 One run is a handful of seconds per measure on a shared machine: a single read swings by 20-40% between two
@@ -39,6 +52,7 @@ import argparse
 import mmap
 import os
 import random
+import resource
 import shutil
 import statistics
 import sys
@@ -52,7 +66,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from measure import (GB, confluent_consume, confluent_produce, cpu_seconds, create_single_partition_topic, list_offsets_by_time,  # noqa: E402
+from measure import (GB, TICK, confluent_consume, confluent_produce, cpu_seconds, create_single_partition_topic, list_offsets_by_time,  # noqa: E402
                      load, payload)
 from paper import CONSUMER_SETTINGS, DEFAULT_FETCH_BYTES  # noqa: E402
 
@@ -79,30 +93,116 @@ class GigaByte:
     rate: float  # acknowledged msg/s
     cpu: float  # the broker's CPU-seconds for this GB
     note: str
+    user: float = float("nan")  # ... of which user time
+    system: float = float("nan")  # ... and system time (the kernel on the broker's behalf)
+    memory: str = ""  # the machine's page reclaim while this GB was produced (vm_delta)
 
 
 def produce_gb(broker, index: int, start: int, size: int, value: bytes) -> GigaByte:
     n = int(GB // size)
     first_ms = time.time_ns() // 1_000_000
-    cpu0 = cpu_seconds(broker.pid)
+    user0, system0 = cpu_split(broker.pid)
+    vm0, threads0 = vm_counters(), thread_times(broker.pid)
     done = confluent_produce({
         "bootstrap.servers": broker.address, "acks": "1", "linger.ms": 5, "batch.num.messages": 10_000,
         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 2_000_000,
         "enable.idempotence": False, "compression.type": "none"}, TOPIC, n, value, partition=0,
         deadline_s=PRODUCE_DEADLINE_S)
-    cpu = cpu_seconds(broker.pid) - cpu0
+    user1, system1 = cpu_split(broker.pid)
+    memory = vm_delta(vm0, vm_counters()) + "; " + threads_delta(threads0, thread_times(broker.pid))
+    gbs = done.acked * size / GB if done.acked else float("nan")
     return GigaByte(index, start, start + done.acked, first_ms, done.sent_until_ms, done.acked / done.seconds,
-                    cpu / (done.acked * size / GB) if done.acked else float("nan"),
-                    done.note() + ("" if done.acked == n else f"; SHORT {done.acked:,} of {n:,}"))
+                    (user1 - user0 + system1 - system0) / gbs,
+                    done.note() + ("" if done.acked == n else f"; SHORT {done.acked:,} of {n:,}"),
+                    (user1 - user0) / gbs, (system1 - system0) / gbs, memory)
 
 
-def disk_write(directory: Path, value: bytes) -> float:
-    """MB/s of a plain sequential write of 1 GB into `directory`, fsynced every DISK_FSYNC_S as the broker's
-    flusher does; the file is removed after (its pages with it)."""
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process so far (/proc/<pid>/stat utime and stime: measure.cpu_seconds
+    is their sum)."""
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    return int(parts[11]) / TICK, int(parts[12]) / TICK
+
+
+def thread_times(pid: int) -> dict[int, tuple[str, int, int, int]]:
+    """Per thread of the process: (name, user ticks, system ticks, minor page faults)."""
+    found = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                head, _, rest = f.read().rpartition(")")
+        except OSError:  # ended meanwhile
+            continue
+        parts = rest.split()
+        found[int(tid)] = (head.partition("(")[2], int(parts[11]), int(parts[12]), int(parts[7]))
+    return found
+
+
+def threads_delta(before: dict, after: dict, top: int = 3) -> str:
+    """The `top` threads by CPU between two thread_times(): where the broker's system time goes (the event
+    loop's socket reads and file writes, or the flusher's fsyncs), and the whole process's minor faults."""
+    rows = []
+    for tid, (name, user, system, faults) in after.items():
+        _, user0, system0, faults0 = before.get(tid, (name, 0, 0, 0))
+        rows.append((user - user0 + system - system0, tid, name, (user - user0) / TICK, (system - system0) / TICK,
+                     faults - faults0))
+    rows.sort(reverse=True)
+    shown = ", ".join(f"{tid} {name} usr {u:.2f} sys {s:.2f}" for _, tid, name, u, s, _ in rows[:top])
+    return f"threads (CPU-s): {shown}; minor faults {sum(r[5] for r in rows):,}"
+
+
+VM_COUNTERS = ("pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd", "pgsteal_direct", "allocstall_normal",
+               "allocstall_movable", "workingset_refault_file")
+
+
+def vm_counters() -> dict[str, int]:
+    """The machine's page-reclaim counters (/proc/vmstat) and its free and cached memory (/proc/meminfo,
+    kB): whole-machine figures, so other processes' reclaim shows too."""
+    found: dict[str, int] = {}
+    with open("/proc/vmstat") as f:
+        for line in f:
+            name, _, value = line.partition(" ")
+            if name in VM_COUNTERS:
+                found[name] = int(value)
+    with open("/proc/meminfo") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if name in ("MemFree", "Cached"):
+                found[name] = int(value.split()[0])
+    return found
+
+
+def vm_delta(before: dict[str, int], after: dict[str, int]) -> str:
+    """Pages the kernel scanned and reclaimed (kswapd, and direct: in the allocating process, counted as its
+    system time) between two vm_counters(), and the free and cached memory at the end."""
+    def d(name: str) -> int:
+        return after.get(name, 0) - before.get(name, 0)
+    stalls = d("allocstall_normal") + d("allocstall_movable")
+    return (f"reclaim: kswapd scanned {d('pgscan_kswapd'):,} stole {d('pgsteal_kswapd'):,} pages, direct scanned "
+            f"{d('pgscan_direct'):,} stole {d('pgsteal_direct'):,} ({stalls:,} stalls), refaults "
+            f"{d('workingset_refault_file'):,}; free {after.get('MemFree', 0) / 1e6:.1f} GB, cached "
+            f"{after.get('Cached', 0) / 1e6:.1f} GB")
+
+
+@dataclass
+class DiskWrite:
+    """The plain write's rate and its own CPU-seconds per GB (getrusage of the writing thread), and its file,
+    which the caller removes when it is done (see `run`: not before the GB it is the baseline of)."""
+    mb_s: float
+    user: float
+    system: float
+    path: Path
+
+
+def disk_write(directory: Path, value: bytes, name: str) -> DiskWrite:
+    """A plain sequential write of 1 GB into `directory`, fsynced every DISK_FSYNC_S as the broker's flusher
+    does: what the disk and the kernel's page cache give any writer at that fill level."""
     chunk = (value * (DISK_CHUNK // len(value) + 1))[:DISK_CHUNK]
-    path = directory / "disk-baseline.bin"
+    path = directory / name
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
+        usage = resource.getrusage(resource.RUSAGE_THREAD)
         started = last_sync = time.perf_counter()
         written = 0
         while written < GB:
@@ -113,10 +213,16 @@ def disk_write(directory: Path, value: bytes) -> float:
                 last_sync = now
         os.fsync(fd)
         seconds = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_THREAD)
     finally:
         os.close(fd)
-        path.unlink()
-    return written / seconds / 1e6
+    return DiskWrite(written / seconds / 1e6, (after.ru_utime - usage.ru_utime) / (written / GB),
+                     (after.ru_stime - usage.ru_stime) / (written / GB), path)
+
+
+def disk_rows(table: "Table", label: str, disk: DiskWrite, note: str) -> None:
+    table.row("disk write", label, disk.mb_s, "MB/s", note, baseline=True)
+    table.row("disk sys", label, disk.system, "CPU-s/GB", f"its system time (user {disk.user:.2f})", baseline=True)
 
 
 def partition_files(log_dir: Path) -> list[Path]:
@@ -222,6 +328,8 @@ def main() -> int:
     parser.add_argument("--lookups", type=int, default=300, help="ListOffsets lookups per end")
     parser.add_argument("--repeats", type=int, default=3, help="reads per read measure (the median is shown)")
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the broker's log dir goes")
+    parser.add_argument("--segment-bytes", type=int, default=None,
+                        help="the topic's segment.bytes (default: the broker's, 1 GiB); smaller gives many segments")
     args = parser.parse_args()
     if args.gb < 2:
         parser.error("--gb must be at least 2 (the 1 GB figures are the baseline)")
@@ -232,8 +340,8 @@ def main() -> int:
     from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper
     from support.cluster import BrokerProcess
 
-    print(f"load average {load()}; {args.gb} GB of {args.size}-byte records, {free / GB:.0f} GB free in {args.dir}",
-          flush=True)
+    print(f"load average {load()}; {args.gb} GB of {args.size}-byte records, {free / GB:.0f} GB free in {args.dir}; "
+          f"segment.bytes {args.segment_bytes or 'the broker default'}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="sparklog-scale-", dir=args.dir))
     zk = EmbeddedZooKeeper()
     zk.start()
@@ -242,7 +350,7 @@ def main() -> int:
         broker = BrokerProcess(1, f"{zk.connect_string}/scale", log_dir)
         broker.start()
         try:
-            create_single_partition_topic(broker.zk_connect, TOPIC)
+            create_topic(broker.zk_connect, args.segment_bytes)
             run(broker, log_dir, args)
         finally:
             broker.stop()
@@ -253,13 +361,29 @@ def main() -> int:
     return 0
 
 
+def create_topic(zk_connect: str, segment_bytes: int | None) -> None:
+    if segment_bytes is None:
+        create_single_partition_topic(zk_connect, TOPIC)
+        return
+    from sparklog.coordination import topics
+    from sparklog.coordination.connection import close, connect
+
+    client = connect(zk_connect)
+    try:
+        topics.create_topic(client, TOPIC, 1, 1, {"segment.bytes": segment_bytes})
+    finally:
+        close(client)
+    time.sleep(0.5)  # the broker opens the log (as create_single_partition_topic waits)
+
+
 def run(broker, log_dir: Path, args) -> None:
     value = payload(args.size)
     table = Table()
-    disk_start = disk_write(log_dir, value)
-    table.row("disk write", "start", disk_start, "MB/s", "a plain 1 GB write, fsync every 50 ms", baseline=True)
+    disk_start = disk_write(log_dir, value, "disk-baseline-start.bin")
+    disk_rows(table, "start", disk_start, "a plain 1 GB write, fsync every 50 ms")
     first = produce_gb(broker, 1, 0, args.size, value)
-    produce_row(table, first, args.size, disk_start)
+    disk_start.path.unlink()  # only now: GB 1 would reuse its freed pages (see the module docstring)
+    produce_row(table, first, args.size, disk_start.mb_s)
     rate, cpu, note = read_gb(broker, first, args.size, args.repeats)
     table.row("tail read", "GB 1", rate, "msg/s", f"{cpu:.2f} broker CPU-s/GB {note}")
     median, p99, note = lookups(broker, first, args.lookups)
@@ -269,11 +393,12 @@ def run(broker, log_dir: Path, args) -> None:
     for index in range(2, args.gb + 1):
         last = produce_gb(broker, index, last.end, args.size, value)
         if index < args.gb:
-            print(f"  produce GB {index}: {last.rate:,.0f} msg/s, {last.cpu:.2f} broker CPU-s/GB{last.note}",
-                  flush=True)
-    disk_end = disk_write(log_dir, value)
-    table.row("disk write", "end", disk_end, "MB/s", f"after GB {args.gb}", baseline=True)
-    produce_row(table, last, args.size, disk_end)
+            print(f"  produce GB {index}: {last.rate:,.0f} msg/s, {last.cpu:.2f} broker CPU-s/GB (user "
+                  f"{last.user:.2f}, system {last.system:.2f}){last.note}\n    {last.memory}", flush=True)
+    disk_end = disk_write(log_dir, value, "disk-baseline-end.bin")
+    disk_end.path.unlink()
+    disk_rows(table, "end", disk_end, f"after GB {args.gb}")
+    produce_row(table, last, args.size, disk_end.mb_s)
     rate, cpu, note = read_gb(broker, last, args.size, args.repeats)
     table.row("tail read", f"GB {args.gb}", rate, "msg/s", f"{cpu:.2f} broker CPU-s/GB {note}")
     for gb, label in ((first, "GB 1 of N"), (last, f"GB {args.gb}")):
@@ -286,7 +411,10 @@ def produce_row(table: Table, gb: GigaByte, size: int, disk_mb_s: float) -> None
     """Three rows: the rate, the broker's CPU-seconds per GB, and the rate over the disk write beside it."""
     label = f"GB {gb.index}"
     table.row("produce", label, gb.rate, "msg/s", gb.note)
-    table.row("produce cpu", label, gb.cpu, "CPU-s/GB", "the broker's", lower_is_better=True)
+    table.row("produce cpu", label, gb.cpu, "CPU-s/GB", "the broker's, user + system", lower_is_better=True)
+    table.row("produce usr", label, gb.user, "CPU-s/GB", "the broker's user time", lower_is_better=True)
+    table.row("produce sys", label, gb.system, "CPU-s/GB", f"the broker's system time; {gb.memory}",
+              lower_is_better=True)
     table.row("produce/disk", label, gb.rate * size / 1e6 / disk_mb_s, "of disk", "MB/s over the disk write's")
 
 

@@ -44,6 +44,7 @@ from sparklog.broker.partitions import PartitionManager
 from sparklog.broker.purgatory import Purgatory
 from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.broker.server import BrokerServer
+from sparklog.broker.malloc import keep_freed_memory
 from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination import cluster as cluster_registry
 from sparklog.coordination import connection as zk_connection
@@ -329,6 +330,8 @@ def main(config: BrokerConfig) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log.info("open-file limit: %d", raise_open_file_limit())
+    if not keep_freed_memory():
+        log.info("malloc thresholds unchanged (not glibc): large requests may page-fault fresh memory")
     broker = Broker(config)
     try:
         broker.run()

@@ -23,7 +23,7 @@ from collections import deque
 
 from sparklog.client.futures import BatchFuture, RecordFuture
 from sparklog.client.sendpath import RECORD_OVERHEAD as _SENDPATH_OVERHEAD
-from sparklog.client.sendpath import Lock, SendPath
+from sparklog.client.sendpath import Lock, SendPath, untrack_batch
 
 # Bytes a record adds besides its key, value and headers: length, attributes, deltas and lengths as
 # varints (Kafka's DefaultRecord.MAX_RECORD_OVERHEAD is 21; small records use fewer).
@@ -61,6 +61,7 @@ class ProducerBatch(BatchFuture):
         self.payload: bytes | None = None  # built once by the sender, reused on retries
         self.producer_id = -1  # the idempotent producer's id and sequence the payload was built with
         self.base_sequence = -1
+        untrack_batch(self)  # until it takes a callback or an error (sendpath.py Rule 5)
 
     @property
     def future(self) -> "ProducerBatch":

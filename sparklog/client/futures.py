@@ -4,6 +4,8 @@ Rule 1: a batch completes once, with its base offset or an exception; callbacks 
 completes it (the producer's I/O thread), so they must be quick, as in Kafka's Java client.
 Rule 2: `send()` allocates only the two-slot handle per record (sendpath.py makes it without an `__init__`
 call); the event and callback lists belong to the batch, so batching 50 records costs one Event, not 50.
+Rule 3: a batch may be out of the cyclic collector's view (sendpath.py Rule 5) until `fail` or
+`add_callback`, which show it again before it holds what could close a cycle.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import threading
 import time
 from typing import Any, Callable, NamedTuple
 
-from sparklog.client.sendpath import BatchSlots, FutureSlots
+from sparklog.client.sendpath import BatchSlots, FutureSlots, track_batch
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +80,7 @@ class BatchFuture(BatchSlots):
         self._finish()
 
     def fail(self, error: BaseException) -> None:
+        track_batch(self)  # the error's traceback may lead back here: the collector must see this batch
         self.error = error
         self._finish()
 
@@ -93,6 +96,7 @@ class BatchFuture(BatchSlots):
                 _run_callback(self, index, on_success, on_error)
 
     def add_callback(self, index: int, on_success: Callable | None, on_error: Callable | None) -> None:
+        track_batch(self)  # a callback may hold this batch: a cycle the collector must see
         with _CALLBACK_LOCK:  # against _finish taking the list between our check and our append
             if not self._done:
                 if self._callbacks is None:

@@ -110,6 +110,12 @@ def _sizes(column: list, extra: int) -> list:
     return list(map(extra.__add__, map(len, column)))
 
 
+def _topic_name(topic):
+    """A str subclass as a plain str: the accumulator's keys must hash and compare without Python code
+    (_csend.pyx Rule 6)."""
+    return str.__str__(topic) if topic.__class__ is not str and isinstance(topic, str) else topic
+
+
 def _headers(headers):
     if not headers:
         return None
@@ -163,6 +169,7 @@ class Producer:
         """`send`'s full path: every case, in Python (sendpath.py's slow path)."""
         if self._closed:
             raise ClientClosed("the producer is closed")
+        topic = _topic_name(topic)
         if value.__class__ is not bytes:
             if isinstance(value, MessageSet):
                 return [self.send(topic, m.value, m.key, m.headers, partition, m.timestamp) for m in value]
@@ -199,6 +206,7 @@ class Producer:
         """
         if self._closed:
             raise ClientClosed("the producer is closed")
+        topic = _topic_name(topic)
         n = len(values)
         values = _bytes_column(values, n, "value")
         keys = _bytes_column(keys, n, "key")

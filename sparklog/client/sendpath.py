@@ -9,17 +9,23 @@ everything else to `slow_send` (`Producer.send`'s full Python path) or to the ac
 Rule 1: there are two twins, chosen once at import as `records.implementation` chooses the codec: the
         compiled one (`_csend.pyx`) unless SPARKLOG_NO_EXTENSIONS is set or it was not built; this module's
         pure-Python classes are the authority. `IMPLEMENTATION` names the active one.
-Rule 2: the fast path takes only what it can finish without waiting: an open producer, exact `bytes` (or
-        None) key and value, no headers, an int or absent timestamp and partition, a topic whose partition
-        count is known, and a partition with an open batch (or, at `batch.num.messages=1`, none: Rule 4) that
-        has room in `buffer.memory`. Everything
-        else goes whole to the slow path, which decides; both paths make the same records and batches.
-Rule 3: under the accumulator's lock (`Lock`: `threading.Lock`, or the compiled `SendLock`, which `send` takes
-        with one C call) the fast path does only the batch's list append, the size sums and,
-        when the batch fills, its move to `ready` (the accumulator's Rule 2); the future handle (`FutureSlots`:
-        the batch and the record's index) is made without an `__init__` call.
-Rule 4: at `batch.num.messages=1` the record's batch closes as it opens (accumulator.py's `_append_alone`):
-        the fast path makes it whole, with `ProducerBatch.__init__`'s fields, and puts it in `ready`.
+Rule 2: the fast path takes only what it can finish without waiting: an open producer, an exact `str`
+        topic, exact `bytes` (or None) key and value, no headers, an int or absent timestamp and partition,
+        a topic whose partition count is known, and room in `buffer.memory` (in the partition's open batch,
+        or a new one: Rule 4). Everything else goes whole to the slow path, which decides; both paths make
+        the same records and batches.
+Rule 3: under the accumulator's lock (`Lock`: `threading.Lock`, or the compiled `SendLock`, which the compiled
+        `send` keeps with the GIL alone when no thread holds it: _csend.pyx Rule 6) the fast path does only
+        the batch's list append, the size sums and, when the batch fills, its move to `ready` (the
+        accumulator's Rule 2); the future handle (`FutureSlots`: the batch and the record's index) is made
+        without an `__init__` call.
+Rule 4: a partition without an open batch gets a new one from the fast path when `buffer.memory` has room
+        (only waiting for memory goes to the accumulator's `append`): made whole, with `ProducerBatch.__init__`'s
+        fields and the record, it becomes the partition's open batch, or goes straight to `ready` when it
+        closes as it opens (at `batch.num.messages=1`, or a record of `batch.size`: accumulator.py's
+        `_append_alone` and `append`).
+Rule 5: the compiled twin keeps batches out of the cyclic collector's view until they take a callback or an
+        error (`untrack_batch`, `track_batch`; _csend.pyx's Rule 5); the pure-Python twin's are no-ops.
 """
 
 from __future__ import annotations
@@ -53,13 +59,14 @@ class PyBatchSlots:
 
 
 def _new_alone(batch_type: type, topic: str, partition: int, record: tuple, size: int):
-    """A closed batch of one record, made whole here: `ProducerBatch.__init__`'s fields and one record."""
+    """A batch of one record, made whole here: `ProducerBatch.__init__`'s fields and one record."""
     batch = batch_type.__new__(batch_type)
     batch.topic, batch.partition, batch.base_offset, batch.log_append_time = topic, partition, None, -1
     batch.error, batch._done, batch._callbacks, batch.records = None, False, None, [record]
     batch.size = BATCH_OVERHEAD + size
     batch.created, batch.attempts, batch.retry_at, batch.payload = _monotonic(), 0, 0.0, None
     batch.producer_id = batch.base_sequence = -1
+    untrack_batch(batch)  # Rule 5
     return batch
 
 
@@ -88,7 +95,7 @@ class PySendPath:
         if headers is not None and not headers:
             headers = None
         if (self.closed or headers is not None or not (value is None or value.__class__ is bytes)
-                or not (key is None or key.__class__ is bytes)):
+                or not (key is None or key.__class__ is bytes) or topic.__class__ is not str):
             return self.slow_send(topic, value, key, headers, partition, timestamp)
         count = self.metadata.partition_counts.get(topic)
         if partition is None:
@@ -104,16 +111,22 @@ class PySendPath:
         size = RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
         record = (key, value, None, timestamp)
         tp = (topic, partition)
+        opened = False
         lock = self._lock
         lock.acquire()
         try:
             batch = self._open.get(tp)
-            if batch is None and self.max_records == 1 and self._used + size + BATCH_OVERHEAD <= self.buffer_memory:
-                batch = _new_alone(self.batch_type, topic, partition, record, size)  # accumulator._append_alone
+            if batch is None and self._used + size + BATCH_OVERHEAD <= self.buffer_memory:
+                # a new batch (Rule 4): accumulator.append's _open_batch, or its _append_alone
+                batch = _new_alone(self.batch_type, topic, partition, record, size)
                 self._used += size + BATCH_OVERHEAD
                 self._incomplete.add(batch)
-                self.ready.append(batch)
                 index = 0
+                if self.max_records > 1 and batch.size < self.batch_size:
+                    self._open[tp] = batch
+                    opened = True
+                else:
+                    self.ready.append(batch)
             elif batch is not None and self._used + size <= self.buffer_memory:
                 self._used += size
                 records = batch.records
@@ -130,8 +143,14 @@ class PySendPath:
                 batch = None
         finally:
             lock.release()
-        if batch is None:  # a batch to open or memory to wait for: the accumulator's append does both
+        if batch is None:  # memory to wait for: the accumulator's append does it
             return self.append(topic, partition, record, size - RECORD_OVERHEAD)
+        if opened:  # the sender must learn this new batch's linger deadline
+            if self._on_ready is not None:
+                self._on_ready()
+            future = self.future_type.__new__(self.future_type)
+            future._batch, future._index = batch, index
+            return future
         if self.closed_listener is not None and count != 1:  # one partition: no sticky partition to move
             self.closed_listener(topic, partition)
         if self._on_ready is not None:
@@ -144,9 +163,18 @@ class PySendPath:
         raise NotImplementedError
 
 
+def py_untrack_batch(batch) -> None:
+    """The compiled `untrack_batch`'s twin: pure Python cannot untrack an object (Rule 5)."""
+
+
+def py_track_batch(batch) -> None:
+    """The compiled `track_batch`'s twin (Rule 5)."""
+
+
 PYTHON = "python"
 CYTHON = "cython"
 FutureSlots, BatchSlots, SendPath, Lock = PyFutureSlots, PyBatchSlots, PySendPath, threading.Lock
+untrack_batch, track_batch = py_untrack_batch, py_track_batch
 IMPLEMENTATION = PYTHON
 COMPILED_UNAVAILABLE: str | None = None
 if extensions_disabled():
@@ -158,4 +186,5 @@ else:
         COMPILED_UNAVAILABLE = f"the compiled send path was not built ({exc})"
     else:
         FutureSlots, BatchSlots, SendPath, Lock = _csend.FutureSlots, _csend.BatchSlots, _csend.SendPath, _csend.SendLock
+        untrack_batch, track_batch = _csend.untrack_batch, _csend.track_batch
         IMPLEMENTATION = CYTHON

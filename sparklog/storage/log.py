@@ -109,6 +109,7 @@ from sparklog.storage.segment import (
     parse_segment_file_name,
     segment_file_name,
 )
+from sparklog.storage.time_bounds import TimeBounds
 from sparklog.storage.topic_names import parse_partition_dir
 
 logger = logging.getLogger(__name__)
@@ -296,6 +297,7 @@ class PartitionLog:
         self._fences = FencedRanges(files, directory)
         self._verified_bytes = 0
         self._producers = ProducerStateManager(directory, files)
+        self._time_bounds: TimeBounds | None = None  # for the latest segments tuple whose segments were all verified
 
     def _use_config(self, config: LogConfig) -> None:
         self.config = config
@@ -996,9 +998,16 @@ class PartitionLog:
         return next_offset
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
-        """The first visible batch whose max timestamp is >= `timestamp` (batch granularity), or None."""
+        """The first visible record whose timestamp is >= `timestamp` (Kafka's ListOffsets), or None.
+
+        Once every segment is verified, the search starts at the segment that time_bounds.py's bisection
+        names; before that it starts at the first, verifying each segment it passes (Rule 5).
+        """
         segments, hw = self._segments, self._hw
-        for segment in segments:
+        bounds = self._time_bounds_of(segments)
+        first = 0 if bounds is None else bounds.first_candidate(timestamp)
+        for i in range(first, len(segments)):
+            segment = segments[i]
             if segment.base_offset >= hw.offset:
                 break
             if not segment.verified:
@@ -1010,6 +1019,17 @@ class PartitionLog:
                     start = self.log_start_offset  # the batch may straddle a DeleteRecords start
                     return found if found.offset >= start else TimestampOffset(found.timestamp, start)
         return None
+
+    def _time_bounds_of(self, segments: tuple[LogSegment, ...]) -> TimeBounds | None:
+        """The TimeBounds of `segments` (the log's tuple), or None while one of them is unverified (its Rule
+        1); built once per tuple, so a lookup costs nothing that grows with the number of segments."""
+        bounds = self._time_bounds
+        if bounds is not None and bounds.segments is segments:
+            return bounds
+        if not all(segment.verified for segment in segments):
+            return None
+        self._time_bounds = bounds = TimeBounds(segments)
+        return bounds
 
     # -- verification (Rule 5) ----------------------------------------------------------------------
 
@@ -1027,7 +1047,7 @@ class PartitionLog:
     def has_unverified_segments(self) -> bool:
         """Whether a time lookup may first replay loaded segments (cheap: no I/O, no lock);
         `verify_for_time_lookup()` verifies them."""
-        return not all(segment.verified for segment in self._segments)
+        return self._time_bounds_of(self._segments) is None
 
     def verify_for_time_lookup(self) -> int:
         """Verify every segment `offset_for_timestamp` would replay first (blocking: call it off an event

@@ -8,6 +8,7 @@ partition leader epoch) rewritten, so a fetch can send the file's bytes as they 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -25,11 +26,12 @@ from sparklog.records.batch import (
     MAGIC,
     NO_TIMESTAMP,
     BatchHeader,
+    CorruptRecordError,
     iter_batches,
     parse_header,
     peek_size,
 )
-from sparklog.records.scan import scan
+from sparklog.records.seek import FOUND, MORE, seek_timestamp
 from sparklog.storage.recovery import MIN_BATCH_LENGTH, ReadAt, ValidPrefix, replay
 
 logger = logging.getLogger(__name__)
@@ -42,6 +44,7 @@ CLEANED_SUFFIX = ".cleaned"  # Kafka's: a cleaned segment being written; deleted
 SWAP_SUFFIX = ".swap"  # Kafka's: a cleaned segment committed to replace the ones it covers; completed on open
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 OFFSET_DIGITS = 20  # Kafka's file-name width: every int64 offset fits
+SEEK_READ_BYTES = 64 * 1024  # a lookup by time reads the batch that answers it this much at a time
 
 
 class TimestampOffset(NamedTuple):
@@ -379,36 +382,64 @@ class LogSegment:
     def find_timestamp(self, timestamp: int, limit: int) -> TimestampOffset | None:
         """The first record below `limit` whose timestamp is >= `timestamp` (Kafka's findOffsetByTimestamp).
 
-        The time index gives where to start; headers are scanned to the first batch whose max timestamp
-        is >= `timestamp`, and only that batch is decoded: every earlier batch has smaller timestamps
-        only, and the first record of this one at or after the target (in offset order, whatever the order
-        of its timestamps) is the answer. A batch whose header claims a max timestamp that none of its
-        records has (nothing checks this on append) is passed over, as Kafka does.
+        The time index gives where to start (a bisection of the in-memory entries); batch headers are read
+        from there to the first batch whose max timestamp is >= `timestamp`, and only that batch's records
+        are walked: every earlier batch has smaller timestamps only, and the first record of this one at or
+        after the target (in offset order, whatever the order of its timestamps) is the answer. A batch
+        whose header claims a max timestamp that none of its records has (nothing checks this on append)
+        is passed over, as Kafka does. CRCs are not checked, as a fetch does not check them: the log
+        verified every batch it reads (on append, or on first use after a restart; the scrubber after).
         """
-        start = self.time_index.lookup(timestamp)
-        position = self.find_batch(start, limit)
-        expected = None
-        while position is not None and position < limit:
-            header = self.read_header(position) if expected is None else self.checked_header(position, expected, limit)
-            if header.max_timestamp >= timestamp:
-                found = self._first_record_at_or_after(position, header.size, timestamp)
+        expected, position = self.index.lookup(self.time_index.lookup(timestamp))
+        while position < limit:
+            header = self.checked_header(position, expected, limit)
+            if header.max_timestamp >= timestamp and header.record_count > 0:
+                found = self._first_record_at_or_after(header, position, timestamp)
                 if found is not None:
                     return found
             position += header.size
             expected = header.next_offset
         return None
 
-    def _first_record_at_or_after(self, position: int, size: int, timestamp: int) -> TimestampOffset | None:
-        """Only the records' offsets and timestamps are decoded (records.scan: arrays, no object per
-        record, compiled when the codec is): a lookup in a batch of a thousand records costs one pass."""
-        for batch in iter_batches(self._files.pread(self.fd, size, position)):
-            if not batch.record_count:
-                continue
-            found = scan(batch)
-            for record_timestamp, offset in zip(found.timestamps, found.offsets):
-                if record_timestamp >= timestamp:
-                    return TimestampOffset(record_timestamp, offset)
-        return None
+    def _first_record_at_or_after(self, header: BatchHeader, position: int, timestamp: int) -> TimestampOffset | None:
+        """Walk the batch's record heads (records.seek) over SEEK_READ_BYTES of its records section at a time,
+        so that a lookup reads the batch only up to the record that answers it; a compressed batch is read
+        and decompressed whole. Malformed records raise CorruptSegmentError."""
+        walk = functools.partial(seek_timestamp, base_offset=header.base_offset, base_timestamp=header.base_timestamp,
+                                 log_append_time=header.max_timestamp if header.timestamp_type else None,
+                                 target=timestamp)
+        remaining, at, end = header.record_count, position + HEADER_SIZE, position + header.size
+        try:
+            if header.compression:
+                found = walk(self._decompressed_section(header, position), 0, remaining=remaining, final=True)
+            else:
+                while True:
+                    length = min(SEEK_READ_BYTES, end - at)
+                    if length <= 0:
+                        raise CorruptRecordError(f"a record runs past the batch's end at byte {at}")
+                    found = walk(self._read_exact(at, length), 0, remaining=remaining, final=at + length >= end)
+                    if found.status != MORE:
+                        break
+                    if found.position <= 0:  # cannot happen (a record's head is shorter than a read): no loop
+                        raise CorruptRecordError(f"no record head at byte {at}")
+                    remaining -= found.walked
+                    at += found.position  # the first record not walked: its head was cut by the read, or lies past it
+        except CorruptRecordError as exc:
+            raise CorruptSegmentError(f"{self.path}: the batch at byte {position} (offset {header.base_offset}) "
+                                      f"has malformed records: {exc}") from None
+        return TimestampOffset(found.timestamp, found.offset) if found.status == FOUND else None
+
+    def _read_exact(self, position: int, length: int) -> bytes:
+        data = self._files.pread(self.fd, length, position)
+        if len(data) != length:
+            raise CorruptSegmentError(f"{self.path}: {length} bytes at byte {position} expected, {len(data)} read")
+        return data
+
+    def _decompressed_section(self, header: BatchHeader, position: int) -> bytes:
+        """The records section of the compressed batch at `position`, decompressed."""
+        for batch in iter_batches(self._read_exact(position, header.size), check_crc=False):
+            return batch._decompress(header.compression, batch.raw[HEADER_SIZE:])
+        raise CorruptSegmentError(f"{self.path}: no batch at byte {position}")
 
     # -- lifecycle --------------------------------------------------------------------------------
 

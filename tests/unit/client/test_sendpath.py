@@ -4,17 +4,19 @@ futures as each other and as the slow path, for any sequence of sends; and the c
 from __future__ import annotations
 
 import functools
+import gc
 import random
 import threading
 import time
 import types
+import weakref
 
 import pytest
 from hypothesis import given, settings, strategies as st
 from kafka.record.memory_records import MemoryRecords
 
 from sparklog.client import _csend, sendpath
-from sparklog.client.accumulator import RecordAccumulator
+from sparklog.client.accumulator import ProducerBatch, RecordAccumulator
 from sparklog.client.partitioner import DefaultPartitioner
 from sparklog.client.producer import Producer
 from sparklog.records import batch as codec
@@ -98,7 +100,7 @@ def test_the_fast_path_stamps_now_and_takes_only_what_it_can_finish(name):
     real_slow = acc.slow_send
     acc.slow_send = lambda *args: slow.append(args) or real_slow(*args)
     before = time.time_ns() // 1_000_000
-    first = acc.send("t", b"v")  # no open batch: append opens one
+    first = acc.send("t", b"v")  # no open batch: the fast path opens one
     second = acc.send("t", b"w", key=b"k")
     after = time.time_ns() // 1_000_000
     assert not slow and second._batch is first._batch and second._index == 1
@@ -200,3 +202,135 @@ def test_threads_sending_while_the_sender_drains_lose_and_reorder_nothing(name):
         assert mine == list(range(2_000))
     acc.release_all(drained)
     assert acc.used_bytes == 0
+
+
+# Rule 5 of sendpath.py / _csend.pyx: with the compiled twin, batches are out of the cyclic collector's view
+# until they take a callback or an error; the pure-Python twin cannot untrack and leaves them tracked.
+UNTRACKS = sendpath.IMPLEMENTATION == sendpath.CYTHON
+
+
+@pytest.mark.parametrize("max_records", [1, 3])
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_batches_and_their_record_lists_are_untracked_until_a_callback_or_an_error(name, max_records):
+    acc = accumulator_on(TWINS[name], 10_000, max_records, {"t": 1}, 0)
+    futures = [acc.send("t", b"v") for _ in range(4)]  # fast path: new batches, and records into open ones
+    futures.append(acc.send("t", "text"))  # slow path: the accumulator's append (opening a batch at max 1)
+    acc.close_expired(0.0, force=True)
+    batches = list(dict.fromkeys(f._batch for f in futures))
+    assert len(batches) == (5 if max_records == 1 else 2)
+    for batch in batches:
+        assert gc.is_tracked(batch) is not UNTRACKS and gc.is_tracked(batch.records) is not UNTRACKS
+    futures[0].add_callback(lambda metadata: None)
+    futures[-1]._batch.fail(RuntimeError("boom"))
+    assert gc.is_tracked(futures[0]._batch) and gc.is_tracked(futures[-1]._batch)
+    assert [gc.is_tracked(b) for b in batches[1:-1]] == [not UNTRACKS] * (len(batches) - 2)
+
+
+class Boom(RuntimeError):
+    """(A built-in exception takes no weak reference; a subclass does.)"""
+
+
+def _fail_from_a_frame_holding(batch) -> weakref.ref:
+    """Fail `batch` with an exception whose traceback's frame holds the batch: a cycle through it."""
+    try:
+        raise Boom("boom")
+    except Boom as exc:
+        batch.fail(exc)
+        return weakref.ref(exc)
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_a_cycle_through_a_failed_batch_or_a_callback_is_collected(name):
+    """The batches are untracked while they hold only atoms; the cycles a callback or an error make through
+    them must still be collected (they would leak if `fail`/`add_callback` did not track the batch again)."""
+    acc = accumulator_on(TWINS[name], 10_000, 100, {"t": 1}, 0)
+    failed, called = acc.send("t", b"v"), acc.send("t", b"w", partition=0)
+    acc.close_expired(0.0, force=True)
+    error = _fail_from_a_frame_holding(failed._batch)
+    # a new open batch whose callback holds it: batch -> callback -> batch (a future on the way would not do:
+    # futures are untracked too, _csend.pyx Rule 3, and that cycle ends when the batch completes)
+    other = acc.send("t", b"x")
+    callback = (lambda batch: lambda metadata: batch)(other._batch)
+    other.add_callback(callback)
+    gone = weakref.ref(callback)
+    del failed, called, other, callback
+    acc.ready.clear()
+    acc._open.clear()
+    acc._incomplete.clear()
+    gc.collect()
+    assert error() is None and gone() is None
+
+
+@pytest.mark.parametrize("max_records", [1, 2, 3])
+def test_both_twins_wake_the_sender_and_move_the_sticky_partition_alike(max_records):
+    """A batch that opens (its linger deadline) or closes wakes the sender; a closed batch moves the sticky
+    partition. A missed wake-up leaves records waiting until the sender's next pass."""
+    calls = {}
+    for name, base in TWINS.items():
+        acc = accumulator_on(base, 300, max_records, {"a": 3, "b": 1}, 7)
+        seen = calls[name] = []
+        acc._on_ready = lambda: seen.append("ready")
+        listener = acc.closed_listener
+        acc.closed_listener = lambda topic, partition: seen.append(("closed", topic, partition)) or listener(
+            topic, partition)
+        for i in range(12):
+            acc.send("a" if i % 3 else "b", b"x" * (0, 40, 80, 300)[i % 4])  # 300: closes as it opens
+            seen.append(i)
+    assert calls["python"] == calls["cython"]
+    assert calls["python"].count("ready") >= 12 // max_records
+
+
+@pytest.mark.parametrize("opened", [False, True])
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_send_waits_while_another_thread_holds_the_accumulators_lock(name, opened):
+    """_csend.pyx Rule 6: send keeps the lock with the GIL alone only when no thread holds it."""
+    acc = accumulator_on(TWINS[name], 10_000, 100, {"t": 1}, 0)
+    if opened:
+        acc.send("t", b"first")  # the next record goes into this open batch; else it opens one
+    done = []
+    acc._lock.acquire()
+    try:
+        sender = threading.Thread(target=lambda: done.append(acc.send("t", b"v")))
+        sender.start()
+        time.sleep(0.1)
+        assert not done and sum(len(b.records) for b in acc._open.values()) == int(opened)
+    finally:
+        acc._lock.release()
+    sender.join(5)
+    assert done and done[0]._batch.records[done[0]._index][1] == b"v"
+
+
+class Topic(str):
+    """A str subclass: its hash and equality could run Python code, so it takes the slow path."""
+
+    def __hash__(self):
+        return str.__hash__(self)
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_a_topic_that_is_not_exactly_str_takes_the_slow_path_and_lands_alike(name):
+    acc = accumulator_on(TWINS[name], 10_000, 100, {"t": 1}, 0)
+    slow = []
+    real_slow = acc.slow_send
+    acc.slow_send = lambda *args: slow.append(args) or real_slow(*args)
+    first, second = acc.send("t", b"v"), acc.send(Topic("t"), b"w")
+    assert len(slow) == 1 and second._batch is first._batch and second._index == 1
+    assert [type(key[0]) for key in acc._open] == [str]  # the slow path keys its batches by a plain str
+    third = acc.send(Topic("u"), b"x", partition=0)  # a new batch, opened by the slow path
+    acc.metadata.partition_counts["u"] = 1
+    assert [type(key[0]) for key in acc._open] == [str, str] and acc.send("u", b"y")._batch is third._batch
+
+
+def test_a_batch_type_that_hashes_in_python_is_refused():
+    class Hashing(ProducerBatch):
+        __slots__ = ()
+
+        def __hash__(self):
+            return 0
+
+    acc = accumulator_on(sendpath.SendPath, 10_000, 100, {"t": 1}, 0)
+    if sendpath.IMPLEMENTATION == sendpath.CYTHON:
+        with pytest.raises(TypeError, match="hash and equality"):
+            acc.batch_type = Hashing
+    else:  # the pure-Python twin runs under threading.Lock: any batch type does
+        acc.batch_type = Hashing
