@@ -8,8 +8,10 @@ deadline as `unacknowledged`. Throughput is acknowledged messages over the time 
 Rule 2: every loop ends by its deadline, whatever the broker does; a consumer asked for n messages reports
 how many it got, so a short read shows as a short count, never as a rate of what was not read.
 Rule 3: the baselines of the Fetch path run in the same process over the same segment files: a bare
-`os.sendfile` loop to a socket (what the kernel costs to serve those bytes) and a raw Fetch loop (the
-broker with a client that does nothing but count the records it receives).
+`os.sendfile` loop to a socket (what the kernel costs to stream those bytes), a bare request/response
+loop (one small request, then one sendfile of the next chunk: what the kernel costs to serve them as
+Fetch responses, one at a time, with no work per request) and a raw Fetch loop (the broker with a client
+that does nothing but count the records it receives).
 """
 
 from __future__ import annotations
@@ -24,13 +26,19 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 TICK = os.sysconf("SC_CLK_TCK")
 GB = 1e9
 SIZE = struct.Struct(">i")
+_I32, _I64 = struct.Struct(">i"), struct.Struct(">q")
+_BASE_AND_LENGTH = struct.Struct(">qi")  # a v2 batch's baseOffset and batchLength
+# a Fetch v11 partition after its index: error_code, high_watermark, last_stable_offset, log_start_offset,
+# aborted_transactions count (-1: null), preferred_read_replica, records length
+_PARTITION_TAIL = struct.Struct(">hqqqiii")
 POLL_EVERY = 10_000  # produce() calls between polls for delivery reports
 SOCKET_TIMEOUT_S = 30.0
+REQUEST_BYTES = 64  # request_loop's request: about a one-partition Fetch v11 frame
 TOPIC_OPEN_S = 1.0  # after creating topics: the broker learns of them from ZooKeeper and opens their logs
 
 
@@ -227,23 +235,81 @@ def raw_fetch(host: str, port: int, topic: str, n: int, max_bytes: int, deadline
 
 
 def _fetch_pass(sock: socket.socket, topic: str, n: int, max_bytes: int, deadline: float) -> tuple[int, int]:
-    from sparklog.protocol import ApiKey, FetchPartition, FetchRequest, FetchTopic
-    from sparklog.protocol.registry import decode_response, encode_request
-
+    """One pass over offsets [0, n). The request is encoded once and patched (correlation id, fetch offset);
+    each reply is read into one buffer and its records found at their fixed place in a one-partition v11
+    reply, so the client's work per response is the header walk alone (a client that takes long between
+    requests makes the broker answer each one cold: fetch_cost.py --client-pause-us). A reply of another
+    shape (an error, aborted transactions) goes through the general decoder."""
+    template = _fetch_template(topic, max_bytes)
+    request, corr_at, offset_at = bytearray(template.frame), template.correlation_at, template.offset_at
+    records_at = 4 + 4 + 4 + 2 + 4 + 4 + 2 + len(topic.encode()) + 4 + 4  # ... partition_index; error_code next
+    buf = bytearray(2 * max_bytes + (1 << 16))
+    view = memoryview(buf)
     got = received = offset = 0
     for correlation_id in range(1 << 30):
         if offset >= n or time.perf_counter() > deadline:
             break
+        _I32.pack_into(request, corr_at, correlation_id)
+        _I64.pack_into(request, offset_at, offset)
+        sock.sendall(request)
+        size = _recv_into(sock, view, 4) and SIZE.unpack_from(buf, 0)[0]
+        if size + 4 > len(buf):
+            buf = bytearray(size + 4)
+            view = memoryview(buf)
+        _recv_into(sock, view[4:], size)
+        received += size + 4
+        records = _one_partition_records(view, size + 4, records_at, correlation_id)
+        if records is None:  # not the one-partition shape: the general decoder finds the records
+            from sparklog.protocol import ApiKey
+            from sparklog.protocol.registry import decode_response
+
+            _, response = decode_response(ApiKey.FETCH, 11, view[4:size + 4])
+            records = memoryview(response.responses[0].partitions[0].records or b"")
+        count, offset = _count_records(records, offset)
+        got += count
+    return got, received
+
+
+class _FetchTemplate(NamedTuple):
+    frame: bytes
+    correlation_at: int
+    offset_at: int
+
+
+def _fetch_template(topic: str, max_bytes: int) -> _FetchTemplate:
+    """A Fetch v11 request of one partition, with where its correlation id and fetch offset are."""
+    from sparklog.protocol import ApiKey, FetchPartition, FetchRequest, FetchTopic
+    from sparklog.protocol.registry import encode_request
+
+    def encode(offset: int) -> bytes:
         body = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, topics=[FetchTopic(
             topic=topic, partitions=[FetchPartition(partition=0, fetch_offset=offset,
                                                     partition_max_bytes=max_bytes)])])
-        sock.sendall(encode_request(ApiKey.FETCH, 11, correlation_id, "raw-fetch", body))
-        frame = _recv_frame(sock)
-        received += len(frame) + 4
-        _, response = decode_response(ApiKey.FETCH, 11, frame)
-        count, offset = _count_records(memoryview(response.responses[0].partitions[0].records or b""), offset)
-        got += count
-    return got, received
+        return encode_request(ApiKey.FETCH, 11, 0, "raw-fetch", body)
+
+    zero, ones = encode(0), encode(-1)
+    offset_at = next(i for i in range(len(zero)) if zero[i] != ones[i])
+    return _FetchTemplate(zero, 8, offset_at)  # size, api_key, api_version, then the correlation id
+
+
+def _one_partition_records(view: memoryview, end: int, at: int, correlation_id: int) -> memoryview | None:
+    """The records of a one-partition Fetch v11 reply without error or aborted transactions, else None."""
+    if SIZE.unpack_from(view, 4)[0] != correlation_id:
+        raise ConnectionError("a reply to another request")
+    error, _, _, _, aborted, _, length = _PARTITION_TAIL.unpack_from(view, at)
+    if error or aborted != -1 or at + _PARTITION_TAIL.size + max(length, 0) != end:
+        return None
+    return view[at + _PARTITION_TAIL.size:end]
+
+
+def _recv_into(sock: socket.socket, view: memoryview, size: int) -> int:
+    pos = 0
+    while pos < size:
+        got = sock.recv_into(view[pos:size])
+        if not got:
+            raise ConnectionError("the broker closed the connection")
+        pos += got
+    return size
 
 
 def _recv_frame(sock: socket.socket) -> memoryview:
@@ -263,17 +329,22 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytearray:
 
 
 def _count_records(records: memoryview, offset: int) -> tuple[int, int]:
-    """(records in the whole batches of a record set, the offset after the last one)."""
-    from sparklog.records.batch import HEADER_SIZE, parse_header
+    """(records in the whole batches of a record set, the offset after the last one), from the v2 headers:
+    baseOffset and batchLength, lastOffsetDelta, and the records count that ends the header."""
+    from sparklog.records.batch import HEADER_SIZE, LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD
 
     count = pos = 0
-    while len(records) - pos >= HEADER_SIZE:
-        header = parse_header(records, pos)
-        if pos + header.size > len(records):
+    end = len(records)
+    while end - pos >= HEADER_SIZE:
+        base, length = _BASE_AND_LENGTH.unpack_from(records, pos)
+        size = length + LOG_OVERHEAD
+        if pos + size > end:
             break  # a partial batch at the end of the response
-        count += header.record_count
-        offset = header.next_offset
-        pos += header.size
+        (delta,) = _I32.unpack_from(records, pos + LAST_OFFSET_DELTA_OFFSET)
+        (records_in_batch,) = _I32.unpack_from(records, pos + HEADER_SIZE - 4)
+        count += records_in_batch
+        offset = base + delta + 1
+        pos += size
     return count, offset
 
 
@@ -312,6 +383,61 @@ def sendfile_loop(files: list[Path], chunk: int, deadline_s: float = 300.0, pass
             received += n
     wall = time.perf_counter() - started
     sender.join(SOCKET_TIMEOUT_S)
+    listener.close()
+    return result.get("cpu", float("nan")), received, wall
+
+
+def request_loop(files: list[Path], chunk: int, deadline_s: float = 300.0, passes: int = 1
+                 ) -> tuple[float, int, float]:
+    """The bare request/response server: for each small request read from the socket, one blocking
+    os.sendfile of the next `chunk` bytes of the files (the whole rest of a file when it is shorter), to a
+    client thread that sends the request and reads the reply whole before asking again, as the raw fetch
+    loop does: (server's CPU seconds, bytes sent, wall seconds). A Fetch server with no per-request work;
+    on loopback it pays more per byte than `sendfile_loop`, whose sender finds the receiver's window open
+    mid-stream and whose receiver's ACKs push part of the data in the receiver's time (Rule 3)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    pieces = [(path, start, min(chunk, path.stat().st_size - start))
+              for path in files for start in range(0, path.stat().st_size, chunk)] * passes
+    result: dict = {}
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.settimeout(SOCKET_TIMEOUT_S)
+        handles = {path: open(path, "rb") for path in files}
+        cpu0, sent = time.thread_time(), 0
+        try:
+            with conn:
+                for path, start, length in pieces:
+                    if not conn.recv(REQUEST_BYTES):
+                        break
+                    done = 0
+                    while done < length:
+                        done += os.sendfile(conn.fileno(), handles[path].fileno(), start + done, length - done)
+                    sent += done
+        finally:
+            for handle in handles.values():
+                handle.close()
+            result["cpu"], result["sent"] = time.thread_time() - cpu0, sent
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    started = time.perf_counter()
+    received, deadline = 0, started + deadline_s
+    with socket.create_connection(listener.getsockname(), timeout=SOCKET_TIMEOUT_S) as sock:
+        view = memoryview(bytearray(chunk))
+        for _, _, length in pieces:
+            if time.perf_counter() > deadline:
+                break
+            sock.sendall(bytes(REQUEST_BYTES))
+            got = 0
+            while got < length:
+                n = sock.recv_into(view[got:length])
+                if not n:
+                    raise ConnectionError("the request loop's server closed the connection")
+                got += n
+            received += got
+    wall = time.perf_counter() - started
+    server.join(SOCKET_TIMEOUT_S)
     listener.close()
     return result.get("cpu", float("nan")), received, wall
 

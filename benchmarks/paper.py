@@ -22,13 +22,20 @@ were acknowledged, each within a deadline:
     kcat 1M        kcat (librdkafka in C, no Python per message) with the same settings, its output (one
                    offset a line) counted; its librdkafka (2.0) has no fetch.queue.backoff.ms, nor the throttle
     raw fetch 1M   a Fetch loop on one socket that counts records from batch headers only: the broker
-                   with a client that costs next to nothing; it reads the log over until about
+                   with a client that costs next to nothing (the request encoded once and patched, each
+                   reply read into one buffer, its records found at their fixed place); it reads the log over until about
                    PRECISION_BYTES were served, so that CPU times (in 10 ms ticks) are precise
     sendfile 1M    a bare os.sendfile loop of the partition's segment files to a socket, 1 MiB a call, as
                    many passes as the raw fetch loop
+    request 1M     a bare request/response loop over the same files (measure.request_loop): a 64-byte
+                   request, then one 1 MiB sendfile, one at a time as the raw fetch loop asks: the kernel's
+                   cost of serving Fetch-sized responses with no work per request (on loopback the sender
+                   pays the receiver's TCP receive work too, which a streaming sender partly leaves to its
+                   receiver's ACKs: this loop costs ~1.3-1.8x the sendfile loop here)
 Every consumer has `fetch.queue.backoff.ms` = 0: librdkafka >= 2.1 otherwise stops fetching for up to a
 second once `queued.min.messages` are queued, and the figure is the client's throttle. The last columns
-give the broker's CPU seconds per GB served (log bytes read) and its ratio to the sendfile loop's.
+give the broker's CPU seconds per GB served (log bytes read) and its ratios to the sendfile loop's and
+the request loop's.
 This is a benchmark, not a test: nothing is asserted. With `--results FILE` it appends JSON rows in the
 format of `../shared/peers/bench_common.py` `record()` (run_peers.sh --extra exports BENCH_RESULTS,
 BENCH_N, BENCH_CAP_S and BENCH_MSG_SIZE, which are the defaults here), so make_table.py shows sparklog
@@ -55,7 +62,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from measure import (GB, confluent_consume, confluent_produce, cpu_seconds, create_single_partition_topic, kcat_consume, load,  # noqa: E402
-                     kcat_produce, payload, raw_fetch, sendfile_loop)
+                     kcat_produce, payload, raw_fetch, request_loop, sendfile_loop)
 
 TOPIC = "paper"
 PAPER_FETCH_BYTES = 200 * 1024  # the paper's consumer fetched about 200 KB at a time
@@ -107,6 +114,8 @@ def read_back(broker, log_dir: Path, n: int, args, rows: list) -> None:
     ]
     cpu, sent, wall = sendfile_loop(segments, DEFAULT_FETCH_BYTES, DEADLINE_S, passes)
     base_cpu_per_gb = cpu / (sent / GB)
+    rr_cpu, rr_sent, rr_wall = request_loop(segments, DEFAULT_FETCH_BYTES, DEADLINE_S, passes)
+    rr_cpu_per_gb = rr_cpu / (rr_sent / GB)
     for test, fetch, read in readers:
         cpu0, own0 = cpu_seconds(broker.pid), own_cpu()
         done = read()
@@ -114,13 +123,18 @@ def read_back(broker, log_dir: Path, n: int, args, rows: list) -> None:
         served = log_bytes * done.got / n  # the share of the log's bytes read, passes included
         per_gb = cpu[0] / (served / GB) if served else float("nan")
         want = n * (passes if test == "raw fetch" else 1)
-        note = (f"{per_gb:.3f} broker CPU-s/GB, {per_gb / base_cpu_per_gb:.1f}x the sendfile loop's"
+        note = (f"{per_gb:.3f} broker CPU-s/GB, {per_gb / base_cpu_per_gb:.2f}x the sendfile loop's, "
+                f"{per_gb / rr_cpu_per_gb:.2f}x the request loop's"
                 + ("" if done.got == want and not done.errors else f"; SHORT: {done.got:,} of {want:,}, "
                    f"{done.errors} errors"))
         rows.append(row(test, fetch, args, done.got, done.seconds, cpu, None, mode=f"{fetch} fetches", note=note))
         print(format_row(rows[-1]), flush=True)
     print(f"sendfile  1M: {n * passes / wall:>12,.0f} msg/s {sent / wall / 1e6:>8.2f} MB/s of log "
           f"({sent / 1e6:.1f} MB in {wall:.2f} s, {passes} passes; {base_cpu_per_gb:.3f} sender CPU-s/GB)",
+          flush=True)
+    print(f"request   1M: {n * passes * rr_sent / max(sent, 1) / rr_wall:>12,.0f} msg/s {rr_sent / rr_wall / 1e6:>8.2f} "
+          f"MB/s of log ({rr_sent / 1e6:.1f} MB in {rr_wall:.2f} s, one 1 MiB sendfile per request; "
+          f"{rr_cpu_per_gb:.3f} server CPU-s/GB = {rr_cpu_per_gb / base_cpu_per_gb:.2f}x the sendfile loop's)",
           flush=True)
 
 

@@ -11,9 +11,9 @@ The `App` contract (`Dispatcher` in `dispatch.py` is the real one):
     app.handle_frame(frame, session) -> None | Reply | Parked | Awaitable[None | Reply]
 
     None            nothing is sent (a Produce with acks=0)
-    Reply           a list of chunks: `bytes`-like, or a record-set object with `fileno()`, `position` and
-                    `__len__` (a storage FileSlice) that is written with `os.sendfile`; the chunks include
-                    the response's 4-byte size prefix
+    Reply           a list of chunks: `bytes`-like, or a record-set object (a storage FileSlice: `position`,
+                    `__len__`, `send_to(fd, start, count)` = os.sendfile under its pin, and `pinned()`) that
+                    is written with `os.sendfile`; the chunks include the response's 4-byte size prefix
     Parked(aw)      the request has taken effect and only its answer waits (an acks=all Produce in the
                     purgatory, a long-polling Fetch): the awaitable gives None or a Reply
     awaitable       the request takes effect while it runs (a ZooKeeper write): gives None or a Reply
@@ -672,6 +672,10 @@ class Connection(asyncio.Protocol):
         """Write a reply; returns a coroutine to await if a record set could not be sent at once."""
         if self.closed:
             return None
+        if chunks.__class__ is list and len(chunks) == 2 and chunks[0].__class__ is bytes:
+            records = chunks[1]
+            if records.__class__ not in _BUFFERS:
+                return self._write_head_and_records(chunks[0], records)
         transport = self.transport
         pending: list = []
         chunks = list(chunks)
@@ -693,6 +697,31 @@ class Connection(asyncio.Protocol):
         if pending:
             transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
         return None
+
+    def _write_head_and_records(self, head: bytes, records) -> Awaitable[None] | None:
+        """`_write` of a one-partition Fetch reply ([head, record set], the common shape), in one call: the head
+        with MSG_MORE, then one sendfile, when nothing is buffered before them; else as `_write` does."""
+        length = len(records)
+        if not length or self.transport.get_write_buffer_size():
+            return self._write_buffered_head(head, records, length)
+        sock = self._dup_sock if self._dup_sock is not None else self._dup()
+        try:
+            sent = sock.send(head, socket.MSG_MORE)
+        except OSError:  # BlockingIOError and the rest: the transport's write meets it again (and closes)
+            sent = 0
+        if sent != len(head):
+            return self._write_buffered_head(memoryview(head)[sent:], records, length)
+        sent = self._sendfile_now(records, length, 0)
+        if sent < 0:
+            return None  # connection broken and closed
+        if sent < length:
+            return self._write_rest(records, sent, length, [])
+        return None
+
+    def _write_buffered_head(self, head, records, length: int) -> Awaitable[None] | None:
+        """The head through the transport; the records after it, by the task that waits for the buffer."""
+        self.transport.write(head)
+        return self._write_rest(records, 0, length, []) if length else None
 
     def _write_head(self, head) -> None:
         """The bytes before a record set: sent with MSG_MORE when nothing is buffered before them, so the kernel
@@ -719,16 +748,18 @@ class Connection(asyncio.Protocol):
             self._dup_fd = self._dup_sock.fileno()
         return self._dup_sock
 
-    def _sendfile_now(self, file_slice, length: int) -> int:
-        """Send what the socket takes right now, without blocking; -1 if the connection broke.
+    def _sendfile_now(self, file_slice, length: int, buffered: int | None = None) -> int:
+        """Send what the socket takes right now, without blocking; -1 if the connection broke. `buffered`:
+        the transport's buffered bytes, if the caller knows them (else asked here): nothing is sent past them.
 
-        The slice is pinned for the call, as in `_write_rest`: a bare `fileno()` could be a number that a
-        concurrent close (retention, topic deletion) released and another open() reused."""
-        if self.transport.get_write_buffer_size():
+        The slice sends under its pin (`send_to`), as `_write_rest` pins it: a bare `fileno()` could be a
+        number that a concurrent close (retention, topic deletion) released and another open() reused."""
+        if buffered is None:
+            buffered = self.transport.get_write_buffer_size()
+        if buffered:
             return 0
         try:
-            with file_slice.pinned() as in_fd:
-                sent = os.sendfile(self._fd, in_fd, file_slice.position, length)
+            sent = file_slice.send_to(self._fd, 0, length)
         except (BlockingIOError, InterruptedError):
             return 0
         except StorageError as exc:  # LogClosedError: the segment was closed before the pin

@@ -91,15 +91,16 @@ AbortedTransaction = PartitionData.AbortedTransaction
 _FETCH = int(ApiKey.FETCH)
 _REQUEST_PREFIX = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-# replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level (v4+ always here); v7+: session_id, epoch
-_FETCH_LIMITS = struct.Struct(">iiiib")
-_SESSION = struct.Struct(">ii")
-# topics count (1), topic name length
-_TOPICS = struct.Struct(">ih")
-# partitions count (1), partition; then current_leader_epoch (v9+), fetch_offset, log_start_offset (v5+),
-# partition_max_bytes
-_PARTITION = {4: struct.Struct(">iiqi"), 5: struct.Struct(">iiqqi"), 9: struct.Struct(">iiiqqi")}
+# From after the client_id to the topic name: replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level
+# (v4+ always here), v7+ session_id and session_epoch, then topics count (1) and the topic name's length.
+_HEAD = {4: struct.Struct(">iiiibih"), 7: struct.Struct(">iiiibiiih")}
+# After the topic name: partitions count (1), partition, current_leader_epoch (v9+), fetch_offset,
+# log_start_offset (v5+), partition_max_bytes, then v7+ the forgotten topics count (0); rack_id follows (v11).
+_PARTITION = {4: struct.Struct(">iiqi"), 5: struct.Struct(">iiqqi"), 7: struct.Struct(">iiqqii"),
+              9: struct.Struct(">iiiqqii")}
+# (head, partition) shapes by version: one unpack each
+_SHAPES = {v: (_HEAD[7 if v >= 7 else 4], _PARTITION[9 if v >= 9 else 7 if v >= 7 else 5 if v >= 5 else 4])
+           for v in range(4, 12)}
 # size, correlation_id, throttle_time_ms; v7+: error_code, session_id; then responses count (1), topic length
 _RESPONSE_HEAD = {4: struct.Struct(">iiiih"), 7: struct.Struct(">iiihiih")}
 # partitions count (1), partition_index, error_code, high_watermark, last_stable_offset, (v5+ log_start_offset),
@@ -138,31 +139,24 @@ def decode_single_partition(frame) -> SinglePartitionFetch | None:
             if pos > end:
                 return None
             str(buf[_REQUEST_PREFIX.size:pos], "utf-8")  # the general decoder refuses a client_id that is not UTF-8
-        replica_id, max_wait_ms, min_bytes, max_bytes, _ = _FETCH_LIMITS.unpack_from(buf, pos)
-        pos += _FETCH_LIMITS.size
-        if version >= 7:
-            pos += _SESSION.size
-        topics, n = _TOPICS.unpack_from(buf, pos)
-        pos += _TOPICS.size
+        head, partition_shape = _SHAPES[version]
+        fields = head.unpack_from(buf, pos)
+        pos += head.size
+        topics, n = fields[-2], fields[-1]
         if topics != 1 or n < 0 or pos + n > end:
             return None
         topic = str(buf[pos:pos + n], "utf-8")
         pos += n
-        shape = _PARTITION[9 if version >= 9 else 5 if version >= 5 else 4]
-        fields = shape.unpack_from(buf, pos)
-        pos += shape.size
-        if fields[0] != 1:
+        parts = partition_shape.unpack_from(buf, pos)
+        pos += partition_shape.size
+        if parts[0] != 1:
+            return None
+        if version >= 7 and parts[-1] != 0:  # forgotten topics: left to the general path
             return None
         if version >= 9:
-            _, partition, leader_epoch, fetch_offset, _, partition_max_bytes = fields
+            leader_epoch, fetch_offset, partition_max_bytes = parts[2], parts[3], parts[5]
         else:
-            partition, fetch_offset, partition_max_bytes = fields[1], fields[2], fields[-1]
-            leader_epoch = -1
-        if version >= 7:
-            (forgotten,) = _I32.unpack_from(buf, pos)
-            pos += 4
-            if forgotten != 0:
-                return None
+            leader_epoch, fetch_offset, partition_max_bytes = -1, parts[2], parts[-2 if version >= 7 else -1]
         if version >= 11:
             (n,) = _I16.unpack_from(buf, pos)
             pos += 2
@@ -171,8 +165,8 @@ def decode_single_partition(frame) -> SinglePartitionFetch | None:
             str(buf[pos:pos + n], "utf-8")
     except (struct.error, UnicodeDecodeError):
         return None
-    return SinglePartitionFetch(version, correlation_id, replica_id, max_wait_ms, min_bytes, max_bytes, topic,
-                                partition, leader_epoch, fetch_offset, partition_max_bytes)
+    return SinglePartitionFetch(version, correlation_id, fields[0], fields[1], fields[2], fields[3], topic,
+                                parts[1], leader_epoch, fetch_offset, partition_max_bytes)
 
 
 def encode_single_partition_head(request: SinglePartitionFetch, high_watermark: int, log_start_offset: int,

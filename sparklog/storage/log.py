@@ -177,7 +177,8 @@ class FileSlice:
     renamed to `.deleted` until then); after that, or after the log is closed, using it raises
     LogClosedError.
 
-    The descriptor rule: use the descriptor only inside `with piece.pinned() as fd:` (read_bytes() does).
+    The descriptor rule: use the descriptor only inside `with piece.pinned() as fd:` (read_bytes() and
+    send_to() do).
     A pinned segment's descriptor is not closed until the block ends, so it cannot be a number that a
     concurrent close released and another open() reused. `fileno()` returns the bare number for callers
     that cannot pin; it is only safe while the log is known to stay open (not across retention's
@@ -200,6 +201,17 @@ class FileSlice:
     def pinned(self):
         """Context manager giving the segment's descriptor, kept open (and this file's) until the block ends."""
         return self._segment.pinned()
+
+    def send_to(self, out_fd: int, start: int, count: int) -> int:
+        """os.sendfile of `count` bytes from `start` (relative to the slice) to `out_fd`, under the pin: what
+        the server's Fetch path calls once per response, so it costs one call, not a context manager.
+        Raises LogClosedError (the segment was closed) or the sendfile's OSError (BlockingIOError included)."""
+        segment = self._segment
+        fd = segment.pin()
+        try:
+            return os.sendfile(out_fd, fd, self.position + start, count)
+        finally:
+            segment.unpin()
 
     def read_bytes(self) -> bytes:
         if not self.length:

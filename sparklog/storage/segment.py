@@ -451,18 +451,27 @@ class LogSegment:
         reader holding the number could hit a descriptor that a concurrent close() released and an
         unrelated open() reused, and read (or sendfile) another file's bytes.
         """
+        fd = self.pin()
+        try:
+            yield fd
+        finally:
+            self.unpin()
+
+    def pin(self) -> int:
+        """pinned() without the context manager, for the Fetch path (one sendfile per response): the caller
+        must call `unpin()` exactly once after its last use of the descriptor, in a `finally`."""
         with self._pin_lock:
             if self.closed:
                 raise LogClosedError(f"the segment file {self.path} was closed")
             self._pins += 1
-        try:
-            yield self.fd
-        finally:
-            with self._pin_lock:
-                self._pins -= 1
-                release = self.closed and not self._pins
-            if release:
-                self._files.close(self.fd)
+        return self.fd
+
+    def unpin(self) -> None:
+        with self._pin_lock:
+            self._pins -= 1
+            release = self.closed and not self._pins
+        if release:
+            self._files.close(self.fd)
 
     def close(self) -> None:
         with self._pin_lock:

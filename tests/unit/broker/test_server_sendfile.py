@@ -8,6 +8,8 @@ import socket
 import tempfile
 import time
 
+import pytest
+
 from sparklog.protocol import ApiKey, FetchPartition, FetchRequest, FetchTopic
 from sparklog.protocol.registry import decode_response, encode_request
 from sparklog.records.batch import build_batch, iter_records
@@ -68,6 +70,10 @@ class _BareDescriptorForbidden:
         self.pins += 1
         return self.slice.pinned()
 
+    def send_to(self, out_fd, start, count):
+        self.pins += 1  # FileSlice.send_to sends under the pin
+        return self.slice.send_to(out_fd, start, count)
+
     def __len__(self):
         return len(self.slice)
 
@@ -119,6 +125,63 @@ def test_the_immediate_sendfile_of_a_closed_segment_ends_the_connection_not_the_
         conn = _connection(served, out)
         assert conn._sendfile_now(piece, len(piece)) == -1
         assert conn.transport.aborted and conn.closed
+    finally:
+        out.close()
+        peer.close()
+
+
+class _BufferingTransport(_Transport):
+    """A transport that says it holds `buffered` bytes and records what is written through it."""
+
+    def __init__(self, buffered):
+        super().__init__()
+        self.buffered = buffered
+        self.written = []
+
+    def get_write_buffer_size(self):
+        return self.buffered
+
+    def write(self, data):
+        self.written.append(bytes(data))
+
+
+def test_a_one_partition_reply_goes_out_whole_as_head_then_records(served, state):  # noqa: F811
+    plog = state.partitions.snapshot.leading[("t", 0)]
+    for value in (b"first", b"second", b"third"):
+        plog.append(build_batch([(None, value, None, None)]))
+    piece = plog.read(1, 1 << 20)  # starts at the second batch, inside the file
+    head = b"\x00\x00\x00\x2a" + bytes(range(40))
+    out, peer = socket.socketpair()
+    try:
+        conn = _connection(served, out)
+        assert conn._write([head, piece]) is None  # all of it sent at once
+        want = head + piece.read_bytes()
+        assert peer.recv(len(want), socket.MSG_WAITALL) == want
+        peer.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            peer.recv(1)  # and nothing more
+        assert not conn.transport.aborted
+    finally:
+        out.close()
+        peer.close()
+
+
+def test_a_one_partition_reply_behind_buffered_bytes_waits_for_them(served, state):  # noqa: F811
+    """Bytes still in the transport's buffer go first: the head joins them there, and the records are left to
+    the task that drains the buffer (nothing is sendfile'd past them)."""
+    plog = state.partitions.snapshot.leading[("t", 0)]
+    plog.append(build_batch([(None, b"records", None, None)]))
+    piece = plog.read(0, 1 << 20)
+    out, peer = socket.socketpair()
+    try:
+        conn = _connection(served, out)
+        conn.transport = _BufferingTransport(100)
+        pending = conn._write([b"head", piece])
+        assert pending is not None and conn.transport.written == [b"head"]
+        pending.close()  # not run here: the records would go out after the buffer drains
+        peer.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            peer.recv(1)  # nothing went to the socket directly
     finally:
         out.close()
         peer.close()

@@ -1,4 +1,5 @@
 import os
+import socket
 import struct
 import threading
 import time
@@ -828,6 +829,28 @@ def test_a_pinned_slice_keeps_its_descriptor_through_close(tmp_path, flusher):
     with pytest.raises(LogClosedError):
         with piece.pinned():
             pass
+
+
+def test_send_to_sends_the_slices_bytes_and_nothing_once_the_log_is_closed(tmp_path, flusher):
+    log = open_log(tmp_path, flusher)
+    for tag in range(3):
+        log.append(make_batch(3, tag=tag))
+    log.flush()
+    piece = log.read(3, 10_000)  # from the second batch: the slice starts inside the file
+    expected = piece.read_bytes()
+    out, peer = socket.socketpair()
+    try:
+        assert piece.send_to(out.fileno(), 0, 10) + piece.send_to(out.fileno(), 10, piece.length - 10) == piece.length
+        assert peer.recv(piece.length, socket.MSG_WAITALL) == expected
+        log.close()
+        with pytest.raises(LogClosedError):
+            piece.send_to(out.fileno(), 0, piece.length)
+        peer.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            peer.recv(1)  # nothing went out
+    finally:
+        out.close()
+        peer.close()
 
 
 def test_slices_read_concurrently_with_close_never_see_another_file(tmp_path, flusher):
