@@ -32,7 +32,7 @@ Rule 3: memory is bounded by the input: lists are sized by a record count only a
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
-from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.long cimport PyLong_AsLongLong, PyLong_CheckExact, PyLong_FromLongLong
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.ref cimport Py_INCREF
@@ -1639,3 +1639,85 @@ def check_sets(list record_sets, Py_ssize_t max_message_bytes):
         Py_INCREF(result)
         PyList_SET_ITEM(out, i, result)
     return out
+
+
+def check_leader_set(records, Py_ssize_t max_message_bytes):
+    """append_check.check_leader_set (Rule 3): a plain, non-idempotent record set's batches in one walk, or
+    None for anything else (the caller's general append decides)."""
+    cdef Py_buffer view
+    cdef const uint8_t* p
+    cdef Py_ssize_t position = 0, size, total
+    cdef int64_t length
+    cdef int32_t delta, count
+    cdef uint8_t low
+    cdef int64_t offsets = 0, messages = 0
+    if records is None:
+        return None
+    PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
+    try:
+        total = view.len
+        if total < CHECK_HEADER:
+            return None
+        entries = []
+        while position < total:
+            p = <const uint8_t*>view.buf + position
+            if total - position < CHECK_HEADER:
+                return None
+            length = <int32_t>_be(p + 8, 4)
+            size = <Py_ssize_t>length + 12
+            low = p[22]
+            delta = <int32_t>_be(p + 23, 4)
+            count = <int32_t>_be(p + 57, 4)
+            if (size < CHECK_HEADER or size > total - position or size > max_message_bytes or p[16] != 2
+                    or low & 0x3f  # control, transactional, LogAppendTime or a codec: the general path's
+                    or <int64_t>_be(p + 43, 8) >= 0  # an idempotent producer's: the general path's
+                    or count <= 0 or delta != count - 1
+                    or sparklog_crc32c(p + CHECK_CRC_FROM, size - CHECK_CRC_FROM) != <uint32_t>_be(p + 17, 4)
+                    or not records_fill(p + CHECK_HEADER, size - CHECK_HEADER, count)):
+                return None
+            entries.append((position, size, <int64_t>delta + 1, _be(p + 35, 8)))
+            offsets += <int64_t>delta + 1
+            messages += count
+            position += size
+        return entries, offsets, messages
+    finally:
+        PyBuffer_Release(&view)
+
+
+def stamp_leader_set(data, int64_t first_offset, int32_t leader_epoch, int64_t since, int64_t interval,
+                     int64_t max_timestamp, int64_t offset_of_max):
+    """append_check.stamp_leader_set (Rule 4): offsets and the leader's epoch stamped into a checked set's
+    batches, and where a segment's indexes take entries, in one walk."""
+    cdef Py_buffer view
+    cdef uint8_t* p
+    cdef Py_ssize_t position = 0, size, total
+    cdef int64_t offset = first_offset, timestamp
+    cdef int i
+    PyObject_GetBuffer(data, &view, PyBUF_WRITABLE)
+    try:
+        total = view.len
+        points = []
+        while position + CHECK_HEADER <= total:
+            p = <uint8_t*>view.buf + position
+            size = <Py_ssize_t><int32_t>_be(p + 8, 4) + 12
+            if size < CHECK_HEADER or size > total - position:
+                raise ValueError(f"not a checked record set: batch length at byte {position}")
+            for i in range(8):
+                p[i] = <uint8_t>(<uint64_t>offset >> (56 - 8 * i))
+            for i in range(4):
+                p[12 + i] = <uint8_t>(<uint32_t>leader_epoch >> (24 - 8 * i))
+            timestamp = _be(p + 35, 8)
+            if timestamp > max_timestamp:
+                max_timestamp = timestamp
+                offset_of_max = offset
+            if since > interval:
+                points.append((offset, position, max_timestamp, offset_of_max))
+                since = 0
+            since += size
+            offset += <int64_t><int32_t>_be(p + 23, 4) + 1
+            position += size
+        if position != total:
+            raise ValueError(f"not a checked record set: {total - position} trailing bytes")
+        return offset, since, max_timestamp, offset_of_max, points
+    finally:
+        PyBuffer_Release(&view)

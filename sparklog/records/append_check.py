@@ -9,7 +9,21 @@ Rule 1: per set, in order: None when it is not exactly one whole batch (None, fe
         REFUSED_SIZE above `max_message_bytes`, CORRUPT
         when the magic, lastOffsetDelta, recordCount, codec or CRC-32C is wrong (the caller's validate_batch
         names the reason), checked in that order; else the header's `APPEND_FIELDS`, as `unpack_from` gives them.
-Rule 2: two twins, the same output: the compiled one (`_cbatch.check_sets`, with no Python object per set but
+Rule 3: `check_leader_set(records, max_message_bytes)` -> `(entries, offset count, record count)` or None: a
+        record set (one batch or several, a memoryview of a read) that a leader may append as it is, in one
+        walk: each batch whole and within `max_message_bytes`, magic 2, uncompressed, neither control,
+        transactional nor LogAppendTime, without a producer id (not idempotent), recordCount >= 1 and
+        lastOffsetDelta = recordCount - 1, its CRC-32C right and its records parsing (verify.py Rule 1); the
+        batches fill the set exactly. An entry per batch: `(position, size, offsets it spans, maxTimestamp)`.
+        None for any other set, good or bad: the caller's general append decides, and raises what it raises.
+Rule 4: `stamp_leader_set(data, first offset, leader epoch, since, interval, max timestamp, its offset)` ->
+        `(next offset, since, max timestamp, its offset, points)`: a set check_leader_set took, in a writable
+        buffer, gets consecutive offsets from `first offset` and the leader's epoch (fields outside the
+        CRC), and a segment's index bookkeeping is run over its batches as LogSegment._track runs it (its
+        `since` bytes since the last entry against index.interval.bytes, its max timestamp and the offset
+        of the batch that has it): `points` are the index entries due, `(base offset, position in data, max
+        timestamp, its offset)`, in order. ValueError for a buffer whose batch lengths do not fill it.
+Rule 2: two twins of each function, the same output: the compiled one (`_cbatch.check_sets`, with no Python object per set but
         its result) when the compiled codec is active (records/implementation.py Rule 1), this pure-Python one
         otherwise; this one is the authority (tests/unit/records/test_append_check.py runs both, on damaged
         input too). Sans-IO: it only reads the buffers.
@@ -24,13 +38,17 @@ from crc32c import crc32c
 from sparklog.records import batch as _batch
 from sparklog.records import implementation as _implementation
 from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD,
-                                    MAGIC, MAX_CODEC, TRANSACTIONAL_MASK)
+                                    MAGIC, MAX_CODEC, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK)
+from sparklog.records.verify import records_error
 
-__all__ = ["APPEND_FIELDS", "check_sets", "py_check_sets", "REFUSED_ATTRIBUTES", "REFUSED_SIZE", "CORRUPT"]
+__all__ = ["APPEND_FIELDS", "check_leader_set", "check_sets", "py_check_leader_set", "py_check_sets",
+           "py_stamp_leader_set", "stamp_leader_set", "REFUSED_ATTRIBUTES", "REFUSED_SIZE", "CORRUPT"]
 
 REFUSED_ATTRIBUTES = 1
 REFUSED_SIZE = 2
 CORRUPT = 3
+# Rule 3: attribute bits of a batch check_leader_set leaves to the general append
+NOT_PLAIN = CONTROL_MASK | TRANSACTIONAL_MASK | TIMESTAMP_TYPE_MASK | COMPRESSION_MASK
 
 # The header fields a one-batch append checks, in one unpack; pad bytes skip the rest (batch.HEADER).
 APPEND_FIELDS = struct.Struct(
@@ -85,3 +103,80 @@ def check_sets(record_sets: list, max_message_bytes: int) -> list:
 
         return _cbatch.check_sets(record_sets, max_message_bytes)
     return py_check_sets(record_sets, max_message_bytes)
+
+
+def py_check_leader_set(records, max_message_bytes: int):
+    """Rule 3, in Python."""
+    if records is None or len(records) < HEADER_SIZE:
+        return None
+    view = memoryview(records)
+    total = len(view)
+    entries: list = []
+    position = offsets = messages = 0
+    unpack = APPEND_FIELDS.unpack_from
+    while position < total:
+        if total - position < HEADER_SIZE:
+            return None
+        length, magic, crc, _, flags, delta, max_timestamp, producer_id, _, _, count = unpack(view, position)
+        size = length + LOG_OVERHEAD
+        end = position + size
+        if (size < HEADER_SIZE or size > total - position or size > max_message_bytes or magic != MAGIC
+                or flags & NOT_PLAIN or producer_id >= 0 or count <= 0 or delta != count - 1
+                or crc32c(view[position + ATTRIBUTES_OFFSET:end]) != crc or records_error(view[position:end]) is not None):
+            return None
+        entries.append((position, size, delta + 1, max_timestamp))
+        offsets += delta + 1
+        messages += count
+        position = end
+    return entries, offsets, messages
+
+
+def check_leader_set(records, max_message_bytes: int):
+    """Rule 3, by the active twin (Rule 2)."""
+    if _batch.CODEC.name == _implementation.CYTHON:
+        from sparklog.records import _cbatch
+
+        return _cbatch.check_leader_set(records, max_message_bytes)
+    return py_check_leader_set(records, max_message_bytes)
+
+
+_BASE_OFFSET = struct.Struct(">q")
+_LEADER_EPOCH = struct.Struct(">i")
+_LENGTH = struct.Struct(">i")
+
+
+def py_stamp_leader_set(data, first_offset: int, leader_epoch: int, since: int, interval: int, max_timestamp: int,
+                        offset_of_max: int) -> tuple:
+    """Rule 4, in Python."""
+    total = len(data)
+    position, offset = 0, first_offset
+    points: list = []
+    while position + HEADER_SIZE <= total:
+        size = _LENGTH.unpack_from(data, position + 8)[0] + LOG_OVERHEAD
+        if size < HEADER_SIZE or size > total - position:
+            raise ValueError(f"not a checked record set: batch length at byte {position}")
+        _BASE_OFFSET.pack_into(data, position, offset)
+        _LEADER_EPOCH.pack_into(data, position + 12, leader_epoch)
+        _, _, _, _, _, delta, timestamp, _, _, _, _ = APPEND_FIELDS.unpack_from(data, position)
+        if timestamp > max_timestamp:
+            max_timestamp, offset_of_max = timestamp, offset
+        if since > interval:
+            points.append((offset, position, max_timestamp, offset_of_max))
+            since = 0
+        since += size
+        offset += delta + 1
+        position += size
+    if position != total:
+        raise ValueError(f"not a checked record set: {total - position} trailing bytes")
+    return offset, since, max_timestamp, offset_of_max, points
+
+
+def stamp_leader_set(data, first_offset: int, leader_epoch: int, since: int, interval: int, max_timestamp: int,
+                     offset_of_max: int) -> tuple:
+    """Rule 4, by the active twin (Rule 2)."""
+    if _batch.CODEC.name == _implementation.CYTHON:
+        from sparklog.records import _cbatch
+
+        return _cbatch.stamp_leader_set(data, first_offset, leader_epoch, since, interval, max_timestamp,
+                                        offset_of_max)
+    return py_stamp_leader_set(data, first_offset, leader_epoch, since, interval, max_timestamp, offset_of_max)

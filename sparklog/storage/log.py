@@ -70,7 +70,7 @@ from sparklog.storage.producer_state import ProducerStateManager
 from crc32c import crc32c
 
 from sparklog.records.append_check import APPEND_FIELDS as _APPEND_FIELDS
-from sparklog.records.append_check import REFUSED_ATTRIBUTES, REFUSED_SIZE, check_sets
+from sparklog.records.append_check import REFUSED_ATTRIBUTES, REFUSED_SIZE, check_leader_set, check_sets
 from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -1368,7 +1368,12 @@ class PartitionLog:
         refuses it too (TransactionRefusedError: no transaction is ever ongoing). So does a batch whose
         records do not parse (records/verify.py), which no consumer could read, and one with a producer id but
         a negative baseSequence (InvalidRecordError, Kafka's "Invalid sequence number"); a batch saying
-        LogAppendTime is refused or taken as CreateTime (log_validator Rule 7)."""
+        LogAppendTime is refused or taken as CreateTime (log_validator Rule 7). A plain set (the common one:
+        check_leader_set says which) is appended by _append_plain, with the same outcome."""
+        if self._converter is None:
+            plain = check_leader_set(batches, self._max_message_bytes)
+            if plain is not None:
+                return self._append_plain(batches, plain, leader_epoch)
         data = batches if type(batches) is bytearray else bytearray(batches)
         position, size = 0, len(data)
         while position + HEADER_SIZE <= size:  # a bad length stops the walk; append() then refuses the bytes
@@ -1387,6 +1392,33 @@ class PartitionLog:
         if leader_epoch > cache.latest_epoch:
             cache.assign(leader_epoch, self._leo)
         return self.append(data, append_time_ms)
+
+    def _append_plain(self, batches, plain: tuple, leader_epoch: int) -> int:
+        """append_as_leader of a record set check_leader_set took (`plain`: its entries, offsets and records):
+        every check that set could fail is passed already, so what is left is append()'s: the roll (once, for
+        the whole set, as _append_many's), one write with offsets and the leader epoch stamped and the
+        indexes kept in one compiled walk (LogSegment.append_leader_set), the high watermark and
+        flush.messages once. A failed write leaves the LEO where it was."""
+        entries, offset_count, messages = plain
+        data = batches if type(batches) is bytearray else bytearray(batches)
+        cache = self.leader_epochs
+        if leader_epoch > cache.latest_epoch:
+            cache.assign(leader_epoch, self._leo)
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(f"{self.name} is closed")
+            segment = self._maybe_roll(len(data), offset_count)
+            if not segment.size and self._compaction_lag_ms is not None:
+                self._set_lag_deadline(segment, entries[0][3])
+            first = self._leo
+            offset = segment.append_leader_set(data, first, leader_epoch)
+            self._appended_locked(segment, offset, messages, len(data))
+            moved = self._expose_on_append and self._advance_hw(_Visible(offset, segment.base_offset, segment.size))
+        if moved:
+            self._notify(offset)
+        if self._unflushed_messages >= self._flush_messages:
+            self.flush()
+        return first
 
     def append_group_as_leader(self, record_sets: list, leader_epoch: int, append_time_ms: int | None = None) -> list:
         """`append_as_leader` of each record set in order, with one write per segment: a broker's pipelined

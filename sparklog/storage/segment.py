@@ -15,6 +15,7 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
+from sparklog.records.append_check import stamp_leader_set
 from sparklog.storage.config import INT32_MAX, LogConfig
 from sparklog.storage.errors import CorruptIndexError, CorruptSegmentError, LogClosedError
 from sparklog.storage.files import Files
@@ -171,6 +172,30 @@ class LogSegment:
         self._bytes_since_index += size
         self.size = position + size
         self.next_offset = next_offset
+
+    def append_leader_set(self, data: bytearray, first_offset: int, leader_epoch: int) -> int:
+        """`append` of a record set append_check.check_leader_set took: its batches get consecutive offsets
+        from `first_offset` and the leader's epoch, are written with one write and tracked as `_track`
+        tracks them, the walk in one call (append_check.stamp_leader_set); returns the next offset."""
+        start = self.size
+        next_offset, since, max_timestamp, offset_of_max, points = stamp_leader_set(
+            data, first_offset, leader_epoch, self._bytes_since_index, self._interval, self.max_timestamp,
+            self._offset_of_max_timestamp)
+        try:
+            self._files.pwrite(self.fd, data, start)
+        except OSError:
+            self._cut_failed_write(start)
+            raise
+        for base_offset, position, timestamp, timestamp_offset in points:  # one per index.interval.bytes
+            self.index.append(base_offset, start + position)
+            self.time_index.maybe_append(timestamp, timestamp_offset)
+            self.indexes_full = len(self.index) >= self.index.max_entries or (
+                len(self.time_index) >= self.time_index.max_entries)
+        self.max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._bytes_since_index = since
+        self.size = start + len(data)  # size before next_offset: lock-free readers rely on this order
+        self.next_offset = next_offset
+        return next_offset
 
     def _cut_failed_write(self, position: int) -> None:
         """Drop what a failed write left after the valid bytes (a disk that filled up mid-write): past `size`

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from sparklog.records import _cbatch, append_check, batch, implementation
+from sparklog.records import _cbatch, append_check, batch, implementation, verify
 from sparklog.records.append_check import CORRUPT, REFUSED_ATTRIBUTES, REFUSED_SIZE, check_sets, py_check_sets
 from sparklog.records.batch import CorruptRecordError, build_batch, validate_batch
 
@@ -62,3 +62,88 @@ def test_check_sets_runs_the_compiled_twin_unless_extensions_are_disabled(monkey
     compiled = not implementation.extensions_disabled()
     assert batch.CODEC.name == (implementation.CYTHON if compiled else implementation.PYTHON)
     assert check_sets(sets, 1000) == (["compiled"] if compiled else py_check_sets(sets, 1000))
+
+
+@st.composite
+def leader_sets(draw):
+    """A record set of one to four batches as a client sends it, then perhaps damaged or made one the plain
+    path does not take (check_leader_set Rule 3)."""
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        records = [(draw(st.none() | st.binary(max_size=8)), draw(st.binary(max_size=60)), None, None)
+                   for _ in range(draw(st.integers(1, 3)))]
+        kind = draw(st.sampled_from(["plain"] * 5 + ["idempotent", "gzip", "transactional", "control",
+                                                     "append-time", "records", "byte"]))
+        data = bytearray(build_batch(records, compression="gzip" if kind == "gzip" else "none",
+                                     producer_id=7 if kind == "idempotent" else -1,
+                                     producer_epoch=0 if kind == "idempotent" else -1,
+                                     base_sequence=0 if kind == "idempotent" else -1,
+                                     is_transactional=kind == "transactional", is_control=kind == "control"))
+        if kind == "append-time":
+            data[22] |= 0x08
+        elif kind == "records":  # records that do not parse behind a right CRC
+            data[61 + draw(st.integers(0, len(data) - 62))] ^= draw(st.integers(1, 255))
+            data[17:21] = batch.compute_crc(data).to_bytes(4, "big")
+        elif kind == "byte":
+            data[draw(st.integers(0, len(data) - 1))] ^= draw(st.integers(1, 255))
+        parts.append(bytes(data))
+    data = b"".join(parts)
+    damage = draw(st.sampled_from(["none"] * 4 + ["cut", "grow", "foreign", "none-set"]))
+    if damage == "cut":
+        data = data[:draw(st.integers(0, len(data) - 1))]
+    elif damage == "grow":
+        data += draw(st.binary(min_size=1, max_size=70))
+    elif damage == "foreign":
+        data = draw(st.binary(max_size=200))
+    elif damage == "none-set":
+        return None
+    return draw(st.sampled_from([bytes, bytearray, memoryview]))(data)
+
+
+@settings(max_examples=500, deadline=None)
+@given(records=leader_sets(), max_bytes=st.sampled_from([0, 100, 1 << 20]))
+def test_check_leader_set_twins_agree_and_take_only_good_plain_sets(records, max_bytes):
+    expected = append_check.py_check_leader_set(records, max_bytes)
+    assert _cbatch.check_leader_set(records, max_bytes) == expected
+    if expected is None:
+        return
+    entries, offsets, messages = expected
+    found = list(batch.iter_batches(bytes(records)))
+    assert [(e[0], e[1], e[2], e[3]) for e in entries] == [
+        (sum(b.size for b in found[:i]), b.size, b.last_offset_delta + 1, b.max_timestamp) for i, b in enumerate(found)]
+    assert sum(b.size for b in found) == len(records)
+    assert offsets == sum(b.record_count for b in found) == messages
+    for b, (position, size, _, _) in zip(found, entries):
+        piece = memoryview(records)[position:position + size]
+        validate_batch(piece)
+        assert verify.records_error(piece) is None and size <= max_bytes
+        assert b.producer_id == -1 and not b.attributes & append_check.NOT_PLAIN
+
+
+def test_check_leader_set_runs_the_compiled_twin_unless_extensions_are_disabled(monkeypatch):
+    monkeypatch.setattr(_cbatch, "check_leader_set", lambda records, max_bytes: "compiled")
+    records = build_batch([(None, b"v", None, None)]) * 2
+    compiled = not implementation.extensions_disabled()
+    assert append_check.check_leader_set(records, 1000) == (
+        "compiled" if compiled else append_check.py_check_leader_set(records, 1000))
+
+
+def _stamped(twin, data: bytearray, args: tuple):
+    try:
+        return twin(data, *args), bytes(data)
+    except ValueError as exc:
+        return str(exc), None
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=leader_sets(), first=st.integers(0, 1 << 40), epoch=st.integers(0, (1 << 31) - 1),
+       since=st.integers(0, 5000), interval=st.sampled_from([0, 100, 4096]), max_ts=st.integers(-1, 1 << 42))
+def test_stamp_leader_set_twins_agree_and_stamp_as_the_headers_say(records, first, epoch, since, interval, max_ts):
+    data = bytearray(b"" if records is None else records)
+    args = (first, epoch, since, interval, max_ts, first - 1)
+    expected = _stamped(append_check.py_stamp_leader_set, bytearray(data), args)
+    assert _stamped(_cbatch.stamp_leader_set, bytearray(data), args) == expected
+    if expected[1] is not None and append_check.py_check_leader_set(records, 1 << 20) is not None:
+        found = list(batch.iter_batches(expected[1]))
+        assert [b.base_offset for b in found] == [first + sum(b.record_count for b in found[:i]) for i in range(len(found))]
+        assert {b.partition_leader_epoch for b in found} <= {epoch} and expected[0][0] == found[-1].next_offset
