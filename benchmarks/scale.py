@@ -66,7 +66,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from measure import (GB, TICK, confluent_consume, confluent_produce, cpu_seconds, create_single_partition_topic, list_offsets_by_time,  # noqa: E402
+from measure import (GB, TICK, confluent_consume, drop_page_cache, confluent_produce, cpu_seconds, create_single_partition_topic, list_offsets_by_time,  # noqa: E402
                      load, payload)
 from paper import CONSUMER_SETTINGS, DEFAULT_FETCH_BYTES  # noqa: E402
 
@@ -227,17 +227,6 @@ def disk_rows(table: "Table", label: str, disk: DiskWrite, note: str) -> None:
 
 def partition_files(log_dir: Path) -> list[Path]:
     return sorted(p for p in (log_dir / f"{TOPIC}-0").iterdir() if p.is_file())
-
-
-def drop_page_cache(files: list[Path]) -> None:
-    """fsync, then POSIX_FADV_DONTNEED every file (module docstring: drop_caches needs root)."""
-    for path in files:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def resident_fraction(path: Path) -> float:

@@ -35,6 +35,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from measure import drop_page_cache  # noqa: E402
 from sparklog.records.batch import build_batch, iter_batches  # noqa: E402
 from sparklog.records.scan import scan  # noqa: E402
 from sparklog.storage import PartitionLog  # noqa: E402
@@ -60,17 +61,6 @@ def build_log(directory: str, batches: int, per_segment: int) -> PartitionLog:
     return log
 
 
-def drop_cache(log: PartitionLog) -> None:
-    for segment in log.segments:
-        for path in (segment.path, segment.index.path, segment.time_index.path):
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
-
-
 def targets(first_batch: int, batches: int, k: int, seed: int) -> list[int]:
     rnd = random.Random(seed)
     low = BASE_TS + first_batch * RECORDS
@@ -82,7 +72,8 @@ def whole(log: PartitionLog, stamps: list[int], cold: bool) -> list[float]:
     times = []
     for ts in stamps:
         if cold:
-            drop_cache(log)
+            drop_page_cache(path for segment in log.segments
+                            for path in (segment.path, segment.index.path, segment.time_index.path))
         started = time.perf_counter()
         found = log.offset_for_timestamp(ts)
         times.append((time.perf_counter() - started) * 1e6)

@@ -722,10 +722,7 @@ class PartitionLog:
             self._appends += 1
             self._appended_bytes += size
             moved = self._expose_on_append and self._advance_hw(_Visible(next_offset, segment.base_offset, segment.size))
-        if moved:
-            self._notify(next_offset)
-        if self._unflushed_messages >= self._flush_messages:
-            self.flush()  # Kafka's flush.messages: synchronously, in the appending thread
+        self._after_append(moved, next_offset)
         return first
 
     def _appended_locked(self, segment: LogSegment, next_offset: int, messages: int, size: int) -> None:
@@ -735,6 +732,14 @@ class PartitionLog:
             self._first_unflushed_at = time.monotonic()  # once per flush interval, not per append
         self._appends += 1
         self._appended_bytes += size
+
+    def _after_append(self, moved: bool, next_offset: int) -> None:
+        """Outside the lock, after a leader's append: wake the readers waiting for the new high watermark
+        (if it moved); Kafka's flush.messages, synchronously in the appending thread."""
+        if moved:
+            self._notify(next_offset)
+        if self._unflushed_messages >= self._flush_messages:
+            self.flush()
 
     def _append_many(self, data: bytearray) -> int:
         """append() of a record set of several batches (or of malformed bytes, which raise here)."""
@@ -759,10 +764,7 @@ class PartitionLog:
             self._producers.update_from_headers(appended)
             self._appended_locked(segment, offset, messages, len(data))
             moved = self._expose_on_append and self._advance_hw(_Visible(offset, segment.base_offset, segment.size))
-        if moved:
-            self._notify(offset)
-        if self._unflushed_messages >= self._flush_messages:
-            self.flush()
+        self._after_append(moved, offset)
         return first
 
     def _check_producers(self, headers: list[tuple[int, BatchHeader]]) -> None:
@@ -1414,10 +1416,7 @@ class PartitionLog:
             offset = segment.append_leader_set(data, first, leader_epoch)
             self._appended_locked(segment, offset, messages, len(data))
             moved = self._expose_on_append and self._advance_hw(_Visible(offset, segment.base_offset, segment.size))
-        if moved:
-            self._notify(offset)
-        if self._unflushed_messages >= self._flush_messages:
-            self.flush()
+        self._after_append(moved, offset)
         return first
 
     def append_group_as_leader(self, record_sets: list, leader_epoch: int, append_time_ms: int | None = None) -> list:
@@ -1569,10 +1568,7 @@ class PartitionLog:
                 self._appended_locked(segment, leo, done_messages, 0)
                 self._appends += done_appended - 1
                 moved = self._expose_on_append and self._advance_hw(_Visible(leo, segment.base_offset, segment.size))
-        if moved:
-            self._notify(leo)
-        if self._unflushed_messages >= self._flush_messages:
-            self.flush()
+        self._after_append(moved, leo)
 
     def _roll_limits(self, segment: LogSegment, now: int) -> tuple[int, int, int]:
         """What `segment` takes before a lone append rolls it: (bytes, next offset, batches) as of now; all

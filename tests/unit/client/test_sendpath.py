@@ -94,12 +94,18 @@ def test_both_twins_make_the_same_batches_and_futures_and_kafka_python_reads_the
             (k, v, t, list(h or ())) for k, v, h, t in records]
 
 
-@pytest.mark.parametrize("name", sorted(TWINS))
-def test_the_fast_path_stamps_now_and_takes_only_what_it_can_finish(name):
-    acc = accumulator_on(TWINS[name], 10_000, 100, {"t": 1}, 0)
+def spy_on_slow_path(acc) -> list:
+    """The arguments of each send the accumulator hands to its slow path (which still runs)."""
     slow = []
     real_slow = acc.slow_send
     acc.slow_send = lambda *args: slow.append(args) or real_slow(*args)
+    return slow
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_the_fast_path_stamps_now_and_takes_only_what_it_can_finish(name):
+    acc = accumulator_on(TWINS[name], 10_000, 100, {"t": 1}, 0)
+    slow = spy_on_slow_path(acc)
     before = time.time_ns() // 1_000_000
     first = acc.send("t", b"v")  # no open batch: the fast path opens one
     second = acc.send("t", b"w", key=b"k")
@@ -311,9 +317,7 @@ class Topic(str):
 @pytest.mark.parametrize("name", sorted(TWINS))
 def test_a_topic_that_is_not_exactly_str_takes_the_slow_path_and_lands_alike(name):
     acc = accumulator_on(TWINS[name], 10_000, 100, {"t": 1}, 0)
-    slow = []
-    real_slow = acc.slow_send
-    acc.slow_send = lambda *args: slow.append(args) or real_slow(*args)
+    slow = spy_on_slow_path(acc)
     first, second = acc.send("t", b"v"), acc.send(Topic("t"), b"w")
     assert len(slow) == 1 and second._batch is first._batch and second._index == 1
     assert [type(key[0]) for key in acc._open] == [str]  # the slow path keys its batches by a plain str
