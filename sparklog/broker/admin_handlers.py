@@ -6,10 +6,12 @@ Rule 1: topic configs have one authority, `/config/topics/<t>` in ZooKeeper: the
 whole resulting set of overrides against the storage's `LogConfig` (over the broker's log.* defaults) and
 write it there in one set; every broker's PartitionManager applies it to its open logs (live reconfigure).
 A config that is unknown or cannot work is INVALID_CONFIG with a message naming it; nothing is written.
-Rule 2: DescribeConfigs reads the overrides from ZooKeeper (so a describe right after an alter sees it) and
-reports every topic config: the override (source DYNAMIC_TOPIC_CONFIG), else the broker's server.properties
-value of its `log.` synonym (STATIC_BROKER_CONFIG), else Kafka's default (DEFAULT_CONFIG); with synonyms
-when asked, in that order, as Kafka's brokers list them.
+Rule 2: DescribeConfigs reads the topic and its overrides from ZooKeeper (so a describe right after an alter
+sees it, and one right after a creation through another broker sees the topic and its configs, never
+UNKNOWN_TOPIC_OR_PARTITION because this broker's metadata lags) and reports every topic config: the override
+(source DYNAMIC_TOPIC_CONFIG), else the broker's server.properties value of its `log.` synonym
+(STATIC_BROKER_CONFIG), else Kafka's default (DEFAULT_CONFIG); with synonyms when asked, in that order, as
+Kafka's brokers list them.
 Rule 3: broker resources are described (their server.properties and the log defaults) but not altered:
 sparklog has no dynamic broker configs, so an alter of one is INVALID_REQUEST saying so.
 Rule 4: CreatePartitions obeys CreateTopics' partition limits (partition_limits.py) before any ZooKeeper write:
@@ -192,13 +194,20 @@ async def _resource_configs(resource, state) -> dict[str, list[tuple[str, str, i
 
 
 async def _topic_overrides(state, name: str) -> dict[str, str]:
-    if name not in state.partitions.snapshot.topics:
-        raise _ResourceError(*_not_found(name))
+    """Rule 2: from ZooKeeper, whether the topic exists included (not this broker's snapshot, which may not
+    have seen a creation made through another broker a moment ago)."""
     try:
-        return await state.blocking(topic_registry.topic_config, state.zk, name)
+        validate_topic(name)
+    except ValueError as exc:
+        raise _ResourceError(INVALID_TOPIC_EXCEPTION, str(exc)) from None
+    try:
+        overrides = await state.blocking(topic_registry.existing_topic_config, state.zk, name)
     except Exception as exc:  # noqa: BLE001 - ZooKeeper away: say so, never answer with defaults
         log.warning("reading the config of topic %s failed: %s", name, exc)
         raise _ResourceError(REQUEST_TIMED_OUT, f"ZooKeeper: {exc}") from None
+    if overrides is None:
+        raise _ResourceError(*_not_found(name))
+    return overrides
 
 
 def _topic_sources(name: str, overrides: dict, state) -> list[tuple[str, str, int]]:

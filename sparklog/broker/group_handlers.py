@@ -1,5 +1,5 @@
 """The group apis, one function per api as in handlers.py: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-DescribeGroups, ListGroups, DeleteGroups. They translate between the wire messages and the broker's
+DescribeGroups, ListGroups, DeleteGroups, OffsetDelete. They translate between the wire messages and the broker's
 `GroupCoordinator` (`state.groups`); placement and offsets go through `state.offsets` (offset_store.py).
 
 Rule 1: a request for a group this broker does not coordinate gets NOT_COORDINATOR (the client asks
@@ -8,6 +8,12 @@ COORDINATOR_NOT_AVAILABLE while there is no offsets topic (offset_store.py's `st
 gets INVALID_GROUP_ID.
 Rule 2: JoinGroup and SyncGroup may wait for the rest of the group: they return a coroutine (handlers.py's
 Rule 1), bounded by the group's rebalance timeout.
+Rule 3 (OffsetDelete, Kafka's `GroupCoordinator.handleDeleteOffsets`): a group is known by its members or by
+its committed offsets (else GROUP_ID_NOT_FOUND, top-level, and no partitions listed). A partition the cluster
+lacks is UNKNOWN_TOPIC_OR_PARTITION and left alone. An Empty group loses the named offsets; a consumer-protocol
+group with members keeps those of the topics its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC: every topic,
+while their subscriptions cannot be read) and loses the others; a group of another protocol with members is
+NON_EMPTY_GROUP. A partition without a committed offset is deleted without error, as in Kafka.
 """
 
 from __future__ import annotations
@@ -20,10 +26,13 @@ from sparklog.coordination import offsets as offset_registry
 from sparklog.coordination import paths as zk_paths
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
+from sparklog.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, MalformedConsumerProtocol, decode_subscription
 from sparklog.protocol.group_admin import (DeletableGroupResult, DeleteGroupsResponse, DescribedGroup,
                                            DescribedGroupMember, DescribeGroupsResponse, ListedGroup,
                                            ListGroupsResponse)
 from sparklog.protocol.groups import HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
+from sparklog.protocol.offset_delete import (OffsetDeleteResponse, OffsetDeleteResponsePartition,
+                                             OffsetDeleteResponseTopic)
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +42,8 @@ INVALID_GROUP_ID = errors.InvalidGroupIdError.errno
 COORDINATOR_NOT_AVAILABLE = errors.CoordinatorNotAvailableError.errno
 NON_EMPTY_GROUP = errors.NonEmptyGroupError.errno
 GROUP_ID_NOT_FOUND = errors.GroupIdNotFoundError.errno
+GROUP_SUBSCRIBED_TO_TOPIC = errors.GroupSubscribedToTopicError.errno
+UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.errno
 DEAD = "Dead"  # DescribeGroups' state of a group the coordinator does not know
 
 
@@ -176,6 +187,66 @@ async def _delete_one(state, group_id: str) -> int:
     return NONE if known or had_offsets else GROUP_ID_NOT_FOUND
 
 
+def handle_offset_delete(request, state):
+    """Rule 3; the group's checks first (Rule 1), then the partitions."""
+    body = request.body
+    code = group_error(state, body.group_id)
+    if code != NONE:
+        return OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[])
+    snapshot = state.partitions.snapshot
+    codes: dict[tuple[str, int], int] = {}
+    for topic in body.topics:
+        meta = snapshot.topics.get(topic.name)
+        for part in topic.partitions:
+            known = meta is not None and part.partition_index in meta.partitions
+            codes[(topic.name, part.partition_index)] = NONE if known else UNKNOWN_TOPIC_OR_PARTITION
+    return _offset_delete(state, body, codes)
+
+
+async def _offset_delete(state, body, codes: dict[tuple[str, int], int]) -> OffsetDeleteResponse:
+    group_id = body.group_id
+    found = state.groups.describe(group_id)
+    members = found is not None and found.state != GroupState.EMPTY.value and bool(found.members)
+    if not members and found is None and group_id not in state.offsets.groups_with_offsets(group_id):
+        return OffsetDeleteResponse(error_code=GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
+    if members:
+        if found.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return OffsetDeleteResponse(error_code=NON_EMPTY_GROUP, throttle_time_ms=0, topics=[])
+        subscribed = subscribed_topics(found)
+        for tp, code in codes.items():
+            if code == NONE and (subscribed is None or tp[0] in subscribed):
+                codes[tp] = GROUP_SUBSCRIBED_TO_TOPIC
+    doomed = [tp for tp, code in codes.items() if code == NONE]
+    if doomed:
+        try:
+            code = await state.offsets.delete_offsets(group_id, doomed)
+        except OffsetStoreError as exc:
+            code = exc.code
+        if code != NONE:  # the tombstones were not written: the group's error (Kafka's cleanupGroupMetadata)
+            return OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[])
+    by_topic: dict[str, list] = {}
+    for (topic, partition), code in codes.items():
+        by_topic.setdefault(topic, []).append(OffsetDeleteResponsePartition(partition_index=partition,
+                                                                            error_code=code))
+    topics = [OffsetDeleteResponseTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+    return OffsetDeleteResponse(error_code=NONE, throttle_time_ms=0, topics=topics)
+
+
+def subscribed_topics(group) -> set[str] | None:
+    """The topics a consumer-protocol group's members subscribe to, from their metadata for the group's
+    protocol; None when any cannot be read (Kafka's `GroupMetadata.computeSubscribedTopics`: then every topic
+    counts as subscribed, to be safe)."""
+    if not group.protocol:
+        return None
+    topics: set[str] = set()
+    for member in group.members:
+        try:
+            topics.update(decode_subscription(member.metadata).topics)
+        except MalformedConsumerProtocol:
+            return None
+    return topics
+
+
 HANDLERS = {
     ApiKey.JOIN_GROUP: handle_join_group,
     ApiKey.HEARTBEAT: handle_heartbeat,
@@ -184,4 +255,5 @@ HANDLERS = {
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.LIST_GROUPS: handle_list_groups,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.OFFSET_DELETE: handle_offset_delete,
 }

@@ -60,9 +60,12 @@ from sparklog.protocol.fetch import (FetchableTopicResponse, FetchResponse, Part
 from sparklog.protocol.find_coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, FindCoordinatorResponse
 from sparklog.protocol.init_producer_id import InitProducerIdResponse
 from sparklog.protocol.list_offsets import (
+    EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
+    TIMESTAMP_MIN_VERSION,
     ListOffsetsPartitionResponse,
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
@@ -127,6 +130,7 @@ INVALID_TXN_STATE = errors.InvalidTxnStateError.errno
 INVALID_TIMESTAMP = errors.InvalidTimestampError.errno
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.errno
 REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
+UNSUPPORTED_VERSION = errors.UnsupportedVersionError.errno
 NOT_ENOUGH_REPLICAS = errors.NotEnoughReplicasError.errno
 # What a transactional client hears (FindCoordinator for a transaction): a fatal error, not a retry until its
 # timeout, as sparklog has no transaction coordinator; Kafka answers this code when a transactional.id is denied.
@@ -689,21 +693,47 @@ def handle_list_offsets(request, state):
 
 
 def _list_offsets(request, state) -> ListOffsetsResponse:
-    snapshot = state.partitions.snapshot
+    """Kafka's answers: a partition named twice in the request is INVALID_REQUEST (each time); a special
+    (negative) timestamp the request's version does not define is UNSUPPORTED_VERSION (`_timestamp_error`)."""
+    snapshot, version = state.partitions.snapshot, request.api_version
+    asked = [(topic.name, part.partition_index) for topic in request.body.topics for part in topic.partitions]
+    repeated = _repeated(asked) if len(asked) > 1 else ()
     topics = []
     for topic in request.body.topics:
         parts = []
         for part in topic.partitions:
-            led, code = _led_or_error(state, snapshot, topic.name, part.partition_index, part.current_leader_epoch)
+            code = INVALID_REQUEST if (topic.name, part.partition_index) in repeated else \
+                _timestamp_error(part.timestamp, version)
+            led = None
+            if code == NONE:
+                led, code = _led_or_error(state, snapshot, topic.name, part.partition_index,
+                                          part.current_leader_epoch)
             if led is None:
                 parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=code))
                 continue
             timestamp, offset = _offset_for(led.plog, part.timestamp)
-            parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=NONE,
-                                                      timestamp=timestamp, offset=offset,
-                                                      leader_epoch=led.leader_epoch))
+            parts.append(ListOffsetsPartitionResponse(
+                partition_index=part.partition_index, error_code=NONE, timestamp=timestamp, offset=offset,
+                leader_epoch=NO_LEADER_EPOCH if part.timestamp == LATEST_TIERED_TIMESTAMP else led.leader_epoch))
         topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _repeated(items) -> set:
+    seen, repeated = set(), set()
+    for item in items:
+        (repeated if item in seen else seen).add(item)
+    return repeated
+
+
+def _timestamp_error(timestamp: int, version: int) -> int:
+    """UNSUPPORTED_VERSION for a negative timestamp Kafka does not define at this version (its
+    `isListOffsetsTimestampUnsupported`), except MAX_TIMESTAMP (-3): defined from v7, but answered at any
+    version, as Kafka's brokers before 4.0 did and as librdkafka asks brokers that offer no v7."""
+    if timestamp >= 0 or timestamp == MAX_TIMESTAMP:
+        return NONE
+    first = TIMESTAMP_MIN_VERSION.get(timestamp)
+    return NONE if first is not None and version >= first else UNSUPPORTED_VERSION
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -730,12 +760,15 @@ def handle_offset_for_leader_epoch(request, state) -> OffsetForLeaderEpochRespon
 
 def _offset_for(plog, timestamp: int) -> tuple[int, int]:
     """(timestamp, offset): latest is the high watermark (what a consumer may read), earliest the log start,
-    max (-3) the first record with the largest timestamp. Kafka defines -3 from v7 but its broker answers it at
-    any version, and librdkafka sends it at v5 when the broker offers no more."""
+    max (-3) the first record with the largest timestamp. sparklog has no tiered storage, so, as Kafka answers
+    for a topic without remote storage, earliest-local (-4) is the log start too and latest-tiered (-5) is
+    offset -1 (nothing tiered)."""
     if timestamp == LATEST_TIMESTAMP:
         return NO_TIMESTAMP, plog.high_watermark
-    if timestamp == EARLIEST_TIMESTAMP:
+    if timestamp == EARLIEST_TIMESTAMP or timestamp == EARLIEST_LOCAL_TIMESTAMP:
         return NO_TIMESTAMP, plog.log_start_offset
+    if timestamp == LATEST_TIERED_TIMESTAMP:
+        return NO_TIMESTAMP, NO_OFFSET
     found = plog.offset_of_max_timestamp() if timestamp == MAX_TIMESTAMP else plog.offset_for_timestamp(timestamp)
     if found is None:
         return NO_TIMESTAMP, NO_OFFSET

@@ -30,7 +30,7 @@ A load that fails (a storage error) is retried after `LOAD_RETRY_S` while this b
 
 Expiry: every `offsets.retention.check.interval.ms`, offset_cache.py's Rule 3 decides which offsets of
 groups without members expire; they are deleted by tombstones written like commits. DeleteGroups writes
-tombstones for every offset of the group.
+tombstones for every offset of the group, OffsetDelete for the partitions it names.
 
 Deleted topics (Kafka's `GroupMetadataManager` on partitions deleted): a topic this broker has seen in its
 metadata and then sees gone, or replaced by a new life of the same name (another topic id: a deletion and a
@@ -229,6 +229,20 @@ class TopicOffsetStore:
             if code != NONE:
                 raise OffsetStoreError(code)
         return had or bool(live)
+
+    async def delete_offsets(self, group: str, partitions: Iterable[TopicPartition]) -> int:
+        """OffsetDelete: tombstone the group's offsets of `partitions` (one batch, acknowledged as a commit is);
+        NONE, or the error of the write. A partition whose offset only ZooKeeper holds (the migration) gets a
+        tombstone too: a key the topic has seen is never read from ZooKeeper again, so the offset stays gone.
+        Raises OffsetStoreError when this broker cannot answer for the group now."""
+        self.observe_topics()
+        cache = self._served_cache(group)
+        wanted = list(partitions)
+        live = cache.offsets(group, wanted)
+        doomed = [tp for tp in wanted if tp in live or (self.zk is not None and not cache.seen(group, tp))]
+        if not doomed:
+            return NONE
+        return await self._write(group, self._tombstones(dict.fromkeys(doomed)))
 
     def groups_with_offsets(self, group: str | None = None) -> list[str]:
         """Groups with committed offsets in the partitions loaded here (of `group`'s partition only, if given)."""

@@ -527,6 +527,31 @@ def topic_config(zk: KazooClient, name: str) -> dict[str, str]:
     return dict(decode(data).get("config", {}))
 
 
+def existing_topic_config(zk: KazooClient, name: str) -> dict[str, str] | None:
+    """The config overrides of a topic as the registry stands now ({} when there are none), or None when the
+    topic does not exist: what DescribeConfigs answers from, so that a broker whose metadata has not yet caught
+    up with a creation (or a deletion) elsewhere answers as the registry does. Creation and deletion write the
+    topic and its config in one transaction; reading the config, then the topic, then (only if the config was
+    missing) the config again gives a consistent answer whichever of them lands between the reads."""
+    paths.topic(name)
+    return retrying(zk, _inner_existing_config, zk, name)
+
+
+def _inner_existing_config(zk: KazooClient, name: str) -> dict[str, str] | None:
+    config = None
+    for _ in range(2):
+        try:
+            data, _ = zk.get(paths.topic_config(name))
+            config = dict(decode(data).get("config", {}))
+        except NoNodeError:
+            config = None
+        if zk.exists(paths.topic(name)) is None:
+            return None
+        if config is not None:
+            return config
+    return {}  # a topic created without a config node (an old tool): no overrides
+
+
 def set_topic_config(zk: KazooClient, name: str, config: Mapping[str, object]) -> None:
     """Replace the topic's config overrides with `config` (AlterConfigs; the brokers' watches apply them);
     raise UnknownTopic. Idempotent: writing the same overrides again changes nothing a reader sees."""

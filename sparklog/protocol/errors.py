@@ -214,6 +214,8 @@ _CODES = [
      "the preferred leader is not available"),
     (81, "GroupMaxSizeReachedError", "GROUP_MAX_SIZE_REACHED", False, "the group is full"),
     (82, "FencedInstanceIdError", "FENCED_INSTANCE_ID", False, "a newer member has the same instance id"),
+    (86, "GroupSubscribedToTopicError", "GROUP_SUBSCRIBED_TO_TOPIC", False,
+     "a member of the group consumes the topic: its offsets cannot be deleted"),
     (87, "InvalidRecordError", "INVALID_RECORD", False, "a record failed the broker's validation"),
     (88, "UnstableOffsetCommitError", "UNSTABLE_OFFSET_COMMIT", True, "there are unstable offsets"),
     (89, "ThrottlingQuotaExceededError", "THROTTLING_QUOTA_EXCEEDED", True, "the quota was exceeded"),

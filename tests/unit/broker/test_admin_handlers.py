@@ -120,6 +120,20 @@ def test_describe_unknown_topic_and_other_broker_are_per_resource_errors(state):
     assert describe(state, name=str(OTHER), resource_type=RESOURCE_BROKER).error_code == handlers.INVALID_REQUEST
 
 
+def test_describe_answers_from_zookeeper_not_from_a_snapshot_that_lags_a_creation_or_a_deletion(state, zk):
+    """A topic created through another broker a moment ago, which this broker's snapshot has not seen yet: its
+    configs, as the creator would answer (it was UNKNOWN_TOPIC_OR_PARTITION); and one deleted meanwhile, still
+    in the snapshot: UNKNOWN_TOPIC_OR_PARTITION (it was described with every config at its default)."""
+    topic_registry.create_topic(zk, "fresh", 1, 1, {"retention.ms": "7"}, [ME])
+    assert "fresh" not in state.partitions.snapshot.topics
+    fresh = describe(state, name="fresh")
+    assert fresh.error_code == 0
+    assert {c.name: (c.value, c.config_source) for c in fresh.configs}["retention.ms"] == ("7", SOURCE_TOPIC)
+    topic_registry.delete_topic(zk, "t")
+    assert "t" in state.partitions.snapshot.topics
+    assert describe(state, name="t").error_code == handlers.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def test_describe_broker_reports_server_properties_and_log_defaults(state):
     result = describe(state, name=str(ME), resource_type=RESOURCE_BROKER)
     by_name = {c.name: c for c in result.configs}

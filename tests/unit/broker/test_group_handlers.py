@@ -19,7 +19,9 @@ from sparklog.protocol.find_coordinator import FindCoordinatorRequest
 from sparklog.protocol.group_admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from sparklog.protocol.groups import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 from sparklog.protocol.headers import RequestHeader
+from sparklog.protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription
 from sparklog.protocol.offset_commit import OffsetCommitRequest
+from sparklog.protocol.offset_delete import OffsetDeleteRequest
 from sparklog.protocol.registry import Request, encode_request
 
 ME, OTHER = 1, 2
@@ -57,10 +59,16 @@ class MemoryOffsets:
         self.committed = {k: v for k, v in self.committed.items() if k[0] != group}
         return had
 
+    async def delete_offsets(self, group, partitions):
+        for tp in partitions:
+            self.committed.pop((group, *tp), None)
+        return 0
+
 
 class Partitions:
     snapshot = MetadataSnapshot({OFFSETS_TOPIC: TopicMeta(OFFSETS_TOPIC, {}),
-                                 "t": TopicMeta("t", {0: PartitionMeta(0, ME, 0, (ME,), (ME,))})},
+                                 "t": TopicMeta("t", {0: PartitionMeta(0, ME, 0, (ME,), (ME,))}),
+                                 "u": TopicMeta("u", {0: PartitionMeta(0, ME, 0, (ME,), (ME,))})},
                                 {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "h2", 9093)}, {})
 
 
@@ -83,10 +91,11 @@ def call(state, body, key, version, client="cli"):
     return result
 
 
-async def join(state, group, member_id="", instance=None, session=SESSION_MS):
+async def join(state, group, member_id="", instance=None, session=SESSION_MS, metadata=b"m",
+               protocol_type="consumer"):
     body = JoinGroupRequest(group_id=group, session_timeout_ms=session, rebalance_timeout_ms=1000,
-                            member_id=member_id, group_instance_id=instance, protocol_type="consumer",
-                            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"m")])
+                            member_id=member_id, group_instance_id=instance, protocol_type=protocol_type,
+                            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=metadata)])
     result = call(state, body, 11, 5)
     return await result if asyncio.iscoroutine(result) else result
 
@@ -318,5 +327,96 @@ def test_a_members_host_is_the_address_its_connection_came_from(state):
         await dispatcher.handle_frame(memoryview(encode_request(11, 5, 1, "c", body))[4:], session)
         described = call(state, DescribeGroupsRequest(groups=[group]), 15, 4).groups[0]
         assert [(m.group_instance_id, m.client_host) for m in described.members] == [("static-1", "/10.1.2.3")]
+
+    asyncio.run(scenario())
+
+
+# -- OffsetDelete (group_handlers Rule 3) ---------------------------------------------------------------------
+
+
+async def offset_delete_async(state, group, partitions):
+    topics = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append(
+            OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(partition_index=partition))
+    body = OffsetDeleteRequest(group_id=group, topics=[OffsetDeleteRequest.OffsetDeleteRequestTopic(
+        name=t, partitions=ps) for t, ps in topics.items()])
+    result = call(state, body, 47, 0)  # OffsetDelete v0: (top-level error, {(topic, partition): error})
+    response = await result if asyncio.iscoroutine(result) else result
+    return response.error_code, {(t.name, p.partition_index): p.error_code for t in response.topics
+                                 for p in t.partitions}
+
+
+def test_offset_delete_of_an_empty_group_deletes_what_it_names_and_flags_what_the_cluster_lacks(state):
+    group = group_on(ME, "od-empty")
+
+    async def scenario():
+        assert await commit_code(state, group, -1, "") == 0
+        commit_result = commit(state, group, -1, "", partitions=(("u", 0),))
+        await commit_result
+        code, parts = await offset_delete_async(state, group, [("t", 0), ("t", 9), ("gone", 0)])
+        assert code == 0
+        assert parts == {("t", 0): 0, ("t", 9): errors.UnknownTopicOrPartitionError.errno,
+                         ("gone", 0): errors.UnknownTopicOrPartitionError.errno}
+        assert state.offsets.committed == {(group, "u", 0): 5}  # only what was named and known
+        code, parts = await offset_delete_async(state, group, [("u", 0), ("t", 0)])  # t-0: none left, no error
+        assert (code, parts) == (0, {("u", 0): 0, ("t", 0): 0})
+        assert state.offsets.committed == {}
+
+    asyncio.run(scenario())
+
+
+def test_offset_delete_of_an_unknown_group_or_one_placed_elsewhere_is_a_top_level_error(state):
+    async def scenario():
+        assert await offset_delete_async(state, group_on(ME, "od-never"), [("t", 0)]) == (
+            errors.GroupIdNotFoundError.errno, {})
+        assert await offset_delete_async(state, group_on(OTHER, "od-other"), [("t", 0)]) == (
+            errors.NotCoordinatorError.errno, {})
+        assert await offset_delete_async(state, "", [("t", 0)]) == (errors.InvalidGroupIdError.errno, {})
+
+    asyncio.run(scenario())
+
+
+def test_offset_delete_keeps_the_offsets_of_the_topics_a_consumer_group_s_members_subscribe_to(state):
+    """Kafka's GROUP_SUBSCRIBED_TO_TOPIC for subscribed topics, per partition; the others go."""
+    group = group_on(ME, "od-members")
+    subscription = encode_subscription(ConsumerProtocolSubscription(topics=["t"], user_data=None))
+
+    async def scenario():
+        first = await join(state, group, metadata=subscription)
+        member = await join(state, group, first.member_id, metadata=subscription)
+        assert member.error_code == 0
+        await sync(state, group, member.generation_id, member.member_id, [(member.member_id, b"")])
+        for partitions in ((("t", 0),), (("u", 0),)):
+            assert (await commit(state, group, member.generation_id, member.member_id, partitions)
+                    ).topics[0].partitions[0].error_code == 0
+        code, parts = await offset_delete_async(state, group, [("t", 0), ("u", 0)])
+        assert (code, parts) == (0, {("t", 0): errors.GroupSubscribedToTopicError.errno, ("u", 0): 0})
+        assert state.offsets.committed == {(group, "t", 0): 5}
+
+    asyncio.run(scenario())
+
+
+def test_offset_delete_counts_every_topic_subscribed_while_a_member_s_subscription_cannot_be_read(state):
+    group = group_on(ME, "od-opaque")
+
+    async def scenario():
+        first = await join(state, group)  # metadata b"m": not a consumer-protocol subscription
+        member = await join(state, group, first.member_id)
+        await sync(state, group, member.generation_id, member.member_id, [(member.member_id, b"")])
+        code, parts = await offset_delete_async(state, group, [("u", 0)])
+        assert (code, parts) == (0, {("u", 0): errors.GroupSubscribedToTopicError.errno})
+
+    asyncio.run(scenario())
+
+
+def test_offset_delete_of_a_group_of_another_protocol_with_members_is_non_empty_group(state):
+    group = group_on(ME, "od-connect")
+
+    async def scenario():
+        first = await join(state, group, protocol_type="connect")
+        member = await join(state, group, first.member_id, protocol_type="connect")
+        assert member.error_code == 0
+        assert await offset_delete_async(state, group, [("t", 0)]) == (errors.NonEmptyGroupError.errno, {})
 
     asyncio.run(scenario())

@@ -257,16 +257,48 @@ def test_fetch_long_poll_times_out_with_empty_records(state):
 # -- ListOffsets, Metadata -----------------------------------------------------------------------------------
 
 
+def list_offsets(state, asks, version=5):
+    """ListOffsets of topic "t": `asks` are (partition, timestamp); the answered partitions."""
+    body = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsTopic(name="t", partitions=[
+        ListOffsetsPartition(partition_index=p, timestamp=ts) for p, ts in asks])])
+    return handlers.handle_list_offsets(request(body, 2, version), state).topics[0].partitions
+
+
 def test_list_offsets_earliest_latest_and_by_timestamp(state):
     produce(state, [(0, build_batch([(None, b"a", None, 1000), (None, b"b", None, 2000)]))])
     produce(state, [(0, build_batch([(None, b"c", None, 3000)]))])
-    body = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsTopic(name="t", partitions=[
-        ListOffsetsPartition(partition_index=0, timestamp=ts) for ts in (-2, -1, 2500, 99999)] + [
-        ListOffsetsPartition(partition_index=2, timestamp=-1)])])
-    parts = handlers.handle_list_offsets(request(body, 2, 5), state).topics[0].partitions
+    parts = [list_offsets(state, [(0, ts)])[0] for ts in (-2, -1, 2500, 99999)] + list_offsets(state, [(2, -1)])
     assert [(p.error_code, p.offset) for p in parts] == [(0, 0), (0, 3), (0, 2), (0, -1),
                                                          (handlers.NOT_LEADER_OR_FOLLOWER, -1)]
     assert parts[2].timestamp == 3000
+
+
+def test_list_offsets_a_partition_asked_twice_is_invalid_request_each_time(state):
+    """Kafka's KafkaApis: a partition named more than once in one request is INVALID_REQUEST, the others are
+    answered."""
+    produce(state, [(0, build_batch([(None, b"a", None, 1000)]))])
+    parts = list_offsets(state, [(0, -2), (1, -1), (0, -1)])
+    assert [(p.partition_index, p.error_code, p.offset) for p in parts] == [
+        (0, handlers.INVALID_REQUEST, -1), (1, 0, 0), (0, handlers.INVALID_REQUEST, -1)]
+
+
+@pytest.mark.parametrize("version", range(1, 11))
+def test_list_offsets_special_timestamps_by_version(state, version):
+    """-4 (earliest local, v8+) is the log start, as for a topic without tiered storage; -5 (latest tiered, v9+)
+    is offset -1 with no epoch (nothing tiered); below those versions, and for a negative timestamp Kafka does
+    not define, UNSUPPORTED_VERSION. -3 (max timestamp) is answered at every version (librdkafka sends it at
+    v5 to brokers without v7)."""
+    produce(state, [(0, build_batch([(None, b"a", None, 1000), (None, b"b", None, 5000)]))])
+    state.replicas.leader_of(state.partitions.snapshot, ("t", 0)).plog.delete_records_before(1)
+    got = {ts: list_offsets(state, [(0, ts)], version)[0] for ts in (-3, -4, -5, -6, -100)}
+    answers = {ts: (p.error_code, p.offset) for ts, p in got.items()}
+    unsupported = (handlers.UNSUPPORTED_VERSION, -1)
+    assert answers[-3] == (0, 1)
+    assert answers[-4] == ((0, 1) if version >= 8 else unsupported)
+    assert answers[-5] == ((0, -1) if version >= 9 else unsupported)
+    assert answers[-6] == answers[-100] == unsupported
+    if version >= 9:
+        assert (got[-5].timestamp, got[-5].leader_epoch) == (-1, -1)
 
 
 def test_list_offsets_max_timestamp_is_the_record_with_the_largest_timestamp_not_the_first(state):

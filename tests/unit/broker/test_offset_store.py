@@ -230,6 +230,40 @@ def test_delete_writes_tombstones(plog):
     asyncio.run(scenario())
 
 
+def test_delete_offsets_tombstones_the_named_partitions_only_and_survives_a_reload(plog):
+    partitions = Partitions()
+    partitions.lead(plog)
+
+    async def scenario():
+        store = await loaded(new_store(partitions))
+        await store.commit("g", {TP: OM(3, ""), ("t", 1): OM(4, ""), ("u", 0): OM(5, "")})
+        end = plog.log_end_offset
+        assert await store.delete_offsets("g", [TP, ("u", 0), ("t", 7)]) == 0  # t-7: never committed, no record
+        assert plog.log_end_offset == end + 2
+        assert await store.fetch("g", None) == {("t", 1): OM(4, "")}
+        assert await store.delete_offsets("g", [TP]) == 0 and plog.log_end_offset == end + 2  # nothing to write
+        again = await loaded(new_store(partitions))
+        assert await again.fetch("g", None) == {("t", 1): OM(4, "")}
+
+    asyncio.run(scenario())
+
+
+def test_delete_offsets_hides_an_offset_only_zookeeper_holds_for_good(plog, zk):
+    """The migration's fallback reads ZooKeeper for keys the topic never saw: OffsetDelete's tombstone is a
+    record of the key, so the ZooKeeper offset does not come back."""
+    partitions = Partitions()
+    partitions.lead(plog)
+    offset_registry.commit_offsets(zk, "legacy", {TP: OM(12, "zk"), ("t", 1): OM(13, "zk")})
+
+    async def scenario():
+        store = await loaded(new_store(partitions, zk=zk))
+        assert await store.fetch("legacy", [TP, ("t", 1)]) == {TP: OM(12, "zk"), ("t", 1): OM(13, "zk")}
+        assert await store.delete_offsets("legacy", [TP]) == 0
+        assert await store.fetch("legacy", [TP, ("t", 1)]) == {("t", 1): OM(13, "zk")}
+
+    asyncio.run(scenario())
+
+
 def test_offsets_of_a_topic_seen_and_then_gone_are_tombstoned_but_a_topic_never_seen_keeps_its_own(plog):
     """A start's first snapshots lack topics (not read yet): only a topic observed and then missing is deleted."""
     partitions = Partitions()

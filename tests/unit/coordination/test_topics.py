@@ -254,6 +254,16 @@ def test_set_topic_config_replaces_the_overrides_and_refuses_unknown_topics(zk):
     assert registry.get_topic(zk, "configured").config == {"segment.ms": "5"}
     with pytest.raises(registry.UnknownTopic):
         registry.set_topic_config(zk, "absent", {})
+def test_existing_topic_config_is_none_for_a_missing_topic_and_empty_without_a_config_node(zk):
+    topics.create_topic(zk, "described", 1, 1, config={"retention.ms": "5"}, live_broker_ids=[1])
+    assert topics.existing_topic_config(zk, "described") == {"retention.ms": "5"}
+    assert topics.existing_topic_config(zk, "absent") is None
+    zk.delete("/config/topics/described")  # a topic some tool created without a config node
+    assert topics.existing_topic_config(zk, "described") == {}
+    topics.delete_topic(zk, "described")
+    assert topics.existing_topic_config(zk, "described") is None
+
+
 def test_get_topics_reads_what_get_topic_reads(zk):
     assert topics.get_topics(zk) == {}
     topics.create_topic(zk, "one", 3, 1, config={"retention.ms": "5"}, live_broker_ids=[1, 2])

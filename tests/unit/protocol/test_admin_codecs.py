@@ -14,6 +14,11 @@ from sparklog.protocol.describe_configs import (DescribeConfigsResource, Describ
 from sparklog.protocol.errors import MalformedRequest, MalformedResponse
 from sparklog.protocol.incremental_alter_configs import (IncrementalAlterableConfig, IncrementalAlterConfigsRequest,
                                                          IncrementalAlterConfigsResource)
+from sparklog.protocol.list_offsets import (ListOffsetsPartition, ListOffsetsPartitionResponse, ListOffsetsRequest,
+                                           ListOffsetsResponse, ListOffsetsTopic, ListOffsetsTopicResponse)
+from sparklog.protocol.offset_delete import (OffsetDeleteRequest, OffsetDeleteRequestPartition,
+                                             OffsetDeleteRequestTopic, OffsetDeleteResponse,
+                                             OffsetDeleteResponsePartition, OffsetDeleteResponseTopic)
 
 HEADER_V1 = b"\x00\x07\x00\x01c"  # correlation id 7, client id "c"
 HEADER_V2 = HEADER_V1 + b"\x00"  # + tagged fields
@@ -45,6 +50,15 @@ REQUESTS = [
             IncrementalAlterableConfig(name="k", config_operation=1, value=None)])], validate_only=False),
         b"\x00\x00\x00\x01" b"\x02" b"\x00\x01t" b"\x00\x00\x00\x01" b"\x00\x01k" b"\x01" b"\xff\xff" b"\x00",
         id="IncrementalAlterConfigs-v0"),
+    pytest.param(ApiKey.OFFSET_DELETE, 0, False, OffsetDeleteRequest(group_id="g", topics=[OffsetDeleteRequestTopic(
+        name="t", partitions=[OffsetDeleteRequestPartition(partition_index=3)])]),
+        b"\x00\x01g" b"\x00\x00\x00\x01" b"\x00\x01t" b"\x00\x00\x00\x01" b"\x00\x00\x00\x03", id="OffsetDelete-v0"),
+    pytest.param(ApiKey.LIST_OFFSETS, 10, True, ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+        ListOffsetsTopic(name="t", partitions=[ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                                    timestamp=-4)])], timeout_ms=1000),
+        b"\xff\xff\xff\xff" b"\x00" b"\x02" b"\x02t" b"\x02" b"\x00\x00\x00\x00" b"\xff\xff\xff\xff"  # replica, iso, topics
+        b"\xff\xff\xff\xff\xff\xff\xff\xfc" b"\x00" b"\x00" b"\x00\x00\x03\xe8" b"\x00",  # -4, tags, timeout_ms, tags
+        id="ListOffsets-v10"),
 ]
 
 
@@ -70,7 +84,23 @@ DESCRIBE_CONFIGS_V1 = (
     b"\x00\x00" b"\xff\xff" b"\x02" b"\x00\x01t" b"\x00\x00\x00\x01"  # error, null message, type, name, 1 config
     b"\x00\x01k" b"\x00\x01v" b"\x00" b"\x05" b"\x00" b"\x00\x00\x00\x00"  # name, value, ro, source, sensitive, syn
 )
+OFFSET_DELETE_V0 = (
+    b"\x00\x00\x00\x07" b"\x00\x00" b"\x00\x00\x00\x00"  # correlation id, error, throttle
+    b"\x00\x00\x00\x01" b"\x00\x01t" b"\x00\x00\x00\x01" b"\x00\x00\x00\x03" b"\x00\x56"  # t-3: GROUP_SUBSCRIBED_TO_TOPIC
+)
+LIST_OFFSETS_V8 = (
+    b"\x00\x00\x00\x07" b"\x00" b"\x00\x00\x00\x00" b"\x02" b"\x02t" b"\x02"  # header v1, throttle, topics
+    b"\x00\x00\x00\x00" b"\x00\x00" b"\xff\xff\xff\xff\xff\xff\xff\xff"  # partition, error, timestamp -1
+    b"\x00\x00\x00\x00\x00\x00\x00\x05" b"\x00\x00\x00\x02" b"\x00" b"\x00" b"\x00"  # offset, epoch, tags x3
+)
 RESPONSES = [
+    pytest.param(ApiKey.OFFSET_DELETE, 0, OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=[
+        OffsetDeleteResponseTopic(name="t", partitions=[OffsetDeleteResponsePartition(partition_index=3,
+                                                                                      error_code=86)])]),
+        OFFSET_DELETE_V0, id="OffsetDelete-v0"),
+    pytest.param(ApiKey.LIST_OFFSETS, 8, ListOffsetsResponse(throttle_time_ms=0, topics=[ListOffsetsTopicResponse(
+        name="t", partitions=[ListOffsetsPartitionResponse(partition_index=0, error_code=0, timestamp=-1, offset=5,
+                                                           leader_epoch=2)])]), LIST_OFFSETS_V8, id="ListOffsets-v8"),
     pytest.param(ApiKey.DESCRIBE_CLUSTER, 0, DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, cluster_id="c", controller_id=1,
         brokers=[DescribeClusterBroker(broker_id=1, host="h", port=9092)]), DESCRIBE_CLUSTER_V0,
