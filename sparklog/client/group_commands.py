@@ -5,10 +5,12 @@
     sparklog groups describe G [--members | --state]
     sparklog groups reset-offsets G --to earliest|latest|OFFSET [--topic T]
     sparklog groups delete G
+    sparklog groups delete-offsets G --topic T[:P,P...]
 
 Two kinds of group share the name space (docs/architecture.md):
 - Kafka groups (`subscribe()` of any Kafka client), coordinated by a broker: read and changed over the Kafka
-  protocol only (client/kafka_groups.py: ListGroups, DescribeGroups, OffsetFetch, OffsetCommit, DeleteGroups),
+  protocol only (client/kafka_groups.py: ListGroups, DescribeGroups, OffsetFetch, OffsetCommit, DeleteGroups,
+  OffsetDelete),
   wherever the coordinator keeps their offsets.
 - ZooKeeper groups (the paper's, `GroupConsumer`): consumers, owners and offsets in the ZooKeeper registry
   (`/consumers/<g>/ids|owners|offsets`), read and written as they always were.
@@ -27,6 +29,10 @@ Rule 2: what cannot be reached (a broker, ZooKeeper) ends the command with one l
 Rule 3: reset-offsets and delete refuse a group with members: a Kafka group in any state but Empty (as
 kafka-consumer-groups does), a ZooKeeper group with a registered consumer. A member that joins between the
 check and the write is refused by the coordinator (or the registry's fencing rule), also in one line.
+Rule 4: delete-offsets is Kafka's `kafka-consumer-groups --delete-offsets`: OffsetDelete at the coordinator of a
+Kafka group, which decides per partition (a topic its members consume is refused, GROUP_SUBSCRIBED_TO_TOPIC);
+one line per partition with its outcome, exit status 1 if any was refused. A ZooKeeper group's offsets are
+not touched (reset-offsets or delete them; the one line says so).
 """
 
 from __future__ import annotations
@@ -95,6 +101,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     delete = commands.add_parser("delete", help="delete an inactive group and its committed offsets")
     delete.add_argument("group")
     delete.set_defaults(func=run_delete)
+    delete_offsets = commands.add_parser("delete-offsets", help="delete a Kafka group's committed offsets of "
+                                         "some topics (kafka-consumer-groups --delete-offsets)")
+    delete_offsets.add_argument("group")
+    delete_offsets.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P...]",
+                                help="a topic (every partition) or some of its partitions; repeatable")
+    delete_offsets.set_defaults(func=run_delete_offsets)
     for parser in commands.choices.values():  # --zookeeper also after the subcommand, as for `topics`
         parser.add_argument("--zookeeper", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         add_zookeeper_timeout(parser, hidden=True)
@@ -388,3 +400,52 @@ def run_delete(args: argparse.Namespace) -> int:
             return _refused(exc)
     print(f"Deletion of requested consumer group {args.group!r} was successful.")
     return 0
+
+
+# -- delete-offsets (Rule 4) ------------------------------------------------------------------------------------
+
+
+def run_delete_offsets(args: argparse.Namespace) -> int:
+    from sparklog.protocol.errors import GroupIdNotFoundError, KafkaError, for_code
+
+    try:
+        named = [_topic_partitions(spec) for spec in args.topic]
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    with Session(args) as session:
+        try:
+            partitions = [tp for topic, chosen in named
+                          for tp in (session.admin.partitions_of(topic) if chosen is None else chosen)]
+            outcome = session.admin.delete_offsets(args.group, partitions)
+        except GroupIdNotFoundError:
+            if session.asks_zookeeper and _zookeeper_group(session, args.group):
+                print(f"error: group {args.group!r} is a ZooKeeper group: delete-offsets is for Kafka groups "
+                      "(use reset-offsets, or delete)", file=sys.stderr)
+                return 1
+            return _no_group(session, args.group)
+        except KafkaError as exc:
+            return _refused(exc)
+    print_columns(("TOPIC", "PARTITION", "STATUS"), [
+        (t, p, "Successful" if code == 0 else f"Error: {for_code(code).message} ({for_code(code).description})")
+        for (t, p), code in sorted(outcome.items())])
+    return 1 if any(outcome.values()) else 0
+
+
+def _topic_partitions(spec: str) -> tuple[str, list[TopicPartition] | None]:
+    """Kafka's --topic form: "T" (every partition) or "T:0,2"."""
+    topic, _, listed = spec.partition(":")
+    if not topic or (":" in spec and not listed):
+        raise ValueError(f"--topic is TOPIC or TOPIC:P,P..., not {spec!r}")
+    if not listed:
+        return topic, None
+    try:
+        return topic, [(topic, int(p)) for p in listed.split(",")]
+    except ValueError:
+        raise ValueError(f"--topic {spec!r}: partitions are numbers, as in {topic}:0,1") from None
+
+
+def _zookeeper_group(session: Session, name: str) -> bool:
+    from sparklog.client import group_registry as registry
+
+    return registry.is_registered_group(session.zk, name) or bool(_zookeeper_view(session.zk, name).committed)

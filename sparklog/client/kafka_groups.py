@@ -1,6 +1,6 @@
 """Broker-coordinated (Kafka) consumer groups seen by an admin, over the Kafka protocol only: ListGroups at
 every broker; DescribeGroups, OffsetFetch, OffsetCommit and DeleteGroups at the group's coordinator (found
-with FindCoordinator); ListOffsets at each partition's leader for the log end. What `sparklog groups` and
+with FindCoordinator), OffsetDelete there too; ListOffsets at each partition's leader for the log end. What `sparklog groups` and
 Kafka's `kafka-consumer-groups.sh` show. Where the coordinator keeps the offsets (ZooKeeper, or the
 `__consumer_offsets` topic) is the broker's business: nothing here reads them anywhere else.
 
@@ -26,11 +26,14 @@ from sparklog.protocol import (ApiKey, MetadataRequest, OffsetCommitRequest, Off
 from sparklog.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, MalformedConsumerProtocol, assigned_partitions
 from sparklog.protocol.find_coordinator import KEY_TYPE_GROUP, FindCoordinatorRequest
 from sparklog.protocol.group_admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from sparklog.protocol.offset_delete import (OffsetDeleteRequest, OffsetDeleteRequestPartition,
+                                             OffsetDeleteRequestTopic)
 
 FIND_COORDINATOR_VERSION = 2
 LIST_GROUPS_VERSION = 2
 DESCRIBE_GROUPS_VERSION = 4
 DELETE_GROUPS_VERSION = 1
+OFFSET_DELETE_VERSION = 0
 OFFSET_FETCH_VERSION = 5
 OFFSET_COMMIT_VERSION = 7
 NO_GENERATION = -1  # a member-less (admin) commit, Rule 3
@@ -182,6 +185,21 @@ class KafkaGroupAdmin(AdminClient):
         if not leaders:
             raise for_code(3)(f"topic {topic!r}")  # UNKNOWN_TOPIC_OR_PARTITION
         return [(topic, p) for p in sorted(leaders)]
+
+    def delete_offsets(self, group: str, partitions) -> dict[TopicPartition, int]:
+        """OffsetDelete of the group's committed offsets of `partitions`: {(topic, partition): Kafka error code}
+        (0: deleted). The group's own refusal (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...) raises its error."""
+        topics: dict[str, list] = {}
+        for topic, partition in sorted(set(partitions)):
+            topics.setdefault(topic, []).append(OffsetDeleteRequestPartition(partition_index=partition))
+        request = OffsetDeleteRequest(group_id=group, topics=[OffsetDeleteRequestTopic(name=t, partitions=p)
+                                                              for t, p in topics.items()])
+
+        def answer(response, node):
+            _check(response.error_code, f"OffsetDelete {group!r}")
+            return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+
+        return self._at_coordinator(group, ApiKey.OFFSET_DELETE, OFFSET_DELETE_VERSION, request, answer)
 
     def delete_group(self, group: str) -> None:
         def answer(response, node):
