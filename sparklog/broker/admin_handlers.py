@@ -1,5 +1,5 @@
 """The admin APIs Kafka's admin clients use: CreatePartitions, DescribeConfigs, AlterConfigs,
-IncrementalAlterConfigs, DeleteRecords and DescribeCluster; `handle_x(request, state) -> response`, with the
+IncrementalAlterConfigs, DeleteRecords, DescribeCluster, DescribeLogDirs and DescribeProducers; `handle_x(request, state) -> response`, with the
 Rules of handlers.py (a per-resource problem is that resource's error code, never an exception).
 
 Rule 1: topic configs have one authority, `/config/topics/<t>` in ZooKeeper: the alter calls validate the
@@ -21,12 +21,18 @@ the whole request, max.partitions.per.request. The internal `__consumer_offsets`
 Rule 5: DeleteRecords is served by each partition's leader and moves its log start offset
 (`PartitionLog.delete_records_before`); -1 means the high watermark; beyond it is OFFSET_OUT_OF_RANGE. An
 internal topic's records are not deleted (INVALID_TOPIC_EXCEPTION, as Kafka; offsets_topic.py Rule 2).
+Rule 6: DescribeLogDirs reports this broker's own log dirs and the partitions in each (a client asks every
+broker): size on disk, offset lag max(0, high watermark - log end) as Kafka computes it for a current replica,
+and the file system's total and usable bytes. DescribeProducers is answered by a partition's leader, from the
+producer state its log keeps (no transactions: coordinator epoch and transaction start -1); elsewhere
+NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION for what the cluster lacks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 from sparklog.broker import handlers as base
 from sparklog.broker import offsets_topic, partition_limits
@@ -39,6 +45,10 @@ from sparklog.protocol.create_partitions import CreatePartitionsResponse, Create
 from sparklog.protocol.delete_records import (HIGH_WATERMARK, DeleteRecordsPartitionResult, DeleteRecordsResponse,
                                               DeleteRecordsTopicResult)
 from sparklog.protocol.describe_cluster import ENDPOINT_BROKERS, DescribeClusterBroker, DescribeClusterResponse
+from sparklog.protocol.describe_log_dirs import (DescribeLogDirsPartition, DescribeLogDirsResponse,
+                                                 DescribeLogDirsResult, DescribeLogDirsTopic)
+from sparklog.protocol.describe_producers import (DescribeProducersPartitionResponse, DescribeProducersResponse,
+                                                  DescribeProducersTopicResponse, ProducerState)
 from sparklog.protocol.describe_configs import (RESOURCE_BROKER, RESOURCE_TOPIC, SOURCE_DEFAULT, SOURCE_STATIC_BROKER,
                                                SOURCE_TOPIC, DescribeConfigsResourceResult, DescribeConfigsResponse,
                                                DescribeConfigsResult, DescribeConfigsSynonym)
@@ -413,6 +423,56 @@ def handle_describe_cluster(request, state) -> DescribeClusterResponse:
                                    brokers=brokers)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# DescribeLogDirs and DescribeProducers (Rule 6)
+
+
+def handle_describe_log_dirs(request, state) -> DescribeLogDirsResponse:
+    asked = request.body.topics
+    wanted = None if asked is None else {(t.topic, p) for t in asked for p in t.partitions}
+    by_dir: dict[str, dict[str, list]] = {os.path.abspath(d): {} for d in state.logs.log_dirs}
+    for plog in state.logs.logs():
+        if wanted is not None and (plog.topic, plog.partition) not in wanted:
+            continue
+        topics = by_dir.setdefault(os.path.abspath(os.path.dirname(plog.directory)), {})
+        topics.setdefault(plog.topic, []).append(DescribeLogDirsPartition(
+            partition_index=plog.partition, partition_size=plog.size_bytes,
+            offset_lag=max(0, plog.high_watermark - plog.log_end_offset), is_future_key=False))
+    results = []
+    for log_dir, topics in by_dir.items():
+        total, usable = _disk_bytes(log_dir)
+        results.append(DescribeLogDirsResult(error_code=NONE, log_dir=log_dir, total_bytes=total, usable_bytes=usable,
+                                             topics=[DescribeLogDirsTopic(name=t, partitions=sorted(
+                                                 ps, key=lambda p: p.partition_index))
+                                                 for t, ps in sorted(topics.items())]))
+    return DescribeLogDirsResponse(throttle_time_ms=0, error_code=NONE, results=results)
+
+
+def _disk_bytes(log_dir: str) -> tuple[int, int]:
+    """(total, usable) bytes of the file system holding `log_dir`; (-1, -1) when it cannot be asked."""
+    try:
+        st = os.statvfs(log_dir)
+    except OSError:
+        return -1, -1
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
+
+def handle_describe_producers(request, state) -> DescribeProducersResponse:
+    snapshot = state.partitions.snapshot
+    topics = []
+    for topic in request.body.topics:
+        parts = []
+        for index in topic.partition_indexes:
+            led, code = base._led_or_error(state, snapshot, topic.name, index, -1)
+            producers = [] if led is None else [ProducerState(
+                producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts, coordinator_epoch=-1,
+                current_txn_start_offset=-1) for pid, epoch, seq, ts in led.plog.active_producers()]
+            parts.append(DescribeProducersPartitionResponse(partition_index=index, error_code=code,
+                                                            active_producers=producers))
+        topics.append(DescribeProducersTopicResponse(name=topic.name, partitions=parts))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
+
+
 ADMIN_HANDLERS = {
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
@@ -420,4 +480,6 @@ ADMIN_HANDLERS = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
 }

@@ -19,9 +19,10 @@ from __future__ import annotations
 import struct
 
 from sparklog.protocol import (alter_configs, api_versions, create_partitions, create_topics, delete_records,
-                               delete_topics, describe_cluster, describe_configs, fetch, find_coordinator, group_admin,
-                               groups, incremental_alter_configs, init_producer_id, list_offsets, metadata,
-                               offset_commit, offset_delete, offset_fetch, offset_for_leader_epoch, produce)
+                               delete_topics, describe_cluster, describe_configs, describe_log_dirs,
+                               describe_producers, fetch, find_coordinator, group_admin, groups,
+                               incremental_alter_configs, init_producer_id, list_offsets, metadata, offset_commit,
+                               offset_delete, offset_fetch, offset_for_leader_epoch, produce)
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import (LocalProtocolError, MalformedRequest, MalformedResponse,
                                       UnsupportedVersion)
@@ -63,6 +64,8 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
      incremental_alter_configs.IncrementalAlterConfigsResponse),
     (describe_cluster.DescribeClusterRequest, describe_cluster.DescribeClusterResponse),
     (offset_delete.OffsetDeleteRequest, offset_delete.OffsetDeleteResponse),
+    (describe_log_dirs.DescribeLogDirsRequest, describe_log_dirs.DescribeLogDirsResponse),
+    (describe_producers.DescribeProducersRequest, describe_producers.DescribeProducersResponse),
 ]
 
 REQUESTS: dict[ApiKey, type[Message]] = {ApiKey(req.api_key): req for req, _ in _PAIRS}

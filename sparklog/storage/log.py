@@ -1744,6 +1744,13 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
+    def active_producers(self) -> list[tuple[int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp) of each idempotent producer whose state the log
+        keeps, by id (Kafka's DescribeProducers); -1 for a sequence not known (no batch remembered)."""
+        with self._lock:
+            entries = sorted(self._producers.producers.items())
+            return [(pid, e.epoch, e.batches[-1][1] if e.batches else -1, e.last_timestamp) for pid, e in entries]
+
     @property
     def segments(self) -> tuple[LogSegment, ...]:
         return self._segments

@@ -209,3 +209,35 @@ def test_describe_configs_right_after_create_topics_at_every_broker(cluster, adm
                 assert [(c.name, c.value) for c in result.configs] == [("retention.ms", str(1000 + i))], node
         configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
         assert configs["retention.ms"]["value"] == "1002"
+
+
+def test_describe_log_dirs_and_producers_with_kafka_python(cluster, admin):
+    """kafka-python asks every broker for its log dirs (v4) and each partition's leader for its idempotent
+    producers: a confluent-kafka idempotent producer's id, epoch and last sequence, as its delivery reports
+    saw them."""
+    (topic,) = new_topics(admin, "dld", partitions=2)
+    delivered = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    for i in range(6):
+        producer.produce(topic, b"x" * 100, partition=i % 2, on_delivery=lambda err, m: delivered.append(err))
+        producer.flush(TIMEOUT_S)  # one batch a record: sequences 0, 1, 2 in each partition
+    assert delivered == [None] * 6
+    del producer
+    states = admin.describe_producers([KTP(topic, 0), KTP(topic, 1)])
+    rows = [(p.producer_epoch, p.last_sequence, p.coordinator_epoch, p.current_transaction_start_offset)
+            for tp in sorted(states) for p in states[tp].active_producers]
+    assert rows == [(0, 2, -1, -1), (0, 2, -1, -1)]
+    assert len({p.producer_id for s in states.values() for p in s.active_producers}) == 1  # one producer
+    by_broker = admin.describe_log_dirs({topic: [0, 1]})
+    assert sorted(b["broker"] for b in by_broker) == sorted(cluster.brokers)
+    hosted = {}
+    for answer in by_broker:
+        (log_dir,) = answer["log_dirs"]
+        assert log_dir["error_code"] == 0 and log_dir["total_bytes"] > 0, log_dir
+        for t in log_dir["topics"]:
+            for p in t["partitions"]:
+                hosted[(t["name"], p["partition_index"])] = (answer["broker"], p["partition_size"], p["offset_lag"])
+    assert sorted(hosted) == [(topic, 0), (topic, 1)]
+    assert all(size > 3 * 100 and lag == 0 for _, size, lag in hosted.values()), hosted
+    served = served_versions(cluster, "DescribeLogDirs")
+    assert served["kafka-python"] == {4}, served

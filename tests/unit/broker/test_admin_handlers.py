@@ -20,6 +20,8 @@ from sparklog.protocol.create_partitions import CreatePartitionsRequest, CreateP
 from sparklog.protocol.create_topics import CreatableTopic, CreateTopicsRequest
 from sparklog.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from sparklog.protocol.describe_cluster import DescribeClusterRequest
+from sparklog.protocol.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
+from sparklog.protocol.describe_producers import DescribeProducersRequest, DescribeProducersTopicRequest
 from sparklog.protocol.describe_configs import (RESOURCE_BROKER, RESOURCE_TOPIC, SOURCE_DEFAULT,
                                                SOURCE_STATIC_BROKER, SOURCE_TOPIC, DescribeConfigsRequest,
                                                DescribeConfigsResource)
@@ -282,6 +284,45 @@ def test_delete_records_moves_the_log_start(state, logs):
     assert delete_records(state, (0, 6), (1, 0), (9, 0)) == [
         (0, handlers.OFFSET_OUT_OF_RANGE, -1), (1, handlers.NOT_LEADER_OR_FOLLOWER, -1),
         (9, handlers.UNKNOWN_TOPIC_OR_PARTITION, -1)]
+
+
+# -- DescribeLogDirs and DescribeProducers (Rule 6) -----------------------------------------------------------
+
+
+def test_describe_log_dirs_lists_this_broker_s_partitions_with_their_size(state, logs, tmp_path):
+    plog = logs.get("t", 0)
+    plog.append(build_batch([(None, b"v%d" % i, None, None) for i in range(5)]))
+    logs.get_or_create("u", 3)
+    response = call(admin_handlers.handle_describe_log_dirs, DescribeLogDirsRequest(topics=None),
+                    ApiKey.DESCRIBE_LOG_DIRS, 4, state)
+    (result,) = response.results
+    assert (response.error_code, result.error_code, result.log_dir) == (0, 0, str(tmp_path / "logs"))
+    assert result.total_bytes > 0 and 0 <= result.usable_bytes <= result.total_bytes
+    sizes = {(t.name, p.partition_index): (p.partition_size, p.offset_lag, p.is_future_key)
+             for t in result.topics for p in t.partitions}
+    assert sizes == {("t", 0): (plog.size_bytes, 0, False), ("u", 3): (0, 0, False)} and plog.size_bytes > 0
+    asked = DescribeLogDirsRequest(topics=[DescribableLogDirTopic(topic="u", partitions=[3, 4]),
+                                           DescribableLogDirTopic(topic="nosuch", partitions=[0])])
+    (result,) = call(admin_handlers.handle_describe_log_dirs, asked, ApiKey.DESCRIBE_LOG_DIRS, 1, state).results
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [("u", [3])]
+
+
+def test_describe_producers_lists_the_leader_s_idempotent_producers(state, logs):
+    plog = logs.get("t", 0)
+    plog.append(build_batch([(None, b"plain", None, 1)]))
+    plog.append(build_batch([(None, b"a", None, 1000), (None, b"b", None, 2000)], producer_id=7, producer_epoch=2,
+                            base_sequence=0))
+    plog.append(build_batch([(None, b"c", None, 3000)], producer_id=7, producer_epoch=2, base_sequence=2))
+    plog.append(build_batch([(None, b"d", None, 500)], producer_id=9, producer_epoch=0, base_sequence=0))
+    body = DescribeProducersRequest(topics=[DescribeProducersTopicRequest(name="t", partition_indexes=[0, 1, 5]),
+                                            DescribeProducersTopicRequest(name="nosuch", partition_indexes=[0])])
+    t, nosuch = call(admin_handlers.handle_describe_producers, body, ApiKey.DESCRIBE_PRODUCERS, 0, state).topics
+    led, follower, missing = t.partitions
+    assert [(p.producer_id, p.producer_epoch, p.last_sequence, p.last_timestamp, p.coordinator_epoch,
+             p.current_txn_start_offset) for p in led.active_producers] == [(7, 2, 2, 3000, -1, -1),
+                                                                           (9, 0, 0, 500, -1, -1)]
+    assert (follower.error_code, follower.active_producers) == (handlers.NOT_LEADER_OR_FOLLOWER, [])
+    assert missing.error_code == nosuch.partitions[0].error_code == handlers.UNKNOWN_TOPIC_OR_PARTITION
 
 
 # -- DescribeCluster ---------------------------------------------------------------------------------------------
