@@ -1,5 +1,5 @@
 """The admin APIs Kafka's admin clients use: CreatePartitions, DescribeConfigs, AlterConfigs,
-IncrementalAlterConfigs, DeleteRecords, DescribeCluster, DescribeLogDirs and DescribeProducers; `handle_x(request, state) -> response`, with the
+IncrementalAlterConfigs, DeleteRecords, DescribeCluster, DescribeLogDirs, DescribeProducers and ElectLeaders; `handle_x(request, state) -> response`, with the
 Rules of handlers.py (a per-resource problem is that resource's error code, never an exception).
 
 Rule 1: topic configs have one authority, `/config/topics/<t>` in ZooKeeper: the alter calls validate the
@@ -26,6 +26,15 @@ broker): size on disk, offset lag max(0, high watermark - log end) as Kafka comp
 and the file system's total and usable bytes. DescribeProducers is answered by a partition's leader, from the
 producer state its log keeps (no transactions: coordinator epoch and transaction start -1); elsewhere
 NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION for what the cluster lacks.
+Rule 7: ElectLeaders (preferred) is served by any broker, through the controller's ZooKeeper request
+(`/admin/preferred_replica_election`, as `sparklog topics elect-leaders`), and answered once ZooKeeper shows
+each partition led by its preferred (first) replica, or at the request's timeout (REQUEST_TIMED_OUT), as
+Kafka's DelayedElectLeader. Partitions, leaders, ISRs and live brokers are read from ZooKeeper, not from this
+broker's metadata, which may lag. Checked first, per partition, as Kafka's controller does:
+UNKNOWN_TOPIC_OR_PARTITION; ELECTION_NOT_NEEDED when the preferred replica leads already;
+PREFERRED_LEADER_NOT_AVAILABLE when it is not alive or not in the ISR. An unclean election (type 1) is
+ELECTION_NOT_NEEDED for a partition with a live leader; for one without, ELIGIBLE_LEADERS_NOT_AVAILABLE: the
+controller elects outside the ISR only for a topic that sets unclean.leader.election.enable.
 """
 
 from __future__ import annotations
@@ -37,6 +46,8 @@ import os
 from sparklog.broker import handlers as base
 from sparklog.broker import offsets_topic, partition_limits
 from sparklog.broker.config import BROKER
+from sparklog.coordination import brokers as broker_registry
+from sparklog.coordination import controller_requests
 from sparklog.coordination import topics as topic_registry
 from sparklog.protocol.alter_configs import AlterConfigsResourceResponse, AlterConfigsResponse
 from sparklog.protocol.api_keys import ApiKey
@@ -49,6 +60,10 @@ from sparklog.protocol.describe_log_dirs import (DescribeLogDirsPartition, Descr
                                                  DescribeLogDirsResult, DescribeLogDirsTopic)
 from sparklog.protocol.describe_producers import (DescribeProducersPartitionResponse, DescribeProducersResponse,
                                                   DescribeProducersTopicResponse, ProducerState)
+from sparklog.protocol.elect_leaders import (ELECTION_PREFERRED, ELECTION_UNCLEAN, ElectLeadersPartitionResult,
+                                             ElectLeadersResponse, ReplicaElectionResult)
+from sparklog.protocol.errors import (EligibleLeadersNotAvailableError, ElectionNotNeededError,
+                                      PreferredLeaderNotAvailableError)
 from sparklog.protocol.describe_configs import (RESOURCE_BROKER, RESOURCE_TOPIC, SOURCE_DEFAULT, SOURCE_STATIC_BROKER,
                                                SOURCE_TOPIC, DescribeConfigsResourceResult, DescribeConfigsResponse,
                                                DescribeConfigsResult, DescribeConfigsSynonym)
@@ -72,6 +87,11 @@ REQUEST_TIMED_OUT = base.REQUEST_TIMED_OUT
 OFFSET_OUT_OF_RANGE = base.OFFSET_OUT_OF_RANGE
 NOT_LEADER_OR_FOLLOWER = base.NOT_LEADER_OR_FOLLOWER
 KAFKA_STORAGE_ERROR = base.KAFKA_STORAGE_ERROR
+ELECTION_NOT_NEEDED = ElectionNotNeededError.errno
+ELIGIBLE_LEADERS_NOT_AVAILABLE = EligibleLeadersNotAvailableError.errno
+PREFERRED_LEADER_NOT_AVAILABLE = PreferredLeaderNotAvailableError.errno
+ELECTION_POLL_S = 0.1  # how often a waiting ElectLeaders reads the partitions from ZooKeeper again (Rule 7)
+ELECTION_PENDING_RETRY_S = 0.1  # how soon it asks again while another election request is pending
 MISMATCHED_ENDPOINT_TYPE = 114  # Kafka's error for DescribeCluster asking a broker for controllers (KIP-919)
 
 # Broker settings reported for a broker resource besides the log defaults, with their declared defaults.
@@ -473,6 +493,103 @@ def handle_describe_producers(request, state) -> DescribeProducersResponse:
     return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# ElectLeaders (Rule 7)
+
+
+def handle_elect_leaders(request, state):
+    return _elect_leaders(request.body, state)
+
+
+async def _elect_leaders(body, state) -> ElectLeadersResponse:
+    names = None if body.topic_partitions is None else sorted({t.topic for t in body.topic_partitions})
+    try:
+        topics, live = await state.blocking(_election_view, state.zk, names)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper away: nothing was asked of the controller
+        log.warning("reading the partitions to elect failed: %s", exc)
+        return ElectLeadersResponse(throttle_time_ms=0, error_code=REQUEST_TIMED_OUT, replica_election_results=[])
+    if body.topic_partitions is None:
+        asked = [(t, p) for t, found in sorted(topics.items()) for p in sorted(found.partitions)]
+    else:
+        asked = list(dict.fromkeys((t.topic, p) for t in body.topic_partitions for p in t.partitions))
+    outcome = {tp: _election_check(topics, live, tp, body.election_type) for tp in asked}
+    waiting = [tp for tp, (code, _) in outcome.items() if code is None]
+    if waiting:
+        await _elect_preferred(state, outcome, waiting, body.timeout_ms)
+    return _election_response(outcome, waiting, "not elected within the request's timeout")
+
+
+def _election_view(zk, names):
+    """(the topics as ZooKeeper has them, the live broker ids): what the controller elects from. Not this
+    broker's snapshot, which may lag (a broker back in an ISR a moment ago), as Kafka answers from its
+    controller."""
+    return topic_registry.get_topics(zk, names), set(broker_registry.live_brokers(zk))
+
+
+def _election_check(topics, live, tp, election_type: int) -> tuple[int | None, str | None]:
+    """(None, None) for a partition to elect, else its (error code, message) now."""
+    found = topics.get(tp[0])
+    replicas = found.partitions.get(tp[1]) if found is not None else None
+    if replicas is None:
+        return _not_found(tp[0]) if found is None else (UNKNOWN_TOPIC_OR_PARTITION, f"no partition {tp[1]}")
+    state = found.states.get(tp[1])
+    live_leader = state is not None and state.leader in live
+    if election_type == ELECTION_UNCLEAN:
+        if live_leader:
+            return ELECTION_NOT_NEEDED, "the partition has a live leader"
+        return ELIGIBLE_LEADERS_NOT_AVAILABLE, ("no live in-sync replica; the controller elects outside the ISR "
+                                                "only for a topic that sets unclean.leader.election.enable")
+    if election_type != ELECTION_PREFERRED:
+        return INVALID_REQUEST, f"unknown election type {election_type}"
+    preferred = replicas[0] if replicas else None
+    if live_leader and state.leader == preferred:
+        return ELECTION_NOT_NEEDED, None
+    if preferred not in live or state is None or preferred not in state.isr:
+        return PREFERRED_LEADER_NOT_AVAILABLE, f"preferred replica {preferred} is not alive or not in the ISR"
+    return None, None
+
+
+async def _elect_preferred(state, outcome: dict, waiting: list, timeout_ms: int) -> None:
+    """Ask the controller, then follow ZooKeeper until each of `waiting` is settled (removed from it, its
+    outcome set) or the timeout passes (those left in `waiting` timed out)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, timeout_ms) / 1000
+    while True:
+        try:
+            await state.blocking(controller_requests.request_preferred_election, state.zk, list(waiting))
+            break
+        except controller_requests.ElectionPending:
+            if loop.time() >= deadline:
+                return
+            await asyncio.sleep(ELECTION_PENDING_RETRY_S)
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the request was not made
+            log.warning("requesting a preferred leader election failed: %s", exc)
+            return
+    while waiting and loop.time() < deadline:
+        await asyncio.sleep(ELECTION_POLL_S)
+        try:
+            topics, live = await state.blocking(_election_view, state.zk, sorted({t for t, _ in waiting}))
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper away: look again until the deadline
+            log.warning("reading the partitions being elected failed: %s", exc)
+            continue
+        for tp in list(waiting):
+            code, message = _election_check(topics, live, tp, ELECTION_PREFERRED)
+            if code is not None:  # elected (the preferred replica leads: done) or no longer possible
+                outcome[tp] = (NONE, None) if code == ELECTION_NOT_NEEDED else (code, message)
+                waiting.remove(tp)
+
+
+def _election_response(outcome: dict, timed_out, why: str) -> ElectLeadersResponse:
+    by_topic: dict[str, list] = {}
+    for (topic, partition), (code, message) in outcome.items():
+        if (topic, partition) in timed_out:
+            code, message = REQUEST_TIMED_OUT, why
+        by_topic.setdefault(topic, []).append(ElectLeadersPartitionResult(partition_id=partition, error_code=code,
+                                                                          error_message=message))
+    return ElectLeadersResponse(throttle_time_ms=0, error_code=NONE, replica_election_results=[
+        ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()])
+
+
 ADMIN_HANDLERS = {
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
@@ -482,4 +599,5 @@ ADMIN_HANDLERS = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
+    ApiKey.ELECT_LEADERS: handle_elect_leaders,
 }

@@ -20,7 +20,7 @@ import struct
 
 from sparklog.protocol import (alter_configs, api_versions, create_partitions, create_topics, delete_records,
                                delete_topics, describe_cluster, describe_configs, describe_log_dirs,
-                               describe_producers, fetch, find_coordinator, group_admin, groups,
+                               describe_producers, elect_leaders, fetch, find_coordinator, group_admin, groups,
                                incremental_alter_configs, init_producer_id, list_offsets, metadata, offset_commit,
                                offset_delete, offset_fetch, offset_for_leader_epoch, produce)
 from sparklog.protocol.api_keys import ApiKey
@@ -66,6 +66,7 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
     (offset_delete.OffsetDeleteRequest, offset_delete.OffsetDeleteResponse),
     (describe_log_dirs.DescribeLogDirsRequest, describe_log_dirs.DescribeLogDirsResponse),
     (describe_producers.DescribeProducersRequest, describe_producers.DescribeProducersResponse),
+    (elect_leaders.ElectLeadersRequest, elect_leaders.ElectLeadersResponse),
 ]
 
 REQUESTS: dict[ApiKey, type[Message]] = {ApiKey(req.api_key): req for req, _ in _PAIRS}

@@ -1,7 +1,10 @@
 """The admin apis around offsets that real clients call, against two real broker processes and a real
 ZooKeeper: OffsetDelete (kafka-python's `delete_group_offsets`, `sparklog groups delete-offsets`), ListOffsets
-v6-v10 (kafka-python's `list_partition_offsets` with every OffsetSpec, confluent-kafka's `list_offsets`), and
-DescribeConfigs right after CreateTopics at every broker."""
+v6-v10 (kafka-python's `list_partition_offsets` with every OffsetSpec, confluent-kafka's `list_offsets`),
+DescribeConfigs right after CreateTopics at every broker, DescribeLogDirs and DescribeProducers (kafka-python),
+and ElectLeaders (confluent-kafka and kafka-python) after a broker restart moved a leadership away. The
+cluster does not move leaderships back by itself (auto.leader.rebalance.enable=false), so that the election is
+the client's."""
 
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ def cluster(request, zookeeper, tmp_path_factory):
     zk_connect = f"{zookeeper.connect_string}/admin-offsets-{uuid.uuid4().hex}"
     c = Cluster(zk_connect, tmp_path_factory.mktemp("admin-offsets"), brokers=2, overrides={
         "num.partitions": "2", "log.flush.interval.ms": "20", "group.initial.rebalance.delay.ms": "100",
-        "group.min.session.timeout.ms": "1000"})
+        "group.min.session.timeout.ms": "1000", "auto.leader.rebalance.enable": "false"})
     request.addfinalizer(c.stop)
     c.start()
     return c
@@ -241,3 +244,45 @@ def test_describe_log_dirs_and_producers_with_kafka_python(cluster, admin):
     assert all(size > 3 * 100 and lag == 0 for _, size, lag in hosted.values()), hosted
     served = served_versions(cluster, "DescribeLogDirs")
     assert served["kafka-python"] == {4}, served
+
+
+def leader_and_isr(bootstrap: str, topic: str) -> tuple[int, tuple[int, ...]]:
+    from confluent_kafka.admin import AdminClient
+
+    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=TIMEOUT_S).topics[topic]
+    part = meta.partitions[0] if meta.error is None and 0 in meta.partitions else None
+    return (-1, ()) if part is None else (part.leader, tuple(sorted(part.isrs)))
+
+
+def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster):
+    """Runs last in the module (it restarts a broker). confluent-kafka's elect_leaders(PREFERRED) after broker
+    2, the preferred leader, was stopped and started again (leadership went to 1 and stays there): the answer
+    comes once 2 leads again; asked again, ELECTION_NOT_NEEDED, which kafka-python's elect_leaders accepts."""
+    from confluent_kafka import ElectionType, KafkaError, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = f"el-{uuid.uuid4().hex[:6]}"
+    confluent.create_topics([NewTopic(topic, 1, replica_assignment=[[2, 1]])])[topic].result(TIMEOUT_S)
+    wait_until("leader 2 with both in sync", lambda: leader_and_isr(cluster.bootstrap, topic) == (2, (1, 2)))
+    cluster.brokers[2].stop()
+    try:
+        wait_until("leader 1", lambda: leader_and_isr(cluster.bootstrap, topic)[0] == 1)
+    finally:
+        cluster.brokers[2].start()
+    wait_until("broker 2 back in sync", lambda: leader_and_isr(cluster.bootstrap, topic) == (1, (1, 2)))
+    tp = TopicPartition(topic, 0)
+    result = confluent.elect_leaders(ElectionType.PREFERRED, [tp]).result(TIMEOUT_S)
+    assert result == {tp: None}, result
+    # the answering broker's metadata showed it; another broker's may show it a moment later
+    wait_until("leader 2 again", lambda: leader_and_isr(cluster.bootstrap, topic) == (2, (1, 2)))
+    again = confluent.elect_leaders(ElectionType.PREFERRED, [tp]).result(TIMEOUT_S)
+    assert again[tp].code() == KafkaError.ELECTION_NOT_NEEDED, again
+    kafka_python = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        kafka_python.elect_leaders(0, {topic: [0]})  # ELECTION_NOT_NEEDED is not an error to it
+    finally:
+        kafka_python.close()
+    del confluent  # its threads end here, not after the cluster has stopped
+    served = served_versions(cluster, "ElectLeaders")
+    assert served["kafka-python"] == served["confluent-kafka-python"] == {2}, served

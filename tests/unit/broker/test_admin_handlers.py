@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import time
 
 import pytest
 
@@ -22,6 +23,7 @@ from sparklog.protocol.delete_records import DeleteRecordsPartition, DeleteRecor
 from sparklog.protocol.describe_cluster import DescribeClusterRequest
 from sparklog.protocol.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
 from sparklog.protocol.describe_producers import DescribeProducersRequest, DescribeProducersTopicRequest
+from sparklog.protocol.elect_leaders import ElectLeadersRequest, ElectLeadersTopicPartitions
 from sparklog.protocol.describe_configs import (RESOURCE_BROKER, RESOURCE_TOPIC, SOURCE_DEFAULT,
                                                SOURCE_STATIC_BROKER, SOURCE_TOPIC, DescribeConfigsRequest,
                                                DescribeConfigsResource)
@@ -323,6 +325,86 @@ def test_describe_producers_lists_the_leader_s_idempotent_producers(state, logs)
                                                                            (9, 0, 0, 500, -1, -1)]
     assert (follower.error_code, follower.active_producers) == (handlers.NOT_LEADER_OR_FOLLOWER, [])
     assert missing.error_code == nosuch.partitions[0].error_code == handlers.UNKNOWN_TOPIC_OR_PARTITION
+
+
+# -- ElectLeaders (Rule 7) --------------------------------------------------------------------------------------
+
+
+def elect(state, asked, election_type=0, timeout_ms=5000, version=2):
+    """{(topic, partition): (error code, message)} of an ElectLeaders request (asked: {topic: [partitions]})."""
+    body = ElectLeadersRequest(election_type=election_type, timeout_ms=timeout_ms, topic_partitions=None if asked is None
+                               else [ElectLeadersTopicPartitions(topic=t, partitions=ps) for t, ps in asked.items()])
+    response = call(admin_handlers.handle_elect_leaders, body, ApiKey.ELECT_LEADERS, version, state)
+    assert response.error_code == 0
+    return {(r.topic, p.partition_id): (p.error_code, p.error_message) for r in response.replica_election_results
+            for p in r.partition_result}
+
+
+@pytest.fixture
+def electable(zk):
+    """Topic "el" in ZooKeeper, brokers ME and OTHER registered live: partition 0 led by its preferred replica,
+    1 with the preferred replica out of the ISR, 2 led by the other in-sync replica."""
+    import json
+
+    for broker_id, port in ((ME, 9092), (OTHER, 9093)):
+        zk.create(f"/brokers/ids/{broker_id}", json.dumps({"version": 4, "host": "127.0.0.1", "port": port,
+                                                            "endpoints": [f"PLAINTEXT://127.0.0.1:{port}"]}).encode(),
+                  ephemeral=True, makepath=True)
+    topic_registry.create_topic(zk, "el", 3, 2, live_broker_ids=[ME, OTHER],
+                                assignment={0: (ME, OTHER), 1: (ME, OTHER), 2: (ME, OTHER)})
+    lead(zk, 1, OTHER, (OTHER,))
+    lead(zk, 2, OTHER, (ME, OTHER))
+    return zk
+
+
+def lead(zk, partition: int, leader: int, isr: tuple) -> None:
+    """Write partition `partition` of "el" led by `leader`, as the controller would."""
+    old = topic_registry.partition_state(zk, "el", partition)
+    topic_registry.set_partition_state(zk, "el", partition, topic_registry.PartitionState(
+        leader, isr, old.leader_epoch + 1, old.controller_epoch), old.zk_version)
+
+
+def test_elect_leaders_checks_each_partition_before_asking_the_controller(state, electable):
+    """From ZooKeeper, not this broker's snapshot (which does not even have "el")."""
+    codes = {tp: code for tp, (code, _) in elect(state, {"el": [0, 1, 7], "nosuch": [0]}).items()}
+    assert codes == {("el", 0): admin_handlers.ELECTION_NOT_NEEDED,
+                     ("el", 1): admin_handlers.PREFERRED_LEADER_NOT_AVAILABLE,
+                     ("el", 7): handlers.UNKNOWN_TOPIC_OR_PARTITION, ("nosuch", 0): handlers.UNKNOWN_TOPIC_OR_PARTITION}
+    assert elect(state, {"el": [2]}, election_type=1)[("el", 2)][0] == admin_handlers.ELECTION_NOT_NEEDED
+    assert electable.exists("/admin/preferred_replica_election") is None  # nothing to elect: no request made
+
+
+def test_elect_leaders_asks_the_controller_and_answers_once_zookeeper_shows_the_preferred_leader(state, electable):
+    """The controller's part (reading the request, electing) is played here by a thread that waits for the
+    request, deletes it and writes the new leader, as the controller does."""
+    import threading
+
+    from sparklog.coordination.controller_requests import parse_preferred_election
+
+    zk, seen = electable, []
+
+    def controller():
+        deadline = time.monotonic() + 10
+        while zk.exists("/admin/preferred_replica_election") is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        seen.append(zk.get("/admin/preferred_replica_election")[0])
+        zk.delete("/admin/preferred_replica_election")
+        lead(zk, 2, ME, (ME, OTHER))
+
+    thread = threading.Thread(target=controller)
+    thread.start()
+    try:
+        every = elect(state, None)  # null: every partition of every topic
+    finally:
+        thread.join()
+    assert parse_preferred_election(seen[0]) == {("el", 2)}  # only what needed an election
+    assert {tp: code for tp, (code, _) in every.items() if tp[0] == "el"} == {
+        ("el", 0): admin_handlers.ELECTION_NOT_NEEDED, ("el", 1): admin_handlers.PREFERRED_LEADER_NOT_AVAILABLE,
+        ("el", 2): 0}
+    lead(zk, 2, OTHER, (ME, OTHER))  # and this time nobody elects
+    started = time.monotonic()
+    assert elect(state, {"el": [2]}, timeout_ms=300)[("el", 2)][0] == handlers.REQUEST_TIMED_OUT
+    assert time.monotonic() - started >= 0.3
 
 
 # -- DescribeCluster ---------------------------------------------------------------------------------------------

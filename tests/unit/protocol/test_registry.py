@@ -25,7 +25,8 @@ def test_advertised_table():
         ApiKey.DESCRIBE_CLUSTER: (0, 2), ApiKey.JOIN_GROUP: (0, 5), ApiKey.SYNC_GROUP: (0, 3),
         ApiKey.HEARTBEAT: (0, 3), ApiKey.LEAVE_GROUP: (0, 3), ApiKey.DESCRIBE_GROUPS: (0, 4),
         ApiKey.LIST_GROUPS: (0, 4), ApiKey.DELETE_GROUPS: (0, 1), ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
-        ApiKey.OFFSET_DELETE: (0, 0), ApiKey.DESCRIBE_LOG_DIRS: (0, 4), ApiKey.DESCRIBE_PRODUCERS: (0, 0)}
+        ApiKey.OFFSET_DELETE: (0, 0), ApiKey.DESCRIBE_LOG_DIRS: (0, 4), ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+        ApiKey.ELECT_LEADERS: (0, 2)}
     assert API_VERSIONS == ALL_VERSIONS
 
 
