@@ -1,5 +1,6 @@
 """The admin APIs Kafka's admin clients use: CreatePartitions, DescribeConfigs, AlterConfigs,
-IncrementalAlterConfigs, DeleteRecords, DescribeCluster, DescribeLogDirs, DescribeProducers and ElectLeaders; `handle_x(request, state) -> response`, with the
+IncrementalAlterConfigs, DeleteRecords, DescribeCluster, DescribeLogDirs, DescribeProducers, ElectLeaders and
+ListPartitionReassignments; `handle_x(request, state) -> response`, with the
 Rules of handlers.py (a per-resource problem is that resource's error code, never an exception).
 
 Rule 1: topic configs have one authority, `/config/topics/<t>` in ZooKeeper: the alter calls validate the
@@ -35,6 +36,10 @@ UNKNOWN_TOPIC_OR_PARTITION; ELECTION_NOT_NEEDED when the preferred replica leads
 PREFERRED_LEADER_NOT_AVAILABLE when it is not alive or not in the ISR. An unclean election (type 1) is
 ELECTION_NOT_NEEDED for a partition with a live leader; for one without, ELIGIBLE_LEADERS_NOT_AVAILABLE: the
 controller elects outside the ISR only for a topic that sets unclean.leader.election.enable.
+Rule 8: ListPartitionReassignments lists, from ZooKeeper, the partitions a reassignment is moving now (their
+topic znode names replicas being added or removed), as Kafka's controller lists its ongoing ones; the others
+are left out. AlterPartitionReassignments is not served: the controller takes one whole plan at a time
+(`sparklog topics reassign`), with neither Kafka's merging of concurrent requests nor cancellation.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from sparklog.broker import handlers as base
 from sparklog.broker import offsets_topic, partition_limits
 from sparklog.broker.config import BROKER
 from sparklog.coordination import brokers as broker_registry
-from sparklog.coordination import controller_requests
+from sparklog.coordination import controller_requests, reassignment
 from sparklog.coordination import topics as topic_registry
 from sparklog.protocol.alter_configs import AlterConfigsResourceResponse, AlterConfigsResponse
 from sparklog.protocol.api_keys import ApiKey
@@ -60,6 +65,8 @@ from sparklog.protocol.describe_log_dirs import (DescribeLogDirsPartition, Descr
                                                  DescribeLogDirsResult, DescribeLogDirsTopic)
 from sparklog.protocol.describe_producers import (DescribeProducersPartitionResponse, DescribeProducersResponse,
                                                   DescribeProducersTopicResponse, ProducerState)
+from sparklog.protocol.list_partition_reassignments import (ListPartitionReassignmentsResponse,
+                                                            OngoingPartitionReassignment, OngoingTopicReassignment)
 from sparklog.protocol.elect_leaders import (ELECTION_PREFERRED, ELECTION_UNCLEAN, ElectLeadersPartitionResult,
                                              ElectLeadersResponse, ReplicaElectionResult)
 from sparklog.protocol.errors import (EligibleLeadersNotAvailableError, ElectionNotNeededError,
@@ -590,6 +597,33 @@ def _election_response(outcome: dict, timed_out, why: str) -> ElectLeadersRespon
         ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()])
 
 
+# ---------------------------------------------------------------------------------------------------------
+# ListPartitionReassignments (Rule 8)
+
+
+def handle_list_partition_reassignments(request, state):
+    return _list_reassignments(request.body, state)
+
+
+async def _list_reassignments(body, state) -> ListPartitionReassignmentsResponse:
+    names = None if body.topics is None else sorted({t.name for t in body.topics})
+    wanted = None if body.topics is None else {(t.name, p) for t in body.topics for p in t.partition_indexes}
+    try:
+        ongoing = await state.blocking(reassignment.ongoing_reassignments, state.zk, names)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper away: never "nothing is moving"
+        log.warning("reading the ongoing reassignments failed: %s", exc)
+        return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=REQUEST_TIMED_OUT,
+                                                  error_message=f"ZooKeeper: {exc}", topics=[])
+    by_topic: dict[str, list] = {}
+    for (topic, partition), (replicas, adding, removing) in sorted(ongoing.items()):
+        if wanted is None or (topic, partition) in wanted:
+            by_topic.setdefault(topic, []).append(OngoingPartitionReassignment(
+                partition_index=partition, replicas=list(replicas), adding_replicas=list(adding),
+                removing_replicas=list(removing)))
+    return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=NONE, topics=[
+        OngoingTopicReassignment(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
 ADMIN_HANDLERS = {
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
@@ -600,4 +634,5 @@ ADMIN_HANDLERS = {
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
 }

@@ -145,6 +145,33 @@ def next_step(target: Sequence[int], replicas: Sequence[int], adding: Sequence[i
     return Step(target, (), (), new_state, done=True)
 
 
+def ongoing_reassignments(zk: KazooClient, topics: Sequence[str] | None = None
+                          ) -> dict[PartitionKey, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+    """{(topic, partition): (replicas, adding, removing)} of the partitions (of `topics`, default all) whose
+    topic znode names replicas being added or removed: those a reassignment is moving now (STARTED)."""
+    return retrying(zk, _inner_ongoing, zk, topics)
+
+
+def _inner_ongoing(zk: KazooClient, topics: Sequence[str] | None) -> dict:
+    if topics is None:
+        try:
+            topics = zk.get_children(paths.BROKER_TOPICS)
+        except NoNodeError:
+            return {}
+    found = {}
+    for topic in sorted(topics):
+        try:
+            data, _ = zk.get(paths.topic(topic))
+        except NoNodeError:
+            continue
+        value = decode(data)
+        adding, removing = value.get("adding_replicas") or {}, value.get("removing_replicas") or {}
+        for key in sorted(set(adding) | set(removing), key=int):
+            found[(topic, int(key))] = (tuple(value["partitions"].get(key, ())), tuple(adding.get(key, ())),
+                                        tuple(removing.get(key, ())))
+    return found
+
+
 def read_topic_znode(zk: KazooClient, topic: str) -> tuple[dict, int]:
     """The topic znode's JSON and version (for a conditional write of the assignment)."""
     data, stat = retrying(zk, zk.get, paths.topic(topic))

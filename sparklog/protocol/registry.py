@@ -21,7 +21,8 @@ import struct
 from sparklog.protocol import (alter_configs, api_versions, create_partitions, create_topics, delete_records,
                                delete_topics, describe_cluster, describe_configs, describe_log_dirs,
                                describe_producers, elect_leaders, fetch, find_coordinator, group_admin, groups,
-                               incremental_alter_configs, init_producer_id, list_offsets, metadata, offset_commit,
+                               incremental_alter_configs, init_producer_id, list_offsets, list_partition_reassignments,
+                               metadata, offset_commit,
                                offset_delete, offset_fetch, offset_for_leader_epoch, produce)
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import (LocalProtocolError, MalformedRequest, MalformedResponse,
@@ -67,6 +68,8 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
     (describe_log_dirs.DescribeLogDirsRequest, describe_log_dirs.DescribeLogDirsResponse),
     (describe_producers.DescribeProducersRequest, describe_producers.DescribeProducersResponse),
     (elect_leaders.ElectLeadersRequest, elect_leaders.ElectLeadersResponse),
+    (list_partition_reassignments.ListPartitionReassignmentsRequest,
+     list_partition_reassignments.ListPartitionReassignmentsResponse),
 ]
 
 REQUESTS: dict[ApiKey, type[Message]] = {ApiKey(req.api_key): req for req, _ in _PAIRS}

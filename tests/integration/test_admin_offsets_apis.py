@@ -1,7 +1,8 @@
 """The admin apis around offsets that real clients call, against two real broker processes and a real
 ZooKeeper: OffsetDelete (kafka-python's `delete_group_offsets`, `sparklog groups delete-offsets`), ListOffsets
 v6-v10 (kafka-python's `list_partition_offsets` with every OffsetSpec, confluent-kafka's `list_offsets`),
-DescribeConfigs right after CreateTopics at every broker, DescribeLogDirs and DescribeProducers (kafka-python),
+DescribeConfigs right after CreateTopics at every broker, DescribeLogDirs, DescribeProducers and
+ListPartitionReassignments (kafka-python),
 and ElectLeaders (confluent-kafka and kafka-python) after a broker restart moved a leadership away. The
 cluster does not move leaderships back by itself (auto.leader.rebalance.enable=false), so that the election is
 the client's."""
@@ -244,6 +245,7 @@ def test_describe_log_dirs_and_producers_with_kafka_python(cluster, admin):
     assert all(size > 3 * 100 and lag == 0 for _, size, lag in hosted.values()), hosted
     served = served_versions(cluster, "DescribeLogDirs")
     assert served["kafka-python"] == {4}, served
+    assert admin.list_partition_reassignments() == {}  # nothing is being moved
 
 
 def leader_and_isr(bootstrap: str, topic: str) -> tuple[int, tuple[int, ...]]:

@@ -24,6 +24,8 @@ from sparklog.protocol.describe_cluster import DescribeClusterRequest
 from sparklog.protocol.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
 from sparklog.protocol.describe_producers import DescribeProducersRequest, DescribeProducersTopicRequest
 from sparklog.protocol.elect_leaders import ElectLeadersRequest, ElectLeadersTopicPartitions
+from sparklog.protocol.list_partition_reassignments import (ListPartitionReassignmentsRequest,
+                                                            ListPartitionReassignmentsTopics)
 from sparklog.protocol.describe_configs import (RESOURCE_BROKER, RESOURCE_TOPIC, SOURCE_DEFAULT,
                                                SOURCE_STATIC_BROKER, SOURCE_TOPIC, DescribeConfigsRequest,
                                                DescribeConfigsResource)
@@ -405,6 +407,34 @@ def test_elect_leaders_asks_the_controller_and_answers_once_zookeeper_shows_the_
     started = time.monotonic()
     assert elect(state, {"el": [2]}, timeout_ms=300)[("el", 2)][0] == handlers.REQUEST_TIMED_OUT
     assert time.monotonic() - started >= 0.3
+
+
+# -- ListPartitionReassignments (Rule 8) ------------------------------------------------------------------------
+
+
+def test_list_partition_reassignments_lists_the_partitions_a_reassignment_is_moving(state, zk):
+    """Partition 1 of "t" moving from [1] to [2] (the controller's STARTED step written in its topic znode, as
+    coordination/reassignment.py writes it); partition 0 is not moving and is left out."""
+    import json
+
+    from sparklog.coordination import reassignment
+
+    value, version = reassignment.read_topic_znode(zk, "t")
+    moved = reassignment.with_step(value, 1, reassignment.Step((OTHER, ME), (OTHER,), (ME,)))
+    zk.set("/brokers/topics/t", json.dumps(moved).encode(), version=version)
+
+    def listed(topics):
+        body = ListPartitionReassignmentsRequest(topics=topics)
+        response = call(admin_handlers.handle_list_partition_reassignments, body,
+                        ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, state)
+        assert response.error_code == 0
+        return {(t.name, p.partition_index): (p.replicas, p.adding_replicas, p.removing_replicas)
+                for t in response.topics for p in t.partitions}
+
+    assert listed(None) == {("t", 1): ([OTHER, ME], [OTHER], [ME])}
+    assert listed([ListPartitionReassignmentsTopics(name="t", partition_indexes=[0, 1])]) == listed(None)
+    assert listed([ListPartitionReassignmentsTopics(name="t", partition_indexes=[0]),
+                   ListPartitionReassignmentsTopics(name="nosuch", partition_indexes=[0])]) == {}
 
 
 # -- DescribeCluster ---------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ def test_advertised_table():
         ApiKey.HEARTBEAT: (0, 3), ApiKey.LEAVE_GROUP: (0, 3), ApiKey.DESCRIBE_GROUPS: (0, 4),
         ApiKey.LIST_GROUPS: (0, 4), ApiKey.DELETE_GROUPS: (0, 1), ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.OFFSET_DELETE: (0, 0), ApiKey.DESCRIBE_LOG_DIRS: (0, 4), ApiKey.DESCRIBE_PRODUCERS: (0, 0),
-        ApiKey.ELECT_LEADERS: (0, 2)}
+        ApiKey.ELECT_LEADERS: (0, 2), ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0)}
     assert API_VERSIONS == ALL_VERSIONS
 
 
