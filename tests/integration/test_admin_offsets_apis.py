@@ -248,6 +248,22 @@ def test_describe_log_dirs_and_producers_with_kafka_python(cluster, admin):
     assert admin.list_partition_reassignments() == {}  # nothing is being moved
 
 
+def test_confluent_describe_topics_and_cluster(cluster, admin):
+    """librdkafka answers both from Metadata (v8, the highest we serve: no topic ids, which v10+ would add)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    (topic,) = new_topics(admin, "dt", partitions=2)
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    described = confluent.describe_topics(TopicCollection([topic]))[topic].result(TIMEOUT_S)
+    assert described.name == topic and [p.id for p in described.partitions] == [0, 1]
+    assert all(p.leader is not None and p.leader.id in cluster.brokers for p in described.partitions)
+    info = confluent.describe_cluster().result(TIMEOUT_S)
+    assert sorted(n.id for n in info.nodes) == sorted(cluster.brokers) and info.cluster_id
+    del confluent
+    assert served_versions(cluster, "Metadata")["confluent-kafka-python"] == {8}
+
+
 def leader_and_isr(bootstrap: str, topic: str) -> tuple[int, tuple[int, ...]]:
     from confluent_kafka.admin import AdminClient
 
@@ -288,19 +304,3 @@ def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster):
     del confluent  # its threads end here, not after the cluster has stopped
     served = served_versions(cluster, "ElectLeaders")
     assert served["kafka-python"] == served["confluent-kafka-python"] == {2}, served
-
-
-def test_confluent_describe_topics_and_cluster(cluster, admin):
-    """librdkafka answers both from Metadata (v8, the highest we serve: no topic ids, which v10+ would add)."""
-    from confluent_kafka import TopicCollection
-    from confluent_kafka.admin import AdminClient
-
-    (topic,) = new_topics(admin, "dt", partitions=2)
-    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    described = confluent.describe_topics(TopicCollection([topic]))[topic].result(TIMEOUT_S)
-    assert described.name == topic and [p.id for p in described.partitions] == [0, 1]
-    assert all(p.leader is not None and p.leader.id in cluster.brokers for p in described.partitions)
-    info = confluent.describe_cluster().result(TIMEOUT_S)
-    assert sorted(n.id for n in info.nodes) == sorted(cluster.brokers) and info.cluster_id
-    del confluent
-    assert served_versions(cluster, "Metadata")["confluent-kafka-python"] == {8}
