@@ -49,3 +49,15 @@ def test_columns_align_under_their_headers_and_show_missing_values_as_a_dash(cap
     print_columns(("A", "LONG-HEADER", "C"), [("xxxx", None, ""), ("y", 1, 22)])
     lines = capsys.readouterr().out.splitlines()
     assert lines == ["A     LONG-HEADER  C", "xxxx  -            -", "y     1            22"]
+
+
+def test_delete_offsets_topic_arguments_take_kafka_s_topic_and_topic_colon_partitions_forms():
+    import pytest
+
+    from sparklog.client.group_commands import _topic_partitions
+
+    assert _topic_partitions("t") == ("t", None)
+    assert _topic_partitions("t:0,2") == ("t", [("t", 0), ("t", 2)])
+    for bad in ("t:", ":0", "t:x", "t:0,,1"):
+        with pytest.raises(ValueError):
+            _topic_partitions(bad)
