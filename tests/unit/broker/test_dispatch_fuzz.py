@@ -243,3 +243,11 @@ def test_the_matrix_counts_what_was_served(dispatcher):
     assert stats.versions_by_client["fuzzlib 9.9"] == {"ApiVersions": (3,), "Metadata": (8,)}
     assert stats.versions_by_client["other-id"] == {"ApiVersions": (0,), "Metadata": (1,)}
     assert stats.refused_by_client["other-id"] == {"ApiVersions": (99,)}
+
+
+def test_every_advertised_api_has_a_handler_and_every_handler_is_advertised():
+    """ApiVersions advertises only what is served: no api a client would pick and then be closed on."""
+    from sparklog.broker.dispatch import HANDLERS
+    from sparklog.protocol.registry import API_VERSIONS
+
+    assert set(API_VERSIONS) == set(HANDLERS)
