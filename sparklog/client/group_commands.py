@@ -27,6 +27,8 @@ Rule 2: what cannot be reached (a broker, ZooKeeper) ends the command with one l
 Rule 3: reset-offsets and delete refuse a group with members: a Kafka group in any state but Empty (as
 kafka-consumer-groups does), a ZooKeeper group with a registered consumer. A member that joins between the
 check and the write is refused by the coordinator (or the registry's fencing rule), also in one line.
+Rule 4: reset-offsets `--to OFFSET` outside a partition's [log start, log end] sets the nearer bound and warns
+on stderr, as kafka-consumer-groups does; nothing is committed if a partition's leader does not answer.
 """
 
 from __future__ import annotations
@@ -353,15 +355,26 @@ def _reset(session: Session, args: argparse.Namespace) -> int:
 
 
 def _targets(session: Session, to: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int] | None:
-    if to not in NAMED_RESETS:
-        return {tp: int(to) for tp in partitions}
+    """Each partition's new offset: its log start or end, or the offset given, clamped into [log start, log
+    end] with a warning, as kafka-consumer-groups does (an offset outside would meet OFFSET_OUT_OF_RANGE at the
+    group's next fetch, and its auto.offset.reset)."""
     ends = session.admin.log_ends(partitions)
     missing = [f"{t}-{p}" for t, p in partitions if (t, p) not in ends]
     if missing:
         print(f"error: no leader answered for the log offsets of {', '.join(missing)}; nothing reset",
               file=sys.stderr)
         return None
-    return {tp: ends[tp][NAMED_RESETS[to]] for tp in partitions}
+    if to in NAMED_RESETS:
+        return {tp: ends[tp][NAMED_RESETS[to]] for tp in partitions}
+    return {tp: _clamped(tp, int(to), *ends[tp]) for tp in partitions}
+
+
+def _clamped(tp: TopicPartition, offset: int, log_start: int, log_end: int) -> int:
+    bound, side = (log_end, "higher than the log end") if offset > log_end else (
+        (log_start, "lower than the log start") if offset < log_start else (offset, None))
+    if side is not None:
+        print(f"warning: new offset {offset} is {side} of {tp[0]}-{tp[1]}; it is set to {bound}", file=sys.stderr)
+    return bound
 
 
 def run_delete(args: argparse.Namespace) -> int:

@@ -72,8 +72,9 @@ def test_produce_consume_and_groups(cli_cluster):
 
     reset = sparklog("groups", "--zookeeper", zk, "reset-offsets", "cli-group", "--to", "25")
     assert reset.returncode == 0
-    assert reset.stdout.decode().split()[4:] == ["cli-group", topic, "0", "25", "cli-group", topic, "1", "25",
-                                                 "cli-group", topic, "2", "25"]
+    ends = [min(25, int(c[4])) for c in cells]  # clamped to each partition's log end, as Kafka's tool does
+    assert reset.stdout.decode().split()[4:] == ["cli-group", topic, "0", str(ends[0]), "cli-group", topic, "1",
+                                                 str(ends[1]), "cli-group", topic, "2", str(ends[2])]
     unknown = sparklog("groups", "--zookeeper", zk, "describe", "no-such-group")
     assert unknown.returncode == 1
 
@@ -198,6 +199,36 @@ def test_a_bad_reset_target_is_one_line_before_anything_is_contacted():
     done = sparklog("groups", "reset-offsets", "g", "--to", "yesterday", "--zookeeper", REFUSED, timeout=30)
     assert done.returncode == 2 and done.stderr.decode().strip() == (
         "error: --to is earliest, latest or an offset (>= 0), not 'yesterday'")
+
+
+def test_a_reset_to_an_offset_outside_the_log_is_clamped_to_it_with_a_warning(cli_cluster):
+    """kafka-consumer-groups clamps --to-offset into [log start, log end] and says so. `--to 99999999` was
+    committed as given: the group's consumers then met OFFSET_OUT_OF_RANGE and auto.offset.reset (earliest:
+    the whole log again); a target below the log start the same."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from sparklog.client.admin import AdminClient
+    from sparklog.client.producer import Producer
+
+    bootstrap, topic, group = cli_cluster.bootstrap, f"clamp-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic(topic, 1)
+        with Producer(bootstrap_servers=bootstrap, acks="all") as producer:
+            for i in range(10):
+                producer.send(topic, b"m%d" % i).get(30)
+        admin.delete_records(topic, {0: 4})
+    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    committer.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+    committer.close()
+    base = ("groups", "--bootstrap-server", bootstrap, "reset-offsets", group, "--topic", topic, "--to")
+    for target, expected, warning in [("99999999", "10", "higher than the log end"),
+                                      ("2", "4", "lower than the log start"), ("6", "6", None)]:
+        done = sparklog(*base, target)
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode().split()[4:] == [group, topic, "0", expected]
+        err = done.stderr.decode()
+        assert (warning is None and err == "") or (
+            warning in err and f"{topic}-0" in err and target in err and len(err.splitlines()) == 1), err
 
 
 def produced_timestamp_type(bootstrap: str, topic: str, partition: int, tries: int = 1000,
