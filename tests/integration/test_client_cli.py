@@ -195,6 +195,18 @@ def test_bad_names_and_partitions_are_one_line(cli_cluster):
     assert none.returncode == 0 and none.stdout == b"", none.stderr.decode()
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_topics_with_a_bootstrap_server_says_it_works_through_zookeeper(where):
+    """kafka-topics.sh takes --bootstrap-server, so a Kafka user types it; `sparklog topics --bootstrap-server H
+    list` said "invalid choice: 'H'" (the address taken for the subcommand), after the subcommand
+    "unrecognized arguments". Both are one line naming --zookeeper, before anything is contacted."""
+    args = ["--bootstrap-server", REFUSED]
+    command = ("topics", *args, "list") if where == "before" else ("topics", "list", *args)
+    done = sparklog(*command, timeout=30)
+    _one_line_error(done, "--bootstrap-server", "--zookeeper")
+    assert "cannot reach" not in done.stderr.decode()
+
+
 def test_a_bad_reset_target_is_one_line_before_anything_is_contacted():
     done = sparklog("groups", "reset-offsets", "g", "--to", "yesterday", "--zookeeper", REFUSED, timeout=30)
     assert done.returncode == 2 and done.stderr.decode().strip() == (
