@@ -243,6 +243,46 @@ def test_a_reset_to_an_offset_outside_the_log_is_clamped_to_it_with_a_warning(cl
             warning in err and f"{topic}-0" in err and target in err and len(err.splitlines()) == 1), err
 
 
+def test_reset_offsets_takes_kafka_tools_options_with_their_dry_run_default(cli_cluster):
+    """kafka-consumer-groups' --to-earliest, --to-latest, --to-offset N and --shift-by N (clamped to the log):
+    `--to-earliest --execute` failed with "the following arguments are required: --to". As in Kafka's tool,
+    these options only show the plan unless --execute is given; --dry-run shows it for --to too."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from sparklog.client.admin import AdminClient
+    from sparklog.client.producer import Producer
+
+    bootstrap, topic, group = cli_cluster.bootstrap, f"kopt-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic(topic, 1)
+        with Producer(bootstrap_servers=bootstrap, acks="all") as producer:
+            for i in range(10):
+                producer.send(topic, b"m%d" % i).get(30)
+        admin.delete_records(topic, {0: 4})
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    probe.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+
+    def committed() -> int:
+        return probe.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
+
+    base = ("groups", "--bootstrap-server", bootstrap, "reset-offsets", group, "--topic", topic)
+    try:
+        for options, shown, stored in [(("--to-earliest",), "4", 5), (("--to", "latest", "--dry-run"), "10", 5),
+                                       (("--shift-by", "-3", "--execute"), "4", 4),  # 5 - 3, clamped up to 4
+                                       (("--shift-by", "2", "--execute"), "6", 6),
+                                       (("--to-offset", "8", "--execute"), "8", 8),
+                                       (("--to-latest", "--execute"), "10", 10)]:
+            done = sparklog(*base, *options)
+            assert done.returncode == 0, (options, done.stderr.decode())
+            assert done.stdout.decode().split()[4:] == [group, topic, "0", shown], options
+            assert committed() == stored, options
+            assert ("--execute" in options) != ("dry run" in done.stderr.decode()), (options, done.stderr)
+        both = sparklog(*base, "--to-earliest", "--to-offset", "3")
+        assert both.returncode == 2 and b"not allowed with" in both.stderr
+    finally:
+        probe.close()
+
+
 def produced_timestamp_type(bootstrap: str, topic: str, partition: int, tries: int = 1000,
                             within_s: float = 60.0) -> list[int]:
     """Produce one record at a time to `partition` and read it back (kafka-python) until the broker stamps
