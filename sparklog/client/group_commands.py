@@ -4,7 +4,7 @@
     sparklog groups list
     sparklog groups describe G [--members | --state]
     sparklog groups reset-offsets G --to earliest|latest|OFFSET [--topic T] [--dry-run]
-    sparklog groups reset-offsets G --to-earliest|--to-latest|--to-offset N|--shift-by N [--execute]
+    sparklog groups reset-offsets G --to-earliest|--to-latest|--to-offset N|--to-datetime T|--shift-by N [--execute]
     sparklog groups delete G
 
 Two kinds of group share the name space (docs/architecture.md):
@@ -29,7 +29,7 @@ Rule 3: reset-offsets and delete refuse a group with members: a Kafka group in a
 kafka-consumer-groups does), a ZooKeeper group with a registered consumer. A member that joins between the
 check and the write is refused by the coordinator (or the registry's fencing rule), also in one line.
 Rule 4: reset-offsets `--to` commits at once (`--dry-run`: the plan only); kafka-consumer-groups' options
-(`--to-earliest`, `--to-latest`, `--to-offset`, `--shift-by`) show the plan only unless `--execute`, as in
+(`--to-earliest`, `--to-latest`, `--to-offset`, `--to-datetime`, `--shift-by`) show the plan only unless `--execute`, as in
 Kafka's tool, so a command copied from Kafka's documentation changes nothing unless it says so. An offset
 outside a partition's [log start, log end] (given, or shifted from the committed one) becomes the nearer
 bound with a warning, as kafka-consumer-groups does; `--shift-by` needs a committed offset in every
@@ -102,6 +102,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "unless --execute, as all of its options below)")
     target.add_argument("--to-latest", action="store_true", help="each partition's log end")
     target.add_argument("--to-offset", metavar="OFFSET", help="this offset (clamped to each partition's log)")
+    target.add_argument("--to-datetime", type=_datetime_ms, metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                        help="the first offset at or after this time (local time unless it ends with Z or "
+                             "+hh:mm; the log end when none is)")
     target.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (N may be negative; "
                         "clamped to the log)")
     mode = reset.add_mutually_exclusive_group()
@@ -363,7 +366,7 @@ def _reset(session: Session, args: argparse.Namespace) -> int:
     if not partitions:
         print(f"error: group {args.group!r} has no committed offsets; name --topic", file=sys.stderr)
         return 1
-    offsets = _targets(session, args.to, partitions, committed, getattr(args, "shift_by", None))
+    offsets = _targets(session, args, partitions, committed)
     if offsets is None:
         return 1
     if not args.commit:
@@ -389,12 +392,24 @@ def _print_reset(group: str, offsets: dict[TopicPartition, int]) -> None:
     print_columns(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), [(group, t, p, o) for (t, p), o in sorted(offsets.items())])
 
 
-def _targets(session: Session, to: str | None, partitions: list[TopicPartition], committed: dict,
-             shift_by: int | None) -> dict[TopicPartition, int] | None:
+def _datetime_ms(text: str) -> int:
+    """kafka-consumer-groups' --to-datetime: ISO 8601, local time unless a zone is given; epoch ms."""
+    import datetime
+
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time like 2024-01-31T23:59:59.000: {text!r}") from None
+    return round(moment.astimezone().timestamp() * 1000)
+
+
+def _targets(session: Session, args: argparse.Namespace, partitions: list[TopicPartition],
+             committed: dict) -> dict[TopicPartition, int] | None:
     """Each partition's new offset: its log start or end, or the offset given, clamped into [log start, log
     end] with a warning, as kafka-consumer-groups does (an offset outside would meet OFFSET_OUT_OF_RANGE at the
     group's next fetch, and its auto.offset.reset)."""
-    ends = session.admin.log_ends(partitions)
+    to, at_time, shift_by = args.to, getattr(args, "to_datetime", None), getattr(args, "shift_by", None)
+    ends = session.admin.log_ends(partitions, at_time)
     missing = [f"{t}-{p}" for t, p in partitions if (t, p) not in ends]
     if missing:
         print(f"error: no leader answered for the log offsets of {', '.join(missing)}; nothing reset",
@@ -402,6 +417,8 @@ def _targets(session: Session, to: str | None, partitions: list[TopicPartition],
         return None
     if to in NAMED_RESETS:
         return {tp: ends[tp][NAMED_RESETS[to]] for tp in partitions}
+    if at_time is not None:  # no record at or after the time: the log end, as Kafka's tool does
+        return {tp: ends[tp][2] if ends[tp][2] >= 0 else ends[tp][1] for tp in partitions}
     if to is None:  # --shift-by
         uncommitted = [f"{t}-{p}" for t, p in partitions if (t, p) not in committed]
         if uncommitted:

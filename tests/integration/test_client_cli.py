@@ -244,7 +244,8 @@ def test_a_reset_to_an_offset_outside_the_log_is_clamped_to_it_with_a_warning(cl
 
 
 def test_reset_offsets_takes_kafka_tools_options_with_their_dry_run_default(cli_cluster):
-    """kafka-consumer-groups' --to-earliest, --to-latest, --to-offset N and --shift-by N (clamped to the log):
+    """kafka-consumer-groups' --to-earliest, --to-latest, --to-offset N, --to-datetime T (the log end when no
+    record is that late) and --shift-by N (clamped to the log):
     `--to-earliest --execute` failed with "the following arguments are required: --to". As in Kafka's tool,
     these options only show the plan unless --execute is given; --dry-run shows it for --to too."""
     from confluent_kafka import Consumer, TopicPartition
@@ -271,7 +272,9 @@ def test_reset_offsets_takes_kafka_tools_options_with_their_dry_run_default(cli_
                                        (("--shift-by", "-3", "--execute"), "4", 4),  # 5 - 3, clamped up to 4
                                        (("--shift-by", "2", "--execute"), "6", 6),
                                        (("--to-offset", "8", "--execute"), "8", 8),
-                                       (("--to-latest", "--execute"), "10", 10)]:
+                                       (("--to-latest", "--execute"), "10", 10),
+                                       (("--to-datetime", "2000-01-01T00:00:00.000Z", "--execute"), "4", 4),
+                                       (("--to-datetime", "2999-01-01T00:00:00", "--execute"), "10", 10)]:
             done = sparklog(*base, *options)
             assert done.returncode == 0, (options, done.stderr.decode())
             assert done.stdout.decode().split()[4:] == [group, topic, "0", shown], options
@@ -279,6 +282,8 @@ def test_reset_offsets_takes_kafka_tools_options_with_their_dry_run_default(cli_
             assert ("--execute" in options) != ("dry run" in done.stderr.decode()), (options, done.stderr)
         both = sparklog(*base, "--to-earliest", "--to-offset", "3")
         assert both.returncode == 2 and b"not allowed with" in both.stderr
+        when = sparklog(*base, "--to-datetime", "yesterday")
+        assert when.returncode == 2 and b"not a time like" in when.stderr
     finally:
         probe.close()
 
