@@ -1,7 +1,8 @@
 """The broker process: wires config, storage, ZooKeeper, partitions, handlers and the server together.
 
-Startup order (Kafka's): connect to ZooKeeper and read the cluster id -> open the log manager (recovery
-runs here) -> bind the listeners -> register `/brokers/ids/<id>` (waiting out the ephemeral node of a
+Startup order (Kafka's): lock the log dirs (storage/dir_lock.py: a broker already running on them ends
+this one with one line, before any log opens) -> connect to ZooKeeper and read the cluster id -> open the
+log manager (recovery runs here) -> bind the listeners (a port in use: one line) -> register `/brokers/ids/<id>` (waiting out the ephemeral node of a
 killed predecessor with the same id) -> watch the registries and open the partitions this broker leads ->
 stand for controller (`broker/controller.py`) -> listen -> print the ready line -> serve. The listeners are
 bound early (the registration advertises the port) but listen only once requests can be answered: until
@@ -12,7 +13,7 @@ broker's leaderships and ISR memberships away and waits for that, bounded by `co
 (controlled shutdown, with `controlled.shutdown.enable`), so that producers retrying on
 NOT_LEADER_OR_FOLLOWER see no error; then it runs startup backwards: stop serving (listeners, then
 connections, then tasks), resign as controller, deregister, stop the watches, flush and close the logs,
-close ZooKeeper.
+close ZooKeeper, release the log dirs' lock.
 
 The (api, version) pairs served per client (`Dispatcher.statistics().versions_by_client`) are written to
 the log as one `API_MATRIX_MARKER <json>` line on SIGUSR1 and at shutdown, for tests and operators; so is
@@ -48,6 +49,7 @@ from sparklog.broker.malloc import keep_freed_memory
 from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination import cluster as cluster_registry
 from sparklog.coordination import connection as zk_connection
+from sparklog.storage.dir_lock import LogDirInUse, lock_log_dirs
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,10 @@ class BrokerStatistics:
     offsets: object = None  # OffsetStoreStatistics (__consumer_offsets)
 
 
+class ListenerUnavailable(RuntimeError):
+    """A listener's address cannot be bound (a port in use, an address not on this host)."""
+
+
 class Broker:
     """One broker. `run()` blocks until stopped; everything it opened is closed when it returns."""
 
@@ -82,6 +88,7 @@ class Broker:
         self.config = config
         self.zk = None
         self.logs = None
+        self.dir_locks = None
         self.cleaner_reporter: CleanerReporter | None = None
         self.registration = None
         self.controller: Controller | None = None
@@ -168,6 +175,7 @@ class Broker:
         from sparklog.storage import CleanerConfig, LogConfig, LogManager, ScrubberConfig
 
         cfg = self.config
+        self.dir_locks = lock_log_dirs(cfg.log_dirs)
         self.zk = zk_connection.connect(cfg.zookeeper_connect, timeout=cfg.zookeeper_connection_timeout_ms / 1000.0,
                                         session_timeout=cfg.zookeeper_session_timeout_ms / 1000.0)
         self.cluster_id = cluster_registry.get_or_create_cluster_id(self.zk)
@@ -204,7 +212,11 @@ class Broker:
             max_in_flight=cfg.queued_max_requests,
         )
         listener = cfg.listeners[0]
-        bound_host, bound_port = self.server.bind(listener.host or "0.0.0.0", listener.port)
+        try:
+            bound_host, bound_port = self.server.bind(listener.host or "0.0.0.0", listener.port)
+        except OSError as exc:
+            raise ListenerUnavailable(f"cannot listen on {listener.host or '0.0.0.0'}:{listener.port}: "
+                                      f"{exc.strerror or exc}") from None
         advertised = cfg.advertised[0]
         self.advertised = (advertised.host, advertised.port or bound_port)
         self.address = (bound_host, bound_port)
@@ -302,6 +314,7 @@ class Broker:
             ("cleaner reporter", lambda: self.cleaner_reporter and self.cleaner_reporter.close()),
             ("logs", lambda: self.logs and self.logs.close()),
             ("zookeeper", lambda: self.zk and zk_connection.close(self.zk)),
+            ("log dir locks", lambda: self.dir_locks and self.dir_locks.release()),
         ]
         for name, step in steps:
             try:
@@ -338,7 +351,7 @@ def main(config: BrokerConfig) -> int:
     except broker_registry.BrokerIdInUse as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except zk_connection.ZooKeeperUnavailable as exc:
+    except (zk_connection.ZooKeeperUnavailable, LogDirInUse, ListenerUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

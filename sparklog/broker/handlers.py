@@ -132,6 +132,7 @@ UNKNOWN_SERVER_ERROR = errors.UnknownServerError.errno
 REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
 UNSUPPORTED_VERSION = errors.UnsupportedVersionError.errno
 NOT_ENOUGH_REPLICAS = errors.NotEnoughReplicasError.errno
+OFFSET_NOT_AVAILABLE = errors.OffsetNotAvailableError.errno
 # What a transactional client hears (FindCoordinator for a transaction): a fatal error, not a retry until its
 # timeout, as sparklog has no transaction coordinator; Kafka answers this code when a transactional.id is denied.
 NO_TRANSACTIONS = "sparklog has no transaction coordinator: transactions are not supported (drop transactional.id)"
@@ -712,6 +713,10 @@ def _list_offsets(request, state) -> ListOffsetsResponse:
                 parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=code))
                 continue
             timestamp, offset = _offset_for(led.plog, part.timestamp)
+            if _lagging_new_leader(led, part.timestamp, offset):
+                code = OFFSET_NOT_AVAILABLE if request.header.api_version >= 5 else LEADER_NOT_AVAILABLE
+                parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=code))
+                continue
             parts.append(ListOffsetsPartitionResponse(
                 partition_index=part.partition_index, error_code=NONE, timestamp=timestamp, offset=offset,
                 leader_epoch=NO_LEADER_EPOCH if part.timestamp == LATEST_TIERED_TIMESTAMP else led.leader_epoch))
@@ -756,6 +761,19 @@ def handle_offset_for_leader_epoch(request, state) -> OffsetForLeaderEpochRespon
                                         end_offset=found.end_offset))
         topics.append(OffsetForLeaderTopicResult(topic=topic.topic, partitions=parts))
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+
+
+def _lagging_new_leader(led, timestamp: int, offset: int) -> bool:
+    """KIP-207 (Kafka's Partition.fetchOffsetForTimestamp): while a replicated partition's HW is below the offset
+    its leader epoch started at (a new leader learns the HW from its followers' fetches; after a restart it
+    starts at the log start), the latest offset, or a time lookup that found nothing visible, would be lower
+    than what the previous leader answered: the log end would go back (a consumer reset to latest re-reads
+    the log, a stream sees data loss). Its askers get a retriable error instead."""
+    if not led.replicated or led.plog.high_watermark >= led.state.epoch_start_offset:
+        return False
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
+        return False  # the log start, or nothing tiered: not behind what the previous leader answered
+    return timestamp == LATEST_TIMESTAMP or offset == NO_OFFSET
 
 
 def _offset_for(plog, timestamp: int) -> tuple[int, int]:

@@ -186,9 +186,10 @@ class AdminClient:
                 return False
         return True
 
-    def log_offsets(self, name: str, leaders: dict[int, int]) -> dict[int, tuple[int, int]]:
+    def log_offsets(self, name: str, leaders: dict[int, int], at_time: int | None = None) -> dict[int, tuple]:
         """{partition: (log start, high watermark)} asked of each partition's leader (`leaders` maps partition
-        to leader id); partitions whose leader does not answer are left out."""
+        to leader id); partitions whose leader does not answer are left out. With `at_time` (ms), a third
+        offset: the first record's at or after that time (-1: none)."""
         from sparklog.client.consumer import LIST_OFFSETS_VERSION, list_offsets_request
         from sparklog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
@@ -196,8 +197,9 @@ class AdminClient:
         for partition, leader in leaders.items():
             by_leader.setdefault(leader, []).append(partition)
         found: dict[int, list[int]] = {}
+        asked = (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP) + (() if at_time is None else (at_time,))
         for leader, partitions in by_leader.items():
-            for timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
+            for timestamp in asked:
                 request = list_offsets_request({(name, p): timestamp for p in partitions})
                 try:
                     response = self._client.submit(leader, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
@@ -206,7 +208,7 @@ class AdminClient:
                     break
                 for part in (p for t in response.topics for p in t.partitions if not p.error_code):
                     found.setdefault(part.partition_index, []).append(part.offset)
-        return {p: (o[0], o[1]) for p, o in found.items() if len(o) == 2}
+        return {p: tuple(o) for p, o in found.items() if len(o) == len(asked)}
 
     def close(self) -> None:
         self._thread.stop()

@@ -3,7 +3,8 @@
 
     sparklog groups list
     sparklog groups describe G [--members | --state]
-    sparklog groups reset-offsets G --to earliest|latest|OFFSET [--topic T]
+    sparklog groups reset-offsets G --to earliest|latest|OFFSET [--topic T] [--dry-run]
+    sparklog groups reset-offsets G --to-earliest|--to-latest|--to-offset N|--to-datetime T|--shift-by N [--execute]
     sparklog groups delete G
     sparklog groups delete-offsets G --topic T[:P,P...]
 
@@ -29,7 +30,13 @@ Rule 2: what cannot be reached (a broker, ZooKeeper) ends the command with one l
 Rule 3: reset-offsets and delete refuse a group with members: a Kafka group in any state but Empty (as
 kafka-consumer-groups does), a ZooKeeper group with a registered consumer. A member that joins between the
 check and the write is refused by the coordinator (or the registry's fencing rule), also in one line.
-Rule 4: delete-offsets is Kafka's `kafka-consumer-groups --delete-offsets`: OffsetDelete at the coordinator of a
+Rule 4: reset-offsets `--to` commits at once (`--dry-run`: the plan only); kafka-consumer-groups' options
+(`--to-earliest`, `--to-latest`, `--to-offset`, `--to-datetime`, `--shift-by`) show the plan only unless `--execute`, as in
+Kafka's tool, so a command copied from Kafka's documentation changes nothing unless it says so. An offset
+outside a partition's [log start, log end] (given, or shifted from the committed one) becomes the nearer
+bound with a warning, as kafka-consumer-groups does; `--shift-by` needs a committed offset in every
+partition. Nothing is committed if a partition's leader does not answer.
+Rule 5: delete-offsets is Kafka's `kafka-consumer-groups --delete-offsets`: OffsetDelete at the coordinator of a
 Kafka group, which decides per partition (a topic its members consume is refused, GROUP_SUBSCRIBED_TO_TOPIC);
 one line per partition with its outcome, exit status 1 if any was refused. A ZooKeeper group's offsets are
 not touched (reset-offsets or delete them; the one line says so).
@@ -95,7 +102,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     describe.set_defaults(func=run_describe)
     reset = commands.add_parser("reset-offsets", help="set a group's committed offsets (group must be inactive)")
     reset.add_argument("group")
-    reset.add_argument("--to", required=True, help="earliest, latest or an offset")
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to", help="earliest, latest or an offset (committed at once unless --dry-run)")
+    target.add_argument("--to-earliest", action="store_true", help="as kafka-consumer-groups (plan only "
+                        "unless --execute, as all of its options below)")
+    target.add_argument("--to-latest", action="store_true", help="each partition's log end")
+    target.add_argument("--to-offset", metavar="OFFSET", help="this offset (clamped to each partition's log)")
+    target.add_argument("--to-datetime", type=_datetime_ms, metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                        help="the first offset at or after this time (local time unless it ends with Z or "
+                             "+hh:mm; the log end when none is)")
+    target.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (N may be negative; "
+                        "clamped to the log)")
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="show the new offsets, commit nothing")
+    mode.add_argument("--execute", action="store_true", help="commit them (needed by the kafka-consumer-groups "
+                      "options)")
     reset.add_argument("--topic", action="append", help="only these topics (default: every topic it committed)")
     reset.set_defaults(func=run_reset)
     delete = commands.add_parser("delete", help="delete an inactive group and its committed offsets")
@@ -323,14 +344,25 @@ def print_columns(headers: tuple[str, ...], rows: list[tuple]) -> None:
 def run_reset(args: argparse.Namespace) -> int:
     from sparklog.protocol.errors import KafkaError
 
-    if args.to not in NAMED_RESETS and not args.to.isdigit():
-        print(f"error: --to is earliest, latest or an offset (>= 0), not {args.to!r}", file=sys.stderr)
+    to, commit = reset_target(args)
+    if to is not None and to not in NAMED_RESETS and not to.isdigit():
+        option = "--to" if args.to is not None else "--to-offset"
+        print(f"error: {option} is earliest, latest or an offset (>= 0), not {to!r}", file=sys.stderr)
         return 2
+    args.to, args.commit = to, commit
     with Session(args) as session:
         try:
             return _reset(session, args)
         except KafkaError as exc:
             return _refused(exc)
+
+
+def reset_target(args: argparse.Namespace) -> tuple[str | None, bool]:
+    """(target, whether to commit) by Rule 4: earliest, latest or an offset, or None for --shift-by."""
+    if args.to is not None:
+        return args.to, not args.dry_run
+    to = "earliest" if args.to_earliest else "latest" if args.to_latest else args.to_offset
+    return to, args.execute
 
 
 def _reset(session: Session, args: argparse.Namespace) -> int:
@@ -346,9 +378,14 @@ def _reset(session: Session, args: argparse.Namespace) -> int:
     if not partitions:
         print(f"error: group {args.group!r} has no committed offsets; name --topic", file=sys.stderr)
         return 1
-    offsets = _targets(session, args.to, partitions)
+    offsets = _targets(session, args, partitions, committed)
     if offsets is None:
         return 1
+    if not args.commit:
+        _print_reset(args.group, offsets)
+        again = "without --dry-run" if args.dry_run else "with --execute"
+        print(f"dry run: nothing committed; run it again {again} to commit these offsets", file=sys.stderr)
+        return 0
     if group is not None and group.kind == ZOOKEEPER:
         from sparklog.coordination.offsets import commit_offsets
 
@@ -359,21 +396,57 @@ def _reset(session: Session, args: argparse.Namespace) -> int:
             return 1
     else:
         session.admin.commit_offsets(args.group, offsets)  # the coordinator refuses if members joined
-    print_columns(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
-                  [(args.group, t, p, o) for (t, p), o in sorted(offsets.items())])
+    _print_reset(args.group, offsets)
     return 0
 
 
-def _targets(session: Session, to: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int] | None:
-    if to not in NAMED_RESETS:
-        return {tp: int(to) for tp in partitions}
-    ends = session.admin.log_ends(partitions)
+def _print_reset(group: str, offsets: dict[TopicPartition, int]) -> None:
+    print_columns(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), [(group, t, p, o) for (t, p), o in sorted(offsets.items())])
+
+
+def _datetime_ms(text: str) -> int:
+    """kafka-consumer-groups' --to-datetime: ISO 8601, local time unless a zone is given; epoch ms."""
+    import datetime
+
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time like 2024-01-31T23:59:59.000: {text!r}") from None
+    return round(moment.astimezone().timestamp() * 1000)
+
+
+def _targets(session: Session, args: argparse.Namespace, partitions: list[TopicPartition],
+             committed: dict) -> dict[TopicPartition, int] | None:
+    """Each partition's new offset: its log start or end, or the offset given, clamped into [log start, log
+    end] with a warning, as kafka-consumer-groups does (an offset outside would meet OFFSET_OUT_OF_RANGE at the
+    group's next fetch, and its auto.offset.reset)."""
+    to, at_time, shift_by = args.to, getattr(args, "to_datetime", None), getattr(args, "shift_by", None)
+    ends = session.admin.log_ends(partitions, at_time)
     missing = [f"{t}-{p}" for t, p in partitions if (t, p) not in ends]
     if missing:
         print(f"error: no leader answered for the log offsets of {', '.join(missing)}; nothing reset",
               file=sys.stderr)
         return None
-    return {tp: ends[tp][NAMED_RESETS[to]] for tp in partitions}
+    if to in NAMED_RESETS:
+        return {tp: ends[tp][NAMED_RESETS[to]] for tp in partitions}
+    if at_time is not None:  # no record at or after the time: the log end, as Kafka's tool does
+        return {tp: ends[tp][2] if ends[tp][2] >= 0 else ends[tp][1] for tp in partitions}
+    if to is None:  # --shift-by
+        uncommitted = [f"{t}-{p}" for t, p in partitions if (t, p) not in committed]
+        if uncommitted:
+            print(f"error: cannot shift {', '.join(uncommitted)}: the group has no committed offset there; "
+                  "nothing reset", file=sys.stderr)
+            return None
+        return {tp: _clamped(tp, committed[tp] + shift_by, *ends[tp]) for tp in partitions}
+    return {tp: _clamped(tp, int(to), *ends[tp]) for tp in partitions}
+
+
+def _clamped(tp: TopicPartition, offset: int, log_start: int, log_end: int) -> int:
+    bound, side = (log_end, "higher than the log end") if offset > log_end else (
+        (log_start, "lower than the log start") if offset < log_start else (offset, None))
+    if side is not None:
+        print(f"warning: new offset {offset} is {side} of {tp[0]}-{tp[1]}; it is set to {bound}", file=sys.stderr)
+    return bound
 
 
 def run_delete(args: argparse.Namespace) -> int:

@@ -170,14 +170,15 @@ class KafkaGroupAdmin(AdminClient):
 
         self._at_coordinator(group, ApiKey.OFFSET_COMMIT, OFFSET_COMMIT_VERSION, request, answer)
 
-    def log_ends(self, partitions) -> dict[TopicPartition, tuple[int, int]]:
-        """{(topic, partition): (log start, log end)} asked of each leader; partitions whose leader does not
-        answer (or that do not exist) are left out, and the caller shows them as unknown."""
+    def log_ends(self, partitions, at_time: int | None = None) -> dict[TopicPartition, tuple]:
+        """{(topic, partition): (log start, log end)} asked of each leader, and with `at_time` the offset of
+        the first record at or after it (-1: none); partitions whose leader does not answer (or that do not
+        exist) are left out, and the caller shows them as unknown."""
         found = {}
         for topic in sorted({t for t, _ in partitions}):
             leaders = self.describe([topic]).get(topic, {})
             wanted = {p: leaders[p] for t, p in partitions if t == topic and p in leaders}
-            found.update({(topic, p): ends for p, ends in self.log_offsets(topic, wanted).items()})
+            found.update({(topic, p): ends for p, ends in self.log_offsets(topic, wanted, at_time).items()})
         return found
 
     def partitions_of(self, topic: str) -> list[TopicPartition]:

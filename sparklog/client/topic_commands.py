@@ -39,16 +39,16 @@ def add_parser(subparsers) -> None:
                              "partition's brokers by colons, the first its preferred leader (e.g. 1:2,2:3)")
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="topic-level override (retention.ms, segment.bytes, ...); repeatable")
-    create.set_defaults(func=_topics_create)
+    create.set_defaults(func=_zookeeper_only(_topics_create))
     lst = topics_sub.add_parser("list", help="list topics")
-    lst.set_defaults(func=_topics_list)
+    lst.set_defaults(func=_zookeeper_only(_topics_list))
     describe = topics_sub.add_parser("describe", help="partitions, leaders, replicas, ISR, log offsets")
     describe.add_argument("name", nargs="?")
     describe.add_argument("--under-replicated-partitions", action="store_true",
                           help="only partitions whose ISR is smaller than their replica list")
     describe.add_argument("--unavailable-partitions", action="store_true",
                           help="only partitions without a live leader")
-    describe.set_defaults(func=_topics_describe)
+    describe.set_defaults(func=_zookeeper_only(_topics_describe))
     alter = topics_sub.add_parser("alter", help="add partitions, or set and delete config overrides, live")
     alter.add_argument("name")
     alter.add_argument("--partitions", type=int, help="the new (larger) number of partitions")
@@ -56,23 +56,36 @@ def add_parser(subparsers) -> None:
                        help="set a topic-level override; repeatable")
     alter.add_argument("--delete-config", action="append", default=[], metavar="KEY",
                        help="remove an override (back to the broker default); repeatable")
-    alter.set_defaults(func=_topics_alter)
+    alter.set_defaults(func=_zookeeper_only(_topics_alter))
     elect = topics_sub.add_parser("elect-leaders", help="move leadership back to each partition's preferred "
                                                         "(first) replica")
     elect.add_argument("--topic", help="only this topic's partitions (default: every topic)")
-    elect.set_defaults(func=_topics_elect_leaders)
+    elect.set_defaults(func=_zookeeper_only(_topics_elect_leaders))
     reassign = topics_sub.add_parser("reassign", help="move partitions to other brokers (kafka-reassign-partitions)")
     reassign.add_argument("--plan", required=True, metavar="FILE",
                           help='{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,3]}]}')
     reassign.add_argument("--verify", action="store_true", help="report whether the plan has been carried out")
-    reassign.set_defaults(func=_topics_reassign)
+    reassign.set_defaults(func=_zookeeper_only(_topics_reassign))
     delete = topics_sub.add_parser("delete", help="delete a topic (brokers delete their local logs)")
     delete.add_argument("name")
-    delete.set_defaults(func=_topics_delete)
+    delete.set_defaults(func=_zookeeper_only(_topics_delete))
+    topics.add_argument("--bootstrap-server", help=argparse.SUPPRESS)  # refused by _zookeeper_only, by name
     for parser in (create, lst, describe, alter, delete, elect, reassign):
         parser.add_argument("--zookeeper", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        parser.add_argument("--bootstrap-server", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         add_zookeeper_timeout(parser, hidden=True)
     topics.set_defaults(func=lambda args: topics.print_help() or 2)
+
+
+def _zookeeper_only(command):
+    """kafka-topics.sh takes --bootstrap-server, so Kafka users type it: say in one line (cli.py Rule 3) that
+    these commands work through ZooKeeper, rather than take the address for a subcommand."""
+    def run(args: argparse.Namespace) -> int:
+        if getattr(args, "bootstrap_server", None) is not None:
+            raise ValueError("sparklog topics works through ZooKeeper, not the brokers: give --zookeeper "
+                             "HOST:PORT[/chroot] (the brokers' zookeeper.connect) instead of --bootstrap-server")
+        return command(args)
+    return run
 
 
 # -- topics -----------------------------------------------------------------------------------------------------

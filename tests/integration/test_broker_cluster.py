@@ -114,6 +114,29 @@ def test_a_second_broker_with_the_same_id_fails_clearly(three, tmp_path):
         twin.kill()
 
 
+def test_a_broker_on_a_live_brokers_log_dir_or_port_fails_in_one_line(three, tmp_path):
+    """A second `broker start` on a running broker's log dir (another id and port: a supervisor restarting it
+    while the old process still shuts down) opened, recovered and checkpointed the live broker's logs and
+    then served them as a broker of its own; on its port it ended in a traceback (OSError: Address already
+    in use). Each is now one `error:` line and exit 1, and the log dir's lock is taken before any log opens."""
+    from support.cluster import BrokerProcess, BrokerStartError
+
+    live = three.brokers[1]
+    for twin, words in [(BrokerProcess(9, three.zk_connect, live.log_dir), ("log dir", str(live.log_dir), "in use")),
+                        (BrokerProcess(8, three.zk_connect, tmp_path / "other" / "logs", port=live.port),
+                         ("cannot listen on", str(live.port), "in use"))]:
+        try:
+            with pytest.raises(BrokerStartError) as failure:
+                twin.start(timeout=TIMEOUT_S)
+            assert twin.proc.returncode == 1
+            out = str(failure.value)
+            errors = [line for line in out.splitlines() if line.startswith("error: ")]
+            assert "Traceback" not in out and len(errors) == 1 and all(w in errors[0] for w in words), out
+        finally:
+            twin.kill()
+    assert live.running
+
+
 def sparklog(*args, zk_connect):
     result = subprocess.run([sys.executable, "-m", "sparklog.cli", "topics", "--zookeeper", zk_connect, *args],
                             capture_output=True, text=True, timeout=60, cwd=str(REPO),

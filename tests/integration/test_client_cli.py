@@ -72,8 +72,9 @@ def test_produce_consume_and_groups(cli_cluster):
 
     reset = sparklog("groups", "--zookeeper", zk, "reset-offsets", "cli-group", "--to", "25")
     assert reset.returncode == 0
-    assert reset.stdout.decode().split()[4:] == ["cli-group", topic, "0", "25", "cli-group", topic, "1", "25",
-                                                 "cli-group", topic, "2", "25"]
+    ends = [min(25, int(c[4])) for c in cells]  # clamped to each partition's log end, as Kafka's tool does
+    assert reset.stdout.decode().split()[4:] == ["cli-group", topic, "0", str(ends[0]), "cli-group", topic, "1",
+                                                 str(ends[1]), "cli-group", topic, "2", str(ends[2])]
     unknown = sparklog("groups", "--zookeeper", zk, "describe", "no-such-group")
     assert unknown.returncode == 1
 
@@ -194,10 +195,97 @@ def test_bad_names_and_partitions_are_one_line(cli_cluster):
     assert none.returncode == 0 and none.stdout == b"", none.stderr.decode()
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_topics_with_a_bootstrap_server_says_it_works_through_zookeeper(where):
+    """kafka-topics.sh takes --bootstrap-server, so a Kafka user types it; `sparklog topics --bootstrap-server H
+    list` said "invalid choice: 'H'" (the address taken for the subcommand), after the subcommand
+    "unrecognized arguments". Both are one line naming --zookeeper, before anything is contacted."""
+    args = ["--bootstrap-server", REFUSED]
+    command = ("topics", *args, "list") if where == "before" else ("topics", "list", *args)
+    done = sparklog(*command, timeout=30)
+    _one_line_error(done, "--bootstrap-server", "--zookeeper")
+    assert "cannot reach" not in done.stderr.decode()
+
+
 def test_a_bad_reset_target_is_one_line_before_anything_is_contacted():
     done = sparklog("groups", "reset-offsets", "g", "--to", "yesterday", "--zookeeper", REFUSED, timeout=30)
     assert done.returncode == 2 and done.stderr.decode().strip() == (
         "error: --to is earliest, latest or an offset (>= 0), not 'yesterday'")
+
+
+def test_a_reset_to_an_offset_outside_the_log_is_clamped_to_it_with_a_warning(cli_cluster):
+    """kafka-consumer-groups clamps --to-offset into [log start, log end] and says so. `--to 99999999` was
+    committed as given: the group's consumers then met OFFSET_OUT_OF_RANGE and auto.offset.reset (earliest:
+    the whole log again); a target below the log start the same."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from sparklog.client.admin import AdminClient
+    from sparklog.client.producer import Producer
+
+    bootstrap, topic, group = cli_cluster.bootstrap, f"clamp-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic(topic, 1)
+        with Producer(bootstrap_servers=bootstrap, acks="all") as producer:
+            for i in range(10):
+                producer.send(topic, b"m%d" % i).get(30)
+        admin.delete_records(topic, {0: 4})
+    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    committer.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+    committer.close()
+    base = ("groups", "--bootstrap-server", bootstrap, "reset-offsets", group, "--topic", topic, "--to")
+    for target, expected, warning in [("99999999", "10", "higher than the log end"),
+                                      ("2", "4", "lower than the log start"), ("6", "6", None)]:
+        done = sparklog(*base, target)
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode().split()[4:] == [group, topic, "0", expected]
+        err = done.stderr.decode()
+        assert (warning is None and err == "") or (
+            warning in err and f"{topic}-0" in err and target in err and len(err.splitlines()) == 1), err
+
+
+def test_reset_offsets_takes_kafka_tools_options_with_their_dry_run_default(cli_cluster):
+    """kafka-consumer-groups' --to-earliest, --to-latest, --to-offset N, --to-datetime T (the log end when no
+    record is that late) and --shift-by N (clamped to the log):
+    `--to-earliest --execute` failed with "the following arguments are required: --to". As in Kafka's tool,
+    these options only show the plan unless --execute is given; --dry-run shows it for --to too."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from sparklog.client.admin import AdminClient
+    from sparklog.client.producer import Producer
+
+    bootstrap, topic, group = cli_cluster.bootstrap, f"kopt-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic(topic, 1)
+        with Producer(bootstrap_servers=bootstrap, acks="all") as producer:
+            for i in range(10):
+                producer.send(topic, b"m%d" % i).get(30)
+        admin.delete_records(topic, {0: 4})
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    probe.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+
+    def committed() -> int:
+        return probe.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
+
+    base = ("groups", "--bootstrap-server", bootstrap, "reset-offsets", group, "--topic", topic)
+    try:
+        for options, shown, stored in [(("--to-earliest",), "4", 5), (("--to", "latest", "--dry-run"), "10", 5),
+                                       (("--shift-by", "-3", "--execute"), "4", 4),  # 5 - 3, clamped up to 4
+                                       (("--shift-by", "2", "--execute"), "6", 6),
+                                       (("--to-offset", "8", "--execute"), "8", 8),
+                                       (("--to-latest", "--execute"), "10", 10),
+                                       (("--to-datetime", "2000-01-01T00:00:00.000Z", "--execute"), "4", 4),
+                                       (("--to-datetime", "2999-01-01T00:00:00", "--execute"), "10", 10)]:
+            done = sparklog(*base, *options)
+            assert done.returncode == 0, (options, done.stderr.decode())
+            assert done.stdout.decode().split()[4:] == [group, topic, "0", shown], options
+            assert committed() == stored, options
+            assert ("--execute" in options) != ("dry run" in done.stderr.decode()), (options, done.stderr)
+        both = sparklog(*base, "--to-earliest", "--to-offset", "3")
+        assert both.returncode == 2 and b"not allowed with" in both.stderr
+        when = sparklog(*base, "--to-datetime", "yesterday")
+        assert when.returncode == 2 and b"not a time like" in when.stderr
+    finally:
+        probe.close()
 
 
 def produced_timestamp_type(bootstrap: str, topic: str, partition: int, tries: int = 1000,

@@ -188,6 +188,40 @@ def test_list_offsets_reports_the_leader_epoch(state):
     assert latest(state, "one") == (0, 0, EPOCH)
 
 
+def test_a_new_leader_whose_high_watermark_lags_its_epoch_start_answers_offset_not_available(state, logs):
+    """KIP-207: a leader (e.g. restarted with the whole cluster: its HW starts at the log start) answered
+    ListOffsets latest with its lagging HW, 0 while the log held records, until its followers fetched: kcat -Q,
+    the groups command's lag and a consumer reset to latest saw the log end go back to 0. Until the HW reaches
+    the epoch's start it is OFFSET_NOT_AVAILABLE (LEADER_NOT_AVAILABLE before v5), both retriable; a time
+    lookup that finds nothing visible too; the earliest offset is answered."""
+    async def scenario():
+        produce(state, "three", [b"a", b"b"], acks=1)  # LEO 2, HW 0: no follower has fetched
+        snapshot = state.partitions.snapshot
+        topics = dict(snapshot.topics)
+        topics["three"] = TopicMeta("three", {0: PartitionMeta(0, ME, EPOCH + 1, (ME, OTHER, THIRD), (ME, OTHER))},
+                                    config={"min.insync.replicas": "2"})
+        state.partitions.snapshot = MetadataSnapshot(topics, snapshot.brokers, snapshot.leading)
+        state.replicas.apply(state.partitions.snapshot)  # leader again in a new epoch starting at offset 2
+
+        def answer(timestamp, version=5):
+            body = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[ListOffsetsTopic(
+                name="three", partitions=[ListOffsetsPartition(partition_index=0, timestamp=timestamp)])])
+            part = handlers.handle_list_offsets(request(body, 2, version), state).topics[0].partitions[0]
+            return part.error_code, part.offset
+
+        not_available = handlers.errors.OffsetNotAvailableError.errno
+        assert answer(-1) == (not_available, -1)
+        assert answer(-1, version=4) == (handlers.LEADER_NOT_AVAILABLE, -1)
+        assert answer(0) == (not_available, -1)  # offset 0's record is not visible yet
+        assert answer(-2) == (0, 0)
+        fetch(state, "three", 2, replica_id=OTHER, current_leader_epoch=EPOCH + 1)  # the follower has both
+        assert answer(-1) == (0, 2)
+        assert answer(0) == (0, 0)
+        await state.replicas.close()
+
+    asyncio.run(scenario())
+
+
 def test_offset_for_leader_epoch_answers_from_the_epoch_cache(state, logs):
     produce(state, "one", [b"a", b"b"], acks=1)
     logs.get("one", 0).flush()
