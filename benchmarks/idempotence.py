@@ -4,6 +4,7 @@ appends of batches without one (not checked), in the same run.
 
     .venv/bin/python benchmarks/idempotence.py [--batches 20000] [--records 1,50] [--rounds 3] [--dir DIR]
                                                [--producer-messages 30000] [--leader] [--clock cpu]
+                                               [--compression lz4]
 
 The batches are built before the clock starts (one producer, sequences following on); each round appends them
 to a fresh log with flush.ms set to never (one fsync at the end), alternating which kind goes first, since the
@@ -41,16 +42,17 @@ PRODUCER_ID = 4242
 LOG_CONFIG = {"flush.ms": LONG_MAX}  # fsync only at the end
 
 
-def make_batches(count: int, records: int, idempotent: bool) -> list[bytes]:
+def make_batches(count: int, records: int, idempotent: bool, compression: str = "none") -> list[bytes]:
     now = time.time_ns() // 1_000_000  # producer.id.expiration.ms counts from the batches' timestamps
     value = b"v" * VALUE_BYTES
     batches = []
     for b in range(count):
         rows = [(None, value, None, now) for _ in range(records)]
         if idempotent:
-            batches.append(build_batch(rows, producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=b * records))
+            batches.append(build_batch(rows, compression, producer_id=PRODUCER_ID, producer_epoch=0,
+                                       base_sequence=b * records))
         else:
-            batches.append(build_batch(rows))
+            batches.append(build_batch(rows, compression))
     return batches
 
 
@@ -81,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--leader", action="store_true",
                         help="append with append_as_leader (a Produce request's path: a client's checks) "
                              "instead of append")
+    parser.add_argument("--compression", default="none", help="the batches' codec (none, gzip, snappy, lz4, zstd)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="what the append rounds time: wall (default) or this process's CPU time, which a "
                              "loaded machine's scheduler does not inflate")
@@ -88,16 +91,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="sparklog-bench-idem-", dir=args.dir or os.getcwd()) as root:
         for records in (int(r) for r in args.records.split(",")):
-            compare(root, args.batches, records, args.rounds, args.leader, CLOCKS[args.clock])
+            compare(root, args.batches, records, args.rounds, args.leader, CLOCKS[args.clock], args.compression)
         if args.producer_messages:
             compare_producers(root, args.producer_messages, args.rounds)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 
-def compare(root: str, count: int, records: int, rounds: int, leader: bool = False, clock=time.perf_counter) -> None:
+def compare(root: str, count: int, records: int, rounds: int, leader: bool = False, clock=time.perf_counter,
+            compression: str = "none") -> None:
     """Rounds of both kinds, alternating which goes first; prints each round, the medians and the ratio."""
-    kinds = {"plain": make_batches(count, records, False), "idempotent": make_batches(count, records, True)}
+    kinds = {"plain": make_batches(count, records, False, compression),
+             "idempotent": make_batches(count, records, True, compression)}
     times: dict[str, list[float]] = {"plain": [], "idempotent": []}
     for r in range(rounds):
         for kind in (("plain", "idempotent") if r % 2 == 0 else ("idempotent", "plain")):

@@ -1641,9 +1641,13 @@ def check_sets(list record_sets, Py_ssize_t max_message_bytes):
     return out
 
 
+cdef object _py_records_error = None  # verify.records_error, imported at the first compressed batch
+
+
 def check_leader_set(records, Py_ssize_t max_message_bytes):
-    """append_check.check_leader_set (Rule 3): a plain record set's batches (an idempotent producer's too) in
-    one walk, or None for anything else (the caller's general append decides)."""
+    """append_check.check_leader_set (Rule 3): a record set's batches (an idempotent producer's, a compressed
+    one's too) in one walk, or None for anything else (the caller's general append decides)."""
+    global _py_records_error
     cdef Py_buffer view
     cdef const uint8_t* p
     cdef Py_ssize_t position = 0, size, total
@@ -1671,11 +1675,18 @@ def check_leader_set(records, Py_ssize_t max_message_bytes):
             producer_id = _be(p + 43, 8)
             sequence = <int32_t>_be(p + 53, 4)
             if (size < CHECK_HEADER or size > total - position or size > max_message_bytes or p[16] != 2
-                    or low & 0x3f  # control, transactional, LogAppendTime or a codec: the general path's
+                    or low & 0x38  # control, transactional or LogAppendTime: the general path's
+                    or (low & 0x07) > 4  # no codec at all (batch.MAX_CODEC): the general path refuses it
                     or (producer_id >= 0 and sequence < 0)  # refused by the general path, with its message
                     or count <= 0 or delta != count - 1
-                    or sparklog_crc32c(p + CHECK_CRC_FROM, size - CHECK_CRC_FROM) != <uint32_t>_be(p + 17, 4)
-                    or not records_fill(p + CHECK_HEADER, size - CHECK_HEADER, count)):
+                    or sparklog_crc32c(p + CHECK_CRC_FROM, size - CHECK_CRC_FROM) != <uint32_t>_be(p + 17, 4)):
+                return None
+            if low & 0x07:  # compressed: verify.py decompresses and checks the records (one C walk of them)
+                if _py_records_error is None:
+                    from sparklog.records.verify import records_error as _py_records_error
+                if _py_records_error(memoryview(records)[position:position + size]) is not None:
+                    return None
+            elif not records_fill(p + CHECK_HEADER, size - CHECK_HEADER, count):
                 return None
             entries.append((position, size, <int64_t>delta + 1, _be(p + 35, 8), producer_id,
                             <int16_t>_be(p + 51, 2), sequence))
