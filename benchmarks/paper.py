@@ -2,12 +2,17 @@
 with the Fetch path beside a bare `os.sendfile` loop over the same segment files in the same run.
 
     .venv/bin/python benchmarks/paper.py [--messages 1000000] [--size 200] [--batches 1,50] [--cap SECONDS]
+                                         [--idempotence] [--compression lz4] [--no-read-back]
 
 Starts a real ZooKeeper (embedded) and a broker subprocess with a temporary log dir; confluent-kafka is the
 producer (so the broker is what is measured) with `batch.num.messages` = the batch size, acks=1. Only
 acknowledged messages count (delivery reports without error, measure.py Rule 1): failures are printed.
 Prints msg/s and MB/s (payload bytes, 10^6) for each test, the broker's CPU, and the broker's bytes on disk
-per message minus the payload (the paper's "overhead").
+per message minus the payload (the paper's "overhead"), and the broker's CPU per acknowledged message (us/msg).
+With `--idempotence` the producer has enable.idempotence=true (librdkafka then sends acks=all and at most five
+requests in flight); with `--compression` its compression.type. One replica's acks=all waits for the flush
+(README, "Durability and visibility"): `--override log.flush.visibility=appended` answers at the append, as
+Kafka's broker does with one replica. `--no-read-back` skips the consume and kcat rows.
 
 Then `kcat -P` (librdkafka in C, no Python per message) produces the same messages with
 `batch.num.messages` = `--kcat-batch` (50; 0: no such row) into a topic of a fresh broker, so that the
@@ -86,11 +91,14 @@ def disk_bytes(path: Path) -> tuple[int, int]:
     return alloc, apparent
 
 
-def produce(bootstrap: str, n: int, value: bytes, batch: int, cap_s: float | None):
+def produce(bootstrap: str, n: int, value: bytes, batch: int, cap_s: float | None, idempotence: bool = False,
+            compression: str = "none"):
+    """confluent-kafka's producer; idempotent, it has acks=all (librdkafka requires it) and at most five
+    requests in flight, as librdkafka sets them for enable.idempotence."""
     return confluent_produce({
-        "bootstrap.servers": bootstrap, "acks": "1", "batch.num.messages": batch,
+        "bootstrap.servers": bootstrap, "acks": "all" if idempotence else "1", "batch.num.messages": batch,
         "linger.ms": 5 if batch > 1 else 0, "queue.buffering.max.messages": 2_000_000,
-        "queue.buffering.max.kbytes": 2_000_000, "enable.idempotence": False, "compression.type": "none",
+        "queue.buffering.max.kbytes": 2_000_000, "enable.idempotence": idempotence, "compression.type": compression,
     }, TOPIC, n, value, cap_s=cap_s, deadline_s=DEADLINE_S)
 
 
@@ -148,6 +156,12 @@ def main() -> int:
     parser.add_argument("--kcat-batch", type=int, default=50, help="batch size of the kcat -P row (0: none)")
     parser.add_argument("--results", default=os.environ.get("BENCH_RESULTS"))
     parser.add_argument("--override", action="append", default=[], help="broker property key=value")
+    parser.add_argument("--idempotence", action="store_true",
+                        help="confluent-kafka with enable.idempotence=true (so acks=all; with one replica the "
+                             "acknowledgement waits for the flush unless log.flush.visibility=appended)")
+    parser.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
+                        help="confluent-kafka's compression.type for the produce rows")
+    parser.add_argument("--no-read-back", action="store_true", help="produce rows only (no consume, kcat rows)")
     args = parser.parse_args()
 
     from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper
@@ -169,20 +183,23 @@ def main() -> int:
                 create_single_partition_topic(broker.zk_connect, TOPIC)
                 before = disk_bytes(log_dir)
                 cpu0, own0 = cpu_seconds(broker.pid), own_cpu()
-                done = produce(broker.address, args.messages, value, batch, args.cap)
+                done = produce(broker.address, args.messages, value, batch, args.cap, args.idempotence,
+                               args.compression)
                 cpu = (cpu_seconds(broker.pid) - cpu0, own_cpu() - own0)
                 time.sleep(1.0)  # let the periodic flush land
                 after = disk_bytes(log_dir)
                 acked = max(done.acked, 1)
                 overhead = ((after[0] - before[0]) / acked - args.size, (after[1] - before[1]) / acked - args.size)
-                rows.append(row("produce", batch, args, done.acked, done.seconds, cpu, overhead, mode="acks=1",
+                mode = ("acks=all, idempotent" if args.idempotence else "acks=1") + (
+                    "" if args.compression == "none" else f", {args.compression}")
+                rows.append(row("produce", batch, args, done.acked, done.seconds, cpu, overhead, mode=mode,
                                 note=done.note()))
                 print(format_row(rows[-1]), flush=True)
-                if batch == max(int(b) for b in args.batches.split(",")):
+                if batch == max(int(b) for b in args.batches.split(",")) and not args.no_read_back:
                     read_back(broker, log_dir, done.acked, args, rows)
             finally:
                 broker.stop()
-        if args.kcat_batch:
+        if args.kcat_batch and not args.no_read_back:
             rows.append(kcat_row(zk, work, value, args))
             print(format_row(rows[-1]), flush=True)
     finally:
@@ -245,6 +262,7 @@ def row(test, batch, args, done, elapsed, cpu, overhead, mode="", note="") -> di
         "notes": "broker: one sparklog broker subprocess, 1 partition, default flush policy",
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "client_cpu_pct": round(100 * client_cpu / elapsed), "server_cpu_pct": round(100 * broker_cpu / elapsed),
+        "server_us_per_msg": round(1e6 * broker_cpu / done, 2) if done else None,
         "note": note,
     }
     if overhead is not None:
@@ -257,7 +275,7 @@ def format_row(r: dict) -> str:
     test = r["test"] + (" kcat" if r["client"].startswith("kcat") and r["test"] == "produce" else "")
     text = (f"{test:9s} {r['batch']:>4}: {r['msg_per_s']:>12,.0f} msg/s {r['mb_per_s']:>8.2f} MB/s "
             f"({r['n_done']:,} msgs in {r['seconds']:.2f} s; CPU client {r['client_cpu_pct']}% broker "
-            f"{r['server_cpu_pct']}%; load {r['loadavg_1m']})")
+            f"{r['server_cpu_pct']}% = {r['server_us_per_msg']} us/msg; load {r['loadavg_1m']})")
     if "overhead_b_per_msg" in r:
         text += f"  overhead {r['overhead_b_per_msg']} B/msg on disk (apparent {r['overhead_apparent_b_per_msg']})"
     return text + (f"  {r['note']}" if r["note"] else "")

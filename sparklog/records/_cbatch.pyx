@@ -1641,16 +1641,20 @@ def check_sets(list record_sets, Py_ssize_t max_message_bytes):
     return out
 
 
+cdef object _py_records_error = None  # verify.records_error, imported at the first compressed batch
+
+
 def check_leader_set(records, Py_ssize_t max_message_bytes):
-    """append_check.check_leader_set (Rule 3): a plain, non-idempotent record set's batches in one walk, or
-    None for anything else (the caller's general append decides)."""
+    """append_check.check_leader_set (Rule 3): a record set's batches (an idempotent producer's, a compressed
+    one's too) in one walk, or None for anything else (the caller's general append decides)."""
+    global _py_records_error
     cdef Py_buffer view
     cdef const uint8_t* p
     cdef Py_ssize_t position = 0, size, total
-    cdef int64_t length
-    cdef int32_t delta, count
+    cdef int64_t length, producer_id
+    cdef int32_t delta, count, sequence
     cdef uint8_t low
-    cdef int64_t offsets = 0, messages = 0
+    cdef int64_t offsets = 0, messages = 0, idempotent = 0
     if records is None:
         return None
     PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
@@ -1668,18 +1672,30 @@ def check_leader_set(records, Py_ssize_t max_message_bytes):
             low = p[22]
             delta = <int32_t>_be(p + 23, 4)
             count = <int32_t>_be(p + 57, 4)
+            producer_id = _be(p + 43, 8)
+            sequence = <int32_t>_be(p + 53, 4)
             if (size < CHECK_HEADER or size > total - position or size > max_message_bytes or p[16] != 2
-                    or low & 0x3f  # control, transactional, LogAppendTime or a codec: the general path's
-                    or <int64_t>_be(p + 43, 8) >= 0  # an idempotent producer's: the general path's
+                    or low & 0x38  # control, transactional or LogAppendTime: the general path's
+                    or (low & 0x07) > 4  # no codec at all (batch.MAX_CODEC): the general path refuses it
+                    or (producer_id >= 0 and sequence < 0)  # refused by the general path, with its message
                     or count <= 0 or delta != count - 1
-                    or sparklog_crc32c(p + CHECK_CRC_FROM, size - CHECK_CRC_FROM) != <uint32_t>_be(p + 17, 4)
-                    or not records_fill(p + CHECK_HEADER, size - CHECK_HEADER, count)):
+                    or sparklog_crc32c(p + CHECK_CRC_FROM, size - CHECK_CRC_FROM) != <uint32_t>_be(p + 17, 4)):
                 return None
-            entries.append((position, size, <int64_t>delta + 1, _be(p + 35, 8)))
+            if low & 0x07:  # compressed: verify.py decompresses and checks the records (one C walk of them)
+                if _py_records_error is None:
+                    from sparklog.records.verify import records_error as _py_records_error
+                if _py_records_error(memoryview(records)[position:position + size]) is not None:
+                    return None
+            elif not records_fill(p + CHECK_HEADER, size - CHECK_HEADER, count):
+                return None
+            entries.append((position, size, <int64_t>delta + 1, _be(p + 35, 8), producer_id,
+                            <int16_t>_be(p + 51, 2), sequence))
             offsets += <int64_t>delta + 1
             messages += count
+            if producer_id >= 0:
+                idempotent += 1
             position += size
-        return entries, offsets, messages
+        return entries, offsets, messages, idempotent
     finally:
         PyBuffer_Release(&view)
 

@@ -9,13 +9,18 @@ Rule 1: per set, in order: None when it is not exactly one whole batch (None, fe
         REFUSED_SIZE above `max_message_bytes`, CORRUPT
         when the magic, lastOffsetDelta, recordCount, codec or CRC-32C is wrong (the caller's validate_batch
         names the reason), checked in that order; else the header's `APPEND_FIELDS`, as `unpack_from` gives them.
-Rule 3: `check_leader_set(records, max_message_bytes)` -> `(entries, offset count, record count)` or None: a
-        record set (one batch or several, a memoryview of a read) that a leader may append as it is, in one
-        walk: each batch whole and within `max_message_bytes`, magic 2, uncompressed, neither control,
-        transactional nor LogAppendTime, without a producer id (not idempotent), recordCount >= 1 and
-        lastOffsetDelta = recordCount - 1, its CRC-32C right and its records parsing (verify.py Rule 1); the
-        batches fill the set exactly. An entry per batch: `(position, size, offsets it spans, maxTimestamp)`.
-        None for any other set, good or bad: the caller's general append decides, and raises what it raises.
+Rule 3: `check_leader_set(records, max_message_bytes)` -> `(entries, offset count, record count, idempotent)` or
+        None: a record set (one batch or several, a memoryview of a read) that a leader may append as it is, in
+        one walk: each batch whole and within `max_message_bytes`, magic 2, a known codec (or none), neither
+        control, transactional nor LogAppendTime, recordCount >= 1 and lastOffsetDelta = recordCount - 1, a
+        baseSequence >= 0 if it has a producer id, its CRC-32C right and its records parsing (verify.py Rule 1:
+        a compressed batch is decompressed to be checked, as Kafka's LogValidator does, and is then stored as
+        it came, its offsets assigned in the header: Kafka's in-place assignment, no re-compression); the
+        batches fill the set exactly. An entry per batch: `(position, size, offsets it spans,
+        maxTimestamp, producerId, producerEpoch, baseSequence)`; `idempotent` counts the batches with a
+        producer id (>= 0), which the caller checks against its producer state (storage/producer_state.py
+        Rule 1): that check is the only one left that can refuse the set. None for any other set, good or
+        bad: the caller's general append decides, and raises what it raises.
 Rule 4: `stamp_leader_set(data, first offset, leader epoch, since, interval, max timestamp, its offset)` ->
         `(next offset, since, max timestamp, its offset, points)`: a set check_leader_set took, in a writable
         buffer, gets consecutive offsets from `first offset` and the leader's epoch (fields outside the
@@ -48,7 +53,7 @@ REFUSED_ATTRIBUTES = 1
 REFUSED_SIZE = 2
 CORRUPT = 3
 # Rule 3: attribute bits of a batch check_leader_set leaves to the general append
-NOT_PLAIN = CONTROL_MASK | TRANSACTIONAL_MASK | TIMESTAMP_TYPE_MASK | COMPRESSION_MASK
+NOT_PLAIN = CONTROL_MASK | TRANSACTIONAL_MASK | TIMESTAMP_TYPE_MASK
 
 # The header fields a one-batch append checks, in one unpack; pad bytes skip the rest (batch.HEADER).
 APPEND_FIELDS = struct.Struct(
@@ -112,23 +117,25 @@ def py_check_leader_set(records, max_message_bytes: int):
     view = memoryview(records)
     total = len(view)
     entries: list = []
-    position = offsets = messages = 0
+    position = offsets = messages = idempotent = 0
     unpack = APPEND_FIELDS.unpack_from
     while position < total:
         if total - position < HEADER_SIZE:
             return None
-        length, magic, crc, _, flags, delta, max_timestamp, producer_id, _, _, count = unpack(view, position)
+        length, magic, crc, _, flags, delta, max_timestamp, producer_id, epoch, sequence, count = unpack(view, position)
         size = length + LOG_OVERHEAD
         end = position + size
         if (size < HEADER_SIZE or size > total - position or size > max_message_bytes or magic != MAGIC
-                or flags & NOT_PLAIN or producer_id >= 0 or count <= 0 or delta != count - 1
+                or flags & NOT_PLAIN or flags & COMPRESSION_MASK > MAX_CODEC or (producer_id >= 0 and sequence < 0)
+                or count <= 0 or delta != count - 1
                 or crc32c(view[position + ATTRIBUTES_OFFSET:end]) != crc or records_error(view[position:end]) is not None):
             return None
-        entries.append((position, size, delta + 1, max_timestamp))
+        entries.append((position, size, delta + 1, max_timestamp, producer_id, epoch, sequence))
         offsets += delta + 1
         messages += count
+        idempotent += producer_id >= 0
         position = end
-    return entries, offsets, messages
+    return entries, offsets, messages, idempotent
 
 
 def check_leader_set(records, max_message_bytes: int):

@@ -1374,8 +1374,9 @@ class PartitionLog:
         refuses it too (TransactionRefusedError: no transaction is ever ongoing). So does a batch whose
         records do not parse (records/verify.py), which no consumer could read, and one with a producer id but
         a negative baseSequence (InvalidRecordError, Kafka's "Invalid sequence number"); a batch saying
-        LogAppendTime is refused or taken as CreateTime (log_validator Rule 7). A plain set (the common one:
-        check_leader_set says which) is appended by _append_plain, with the same outcome."""
+        LogAppendTime is refused or taken as CreateTime (log_validator Rule 7). A plain set (the common one,
+        an idempotent producer's too: check_leader_set says which) is appended by _append_plain, with the same
+        outcome."""
         if self._converter is None:
             plain = check_leader_set(batches, self._max_message_bytes)
             if plain is not None:
@@ -1400,12 +1401,16 @@ class PartitionLog:
         return self.append(data, append_time_ms)
 
     def _append_plain(self, batches, plain: tuple, leader_epoch: int) -> int:
-        """append_as_leader of a record set check_leader_set took (`plain`: its entries, offsets and records):
-        every check that set could fail is passed already, so what is left is append()'s: the roll (once, for
-        the whole set, as _append_many's), one write with offsets and the leader epoch stamped and the
-        indexes kept in one compiled walk (LogSegment.append_leader_set), the high watermark and
-        flush.messages once. A failed write leaves the LEO where it was."""
-        entries, offset_count, messages = plain
+        """append_as_leader of a record set check_leader_set took (`plain`: its entries, offsets, records and
+        idempotent batches): every check that set could fail is passed already but the producer state's
+        (Rule 9), which runs under the lock before the roll as append()'s and _append_many's do: a lone
+        batch's duplicate is answered with its original base offset, and a duplicate among several batches,
+        a stale epoch or a sequence gap raise, all with nothing written. What is left is append()'s: the
+        roll (once, for the whole set, as _append_many's), one write with offsets and the leader epoch
+        stamped and the indexes kept in one compiled walk (LogSegment.append_leader_set), the producer state
+        updated for what was written, the high watermark and flush.messages once. A failed write leaves the
+        LEO and the producer state where they were."""
+        entries, offset_count, messages, idempotent = plain
         data = batches if type(batches) is bytearray else bytearray(batches)
         cache = self.leader_epochs
         if leader_epoch > cache.latest_epoch:
@@ -1413,15 +1418,39 @@ class PartitionLog:
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"{self.name} is closed")
+            if idempotent:
+                duplicate = self._check_plain_producers(entries)
+                if duplicate is not None:
+                    return duplicate
             segment = self._maybe_roll(len(data), offset_count)
             if not segment.size and self._compaction_lag_ms is not None:
                 self._set_lag_deadline(segment, entries[0][3])
             first = self._leo
             offset = segment.append_leader_set(data, first, leader_epoch)
+            if idempotent:
+                self._update_plain_producers(entries, first)
             self._appended_locked(segment, offset, messages, len(data))
             moved = self._expose_on_append and self._advance_hw(_Visible(offset, segment.base_offset, segment.size))
         self._after_append(moved, offset)
         return first
+
+    def _check_plain_producers(self, entries: list) -> int | None:
+        """Rule 9 for a set _append_plain takes: one batch as append() checks it (a duplicate's original base
+        offset, or None), several as _append_many does (check_record_set: a duplicate among them raises)."""
+        if len(entries) == 1:
+            _, _, offsets, _, producer_id, epoch, sequence = entries[0]
+            return self._producers.check(producer_id, epoch, sequence, offsets - 1)
+        self._producers.check_record_set((e[4], e[5], e[6], e[2] - 1) for e in entries if e[4] >= 0)
+        return None
+
+    def _update_plain_producers(self, entries: list, first: int) -> None:
+        """Rule 9's update for the batches of a set _append_plain wrote from offset `first`."""
+        update = self._producers.update
+        offset = first
+        for _, _, offsets, max_timestamp, producer_id, epoch, sequence in entries:
+            if producer_id >= 0:
+                update(producer_id, epoch, sequence, offsets - 1, offset, max_timestamp)
+            offset += offsets
 
     def append_group_as_leader(self, record_sets: list, leader_epoch: int, append_time_ms: int | None = None) -> list:
         """`append_as_leader` of each record set in order, with one write per segment: a broker's pipelined

@@ -72,15 +72,25 @@ def leader_sets(draw):
     for _ in range(draw(st.integers(1, 4))):
         records = [(draw(st.none() | st.binary(max_size=8)), draw(st.binary(max_size=60)), None, None)
                    for _ in range(draw(st.integers(1, 3)))]
-        kind = draw(st.sampled_from(["plain"] * 5 + ["idempotent", "gzip", "transactional", "control",
-                                                     "append-time", "records", "byte"]))
-        data = bytearray(build_batch(records, compression="gzip" if kind == "gzip" else "none",
-                                     producer_id=7 if kind == "idempotent" else -1,
-                                     producer_epoch=0 if kind == "idempotent" else -1,
-                                     base_sequence=0 if kind == "idempotent" else -1,
+        kind = draw(st.sampled_from(["plain"] * 5 + ["idempotent"] * 3 + ["gzip", "lz4", "transactional", "control",
+                                                                         "append-time", "records", "byte",
+                                                                         "codec-7", "lz4-records"]))
+        idempotent = kind == "idempotent"
+        codec = {"gzip": "gzip", "lz4": "lz4", "lz4-records": "lz4"}.get(kind, "none")
+        data = bytearray(build_batch(records, compression=codec,
+                                     producer_id=draw(st.sampled_from([0, 7, (1 << 63) - 1])) if idempotent else -1,
+                                     producer_epoch=draw(st.sampled_from([0, 3, 32767])) if idempotent else -1,
+                                     base_sequence=draw(st.sampled_from([-5, -1, 0, 9, (1 << 31) - 1]))
+                                     if idempotent else -1,
                                      is_transactional=kind == "transactional", is_control=kind == "control"))
         if kind == "append-time":
             data[22] |= 0x08
+        elif kind == "codec-7":  # no codec at all, behind a right CRC
+            data[22] |= 0x07
+            data[17:21] = batch.compute_crc(data).to_bytes(4, "big")
+        elif kind == "lz4-records":  # a compressed section that does not decompress, behind a right CRC
+            data[61 + draw(st.integers(0, len(data) - 62))] ^= draw(st.integers(1, 255))
+            data[17:21] = batch.compute_crc(data).to_bytes(4, "big")
         elif kind == "records":  # records that do not parse behind a right CRC
             data[61 + draw(st.integers(0, len(data) - 62))] ^= draw(st.integers(1, 255))
             data[17:21] = batch.compute_crc(data).to_bytes(4, "big")
@@ -107,17 +117,46 @@ def test_check_leader_set_twins_agree_and_take_only_good_plain_sets(records, max
     assert _cbatch.check_leader_set(records, max_bytes) == expected
     if expected is None:
         return
-    entries, offsets, messages = expected
+    entries, offsets, messages, idempotent = expected
     found = list(batch.iter_batches(bytes(records)))
-    assert [(e[0], e[1], e[2], e[3]) for e in entries] == [
-        (sum(b.size for b in found[:i]), b.size, b.last_offset_delta + 1, b.max_timestamp) for i, b in enumerate(found)]
+    assert entries == [(sum(b.size for b in found[:i]), b.size, b.last_offset_delta + 1, b.max_timestamp,
+                        b.producer_id, b.producer_epoch, b.base_sequence) for i, b in enumerate(found)]
     assert sum(b.size for b in found) == len(records)
     assert offsets == sum(b.record_count for b in found) == messages
-    for b, (position, size, _, _) in zip(found, entries):
+    assert idempotent == sum(b.producer_id >= 0 for b in found)
+    for b, (position, size, *_) in zip(found, entries):
         piece = memoryview(records)[position:position + size]
         validate_batch(piece)
         assert verify.records_error(piece) is None and size <= max_bytes
-        assert b.producer_id == -1 and not b.attributes & append_check.NOT_PLAIN
+        assert not b.attributes & append_check.NOT_PLAIN
+        assert b.producer_id == -1 or b.base_sequence >= 0  # a negative one: the general path refuses it
+
+
+def test_check_leader_set_takes_compressed_batches_whose_records_parse():
+    """A compressed batch is decompressed to be checked (verify.py); one whose section does not hold its
+    recordCount records is the general path's, which refuses it with the reason."""
+    good = build_batch([(None, b"v" * 50, None, None)] * 3, compression="lz4", producer_id=1, producer_epoch=0,
+                       base_sequence=0)
+    short = bytearray(build_batch([(None, b"v" * 50, None, None)] * 3, compression="gzip"))
+    short[57:61] = (4).to_bytes(4, "big")  # recordCount 4 of 3 records, lastOffsetDelta 2
+    short[23:27] = (3).to_bytes(4, "big")
+    short[17:21] = batch.compute_crc(short).to_bytes(4, "big")
+    for twin in (_cbatch.check_leader_set, append_check.py_check_leader_set):
+        assert twin(good, 1 << 20) == ([(0, len(good), 3, batch.parse_header(good).max_timestamp,
+                                         1, 0, 0)], 3, 3, 1)
+        assert twin(good + bytes(short), 1 << 20) is None
+
+
+def test_check_leader_set_takes_an_idempotent_producers_set_and_leaves_a_negative_sequence():
+    """An idempotent producer's set is plain (its producer fields for the caller's check); one with a
+    negative baseSequence is the general path's, which refuses it with Kafka's message."""
+    good = build_batch([(None, b"v", None, None)] * 2, producer_id=9, producer_epoch=2, base_sequence=40)
+    plain = build_batch([(None, b"w", None, None)])
+    for twin in (_cbatch.check_leader_set, append_check.py_check_leader_set):
+        entries, offsets, messages, idempotent = twin(good + plain, 1 << 20)
+        assert [e[4:] for e in entries] == [(9, 2, 40), (-1, -1, -1)] and (offsets, messages, idempotent) == (3, 3, 1)
+        bad = build_batch([(None, b"v", None, None)], producer_id=9, producer_epoch=2, base_sequence=-1)
+        assert twin(plain + bad, 1 << 20) is None
 
 
 def test_check_leader_set_runs_the_compiled_twin_unless_extensions_are_disabled(monkeypatch):
