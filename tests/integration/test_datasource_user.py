@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from support.spark import COLUMNS, expected_df, produce, run_available_now
+from support.spark import COLUMNS, expected_df, produce, run_available_now, start_query
 
 pytestmark = pytest.mark.slow
 
@@ -50,9 +50,9 @@ def test_default_latest_stream_over_a_live_producer_reads_exactly_what_follows_i
                 i += 1
 
         name = f"live_{uuid.uuid4().hex[:8]}"
-        query = (read(spark, bootstrap, streaming=True, subscribe=topic).writeStream.format("memory")
-                 .queryName(name).trigger(processingTime="300 milliseconds").start())
-        wait_started(query)  # the producer starts once the source runs: Spark calls initialOffset() per trigger
+        # the producer starts once the source runs (start_query): Spark calls initialOffset() per trigger
+        query = start_query(read(spark, bootstrap, streaming=True, subscribe=topic).writeStream.format("memory")
+                            .queryName(name).trigger(processingTime="300 milliseconds"))
         producer = threading.Thread(target=producing)
         producer.start()
         try:
@@ -75,14 +75,6 @@ def test_default_latest_stream_over_a_live_producer_reads_exactly_what_follows_i
         assert not {r[4] for r in before} & {row.value for row in got}  # "latest": nothing from before the start
         assert len(got) >= 20 and len(got) == len(want)
         assertDataFrameEqual(table, expected_df(spark, want))
-
-
-def wait_started(query, timeout: float = 120.0) -> None:
-    """Until the query's source is initialized (its Python worker is up) or the query ended."""
-    deadline = time.monotonic() + timeout
-    while query.isActive and query.status["message"] == "Initializing sources":
-        assert time.monotonic() < deadline, "the query did not start"
-        time.sleep(0.2)
 
 
 @pytest.mark.parametrize("servers", ["127.0.0.1:1", "no-such-host.invalid:9092"])
@@ -212,9 +204,9 @@ def test_an_aggregation_in_update_mode_is_written_to_a_topic(spark, sparklog_clu
     counts = (read(spark, bootstrap, streaming=True, subscribe=source, startingOffsets="earliest",
                    maxOffsetsPerTrigger=10)
               .groupBy("key").count().select(F.col("key"), F.col("count").cast("string").alias("value")))
-    query = (counts.writeStream.outputMode("update")
-             .foreachBatch(to_sparklog(**{"kafka.bootstrap.servers": bootstrap, "topic": sink}))
-             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    query = start_query(counts.writeStream.outputMode("update")
+                        .foreachBatch(to_sparklog(**{"kafka.bootstrap.servers": bootstrap, "topic": sink}))
+                        .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True))
     query.awaitTermination(240)
     assert query.exception() is None
     rows = read(spark, bootstrap, subscribe=sink).orderBy("offset").collect()
@@ -241,8 +233,8 @@ def test_progress_reports_the_real_latest_offset_and_offsets_behind_it(spark, sp
     produce(sparklog_cluster.bootstrap, [topic], 200)
     df = read(spark, sparklog_cluster.bootstrap, streaming=True, subscribe=topic, startingOffsets="earliest",
               maxOffsetsPerTrigger=50)
-    query = (df.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
-             .trigger(availableNow=True).start(str(tmp_path / "out")))
+    query = start_query(df.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
+                        .trigger(availableNow=True), str(tmp_path / "out"))
     query.awaitTermination(240)
     assert query.exception() is None
     first = query.recentProgress[0]["sources"][0]

@@ -10,6 +10,8 @@ import os
 import sys
 import time
 
+from jobs.common import start_query  # noqa: F401 - re-exported for the tests: started past Spark's connect-back timeout
+
 SPARK_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
@@ -117,29 +119,10 @@ def stream(spark, cluster, **options):
     return reader.load()
 
 
-# What pyspark 4.3's PythonWorkerFactory.createSimpleWorker raises when the Python process it started has not
-# connected back within a fixed 10 s (a literal in its bytecode, no setting). PythonStreamingSourceRunner starts
-# the query's source process that way when the query plans, before any micro-batch; the process connects back
-# before it imports anything but pyspark (sparklog is unpickled after the connection), so on a starved machine
-# (load 10-16 on 2 cores, several JVMs starting) the error says nothing about sparklog.
-WORKER_NOT_CONNECTED = "Python worker failed to connect back"
-QUERY_STARTS = 3  # attempts of a query that Spark's connect-back timeout ended before its first micro-batch
-
-
 def run_available_now(df, out, checkpoint):
-    """Run an AvailableNow query to its end; the rows of each micro-batch. A query that Spark's connect-back
-    timeout (WORKER_NOT_CONNECTED) ended before any micro-batch ran is started again on the same checkpoint, as
-    a user restarts a query; any other failure, or one after a micro-batch, is raised."""
-    from pyspark.errors import StreamingQueryException
-
-    for attempt in range(1, QUERY_STARTS + 1):
-        query = (df.writeStream.format("parquet").option("checkpointLocation", str(checkpoint))
-                 .trigger(availableNow=True).start(str(out)))
-        try:
-            query.awaitTermination(240)  # raises the query's failure
-        except StreamingQueryException as failure:
-            if WORKER_NOT_CONNECTED in str(failure) and not query.recentProgress and attempt < QUERY_STARTS:
-                continue
-            raise
-        assert not query.isActive
-        return [p["numInputRows"] for p in query.recentProgress]
+    """Run an AvailableNow query to its end (start_query); the rows of each micro-batch."""
+    query = start_query(df.writeStream.format("parquet").option("checkpointLocation", str(checkpoint))
+                        .trigger(availableNow=True), str(out))
+    query.awaitTermination(240)  # raises the query's failure
+    assert not query.isActive
+    return [p["numInputRows"] for p in query.recentProgress]
