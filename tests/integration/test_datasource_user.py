@@ -22,6 +22,7 @@ FAST_TIMEOUT_MS = 3000  # kafkaConsumer.pollTimeoutMs for the failure cases
 # Each failure must come well before the default pollTimeoutMs (120 s, which the old code waited out, up to
 # four times): the fast timeout plus Spark's own worker start-up and planning on a loaded machine.
 FAILURE_BUDGET_S = 60
+STOPPED_SEEN_TIMEOUT_S = 30  # until a stopped broker is gone from the other broker's metadata
 PRODUCER_PAUSE_S = 0.1  # between the live producer's rounds: a steady trickle that leaves Spark the CPU
 
 
@@ -94,7 +95,7 @@ def test_unreachable_brokers_fail_within_the_timeout_never_with_zero_rows(spark,
 def test_a_broker_down_fails_the_read_naming_its_partitions(spark, zookeeper, tmp_path):
     """Item 2: with one of two brokers down, its partitions have no leader: an error, not the other half."""
     from sparklog.client.admin import AdminClient
-    from support.cluster import Cluster
+    from support.cluster import Cluster, wait_until
 
     cluster = Cluster(f"{zookeeper.connect_string}/down-{uuid.uuid4().hex}", tmp_path / "brokers", brokers=2)
     try:
@@ -105,10 +106,15 @@ def test_a_broker_down_fails_the_read_naming_its_partitions(spark, zookeeper, tm
         produce(both, ["halves"], 200)
         assert read(spark, both, subscribe="halves").count() == 200
         cluster.brokers[2].stop()
+        one = cluster.brokers[1]
+        with AdminClient(f"{one.host}:{one.port}") as admin:  # broker 1 hears of the stop through ZooKeeper, later
+            wait_until(lambda: {b.node_id for b in admin.metadata(["halves"]).brokers} == {1},
+                       "broker 1's metadata without broker 2", STOPPED_SEEN_TIMEOUT_S)
         options = {"subscribe": "halves", "kafkaConsumer.pollTimeoutMs": FAST_TIMEOUT_MS}
         began = time.monotonic()
         with pytest.raises(Exception, match=r"Partitions halves-\d(, halves-\d)* have no live leader"):
-            read(spark, both, **options).count()
+            rows = read(spark, both, **options).groupBy("partition").count().collect()
+            pytest.fail(f"with broker 2 stopped the read gave {sorted(map(tuple, rows))} (partition, rows), no error")
         assert time.monotonic() - began < FAILURE_BUDGET_S
         began = time.monotonic()
         with pytest.raises(Exception, match="have no live leader"):
