@@ -1,4 +1,5 @@
-"""What every job shares: topics created if missing, the job's own SparkSession, and the `rich` console."""
+"""What every job shares: topics created if missing, the job's own SparkSession, queries started past Spark's
+connect-back timeout (`start_query`), and the `rich` console."""
 
 from __future__ import annotations
 
@@ -47,6 +48,37 @@ def _wait_for_leaders(zookeeper: str, topic: str) -> None:
                 time.sleep(0.2)
     finally:
         consumer.close()
+
+
+# What pyspark 4.3's PythonWorkerFactory.createSimpleWorker raises when the Python process it started has not
+# connected back within a fixed 10 s (a literal in its bytecode, no setting). PythonStreamingSourceRunner starts
+# a query's source process that way while the query initializes its sources, before any micro-batch; the process
+# connects back before it imports anything but pyspark (sparklog is unpickled after the connection), so on a
+# starved machine (load 10-16 on 2 cores, JVMs starting beside it) the error says nothing about the source.
+WORKER_NOT_CONNECTED = "Python worker failed to connect back"
+QUERY_STARTS = 3  # starts of a query that Spark's connect-back timeout ends while it initializes its sources
+INITIALIZING = "Initializing sources"  # the query's status message until its sources are up
+INITIALIZED_TIMEOUT_S = 120.0
+INITIALIZED_POLL_S = 0.1
+
+
+def start_query(writer, *path):
+    """`writer.start(*path)`, returned once the query has initialized its sources (its source's Python process
+    is up) or has ended. A query that Spark's connect-back timeout (WORKER_NOT_CONNECTED) ended before any
+    micro-batch is started again on the same checkpoint, as a user restarts a query, QUERY_STARTS times at most;
+    any other end is the caller's to see (`query.exception()`, `awaitTermination`)."""
+    for _ in range(QUERY_STARTS):
+        query = writer.start(*path)
+        deadline = time.monotonic() + INITIALIZED_TIMEOUT_S
+        while query.isActive and query.status["message"] == INITIALIZING:
+            if time.monotonic() > deadline:
+                query.stop()
+                raise TimeoutError(f"the query did not initialize its sources in {INITIALIZED_TIMEOUT_S:.0f} s")
+            time.sleep(INITIALIZED_POLL_S)
+        failure = None if query.isActive else query.exception()
+        if failure is None or WORKER_NOT_CONNECTED not in str(failure) or query.recentProgress:
+            break
+    return query
 
 
 def run_to_completion(query, what: str, timeout_s: float) -> list[dict]:

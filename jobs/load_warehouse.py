@@ -25,7 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python jobs/load_warehouse.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.common import job_session, run_to_completion  # noqa: E402
+from jobs.common import job_session, run_to_completion, start_query  # noqa: E402
 from jobs.events import ACTIVITY_TOPIC, subject  # noqa: E402
 
 DEFAULT_DATABASE = "sparklog"
@@ -80,9 +80,9 @@ def _load_topic(spark, zookeeper: str, warehouse: Path, checkpoints: Path, topic
     path = warehouse / f"{database}.db" / topic
     table = f"`{database}`.`{topic}`"
     started = time.perf_counter()
-    query = (source(spark, zookeeper, topic, max_offsets_per_trigger).writeStream.format("parquet")
-             .partitionBy("event_date", "event_hour").option("checkpointLocation", str(checkpoints / topic))
-             .trigger(availableNow=True).queryName(f"load_{topic}").start(str(path)))
+    query = start_query(source(spark, zookeeper, topic, max_offsets_per_trigger).writeStream.format("parquet")
+                        .partitionBy("event_date", "event_hour").option("checkpointLocation", str(checkpoints / topic))
+                        .trigger(availableNow=True).queryName(f"load_{topic}"), str(path))
     progress = run_to_completion(query, f"loading {topic}", QUERY_TIMEOUT_S)
     seconds = time.perf_counter() - started
     loaded = sum(p["numInputRows"] for p in progress)

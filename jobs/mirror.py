@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python jobs/mirror.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.common import ensure_topic, job_session, run_to_completion  # noqa: E402
+from jobs.common import ensure_topic, job_session, run_to_completion, start_query  # noqa: E402
 
 QUERY_TIMEOUT_S = 1800
 
@@ -66,7 +66,7 @@ def start(spark, source_zookeeper: str, target_zookeeper: str, topics, checkpoin
               .format("sparklog").option("zookeeper.connect", target_zookeeper)
               .option("checkpointLocation", checkpoint).queryName("mirror"))
     writer = writer.trigger(processingTime=interval) if interval else writer.trigger(availableNow=True)
-    return writer.start()
+    return start_query(writer)
 
 
 def mirror(spark, source_zookeeper: str, target_zookeeper: str, topics, checkpoint: str,

@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python jobs/pageview_counts.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.common import ensure_topic, job_session, run_to_completion  # noqa: E402
+from jobs.common import ensure_topic, job_session, run_to_completion, start_query  # noqa: E402
 from jobs.events import ACTIVITY_TOPIC, subject  # noqa: E402
 
 FEED_TOPIC = "pageview_counts"
@@ -85,9 +85,9 @@ def run(spark, zookeeper: str, warehouse: str, checkpoint: str, topic: str = ACT
             batch.unpersist()
 
     started = time.perf_counter()
-    query = (counts(spark, zookeeper, topic, window, watermark).writeStream.outputMode("append")
-             .foreachBatch(write).option("checkpointLocation", checkpoint).trigger(availableNow=True)
-             .queryName("pageview_counts").start())
+    query = start_query(counts(spark, zookeeper, topic, window, watermark).writeStream.outputMode("append")
+                        .foreachBatch(write).option("checkpointLocation", checkpoint).trigger(availableNow=True)
+                        .queryName("pageview_counts"))
     progress = run_to_completion(query, "pageview counts", QUERY_TIMEOUT_S)
     table = f"{database}.{feed_topic}"
     if path.exists():

@@ -8,7 +8,7 @@ from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from support.spark import COLUMNS, assert_same_rows, expected_df, produce
+from support.spark import COLUMNS, assert_same_rows, expected_df, produce, start_query
 
 pytestmark = pytest.mark.slow
 
@@ -82,9 +82,9 @@ def test_write_100k_rows_round_trip(spark, sparklog_cluster, make_topic, tmp_pat
     stream = (spark.readStream.format("sparklog").option("bootstrap.servers", sparklog_cluster.bootstrap)
               .option("subscribe", topic).option("startingOffsets", "earliest").option("includeHeaders", "true")
               .load().select("key", "value", "partition", "headers"))
-    query = (stream.writeStream.format("sparklog").option("bootstrap.servers", sparklog_cluster.bootstrap)
-             .option("topic", copy).option("checkpointLocation", str(tmp_path / "ckpt"))
-             .trigger(availableNow=True).start())
+    query = start_query(stream.writeStream.format("sparklog").option("bootstrap.servers", sparklog_cluster.bootstrap)
+                        .option("topic", copy).option("checkpointLocation", str(tmp_path / "ckpt"))
+                        .trigger(availableNow=True))
     query.awaitTermination(300)
     assert query.exception() is None
     copied = batch(spark, sparklog_cluster, subscribe=copy, includeHeaders="true")

@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
+from support.cluster import wait_until
 from support.spark import COLUMNS, expected_df, produce
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent
+EXECUTORS_TIMEOUT_S = 180  # two executor JVMs start beside the driver: seconds quiet, a minute at load 16
 
 
 def run_on_local_cluster(zk_connect: str, topics: str, out: str, checkpoint: str) -> None:
@@ -29,13 +31,20 @@ def run_on_local_cluster(zk_connect: str, topics: str, out: str, checkpoint: str
     spark = new_session("local-cluster[2,1,1024]", "sparklog-local-cluster",
                         {"spark.executor.memory": "1g", "spark.sql.shuffle.partitions": "4"})
     try:
+        # The query's source process must connect back to the driver within Spark's fixed 10 s
+        # (support/spark.py, WORKER_NOT_CONNECTED): start it once the two executor JVMs have started, not beside them.
+        wait_until(lambda: executors(spark) == 2, "two executors registered", EXECUTORS_TIMEOUT_S)
         df = stream(spark, type("C", (), {"zk_connect": zk_connect})(), subscribe=topics,
                     startingOffsets="earliest", maxOffsetsPerTrigger=1500)
         sizes = run_available_now(df, out, checkpoint)
-        executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
-        print("RESULT " + json.dumps({"sizes": sizes, "executors": executors}), flush=True)
+        print("RESULT " + json.dumps({"sizes": sizes, "executors": executors(spark)}), flush=True)
     finally:
         spark.stop()
+
+
+def executors(spark) -> int:
+    """Executors registered with the driver (the driver's own block manager is counted apart)."""
+    return spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
 
 
 def test_available_now_on_local_cluster(spark, sparklog_cluster, make_topic, tmp_path):

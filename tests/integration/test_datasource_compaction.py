@@ -10,7 +10,7 @@ import time
 import pytest
 
 from support.cluster import Cluster
-from support.spark import stream
+from support.spark import start_query, stream
 
 pytestmark = pytest.mark.slow
 
@@ -64,8 +64,8 @@ def test_a_topic_compacted_while_the_query_runs_gives_every_final_value(request,
     produce(cluster.bootstrap, range(0, 10), final)
     df = stream(spark, cluster, subscribe=TOPIC, startingOffsets="earliest", maxOffsetsPerTrigger=PER_TRIGGER,
                 failOnDataLoss="true", **{"sparklog.queryId": f"compaction-{tmp_path.name}"})
-    query = (df.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
-             .trigger(processingTime="500 milliseconds").start(str(tmp_path / "out")))
+    query = start_query(df.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
+                        .trigger(processingTime="500 milliseconds"), str(tmp_path / "out"))
     try:
         wait_for(lambda: cleans(zk) > 0, "the first clean")
         first_clean = cleans(zk)

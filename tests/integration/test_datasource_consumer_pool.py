@@ -15,7 +15,7 @@ from sparklog.datasource.consumer_pool import ConsumerPool
 from sparklog.datasource.fetcher import read_partition
 from sparklog.datasource.offsets import SparklogInputPartition
 from sparklog.datasource.options import parse_read_options
-from support.spark import COLUMNS, expected_df, produce, stream
+from support.spark import COLUMNS, expected_df, produce, start_query, stream
 
 pytestmark = pytest.mark.slow
 
@@ -80,8 +80,8 @@ def test_later_micro_batches_read_through_the_consumers_of_the_first(spark, spar
     df = stream(spark, sparklog_cluster, subscribe=topic, startingOffsets="earliest",
                 **{"sparklog.consumer.cache.enabled": cache})
     earlier = broker_connections(sparklog_cluster)  # consumers other tests left idle in the workers
-    query = (df.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
-             .trigger(processingTime="300 milliseconds").start(str(tmp_path / "out")))
+    query = start_query(df.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
+                        .trigger(processingTime="300 milliseconds"), str(tmp_path / "out"))
     seen = []
     try:
         batches_with_rows(query, 300)

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from support.spark import COLUMNS, expected_df, produce, run_available_now, stream
+from support.spark import COLUMNS, expected_df, produce, run_available_now, start_query, stream
 
 pytestmark = pytest.mark.slow
 
@@ -72,8 +72,8 @@ def test_subscribe_pattern_picks_up_a_new_topic(spark, sparklog_cluster, make_to
     first = make_topic(f"{prefix}-a", partitions=2)
     rows = produce(sparklog_cluster.bootstrap, [first], 100)
     df = stream(spark, sparklog_cluster, subscribePattern=f"{prefix}-.*", startingOffsets="earliest")
-    query = (df.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
-             .trigger(processingTime="500 milliseconds").start(str(tmp_path / "out")))
+    query = start_query(df.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
+                        .trigger(processingTime="500 milliseconds"), str(tmp_path / "out"))
     try:
         query.processAllAvailable()
         second = make_topic(f"{prefix}-b", partitions=3)
@@ -97,8 +97,8 @@ def test_partitions_added_while_the_query_runs_are_read_from_their_start(spark, 
     topic = make_topic(partitions=2)
     rows = produce(sparklog_cluster.bootstrap, [topic], 100)
     df = stream(spark, sparklog_cluster, subscribe=topic, startingOffsets="earliest")
-    query = (df.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
-             .trigger(processingTime="500 milliseconds").start(str(tmp_path / "out")))
+    query = start_query(df.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
+                        .trigger(processingTime="500 milliseconds"), str(tmp_path / "out"))
     try:
         query.processAllAvailable()
         with AdminClient(sparklog_cluster.bootstrap) as admin:

@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from support.spark import COLUMNS, expected_df, produce, run_available_now
+from support.spark import COLUMNS, expected_df, produce, run_available_now, start_query
 
 pytestmark = pytest.mark.slow
 
@@ -22,6 +22,7 @@ FAST_TIMEOUT_MS = 3000  # kafkaConsumer.pollTimeoutMs for the failure cases
 # Each failure must come well before the default pollTimeoutMs (120 s, which the old code waited out, up to
 # four times): the fast timeout plus Spark's own worker start-up and planning on a loaded machine.
 FAILURE_BUDGET_S = 60
+STOPPED_SEEN_TIMEOUT_S = 30  # until a stopped broker is gone from the other broker's metadata
 PRODUCER_PAUSE_S = 0.1  # between the live producer's rounds: a steady trickle that leaves Spark the CPU
 
 
@@ -50,9 +51,9 @@ def test_default_latest_stream_over_a_live_producer_reads_exactly_what_follows_i
                 i += 1
 
         name = f"live_{uuid.uuid4().hex[:8]}"
-        query = (read(spark, bootstrap, streaming=True, subscribe=topic).writeStream.format("memory")
-                 .queryName(name).trigger(processingTime="300 milliseconds").start())
-        wait_started(query)  # the producer starts once the source runs: Spark calls initialOffset() per trigger
+        # the producer starts once the source runs (start_query): Spark calls initialOffset() per trigger
+        query = start_query(read(spark, bootstrap, streaming=True, subscribe=topic).writeStream.format("memory")
+                            .queryName(name).trigger(processingTime="300 milliseconds"))
         producer = threading.Thread(target=producing)
         producer.start()
         try:
@@ -77,14 +78,6 @@ def test_default_latest_stream_over_a_live_producer_reads_exactly_what_follows_i
         assertDataFrameEqual(table, expected_df(spark, want))
 
 
-def wait_started(query, timeout: float = 120.0) -> None:
-    """Until the query's source is initialized (its Python worker is up) or the query ended."""
-    deadline = time.monotonic() + timeout
-    while query.isActive and query.status["message"] == "Initializing sources":
-        assert time.monotonic() < deadline, "the query did not start"
-        time.sleep(0.2)
-
-
 @pytest.mark.parametrize("servers", ["127.0.0.1:1", "no-such-host.invalid:9092"])
 def test_unreachable_brokers_fail_within_the_timeout_never_with_zero_rows(spark, servers, tmp_path):
     """Item 2: nothing listens there, or the name does not resolve: batch and AvailableNow both fail."""
@@ -102,7 +95,7 @@ def test_unreachable_brokers_fail_within_the_timeout_never_with_zero_rows(spark,
 def test_a_broker_down_fails_the_read_naming_its_partitions(spark, zookeeper, tmp_path):
     """Item 2: with one of two brokers down, its partitions have no leader: an error, not the other half."""
     from sparklog.client.admin import AdminClient
-    from support.cluster import Cluster
+    from support.cluster import Cluster, wait_until
 
     cluster = Cluster(f"{zookeeper.connect_string}/down-{uuid.uuid4().hex}", tmp_path / "brokers", brokers=2)
     try:
@@ -113,10 +106,15 @@ def test_a_broker_down_fails_the_read_naming_its_partitions(spark, zookeeper, tm
         produce(both, ["halves"], 200)
         assert read(spark, both, subscribe="halves").count() == 200
         cluster.brokers[2].stop()
+        one = cluster.brokers[1]
+        with AdminClient(f"{one.host}:{one.port}") as admin:  # broker 1 hears of the stop through ZooKeeper, later
+            wait_until(lambda: {b.node_id for b in admin.metadata(["halves"]).brokers} == {1},
+                       "broker 1's metadata without broker 2", STOPPED_SEEN_TIMEOUT_S)
         options = {"subscribe": "halves", "kafkaConsumer.pollTimeoutMs": FAST_TIMEOUT_MS}
         began = time.monotonic()
         with pytest.raises(Exception, match=r"Partitions halves-\d(, halves-\d)* have no live leader"):
-            read(spark, both, **options).count()
+            rows = read(spark, both, **options).groupBy("partition").count().collect()
+            pytest.fail(f"with broker 2 stopped the read gave {sorted(map(tuple, rows))} (partition, rows), no error")
         assert time.monotonic() - began < FAILURE_BUDGET_S
         began = time.monotonic()
         with pytest.raises(Exception, match="have no live leader"):
@@ -212,9 +210,9 @@ def test_an_aggregation_in_update_mode_is_written_to_a_topic(spark, sparklog_clu
     counts = (read(spark, bootstrap, streaming=True, subscribe=source, startingOffsets="earliest",
                    maxOffsetsPerTrigger=10)
               .groupBy("key").count().select(F.col("key"), F.col("count").cast("string").alias("value")))
-    query = (counts.writeStream.outputMode("update")
-             .foreachBatch(to_sparklog(**{"kafka.bootstrap.servers": bootstrap, "topic": sink}))
-             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    query = start_query(counts.writeStream.outputMode("update")
+                        .foreachBatch(to_sparklog(**{"kafka.bootstrap.servers": bootstrap, "topic": sink}))
+                        .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True))
     query.awaitTermination(240)
     assert query.exception() is None
     rows = read(spark, bootstrap, subscribe=sink).orderBy("offset").collect()
@@ -241,8 +239,8 @@ def test_progress_reports_the_real_latest_offset_and_offsets_behind_it(spark, sp
     produce(sparklog_cluster.bootstrap, [topic], 200)
     df = read(spark, sparklog_cluster.bootstrap, streaming=True, subscribe=topic, startingOffsets="earliest",
               maxOffsetsPerTrigger=50)
-    query = (df.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
-             .trigger(availableNow=True).start(str(tmp_path / "out")))
+    query = start_query(df.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ckpt"))
+                        .trigger(availableNow=True), str(tmp_path / "out"))
     query.awaitTermination(240)
     assert query.exception() is None
     first = query.recentProgress[0]["sources"][0]

@@ -209,11 +209,11 @@ def test_while_zookeeper_is_away_leaders_serve_and_the_isr_change_waits(tmp_path
         topic = _create(cluster, cluster.zookeeper, "zkaway")
         with Load(cluster, topic) as load:
             _wait(lambda: _state(cluster.zookeeper, topic).isr == (1, 2, 3), "a full ISR")
+            _wait(lambda: load.history.acknowledged() > 0, "the first acks=all acknowledgements")
             cluster.zk_server.stop()
             try:
-                before = load.history.acknowledged()
-                time.sleep(2)
-                assert load.history.acknowledged() > before  # the leader serves acks=all with its ISR
+                before = load.history.acknowledged()  # the leader serves acks=all with its ISR:
+                _wait(lambda: load.history.acknowledged() > before, "acks=all answered while ZooKeeper is away")
                 cluster.brokers[3].kill()  # the shrink this needs cannot be written
                 time.sleep(LAG_MS / 1000 * 2)
                 stalled = load.history.acknowledged()

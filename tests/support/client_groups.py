@@ -91,7 +91,7 @@ class Observer:
         self.zk = zk
         self.group = group
         self.interval = interval
-        self.owners: list[tuple[float, dict]] = []
+        self.owners: list[tuple[float, float, dict]] = []  # (reads began, reads ended, owners read)
         self.offsets: list[tuple[float, dict]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -107,7 +107,9 @@ class Observer:
         while not self._stop.is_set():
             try:
                 now = time.time()
-                self.owners.append((now, list_owners(self.zk, self.group)))
+                # one read per partition: each owner was read at some moment between `now` and the end
+                owners = list_owners(self.zk, self.group)
+                self.owners.append((now, time.time(), owners))
                 self.offsets.append((now, {tp: o.offset for tp, o in fetch_offsets(self.zk, self.group).items()}))
             except Exception:  # noqa: BLE001 - a sample lost to a transient error is just skipped
                 pass
@@ -118,7 +120,7 @@ class Observer:
         self._thread.join(10)
 
     def latest(self) -> dict:
-        return self.owners[-1][1] if self.owners else {}
+        return self.owners[-1][2] if self.owners else {}
 
     def wait_for(self, predicate, timeout: float, what: str) -> dict:
         deadline = time.monotonic() + timeout
@@ -130,8 +132,11 @@ class Observer:
         raise AssertionError(f"timed out waiting for {what}; owners now {self.latest()}")
 
     def owner_at(self, partition_key, t: float, tolerance: float) -> str | None:
-        """The owner every sample within `tolerance` of `t` agrees on, or None when they differ or none."""
-        seen = {owners.get(partition_key) for ts, owners in self.owners if abs(ts - t) <= tolerance}
+        """The owner every sample within `tolerance` of `t` agrees on, or None when they differ or none. A sample
+        stands for the whole span of its reads (under load a read of the registry takes longer than `tolerance`):
+        one that began before `t` may hold an owner written after it."""
+        seen = {owners.get(partition_key) for began, ended, owners in self.owners
+                if began - tolerance <= t <= ended + tolerance}
         return seen.pop() if len(seen) == 1 else None
 
 

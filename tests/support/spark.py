@@ -10,6 +10,8 @@ import os
 import sys
 import time
 
+from jobs.common import start_query  # noqa: F401 - re-exported for the tests: started past Spark's connect-back timeout
+
 SPARK_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
@@ -118,10 +120,9 @@ def stream(spark, cluster, **options):
 
 
 def run_available_now(df, out, checkpoint):
-    query = (df.writeStream.format("parquet").option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start(str(out)))
-    query.awaitTermination(240)
+    """Run an AvailableNow query to its end (start_query); the rows of each micro-batch."""
+    query = start_query(df.writeStream.format("parquet").option("checkpointLocation", str(checkpoint))
+                        .trigger(availableNow=True), str(out))
+    query.awaitTermination(240)  # raises the query's failure
     assert not query.isActive
-    if query.exception():
-        raise query.exception()
     return [p["numInputRows"] for p in query.recentProgress]
