@@ -9,12 +9,12 @@ buffers (no Python object per record), and concatenated once per emitted RecordB
 Rule 3: a read whose user-supplied schema selects some of these columns (source.py `selected_columns`) gets
 exactly those, in the schema's order, and the others are never built: pyspark gives Python sources no
 column pruning, so this is how a `count()` avoids building and shipping keys and values.
-Rule 5: a whole record batch read by the Spark source (`append_batch`) is decoded straight into the builder's
-`ColumnSink` (records/buffers.py Rule 4), so the rows of many batches are already one Arrow array each and
-`build()` concatenates nothing; a batch the sink refuses is decoded alone and joins the chunks, in order.
 Rule 4: per emitted RecordBatch, not per record: the milliseconds of the timestamps become microseconds in one
 numpy multiply over all of them, the constant columns (topic, partition, a batch's timestamp type) are
 repeated by Arrow, and batches without headers add empty lists to `headers` with no Python loop. No `pyarrow.compute`: a read worker does not import it (a quarter second, once per worker).
+Rule 5: a whole record batch read by the Spark source (`append_batch`) is decoded straight into the builder's
+`ColumnSink` (records/buffers.py Rule 4), so the rows of many batches are already one Arrow array each and
+`build()` concatenates nothing; a batch the sink refuses is decoded alone and joins the chunks, in order.
 """
 
 from __future__ import annotations
