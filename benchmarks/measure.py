@@ -56,6 +56,31 @@ def cpu_seconds(pid: int) -> float:
     return (int(parts[11]) + int(parts[12])) / TICK
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and all its descendants so far, the reaped ones included
+    (a parent's cutime/cstime): what a Spark session (its JVM and the Python workers it forks) spent, which
+    on a shared machine is steadier than wall time."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+            except OSError:  # exited meanwhile
+                continue
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        todo.extend(parents.get(current, ()))
+        try:
+            with open(f"/proc/{current}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15]) / TICK  # utime, stime, cutime, cstime
+    return total
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 

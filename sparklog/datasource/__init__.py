@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import importlib
 
+from sparklog.datasource import zip_imports
+
+zip_imports.install()  # a Spark Python worker imports this package: its later tasks skip re-reading pyspark.zip
+
 __all__ = ["SparklogDataSource", "activate", "offsets_behind_latest", "register", "to_sparklog"]
 
 _LAZY = {"SparklogDataSource": "source", "offsets_behind_latest": "offsets", "to_sparklog": "writer"}

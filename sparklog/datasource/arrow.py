@@ -12,14 +12,19 @@ column pruning, so this is how a `count()` avoids building and shipping keys and
 Rule 4: per emitted RecordBatch, not per record: the milliseconds of the timestamps become microseconds in one
 numpy multiply over all of them, the constant columns (topic, partition, a batch's timestamp type) are
 repeated by Arrow, and batches without headers add empty lists to `headers` with no Python loop. No `pyarrow.compute`: a read worker does not import it (a quarter second, once per worker).
+Rule 5: a whole record batch read by the Spark source (`append_batch`) is decoded straight into the builder's
+`ColumnSink` (records/buffers.py Rule 4), so the rows of many batches are already one Arrow array each and
+`build()` concatenates nothing; a batch the sink refuses is decoded alone and joins the chunks, in order.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
+from bisect import bisect_left
+
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -30,6 +35,8 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+from sparklog.records.buffers import ColumnSink, decode_buffers
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
@@ -79,8 +86,9 @@ class ColumnBuilder:
     """
 
     def __init__(self, topic: str, partition: int, include_headers: bool = False,
-                 columns: Sequence[str] | None = None) -> None:
+                 columns: Sequence[str] | None = None, new_sink: Callable[[], ColumnSink] = ColumnSink) -> None:
         self.topic = topic
+        self._new_sink = new_sink
         self.partition = partition
         self.include_headers = include_headers
         self.columns = tuple(columns) if columns is not None else None  # Rule 3
@@ -88,6 +96,7 @@ class ColumnBuilder:
         self._reset()
 
     def _reset(self) -> None:
+        self._sink: ColumnSink | None = None  # rows decoded in place (Rule 5), after every chunk's
         self.chunks: list[tuple] = []  # per appended batch: key, value, offset, timestamp (None: not wanted)
         self.timestamp_types: list[tuple[int, int]] = []  # (count, type) runs
         self.headers: list = []  # per appended batch: its records' header lists, or its row count if it has none
@@ -116,21 +125,47 @@ class ColumnBuilder:
     def append_buffers(self, buffers, first: int, last: int, timestamp_type: int, headers=None) -> None:
         """Records `[first, last)` of one batch's `ColumnBuffers`; `headers` are the batch's per-record
         headers (all of them, as `columns()` gives them) when it has any and they are wanted."""
-        n, (key, value, offset, timestamp) = buffers.count, self._wanted  # only the columns asked for (Rule 3)
-        arrays = (
-            _binary(n, buffers.key_ends, buffers.key_data, buffers.key_validity, buffers.key_nulls) if key else None,
-            _binary(n, buffers.value_ends, buffers.value_data, buffers.value_validity, buffers.value_nulls)
-            if value else None,
-            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(buffers.offsets)]) if offset else None,
-            np.frombuffer(buffers.timestamps, np.int64) if timestamp else None,
-        )
-        if first or last < n:
+        arrays = _chunk_arrays(buffers, *self._wanted)  # only the columns asked for (Rule 3)
+        if first or last < buffers.count:
             arrays = tuple(None if array is None else array[first:last] for array in arrays)
             headers = None if headers is None else headers[first:last]
         self._add(arrays, last - first, timestamp_type, headers)
 
+    def append_batch(self, batch, start: int, end: int | None) -> None:
+        """The records of offsets `[start, end)` of one data batch (Rule 5): into the sink when it takes the
+        batch, else decoded alone (`decode_buffers`) and appended as a chunk after the sink's rows."""
+        if ColumnSink.accepts(batch):
+            if self._sink is None:
+                self._sink = self._new_sink()
+            if not self._sink.fits(batch) and self._sink.room_for(batch):
+                self._flush_sink()  # a full sink becomes a chunk; the next rows start new buffers
+            taken = self._sink.append(batch, start, end) if self._sink.fits(batch) else None
+            if taken is not None:
+                first, count, has_headers = taken
+                headers = batch.columns().headers[first:first + count] if has_headers and self.wants_headers \
+                    else None
+                self._count(count, batch.timestamp_type, headers)
+                return
+        buffers = decode_buffers(batch)
+        offsets, n = buffers.offsets, buffers.count
+        first = bisect_left(offsets, start) if n and offsets[0] < start else 0
+        last = bisect_left(offsets, end) if end is not None and n and offsets[-1] >= end else n
+        if last > first:
+            headers = batch.columns().headers if self.wants_headers and buffers.has_headers else None
+            self.append_buffers(buffers, first, last, batch.timestamp_type, headers)
+
+    def _flush_sink(self) -> None:
+        """The sink's rows become a chunk (Rule 5), so that chunks appended after them follow them."""
+        if self._sink is not None and len(self._sink):
+            taken, (key, value, offset, timestamp) = self._sink.take(), self._wanted
+            self.chunks.append(_chunk_arrays(taken, key, value, offset, timestamp))
+
     def _add(self, arrays: tuple, count: int, timestamp_type: int, headers) -> None:
+        self._flush_sink()
         self.chunks.append(arrays)
+        self._count(count, timestamp_type, headers)
+
+    def _count(self, count: int, timestamp_type: int, headers) -> None:
         self._rows += count
         self.timestamp_types.append((count, timestamp_type))
         if self.wants_headers:
@@ -138,6 +173,7 @@ class ColumnBuilder:
 
     def build(self) -> pa.RecordBatch:
         """The records appended so far as one RecordBatch; the builder is then empty again."""
+        self._flush_sink()
         schema = arrow_schema(self.include_headers)
         names = self.columns if self.columns is not None else schema.names
         columns = [self._column(name) for name in names]
@@ -166,6 +202,18 @@ _CHUNK_FIELDS = ("key", "value", "offset", "timestamp")  # what a chunk holds, i
 _CHUNK_COLUMNS = {"key": (0, pa.binary()), "value": (1, pa.binary()),
                   "offset": (2, pa.int64())}  # where each chunk holds them, and their Arrow type
 MICROS_PER_MILLI = 1000
+
+
+def _chunk_arrays(buffers, key: bool, value: bool, offset: bool, timestamp: bool) -> tuple:
+    """A chunk (key, value, offset, timestamp) over ColumnBuffers or SinkColumns, None where not wanted."""
+    n = buffers.count
+    return (
+        _binary(n, buffers.key_ends, buffers.key_data, buffers.key_validity, buffers.key_nulls) if key else None,
+        _binary(n, buffers.value_ends, buffers.value_data, buffers.value_validity, buffers.value_nulls)
+        if value else None,
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(buffers.offsets)]) if offset else None,
+        np.frombuffer(buffers.timestamps, np.int64) if timestamp else None,
+    )
 
 
 def _binary(count: int, ends, data, validity, nulls: int) -> pa.Array:

@@ -18,8 +18,8 @@ task naming the topic, partition and missing range; false warns and reads what i
 never reaches fails after `kafkaConsumer.pollTimeoutMs`, never hangs; the offset lookups are bounded by it too.
 The log start is looked up only when a fetch is answered OFFSET_OUT_OF_RANGE, never before the first fetch:
 on the happy path a task makes two requests (Metadata, then Fetch), not three.
-Rule 4: records are decoded a whole batch at a time straight into Arrow's layout (records/buffers.py, then
-`ColumnBuilder.append_buffers`), from the chunks of raw record batches the client Consumer fetched (its
+Rule 4: records are decoded a whole batch at a time straight into Arrow's layout (`ColumnBuilder.append_batch`:
+into the buffers of the Arrow batch being filled, records/buffers.py Rule 4), from the chunks of raw record batches the client Consumer fetched (its
 fetcher thread fetches the next chunk while this one is decoded); that keeps the batch's timestamp type,
 which the Consumer's per-record API does not carry, and creates no object per record. Headers, when asked
 for and present, are the one column still read through `RecordBatch.columns()`.
@@ -40,7 +40,7 @@ from sparklog.datasource.errors import missing_range, report_data_loss
 from sparklog.datasource.metadata import bootstrap_servers
 from sparklog.datasource.offsets import SparklogInputPartition
 from sparklog.datasource.options import ReadOptions
-from sparklog.records.buffers import buffers_in_range
+from sparklog.records.batch import batches_overlapping
 
 logger = logging.getLogger(__name__)
 
@@ -190,11 +190,10 @@ def _fetch_into(builder: ColumnBuilder, consumer, position: int, end: int, on_ga
     if chunk is None:
         return position
     _state, _epoch, view, _start = chunk
-    for batch, buffers, first, last in buffers_in_range(view, position, end, consumer.config["check.crcs"]):
+    for batch, data in batches_overlapping(view, position, end, consumer.config["check.crcs"]):
         if on_gap is not None and position < min(batch.base_offset, end):  # a fenced range (Rule 2)
             on_gap(position, min(batch.base_offset, end))
-        if buffers is not None and last > first:
-            headers = batch.columns().headers if builder.wants_headers and buffers.has_headers else None
-            builder.append_buffers(buffers, first, last, batch.timestamp_type, headers)
+        if data:
+            builder.append_batch(batch, position, end)
         position = min(max(position, batch.next_offset), end)
     return position

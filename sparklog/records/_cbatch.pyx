@@ -1298,6 +1298,94 @@ def decode_buffers(const uint8_t[::1] section, int64_t base_offset, int64_t base
             value_ends, value_data, value_validity if value_nulls else None, value_nulls, has_headers)
 
 
+# -- records/buffers.py ColumnSink: many batches decoded one after another into the same Arrow buffers ---------
+
+cdef inline Py_ssize_t sink_nullable(const uint8_t* data, Py_ssize_t position, Py_ssize_t end, Py_ssize_t row,
+                                     uint8_t* into, int32_t* ends, uint8_t* valid) noexcept nogil:
+    """copy_nullable with one validity byte per row (1: present) instead of a bit: rows need not start at a
+    multiple of 8, and nothing needs zeroing first."""
+    cdef int64_t size
+    cdef Py_ssize_t start = read_varint(data, position, end, &size)
+    if start < 0 or size > end - start:
+        return -1
+    if size < 0:
+        ends[row + 1] = ends[row]
+        valid[row] = 0
+        return start
+    memcpy(into + ends[row], data + start, size)
+    ends[row + 1] = ends[row] + <int32_t>size
+    valid[row] = 1
+    return start + size
+
+
+cdef Py_ssize_t sink_loop(const uint8_t* data, Py_ssize_t end, int64_t base_offset, int64_t base_ts,
+                          bint create_time, int64_t append_ts, Py_ssize_t count, int64_t start, int64_t stop,
+                          Py_ssize_t row, int64_t* offsets, int64_t* timestamps, int32_t* key_ends,
+                          uint8_t* key_data, uint8_t* key_valid, int32_t* value_ends, uint8_t* value_data,
+                          uint8_t* value_valid, Py_ssize_t* first, bint* has_headers) noexcept nogil:
+    """The records of offsets `[start, stop)` written from sink row `row` on, every record parsed and checked
+    (buffers_loop's checks): how many were written, or -1 when malformed or past what C takes."""
+    cdef Py_ssize_t index, position = 0, record_end = 0, headers_start, written = 0
+    cdef int64_t offset = 0, timestamp = 0
+    cdef bint null
+    for index in range(count):
+        position = read_record_head(data, position, end, base_offset, base_ts, create_time, append_ts,
+                                    &offset, &timestamp, &record_end)
+        if position < 0:
+            return -1
+        if start <= offset < stop:
+            if written == 0:
+                first[0] = index
+            offsets[row + written], timestamps[row + written] = offset, timestamp
+            position = sink_nullable(data, position, record_end, row + written, key_data, key_ends, key_valid)
+            if position >= 0:
+                position = sink_nullable(data, position, record_end, row + written, value_data, value_ends,
+                                         value_valid)
+            written += 1
+        else:
+            position = skip_nullable(data, position, record_end, &null)
+            if position >= 0:
+                position = skip_nullable(data, position, record_end, &null)
+        if position < 0:
+            return -1
+        headers_start = position
+        position = skip_headers(data, position, record_end)
+        if position != record_end:
+            return -1
+        if record_end - headers_start > 1 and start <= offset < stop:
+            has_headers[0] = True
+    return written if position == end else -1
+
+
+def decode_into(const uint8_t[::1] section, int64_t base_offset, int64_t base_ts, object log_append_time,
+                Py_ssize_t count, int64_t start, int64_t stop, Py_ssize_t row, int64_t[::1] offsets,
+                int64_t[::1] timestamps, int32_t[::1] key_ends, uint8_t[::1] key_data, uint8_t[::1] key_valid,
+                int32_t[::1] value_ends, uint8_t[::1] value_data, uint8_t[::1] value_valid):
+    """The records of offsets `[start, stop)` of the `count` records filling `section`, appended to a
+    ColumnSink's buffers at `row` (records/buffers.py): `(first record written, rows written, any of them
+    has headers)`, or None to defer to Python (malformed, or past what C takes), having written nothing the
+    sink counts. The caller makes room first: `count` rows and `len(section)` bytes of keys and of values."""
+    cdef Py_ssize_t end = section.shape[0], written = 0, first = 0
+    cdef bint create_time = log_append_time is None
+    cdef int64_t append_ts = 0 if create_time else log_append_time
+    cdef bint has_headers = False
+    if count <= 0 or count > end // MIN_RECORD_BYTES or end > INT32_MAX:
+        return None
+    if (row < 0 or row + count > offsets.shape[0] or row + count > timestamps.shape[0]
+            or row + count > key_valid.shape[0] or row + count > value_valid.shape[0]
+            or row + count >= key_ends.shape[0] or row + count >= value_ends.shape[0]
+            or key_ends[row] + <int64_t>end > key_data.shape[0]
+            or value_ends[row] + <int64_t>end > value_data.shape[0]):
+        raise ValueError("decode_into: the sink has no room for this batch")
+    with nogil:
+        written = sink_loop(&section[0], end, base_offset, base_ts, create_time, append_ts, count, start, stop,
+                            row, &offsets[0], &timestamps[0], &key_ends[0], &key_data[0], &key_valid[0],
+                            &value_ends[0], &value_data[0], &value_valid[0], &first, &has_headers)
+    if written < 0:
+        return None
+    return first, written, has_headers
+
+
 # -- the consumer's records: one tuple per record, built here instead of transposed from columns in Python -----
 
 cdef extern from "Python.h":

@@ -12,6 +12,14 @@ Rule 3: the compiled twin (`_cbatch.decode_buffers`) runs when the compiled code
         with its byte loop outside the interpreter lock; it gives the same buffers and defers every input it
         does not take to `_decode_python` here, built on the record decoder, which decides (malformed bytes
         raise CorruptRecordError, as `columns()` does).
+Rule 4: a `ColumnSink` takes many batches one after another into the same buffers (compiled codec,
+        uncompressed batch: `_cbatch.decode_into`, each key and value copied once, straight from the fetched
+        buffer to its place in the emitted Arrow array), so a reader emitting thousands of rows at a time
+        concatenates nothing. A batch the sink cannot take (the pure-Python codec, a compressed batch, bytes
+        the compiled loop defers) it refuses, writing nothing, and the caller decodes it with
+        `decode_buffers`. Its buffers are allocated uninitialised (numpy.empty: untouched pages cost no
+        memory), validity is one byte per row until `take()` packs it into Arrow's bitmap, and `take()`
+        hands the buffers over and starts new ones, so arrays built over them are never written again.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ from array import array
 from bisect import bisect_left
 from itertools import accumulate, compress
 from typing import Iterator, NamedTuple
+
+import numpy as np
 
 from sparklog.records import batch as _batch
 from sparklog.records import implementation as _implementation
@@ -100,3 +110,95 @@ def _bitmap(bits: list[bool]) -> bytearray:
         if bit:
             out[index >> 3] |= 1 << (index & 7)
     return out
+
+
+SINK_ROWS = 1 << 17  # a ColumnSink's row capacity: the Spark source's 65,536-row Arrow batches plus a chunk
+SINK_BYTES = 1 << 26  # its key and its value capacity each (64 MiB, reserved, not touched until written)
+
+
+class SinkColumns(NamedTuple):
+    """What a ColumnSink took (Rule 4), as Arrow buffers: ColumnBuffers' fields, sized to `count`."""
+
+    count: int
+    offsets: np.ndarray  # int64
+    timestamps: np.ndarray  # int64
+    key_ends: np.ndarray  # int32, count + 1
+    key_data: np.ndarray  # uint8
+    key_validity: np.ndarray | None  # Arrow's bitmap, None when no key is null
+    key_nulls: int
+    value_ends: np.ndarray
+    value_data: np.ndarray
+    value_validity: np.ndarray | None
+    value_nulls: int
+
+
+class ColumnSink:
+    """Growing Arrow buffers that many batches are decoded into, one after another (Rule 4)."""
+
+    def __init__(self, rows: int = SINK_ROWS, data_bytes: int = SINK_BYTES) -> None:
+        self._rows_capacity, self._bytes_capacity = rows, data_bytes
+        self._allocate(rows, data_bytes)
+
+    def _allocate(self, rows: int, data_bytes: int) -> None:
+        self.rows = 0
+        self.offsets, self.timestamps = np.empty(rows, np.int64), np.empty(rows, np.int64)
+        self.key_ends, self.value_ends = np.empty(rows + 1, np.int32), np.empty(rows + 1, np.int32)
+        self.key_ends[0] = self.value_ends[0] = 0
+        self.key_valid, self.value_valid = np.empty(rows, np.uint8), np.empty(rows, np.uint8)
+        self.key_data, self.value_data = np.empty(data_bytes, np.uint8), np.empty(data_bytes, np.uint8)
+
+    def __len__(self) -> int:
+        return self.rows
+
+    @staticmethod
+    def accepts(batch: RecordBatch) -> bool:
+        """Whether the sink decodes batches like this one (Rule 4): compiled codec, not compressed."""
+        return _batch.CODEC.name == _implementation.CYTHON and not batch.attributes & COMPRESSION_MASK
+
+    def fits(self, batch: RecordBatch) -> bool:
+        """Room for every record of `batch` (at most its section's bytes of keys, and of values)."""
+        size = len(batch.raw) - HEADER_SIZE
+        return (self.rows + batch.record_count < len(self.offsets)
+                and int(self.key_ends[self.rows]) + size <= len(self.key_data)
+                and int(self.value_ends[self.rows]) + size <= len(self.value_data))
+
+    def room_for(self, batch: RecordBatch) -> bool:
+        """Whether an empty sink could take `batch`; a sink without room for it is taken (`take()`) first."""
+        return batch.record_count < self._rows_capacity and len(batch.raw) - HEADER_SIZE <= self._bytes_capacity
+
+    def append(self, batch: RecordBatch, start: int, end: int | None) -> tuple[int, int, bool] | None:
+        """The records of offsets `[start, end)` of `batch` appended: `(index of the first one in the batch,
+        how many, whether any has headers)`; None when the sink does not take this batch (Rule 4: the
+        caller decodes it), having written nothing. The caller checks `fits(batch)` first."""
+        if not self.accepts(batch):
+            return None
+        from sparklog.records import _cbatch
+
+        log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
+        section = memoryview(batch.raw).cast("B")[HEADER_SIZE:]
+        taken = _cbatch.decode_into(section, batch.base_offset, batch.base_timestamp, log_append_time,
+                                    batch.record_count, start, _NO_END if end is None else end, self.rows,
+                                    self.offsets, self.timestamps, self.key_ends, self.key_data, self.key_valid,
+                                    self.value_ends, self.value_data, self.value_valid)
+        if taken is not None:
+            self.rows += taken[1]
+        return taken
+
+    def take(self) -> SinkColumns:
+        """Everything appended, as Arrow buffers; the sink starts over with new buffers (Rule 4)."""
+        n = self.rows
+        key_end, value_end = int(self.key_ends[n]), int(self.value_ends[n])
+        columns = SinkColumns(n, self.offsets[:n], self.timestamps[:n], self.key_ends[:n + 1],
+                              self.key_data[:key_end], *_validity(self.key_valid[:n]),
+                              self.value_ends[:n + 1], self.value_data[:value_end], *_validity(self.value_valid[:n]))
+        self._allocate(self._rows_capacity, self._bytes_capacity)
+        return columns
+
+
+_NO_END = (1 << 63) - 1
+
+
+def _validity(valid: np.ndarray) -> tuple[np.ndarray | None, int]:
+    """One byte per row (1: present) as Arrow's bitmap and null count; no bitmap when nothing is null."""
+    nulls = len(valid) - int(np.count_nonzero(valid))
+    return (np.packbits(valid, bitorder="little") if nulls else None), nulls

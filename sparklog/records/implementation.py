@@ -46,7 +46,7 @@ def extensions_disabled() -> bool:
 
 
 REQUIRED_EXTRAS = ("scan_section", "join_kept", "whole_prefix", "put_batches", "filter_batches",
-                   "decode_buffers", "decode_records", "plain_records_ok", "section_records_ok", "check_sets", "seek_timestamp")
+                   "decode_buffers", "decode_into", "decode_records", "plain_records_ok", "section_records_ok", "check_sets", "seek_timestamp")
 # ^ what records/scan.py, sweep.py, buffers.py, verify.py, append_check.py and seek.py take from it
 
 

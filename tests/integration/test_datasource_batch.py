@@ -131,3 +131,37 @@ def test_a_write_without_a_topic_fails(spark, sparklog_cluster):
     with pytest.raises(Exception, match="topic option required"):
         spark.range(5).selectExpr("CAST(id AS STRING) AS value").write.mode("append").format("sparklog") \
             .option("bootstrap.servers", sparklog_cluster.bootstrap).save()
+
+
+def test_every_column_of_the_full_schema_equals_what_was_produced(spark, sparklog_cluster, make_topic):
+    """A full-schema read (records decoded straight into the emitted Arrow batch's buffers, arrow.py Rule 5)
+    gives every column of every produced record of the range, null keys and values included, with ranges
+    that begin and end inside record batches."""
+    from chispa import assert_df_equality
+    from confluent_kafka import Producer
+
+    topic = make_topic(partitions=2)
+    acked, errors = [], []
+
+    def report(err, msg):
+        (errors if err is not None else acked).append(err or (msg.partition(), msg.offset(), msg.key(),
+                                                               msg.value(), msg.timestamp()[1]))
+
+    producer = Producer({"bootstrap.servers": sparklog_cluster.bootstrap, "linger.ms": 20, "acks": "all"})
+    for i in range(600):
+        producer.produce(topic, value=None if i % 5 == 0 else b"v%d" % i, key=None if i % 3 == 0 else b"k%d" % i,
+                         partition=i % 2, timestamp=1_700_000_000_000 + i, on_delivery=report)
+    assert producer.flush(60) == 0 and not errors and len(acked) == 600
+    df = batch(spark, sparklog_cluster, subscribe=topic, startingOffsets=f'{{"{topic}":{{"0":7,"1":0}}}}',
+               endingOffsets=f'{{"{topic}":{{"0":-1,"1":250}}}}')
+    assert [f.simpleString() for f in df.schema.fields] == [
+        "key:binary", "value:binary", "topic:string", "partition:int", "offset:bigint", "timestamp:timestamp",
+        "timestampType:int"]
+    got = df.select("key", "value", "topic", "partition", "offset", F.unix_micros("timestamp").alias("micros"),
+                    "timestampType")
+    want = spark.createDataFrame(
+        [(key, value, topic, partition, offset, ts * 1000, 0) for partition, offset, key, value, ts in acked
+         if (partition == 0 and offset >= 7) or (partition == 1 and offset < 250)],
+        "key binary, value binary, topic string, partition int, offset long, micros long, timestampType int")
+    assert want.count() == 300 - 7 + 250
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)

@@ -126,3 +126,46 @@ def test_selected_columns_only_in_their_order(columns):
     got = some.build()
     assert got.schema.names == list(columns)
     assert got.equals(full.build().select(list(columns)))
+
+
+cuts = st.tuples(st.integers(0, 30), st.integers(0, 30))
+
+
+@pytest.mark.parametrize("codec_name", NAMES)
+@given(st.lists(st.tuples(st.lists(record, min_size=1, max_size=6), st.integers(0, 1), st.sampled_from(["none", "lz4"]),
+                          st.booleans()), min_size=1, max_size=5),
+       st.booleans(), cuts, st.sampled_from([None, (6, 4096), (40, 10**6)]))
+def test_append_batch_builds_the_batch_decode_buffers_builds(codec_name, batches, include_headers, cut, sink_size):
+    """append_batch (Rule 5: records decoded into the sink, or a refused batch decoded alone; a sink too small
+    for the rows taken first) gives the very RecordBatch that decode_buffers + append_buffers give, for the
+    offsets [start, end) of a run of batches, with either codec, compressed batches and offset gaps too."""
+    from functools import partial
+
+    from sparklog.records.batch import batches_overlapping
+    from sparklog.records.buffers import ColumnSink, buffers_in_range
+
+    with switched(codec_name):
+        raw, base = b"", 0
+        for records, ts_type, compression, gap in batches:
+            raw += record_batch_raw(base, records, ts_type, compression)
+            base += len(records) + (3 if gap else 0)
+        start, end = cut[0], max(cut[0], base - cut[1])
+        want = ColumnBuilder("t", 2, include_headers)
+        for batch, buffers, first, last in buffers_in_range(raw, start, end):
+            if buffers is not None and last > first:
+                want.append_buffers(buffers, first, last, batch.timestamp_type,
+                                    batch.columns().headers if buffers.has_headers else None)
+        new_sink = ColumnSink if sink_size is None else partial(ColumnSink, *sink_size)
+        got = ColumnBuilder("t", 2, include_headers, new_sink=new_sink)
+        for batch, data in batches_overlapping(raw, start, end):
+            if data:
+                got.append_batch(batch, start, end)
+        assert len(got) == len(want)
+        assert got.build().equals(want.build())
+
+
+def record_batch_raw(base, records, ts_type, compression="none"):
+    from sparklog.records.batch import build_batch
+
+    return build_batch([(r[1], r[2], r[3], r[0]) for r in records], compression=compression, base_offset=base,
+                       timestamp_type=ts_type)

@@ -80,6 +80,23 @@ def test_a_malformed_section_raises_as_columns_does(codec):
         decode_buffers(batch)
 
 
+def test_a_sink_refuses_a_malformed_section_and_counts_nothing_of_it(codec):
+    """ColumnSink Rule 4: the compiled loop stops at the bad record having written the good ones before it;
+    the sink counts none of them, and the caller's decode_buffers then raises as columns() does."""
+    from sparklog.records.buffers import ColumnSink
+
+    good = one(build_batch([(b"k", b"v%d" % i, None, 5) for i in range(4)]))
+    data = bytearray(build_batch([(b"k", b"w%d" % i, None, 5) for i in range(4)], base_offset=4))
+    data[-1] = 0x02  # the last record says it has a header it does not have: the first three decode first
+    bad = one(bytes(data), check_crc=False)
+    sink = ColumnSink(rows=64, data_bytes=4096)
+    assert sink.append(good, 0, None) == ((0, 4, False) if ColumnSink.accepts(good) else None)
+    rows = len(sink)
+    assert sink.append(bad, 0, None) is None and len(sink) == rows
+    if rows:
+        assert sink.take().value_data.tobytes() == b"v0v1v2v3"
+
+
 @settings(max_examples=25, deadline=None)
 @given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=4), start=st.integers(0, 30),
        length=st.integers(0, 30), control_at=st.none() | st.integers(0, 3))
