@@ -1,5 +1,5 @@
-"""ListOffsets (key 2), versions 1-10; v6+ flexible. Transcribed from Kafka's ListOffsetsRequest.json and
-ListOffsetsResponse.json.
+"""ListOffsets (key 2), versions 1-10 decoded (1-6 advertised: registry.py); v6+ flexible. Transcribed from
+Kafka's ListOffsetsRequest.json and ListOffsetsResponse.json.
 
 By version: v1 one (timestamp, offset) per partition; v2 isolation_level and throttle_time_ms;
 v4 current_leader_epoch (request) and leader_epoch (response); v5 as v4 (the OFFSET_NOT_AVAILABLE error);

@@ -80,8 +80,15 @@ ALL_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     key: (cls.min_version, cls.max_version) for key, cls in sorted(REQUESTS.items())
 }
 
-# What the broker advertises in ApiVersions: everything it decodes.
-API_VERSIONS: dict[ApiKey, tuple[int, int]] = dict(ALL_VERSIONS)
+# What the broker advertises in ApiVersions: everything it decodes, but ListOffsets above v6. kafka-python
+# names a broker's Kafka release by its highest versions (ListOffsets v7: 3.0, v10: 4.0) and, when its user
+# pinned an older `api_version` (common: (2, 5)), sends that release's version of every API (Metadata v9, ...),
+# which sparklog does not serve: the broker closes such a connection and the client never bootstraps. Advertised
+# up to v6, the highest versions name Kafka 2.4 (Produce v8) and every pin uses what is advertised. v7-v10 are
+# still decoded and answered for a client that sends them unasked.
+LIST_OFFSETS_ADVERTISED_MAX = 6
+API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    **ALL_VERSIONS, ApiKey.LIST_OFFSETS: (ALL_VERSIONS[ApiKey.LIST_OFFSETS][0], LIST_OFFSETS_ADVERTISED_MAX)}
 
 _SIZE = struct.Struct(">i")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")

@@ -17,7 +17,7 @@ from sparklog.protocol.headers import encode_request_header
 
 def test_advertised_table():
     assert API_VERSIONS == {
-        ApiKey.PRODUCE: (3, 8), ApiKey.FETCH: (4, 11), ApiKey.LIST_OFFSETS: (1, 10), ApiKey.METADATA: (0, 8),
+        ApiKey.PRODUCE: (3, 8), ApiKey.FETCH: (4, 11), ApiKey.LIST_OFFSETS: (1, 6), ApiKey.METADATA: (0, 8),
         ApiKey.OFFSET_COMMIT: (2, 7), ApiKey.OFFSET_FETCH: (1, 5), ApiKey.FIND_COORDINATOR: (0, 2),
         ApiKey.API_VERSIONS: (0, 4), ApiKey.CREATE_TOPICS: (0, 4), ApiKey.DELETE_TOPICS: (0, 3),
         ApiKey.INIT_PRODUCER_ID: (0, 4), ApiKey.DELETE_RECORDS: (0, 2), ApiKey.DESCRIBE_CONFIGS: (0, 4),
@@ -27,7 +27,17 @@ def test_advertised_table():
         ApiKey.LIST_GROUPS: (0, 4), ApiKey.DELETE_GROUPS: (0, 1), ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.OFFSET_DELETE: (0, 0), ApiKey.DESCRIBE_LOG_DIRS: (0, 4), ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.ELECT_LEADERS: (0, 2), ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0)}
-    assert API_VERSIONS == ALL_VERSIONS
+    assert {**API_VERSIONS, ApiKey.LIST_OFFSETS: (1, 10)} == ALL_VERSIONS  # v7-v10 decoded, not advertised
+
+
+def test_kafka_python_names_the_advertised_versions_a_release_no_later_than_what_is_served():
+    """kafka-python takes a broker's release from its highest versions and, under a user's older pin, sends
+    that pin's table: a release above (2, 4) here would make a client pinned at (2, 5) send Metadata v9, which
+    is not served (the broker closes the connection; stop 20's CI)."""
+    from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+
+    release = infer_broker_version_from_api_versions({int(k): v for k, v in API_VERSIONS.items()})
+    assert release <= (2, 4), release
 
 
 def test_api_versions_fallback_bytes():
