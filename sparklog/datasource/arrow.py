@@ -19,12 +19,11 @@ Rule 5: a whole record batch read by the Spark source (`append_batch`) is decode
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
-from bisect import bisect_left
-
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
