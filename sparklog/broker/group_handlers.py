@@ -207,7 +207,7 @@ async def _offset_delete(state, body, codes: dict[tuple[str, int], int]) -> Offs
     group_id = body.group_id
     found = state.groups.describe(group_id)
     members = found is not None and found.state != GroupState.EMPTY.value and bool(found.members)
-    if not members and found is None and group_id not in state.offsets.groups_with_offsets(group_id):
+    if found is None and group_id not in state.offsets.groups_with_offsets(group_id):
         return OffsetDeleteResponse(error_code=GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
     if members:
         if found.protocol_type != CONSUMER_PROTOCOL_TYPE:

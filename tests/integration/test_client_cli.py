@@ -213,16 +213,15 @@ def test_a_bad_reset_target_is_one_line_before_anything_is_contacted():
         "error: --to is earliest, latest or an offset (>= 0), not 'yesterday'")
 
 
-def test_a_reset_to_an_offset_outside_the_log_is_clamped_to_it_with_a_warning(cli_cluster):
-    """kafka-consumer-groups clamps --to-offset into [log start, log end] and says so. `--to 99999999` was
-    committed as given: the group's consumers then met OFFSET_OUT_OF_RANGE and auto.offset.reset (earliest:
-    the whole log again); a target below the log start the same."""
+def group_at_5_in_a_log_from_4_to_10(cli_cluster, prefix: str):
+    """(bootstrap, topic, group, the confluent-kafka consumer that committed 5, left open): a one-partition
+    topic of 10 records whose first 4 are deleted, and a group with no members."""
     from confluent_kafka import Consumer, TopicPartition
 
     from sparklog.client.admin import AdminClient
     from sparklog.client.producer import Producer
 
-    bootstrap, topic, group = cli_cluster.bootstrap, f"clamp-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    bootstrap, topic, group = cli_cluster.bootstrap, f"{prefix}-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     with AdminClient(bootstrap) as admin:
         admin.create_topic(topic, 1)
         with Producer(bootstrap_servers=bootstrap, acks="all") as producer:
@@ -231,6 +230,14 @@ def test_a_reset_to_an_offset_outside_the_log_is_clamped_to_it_with_a_warning(cl
         admin.delete_records(topic, {0: 4})
     committer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     committer.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+    return bootstrap, topic, group, committer
+
+
+def test_a_reset_to_an_offset_outside_the_log_is_clamped_to_it_with_a_warning(cli_cluster):
+    """kafka-consumer-groups clamps --to-offset into [log start, log end] and says so. `--to 99999999` was
+    committed as given: the group's consumers then met OFFSET_OUT_OF_RANGE and auto.offset.reset (earliest:
+    the whole log again); a target below the log start the same."""
+    bootstrap, topic, group, committer = group_at_5_in_a_log_from_4_to_10(cli_cluster, "clamp")
     committer.close()
     base = ("groups", "--bootstrap-server", bootstrap, "reset-offsets", group, "--topic", topic, "--to")
     for target, expected, warning in [("99999999", "10", "higher than the log end"),
@@ -248,20 +255,9 @@ def test_reset_offsets_takes_kafka_tools_options_with_their_dry_run_default(cli_
     record is that late) and --shift-by N (clamped to the log):
     `--to-earliest --execute` failed with "the following arguments are required: --to". As in Kafka's tool,
     these options only show the plan unless --execute is given; --dry-run shows it for --to too."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    from sparklog.client.admin import AdminClient
-    from sparklog.client.producer import Producer
-
-    bootstrap, topic, group = cli_cluster.bootstrap, f"kopt-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
-    with AdminClient(bootstrap) as admin:
-        admin.create_topic(topic, 1)
-        with Producer(bootstrap_servers=bootstrap, acks="all") as producer:
-            for i in range(10):
-                producer.send(topic, b"m%d" % i).get(30)
-        admin.delete_records(topic, {0: 4})
-    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    probe.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+    bootstrap, topic, group, probe = group_at_5_in_a_log_from_4_to_10(cli_cluster, "kopt")
 
     def committed() -> int:
         return probe.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
