@@ -9,6 +9,10 @@ Rule 1: per set, in order: None when it is not exactly one whole batch (None, fe
         REFUSED_SIZE above `max_message_bytes`, CORRUPT
         when the magic, lastOffsetDelta, recordCount, codec or CRC-32C is wrong (the caller's validate_batch
         names the reason), checked in that order; else the header's `APPEND_FIELDS`, as `unpack_from` gives them.
+Rule 2: two twins of each function, the same output: the compiled one (`_cbatch.check_sets`, with no Python object per set but
+        its result) when the compiled codec is active (records/implementation.py Rule 1), this pure-Python one
+        otherwise; this one is the authority (tests/unit/records/test_append_check.py runs both, on damaged
+        input too). Sans-IO: it only reads the buffers.
 Rule 3: `check_leader_set(records, max_message_bytes)` -> `(entries, offset count, record count, idempotent)` or
         None: a record set (one batch or several, a memoryview of a read) that a leader may append as it is, in
         one walk: each batch whole and within `max_message_bytes`, magic 2, a known codec (or none), neither
@@ -28,10 +32,6 @@ Rule 4: `stamp_leader_set(data, first offset, leader epoch, since, interval, max
         `since` bytes since the last entry against index.interval.bytes, its max timestamp and the offset
         of the batch that has it): `points` are the index entries due, `(base offset, position in data, max
         timestamp, its offset)`, in order. ValueError for a buffer whose batch lengths do not fill it.
-Rule 2: two twins of each function, the same output: the compiled one (`_cbatch.check_sets`, with no Python object per set but
-        its result) when the compiled codec is active (records/implementation.py Rule 1), this pure-Python one
-        otherwise; this one is the authority (tests/unit/records/test_append_check.py runs both, on damaged
-        input too). Sans-IO: it only reads the buffers.
 """
 
 from __future__ import annotations
