@@ -63,7 +63,7 @@ def whole_prefix(chunk) -> int | None:
     return None if extension is None else extension.whole_prefix(chunk)
 
 
-def put_batches(chunk, position: int, digests: array, stored: array, size: int, limit: int,
+def put_batches(chunk, position: int, digests: memoryview, stored: memoryview, size: int, limit: int,
                 first_dirty: int) -> tuple[int, int, bool] | None:
     """Put the keys of the batches from `position` on into the offset map's tables (`digests`, `stored`,
     holding `size` keys, at most `limit`): skips control and empty batches and those ending at or below
@@ -92,7 +92,7 @@ class Buffers:
             self.entries = array("q", bytes(8 * rows))
 
 
-def filter_batches(chunk, position: int, digests: array, stored: array, end: int, now: int,
+def filter_batches(chunk, position: int, digests: memoryview, stored: memoryview, end: int, now: int,
                    run: bytes | None, buffers: Buffers) -> Filtered | None:
     """The recopy of the batches from `position` on (cleaner.py Rules 3, 3a): a data batch below `end`
     keeps each record whose key's map offset is not later, unless it is a tombstone in a batch whose delete

@@ -3,10 +3,17 @@
 The cleaner fills it with every key of the dirty section, in offset order, then keeps a record only if its
 offset is at least the map's offset for its key.
 
-Rule 1: memory is preallocated once, `log.cleaner.dedupe.buffer.size` / threads bytes: two flat int64
-arrays (a key digest and an offset per slot, 16 bytes a slot); nothing grows while cleaning. With the
+Rule 1: memory is reserved once, `log.cleaner.dedupe.buffer.size` / threads bytes: two flat int64
+tables (a key digest and an offset per slot, 16 bytes a slot); nothing grows while cleaning. With the
 load factor of 0.9 (Kafka's log.cleaner.io.buffer.load.factor) that is under 18 bytes an entry, against
 Kafka's 24 (a 16-byte MD5 and an 8-byte offset) and a Python dict's ~100 for the same key -> offset.
+Rule 1a: a clean costs the pages its keys touch, not the map's size: each table is private anonymous
+memory (mmap), whose pages are zero and take no RAM until written, in 4 KiB pages (no transparent huge
+page, which would zero 2 MiB for one key). `clear` gives the written pages back to the kernel (madvise
+MADV_DONTNEED: the next touch of each faults in a zero page), so the tables keep their address (`tables`
+stays valid) and an idle cleaner holds only the pages its last clean wrote. Where that is not known to
+zero the pages (MADV_DONTNEED is advisory outside Linux), `clear` maps new tables instead. (A fresh
+bytes-backed array at every clean wrote 128 MiB: 0.2-0.4 s of CPU to clean a 4 KiB segment.)
 Rule 2: a key is stored as a 64-bit digest (the interpreter's hash of the bytes, stable within the process
 that fills and reads the map, which is all a clean needs); 0 marks an empty slot, so a digest of 0 is
 stored as 1. Two keys with the same digest would count as one key (as two keys with the same MD5 do in
@@ -18,7 +25,8 @@ the cleanable range there (Kafka cleans up to where the map filled).
 
 from __future__ import annotations
 
-from array import array
+import mmap
+import sys
 
 import numpy as np
 
@@ -28,6 +36,8 @@ SLOT_BYTES = 16  # an int64 digest and an int64 offset
 _EMPTY = 0
 _STEP_SHIFT = 32  # the probe step comes from the digest's high half, the slot from its low bits
 VECTOR_MIN_KEYS = 256  # from this many keys a call probes with numpy, all keys at once, round by round
+# Rule 1a: only Linux promises zero pages after MADV_DONTNEED on private anonymous memory
+DROP_PAGES = sys.platform.startswith("linux") and hasattr(mmap, "MADV_DONTNEED")
 
 
 def digests_of(keys: list) -> np.ndarray:
@@ -37,6 +47,15 @@ def digests_of(keys: list) -> np.ndarray:
     digests = np.array(list(map(hash, keys)), dtype=np.int64)  # the common case, with hash() called from C
     digests[digests == _EMPTY] = 1
     return digests
+
+
+def _zero_pages(length: int) -> mmap.mmap:
+    """`length` bytes of private anonymous memory: zero, in RAM only once written (Rule 1a). Private, for a
+    shared mapping keeps its pages in the kernel's shared memory through MADV_DONTNEED."""
+    area = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        area.madvise(mmap.MADV_NOHUGEPAGE)
+    return area
 
 
 class OffsetMap:
@@ -50,22 +69,31 @@ class OffsetMap:
         self.slots = 1 << (memory_bytes // SLOT_BYTES).bit_length() - 1  # a power of two: see _probe
         self._mask = self.slots - 1
         self.max_entries = max(1, min(self.slots - 1, int(self.slots * load_factor)))
-        self._digests = array("q", bytes(8 * self.slots))
-        self._offsets = array("q", bytes(8 * self.slots))
+        self._map_tables()
         self.size = 0
+
+    def _map_tables(self) -> None:
+        """Rule 1a: two tables of zero pages, none of them in RAM yet."""
+        self._areas = (_zero_pages(8 * self.slots), _zero_pages(8 * self.slots))
+        self._digests, self._offsets = (memoryview(area).cast("q") for area in self._areas)
 
     @property
     def memory_bytes(self) -> int:
         return self._digests.itemsize * len(self._digests) + self._offsets.itemsize * len(self._offsets)
 
     def clear(self) -> None:
-        self._digests = array("q", bytes(8 * self.slots))
+        """Empty the map and give back the pages the last clean wrote (Rule 1a): O(pages touched)."""
+        if DROP_PAGES:
+            for area in self._areas:
+                area.madvise(mmap.MADV_DONTNEED)
+        else:  # the old tables are unmapped when the last view of them goes
+            self._map_tables()
         self.size = 0
 
     @property
-    def tables(self) -> tuple[array, array]:
-        """The digest and offset of every slot, for records/sweep.py, which probes them as `_probe_all` does
-        (valid until the next `clear`)."""
+    def tables(self) -> tuple[memoryview, memoryview]:
+        """The digest and offset of every slot (int64 views, format "q"), for records/sweep.py, which probes
+        them as `_probe_all` does (valid until the next `clear`: after it only where DROP_PAGES)."""
         return self._digests, self._offsets
 
     @property
