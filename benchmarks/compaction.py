@@ -24,6 +24,16 @@ at ~220 bytes a record holds ~490 k distinct keys (a million keys x 10 versions 
    log.cleaner.io.max.bytes.per.second (0: unthrottled, Kafka's default) for this part. On cores busy with
    other work a single window moves by tens of percent from one to the next (two windows alone differ as
    much): that is why the pairs are many, short and interleaved; compare runs with the load average.
+4. Default map: every clean with the default 128 MiB offset map (log.cleaner.dedupe.buffer.size), as a
+   broker's cleaner thread does, whatever the log's size. Small logs: `--small-logs` logs (50: like the 50
+   __consumer_offsets partitions) of one closed ~4 KiB segment (49 records of 40 keys, 9 superseded),
+   cleaned one after the other by one Cleaner; wall and CPU time (of this thread, which runs the cleans) per
+   clean, against reading the same files (the baseline). Large log: the part 1 log cleaned again (a fresh
+   copy) with the default map, against part 1's copy rate. Each with the offset map (lazily zeroed pages,
+   given back at `clear`: offset_map.py Rule 1a) and with EagerOffsetMap, the map before Rule 1a (a
+   bytes-backed array zeroed at every clean), in the same run.
+
+`--parts 4` runs part 4 alone (it needs part 1's log for its large-log half, built in any case).
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import shutil
 import statistics
 import sys
@@ -38,6 +49,7 @@ import tempfile
 import threading
 import time
 import tracemalloc
+from array import array
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -54,6 +66,9 @@ VERSIONS = 10
 RECORDS_PER_BATCH = 50
 SEGMENT_BYTES = 64 * MIB
 ROUNDS = 8  # part 3: pairs of windows, produce alone and while cleaning
+SMALL_LOGS = 50  # part 4: offsets.topic.num.partitions, Kafka's 50
+SMALL_KEYS, SMALL_RECORDS, SMALL_BATCH = 40, 49, 7  # part 4: 49 records, 9 of them superseded, 7 a batch
+SMALL_VALUE = b"x" * 60
 WINDOW_S = 2.0
 RECORD_BYTES = VALUE_BYTES + 20  # value, key and record framing, batch headers shared
 SETTINGS = {"cleanup.policy": "compact", "segment.bytes": SEGMENT_BYTES, "flush.ms": LONG_MAX,
@@ -207,6 +222,107 @@ def produce_while_cleaning(root: str, dirty: str, flusher: Flusher, keys: int, t
     return alone, during, cleaner_read / MIB / cleaner_s, done
 
 
+class EagerOffsetMap(OffsetMap):
+    """Part 4's comparison: the offset map before offset_map.py Rule 1a, its tables arrays built from zeroed
+    bytes (each written twice), the digest table built anew at every `clear`."""
+
+    def _map_tables(self) -> None:
+        self._digests, self._offsets = array("q", bytes(8 * self.slots)), array("q", bytes(8 * self.slots))
+
+    def clear(self) -> None:
+        self._digests = array("q", bytes(8 * self.slots))
+        self.size = 0
+
+
+def build_small_logs(root: str, flusher: Flusher) -> list[str]:
+    """Part 4's small logs, each one closed, flushed segment of SMALL_RECORDS records."""
+    keys = [b"key-%03d" % (k % SMALL_KEYS) for k in range(SMALL_RECORDS)]
+    now, directories = int(time.time() * 1000), []
+    for n in range(SMALL_LOGS):
+        directory = os.path.join(root, f"small-{n}")
+        log = PartitionLog.open(directory, SETTINGS, flusher=flusher)
+        for i in range(0, SMALL_RECORDS, SMALL_BATCH):
+            log.append(build_batch([(k, SMALL_VALUE, None, now) for k in keys[i:i + SMALL_BATCH]]))
+        log.roll()
+        log.flush()
+        log.close()
+        directories.append(directory)
+    return directories
+
+
+def read_files(directories: list[str]) -> tuple[int, float, float]:
+    """Part 4's baseline: every .log file of `directories` read whole; (bytes, wall s, CPU s)."""
+    wall, cpu, read = time.perf_counter(), time.thread_time(), 0
+    for directory in directories:
+        for name in sorted(os.listdir(directory)):
+            if name.endswith(".log"):
+                with open(os.path.join(directory, name), "rb") as f:
+                    read += len(f.read())
+    return read, time.perf_counter() - wall, time.thread_time() - cpu
+
+
+def clean_all(directories: list[str], flusher: Flusher, offset_map: OffsetMap) -> tuple[float, float, int, list]:
+    """Part 4: each log cleaned in turn by one Cleaner holding `offset_map` (allocated before the clock
+    starts, as a cleaner thread's is at its first clean); (wall s, CPU s, page faults, results), the CPU
+    and the faults of this thread, which runs the cleans."""
+    logs = [PartitionLog.open(d, SETTINGS, flusher=flusher) for d in directories]
+    try:
+        cleaner = Cleaner(offset_map, OS_FILES)
+        faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        wall, cpu = time.perf_counter(), time.thread_time()
+        results = [cleaner.clean(log) for log in logs]
+        wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+        return wall, cpu, resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - faults, results
+    finally:
+        for log in logs:
+            log.close()
+
+
+def default_map_part(root: str, spare: str, flusher: Flusher, copy_rate: float) -> None:
+    """Part 4: small logs and the large one, each cleaned with the default map and with EagerOffsetMap."""
+    small = build_small_logs(os.path.join(root, "small"), flusher)
+    read, read_s, read_cpu = read_files(small)
+    print(f"4. default map ({OffsetMap().memory_bytes // MIB} MiB); {SMALL_LOGS} small logs of one segment, "
+          f"{read / SMALL_LOGS / 1024:.1f} KiB each: read whole in {read_s * 1000:.1f} ms wall, "
+          f"{read_cpu * 1000:.1f} ms CPU (the baseline)")
+    per_clean = {}
+    for name, new_map in (("lazy", OffsetMap), ("eager", EagerOffsetMap)):
+        copies = [dirty_copy(d, os.path.join(root, f"small-{name}", os.path.basename(d))) for d in small]
+        wall, cpu, faults, results = clean_all(copies, flusher, new_map())
+        removed = sum(r.records_removed for r in results)
+        per_clean[name] = (wall, cpu)
+        print(f"   {name:5} map: {wall / SMALL_LOGS * 1000:7.2f} ms wall, {cpu / SMALL_LOGS * 1000:7.2f} ms CPU, "
+              f"{faults / SMALL_LOGS:6.0f} page faults a clean ({removed} of {sum(r.records_read for r in results)} "
+              f"records removed); clean / read: {wall / read_s:.0f}x wall, {cpu / max(read_cpu, 1e-9):.0f}x CPU")
+    (lazy_wall, lazy_cpu), (eager_wall, eager_cpu) = per_clean["lazy"], per_clean["eager"]
+    print(f"   eager / lazy: {eager_wall / lazy_wall:.1f}x wall, {eager_cpu / lazy_cpu:.1f}x CPU")
+    for name, new_map in (("lazy", OffsetMap), ("eager", EagerOffsetMap)):
+        directory = dirty_copy(spare, os.path.join(root, f"large-{name}", "table-0"))
+        wall, cpu, faults, (result,) = clean_all([directory], flusher, new_map())
+        rate = result.bytes_read / MIB / wall
+        print(f"   large log, {name:5} map: {rate:8.1f} MB/s ({result.bytes_read / MIB:.0f} MiB in {wall:.2f} s wall, "
+              f"{cpu:.2f} s CPU, {faults} page faults); clean / copy = {rate / copy_rate:.2f}")
+
+
+def produce_part(root: str, spare: str, flusher: Flusher, keys: int, args) -> None:
+    """Part 3: produce alone and while the cleaner thread cleans copies of the dirty log."""
+    throttle = args.throttle_mb * MIB if args.throttle_mb > 0 else float("inf")
+    if args.cleaner_nice is not None:
+        cleaner_manager.CLEANER_NICE_INCREMENT = args.cleaner_nice  # read by each thread as it starts
+    alone, during, cleaner_rate, cleans = produce_while_cleaning(root, spare, flusher, keys, throttle,
+                                                                 args.rounds, args.window_s)
+    ratios = sorted(d / a for a, d in zip(alone, during))
+    print(f"3. produce alone {statistics.median(alone):10.0f} records/s; while cleaning "
+          f"{statistics.median(during):10.0f} records/s (medians of {args.rounds} interleaved {args.window_s} s "
+          f"windows each; cleaner throttle: {'none' if throttle == float('inf') else f'{args.throttle_mb} MB/s'}, "
+          f"nice +{cleaner_manager.CLEANER_NICE_INCREMENT}; "
+          f"the cleaner read {cleaner_rate:.1f} MB/s in its windows, {cleans} cleans completed)")
+    print(f"   during / alone per round: {' '.join(f'{r:.2f}' for r in ratios)}")
+    print(f"   during / alone = {statistics.median(ratios):.2f} median  (goal >= 0.80)")
+    noise = sorted(b / a for a, b in zip(alone, alone[1:]))
+    print(f"   the noise: each alone window / the one before, {' '.join(f'{r:.2f}' for r in noise)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=64)
@@ -214,6 +330,7 @@ def main() -> int:
     parser.add_argument("--throttle-mb", type=float, default=0.0)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--window-s", type=float, default=WINDOW_S)
+    parser.add_argument("--parts", default="1234", help="which parts to run (part 1's log is built always)")
     parser.add_argument("--cleaner-nice", type=int, default=None,
                         help="part 3: the cleaner thread's nice increment instead of CLEANER_NICE_INCREMENT")
     args = parser.parse_args()
@@ -226,38 +343,29 @@ def main() -> int:
         size = sum(os.path.getsize(os.path.join(dirty, n)) for n in os.listdir(dirty) if n.endswith(".log"))
         print(f"log: {size / MIB:.0f} MiB, {keys} keys x {VERSIONS} versions, built in "
               f"{time.perf_counter() - started:.0f} s")
-        spare = dirty_copy(dirty, os.path.join(root, "spare", "table-0"))  # for part 3, before cleaning
+        spare = dirty_copy(dirty, os.path.join(root, "spare", "table-0"))  # for parts 3 and 4, before cleaning
+        print(f"load average before: {os.getloadavg()[0]:.2f}")
 
         copied, copy_s = copy_files(dirty, os.path.join(root, "copy"))
-        clean_s, result = clean_rate(dirty, flusher, keys)
-        copy_rate, rate = copied / MIB / copy_s, result.bytes_read / MIB / clean_s
+        copy_rate = copied / MIB / copy_s
         print(f"1. copy  {copy_rate:8.1f} MB/s ({copied / MIB:.0f} MiB in {copy_s:.2f} s)")
-        print(f"   clean {rate:8.1f} MB/s ({result.bytes_read / MIB:.0f} MiB read, {result.bytes_written / MIB:.0f} "
-              f"MiB written, {result.records_removed} of {result.records_read} records removed, {clean_s:.2f} s)")
-        print(f"   clean / copy = {rate / copy_rate:.2f}  (goal >= 0.30)")
-
-        offset_map = OffsetMap(map_bytes(keys))
-        per_entry = offset_map.memory_bytes / offset_map.max_entries
-        print(f"2. offset map {per_entry:.1f} bytes/entry at capacity ({offset_map.memory_bytes / keys:.1f} per key of "
-              f"this log, the table being a power of two); Python dict {dict_bytes_per_entry(keys):.1f} bytes/entry "
-              f"(goal <= 32)")
-
-        throttle = args.throttle_mb * MIB if args.throttle_mb > 0 else float("inf")
-        if args.cleaner_nice is not None:
-            cleaner_manager.CLEANER_NICE_INCREMENT = args.cleaner_nice  # read by each thread as it starts
-        alone, during, cleaner_rate, cleans = produce_while_cleaning(root, spare, flusher, keys, throttle,
-                                                                     args.rounds, args.window_s)
-        ratios = sorted(d / a for a, d in zip(alone, during))
-        print(f"3. produce alone {statistics.median(alone):10.0f} records/s; while cleaning "
-              f"{statistics.median(during):10.0f} records/s (medians of {args.rounds} interleaved {args.window_s} s "
-              f"windows each; cleaner throttle: {'none' if throttle == float('inf') else f'{args.throttle_mb} MB/s'}, "
-              f"nice +{cleaner_manager.CLEANER_NICE_INCREMENT}; "
-              f"the cleaner read {cleaner_rate:.1f} MB/s in its windows, {cleans} cleans completed)")
-        print(f"   during / alone per round: {' '.join(f'{r:.2f}' for r in ratios)}")
-        print(f"   during / alone = {statistics.median(ratios):.2f} median  (goal >= 0.80)")
-        noise = sorted(b / a for a, b in zip(alone, alone[1:]))
-        print(f"   the noise: each alone window / the one before, {' '.join(f'{r:.2f}' for r in noise)}")
-        print(f"load average: {os.getloadavg()[0]:.2f}")
+        if "1" in args.parts:
+            clean_s, result = clean_rate(dirty, flusher, keys)
+            rate = result.bytes_read / MIB / clean_s
+            print(f"   clean {rate:8.1f} MB/s ({result.bytes_read / MIB:.0f} MiB read, {result.bytes_written / MIB:.0f} "
+                  f"MiB written, {result.records_removed} of {result.records_read} records removed, {clean_s:.2f} s)")
+            print(f"   clean / copy = {rate / copy_rate:.2f}  (goal >= 0.30)")
+        if "2" in args.parts:
+            offset_map = OffsetMap(map_bytes(keys))
+            per_entry = offset_map.memory_bytes / offset_map.max_entries
+            print(f"2. offset map {per_entry:.1f} bytes/entry at capacity ({offset_map.memory_bytes / keys:.1f} per key "
+                  f"of this log, the table being a power of two); Python dict {dict_bytes_per_entry(keys):.1f} "
+                  f"bytes/entry (goal <= 32)")
+        if "3" in args.parts:
+            produce_part(root, spare, flusher, keys, args)
+        if "4" in args.parts:
+            default_map_part(root, spare, flusher, copy_rate)
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
     finally:
         flusher.close()
         shutil.rmtree(root, ignore_errors=True)
