@@ -35,7 +35,7 @@ def produce(bootstrap: str) -> tuple[dict[bytes, bytes | None], int]:
                 producer.produce(TOPIC, key=b"key-%03d" % k, value=None, partition=0)
                 final[b"key-%03d" % k] = None
             count += DELETED
-        for k in range(KEYS if version < VERSIONS else DELETED, KEYS):  # then 2 more rounds: closed segments
+        for k in range(0 if version < VERSIONS else DELETED, KEYS):  # then 2 more rounds: closed segments
             key, value = b"key-%03d" % k, b"v%02d-" % version + b"x" * 60
             producer.produce(TOPIC, key=key, value=value, partition=0)
             final[key] = value
@@ -126,13 +126,14 @@ def horizons(partition_dir) -> list[int]:
 def wait_cleaned(zk, broker_id: int) -> dict:
     from sparklog.coordination import log_cleaner
 
-    deadline = time.monotonic() + TIMEOUT_S
+    deadline, report = time.monotonic() + TIMEOUT_S, None
     while time.monotonic() < deadline:
         report = log_cleaner.read_all(zk).get((TOPIC, 0), {}).get(broker_id)
         if report and report["last_run"] and report["last_run"]["records_removed"]:
             return report
         time.sleep(0.2)
-    raise AssertionError(f"broker {broker_id} did not report a clean of {TOPIC}-0")
+    raise AssertionError(f"broker {broker_id} did not report a clean of {TOPIC}-0 that removed records within "
+                         f"{TIMEOUT_S} s; its last report: {report}")
 
 
 def test_a_compacted_topic_is_cleaned_and_read_by_real_clients_and_a_late_follower(
