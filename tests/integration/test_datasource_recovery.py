@@ -39,7 +39,9 @@ def trimmed_topic(sparklog_cluster, make_topic):
     topic = make_topic(partitions=1, config={"segment.bytes": 2048, "retention.ms": RETENTION_MS})
     # the old records carry a CreateTime past retention.ms, so their segments expire without a wait
     old = produce(sparklog_cluster.bootstrap, [topic], 200, "old", timestamp_ms=int(time.time() * 1000) - OLD_AGE_MS)
-    new = produce(sparklog_cluster.bootstrap, [topic], 200, "new")
+    # ... and the new ones a CreateTime ahead, so that they outlive the test: retention takes the active
+    # segment too once it has expired (as Kafka's does)
+    new = produce(sparklog_cluster.bootstrap, [topic], 200, "new", timestamp_ms=int(time.time() * 1000) + OLD_AGE_MS)
     start = wait_log_start(sparklog_cluster.bootstrap, topic, 1)
     assert start <= 200  # the new records are all still there
     return topic, old + new, start
