@@ -1184,9 +1184,11 @@ class PartitionLog:
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Delete the oldest whole segments past retention.ms or beyond retention.bytes; return how many.
 
-        Never the active segment, nor one holding offsets at or above the HW. A segment's age is that of
-        its largest timestamp (the design notes' rule), or of its file's last modification when none of its
-        batches carries a timestamp (Kafka's LogSegment.largestTimestamp).
+        Never one holding offsets at or above the HW. The active segment too, once non-empty and wholly
+        below the HW: a new empty one is rolled at the LEO first, so a quiet log empties and its log start
+        reaches its end (Kafka's LocalLog.deletableSegments and UnifiedLog.deleteSegments). A segment's age
+        is that of its largest timestamp (the design notes' rule), or of its file's last modification when
+        none of its batches carries a timestamp (Kafka's LogSegment.largestTimestamp).
         """
         now = self._clock() if now_ms is None else now_ms
         for segment in self._retention_victims(now):  # a hint, unlocked: their timestamps must be verified
@@ -1195,6 +1197,8 @@ class PartitionLog:
         with self._flush_lock, self._lock:
             doomed = self._retention_victims(now)
             if doomed:
+                if doomed[-1] is self._segments[-1]:
+                    self._roll_locked()  # a log always has an active segment: the next append's
                 self._set_segments(self._segments[len(doomed):])
                 self._retire_locked(doomed)
                 self._fences.clip(self._bases[0], INT64_MAX)
@@ -1209,9 +1213,9 @@ class PartitionLog:
             return []  # Rule 8: a compact-only topic keeps every key's last value, however old
         retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
         excess = sum(s.size for s in self._segments) - retention_bytes
-        victims = []
-        for segment in self._segments[:-1]:
-            if segment.next_offset > self._hw.offset:
+        victims, active = [], self._segments[-1]
+        for segment in self._segments:
+            if segment.next_offset > self._hw.offset or (segment is active and not segment.size):
                 break
             by_time = retention_ms >= 0 and now - segment.largest_timestamp > retention_ms
             by_size = retention_bytes >= 0 and excess - segment.size >= 0

@@ -29,8 +29,11 @@ def sparklog_cluster(request, zookeeper, tmp_path_factory):
     from support.cluster import Cluster
 
     zk_connect = f"{zookeeper.connect_string}/ds-{uuid.uuid4().hex}"
+    # Retention is checked every 500 ms for the tests of it, which set their topics' retention.ms; the others
+    # keep what they write, whatever its CreateTime (the jobs' tests replay events of 2023, which Kafka's
+    # default 7-day retention would delete, the active segment too, at its next check).
     cluster = Cluster(zk_connect, tmp_path_factory.mktemp("brokers"), brokers=2,
-                      overrides={"log.retention.check.interval.ms": 500})
+                      overrides={"log.retention.check.interval.ms": 500, "log.retention.ms": -1})
     request.addfinalizer(cluster.stop)
     cluster.start()
     return cluster

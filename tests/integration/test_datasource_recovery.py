@@ -39,7 +39,9 @@ def trimmed_topic(sparklog_cluster, make_topic):
     topic = make_topic(partitions=1, config={"segment.bytes": 2048, "retention.ms": RETENTION_MS})
     # the old records carry a CreateTime past retention.ms, so their segments expire without a wait
     old = produce(sparklog_cluster.bootstrap, [topic], 200, "old", timestamp_ms=int(time.time() * 1000) - OLD_AGE_MS)
-    new = produce(sparklog_cluster.bootstrap, [topic], 200, "new")
+    # ... and the new ones a CreateTime ahead, so that they outlive the test: retention takes the active
+    # segment too once it has expired (as Kafka's does)
+    new = produce(sparklog_cluster.bootstrap, [topic], 200, "new", timestamp_ms=int(time.time() * 1000) + OLD_AGE_MS)
     start = wait_log_start(sparklog_cluster.bootstrap, topic, 1)
     assert start <= 200  # the new records are all still there
     return topic, old + new, start
@@ -63,6 +65,31 @@ def test_fail_on_data_loss_false_continues_from_earliest(spark, sparklog_cluster
     first = got.agg({"offset": "min"}).first()[0]
     assert first > 0
     assertDataFrameEqual(got, expected_df(spark, [r for r in produced if r[2] >= first]))
+
+
+def test_a_quiet_topic_whose_retention_is_lowered_at_runtime_empties_and_reads_empty(
+        spark, sparklog_cluster, make_topic, tmp_path):
+    """Kafka's retention takes the active segment too, once all of it has expired: lowering retention.ms of a
+    topic nobody writes to any more (kafka-python's AlterConfigs) empties it, its log start reaching its end;
+    the last records used to stay until another append."""
+    from confluent_kafka import Consumer, TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    topic = make_topic(partitions=1)
+    produce(sparklog_cluster.bootstrap, [topic], 30, "quiet", timestamp_ms=int(time.time() * 1000) - OLD_AGE_MS)
+    admin = KafkaAdminClient(bootstrap_servers=sparklog_cluster.bootstrap)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "1000"})])
+    finally:
+        admin.close()
+    assert wait_log_start(sparklog_cluster.bootstrap, topic, 30) == 30
+    consumer = Consumer({"bootstrap.servers": sparklog_cluster.bootstrap, "group.id": "g"})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30) == (30, 30)
+    finally:
+        consumer.close()
+    df = stream(spark, sparklog_cluster, subscribe=topic, startingOffsets="earliest")
+    assert sum(run_available_now(df, tmp_path / "out", tmp_path / "ckpt")) == 0
 
 
 def test_subscribe_pattern_picks_up_a_new_topic(spark, sparklog_cluster, make_topic, tmp_path):

@@ -21,8 +21,15 @@ REPO = Path(__file__).resolve().parents[2]
 TEST_OFFSETS_TOPIC_PARTITIONS = 4
 
 
+# Retention runs only where a test asks for it (its own log.retention.check.interval.ms): many tests write
+# records with fixed CreateTimes of 2023, which Kafka's default 7-day retention deletes at its next check, the
+# active segment too, and a module's cluster may well live past the default 5-minute interval on a busy machine.
+TEST_RETENTION_CHECK_INTERVAL_MS = 24 * 3600 * 1000
+
+
 def _test_overrides(overrides: dict | None) -> dict:
-    return {"offsets.topic.num.partitions": str(TEST_OFFSETS_TOPIC_PARTITIONS), **(overrides or {})}
+    return {"offsets.topic.num.partitions": str(TEST_OFFSETS_TOPIC_PARTITIONS),
+            "log.retention.check.interval.ms": str(TEST_RETENTION_CHECK_INTERVAL_MS), **(overrides or {})}
 
 
 class Cluster(launcher.Cluster):

@@ -549,7 +549,7 @@ def test_segment_ms_rolls_by_injected_clock(tmp_path, flusher):
     assert [s.base_offset for s in log.segments] == [0, 2]
 
 
-def test_time_retention_deletes_old_segments_but_never_the_active_one(tmp_path, flusher):
+def test_time_retention_deletes_old_segments_then_the_active_one_rolled_first(tmp_path, flusher):
     clock = Clock()
     log = open_log(tmp_path, flusher, clock=clock,
                    **{"segment.bytes": 300, "retention.ms": 1000, "file.delete.delay.ms": 0})
@@ -563,14 +563,40 @@ def test_time_retention_deletes_old_segments_but_never_the_active_one(tmp_path, 
     assert log.log_start_offset == log.segments[0].base_offset > 0
     with pytest.raises(OffsetOutOfRange):
         log.read(0, 100)
-    assert log.enforce_retention(now_ms=BASE_TS + 10**9) == segments - deleted - 1
-    assert len(log.segments) == 1 and log.log_end_offset == 20
+    assert log.enforce_retention(now_ms=BASE_TS + 10**9) == segments - deleted  # the active one too
+    assert [(s.base_offset, s.size) for s in log.segments] == [(20, 0)]
+    assert log.log_start_offset == log.log_end_offset == 20
     log.close()  # writes the recovery-point checkpoint (flushes alone write it only every 60 s)
     assert sorted(os.listdir(log.directory)) == sorted(
         [os.path.basename(log.segments[0].path), os.path.basename(log.segments[0].index.path),
          os.path.basename(log.segments[0].time_index.path), "recovery-point-offset-checkpoint",
-         # producer-state snapshots: at the roll that started the segment, and at close (producer_state.py)
-         snapshot_file_name(log.segments[0].base_offset), snapshot_file_name(20)])
+         # the producer-state snapshot at the roll that started the segment, rewritten at close (producer_state.py)
+         snapshot_file_name(20)])
+
+
+def test_an_expired_active_segment_is_rolled_and_deleted_so_a_quiet_log_empties(tmp_path, flusher):
+    """Kafka's retention takes the active segment too (LocalLog.deletableSegments, rolled first by
+    UnifiedLog.deleteSegments) once all of it is committed: a quiet topic with retention.ms=1000 kept its
+    last segment's records until an append came after segment.ms (7 days by default)."""
+    clock = Clock()
+    log = open_log(tmp_path, flusher, clock=clock, **{"retention.ms": 1000, "file.delete.delay.ms": 0})
+    log.append(make_batch(2, 50, timestamp=BASE_TS))
+    log.append(make_batch(2, 50, timestamp=BASE_TS))
+    assert log.enforce_retention(now_ms=BASE_TS + 5000) == 0  # not flushed: above the HW, kept
+    log.flush()
+    assert log.enforce_retention(now_ms=BASE_TS + 1001) == 0  # not yet expired (its largest timestamp: +1)
+    assert log.enforce_retention(now_ms=BASE_TS + 1002) == 1
+    assert (log.log_start_offset, log.log_end_offset) == (4, 4)
+    assert [(s.base_offset, s.size) for s in log.segments] == [(4, 0)]
+    with pytest.raises(OffsetOutOfRange):
+        log.read(0, 100)
+    assert log.enforce_retention(now_ms=BASE_TS + 10**9) == 0  # an empty active segment stays
+    clock.now = BASE_TS + 2000
+    assert log.append(make_batch(1, 50, timestamp=BASE_TS + 2000)) == 4
+    log.close()
+    reopened = open_log(tmp_path, flusher)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (4, 5)
+    reopened.close()
 
 
 class MtimeFiles(Files):
@@ -595,7 +621,7 @@ def test_time_retention_of_segments_without_timestamps_uses_the_file_mtime(tmp_p
     assert segments > 2 and all(s.max_timestamp == -1 for s in log.segments)
     assert log.enforce_retention(now_ms=BASE_TS + 1000) == 0  # as old as their mtime: not expired (not -1)
     files.mtime_ms = BASE_TS - 1  # last written 1001 ms before now
-    assert log.enforce_retention(now_ms=BASE_TS + 1000) == segments - 1  # all but the active one
+    assert log.enforce_retention(now_ms=BASE_TS + 1000) == segments  # the active one too, rolled first
     assert len(log.segments) == 1
     log.close()
 
