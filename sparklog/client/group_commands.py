@@ -3,7 +3,7 @@
 
     sparklog groups list
     sparklog groups describe G [--members | --state]
-    sparklog groups reset-offsets G --to earliest|latest|OFFSET [--topic T] [--dry-run]
+    sparklog groups reset-offsets G --to earliest|latest|OFFSET [--topic T[:P,P...] | --all-topics] [--dry-run]
     sparklog groups reset-offsets G --to-earliest|--to-latest|--to-offset N|--to-datetime T|--shift-by N [--execute]
     sparklog groups delete G
     sparklog groups delete-offsets G --topic T[:P,P...]
@@ -35,7 +35,8 @@ Rule 4: reset-offsets `--to` commits at once (`--dry-run`: the plan only); kafka
 Kafka's tool, so a command copied from Kafka's documentation changes nothing unless it says so. An offset
 outside a partition's [log start, log end] (given, or shifted from the committed one) becomes the nearer
 bound with a warning, as kafka-consumer-groups does; `--shift-by` needs a committed offset in every
-partition. Nothing is committed if a partition's leader does not answer.
+partition. Nothing is committed if a partition's leader does not answer. The scope is Kafka's: `--topic T` (every
+partition) or `--topic T:P,P` (those), repeatable; `--all-topics`, or neither, every partition the group committed.
 Rule 5: delete-offsets is Kafka's `kafka-consumer-groups --delete-offsets`: OffsetDelete at the coordinator of a
 Kafka group, which decides per partition (a topic its members consume is refused, GROUP_SUBSCRIBED_TO_TOPIC);
 one line per partition with its outcome, exit status 1 if any was refused. A ZooKeeper group's offsets are
@@ -117,7 +118,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     mode.add_argument("--dry-run", action="store_true", help="show the new offsets, commit nothing")
     mode.add_argument("--execute", action="store_true", help="commit them (needed by the kafka-consumer-groups "
                       "options)")
-    reset.add_argument("--topic", action="append", help="only these topics (default: every topic it committed)")
+    scope = reset.add_mutually_exclusive_group()
+    scope.add_argument("--topic", action="append", metavar="TOPIC[:P,P...]", help="only these topics, or these "
+                       "partitions of one (repeatable; default: every partition the group committed)")
+    scope.add_argument("--all-topics", action="store_true", help="every partition the group committed (the "
+                       "default; kafka-consumer-groups asks for it or --topic)")
     reset.set_defaults(func=run_reset)
     delete = commands.add_parser("delete", help="delete an inactive group and its committed offsets")
     delete.add_argument("group")
@@ -349,6 +354,11 @@ def run_reset(args: argparse.Namespace) -> int:
         option = "--to" if args.to is not None else "--to-offset"
         print(f"error: {option} is earliest, latest or an offset (>= 0), not {to!r}", file=sys.stderr)
         return 2
+    try:
+        args.scope = [_topic_partitions(spec) for spec in args.topic or ()]
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     args.to, args.commit = to, commit
     with Session(args) as session:
         try:
@@ -373,8 +383,9 @@ def _reset(session: Session, args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     committed = group.committed if group else {}
-    partitions = ([tp for t in args.topic for tp in session.admin.partitions_of(t)] if args.topic
-                  else sorted(committed))
+    partitions = ([tp for topic, chosen in args.scope
+                   for tp in (session.admin.partitions_of(topic) if chosen is None else chosen)]
+                  if args.scope else sorted(committed))
     if not partitions:
         print(f"error: group {args.group!r} has no committed offsets; name --topic", file=sys.stderr)
         return 1

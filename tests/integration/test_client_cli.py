@@ -284,6 +284,46 @@ def test_reset_offsets_takes_kafka_tools_options_with_their_dry_run_default(cli_
         probe.close()
 
 
+def test_reset_offsets_scopes_are_kafka_s_topic_colon_partitions_and_all_topics(cli_cluster):
+    """kafka-consumer-groups' scopes: `--topic T:1` resets partition 1 alone (it failed with
+    "UNKNOWN_TOPIC_OR_PARTITION: topic 'T:1'"), `--all-topics` every partition the group committed (it was an
+    unrecognized argument); the default without either stays every committed partition."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from sparklog.client.admin import AdminClient
+    from sparklog.client.producer import Producer
+
+    bootstrap, topic, group = cli_cluster.bootstrap, f"scope-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic(topic, 2)
+    with Producer(bootstrap_servers=bootstrap, acks="all") as producer:
+        for i in range(20):
+            producer.send(topic, b"m%d" % i, partition=i % 2).get(30)
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        probe.commit(offsets=[TopicPartition(topic, p, 7) for p in (0, 1)], asynchronous=False)
+
+        def committed() -> list[int]:
+            return [tp.offset for tp in probe.committed([TopicPartition(topic, p) for p in (0, 1)], timeout=30)]
+
+        base = ("groups", "--bootstrap-server", bootstrap, "reset-offsets", group)
+        done = sparklog(*base, "--topic", f"{topic}:1", "--to-earliest", "--execute")
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode().split()[4:] == [group, topic, "1", "0"]
+        assert committed() == [7, 0]
+        done = sparklog(*base, "--all-topics", "--to-latest", "--execute")
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode().split()[4:] == [group, topic, "0", "10", group, topic, "1", "10"]
+        assert committed() == [10, 10]
+        both = sparklog(*base, "--all-topics", "--topic", topic, "--to-earliest")
+        assert both.returncode == 2 and b"not allowed with" in both.stderr
+        bad = sparklog(*base, "--topic", f"{topic}:x", "--to-earliest")
+        assert bad.returncode == 2 and bad.stderr.decode().strip() == (
+            f"error: --topic '{topic}:x': partitions are numbers, as in {topic}:0,1")
+    finally:
+        probe.close()
+
+
 def produced_timestamp_type(bootstrap: str, topic: str, partition: int, tries: int = 1000,
                             within_s: float = 60.0) -> list[int]:
     """Produce one record at a time to `partition` and read it back (kafka-python) until the broker stamps
