@@ -284,6 +284,39 @@ def test_reset_offsets_takes_kafka_tools_options_with_their_dry_run_default(cli_
         probe.close()
 
 
+def test_reset_offsets_by_duration_from_a_file_and_exported(cli_cluster, tmp_path):
+    """kafka-consumer-groups' --by-duration (ISO-8601, back from now: the first offset at or after that time,
+    the log end when none is that late) and --from-file (CSV topic,partition,offset, or with the group first;
+    offsets clamped to the log), whose plan --export prints: both were unrecognized arguments."""
+    from confluent_kafka import TopicPartition
+
+    bootstrap, topic, group, probe = group_at_5_in_a_log_from_4_to_10(cli_cluster, "dur")
+    base = ("groups", "--bootstrap-server", bootstrap, "reset-offsets", group)
+    try:
+        for options, shown, stored in [(("--topic", topic, "--by-duration", "PT1H", "--execute"), "4", 4),
+                                       (("--topic", topic, "--by-duration", "P0D", "--execute"), "10", 10)]:
+            done = sparklog(*base, *options)
+            assert done.returncode == 0, (options, done.stderr.decode())
+            assert done.stdout.decode().split()[4:] == [group, topic, "0", shown], options
+            assert probe.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == stored, options
+        plan = tmp_path / "plan.csv"
+        plan.write_text(f"{topic},0,6\n")
+        exported = sparklog(*base, "--from-file", str(plan), "--export")
+        assert exported.returncode == 0 and exported.stdout.decode() == f"{topic},0,6\n", exported.stderr.decode()
+        plan.write_text(f"{group},{topic},0,99\n")
+        done = sparklog(*base, "--from-file", str(plan), "--execute")
+        assert done.returncode == 0 and done.stdout.decode().split()[4:] == [group, topic, "0", "10"]
+        assert "higher than the log end" in done.stderr.decode()
+        plan.write_text(f"{topic},0,7\n{topic},zero,1\n")
+        bad = sparklog(*base, "--from-file", str(plan), "--execute")
+        assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1 and b"line 2" in bad.stderr
+        when = sparklog(*base, "--topic", topic, "--by-duration", "1h")
+        assert when.returncode == 2 and b"ISO-8601 duration" in when.stderr
+        assert probe.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == 10
+    finally:
+        probe.close()
+
+
 def test_reset_offsets_scopes_are_kafka_s_topic_colon_partitions_and_all_topics(cli_cluster):
     """kafka-consumer-groups' scopes: `--topic T:1` resets partition 1 alone (it failed with
     "UNKNOWN_TOPIC_OR_PARTITION: topic 'T:1'"), `--all-topics` every partition the group committed (it was an
