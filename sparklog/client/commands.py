@@ -4,6 +4,9 @@ group_commands.py).
     sparklog produce TOPIC [--key-separator :] < lines
     sparklog consume TOPIC [--group G] [--from-beginning] [--max-messages N]
 
+The topic may also be `--topic TOPIC` and `--property` `--producer-property`/`--consumer-property`, as Kafka's
+console tools name them.
+
 Servers come from `--bootstrap-server host:port[,...]`, else from the ZooKeeper broker registry
 (`--zookeeper`, default 127.0.0.1:2181), waiting `--zookeeper-timeout-ms` (zookeeper.connection.timeout.ms) at
 most for a ZooKeeper server. `--property key=value` passes any client setting by its Kafka name.
@@ -19,15 +22,15 @@ DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     produce = subparsers.add_parser("produce", help="send lines from stdin as records")
-    _connection_args(produce)
-    produce.add_argument("topic")
+    _connection_args(produce, "--producer-property")
+    _topic_args(produce)
     produce.add_argument("--key-separator", help="split each line into key SEP value at the first SEP")
     produce.add_argument("--partition", type=int, help="send every record to this partition")
     produce.set_defaults(func=run_produce)
 
     consume = subparsers.add_parser("consume", help="print records of a topic")
-    _connection_args(consume)
-    consume.add_argument("topic")
+    _connection_args(consume, "--consumer-property")
+    _topic_args(consume)
     consume.add_argument("--group", help="consume as a member of this ZooKeeper consumer group")
     consume.add_argument("--from-beginning", action="store_true",
                          help="start at the smallest offset (new groups, or without --group)")
@@ -38,12 +41,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     consume.set_defaults(func=run_consume)
 
 
-def _connection_args(parser: argparse.ArgumentParser) -> None:
+def _connection_args(parser: argparse.ArgumentParser, kafka_property_option: str) -> None:
     parser.add_argument("--bootstrap-server", help="host:port[,host:port] (default: from ZooKeeper)")
     parser.add_argument("--zookeeper", default=DEFAULT_ZOOKEEPER, help="host:port[/chroot] (default %(default)s)")
     add_zookeeper_timeout(parser)
-    parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--property", kafka_property_option, action="append", default=[], metavar="KEY=VALUE",
                         help="a client setting by its Kafka name, e.g. compression.type=lz4")
+
+
+def _topic_args(parser: argparse.ArgumentParser) -> None:
+    """The topic as sparklog's positional TOPIC or as Kafka's console tools name it, `--topic TOPIC`: one of
+    them, once (checked by `_one_topic` when the command runs)."""
+    parser.add_argument("topic", nargs="?")
+    parser.add_argument("--topic", dest="topic_option", metavar="TOPIC", help="the topic (as TOPIC)")
+    parser.set_defaults(check_topic=lambda args: _one_topic(parser, args))
+
+
+def _one_topic(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.topic is not None and args.topic_option is not None:
+        parser.error(f"name the topic once: {args.topic!r} or --topic {args.topic_option!r}")
+    if args.topic is None and args.topic_option is None:
+        parser.error("the topic is required (TOPIC or --topic TOPIC)")
+    args.topic = args.topic if args.topic is not None else args.topic_option
 
 
 def add_zookeeper_timeout(parser: argparse.ArgumentParser, hidden: bool = False) -> None:
@@ -108,6 +127,7 @@ def _servers(args: argparse.Namespace) -> dict:
 def run_produce(args: argparse.Namespace) -> int:
     from sparklog.client.producer import Producer
 
+    args.check_topic(args)
     separator = args.key_separator.encode() if args.key_separator else None
     failures = []
     with Producer(**_servers(args), **_properties(args)) as producer:
@@ -125,6 +145,7 @@ def run_produce(args: argparse.Namespace) -> int:
 
 
 def run_consume(args: argparse.Namespace) -> int:
+    args.check_topic(args)
     settings = _properties(args)
     settings.setdefault("consumer.timeout.ms", args.timeout_ms)
     reset = "earliest" if args.from_beginning else "latest"

@@ -79,6 +79,22 @@ def test_produce_consume_and_groups(cli_cluster):
     assert unknown.returncode == 1
 
 
+def test_console_clients_take_kafka_s_topic_and_client_property_options(cli_cluster):
+    """kafka-console-producer/consumer name the topic with --topic and client settings with --producer-property /
+    --consumer-property: each was "unrecognized arguments"."""
+    topic, bootstrap = f"kstyle-{uuid.uuid4().hex[:8]}", cli_cluster.bootstrap
+    done = sparklog("produce", "--bootstrap-server", bootstrap, "--topic", topic, "--producer-property", "acks=all",
+                    input=b"one\ntwo\n")
+    assert done.returncode == 0, done.stderr.decode()
+    read = sparklog("consume", "--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning",
+                    "--max-messages", "2", "--consumer-property", "fetch.max.wait.ms=100")
+    assert read.returncode == 0 and read.stdout.splitlines() == [b"one", b"two"], read.stderr.decode()
+    for command in (("consume", topic, "--topic", "other"), ("consume",), ("produce", "--topic", topic, topic + "x")):
+        done = sparklog(*command, "--bootstrap-server", bootstrap)
+        assert done.returncode == 2 and done.stderr.decode().splitlines()[-1].startswith(
+            f"sparklog {command[0]}: error: "), done.stderr.decode()
+
+
 # -- what cannot be reached is said in one line (issue 14, "Clear errors") -------------------------------------
 
 REFUSED = "127.0.0.1:1"  # nothing listens on port 1
