@@ -95,6 +95,23 @@ def test_console_clients_take_kafka_s_topic_and_client_property_options(cli_clus
             f"sparklog {command[0]}: error: "), done.stderr.decode()
 
 
+def test_topics_and_groups_take_kafka_tools_action_options(cli_cluster):
+    """kafka-topics --create/--describe/--list --topic T and kafka-consumer-groups --list/--describe --group G,
+    typed as Kafka's documentation shows them: "invalid choice: 'T'" or "unrecognized arguments: --list"."""
+    topic, zk, bootstrap = f"ktool-{uuid.uuid4().hex[:8]}", cli_cluster.zk_connect, cli_cluster.bootstrap
+    created = sparklog("topics", "--zookeeper", zk, "--create", "--topic", topic, "--partitions", "2")
+    assert created.returncode == 0, created.stderr.decode()
+    described = sparklog("topics", "--zookeeper", zk, "--describe", "--topic", topic)
+    assert described.returncode == 0 and f"{topic}  partitions=2" in described.stdout.decode(), (
+        described.stdout.decode(), described.stderr.decode())
+    listed = sparklog("topics", "--zookeeper", zk, "--list")
+    assert listed.returncode == 0 and topic in listed.stdout.decode().split()
+    groups = sparklog("groups", "--bootstrap-server", bootstrap, "--list")
+    assert groups.returncode == 0, groups.stderr.decode()
+    missing = sparklog("groups", "--bootstrap-server", bootstrap, "--describe", "--group", "no-such-group")
+    assert missing.returncode == 1 and b"'no-such-group' does not exist" in missing.stderr
+
+
 # -- what cannot be reached is said in one line (issue 14, "Clear errors") -------------------------------------
 
 REFUSED = "127.0.0.1:1"  # nothing listens on port 1
