@@ -3,6 +3,7 @@ group_commands.py).
 
     sparklog produce TOPIC [--key-separator :] < lines
     sparklog consume TOPIC [--group G] [--from-beginning] [--max-messages N]
+    sparklog consume TOPIC --partition P --offset N|earliest|latest
 
 The topic may also be `--topic TOPIC` and `--property` `--producer-property`/`--consumer-property`, as Kafka's
 console tools name them.
@@ -36,9 +37,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                          help="start at the smallest offset (new groups, or without --group)")
     consume.add_argument("--max-messages", type=_count, help="exit after this many records")
     consume.add_argument("--partition", type=int, action="append", help="only these partitions (no --group)")
+    consume.add_argument("--offset", type=_start_offset, help="start here in the one --partition: an offset, "
+                         "earliest or latest (kafka-console-consumer's --offset)")
     consume.add_argument("--print-key", action="store_true", help="print KEY<tab>VALUE")
     consume.add_argument("--timeout-ms", type=int, default=-1, help="exit after this long without a record")
-    consume.set_defaults(func=run_consume)
+    consume.set_defaults(func=run_consume, check_offset=lambda args: _offset_alone(consume, args))
 
 
 def _connection_args(parser: argparse.ArgumentParser, kafka_property_option: str) -> None:
@@ -55,6 +58,24 @@ def _topic_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("topic", nargs="?")
     parser.add_argument("--topic", dest="topic_option", metavar="TOPIC", help="the topic (as TOPIC)")
     parser.set_defaults(check_topic=lambda args: _one_topic(parser, args))
+
+
+def _start_offset(text: str) -> int | str:
+    if text in ("earliest", "latest"):
+        return text
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"an offset (>= 0), earliest or latest, not {text!r}")
+    return int(text)
+
+
+def _offset_alone(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """kafka-console-consumer's rules for --offset: one partition named, no --from-beginning, no group."""
+    if args.offset is None:
+        return
+    if len(args.partition or ()) != 1:
+        parser.error("--offset needs exactly one --partition")
+    if args.from_beginning or args.group:
+        parser.error(f"--offset is not allowed with {'--from-beginning' if args.from_beginning else '--group'}")
 
 
 def _one_topic(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -146,6 +167,7 @@ def run_produce(args: argparse.Namespace) -> int:
 
 def run_consume(args: argparse.Namespace) -> int:
     args.check_topic(args)
+    args.check_offset(args)
     settings = _properties(args)
     settings.setdefault("consumer.timeout.ms", args.timeout_ms)
     reset = "earliest" if args.from_beginning else "latest"
@@ -194,4 +216,12 @@ def _plain_consumer(args, settings: dict, reset: str):
         consumer.close()
         raise
     consumer.assign([(args.topic, p) for p in args.partition or known])
+    if args.offset is not None:  # out of the log, auto.offset.reset (latest here) decides, as in Kafka's tool
+        tp = (args.topic, args.partition[0])
+        if args.offset == "earliest":
+            consumer.seek_to_beginning(tp)
+        elif args.offset == "latest":
+            consumer.seek_to_end(tp)
+        else:
+            consumer.seek(tp, args.offset)
     return consumer

@@ -95,6 +95,26 @@ def test_console_clients_take_kafka_s_topic_and_client_property_options(cli_clus
             f"sparklog {command[0]}: error: "), done.stderr.decode()
 
 
+def test_consume_starts_at_kafka_s_offset_option_in_the_partition_named(cli_cluster):
+    """kafka-console-consumer --partition P --offset N|earliest|latest: it was "unrecognized arguments: --offset";
+    without one --partition, with --from-beginning or --group, or not a number, it is one usage line."""
+    topic, bootstrap = f"offs-{uuid.uuid4().hex[:8]}", cli_cluster.bootstrap
+    done = sparklog("produce", topic, "--bootstrap-server", bootstrap, "--partition", "0",
+                    input=b"".join(b"m%d\n" % i for i in range(10)))
+    assert done.returncode == 0, done.stderr.decode()
+    base = ("consume", topic, "--bootstrap-server", bootstrap, "--partition", "0", "--max-messages")
+    for offset, count, expected in [("7", "3", [b"m7", b"m8", b"m9"]), ("earliest", "2", [b"m0", b"m1"])]:
+        read = sparklog(*base, count, "--offset", offset)
+        assert read.returncode == 0 and read.stdout.splitlines() == expected, (offset, read.stderr.decode())
+    latest = sparklog(*base, "1", "--offset", "latest", "--timeout-ms", "1000")
+    assert latest.returncode == 0 and latest.stdout == b"", latest.stderr.decode()
+    for bad in (("--offset", "3"), ("--offset", "-2", "--partition", "0"), ("--offset", "3", "--partition", "0",
+                "--from-beginning"), ("--offset", "3", "--partition", "0", "--partition", "1")):
+        done = sparklog("consume", topic, "--bootstrap-server", bootstrap, *bad)
+        assert done.returncode == 2 and done.stderr.decode().splitlines()[-1].startswith(
+            "sparklog consume: error: "), (bad, done.stderr.decode())
+
+
 def test_topics_and_groups_take_kafka_tools_action_options(cli_cluster):
     """kafka-topics --create/--describe/--list --topic T and kafka-consumer-groups --list/--describe --group G,
     typed as Kafka's documentation shows them: "invalid choice: 'T'" or "unrecognized arguments: --list"."""
