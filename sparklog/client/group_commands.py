@@ -4,8 +4,8 @@
     sparklog groups list
     sparklog groups describe G [--members | --state]
     sparklog groups reset-offsets G --to earliest|latest|OFFSET [--topic T[:P,P...] | --all-topics] [--dry-run]
-    sparklog groups reset-offsets G --to-earliest|--to-latest|--to-offset N|--to-datetime T|--by-duration D|
-                                    --shift-by N|--from-file CSV [--execute] [--export]
+    sparklog groups reset-offsets G --to-earliest|--to-latest|--to-current|--to-offset N|--to-datetime T|
+                                    --by-duration D|--shift-by N|--from-file CSV [--execute] [--export]
     sparklog groups delete G
     sparklog groups delete-offsets G --topic T[:P,P...]
 
@@ -32,14 +32,14 @@ Rule 3: reset-offsets and delete refuse a group with members: a Kafka group in a
 kafka-consumer-groups does), a ZooKeeper group with a registered consumer. A member that joins between the
 check and the write is refused by the coordinator (or the registry's fencing rule), also in one line.
 Rule 4: reset-offsets `--to` commits at once (`--dry-run`: the plan only); kafka-consumer-groups' options
-(`--to-earliest`, `--to-latest`, `--to-offset`, `--to-datetime`, `--by-duration`, `--shift-by`, `--from-file`)
-show the plan only unless `--execute`, as in Kafka's tool, so a command copied from Kafka's documentation changes
-nothing unless it says so. An offset outside a partition's [log start, log end] (given, or shifted from the
-committed one) becomes the nearer bound with a warning, as kafka-consumer-groups does; `--shift-by` needs a
-committed offset in every partition; `--from-file` a plan of topic,partition,offset lines (Kafka's CSV, which
-`--export` prints), checked whole before anything is contacted. Nothing is committed if a partition's leader does
-not answer. The scope is Kafka's: `--topic T` (every partition) or `--topic T:P,P` (those), repeatable;
-`--all-topics`, or neither, every partition the group committed.
+(`--to-earliest`, `--to-latest`, `--to-current`, `--to-offset`, `--to-datetime`, `--by-duration`, `--shift-by`,
+`--from-file`) show the plan only unless `--execute`, as in Kafka's tool, so a command copied from Kafka's
+documentation changes nothing unless it says so. An offset outside a partition's [log start, log end] (given, or
+shifted from the committed one) becomes the nearer bound with a warning, as kafka-consumer-groups does;
+`--shift-by` needs a committed offset in every partition; `--from-file` a plan of topic,partition,offset lines
+(Kafka's CSV, which `--export` prints), checked whole before anything is contacted. Nothing is committed if a
+partition's leader does not answer. The scope is Kafka's: `--topic T` (every partition) or `--topic T:P,P`
+(those), repeatable; `--all-topics`, or neither, every partition the group committed.
 Rule 5: delete-offsets is Kafka's `kafka-consumer-groups --delete-offsets`: OffsetDelete at the coordinator of a
 Kafka group, which decides per partition (a topic its members consume is refused, GROUP_SUBSCRIBED_TO_TOPIC);
 one line per partition with its outcome, exit status 1 if any was refused. A ZooKeeper group's offsets are
@@ -119,6 +119,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "+hh:mm; the log end when none is)")
     target.add_argument("--by-duration", type=_duration_ms, metavar="PnDTnHnMn.nS", help="the first offset at or "
                         "after this long ago (an ISO-8601 duration, as PT1H or P1DT12H; the log end when none is)")
+    target.add_argument("--to-current", action="store_true", help="the committed offset (the log end where "
+                        "there is none)")
     target.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (N may be negative; "
                         "clamped to the log)")
     target.add_argument("--from-file", metavar="CSV", help="the offsets a file gives: lines topic,partition,offset "
@@ -520,6 +522,8 @@ def _targets(session: Session, args: argparse.Namespace, partitions: list[TopicP
         return {tp: ends[tp][2] if ends[tp][2] >= 0 else ends[tp][1] for tp in partitions}
     if args.plan is not None:
         return {tp: _clamped(tp, args.plan[tp], *ends[tp]) for tp in partitions}
+    if getattr(args, "to_current", False):  # as Kafka's tool: not clamped; the log end where nothing is committed
+        return {tp: committed.get(tp, ends[tp][1]) for tp in partitions}
     if to is None:  # --shift-by
         uncommitted = [f"{t}-{p}" for t, p in partitions if (t, p) not in committed]
         if uncommitted:

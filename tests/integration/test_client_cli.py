@@ -373,7 +373,8 @@ def test_reset_offsets_by_duration_from_a_file_and_exported(cli_cluster, tmp_pat
 def test_reset_offsets_scopes_are_kafka_s_topic_colon_partitions_and_all_topics(cli_cluster):
     """kafka-consumer-groups' scopes: `--topic T:1` resets partition 1 alone (it failed with
     "UNKNOWN_TOPIC_OR_PARTITION: topic 'T:1'"), `--all-topics` every partition the group committed (it was an
-    unrecognized argument); the default without either stays every committed partition."""
+    unrecognized argument); the default without either stays every committed partition. --to-current (also
+    unrecognized): the committed offset, the log end where there is none."""
     from confluent_kafka import Consumer, TopicPartition
 
     from sparklog.client.admin import AdminClient
@@ -387,12 +388,16 @@ def test_reset_offsets_scopes_are_kafka_s_topic_colon_partitions_and_all_topics(
             producer.send(topic, b"m%d" % i, partition=i % 2).get(30)
     probe = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        probe.commit(offsets=[TopicPartition(topic, p, 7) for p in (0, 1)], asynchronous=False)
+        probe.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
 
         def committed() -> list[int]:
             return [tp.offset for tp in probe.committed([TopicPartition(topic, p) for p in (0, 1)], timeout=30)]
 
         base = ("groups", "--bootstrap-server", bootstrap, "reset-offsets", group)
+        current = sparklog(*base, "--topic", topic, "--to-current", "--execute")  # no commit in 1: its log end
+        assert current.returncode == 0, current.stderr.decode()
+        assert current.stdout.decode().split()[4:] == [group, topic, "0", "7", group, topic, "1", "10"]
+        assert committed() == [7, 10]
         done = sparklog(*base, "--topic", f"{topic}:1", "--to-earliest", "--execute")
         assert done.returncode == 0, done.stderr.decode()
         assert done.stdout.decode().split()[4:] == [group, topic, "1", "0"]
