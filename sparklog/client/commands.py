@@ -6,7 +6,8 @@ group_commands.py).
     sparklog consume TOPIC --partition P --offset N|earliest|latest
 
 The topic may also be `--topic TOPIC` and `--property` `--producer-property`/`--consumer-property`, as Kafka's
-console tools name them.
+console tools name them; their own --property settings are theirs here too: the producer's parse.key and
+key.separator, the consumer's print.key, print.value, print.partition, print.offset and key.separator.
 
 Servers come from `--bootstrap-server host:port[,...]`, else from the ZooKeeper broker registry
 (`--zookeeper`, default 127.0.0.1:2181), waiting `--zookeeper-timeout-ms` (zookeeper.connection.timeout.ms) at
@@ -126,6 +127,32 @@ def _count(text: str) -> int:
     return value
 
 
+# Kafka's console tools take these as --property (their line reader's and message formatter's), not as client
+# settings: {name: default}. The separator's default is Kafka's, a tab.
+READER_PROPERTIES = {"parse.key": "false", "key.separator": "\t"}
+FORMATTER_PROPERTIES = {"print.key": "false", "print.value": "true", "print.partition": "false",
+                        "print.offset": "false", "key.separator": "\t"}
+
+
+def _tool_properties(args: argparse.Namespace, known: dict[str, str]) -> dict[str, str | bool]:
+    """The console tool's own --property settings (`known`), taken out of `args.property`: the rest are client
+    settings. Boolean ones are true or false, as Kafka reads them."""
+    from sparklog.client.config import parse_key_values
+
+    try:
+        given = parse_key_values([p for p in args.property if p.split("=", 1)[0] in known])
+    except ValueError as exc:
+        raise SystemExit(f"--property: {exc}") from None
+    args.property = [p for p in args.property if p.split("=", 1)[0] not in known]
+    chosen: dict[str, str | bool] = {**known, **given}
+    for name, value in chosen.items():
+        if known[name] in ("true", "false"):
+            if value.lower() not in ("true", "false"):
+                raise SystemExit(f"error: --property {name} is true or false, not {value!r}")
+            chosen[name] = value.lower() == "true"
+    return chosen
+
+
 def _properties(args: argparse.Namespace) -> dict[str, str]:
     from sparklog.client.config import parse_key_values
 
@@ -149,7 +176,10 @@ def run_produce(args: argparse.Namespace) -> int:
     from sparklog.client.producer import Producer
 
     args.check_topic(args)
+    reader = _tool_properties(args, READER_PROPERTIES)
     separator = args.key_separator.encode() if args.key_separator else None
+    if separator is None and reader["parse.key"]:
+        separator = reader["key.separator"].encode()
     failures = []
     with Producer(**_servers(args), **_properties(args)) as producer:
         for line in sys.stdin.buffer:
@@ -168,6 +198,8 @@ def run_produce(args: argparse.Namespace) -> int:
 def run_consume(args: argparse.Namespace) -> int:
     args.check_topic(args)
     args.check_offset(args)
+    formatter = _tool_properties(args, FORMATTER_PROPERTIES)
+    formatter["print.key"] = formatter["print.key"] or args.print_key
     settings = _properties(args)
     settings.setdefault("consumer.timeout.ms", args.timeout_ms)
     reset = "earliest" if args.from_beginning else "latest"
@@ -176,9 +208,7 @@ def run_consume(args: argparse.Namespace) -> int:
     consumer = _group_consumer(args, settings, reset) if args.group else _plain_consumer(args, settings, reset)
     try:
         for record in consumer if args.max_messages != 0 else ():
-            if args.print_key:
-                out.write((record.key or b"null") + b"\t")
-            out.write((record.value if record.value is not None else b"null") + b"\n")
+            out.write(_formatted(record, formatter))
             count += 1
             if args.max_messages is not None and count >= args.max_messages:
                 break
@@ -191,6 +221,20 @@ def run_consume(args: argparse.Namespace) -> int:
         consumer.close()
     print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0
+
+
+def _formatted(record, formatter: dict) -> bytes:
+    """Kafka's DefaultMessageFormatter: the fields asked for, in its order, joined by key.separator."""
+    fields = []
+    if formatter["print.partition"]:
+        fields.append(b"Partition:%d" % record.partition)
+    if formatter["print.offset"]:
+        fields.append(b"Offset:%d" % record.offset)
+    if formatter["print.key"]:
+        fields.append(record.key if record.key is not None else b"null")
+    if formatter["print.value"]:
+        fields.append(record.value if record.value is not None else b"null")
+    return formatter["key.separator"].encode().join(fields) + b"\n"
 
 
 def _group_consumer(args, settings: dict, reset: str):

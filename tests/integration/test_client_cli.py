@@ -95,6 +95,25 @@ def test_console_clients_take_kafka_s_topic_and_client_property_options(cli_clus
             f"sparklog {command[0]}: error: "), done.stderr.decode()
 
 
+def test_console_clients_take_kafka_s_reader_and_formatter_properties(cli_cluster):
+    """kafka-console-producer --property parse.key=true --property key.separator=: and kafka-console-consumer
+    --property print.key=true|print.partition|print.offset|print.value|key.separator: each was refused as an
+    "unknown client setting". The output is Kafka's DefaultMessageFormatter's: Partition:P, Offset:O, key, value."""
+    topic, bootstrap = f"fmt-{uuid.uuid4().hex[:8]}", cli_cluster.bootstrap
+    done = sparklog("produce", topic, "--bootstrap-server", bootstrap, "--partition", "0", "--property",
+                    "parse.key=true", "--property", "key.separator=:", input=b"k1:v1\nk2:v2\n")
+    assert done.returncode == 0, done.stderr.decode()
+    base = ("consume", topic, "--bootstrap-server", bootstrap, "--from-beginning", "--max-messages", "2")
+    read = sparklog(*base, "--property", "print.key=true", "--property", "key.separator=|",
+                    "--property", "print.partition=true", "--property", "print.offset=true")
+    assert read.returncode == 0, read.stderr.decode()
+    assert read.stdout.splitlines() == [b"Partition:0|Offset:0|k1|v1", b"Partition:0|Offset:1|k2|v2"]
+    keys = sparklog(*base, "--property", "print.key=true", "--property", "print.value=false")
+    assert keys.returncode == 0 and keys.stdout.splitlines() == [b"k1", b"k2"], keys.stderr.decode()
+    bad = sparklog(*base, "--property", "print.key=yes")
+    assert bad.returncode != 0 and bad.stderr.decode().strip() == "error: --property print.key is true or false, not 'yes'"
+
+
 def test_consume_starts_at_kafka_s_offset_option_in_the_partition_named(cli_cluster):
     """kafka-console-consumer --partition P --offset N|earliest|latest: it was "unrecognized arguments: --offset";
     without one --partition, with --from-beginning or --group, or not a number, it is one usage line."""
