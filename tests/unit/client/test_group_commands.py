@@ -97,3 +97,28 @@ def test_from_file_reads_kafka_s_reset_plans_with_or_without_the_group_column(tm
             read_reset_plan(str(plan), "g")
     with pytest.raises(PlanError, match="cannot read"):
         read_reset_plan(str(tmp_path / "missing.csv"), "g")
+
+
+def test_by_duration_any_duration_s_parts_add_up_to_its_milliseconds():
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from sparklog.client.group_commands import _duration_ms
+
+    part = st.one_of(st.none(), st.integers(0, 10**6))
+
+    @given(part, part, part, part, st.one_of(st.none(), st.integers(0, 999_999_999)), st.booleans())
+    def check(days, hours, minutes, seconds, nanos, negative):
+        if all(p is None for p in (days, hours, minutes, seconds)):
+            return
+        if nanos is not None and seconds is None:
+            seconds = 0
+        time_part = "".join(f"{v}{u}" for v, u in ((hours, "H"), (minutes, "M")) if v is not None)
+        if seconds is not None:
+            time_part += f"{seconds}.{nanos:09d}S" if nanos is not None else f"{seconds}S"
+        text = ("-" if negative else "") + "P" + (f"{days}D" if days is not None else "") + (
+            "T" + time_part if time_part else "")
+        ns = ((((days or 0) * 24 + (hours or 0)) * 60 + (minutes or 0)) * 60 + (seconds or 0)) * 10**9 + (nanos or 0)
+        assert _duration_ms(text) == (-ns if negative else ns) // 1_000_000
+
+    check()
