@@ -60,8 +60,9 @@ def kafka_tool_form(argv: list[str]) -> list[str]:
     if len(given) != 1 or any(token in subcommands for token in rest):
         return argv
     rest.remove(given[0])
-    if argv[0] == "groups" and (name is None) != (given[0] == "--list"):
-        return argv  # every groups action but --list names one group
+    every = given[0] == "--describe" and "--all-groups" in rest
+    if argv[0] == "groups" and (name is None) != (given[0] == "--list" or every):
+        return argv  # every groups action but --list names one group (--describe: or --all-groups)
     return [argv[0], actions[given[0]], *([name] if name is not None else []), *rest]
 
 

@@ -2,7 +2,7 @@
 `kafka-consumer-groups.sh`.
 
     sparklog groups list
-    sparklog groups describe G [--members | --state]
+    sparklog groups describe G|--all-groups [--offsets | --members | --state]
     sparklog groups reset-offsets G --to earliest|latest|OFFSET [--topic T[:P,P...] | --all-topics] [--dry-run]
     sparklog groups reset-offsets G --to-earliest|--to-latest|--to-current|--to-offset N|--to-datetime T|
                                     --by-duration D|--shift-by N|--from-file CSV [--execute] [--export]
@@ -101,8 +101,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     commands = groups.add_subparsers(dest="groups_command", metavar="SUBCOMMAND")
     commands.add_parser("list", help="every group: kind, state, members").set_defaults(func=run_list)
     describe = commands.add_parser("describe", help="per partition: offset, log end, lag, owner (Kafka's shape)")
-    describe.add_argument("group")
+    describe.add_argument("group", nargs="?")
+    describe.add_argument("--all-groups", action="store_true", help="every group, one after another")
     view = describe.add_mutually_exclusive_group()
+    view.add_argument("--offsets", action="store_true", help="per partition: offset, log end, lag, owner (the "
+                      "default)")
     view.add_argument("--members", action="store_true", help="one line per member, with its assignment")
     view.add_argument("--state", action="store_true", help="coordinator, assignment strategy, state, members")
     describe.set_defaults(func=run_describe)
@@ -285,21 +288,43 @@ def run_list(args: argparse.Namespace) -> int:
 def run_describe(args: argparse.Namespace) -> int:
     from sparklog.protocol.errors import KafkaError
 
+    if (args.group is None) == (not args.all_groups):
+        print("error: describe takes a GROUP or --all-groups (not both)", file=sys.stderr)
+        return 2
     with Session(args) as session:
         try:
-            group = find_group(session, args.group)
-            if group is None:
-                return _no_group(session, args.group)
-            if args.state:
-                print_state(group)
-            elif args.members:
-                print_members(group)
-            else:
-                rows = offset_rows(group, session.admin.log_ends(described_partitions(group)))
-                print_offsets(group, rows)
+            names = _every_group(session) if args.all_groups else [args.group]
+            shown = 0
+            for name in names:
+                group = find_group(session, name)
+                if group is None and args.all_groups:
+                    continue  # deleted since it was listed
+                if group is None:
+                    return _no_group(session, name)
+                if shown:
+                    print()
+                _describe(session, args, group)
+                shown += 1
         except KafkaError as exc:
             return _refused(exc)
     return 0
+
+
+def _every_group(session: Session) -> list[str]:
+    """Every group `list` shows: the brokers' and, when ZooKeeper is asked, the registry's."""
+    from sparklog.coordination.offsets import list_groups
+
+    registered = list_groups(session.zk) if session.asks_zookeeper else []
+    return sorted(set(session.admin.list_groups()) | set(registered))
+
+
+def _describe(session: Session, args: argparse.Namespace, group: GroupView) -> None:
+    if args.state:
+        print_state(group)
+    elif args.members:
+        print_members(group)
+    else:
+        print_offsets(group, offset_rows(group, session.admin.log_ends(described_partitions(group))))
 
 
 def described_partitions(group: GroupView) -> list[TopicPartition]:

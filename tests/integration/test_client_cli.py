@@ -114,6 +114,23 @@ def test_console_clients_take_kafka_s_reader_and_formatter_properties(cli_cluste
     assert bad.returncode != 0 and bad.stderr.decode().strip() == "error: --property print.key is true or false, not 'yes'"
 
 
+def test_groups_describe_takes_kafka_s_offsets_and_all_groups_options(cli_cluster):
+    """kafka-consumer-groups --describe --offsets (the default view, named) and --describe --all-groups (every
+    group, one table each): both were "unrecognized arguments"."""
+    bootstrap, topic, group, committer = group_at_5_in_a_log_from_4_to_10(cli_cluster, "alls")
+    committer.close()
+    offsets = sparklog("groups", "--bootstrap-server", bootstrap, "--describe", "--group", group, "--offsets")
+    assert offsets.returncode == 0, offsets.stderr.decode()
+    rows = [line.split() for line in offsets.stdout.decode().splitlines() if line.startswith(group)]
+    assert [r[:6] for r in rows] == [[group, topic, "0", "5", "10", "5"]]
+    every = sparklog("groups", "--bootstrap-server", bootstrap, "describe", "--all-groups")
+    assert every.returncode == 0, every.stderr.decode()
+    assert [line.split()[:6] for line in every.stdout.decode().splitlines() if line.startswith(group)] == [
+        [group, topic, "0", "5", "10", "5"]]
+    both = sparklog("groups", "--bootstrap-server", bootstrap, "describe", group, "--all-groups")
+    assert both.returncode == 2 and b"not both" in both.stderr
+
+
 def test_consume_starts_at_kafka_s_offset_option_in_the_partition_named(cli_cluster):
     """kafka-console-consumer --partition P --offset N|earliest|latest: it was "unrecognized arguments: --offset";
     without one --partition, with --from-beginning or --group, or not a number, it is one usage line."""

@@ -22,6 +22,8 @@ from sparklog.cli import build_parser, kafka_tool_form
      "groups reset-offsets g --bootstrap-server B --topic t:0 --to-earliest --execute"),
     ("groups --bootstrap-server B --delete-offsets --group g --topic t", "groups delete-offsets g --bootstrap-server B --topic t"),
     ("groups --bootstrap-server B --delete --group=g", "groups delete g --bootstrap-server B"),
+    ("groups --bootstrap-server B --describe --all-groups", "groups describe --bootstrap-server B --all-groups"),
+    ("groups --bootstrap-server B --describe --group g --offsets", "groups describe g --bootstrap-server B --offsets"),
 ])
 def test_kafka_s_action_options_become_the_subcommand_with_the_named_object(kafka, ours):
     assert kafka_tool_form(kafka.split()) == ours.split()
@@ -33,6 +35,7 @@ def test_kafka_s_action_options_become_the_subcommand_with_the_named_object(kafk
     "topics --create --describe --topic t",  # two actions: argparse says what is wrong
     "groups reset-offsets g --topic t --to-earliest", "produce --topic t", "topics describe --topic t",
     "topics --describe list",  # a subcommand is named: sparklog's form, left alone
+    "groups --delete --all-groups",  # only --describe takes --all-groups here
 ])
 def test_sparklog_s_own_forms_and_what_is_not_one_kafka_action_are_left_alone(argv):
     assert kafka_tool_form(argv.split()) == argv.split()
