@@ -114,6 +114,29 @@ def test_console_clients_take_kafka_s_reader_and_formatter_properties(cli_cluste
     assert bad.returncode != 0 and bad.stderr.decode().strip() == "error: --property print.key is true or false, not 'yes'"
 
 
+def test_topics_alter_places_new_partitions_by_kafka_s_replica_assignment(cli_cluster):
+    """kafka-topics --alter --partitions N --replica-assignment LIST (every partition's replicas; the existing
+    ones' entries are not changed): it was "unrecognized arguments"; a list that does not fit is one line."""
+    from sparklog.coordination import topics
+    from sparklog.coordination.connection import close, connect
+
+    topic, zk = f"alra-{uuid.uuid4().hex[:8]}", cli_cluster.zk_connect
+    assert sparklog("topics", "--zookeeper", zk, "create", topic, "--partitions", "1").returncode == 0
+    for assignment, words in [("1,1", "increasing the number of partitions by 2 but 1 assignments"),
+                              ("1,1,7", "unknown broker"), ("1,1:1,1:1", "replication factor")]:
+        done = sparklog("topics", "--zookeeper", zk, "alter", topic, "--partitions", "3",
+                        "--replica-assignment", assignment)
+        assert done.returncode == 1 and len(done.stderr.splitlines()) == 1 and words.encode() in done.stderr, (
+            assignment, done.stderr.decode())
+    done = sparklog("topics", "--zookeeper", zk, "alter", topic, "--partitions", "3", "--replica-assignment", "1,1,1")
+    assert done.returncode == 0, done.stderr.decode()
+    client = connect(zk)
+    try:
+        assert topics.get_topic(client, topic).partitions == {0: (1,), 1: (1,), 2: (1,)}
+    finally:
+        close(client)
+
+
 def test_groups_describe_takes_kafka_s_offsets_and_all_groups_options(cli_cluster):
     """kafka-consumer-groups --describe --offsets (the default view, named) and --describe --all-groups (every
     group, one table each): both were "unrecognized arguments"."""
