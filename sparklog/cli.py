@@ -10,6 +10,10 @@ with one line on stderr, `error: ...`, and exit status 1, never a traceback.
 Rule 3: so does a value the command was given that the layer checking it refuses (a ValueError: an address,
 a setting, a name, a partition) and an error a broker answered with (a KafkaError: its Kafka name and what
 it concerned). Anything else is a bug and keeps its traceback.
+Rule 4: Kafka's tool forms are read as sparklog's (`kafka_tool_form`): kafka-topics.sh and
+kafka-consumer-groups.sh name the action as an option and the object with an option (`topics --describe --topic
+T`, `groups --reset-offsets --group G ...`); a command with exactly one such action and no subcommand becomes
+`topics describe T`, `groups reset-offsets G ...`, the other options unchanged. Anything else is left to argparse.
 """
 
 from __future__ import annotations
@@ -29,6 +33,39 @@ COMMAND_MODULES = (
 )
 
 
+# Rule 4: command -> (the object's option, {Kafka's action option: sparklog's subcommand}, the other subcommands)
+KAFKA_TOOL_ACTIONS = {
+    "topics": ("--topic", {"--list": "list", "--create": "create", "--describe": "describe", "--alter": "alter",
+                           "--delete": "delete"}, ("elect-leaders", "reassign")),
+    "groups": ("--group", {"--list": "list", "--describe": "describe", "--delete": "delete",
+                           "--reset-offsets": "reset-offsets", "--delete-offsets": "delete-offsets"}, ()),
+}
+
+
+def kafka_tool_form(argv: list[str]) -> list[str]:
+    """Rule 4: `[command, subcommand, object?, *other options]` for a Kafka tool's form, else `argv` as given."""
+    if not argv or argv[0] not in KAFKA_TOOL_ACTIONS:
+        return argv
+    name_option, actions, others = KAFKA_TOOL_ACTIONS[argv[0]]
+    rest, name = list(argv[1:]), None
+    for i, token in enumerate(rest):
+        if token == name_option and i + 1 < len(rest):
+            name, rest = rest[i + 1], rest[:i] + rest[i + 2:]
+            break
+        if token.startswith(name_option + "="):
+            name, rest = token.split("=", 1)[1], rest[:i] + rest[i + 1:]
+            break
+    given = [token for token in rest if token in actions]
+    subcommands = {*actions.values(), *others}
+    if len(given) != 1 or any(token in subcommands for token in rest):
+        return argv
+    rest.remove(given[0])
+    every = given[0] == "--describe" and "--all-groups" in rest
+    if argv[0] == "groups" and (name is None) != (given[0] == "--list" or every):
+        return argv  # every groups action but --list names one group (--describe: or --all-groups)
+    return [argv[0], actions[given[0]], *([name] if name is not None else []), *rest]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparklog", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -39,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(kafka_tool_form(sys.argv[1:] if argv is None else list(argv)))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

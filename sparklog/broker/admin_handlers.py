@@ -18,7 +18,9 @@ sparklog has no dynamic broker configs, so an alter of one is INVALID_REQUEST sa
 Rule 4: CreatePartitions obeys CreateTopics' partition limits (partition_limits.py) before any ZooKeeper write:
 the new total against max.partitions.per.topic, the partitions added against max.broker.partitions and, over
 the whole request, max.partitions.per.request. The internal `__consumer_offsets` keeps its partition count
-(INVALID_REQUEST; offsets_topic.py Rule 2).
+(INVALID_REQUEST; offsets_topic.py Rule 2). Its `assignments` place the new partitions as given, once Kafka's
+checks pass (one per new partition, the topic's replication factor, distinct live brokers), else
+INVALID_REPLICA_ASSIGNMENT naming what is wrong.
 Rule 5: DeleteRecords is served by each partition's leader and moves its log start offset
 (`PartitionLog.delete_records_before`); -1 means the high watermark; beyond it is OFFSET_OUT_OF_RANGE. An
 internal topic's records are not deleted (INVALID_TOPIC_EXCEPTION, as Kafka; offsets_topic.py Rule 2).
@@ -144,6 +146,18 @@ async def _create_partitions(body, state) -> CreatePartitionsResponse:
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
+def _assignment_problem(assignment, added: int, live, first: int, replication: int) -> str | None:
+    """Kafka's checks of CreatePartitions' assignments: one per new partition, each as wide as the topic's
+    partitions, with distinct live brokers."""
+    if len(assignment) != added:
+        return f"increasing the number of partitions by {added} but {len(assignment)} assignments provided"
+    try:
+        topic_registry.validate_assignment(assignment, live, first, replication)
+    except topic_registry.InvalidReplicaAssignment as exc:
+        return str(exc)
+    return None
+
+
 def _added(state, topic) -> int:
     """How many partitions a CreatePartitions topic asks to add (0 for an unknown topic or a shrink)."""
     meta = state.partitions.snapshot.topics.get(topic.name)
@@ -160,8 +174,8 @@ async def _grow(state, topic, validate_only: bool) -> tuple[int, str | None]:
     if topic.count <= current:
         return INVALID_PARTITIONS, (f"topic {topic.name!r} has {current} partitions; the new count must be "
                                     f"larger, not {topic.count}")
-    if topic.assignments is not None:
-        return INVALID_REPLICA_ASSIGNMENT, "manual replica assignments are not supported"
+    assignment = None if topic.assignments is None else {
+        current + i: tuple(a.broker_ids) for i, a in enumerate(topic.assignments)}
     limit = state.config.max_partitions_per_topic
     if topic.count > limit:
         return INVALID_PARTITIONS, f"{topic.count} partitions is more than max.partitions.per.topic={limit}"
@@ -171,12 +185,19 @@ async def _grow(state, topic, validate_only: bool) -> tuple[int, str | None]:
                                                 topic.count - current, replication)
     if over_limit:
         return over_limit
+    if assignment is not None:  # checked here too, so that validate_only answers as the write would
+        problem = _assignment_problem(assignment, topic.count - current, live, current, replication)
+        if problem:
+            return INVALID_REPLICA_ASSIGNMENT, problem
     if validate_only:
         return NONE, None
     try:
-        grown = await state.blocking(topic_registry.add_partitions, state.zk, topic.name, topic.count, live)
+        grown = await state.blocking(topic_registry.add_partitions, state.zk, topic.name, topic.count, live,
+                                     assignment)
     except topic_registry.UnknownTopic as exc:
         return UNKNOWN_TOPIC_OR_PARTITION, str(exc)
+    except topic_registry.InvalidReplicaAssignment as exc:
+        return INVALID_REPLICA_ASSIGNMENT, str(exc)
     except (topic_registry.InvalidPartitions, topic_registry.InvalidReplicationFactor) as exc:
         return INVALID_PARTITIONS, str(exc)
     except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: the client may retry

@@ -717,9 +717,9 @@ def _list_offsets(request, state) -> ListOffsetsResponse:
                 code = OFFSET_NOT_AVAILABLE if request.header.api_version >= 5 else LEADER_NOT_AVAILABLE
                 parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=code))
                 continue
-            parts.append(ListOffsetsPartitionResponse(
+            parts.append(ListOffsetsPartitionResponse(  # nothing found (offset -1): no epoch, as Kafka answers
                 partition_index=part.partition_index, error_code=NONE, timestamp=timestamp, offset=offset,
-                leader_epoch=NO_LEADER_EPOCH if part.timestamp == LATEST_TIERED_TIMESTAMP else led.leader_epoch))
+                leader_epoch=NO_LEADER_EPOCH if offset == NO_OFFSET else led.leader_epoch))
         topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 

@@ -3,6 +3,11 @@ group_commands.py).
 
     sparklog produce TOPIC [--key-separator :] < lines
     sparklog consume TOPIC [--group G] [--from-beginning] [--max-messages N]
+    sparklog consume TOPIC --partition P --offset N|earliest|latest
+
+The topic may also be `--topic TOPIC` and `--property` `--producer-property`/`--consumer-property`, as Kafka's
+console tools name them; their own --property settings are theirs here too: the producer's parse.key and
+key.separator, the consumer's print.key, print.value, print.partition, print.offset and key.separator.
 
 Servers come from `--bootstrap-server host:port[,...]`, else from the ZooKeeper broker registry
 (`--zookeeper`, default 127.0.0.1:2181), waiting `--zookeeper-timeout-ms` (zookeeper.connection.timeout.ms) at
@@ -19,31 +24,67 @@ DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     produce = subparsers.add_parser("produce", help="send lines from stdin as records")
-    _connection_args(produce)
-    produce.add_argument("topic")
+    _connection_args(produce, "--producer-property")
+    _topic_args(produce)
     produce.add_argument("--key-separator", help="split each line into key SEP value at the first SEP")
     produce.add_argument("--partition", type=int, help="send every record to this partition")
     produce.set_defaults(func=run_produce)
 
     consume = subparsers.add_parser("consume", help="print records of a topic")
-    _connection_args(consume)
-    consume.add_argument("topic")
+    _connection_args(consume, "--consumer-property")
+    _topic_args(consume)
     consume.add_argument("--group", help="consume as a member of this ZooKeeper consumer group")
     consume.add_argument("--from-beginning", action="store_true",
                          help="start at the smallest offset (new groups, or without --group)")
     consume.add_argument("--max-messages", type=_count, help="exit after this many records")
     consume.add_argument("--partition", type=int, action="append", help="only these partitions (no --group)")
+    consume.add_argument("--offset", type=_start_offset, help="start here in the one --partition: an offset, "
+                         "earliest or latest (kafka-console-consumer's --offset)")
     consume.add_argument("--print-key", action="store_true", help="print KEY<tab>VALUE")
     consume.add_argument("--timeout-ms", type=int, default=-1, help="exit after this long without a record")
-    consume.set_defaults(func=run_consume)
+    consume.set_defaults(func=run_consume, check_offset=lambda args: _offset_alone(consume, args))
 
 
-def _connection_args(parser: argparse.ArgumentParser) -> None:
+def _connection_args(parser: argparse.ArgumentParser, kafka_property_option: str) -> None:
     parser.add_argument("--bootstrap-server", help="host:port[,host:port] (default: from ZooKeeper)")
     parser.add_argument("--zookeeper", default=DEFAULT_ZOOKEEPER, help="host:port[/chroot] (default %(default)s)")
     add_zookeeper_timeout(parser)
-    parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--property", kafka_property_option, action="append", default=[], metavar="KEY=VALUE",
                         help="a client setting by its Kafka name, e.g. compression.type=lz4")
+
+
+def _topic_args(parser: argparse.ArgumentParser) -> None:
+    """The topic as sparklog's positional TOPIC or as Kafka's console tools name it, `--topic TOPIC`: one of
+    them, once (checked by `_one_topic` when the command runs)."""
+    parser.add_argument("topic", nargs="?")
+    parser.add_argument("--topic", dest="topic_option", metavar="TOPIC", help="the topic (as TOPIC)")
+    parser.set_defaults(check_topic=lambda args: _one_topic(parser, args))
+
+
+def _start_offset(text: str) -> int | str:
+    if text in ("earliest", "latest"):
+        return text
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"an offset (>= 0), earliest or latest, not {text!r}")
+    return int(text)
+
+
+def _offset_alone(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """kafka-console-consumer's rules for --offset: one partition named, no --from-beginning, no group."""
+    if args.offset is None:
+        return
+    if len(args.partition or ()) != 1:
+        parser.error("--offset needs exactly one --partition")
+    if args.from_beginning or args.group:
+        parser.error(f"--offset is not allowed with {'--from-beginning' if args.from_beginning else '--group'}")
+
+
+def _one_topic(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.topic is not None and args.topic_option is not None:
+        parser.error(f"name the topic once: {args.topic!r} or --topic {args.topic_option!r}")
+    if args.topic is None and args.topic_option is None:
+        parser.error("the topic is required (TOPIC or --topic TOPIC)")
+    args.topic = args.topic if args.topic is not None else args.topic_option
 
 
 def add_zookeeper_timeout(parser: argparse.ArgumentParser, hidden: bool = False) -> None:
@@ -86,6 +127,32 @@ def _count(text: str) -> int:
     return value
 
 
+# Kafka's console tools take these as --property (their line reader's and message formatter's), not as client
+# settings: {name: default}. The separator's default is Kafka's, a tab.
+READER_PROPERTIES = {"parse.key": "false", "key.separator": "\t"}
+FORMATTER_PROPERTIES = {"print.key": "false", "print.value": "true", "print.partition": "false",
+                        "print.offset": "false", "key.separator": "\t"}
+
+
+def _tool_properties(args: argparse.Namespace, known: dict[str, str]) -> dict[str, str | bool]:
+    """The console tool's own --property settings (`known`), taken out of `args.property`: the rest are client
+    settings. Boolean ones are true or false, as Kafka reads them."""
+    from sparklog.client.config import parse_key_values
+
+    try:
+        given = parse_key_values([p for p in args.property if p.split("=", 1)[0] in known])
+    except ValueError as exc:
+        raise SystemExit(f"--property: {exc}") from None
+    args.property = [p for p in args.property if p.split("=", 1)[0] not in known]
+    chosen: dict[str, str | bool] = {**known, **given}
+    for name, value in chosen.items():
+        if known[name] in ("true", "false"):
+            if value.lower() not in ("true", "false"):
+                raise SystemExit(f"error: --property {name} is true or false, not {value!r}")
+            chosen[name] = value.lower() == "true"
+    return chosen
+
+
 def _properties(args: argparse.Namespace) -> dict[str, str]:
     from sparklog.client.config import parse_key_values
 
@@ -108,7 +175,11 @@ def _servers(args: argparse.Namespace) -> dict:
 def run_produce(args: argparse.Namespace) -> int:
     from sparklog.client.producer import Producer
 
+    args.check_topic(args)
+    reader = _tool_properties(args, READER_PROPERTIES)
     separator = args.key_separator.encode() if args.key_separator else None
+    if separator is None and reader["parse.key"]:
+        separator = reader["key.separator"].encode()
     failures = []
     with Producer(**_servers(args), **_properties(args)) as producer:
         for line in sys.stdin.buffer:
@@ -125,6 +196,10 @@ def run_produce(args: argparse.Namespace) -> int:
 
 
 def run_consume(args: argparse.Namespace) -> int:
+    args.check_topic(args)
+    args.check_offset(args)
+    formatter = _tool_properties(args, FORMATTER_PROPERTIES)
+    formatter["print.key"] = formatter["print.key"] or args.print_key
     settings = _properties(args)
     settings.setdefault("consumer.timeout.ms", args.timeout_ms)
     reset = "earliest" if args.from_beginning else "latest"
@@ -133,9 +208,7 @@ def run_consume(args: argparse.Namespace) -> int:
     consumer = _group_consumer(args, settings, reset) if args.group else _plain_consumer(args, settings, reset)
     try:
         for record in consumer if args.max_messages != 0 else ():
-            if args.print_key:
-                out.write((record.key or b"null") + b"\t")
-            out.write((record.value if record.value is not None else b"null") + b"\n")
+            out.write(_formatted(record, formatter))
             count += 1
             if args.max_messages is not None and count >= args.max_messages:
                 break
@@ -148,6 +221,20 @@ def run_consume(args: argparse.Namespace) -> int:
         consumer.close()
     print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0
+
+
+def _formatted(record, formatter: dict) -> bytes:
+    """Kafka's DefaultMessageFormatter: the fields asked for, in its order, joined by key.separator."""
+    fields = []
+    if formatter["print.partition"]:
+        fields.append(b"Partition:%d" % record.partition)
+    if formatter["print.offset"]:
+        fields.append(b"Offset:%d" % record.offset)
+    if formatter["print.key"]:
+        fields.append(record.key if record.key is not None else b"null")
+    if formatter["print.value"]:
+        fields.append(record.value if record.value is not None else b"null")
+    return formatter["key.separator"].encode().join(fields) + b"\n"
 
 
 def _group_consumer(args, settings: dict, reset: str):
@@ -173,4 +260,12 @@ def _plain_consumer(args, settings: dict, reset: str):
         consumer.close()
         raise
     consumer.assign([(args.topic, p) for p in args.partition or known])
+    if args.offset is not None:  # out of the log, auto.offset.reset (latest here) decides, as in Kafka's tool
+        tp = (args.topic, args.partition[0])
+        if args.offset == "earliest":
+            consumer.seek_to_beginning(tp)
+        elif args.offset == "latest":
+            consumer.seek_to_end(tp)
+        else:
+            consumer.seek(tp, args.offset)
     return consumer

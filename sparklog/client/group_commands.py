@@ -2,9 +2,10 @@
 `kafka-consumer-groups.sh`.
 
     sparklog groups list
-    sparklog groups describe G [--members | --state]
-    sparklog groups reset-offsets G --to earliest|latest|OFFSET [--topic T] [--dry-run]
-    sparklog groups reset-offsets G --to-earliest|--to-latest|--to-offset N|--to-datetime T|--shift-by N [--execute]
+    sparklog groups describe G|--all-groups [--offsets | --members | --state]
+    sparklog groups reset-offsets G --to earliest|latest|OFFSET [--topic T[:P,P...] | --all-topics] [--dry-run]
+    sparklog groups reset-offsets G --to-earliest|--to-latest|--to-current|--to-offset N|--to-datetime T|
+                                    --by-duration D|--shift-by N|--from-file CSV [--execute] [--export]
     sparklog groups delete G
     sparklog groups delete-offsets G --topic T[:P,P...]
 
@@ -31,11 +32,14 @@ Rule 3: reset-offsets and delete refuse a group with members: a Kafka group in a
 kafka-consumer-groups does), a ZooKeeper group with a registered consumer. A member that joins between the
 check and the write is refused by the coordinator (or the registry's fencing rule), also in one line.
 Rule 4: reset-offsets `--to` commits at once (`--dry-run`: the plan only); kafka-consumer-groups' options
-(`--to-earliest`, `--to-latest`, `--to-offset`, `--to-datetime`, `--shift-by`) show the plan only unless `--execute`, as in
-Kafka's tool, so a command copied from Kafka's documentation changes nothing unless it says so. An offset
-outside a partition's [log start, log end] (given, or shifted from the committed one) becomes the nearer
-bound with a warning, as kafka-consumer-groups does; `--shift-by` needs a committed offset in every
-partition. Nothing is committed if a partition's leader does not answer.
+(`--to-earliest`, `--to-latest`, `--to-current`, `--to-offset`, `--to-datetime`, `--by-duration`, `--shift-by`,
+`--from-file`) show the plan only unless `--execute`, as in Kafka's tool, so a command copied from Kafka's
+documentation changes nothing unless it says so. An offset outside a partition's [log start, log end] (given, or
+shifted from the committed one) becomes the nearer bound with a warning, as kafka-consumer-groups does;
+`--shift-by` needs a committed offset in every partition; `--from-file` a plan of topic,partition,offset lines
+(Kafka's CSV, which `--export` prints), checked whole before anything is contacted. Nothing is committed if a
+partition's leader does not answer. The scope is Kafka's: `--topic T` (every partition) or `--topic T:P,P`
+(those), repeatable; `--all-topics`, or neither, every partition the group committed.
 Rule 5: delete-offsets is Kafka's `kafka-consumer-groups --delete-offsets`: OffsetDelete at the coordinator of a
 Kafka group, which decides per partition (a topic its members consume is refused, GROUP_SUBSCRIBED_TO_TOPIC);
 one line per partition with its outcome, exit status 1 if any was refused. A ZooKeeper group's offsets are
@@ -45,7 +49,9 @@ not touched (reset-offsets or delete them; the one line says so).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -95,8 +101,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     commands = groups.add_subparsers(dest="groups_command", metavar="SUBCOMMAND")
     commands.add_parser("list", help="every group: kind, state, members").set_defaults(func=run_list)
     describe = commands.add_parser("describe", help="per partition: offset, log end, lag, owner (Kafka's shape)")
-    describe.add_argument("group")
+    describe.add_argument("group", nargs="?")
+    describe.add_argument("--all-groups", action="store_true", help="every group, one after another")
     view = describe.add_mutually_exclusive_group()
+    view.add_argument("--offsets", action="store_true", help="per partition: offset, log end, lag, owner (the "
+                      "default)")
     view.add_argument("--members", action="store_true", help="one line per member, with its assignment")
     view.add_argument("--state", action="store_true", help="coordinator, assignment strategy, state, members")
     describe.set_defaults(func=run_describe)
@@ -111,13 +120,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     target.add_argument("--to-datetime", type=_datetime_ms, metavar="YYYY-MM-DDTHH:mm:SS.sss",
                         help="the first offset at or after this time (local time unless it ends with Z or "
                              "+hh:mm; the log end when none is)")
+    target.add_argument("--by-duration", type=_duration_ms, metavar="PnDTnHnMn.nS", help="the first offset at or "
+                        "after this long ago (an ISO-8601 duration, as PT1H or P1DT12H; the log end when none is)")
+    target.add_argument("--to-current", action="store_true", help="the committed offset (the log end where "
+                        "there is none)")
     target.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (N may be negative; "
                         "clamped to the log)")
+    target.add_argument("--from-file", metavar="CSV", help="the offsets a file gives: lines topic,partition,offset "
+                        "or group,topic,partition,offset (Kafka's reset plan; clamped to the log)")
     mode = reset.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="show the new offsets, commit nothing")
     mode.add_argument("--execute", action="store_true", help="commit them (needed by the kafka-consumer-groups "
                       "options)")
-    reset.add_argument("--topic", action="append", help="only these topics (default: every topic it committed)")
+    reset.add_argument("--export", action="store_true", help="print the new offsets as CSV lines "
+                       "topic,partition,offset (what --from-file reads)")
+    scope = reset.add_mutually_exclusive_group()
+    scope.add_argument("--topic", action="append", metavar="TOPIC[:P,P...]", help="only these topics, or these "
+                       "partitions of one (repeatable; default: every partition the group committed)")
+    scope.add_argument("--all-topics", action="store_true", help="every partition the group committed (the "
+                       "default; kafka-consumer-groups asks for it or --topic)")
     reset.set_defaults(func=run_reset)
     delete = commands.add_parser("delete", help="delete an inactive group and its committed offsets")
     delete.add_argument("group")
@@ -267,21 +288,43 @@ def run_list(args: argparse.Namespace) -> int:
 def run_describe(args: argparse.Namespace) -> int:
     from sparklog.protocol.errors import KafkaError
 
+    if (args.group is None) == (not args.all_groups):
+        print("error: describe takes a GROUP or --all-groups (not both)", file=sys.stderr)
+        return 2
     with Session(args) as session:
         try:
-            group = find_group(session, args.group)
-            if group is None:
-                return _no_group(session, args.group)
-            if args.state:
-                print_state(group)
-            elif args.members:
-                print_members(group)
-            else:
-                rows = offset_rows(group, session.admin.log_ends(described_partitions(group)))
-                print_offsets(group, rows)
+            names = _every_group(session) if args.all_groups else [args.group]
+            shown = 0
+            for name in names:
+                group = find_group(session, name)
+                if group is None and args.all_groups:
+                    continue  # deleted since it was listed
+                if group is None:
+                    return _no_group(session, name)
+                if shown:
+                    print()
+                _describe(session, args, group)
+                shown += 1
         except KafkaError as exc:
             return _refused(exc)
     return 0
+
+
+def _every_group(session: Session) -> list[str]:
+    """Every group `list` shows: the brokers' and, when ZooKeeper is asked, the registry's."""
+    from sparklog.coordination.offsets import list_groups
+
+    registered = list_groups(session.zk) if session.asks_zookeeper else []
+    return sorted(set(session.admin.list_groups()) | set(registered))
+
+
+def _describe(session: Session, args: argparse.Namespace, group: GroupView) -> None:
+    if args.state:
+        print_state(group)
+    elif args.members:
+        print_members(group)
+    else:
+        print_offsets(group, offset_rows(group, session.admin.log_ends(described_partitions(group))))
 
 
 def described_partitions(group: GroupView) -> list[TopicPartition]:
@@ -349,6 +392,12 @@ def run_reset(args: argparse.Namespace) -> int:
         option = "--to" if args.to is not None else "--to-offset"
         print(f"error: {option} is earliest, latest or an offset (>= 0), not {to!r}", file=sys.stderr)
         return 2
+    try:
+        args.scope = [_topic_partitions(spec) for spec in args.topic or ()]
+        args.plan = read_reset_plan(args.from_file, args.group) if args.from_file is not None else None
+    except (ValueError, PlanError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     args.to, args.commit = to, commit
     with Session(args) as session:
         try:
@@ -358,7 +407,8 @@ def run_reset(args: argparse.Namespace) -> int:
 
 
 def reset_target(args: argparse.Namespace) -> tuple[str | None, bool]:
-    """(target, whether to commit) by Rule 4: earliest, latest or an offset, or None for --shift-by."""
+    """(target, whether to commit) by Rule 4: earliest, latest or an offset, or None for the options that find
+    each partition's own (--shift-by, --to-datetime, --by-duration, --from-file)."""
     if args.to is not None:
         return args.to, not args.dry_run
     to = "earliest" if args.to_earliest else "latest" if args.to_latest else args.to_offset
@@ -373,8 +423,11 @@ def _reset(session: Session, args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     committed = group.committed if group else {}
-    partitions = ([tp for t in args.topic for tp in session.admin.partitions_of(t)] if args.topic
-                  else sorted(committed))
+    partitions = ([tp for topic, chosen in args.scope
+                   for tp in (session.admin.partitions_of(topic) if chosen is None else chosen)]
+                  if args.scope else sorted(committed))
+    if args.plan is not None:  # the file names the partitions; a --topic scope narrows them
+        partitions = sorted(set(args.plan) & set(partitions) if args.scope else args.plan)
     if not partitions:
         print(f"error: group {args.group!r} has no committed offsets; name --topic", file=sys.stderr)
         return 1
@@ -382,7 +435,7 @@ def _reset(session: Session, args: argparse.Namespace) -> int:
     if offsets is None:
         return 1
     if not args.commit:
-        _print_reset(args.group, offsets)
+        _print_reset(args.group, offsets, args.export)
         again = "without --dry-run" if args.dry_run else "with --execute"
         print(f"dry run: nothing committed; run it again {again} to commit these offsets", file=sys.stderr)
         return 0
@@ -396,12 +449,71 @@ def _reset(session: Session, args: argparse.Namespace) -> int:
             return 1
     else:
         session.admin.commit_offsets(args.group, offsets)  # the coordinator refuses if members joined
-    _print_reset(args.group, offsets)
+    _print_reset(args.group, offsets, args.export)
     return 0
 
 
-def _print_reset(group: str, offsets: dict[TopicPartition, int]) -> None:
+def _print_reset(group: str, offsets: dict[TopicPartition, int], export: bool = False) -> None:
+    if export:  # kafka-consumer-groups --export: one group's plan as CSV, no header
+        for (t, p), o in sorted(offsets.items()):
+            print(f"{t},{p},{o}")
+        return
     print_columns(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), [(group, t, p, o) for (t, p), o in sorted(offsets.items())])
+
+
+# java.time.Duration.parse's form, which kafka-consumer-groups --by-duration takes: PnDTnHnMn.nS, each part
+# optional (at least one; T only before a time part), signed, the seconds alone with a fraction (up to 9 digits).
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?=[-+\d])(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?"
+                       r"(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
+_NS_PER = (86_400 * 10**9, 3_600 * 10**9, 60 * 10**9, 10**9)  # day, hour, minute, second
+
+
+def _duration_ms(text: str) -> int:
+    """kafka-consumer-groups' --by-duration: an ISO-8601 duration (java.time.Duration's form) in ms, floored as
+    Instant.toEpochMilli floors."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None or not any(match.group(i) for i in (2, 3, 4, 5)):
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 duration like PT1H or P1DT12H30M: {text!r}")
+    sign, *parts, fraction = match.groups()
+    ns = sum(int(part) * unit for part, unit in zip(parts, _NS_PER) if part)
+    if fraction:
+        ns += (-1 if parts[3].startswith("-") else 1) * int(fraction.ljust(9, "0"))
+    return (-ns if sign == "-" else ns) // 1_000_000
+
+
+class PlanError(ValueError):
+    """A --from-file reset plan that cannot be used: nothing is committed."""
+
+
+def read_reset_plan(path: str, group: str) -> dict[TopicPartition, int]:
+    """kafka-consumer-groups --from-file: CSV lines topic,partition,offset (one group's plan, as --export writes
+    it) or group,topic,partition,offset (lines of other groups skipped); blank lines skipped. One form per file;
+    a partition named twice, a line of another shape or a negative offset is refused, naming its line."""
+    import csv
+
+    try:
+        with open(path, newline="") as file:
+            rows = [(number, row) for number, row in enumerate(csv.reader(file), 1) if row]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise PlanError(f"cannot read reset plan {path}: {exc}") from None
+    width = len(rows[0][1]) if rows else 3
+    plan: dict[TopicPartition, int] = {}
+    for number, row in rows:
+        if len(row) != width or width not in (3, 4):
+            raise PlanError(f"{path} line {number}: expected topic,partition,offset or group,topic,partition,offset "
+                            f"(as the first line), not {','.join(row)!r}")
+        if width == 4 and row[0] != group:
+            continue
+        topic, partition, offset = row[-3:]
+        if not (partition.isdigit() and offset.isdigit()):
+            raise PlanError(f"{path} line {number}: partition and offset are numbers (>= 0), not {partition!r} "
+                            f"and {offset!r}")
+        if (topic, int(partition)) in plan:
+            raise PlanError(f"{path} line {number}: {topic}-{partition} twice")
+        plan[(topic, int(partition))] = int(offset)
+    if not plan:
+        raise PlanError(f"{path}: no reset plan for group {group!r}")
+    return plan
 
 
 def _datetime_ms(text: str) -> int:
@@ -421,6 +533,8 @@ def _targets(session: Session, args: argparse.Namespace, partitions: list[TopicP
     end] with a warning, as kafka-consumer-groups does (an offset outside would meet OFFSET_OUT_OF_RANGE at the
     group's next fetch, and its auto.offset.reset)."""
     to, at_time, shift_by = args.to, getattr(args, "to_datetime", None), getattr(args, "shift_by", None)
+    if getattr(args, "by_duration", None) is not None:  # back from now, as Kafka's tool reckons it
+        at_time = int(time.time() * 1000) - args.by_duration
     ends = session.admin.log_ends(partitions, at_time)
     missing = [f"{t}-{p}" for t, p in partitions if (t, p) not in ends]
     if missing:
@@ -431,6 +545,10 @@ def _targets(session: Session, args: argparse.Namespace, partitions: list[TopicP
         return {tp: ends[tp][NAMED_RESETS[to]] for tp in partitions}
     if at_time is not None:  # no record at or after the time: the log end, as Kafka's tool does
         return {tp: ends[tp][2] if ends[tp][2] >= 0 else ends[tp][1] for tp in partitions}
+    if args.plan is not None:
+        return {tp: _clamped(tp, args.plan[tp], *ends[tp]) for tp in partitions}
+    if getattr(args, "to_current", False):  # as Kafka's tool: not clamped; the log end where nothing is committed
+        return {tp: committed.get(tp, ends[tp][1]) for tp in partitions}
     if to is None:  # --shift-by
         uncommitted = [f"{t}-{p}" for t, p in partitions if (t, p) not in committed]
         if uncommitted:

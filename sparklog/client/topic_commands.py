@@ -56,6 +56,8 @@ def add_parser(subparsers) -> None:
                        help="set a topic-level override; repeatable")
     alter.add_argument("--delete-config", action="append", default=[], metavar="KEY",
                        help="remove an override (back to the broker default); repeatable")
+    alter.add_argument("--replica-assignment", metavar="B:B,B:B", help="with --partitions: every partition's "
+                       "replicas, as for create; the entries past the current count place the new partitions")
     alter.set_defaults(func=_zookeeper_only(_topics_alter))
     elect = topics_sub.add_parser("elect-leaders", help="move leadership back to each partition's preferred "
                                                         "(first) replica")
@@ -145,6 +147,9 @@ def _topics_alter(args) -> int:
     if args.partitions is None and not args.config and not args.delete_config:
         print("error: nothing to alter: give --partitions, --config or --delete-config", file=sys.stderr)
         return 2
+    if args.replica_assignment and args.partitions is None:
+        print("error: --replica-assignment places new partitions: give --partitions too", file=sys.stderr)
+        return 2
     if args.name == consumer_offsets.TOPIC and args.partitions is not None:
         print(f"error: {consumer_offsets.FIXED_PARTITIONS}", file=sys.stderr)
         return 1
@@ -160,7 +165,7 @@ def _topics_alter(args) -> int:
             topics.set_topic_config(zk, args.name, wanted)
             done.append("config " + (", ".join(f"{k}={v}" for k, v in sorted(wanted.items())) or "(no overrides)"))
         if args.partitions is not None:
-            topics.add_partitions(zk, args.name, args.partitions)
+            topics.add_partitions(zk, args.name, args.partitions, assignment=_added_assignment(args, found))
             done.append(f"partitions {len(found.partitions)} -> {args.partitions}")
     except _topic_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -169,6 +174,15 @@ def _topics_alter(args) -> int:
         close(zk)
     print(f"Altered topic {args.name}: {'; '.join(done)}.")
     return 0
+
+
+def _added_assignment(args, found) -> dict[int, tuple[int, ...]] | None:
+    """kafka-topics --alter's --replica-assignment lists every partition; its entries from the topic's current
+    count on are the new partitions' (add_partitions checks them as CreatePartitions does)."""
+    if not args.replica_assignment:
+        return None
+    listed = parse_replica_assignment(args.replica_assignment)
+    return {p: replicas for p, replicas in listed.items() if p >= len(found.partitions)}
 
 
 def _altered_config(current: dict[str, str], settings: dict[str, str], deleted: list[str]) -> dict[str, str]:

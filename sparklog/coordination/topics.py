@@ -29,8 +29,9 @@ replica of the partition yet (once every rack holds one, any broker without one)
 rack-less it falls back to rack-unaware placement (Kafka refuses instead; a rolling upgrade that sets racks
 one broker at a time should not stop topic creation).
 
-Explicit assignments (CreateTopics' `assignments`, `--replica-assignment`) pass `validate_assignment`:
-partitions numbered 0..n-1, every partition with the same number of distinct replicas, every broker known.
+Explicit assignments (CreateTopics' and CreatePartitions' `assignments`, `--replica-assignment`) pass
+`validate_assignment`: partitions numbered 0..n-1 (added ones from the topic's count on), every partition with
+the same number of distinct replicas (added ones with the topic's), every broker known.
 
 Names (Kafka's `Topic.hasCollision`): a new topic whose name equals an existing one's once '.' and '_' are
 taken as the same character (`a.b`, `a_b`; Kafka's metric names replace one by the other) is refused
@@ -242,18 +243,24 @@ def place(broker_racks: Mapping[int, str | None], num_partitions: int, replicati
     return assign_replicas(list(broker_racks), num_partitions, replication_factor, seed, first_partition)
 
 
-def validate_assignment(assignment: Mapping[int, tuple[int, ...]], known_brokers) -> Assignment:
-    """An explicit assignment as placed; raises InvalidReplicaAssignment saying what is wrong."""
+def validate_assignment(assignment: Mapping[int, tuple[int, ...]], known_brokers, first_partition: int = 0,
+                        replication_factor: int | None = None) -> Assignment:
+    """An explicit assignment as placed; raises InvalidReplicaAssignment saying what is wrong. Partitions added to
+    a topic start at its partition count (`first_partition`) and keep its `replication_factor`."""
     if not assignment:
         raise InvalidReplicaAssignment("the replica assignment is empty")
-    if len(assignment) > MAX_PARTITIONS:
-        raise InvalidReplicaAssignment(f"{len(assignment)} partitions is more than a topic may have ({MAX_PARTITIONS})")
-    if sorted(assignment) != list(range(len(assignment))):
+    if first_partition + len(assignment) > MAX_PARTITIONS:
         raise InvalidReplicaAssignment(
-            f"partitions must be numbered 0..{len(assignment) - 1}, not {sorted(assignment)}")
+            f"{first_partition + len(assignment)} partitions is more than a topic may have ({MAX_PARTITIONS})")
+    last = first_partition + len(assignment) - 1
+    if sorted(assignment) != list(range(first_partition, last + 1)):
+        raise InvalidReplicaAssignment(f"partitions must be numbered {first_partition}..{last}, not {sorted(assignment)}")
     sizes = {len(replicas) for replicas in assignment.values()}
     if len(sizes) != 1 or 0 in sizes:
         raise InvalidReplicaAssignment("every partition must have the same, non-zero number of replicas")
+    if replication_factor is not None and sizes != {replication_factor}:
+        raise InvalidReplicaAssignment(f"inconsistent replication factor: the topic's partitions have "
+                                       f"{replication_factor} replicas, the new ones {sizes.pop()}")
     known = set(known_brokers)
     for p, replicas in sorted(assignment.items()):
         if len(set(replicas)) != len(replicas):
@@ -384,18 +391,21 @@ def _read_assignment_data(zk: KazooClient, name: str) -> bytes | None:
 
 
 def add_partitions(
-    zk: KazooClient, name: str, new_total: int, live_broker_ids: list[int] | None = None
+    zk: KazooClient, name: str, new_total: int, live_broker_ids: list[int] | None = None,
+    assignment: Mapping[int, tuple[int, ...]] | None = None,
 ) -> TopicAssignment:
-    """Grow a topic to `new_total` partitions with the same replication factor; return the new assignment."""
+    """Grow a topic to `new_total` partitions with the same replication factor; return the new assignment.
+    With `assignment` ({partition: replicas} of the new partitions, CreatePartitions' `assignments`) they are
+    placed as given once `validate_assignment` passes them, else as Kafka's placement continues."""
     paths.topic(name)
     broker_ids = _broker_racks(zk, live_broker_ids)
     attempts = itertools.count()
-    retrying(zk, _inner_add_partitions, zk, name, new_total, broker_ids, attempts)
+    retrying(zk, _inner_add_partitions, zk, name, new_total, broker_ids, attempts, assignment)
     return get_topic(zk, name)
 
 
 def _inner_add_partitions(zk: KazooClient, name: str, new_total: int, broker_ids: dict[int, str | None],
-                          attempts) -> None:
+                          attempts, assignment: Mapping[int, tuple[int, ...]] | None = None) -> None:
     retry = next(attempts) > 0
     try:
         data, stat = zk.get(paths.topic(name))
@@ -407,7 +417,13 @@ def _inner_add_partitions(zk: KazooClient, name: str, new_total: int, broker_ids
     if new_total <= len(current):
         raise InvalidPartitions(f"topic {name!r} has {len(current)} partitions; cannot change to {new_total}")
     rf = len(current[0])
-    added = place(broker_ids, new_total - len(current), rf, seed=_seed(name), first_partition=len(current))
+    if assignment is None:
+        added = place(broker_ids, new_total - len(current), rf, seed=_seed(name), first_partition=len(current))
+    elif len(assignment) != new_total - len(current):
+        raise InvalidReplicaAssignment(f"increasing the number of partitions by {new_total - len(current)} but "
+                                       f"{len(assignment)} assignments provided")
+    else:
+        added = validate_assignment(assignment, broker_ids, len(current), rf)
     txn = zk.transaction()
     txn.set_data(paths.topic(name), _assignment_json({**current, **added}), version=stat.version)
     for p, replicas in added.items():

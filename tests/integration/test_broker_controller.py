@@ -97,9 +97,10 @@ def describe(zk_connect, *args) -> str:
 
 
 def test_real_clients_create_replicated_topics_and_are_told_why_not(three, zk):
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
     from confluent_kafka import KafkaException
     from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewPartitions as KafkaPythonPartitions
     from kafka.admin import NewTopic as KafkaPythonTopic
     from kafka.errors import InvalidReplicationFactorError
 
@@ -119,14 +120,31 @@ def test_real_clients_create_replicated_topics_and_are_told_why_not(three, zk):
         admin.create_topics([NewTopic("rf4", 1, 4)])["rf4"].result(TIMEOUT_S)
     with pytest.raises(KafkaException, match="unknown broker"):
         admin.create_topics([NewTopic("bad", 1, replica_assignment=[[1, 7]])])["bad"].result(TIMEOUT_S)
+    # CreatePartitions with the new partitions' replicas (kafka-topics --alter --replica-assignment): refused with
+    # "manual replica assignments are not supported" before; Kafka's checks name what is wrong
+    admin.create_partitions([NewPartitions("manual", 4, replica_assignment=[[2, 3], [3, 2]])])["manual"].result(
+        TIMEOUT_S)
+    assert topics.get_topic(zk, "manual").partitions == {0: (3, 1), 1: (1, 2), 2: (2, 3), 3: (3, 2)}
+    for assignment, words in [([[1]], "replication factor"), ([[1, 7]], "unknown broker"),
+                              ([[1, 1]], "twice"), ([[1, 2], [2, 3]], "2 assignments")]:
+        with pytest.raises(KafkaException, match=words):
+            admin.create_partitions([NewPartitions("manual", 5, replica_assignment=assignment)])["manual"].result(
+                TIMEOUT_S)
+    assert len(topics.get_topic(zk, "manual").partitions) == 4
     kp = KafkaAdminClient(bootstrap_servers=three.bootstrap.split(","))
     try:
         kp.create_topics([KafkaPythonTopic("kp-rf2", 2, 2)])
         assert topics.get_topic(zk, "kp-rf2").replication_factor == 2
         with pytest.raises(InvalidReplicationFactorError):
             kp.create_topics([KafkaPythonTopic("kp-rf5", 1, 5)])
+        kp.create_partitions({"manual": KafkaPythonPartitions(5, [[1, 3]])})
+        assert topics.get_topic(zk, "manual").partitions[4] == (1, 3)
     finally:
         kp.close()
+    for broker in three.brokers.values():  # each broker leads or follows the new partitions from ZooKeeper
+        grown = AdminClient({"bootstrap.servers": broker.address})
+        wait_until(lambda: len(grown.list_topics("manual", timeout=5).topics["manual"].partitions) == 5 or None,
+                   TIMEOUT_S, "5 partitions of 'manual' in every broker's metadata")
 
 
 def test_the_controllers_death_elects_another_that_takes_over(three, zk):

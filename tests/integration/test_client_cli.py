@@ -79,6 +79,118 @@ def test_produce_consume_and_groups(cli_cluster):
     assert unknown.returncode == 1
 
 
+def test_console_clients_take_kafka_s_topic_and_client_property_options(cli_cluster):
+    """kafka-console-producer/consumer name the topic with --topic and client settings with --producer-property /
+    --consumer-property: each was "unrecognized arguments"."""
+    topic, bootstrap = f"kstyle-{uuid.uuid4().hex[:8]}", cli_cluster.bootstrap
+    done = sparklog("produce", "--bootstrap-server", bootstrap, "--topic", topic, "--producer-property", "acks=all",
+                    input=b"one\ntwo\n")
+    assert done.returncode == 0, done.stderr.decode()
+    read = sparklog("consume", "--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning",
+                    "--max-messages", "2", "--consumer-property", "fetch.max.wait.ms=100")
+    assert read.returncode == 0 and read.stdout.splitlines() == [b"one", b"two"], read.stderr.decode()
+    for command in (("consume", topic, "--topic", "other"), ("consume",), ("produce", "--topic", topic, topic + "x")):
+        done = sparklog(*command, "--bootstrap-server", bootstrap)
+        assert done.returncode == 2 and done.stderr.decode().splitlines()[-1].startswith(
+            f"sparklog {command[0]}: error: "), done.stderr.decode()
+
+
+def test_console_clients_take_kafka_s_reader_and_formatter_properties(cli_cluster):
+    """kafka-console-producer --property parse.key=true --property key.separator=: and kafka-console-consumer
+    --property print.key=true|print.partition|print.offset|print.value|key.separator: each was refused as an
+    "unknown client setting". The output is Kafka's DefaultMessageFormatter's: Partition:P, Offset:O, key, value."""
+    topic, bootstrap = f"fmt-{uuid.uuid4().hex[:8]}", cli_cluster.bootstrap
+    done = sparklog("produce", topic, "--bootstrap-server", bootstrap, "--partition", "0", "--property",
+                    "parse.key=true", "--property", "key.separator=:", input=b"k1:v1\nk2:v2\n")
+    assert done.returncode == 0, done.stderr.decode()
+    base = ("consume", topic, "--bootstrap-server", bootstrap, "--from-beginning", "--max-messages", "2")
+    read = sparklog(*base, "--property", "print.key=true", "--property", "key.separator=|",
+                    "--property", "print.partition=true", "--property", "print.offset=true")
+    assert read.returncode == 0, read.stderr.decode()
+    assert read.stdout.splitlines() == [b"Partition:0|Offset:0|k1|v1", b"Partition:0|Offset:1|k2|v2"]
+    keys = sparklog(*base, "--property", "print.key=true", "--property", "print.value=false")
+    assert keys.returncode == 0 and keys.stdout.splitlines() == [b"k1", b"k2"], keys.stderr.decode()
+    bad = sparklog(*base, "--property", "print.key=yes")
+    assert bad.returncode != 0 and bad.stderr.decode().strip() == "error: --property print.key is true or false, not 'yes'"
+
+
+def test_topics_alter_places_new_partitions_by_kafka_s_replica_assignment(cli_cluster):
+    """kafka-topics --alter --partitions N --replica-assignment LIST (every partition's replicas; the existing
+    ones' entries are not changed): it was "unrecognized arguments"; a list that does not fit is one line."""
+    from sparklog.coordination import topics
+    from sparklog.coordination.connection import close, connect
+
+    topic, zk = f"alra-{uuid.uuid4().hex[:8]}", cli_cluster.zk_connect
+    assert sparklog("topics", "--zookeeper", zk, "create", topic, "--partitions", "1").returncode == 0
+    for assignment, words in [("1,1", "increasing the number of partitions by 2 but 1 assignments"),
+                              ("1,1,7", "unknown broker"), ("1,1:1,1:1", "replication factor")]:
+        done = sparklog("topics", "--zookeeper", zk, "alter", topic, "--partitions", "3",
+                        "--replica-assignment", assignment)
+        assert done.returncode == 1 and len(done.stderr.splitlines()) == 1 and words.encode() in done.stderr, (
+            assignment, done.stderr.decode())
+    done = sparklog("topics", "--zookeeper", zk, "alter", topic, "--partitions", "3", "--replica-assignment", "1,1,1")
+    assert done.returncode == 0, done.stderr.decode()
+    client = connect(zk)
+    try:
+        assert topics.get_topic(client, topic).partitions == {0: (1,), 1: (1,), 2: (1,)}
+    finally:
+        close(client)
+
+
+def test_groups_describe_takes_kafka_s_offsets_and_all_groups_options(cli_cluster):
+    """kafka-consumer-groups --describe --offsets (the default view, named) and --describe --all-groups (every
+    group, one table each): both were "unrecognized arguments"."""
+    bootstrap, topic, group, committer = group_at_5_in_a_log_from_4_to_10(cli_cluster, "alls")
+    committer.close()
+    offsets = sparklog("groups", "--bootstrap-server", bootstrap, "--describe", "--group", group, "--offsets")
+    assert offsets.returncode == 0, offsets.stderr.decode()
+    rows = [line.split() for line in offsets.stdout.decode().splitlines() if line.startswith(group)]
+    assert [r[:6] for r in rows] == [[group, topic, "0", "5", "10", "5"]]
+    every = sparklog("groups", "--bootstrap-server", bootstrap, "describe", "--all-groups")
+    assert every.returncode == 0, every.stderr.decode()
+    assert [line.split()[:6] for line in every.stdout.decode().splitlines() if line.startswith(group)] == [
+        [group, topic, "0", "5", "10", "5"]]
+    both = sparklog("groups", "--bootstrap-server", bootstrap, "describe", group, "--all-groups")
+    assert both.returncode == 2 and b"not both" in both.stderr
+
+
+def test_consume_starts_at_kafka_s_offset_option_in_the_partition_named(cli_cluster):
+    """kafka-console-consumer --partition P --offset N|earliest|latest: it was "unrecognized arguments: --offset";
+    without one --partition, with --from-beginning or --group, or not a number, it is one usage line."""
+    topic, bootstrap = f"offs-{uuid.uuid4().hex[:8]}", cli_cluster.bootstrap
+    done = sparklog("produce", topic, "--bootstrap-server", bootstrap, "--partition", "0",
+                    input=b"".join(b"m%d\n" % i for i in range(10)))
+    assert done.returncode == 0, done.stderr.decode()
+    base = ("consume", topic, "--bootstrap-server", bootstrap, "--partition", "0", "--max-messages")
+    for offset, count, expected in [("7", "3", [b"m7", b"m8", b"m9"]), ("earliest", "2", [b"m0", b"m1"])]:
+        read = sparklog(*base, count, "--offset", offset)
+        assert read.returncode == 0 and read.stdout.splitlines() == expected, (offset, read.stderr.decode())
+    latest = sparklog(*base, "1", "--offset", "latest", "--timeout-ms", "1000")
+    assert latest.returncode == 0 and latest.stdout == b"", latest.stderr.decode()
+    for bad in (("--offset", "3"), ("--offset", "-2", "--partition", "0"), ("--offset", "3", "--partition", "0",
+                "--from-beginning"), ("--offset", "3", "--partition", "0", "--partition", "1")):
+        done = sparklog("consume", topic, "--bootstrap-server", bootstrap, *bad)
+        assert done.returncode == 2 and done.stderr.decode().splitlines()[-1].startswith(
+            "sparklog consume: error: "), (bad, done.stderr.decode())
+
+
+def test_topics_and_groups_take_kafka_tools_action_options(cli_cluster):
+    """kafka-topics --create/--describe/--list --topic T and kafka-consumer-groups --list/--describe --group G,
+    typed as Kafka's documentation shows them: "invalid choice: 'T'" or "unrecognized arguments: --list"."""
+    topic, zk, bootstrap = f"ktool-{uuid.uuid4().hex[:8]}", cli_cluster.zk_connect, cli_cluster.bootstrap
+    created = sparklog("topics", "--zookeeper", zk, "--create", "--topic", topic, "--partitions", "2")
+    assert created.returncode == 0, created.stderr.decode()
+    described = sparklog("topics", "--zookeeper", zk, "--describe", "--topic", topic)
+    assert described.returncode == 0 and f"{topic}  partitions=2" in described.stdout.decode(), (
+        described.stdout.decode(), described.stderr.decode())
+    listed = sparklog("topics", "--zookeeper", zk, "--list")
+    assert listed.returncode == 0 and topic in listed.stdout.decode().split()
+    groups = sparklog("groups", "--bootstrap-server", bootstrap, "--list")
+    assert groups.returncode == 0, groups.stderr.decode()
+    missing = sparklog("groups", "--bootstrap-server", bootstrap, "--describe", "--group", "no-such-group")
+    assert missing.returncode == 1 and b"'no-such-group' does not exist" in missing.stderr
+
+
 # -- what cannot be reached is said in one line (issue 14, "Clear errors") -------------------------------------
 
 REFUSED = "127.0.0.1:1"  # nothing listens on port 1
@@ -280,6 +392,84 @@ def test_reset_offsets_takes_kafka_tools_options_with_their_dry_run_default(cli_
         assert both.returncode == 2 and b"not allowed with" in both.stderr
         when = sparklog(*base, "--to-datetime", "yesterday")
         assert when.returncode == 2 and b"not a time like" in when.stderr
+    finally:
+        probe.close()
+
+
+def test_reset_offsets_by_duration_from_a_file_and_exported(cli_cluster, tmp_path):
+    """kafka-consumer-groups' --by-duration (ISO-8601, back from now: the first offset at or after that time,
+    the log end when none is that late) and --from-file (CSV topic,partition,offset, or with the group first;
+    offsets clamped to the log), whose plan --export prints: both were unrecognized arguments."""
+    from confluent_kafka import TopicPartition
+
+    bootstrap, topic, group, probe = group_at_5_in_a_log_from_4_to_10(cli_cluster, "dur")
+    base = ("groups", "--bootstrap-server", bootstrap, "reset-offsets", group)
+    try:
+        for options, shown, stored in [(("--topic", topic, "--by-duration", "PT1H", "--execute"), "4", 4),
+                                       (("--topic", topic, "--by-duration", "P0D", "--execute"), "10", 10)]:
+            done = sparklog(*base, *options)
+            assert done.returncode == 0, (options, done.stderr.decode())
+            assert done.stdout.decode().split()[4:] == [group, topic, "0", shown], options
+            assert probe.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == stored, options
+        plan = tmp_path / "plan.csv"
+        plan.write_text(f"{topic},0,6\n")
+        exported = sparklog(*base, "--from-file", str(plan), "--export")
+        assert exported.returncode == 0 and exported.stdout.decode() == f"{topic},0,6\n", exported.stderr.decode()
+        plan.write_text(f"{group},{topic},0,99\n")
+        done = sparklog(*base, "--from-file", str(plan), "--execute")
+        assert done.returncode == 0 and done.stdout.decode().split()[4:] == [group, topic, "0", "10"]
+        assert "higher than the log end" in done.stderr.decode()
+        plan.write_text(f"{topic},0,7\n{topic},zero,1\n")
+        bad = sparklog(*base, "--from-file", str(plan), "--execute")
+        assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1 and b"line 2" in bad.stderr
+        when = sparklog(*base, "--topic", topic, "--by-duration", "1h")
+        assert when.returncode == 2 and b"ISO-8601 duration" in when.stderr
+        assert probe.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == 10
+    finally:
+        probe.close()
+
+
+def test_reset_offsets_scopes_are_kafka_s_topic_colon_partitions_and_all_topics(cli_cluster):
+    """kafka-consumer-groups' scopes: `--topic T:1` resets partition 1 alone (it failed with
+    "UNKNOWN_TOPIC_OR_PARTITION: topic 'T:1'"), `--all-topics` every partition the group committed (it was an
+    unrecognized argument); the default without either stays every committed partition. --to-current (also
+    unrecognized): the committed offset, the log end where there is none."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from sparklog.client.admin import AdminClient
+    from sparklog.client.producer import Producer
+
+    bootstrap, topic, group = cli_cluster.bootstrap, f"scope-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic(topic, 2)
+    with Producer(bootstrap_servers=bootstrap, acks="all") as producer:
+        for i in range(20):
+            producer.send(topic, b"m%d" % i, partition=i % 2).get(30)
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        probe.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+
+        def committed() -> list[int]:
+            return [tp.offset for tp in probe.committed([TopicPartition(topic, p) for p in (0, 1)], timeout=30)]
+
+        base = ("groups", "--bootstrap-server", bootstrap, "reset-offsets", group)
+        current = sparklog(*base, "--topic", topic, "--to-current", "--execute")  # no commit in 1: its log end
+        assert current.returncode == 0, current.stderr.decode()
+        assert current.stdout.decode().split()[4:] == [group, topic, "0", "7", group, topic, "1", "10"]
+        assert committed() == [7, 10]
+        done = sparklog(*base, "--topic", f"{topic}:1", "--to-earliest", "--execute")
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode().split()[4:] == [group, topic, "1", "0"]
+        assert committed() == [7, 0]
+        done = sparklog(*base, "--all-topics", "--to-latest", "--execute")
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode().split()[4:] == [group, topic, "0", "10", group, topic, "1", "10"]
+        assert committed() == [10, 10]
+        both = sparklog(*base, "--all-topics", "--topic", topic, "--to-earliest")
+        assert both.returncode == 2 and b"not allowed with" in both.stderr
+        bad = sparklog(*base, "--topic", f"{topic}:x", "--to-earliest")
+        assert bad.returncode == 2 and bad.stderr.decode().strip() == (
+            f"error: --topic '{topic}:x': partitions are numbers, as in {topic}:0,1")
     finally:
         probe.close()
 

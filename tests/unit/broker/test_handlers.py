@@ -312,6 +312,18 @@ def test_list_offsets_max_timestamp_is_the_record_with_the_largest_timestamp_not
     assert [(p.error_code, p.offset, p.timestamp) for p in parts] == [(0, 1, 5000), (0, -1, -1)]
 
 
+def test_list_offsets_a_time_lookup_that_finds_nothing_has_no_leader_epoch(state):
+    """Kafka answers a lookup by time (or max timestamp) that finds no record with offset, timestamp and leader
+    epoch all -1 (KafkaApis: buildErrorResponse(Errors.NONE)); sparklog gave the current leader epoch beside
+    offset -1, so confluent-kafka's offsets_for_times showed leader_epoch=0 for "no such record"."""
+    produce(state, [(0, build_batch([(None, b"a", None, 1000)]))])
+    past, none_yet = list_offsets(state, [(0, 99999)])[0], list_offsets(state, [(1, -3)])[0]
+    found = list_offsets(state, [(0, 500)])[0]
+    assert [(p.offset, p.timestamp, p.leader_epoch) for p in (past, none_yet)] == [(-1, -1, -1)] * 2
+    led = state.replicas.leader_of(state.partitions.snapshot, ("t", 0))
+    assert (found.offset, found.timestamp, found.leader_epoch) == (0, 1000, led.leader_epoch)
+
+
 def test_metadata_answers_from_the_snapshot(state):
     body = MetadataRequest(topics=[MetadataRequestTopic(name=n) for n in ("t", "missing", "bad/name")],
                            allow_auto_topic_creation=True)

@@ -204,6 +204,18 @@ def test_add_partitions(zk):
         topics.add_partitions(zk, "nope", 5, live_broker_ids=BROKERS)
 
 
+def test_add_partitions_with_an_assignment_places_them_as_given(zk):
+    topics.create_topic(zk, "t", 2, 2, live_broker_ids=BROKERS)
+    grown = topics.add_partitions(zk, "t", 4, live_broker_ids=BROKERS, assignment={2: (3, 1), 3: (2, 3)})
+    assert grown.partitions[2] == (3, 1) and grown.partitions[3] == (2, 3)
+    assert grown.states[2].leader == 3 and grown.states[2].isr == (3, 1)
+    for assignment, words in [({4: (1,)}, "replication factor"), ({4: (1, 9)}, "unknown broker"),
+                              ({4: (1, 1)}, "twice"), ({5: (1, 2)}, "numbered"), ({4: (1, 2), 5: (2, 3)}, "2 assign")]:
+        with pytest.raises(InvalidReplicaAssignment, match=words):
+            topics.add_partitions(zk, "t", 5, live_broker_ids=BROKERS, assignment=assignment)
+    assert len(topics.get_topic(zk, "t").partitions) == 4
+
+
 def test_partition_state_compare_and_set(zk):
     topics.create_topic(zk, "t", 1, 2, live_broker_ids=[1, 2])
     state = topics.partition_state(zk, "t", 0)
