@@ -217,12 +217,16 @@ def high_watermark(consumer, tp, timeout: float = LEADERS_TIMEOUT_S) -> int:
 
 
 def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float = LEADERS_TIMEOUT_S) -> None:
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        md = admin.list_topics(topic, timeout=5).topics.get(topic)
+        try:
+            md = admin.list_topics(topic, timeout=5).topics.get(topic)
+        except KafkaException:  # no answer within the call's timeout (a broker restarting, a loaded machine)
+            md = None
         if md is not None and md.error is None and len(md.partitions) == partitions and all(
                 p.leader >= 0 for p in md.partitions.values()):
             return
