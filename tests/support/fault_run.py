@@ -49,6 +49,9 @@ class FaultRunSettings:
     session_timeout_ms: int = 3000
     rate: float = 200.0  # messages per second
     seed: int | None = None
+    # The nemesis goes on past `seconds` until it has made this many faults: a seed then draws the same faults
+    # however long a loaded machine takes to restart a broker (the draws are fixed, their pace is not).
+    min_faults: int = 0
 
     def broker_overrides(self) -> dict[str, str]:
         return {"zookeeper.session.timeout.ms": str(self.session_timeout_ms),
@@ -102,9 +105,10 @@ def run(cluster, zk_connect: str, settings: FaultRunSettings) -> RunResult:
 
 
 def nemesis(cluster, settings: FaultRunSettings, rnd: random.Random, result: RunResult, deadline: float) -> None:
-    """Random faults until `deadline`; never more than RF - min.insync brokers down at once."""
+    """Random faults until `deadline` and `settings.min_faults`; never more than RF - min.insync brokers down at
+    once."""
     may_be_down = max(1, settings.replication_factor - settings.min_insync) if settings.replication_factor > 1 else 1
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline or len(result.faults) < settings.min_faults:
         time.sleep(rnd.uniform(*FAULT_INTERVAL_S))
         up = [b for b in cluster.brokers.values() if b.running]
         if len(cluster.brokers) - len(up) >= may_be_down or not up:
