@@ -63,13 +63,16 @@ def make_topic(cluster_zk, sparklog_cluster):
 
 def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
     """Until every partition of `topic` has a leader in the brokers' metadata."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        md = admin.list_topics(topic, timeout=5)
-        t = md.topics.get(topic)
+        try:
+            t = admin.list_topics(topic, timeout=5).topics.get(topic)
+        except KafkaException:  # no answer within the call's timeout (a loaded machine): ask again
+            t = None
         if t is not None and t.error is None and len(t.partitions) == partitions and all(
             p.leader >= 0 and p.error is None for p in t.partitions.values()
         ):

@@ -15,6 +15,7 @@ from support.cluster import REPO, Cluster
 pytestmark = pytest.mark.slow
 
 SESSION_TIMEOUT_MS = 4000
+EXPIRY_SLACK_S = 20  # ZooKeeper expires a session a tick or so after its timeout; seconds later on a loaded machine
 LAG_MS = 10_000  # replica.lag.time.max.ms (Kafka's 30 s): these topics have one replica, no ISR changes
 TIMEOUT_S = 30
 
@@ -84,7 +85,7 @@ def test_kill_9_removes_the_broker_within_the_session_timeout(own_three, zk):
     three.brokers[2].kill()
     killed_at = time.monotonic()
     while 2 in live_brokers(zk):
-        assert time.monotonic() - killed_at < SESSION_TIMEOUT_MS / 1000 + 5, "ephemeral node outlived the session"
+        assert time.monotonic() - killed_at < SESSION_TIMEOUT_MS / 1000 + EXPIRY_SLACK_S, "node outlived the session"
         time.sleep(0.1)
     assert sorted(live_brokers(zk)) == [1, 3]
 

@@ -18,8 +18,9 @@ from support.cluster import REPO, started_cluster
 pytestmark = pytest.mark.slow
 
 SESSION_TIMEOUT_MS = 3000
-# A dead broker's ephemeral node goes after the session timeout; the controller then needs a moment.
-FAILOVER_BOUND_S = SESSION_TIMEOUT_MS / 1000 + 5
+# A dead broker's ephemeral node goes after the session timeout; the controller then needs a moment, seconds on a
+# loaded machine (ZooKeeper's expiry, the watch, the controller's writes: three processes to be scheduled).
+FAILOVER_BOUND_S = SESSION_TIMEOUT_MS / 1000 + 20
 TIMEOUT_S = 30
 
 
@@ -74,7 +75,7 @@ def test_a_killed_leaders_partitions_get_leaders_from_the_isr_in_one_batch(three
     admin = AdminClient({"bootstrap.servers": three.bootstrap})
 
     def metadata_caught_up():  # every broker's snapshot follows ZooKeeper through its watches, a moment later
-        md = admin.list_topics("failover", timeout=10).topics["failover"].partitions
+        md = admin.list_topics("failover", timeout=TIMEOUT_S).topics["failover"].partitions
         return md if all(md[p].leader == after[p].leader for p in after) else None
 
     for p, meta in wait_until(metadata_caught_up, TIMEOUT_S, "metadata names the new leaders").items():
@@ -108,7 +109,7 @@ def test_real_clients_create_replicated_topics_and_are_told_why_not(three, zk):
 
     for broker in three.brokers.values():  # each broker's view of the live brokers follows ZooKeeper a moment later
         alone = AdminClient({"bootstrap.servers": broker.address})
-        wait_until(lambda: len(alone.list_topics(timeout=5).brokers) == 3 or None, TIMEOUT_S, "3 live brokers")
+        wait_until(lambda: len(alone.list_topics(timeout=TIMEOUT_S).brokers) == 3 or None, TIMEOUT_S, "3 live brokers")
     admin = AdminClient({"bootstrap.servers": three.bootstrap})
     admin.create_topics([NewTopic("rf3", 6, 3)])["rf3"].result(TIMEOUT_S)
     admin.create_topics([NewTopic("manual", 2, replica_assignment=[[3, 1], [1, 2]])])["manual"].result(TIMEOUT_S)

@@ -164,7 +164,7 @@ def _kill_leader_and_restart(three, zk, topic, before_restart):
     three.brokers[state.leader].kill()
     try:
         _wait(lambda: (lambda s: s.leader not in (-1, state.leader) and s)(_state(zk, topic)), "a new leader",
-              SESSION_TIMEOUT_MS / 1000 + 15)
+              SESSION_TIMEOUT_MS / 1000 + TIMEOUT_S)
         before_restart()
     finally:
         three.brokers[state.leader].start()

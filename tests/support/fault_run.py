@@ -49,6 +49,9 @@ class FaultRunSettings:
     session_timeout_ms: int = 3000
     rate: float = 200.0  # messages per second
     seed: int | None = None
+    # The nemesis goes on past `seconds` until it has made this many faults: a seed then draws the same faults
+    # however long a loaded machine takes to restart a broker (the draws are fixed, their pace is not).
+    min_faults: int = 0
 
     def broker_overrides(self) -> dict[str, str]:
         return {"zookeeper.session.timeout.ms": str(self.session_timeout_ms),
@@ -102,9 +105,10 @@ def run(cluster, zk_connect: str, settings: FaultRunSettings) -> RunResult:
 
 
 def nemesis(cluster, settings: FaultRunSettings, rnd: random.Random, result: RunResult, deadline: float) -> None:
-    """Random faults until `deadline`; never more than RF - min.insync brokers down at once."""
+    """Random faults until `deadline` and `settings.min_faults`; never more than RF - min.insync brokers down at
+    once."""
     may_be_down = max(1, settings.replication_factor - settings.min_insync) if settings.replication_factor > 1 else 1
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline or len(result.faults) < settings.min_faults:
         time.sleep(rnd.uniform(*FAULT_INTERVAL_S))
         up = [b for b in cluster.brokers.values() if b.running]
         if len(cluster.brokers) - len(up) >= may_be_down or not up:
@@ -217,12 +221,16 @@ def high_watermark(consumer, tp, timeout: float = LEADERS_TIMEOUT_S) -> int:
 
 
 def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float = LEADERS_TIMEOUT_S) -> None:
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        md = admin.list_topics(topic, timeout=5).topics.get(topic)
+        try:
+            md = admin.list_topics(topic, timeout=5).topics.get(topic)
+        except KafkaException:  # no answer within the call's timeout (a broker restarting, a loaded machine)
+            md = None
         if md is not None and md.error is None and len(md.partitions) == partitions and all(
                 p.leader >= 0 for p in md.partitions.values()):
             return

@@ -43,7 +43,8 @@ class Member:
         self._lock = threading.Lock()
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.proc = subprocess.Popen([sys.executable, MEMBER, client, bootstrap, topic, group, *extra],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env=env)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -66,6 +67,11 @@ class Member:
     def count(self, key: str) -> int:
         return sum(1 for e in self.snapshot() if key in e)
 
+    def go(self) -> None:
+        """Let a member started with --wait-for-go subscribe."""
+        self.proc.stdin.write(b"go\n")
+        self.proc.stdin.flush()
+
     def errors(self) -> list[str]:
         return [e["error"] for e in self.snapshot() if "error" in e]
 
@@ -77,6 +83,7 @@ class Member:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self.proc.stdin.close()  # after the exit: a member waiting for its go would take EOF for one
         self._reader.join(timeout=5)
 
 

@@ -24,7 +24,6 @@ Values must be unique per attempted write (`History.next_value()` makes them).
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -71,7 +70,7 @@ class History:
     def __init__(self, idempotent: bool = False) -> None:
         self.idempotent = idempotent  # the producer promises no retry copies (module docstring)
         self._lock = threading.Lock()
-        self._counter = itertools.count()
+        self._handed_out = 0  # values made by next_value: the next one's number
         self._acks: list[tuple[TopicPartition, int, bytes]] = []
         self._reads: list[tuple[str, TopicPartition, int, bytes]] = []
         self._last_read: dict[tuple[str, TopicPartition], int] = {}
@@ -79,7 +78,20 @@ class History:
 
     def next_value(self, prefix: str = "v") -> bytes:
         """A value never handed out before by this history."""
-        return f"{prefix}-{next(self._counter)}".encode()
+        with self._lock:
+            self._handed_out += 1
+            return f"{prefix}-{self._handed_out - 1}".encode()
+
+    def handed_out(self) -> int:
+        """How many values `next_value` has made so far: a mark for `acknowledged_after`."""
+        with self._lock:
+            return self._handed_out
+
+    def acknowledged_after(self, mark: int) -> int:
+        """How many acknowledged writes carry a value made after `mark = handed_out()` was taken (a test
+        asking what was acknowledged of what was sent after some event, whatever the delay of earlier acks)."""
+        with self._lock:
+            return sum(1 for *_, value in self._acks if _number(value) >= mark)
 
     def record_ack(self, topic: str, partition: int, offset: int, value: bytes) -> None:
         with self._lock:
@@ -134,6 +146,12 @@ class History:
         problems = [*_divergent(seen), *_lost(acks, read_at), *duplicates, *backwards]
         read_positions = sum(len(offsets) for offsets in read_at.values())
         return Report(len(acks), read_positions, tuple(problems), tuple(retries))
+
+
+def _number(value: bytes) -> int:
+    """The number next_value put in `value`; -1 for a value it did not make."""
+    head, _, tail = value.rpartition(b"-")
+    return int(tail) if head and tail.isdigit() else -1
 
 
 def _divergent(seen) -> list[Problem]:

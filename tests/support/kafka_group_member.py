@@ -2,14 +2,15 @@
 
     python tests/support/kafka_group_member.py CLIENT BOOTSTRAP TOPIC GROUP [--instance ID]
         [--session-ms N] [--heartbeat-ms N] [--assignor NAME] [--async-commit]
-        [--process-ms N]
+        [--process-ms N] [--wait-for-go]
 
 CLIENT is `confluent` (librdkafka), `kafka-python` or `aiokafka`. The process prints one JSON object per line on
 stdout, each with "t", the wall-clock time it was printed: {"assigned": [partitions]} after every rebalance
 (the whole assignment), {"revoked": [partitions]}, {"m": [partition, offset]} per message, {"committed": true}
 after each synchronous commit (one per poll batch), and {"error": "..."} on a fatal client error (then it
 exits 3). It runs until killed or SIGTERM (then it closes the consumer: a dynamic member leaves the group, a
-static one does not).
+static one does not). With --wait-for-go it prints {"ready": true} once its client is made and subscribes only
+after a line on stdin: a test can have a member's interpreter and library started before the moment it joins.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def run_confluent(args, stopping) -> int:
     fatal: list[str] = []
     config["error_cb"] = lambda err: err.fatal() and fatal.append(str(err))
     consumer = Consumer(config)
+    if args.wait_for_go:
+        say(ready=True)
+        sys.stdin.readline()
     cooperative = args.assignor == "cooperative-sticky"
     owned: set[int] = set()
 
@@ -179,6 +183,8 @@ def main() -> int:
                         help="confluent only: time spent on each non-empty batch before the next poll")
     parser.add_argument("--async-commit", action="store_true",
                         help="confluent only: commit without waiting (no \"committed\" events)")
+    parser.add_argument("--wait-for-go", action="store_true",
+                        help="confluent only: subscribe after a line on stdin (prints \"ready\" first)")
     args = parser.parse_args()
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))

@@ -129,11 +129,15 @@ def test_an_idle_consumer_is_closed_after_the_timeout_and_the_evictor_then_ends(
 
 
 def test_a_consumer_borrowed_again_before_its_timeout_is_not_closed():
-    pool, quick = ConsumerPool(), PoolSettings(idle_timeout_ms=300)
+    """The pool's clock, not the test's pace, says what "before its timeout" is: the evictor wakes once the
+    idle time is over and finds nothing to close."""
+    now = [0.0]
+    pool, quick = ConsumerPool(clock=lambda: now[0]), PoolSettings(idle_timeout_ms=300)
     lease = pool.borrow("a", opener(), quick)
     pool.give_back(lease, quick)
     again = pool.borrow("a", opener(), quick)
-    time.sleep(0.5)
+    now[0] = 10.0  # long past the idle timeout it was given back with
+    wait_for(lambda: not pool._evictor, "the evictor thread ends with nothing idle")
     assert again.reused and lease.consumer.closes == 0
     pool.give_back(again, quick)
     pool.close_all()

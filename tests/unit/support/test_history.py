@@ -20,6 +20,20 @@ def test_a_clean_history_passes():
     assert report.ok and report.acknowledged == 5 and report.read == 5
 
 
+def test_acknowledged_after_counts_only_the_values_made_after_the_mark():
+    h = History()
+    early = [h.next_value() for _ in range(3)]
+    mark = h.handed_out()
+    late = [h.next_value("kp") for _ in range(2)]
+    assert mark == 3 and h.handed_out() == 5
+    h.record_ack("t", 0, 0, late[0])
+    h.record_ack("t", 0, 1, early[2])  # acknowledged after the mark, but made before it
+    h.record_ack("t", 0, 2, b"hand-made")
+    assert h.acknowledged_after(mark) == 1
+    h.record_ack("t", 0, 3, late[1])
+    assert h.acknowledged_after(mark) == 2 and h.acknowledged_after(0) == 3
+
+
 def test_a_lost_acknowledged_write_is_found():
     h = clean_history(3)
     h.record_ack("t", 0, 3, b"acked-but-gone")
