@@ -142,7 +142,7 @@ def _tool_properties(args: argparse.Namespace, known: dict[str, str]) -> dict[st
     try:
         given = parse_key_values([p for p in args.property if p.split("=", 1)[0] in known])
     except ValueError as exc:
-        raise SystemExit(f"--property: {exc}") from None
+        raise SystemExit(f"error: --property: {exc}") from None
     args.property = [p for p in args.property if p.split("=", 1)[0] not in known]
     chosen: dict[str, str | bool] = {**known, **given}
     for name, value in chosen.items():
@@ -159,7 +159,7 @@ def _properties(args: argparse.Namespace) -> dict[str, str]:
     try:
         settings = parse_key_values(args.property)
     except ValueError as exc:
-        raise SystemExit(f"--property: {exc}") from None
+        raise SystemExit(f"error: --property: {exc}") from None
     if args.zookeeper_timeout_ms is not None:
         settings.setdefault("zookeeper.connection.timeout.ms", str(args.zookeeper_timeout_ms))
     return settings

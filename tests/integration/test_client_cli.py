@@ -112,6 +112,9 @@ def test_console_clients_take_kafka_s_reader_and_formatter_properties(cli_cluste
     assert keys.returncode == 0 and keys.stdout.splitlines() == [b"k1", b"k2"], keys.stderr.decode()
     bad = sparklog(*base, "--property", "print.key=yes")
     assert bad.returncode != 0 and bad.stderr.decode().strip() == "error: --property print.key is true or false, not 'yes'"
+    malformed = sparklog(*base, "--property", "print.key")  # no '=': one line, as every CLI error (cli.py Rule 2)
+    lines = malformed.stderr.decode().strip().splitlines()
+    assert malformed.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: --property: "), lines
 
 
 def test_topics_alter_places_new_partitions_by_kafka_s_replica_assignment(cli_cluster):
