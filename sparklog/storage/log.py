@@ -18,7 +18,8 @@ opens such a log and which also re-verifies flushed segments periodically. A rea
 `needs_verification(offset)` (a read) or `has_unverified_segments()` (a time lookup) first and runs
 `verify_at(offset)` or `verify_for_time_lookup()` on a thread, so the loop never replays a segment.
 Rule 6: the log start offset is the larger of the first segment's base offset (retention deletes whole
-segments) and the offset DeleteRecords moved it to (`delete_records_before`), which is checkpointed in
+segments, the active one too once all of it is below the HW, a new one rolled first, as Kafka's) and the
+offset DeleteRecords moved it to (`delete_records_before`), which is checkpointed in
 `log-start-offset-checkpoint` before the call returns; it only moves forward (truncation below it aside).
 Rule 7: `reconfigure(LogConfig)` (Kafka's updateConfig) swaps the settings under the append lock: the next
 append, flush check, roll and retention pass use them; the active segment's roll deadline moves with
