@@ -146,18 +146,6 @@ async def _create_partitions(body, state) -> CreatePartitionsResponse:
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
-def _assignment_problem(assignment, added: int, live, first: int, replication: int) -> str | None:
-    """Kafka's checks of CreatePartitions' assignments: one per new partition, each as wide as the topic's
-    partitions, with distinct live brokers."""
-    if len(assignment) != added:
-        return f"increasing the number of partitions by {added} but {len(assignment)} assignments provided"
-    try:
-        topic_registry.validate_assignment(assignment, live, first, replication)
-    except topic_registry.InvalidReplicaAssignment as exc:
-        return str(exc)
-    return None
-
-
 def _added(state, topic) -> int:
     """How many partitions a CreatePartitions topic asks to add (0 for an unknown topic or a shrink)."""
     meta = state.partitions.snapshot.topics.get(topic.name)
@@ -186,9 +174,10 @@ async def _grow(state, topic, validate_only: bool) -> tuple[int, str | None]:
     if over_limit:
         return over_limit
     if assignment is not None:  # checked here too, so that validate_only answers as the write would
-        problem = _assignment_problem(assignment, topic.count - current, live, current, replication)
-        if problem:
-            return INVALID_REPLICA_ASSIGNMENT, problem
+        try:
+            topic_registry.validate_added_assignment(assignment, topic.count - current, live, current, replication)
+        except topic_registry.InvalidReplicaAssignment as exc:
+            return INVALID_REPLICA_ASSIGNMENT, str(exc)
     if validate_only:
         return NONE, None
     try:

@@ -69,6 +69,7 @@ __all__ = [
     "TopicAssignment",
     "assign_replicas",
     "assign_replicas_rack_aware",
+    "validate_added_assignment",
     "validate_assignment",
     "create_topic",
     "add_partitions",
@@ -271,6 +272,16 @@ def validate_assignment(assignment: Mapping[int, tuple[int, ...]], known_brokers
     return {p: tuple(replicas) for p, replicas in sorted(assignment.items())}
 
 
+def validate_added_assignment(assignment: Mapping[int, tuple[int, ...]], added: int, known_brokers,
+                              first_partition: int, replication_factor: int) -> Assignment:
+    """CreatePartitions' assignments of the `added` partitions from `first_partition` on, checked as Kafka does:
+    one per new partition, then `validate_assignment` with the topic's replication factor."""
+    if len(assignment) != added:
+        raise InvalidReplicaAssignment(f"increasing the number of partitions by {added} but {len(assignment)} "
+                                       f"assignments provided")
+    return validate_assignment(assignment, known_brokers, first_partition, replication_factor)
+
+
 def _follower_index(first: int, shift: int, j: int, n: int) -> int:
     return (first + 1 + (shift + j) % (n - 1)) % n
 
@@ -419,11 +430,8 @@ def _inner_add_partitions(zk: KazooClient, name: str, new_total: int, broker_ids
     rf = len(current[0])
     if assignment is None:
         added = place(broker_ids, new_total - len(current), rf, seed=_seed(name), first_partition=len(current))
-    elif len(assignment) != new_total - len(current):
-        raise InvalidReplicaAssignment(f"increasing the number of partitions by {new_total - len(current)} but "
-                                       f"{len(assignment)} assignments provided")
     else:
-        added = validate_assignment(assignment, broker_ids, len(current), rf)
+        added = validate_added_assignment(assignment, new_total - len(current), broker_ids, len(current), rf)
     txn = zk.transaction()
     txn.set_data(paths.topic(name), _assignment_json({**current, **added}), version=stat.version)
     for p, replicas in added.items():
