@@ -11,7 +11,8 @@ default (`--idempotence` turns it on in both) — and a live confluent-kafka con
 Each cycle waits for a full ISR everywhere, picks a victim — the leader of partition `cycle % 6`, or, every
 CONTROLLER_EVERY-th cycle, the controller on purpose — SIGKILLs it, waits until the controller has moved
 every leadership off it and writes are acknowledged on the successors, restarts it and waits until it is
-back in every ISR. Then the producers flush, every partition is read from offset 0 to its high watermark,
+back in every ISR (the victim's negotiated ZooKeeper session checked to be --session-timeout-ms first: the
+leaderships' move is bounded by it). Then the producers flush, every partition is read from offset 0 to its high watermark,
 and the checks run, one summary line each:
 
 - acknowledged - consumed = 0: every acknowledged write read back at its acknowledged offset by the final
@@ -57,6 +58,7 @@ from support.fault_run import (  # noqa: E402
     wait_for_leaders,
 )
 from support.history import History  # noqa: E402
+from support.zookeeper import failover_session_s  # noqa: E402
 
 BROKERS = 3
 PARTITIONS = 6
@@ -136,7 +138,6 @@ def bounce(cluster, zk, topic: str, history: History, args) -> list[str]:
     from sparklog.coordination.controller_election import read_controller
 
     victims = []
-    session_s = args.session_timeout_ms / 1000.0
     for cycle in range(args.cycles):
         states = wait_until(lambda: full_isr(zk, topic), f"a full ISR before cycle {cycle}", FULL_ISR_TIMEOUT_S)
         acks_go_on(history, f"acknowledged writes before cycle {cycle}")
@@ -147,6 +148,7 @@ def bounce(cluster, zk, topic: str, history: History, args) -> list[str]:
             victim = states[cycle % PARTITIONS].leader
             why = f"leader of {cycle % PARTITIONS}" + (", also controller" if victim == controller else "")
         victims.append(f"{victim} ({why})")
+        session_s = failover_session_s(cluster.zk_server, zk, victim, args.session_timeout_ms)
         cluster.brokers[victim].kill()
         wait_until(lambda: all(s.leader not in (victim, -1) for s in partition_states(zk, topic).values()),
                    f"cycle {cycle}: leaderships moved off broker {victim}", session_s + MOVE_SLACK_S)

@@ -19,6 +19,7 @@ import pytest
 from support.cluster import wait_until
 from support.fault_run import consume, final_read
 from support.history import History
+from support.zookeeper import failover_session_s
 
 pytestmark = pytest.mark.slow
 
@@ -218,7 +219,7 @@ BOUNCE_PARTITIONS = 3
 BOUNCES = 3  # SIGKILL cycles in the suite; scripts/fault_run.py runs the long version
 
 
-def test_hard_bounce_of_leaders_and_the_controller_loses_no_acknowledged_write(three, zk):
+def test_hard_bounce_of_leaders_and_the_controller_loses_no_acknowledged_write(three, zookeeper, zk):
     """Issue 9's hard bounce, short: RF 3, min.insync.replicas=2, a steady confluent-kafka acks=all producer
     (retries, no idempotence) and a live consumer; a partition leader is SIGKILLed, the controller elects
     from the ISR, the victim restarts and rejoins, BOUNCES times, the controller itself the second victim.
@@ -260,9 +261,10 @@ def test_hard_bounce_of_leaders_and_the_controller_loses_no_acknowledged_write(t
             before = acked()
             _wait(lambda: acked() > before + 20, "acknowledged writes")
             victim = read_controller(zk) if cycle == 1 else states[cycle % BOUNCE_PARTITIONS].leader
+            session_s = failover_session_s(zookeeper, zk, victim, SESSION_TIMEOUT_MS)
             three.brokers[victim].kill()
             _wait(lambda: all(s.leader not in (victim, -1) for s in _states(zk, "bounce").values()),
-                  "the controller to move the victim's leaderships", timeout=SESSION_TIMEOUT_MS / 1000 + TIMEOUT_S)
+                  "the controller to move the victim's leaderships", timeout=session_s + TIMEOUT_S)
             before = acked()
             _wait(lambda: acked() > before + 20, "acknowledged writes on the successors")
             three.brokers[victim].start()

@@ -154,6 +154,11 @@ class History:
             return sorted({(tp, offset) for tp, offset, _ in self._acks
                            if tp in last and offset < last[tp] and (tp, offset) not in read})
 
+    def read_by(self, reader: str) -> int:
+        """How many reads `reader` recorded."""
+        with self._lock:
+            return sum(1 for who, *_ in self._reads if who == reader)
+
     def values_read(self) -> set[bytes]:
         """Every value read, live or in a final log."""
         with self._lock:
