@@ -1,26 +1,21 @@
 """scripts/fault_run.py's exit status: 0 only for a clean history with writes acknowledged and no error reported
 to the producer (the README: a fault run exits non-zero on a violation)."""
 
-import importlib.util
 import time
 from collections import Counter
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
 from support.fault_run import RunResult
+from support.scripts import load_script
 from support.history import Report
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "fault_run.py"
 CLEAN = Report(acknowledged=10, read=10, found=10)
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("fault_run_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("fault_run")
 
 
 @pytest.mark.parametrize("result, status", [

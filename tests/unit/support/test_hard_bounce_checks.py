@@ -1,20 +1,15 @@
 """scripts/hard_bounce.py's checks of a history: what it consumed is counted in the final log, never derived from
 what was acknowledged, and a final read cut short, or nothing acknowledged, fails."""
 
-import importlib.util
-from pathlib import Path
 
 from support.fault_run import RunResult
 from support.history import History
+from support.scripts import load_script
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "hard_bounce.py"
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("hard_bounce_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("hard_bounce")
 
 
 def checks(history: History) -> dict[str, tuple[bool, str]]:

@@ -272,3 +272,11 @@ def test_a_log_cut_anywhere_after_writes_were_acknowledged_or_seen_is_caught(len
     assert kinds == Counter({"short": int(stopped_early and cut < length),
                              "lost": sum(1 for offset in acked if offset >= cut),
                              "vanished": max(0, seen_live - cut)}) - Counter()
+
+
+def test_read_by_counts_one_readers_reads():
+    h = clean_history(3)
+    h.record_read("live", "t", 0, 0, b"v-0")
+    h.record_read("live", "t", 0, 1, b"v-1")
+    h.record_read("other", "t", 0, 0, b"v-0")
+    assert (h.read_by("live"), h.read_by("other"), h.read_by("nobody")) == (2, 1, 0)
