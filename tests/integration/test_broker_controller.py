@@ -14,13 +14,17 @@ import pytest
 
 from support import cluster as support_cluster
 from support.cluster import REPO, started_cluster
+from support.zookeeper import failover_session_s
 
 pytestmark = pytest.mark.slow
 
 SESSION_TIMEOUT_MS = 3000
 # A dead broker's ephemeral node goes after the session timeout; the controller then needs a moment, seconds on a
 # loaded machine (ZooKeeper's expiry, the watch, the controller's writes: three processes to be scheduled).
-FAILOVER_BOUND_S = SESSION_TIMEOUT_MS / 1000 + 20
+# The bound is the victim's negotiated session (support.zookeeper.failover_session_s: checked to be the configured
+# one) plus this.
+FAILOVER_SLACK_S = 20
+FAILOVER_BOUND_S = SESSION_TIMEOUT_MS / 1000 + FAILOVER_SLACK_S
 TIMEOUT_S = 30
 
 
@@ -39,7 +43,7 @@ def wait_until(predicate, timeout, what):
     return support_cluster.wait_until(predicate, what, timeout)
 
 
-def test_a_killed_leaders_partitions_get_leaders_from_the_isr_in_one_batch(three, zk):
+def test_a_killed_leaders_partitions_get_leaders_from_the_isr_in_one_batch(three, zookeeper, zk):
     from sparklog.coordination import topics
     from sparklog.coordination.controller_election import read_controller
 
@@ -50,6 +54,7 @@ def test_a_killed_leaders_partitions_get_leaders_from_the_isr_in_one_batch(three
     victim = next(b for b in (1, 2, 3) if b != controller)
     led = {p for p, s in before.items() if s.leader == victim}
     assert led, "placement gives every broker leaderships"
+    session_s = failover_session_s(zookeeper, zk, victim, SESSION_TIMEOUT_MS)
     three.brokers[victim].kill()
     killed_at = time.monotonic()
 
@@ -57,7 +62,7 @@ def test_a_killed_leaders_partitions_get_leaders_from_the_isr_in_one_batch(three
         now = states(zk, "failover")
         return now if all(s.leader != victim and victim not in s.isr for s in now.values()) else None
 
-    after = wait_until(moved, FAILOVER_BOUND_S, "every partition is off the killed broker")
+    after = wait_until(moved, session_s + FAILOVER_SLACK_S, "every partition is off the killed broker")
     elapsed = time.monotonic() - killed_at
     for p, state in after.items():
         old = before[p]
@@ -148,7 +153,7 @@ def test_real_clients_create_replicated_topics_and_are_told_why_not(three, zk):
                    TIMEOUT_S, "5 partitions of 'manual' in every broker's metadata")
 
 
-def test_the_controllers_death_elects_another_that_takes_over(three, zk):
+def test_the_controllers_death_elects_another_that_takes_over(three, zookeeper, zk):
     from sparklog.coordination import topics
     from sparklog.coordination.controller_election import read_controller, read_controller_epoch
 
@@ -156,9 +161,10 @@ def test_the_controllers_death_elects_another_that_takes_over(three, zk):
     first = wait_until(lambda: read_controller(zk) if read_controller(zk) > 0 else None, TIMEOUT_S, "controller")
     epoch = read_controller_epoch(zk)[0]
     led = {p for p, s in states(zk, "takeover").items() if s.leader == first}
+    session_s = failover_session_s(zookeeper, zk, first, SESSION_TIMEOUT_MS)
     three.brokers[first].kill()
-    second = wait_until(lambda: read_controller(zk) not in (-1, first) and read_controller(zk), FAILOVER_BOUND_S,
-                        "another controller")
+    second = wait_until(lambda: read_controller(zk) not in (-1, first) and read_controller(zk),
+                        session_s + FAILOVER_SLACK_S, "another controller")
     assert read_controller_epoch(zk)[0] > epoch
     now = wait_until(lambda: (lambda s: s if all(s[p].leader not in (first, -1) for p in led) else None)(
         states(zk, "takeover")), FAILOVER_BOUND_S, "the new controller moves the dead one's leaderships")
@@ -247,18 +253,19 @@ def test_a_rolling_restart_costs_retrying_acks_all_producers_no_error(three, zk)
     assert acked["confluent"] > 100 and acked["sparklog"] > 100
 
 
-def test_unclean_leader_election_is_off_by_default_and_on_per_topic(three, zk):
+def test_unclean_leader_election_is_off_by_default_and_on_per_topic(three, zookeeper, zk):
     from sparklog.coordination import topics
 
     topics.create_topic(zk, "clean", 1, 2, assignment={0: (1, 2)})
     topics.create_topic(zk, "unclean", 1, 2, assignment={0: (1, 2)},
                         config={"unclean.leader.election.enable": "true"})
+    sessions_s = {b: failover_session_s(zookeeper, zk, b, SESSION_TIMEOUT_MS) for b in (1, 2)}
     three.brokers[2].kill()  # the follower: the ISR shrinks to [1]
-    wait_until(lambda: all(states(zk, t)[0].isr == (1,) for t in ("clean", "unclean")), FAILOVER_BOUND_S,
-               "the dead follower leaves the ISR")
+    wait_until(lambda: all(states(zk, t)[0].isr == (1,) for t in ("clean", "unclean")),
+               sessions_s[2] + FAILOVER_SLACK_S, "the dead follower leaves the ISR")
     three.brokers[1].kill()  # the last ISR member: both go offline
-    wait_until(lambda: all(states(zk, t)[0].leader == -1 for t in ("clean", "unclean")), FAILOVER_BOUND_S,
-               "offline")
+    wait_until(lambda: all(states(zk, t)[0].leader == -1 for t in ("clean", "unclean")),
+               sessions_s[1] + FAILOVER_SLACK_S, "offline")
     assert states(zk, "clean")[0].isr == (1,)  # remembers who holds every committed message
     three.brokers[2].start()  # an out-of-sync replica returns
     wait_until(lambda: states(zk, "unclean")[0].leader == 2, FAILOVER_BOUND_S, "unclean election")

@@ -25,7 +25,6 @@ PARTITIONS = 3
 READ_ROWS = 3000
 WRITE_ROWS = 5000
 JOB_TIMEOUT_S = 60
-KILL_AFTER_S = 0.5  # the jobs are planned and running (metadata and offsets asked) when the leader dies
 
 
 def _create(zk, name):
@@ -53,20 +52,36 @@ def _in_thread(outcome: dict, name: str, job) -> threading.Thread:
     return thread
 
 
-def test_batch_read_and_write_finish_exactly_while_a_leader_is_sigkilled(spark, three, three_zk):
+def _running_group(spark, group: str) -> bool:
+    """Whether a Spark job of job group `group` is running now."""
+    tracker = spark.sparkContext.statusTracker()
+    return any((info := tracker.getJobInfo(job)) is not None and info.status == "RUNNING"
+               for job in tracker.getJobIdsForGroup(group))
+
+
+def test_batch_read_and_write_finish_exactly_while_a_leader_is_sigkilled(spark, three, zookeeper, three_zk):
+    """The fault overlaps what it means to hit: the victim leads a partition of both topics, its negotiated
+    session is SESSION_TIMEOUT_MS, and it dies once a Spark job runs, before the read or the write ends."""
+    from sparklog.coordination import topics
+    from support.zookeeper import failover_session_s
+
     source, sink = "failover-src", "failover-dst"
     for topic in (source, sink):
         _create(three_zk, topic)
     produced = produce(three.bootstrap, [source], READ_ROWS)
     states = wait_until(lambda: _full_isr(three_zk, source) and _full_isr(three_zk, sink), "full ISRs", 60)
     victim = states[0].leader
+    assert victim in {s.leader for s in topics.get_topic(three_zk, sink).states.values()}, "the victim leads no sink partition"
+    session_s = failover_session_s(zookeeper, three_zk, victim, SESSION_TIMEOUT_MS)
 
     def read():
+        spark.sparkContext.setJobGroup("failover-read", "the read under a leader's SIGKILL")
         return (spark.read.format("sparklog").option("bootstrap.servers", three.bootstrap)
                 .option("subscribe", source).load().select(*COLUMNS).collect())
 
     def write():
         activate(spark)  # a write from a thread other than the session's needs its active session
+        spark.sparkContext.setJobGroup("failover-write", "the write under a leader's SIGKILL")
         rows = spark.range(WRITE_ROWS, numPartitions=2).select(F.col("id").cast("string").alias("value"))
         rows.write.mode("append").format("sparklog").option("bootstrap.servers", three.bootstrap) \
             .option("topic", sink).save()
@@ -74,8 +89,16 @@ def test_batch_read_and_write_finish_exactly_while_a_leader_is_sigkilled(spark, 
     outcome: dict = {}
     jobs = [_in_thread(outcome, "read", read), _in_thread(outcome, "write", write)]
     try:
-        threading.Event().wait(KILL_AFTER_S)
+        # The SIGKILL lands once the first Spark job runs (not while both are still being planned), and neither
+        # the read nor the write has ended by then (a job done before the fault proves nothing about failover).
+        wait_until(lambda: any(_running_group(spark, g) for g in ("failover-read", "failover-write")),
+                   "a running Spark job of the read or of the write", JOB_TIMEOUT_S)
         three.brokers[victim].kill()
+        ended = [job.name for job in jobs if not job.is_alive()]
+        assert ended == [], f"ended before the SIGKILL: {ended}"
+        wait_until(lambda: all(s.leader not in (victim, -1) for t in (source, sink)
+                               for s in topics.get_topic(three_zk, t).states.values()),
+                   "the victim's leaderships moved", session_s + JOB_TIMEOUT_S)
         for job in jobs:
             job.join(JOB_TIMEOUT_S)
         assert not any(job.is_alive() for job in jobs), "a Spark job did not finish"

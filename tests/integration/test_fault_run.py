@@ -1,8 +1,9 @@
 """The short fault run of issue 9 (the long one is `scripts/fault_run.py --minutes 5`): three real brokers,
 RF 3, min.insync.replicas=2, an acks=all confluent-kafka producer and a live consumer, while a broker is
 paused past its session (a zombie), stopped (controlled shutdown) and killed. The history must be clean:
-nothing acknowledged is lost, no offset has two values, no reader goes backwards, and the application sees
-no produce error (retries absorb every failover)."""
+every partition's final log is read to its end, holds everything acknowledged at its offset and everything the
+live consumer saw there, no offset has two values, no reader goes backwards, and the application sees no
+produce error (retries absorb every failover)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from support.cluster import wait_until
+from support.fault_run import consume, final_read
 from support.history import History
+from support.zookeeper import failover_session_s
 
 pytestmark = pytest.mark.slow
 
@@ -217,13 +219,13 @@ BOUNCE_PARTITIONS = 3
 BOUNCES = 3  # SIGKILL cycles in the suite; scripts/fault_run.py runs the long version
 
 
-def test_hard_bounce_of_leaders_and_the_controller_loses_no_acknowledged_write(three, zk):
+def test_hard_bounce_of_leaders_and_the_controller_loses_no_acknowledged_write(three, zookeeper, zk):
     """Issue 9's hard bounce, short: RF 3, min.insync.replicas=2, a steady confluent-kafka acks=all producer
     (retries, no idempotence) and a live consumer; a partition leader is SIGKILLed, the controller elects
     from the ISR, the victim restarts and rejoins, BOUNCES times, the controller itself the second victim.
     Then acknowledged - consumed = 0, no offset is read with two values (History), and each partition's three
     logs are byte-identical. A retry's second copy is legal here (no idempotence) and not counted."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 
     from sparklog.coordination.controller_election import read_controller
 
@@ -246,22 +248,11 @@ def test_hard_bounce_of_leaders_and_the_controller_loses_no_acknowledged_write(t
             producer.poll(0.005)
         producer.flush(60)
 
-    def read(reader, until, positions):
-        consumer = Consumer({"bootstrap.servers": three.bootstrap, "group.id": reader, "enable.auto.commit": False})
-        consumer.assign([TopicPartition("bounce", p, 0) for p in range(BOUNCE_PARTITIONS)])
-        try:
-            while not until():
-                for msg in consumer.consume(500, 0.2):
-                    if msg.error() is None:
-                        history.record_read(reader, msg.topic(), msg.partition(), msg.offset(), msg.value())
-                        positions[msg.partition()] = msg.offset() + 1
-        finally:
-            consumer.close()
-
     def acked():
-        return history.check().acknowledged
+        return history.acknowledged()
 
-    workers = [threading.Thread(target=produce_steadily), threading.Thread(target=read, args=("live", stop.is_set, {}))]
+    workers = [threading.Thread(target=produce_steadily),
+               threading.Thread(target=consume, args=(three, "bounce", BOUNCE_PARTITIONS, history, "live", stop))]
     for worker in workers:
         worker.start()
     try:
@@ -270,9 +261,10 @@ def test_hard_bounce_of_leaders_and_the_controller_loses_no_acknowledged_write(t
             before = acked()
             _wait(lambda: acked() > before + 20, "acknowledged writes")
             victim = read_controller(zk) if cycle == 1 else states[cycle % BOUNCE_PARTITIONS].leader
+            session_s = failover_session_s(zookeeper, zk, victim, SESSION_TIMEOUT_MS)
             three.brokers[victim].kill()
             _wait(lambda: all(s.leader not in (victim, -1) for s in _states(zk, "bounce").values()),
-                  "the controller to move the victim's leaderships", timeout=SESSION_TIMEOUT_MS / 1000 + TIMEOUT_S)
+                  "the controller to move the victim's leaderships", timeout=session_s + TIMEOUT_S)
             before = acked()
             _wait(lambda: acked() > before + 20, "acknowledged writes on the successors")
             three.brokers[victim].start()
@@ -281,10 +273,7 @@ def test_hard_bounce_of_leaders_and_the_controller_loses_no_acknowledged_write(t
         stop.set()
         for worker in workers:
             worker.join(90)
-    ends, positions, deadline = _high_watermarks(three, "bounce"), dict.fromkeys(range(BOUNCE_PARTITIONS), 0), \
-        time.monotonic() + TIMEOUT_S
-    read("final", lambda: time.monotonic() > deadline or all(positions[p] >= end for p, end in ends.items()),
-         positions)
+    final_read(three, "bounce", BOUNCE_PARTITIONS, history)  # to every partition's end, or it raises
     report = history.check()
     assert report.ok, str(report)
     assert errors == [] and report.acknowledged > 100
@@ -301,17 +290,6 @@ def _states(zk, topic):
 def _full_isr(zk, topic):
     states = _states(zk, topic)
     return states if all(len(s.isr) == 3 and s.leader > 0 for s in states.values()) else None
-
-
-def _high_watermarks(cluster, topic):
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ends"})
-    try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
-                for p in range(BOUNCE_PARTITIONS)}
-    finally:
-        consumer.close()
 
 
 def test_follower_with_a_corrupt_tail_recovers_and_refetches(three, zk):

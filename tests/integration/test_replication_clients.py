@@ -16,6 +16,7 @@ import pytest
 
 from support import wire
 from support.cluster import wait_until
+from support.zookeeper import failover_session_s
 
 pytestmark = pytest.mark.slow
 
@@ -158,20 +159,22 @@ def test_fetch_and_list_offsets_are_fenced_by_current_leader_epoch(three, zk):
     assert codes(epoch + 1) == (0, 0)
 
 
-def _kill_leader_and_restart(three, zk, topic, before_restart):
-    """SIGKILL the partition's leader, wait for the controller's new leader, run `before_restart`, restart."""
+def _kill_leader_and_restart(three, zookeeper, zk, topic, before_restart):
+    """SIGKILL the partition's leader, wait for the controller's new leader (within the leader's negotiated
+    session, checked to be SESSION_TIMEOUT_MS, plus TIMEOUT_S), run `before_restart`, restart."""
     state = _full_isr(zk, topic)
+    session_s = failover_session_s(zookeeper, zk, state.leader, SESSION_TIMEOUT_MS)
     three.brokers[state.leader].kill()
     try:
         _wait(lambda: (lambda s: s.leader not in (-1, state.leader) and s)(_state(zk, topic)), "a new leader",
-              SESSION_TIMEOUT_MS / 1000 + TIMEOUT_S)
+              session_s + TIMEOUT_S)
         before_restart()
     finally:
         three.brokers[state.leader].start()
     _full_isr(zk, topic)
 
 
-def test_sparklog_producer_fails_over_with_no_error(three, zk):
+def test_sparklog_producer_fails_over_with_no_error(three, zookeeper, zk):
     from sparklog.client import Producer
 
     _create(zk, "producer-failover", config={"min.insync.replicas": "2"})
@@ -189,7 +192,7 @@ def test_sparklog_producer_fails_over_with_no_error(three, zk):
         try:
             _wait(lambda: sum(f.done() for f in futures[:50]) == 50 and len(futures) > 50, "first acknowledgements")
             count = len(futures)
-            _kill_leader_and_restart(three, zk, "producer-failover",
+            _kill_leader_and_restart(three, zookeeper, zk, "producer-failover",
                                      lambda: _wait(lambda: len(futures) > count + 50 and all(
                                                        f.done() for f in futures[count:count + 50]),
                                                    "writes sent after the kill to be answered"))
@@ -217,7 +220,7 @@ def _consumed(three, topic, end):
         return records
 
 
-def test_sparklog_consumer_fails_over_with_no_error(three, zk):
+def test_sparklog_consumer_fails_over_with_no_error(three, zookeeper, zk):
     from confluent_kafka import Producer
 
     from sparklog.client import Consumer
@@ -243,13 +246,13 @@ def test_sparklog_consumer_fails_over_with_no_error(three, zk):
             produce(sent[1000:])  # acks=all, to the new leader
             _wait(lambda: got.extend(r.value for r in consumer.poll(0.2)) or len(got) >= 1500, "reading on")
 
-        _kill_leader_and_restart(three, zk, "consumer-failover", read_and_write_across)
+        _kill_leader_and_restart(three, zookeeper, zk, "consumer-failover", read_and_write_across)
         _wait(lambda: got.extend(r.value for r in consumer.poll(0.2)) or len(got) >= len(sent), "every record")
     assert got == sent
 
 
 
-def test_kafka_python_acks_all_refused_with_both_followers_sigkilled_and_acks_one_works(three, zk):
+def test_kafka_python_acks_all_refused_with_both_followers_sigkilled_and_acks_one_works(three, zookeeper, zk):
     """Issue 9's NOT_ENOUGH_REPLICAS with kafka-python: both followers SIGKILLed (not SIGSTOPped, whose open
     connections hang metadata requests), the controller shrinks the ISR to the leader, every acks=all send
     fails with NotEnoughReplicasError and none of them ever reaches a consumer; acks=1 still works; the
@@ -273,11 +276,11 @@ def test_kafka_python_acks_all_refused_with_both_followers_sigkilled_and_acks_on
             producer.close(TIMEOUT_S)
 
     assert send("all", [b"before"]) == [0]
+    session_s = max(failover_session_s(zookeeper, zk, broker_id, SESSION_TIMEOUT_MS) for broker_id in followers)
     for broker_id in followers:
         three.brokers[broker_id].kill()
     try:
-        _wait(lambda: _state(zk, topic).isr == (leader,), "the ISR to shrink to the leader",
-              SESSION_TIMEOUT_MS / 1000 + TIMEOUT_S)
+        _wait(lambda: _state(zk, topic).isr == (leader,), "the ISR to shrink to the leader", session_s + TIMEOUT_S)
         refused = send("all", [b"refused-%d" % i for i in range(5)])
         assert all(isinstance(r, NotEnoughReplicasError) for r in refused), refused
         assert send(1, [b"acks-one"]) == [1]

@@ -130,14 +130,21 @@ def three(request, zk_connect, tmp_path):
 
 
 def test_a_zombie_leader_never_acknowledges_acks_all_and_no_consumer_sees_what_it_loses(three, zk_connect):
+    """The fault hits what it means to: the frozen broker leads the partition and has acknowledged writes when
+    it stops, and its successor acknowledges an acks=all write while it is frozen; the zombie reader reads."""
     topic = _create(three, zk_connect, "zombie")
     zombie = three.brokers[1]
     with Load(three, topic) as load:
-        time.sleep(1)
+        _wait(lambda: load.history.acknowledged() > 0, "writes acknowledged by the leader-to-be-frozen")
+        assert _state(zk_connect, topic).leader == 1, "the broker to freeze is not the partition's leader"
         os.kill(zombie.pid, signal.SIGSTOP)
         try:
-            _wait(lambda: _state(zk_connect, topic).leader not in (1, -1), "a new leader")
-            time.sleep(1)  # the new leader takes writes while the old one is frozen
+            successor = _wait(lambda: (lambda leader: leader not in (1, -1) and leader)(_state(zk_connect, topic).leader),
+                              "a new leader")
+            # the new leader takes acks=all writes while the old one is frozen (asked directly: librdkafka may
+            # wait on the frozen broker's open connections for its socket timeout before it finds the new one)
+            _wait(lambda: _raw_produce(three.brokers[successor].address, topic, b"successor-write") == 0,
+                  "an acks=all write acknowledged by the successor")
             answer = {}
             # sent while it is frozen: the kernel queues it, the zombie reads it first thing when resumed
             sender = threading.Thread(target=lambda: answer.update(
@@ -157,6 +164,7 @@ def test_a_zombie_leader_never_acknowledges_acks_all_and_no_consumer_sees_what_i
     assert answer.get("code", 0) != 0, "the zombie acknowledged an acks=all write"
     load.check()  # nothing acknowledged lost; what any reader saw, the final log holds at that offset
     assert b"zombie-write" not in load.history.values_read()
+    assert load.history.read_by("zombie-reader") > 0, "the reader that asked the resumed zombie first read nothing"
 
 
 def test_a_follower_cut_off_from_its_leader_leaves_the_isr_writes_go_on_and_it_rejoins(request, zk_connect,

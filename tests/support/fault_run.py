@@ -11,8 +11,9 @@ for seconds on the suite's ZooKeeper.
   controlled shutdown, then a restart). At most `replication factor - min.insync` brokers (at least one)
   are down at once, so acks=all writes stay possible with RF >= 2.
 Rule 1: at the end every broker is running again and every partition has a leader before the final read,
-which reads each partition up to its high watermark (asked again while a restarted leader takes over): an
-unreachable partition raises, never reads as empty.
+which reads each partition up to its high watermark (asked again while a restarted leader takes over) and
+records it as the checker's final log: an unreachable partition, or one not read to its end by the deadline,
+raises, never reads as empty or short.
 Rule 2: every thread started here is joined before `run` returns; the caller owns the cluster.
 """
 
@@ -63,6 +64,12 @@ class RunResult:
     faults: list[str] = field(default_factory=list)
     produce_errors: Counter = field(default_factory=Counter)  # error name -> count
     report: Report | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The run's verdict: a clean history with writes acknowledged (Report.ok) and no error reported to the
+        producer (retries absorb every failover)."""
+        return self.report is not None and self.report.ok and not self.produce_errors
 
     def summary(self) -> str:
         faults = ", ".join(self.faults[:20]) + (" ..." if len(self.faults) > 20 else "")
@@ -185,7 +192,8 @@ def consume(cluster, topic: str, partitions: int, history: History, reader: str,
 
 
 def final_read(cluster, topic: str, partitions: int, history: History) -> None:
-    """Every partition from 0 to its high watermark, as the checker's ground truth."""
+    """Every partition from 0 to its high watermark, recorded as the checker's final logs (Rule 1): a read
+    that cannot reach a partition's end within FINAL_READ_TIMEOUT_S raises, naming where it stopped."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"final-{uuid.uuid4().hex[:6]}",
@@ -194,15 +202,26 @@ def final_read(cluster, topic: str, partitions: int, history: History) -> None:
     try:
         ends = {p: high_watermark(consumer, TopicPartition(topic, p)) for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        position = dict.fromkeys(range(partitions), 0)
-        deadline = time.monotonic() + FINAL_READ_TIMEOUT_S
-        while any(position[p] < ends[p] for p in ends) and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error() is None:
-                    history.record_read("final", msg.topic(), msg.partition(), msg.offset(), msg.value())
-                    position[msg.partition()] = msg.offset() + 1
+        logs = read_to_ends(consumer, ends, time.monotonic() + FINAL_READ_TIMEOUT_S)
     finally:
         consumer.close()
+    for p, records in logs.items():
+        history.record_final_log(topic, p, ends[p], records)
+
+
+def read_to_ends(consumer, ends: dict[int, int], deadline: float) -> dict[int, list[tuple[int, bytes]]]:
+    """Each partition's (offset, value) records until its position reaches `ends[p]`; AssertionError naming
+    the partitions it could not finish by `deadline`."""
+    logs: dict[int, list[tuple[int, bytes]]] = {p: [] for p in ends}
+    position = dict.fromkeys(ends, 0)
+    while short := {p: f"{position[p]} of {ends[p]}" for p in ends if position[p] < ends[p]}:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the final read stopped short of the partitions' ends (read to, of end): {short}")
+        for msg in consumer.consume(1000, 0.5):
+            if msg.error() is None:
+                logs[msg.partition()].append((msg.offset(), msg.value()))
+                position[msg.partition()] = msg.offset() + 1
+    return logs
 
 
 def high_watermark(consumer, tp, timeout: float = LEADERS_TIMEOUT_S) -> int:

@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "settings_tables.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("settings_tables", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from support.scripts import SCRIPTS, load_script
 
 
 def test_the_committed_settings_tables_are_the_generated_ones():
-    script = load_script()
+    script = load_script("settings_tables")
     assert script.OUTPUT.read_text(encoding="utf-8") == script.render(), \
         "docs/settings.md is out of date: run .venv/bin/python scripts/settings_tables.py"
 
 
 def test_every_declared_setting_has_a_row_and_the_readme_links_the_tables():
-    script = load_script()
+    script = load_script("settings_tables")
     text = script.render()
     for _, table, _ in script.SECTIONS:
         for name in table:
             assert f"| `{name}` |" in text
-    assert "(docs/settings.md)" in (SCRIPT.parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "(docs/settings.md)" in (SCRIPTS.parent / "README.md").read_text(encoding="utf-8")

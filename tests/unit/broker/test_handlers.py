@@ -226,20 +226,19 @@ def test_a_fetch_whose_max_bytes_is_spent_still_returns_the_first_batch_of_the_f
 
 
 def test_fetch_long_poll_wakes_on_append(state):
+    """max_wait_ms is ten minutes: only the append can answer the poll within the test's minute (a wake-up
+    missed is a hang, not a slow machine)."""
     async def scenario():
-        pending = fetch(state, [("t", 0, 0)], max_wait_ms=5000)
+        pending = fetch(state, [("t", 0, 0)], max_wait_ms=600_000)
         assert asyncio.iscoroutine(pending)
         task = asyncio.ensure_future(pending)
         await asyncio.sleep(0.05)
         assert not task.done()
-        started = time.monotonic()
         produce(state, [(0, batch(b"late"))])
-        response = await asyncio.wait_for(task, 2)
-        return response, time.monotonic() - started
+        return await asyncio.wait_for(task, 60)
 
-    response, waited = asyncio.run(scenario())
+    response = asyncio.run(scenario())
     assert values(parts_of(response)[0].records) == [b"late"]
-    assert waited < 1.0
 
 
 def test_fetch_long_poll_times_out_with_empty_records(state):

@@ -47,10 +47,17 @@ def test_partitions_have_separate_batches():
     assert [(b.topic, b.partition) for b in acc.ready] == [("t", 1)]
 
 
-def test_linger_closes_old_batches_and_reports_next_expiry():
+def test_linger_closes_old_batches_and_reports_next_expiry(monkeypatch):
+    """The batch opens at the accumulator's clock (injected: a stall of the test between append and its own
+    clock read would close it early on a loaded machine)."""
+    from types import SimpleNamespace
+
+    from sparklog.client import accumulator
+
+    now = 100.0
+    monkeypatch.setattr(accumulator, "time", SimpleNamespace(monotonic=lambda: now))
     acc = make(linger_ms=50)
     acc.append("t", 0, rec(), 1)
-    now = time.monotonic()
     expiry = acc.close_expired(now)
     assert not acc.ready and expiry is not None and 0 < expiry - now <= 0.05
     assert acc.close_expired(now + 0.051) is None

@@ -1,7 +1,6 @@
 """The driver's reading of a Metadata answer: missing topics, dead leaders, patterns and assignments
 (`OffsetOracle._covered` over views as the brokers return them), and the retry budget of lookups."""
 
-import time
 
 import pytest
 
@@ -51,15 +50,34 @@ def test_assign_covers_only_assigned_partitions_and_refuses_absent_ones():
         covered(VIEW, assign='{"pat_a":[5]}')
 
 
-def test_retries_stop_at_the_deadline():
-    calls = []
+class _Clock:
+    """time.monotonic and time.sleep of the module under test: a sleep moves the clock, nothing else does."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_retries_stop_at_the_deadline(monkeypatch):
+    """100 retries 125 ms apart would take 12.5 s: the 0.5 s deadline stops them after the attempts at 0, 125,
+    250 and 375 ms (the next would start at the deadline), each given what is left of it (an injected clock:
+    the test's own pace on a loaded machine does not enter; binary-exact steps)."""
+    import sparklog.datasource.metadata as metadata
+
+    clock, calls = _Clock(), []
+    monkeypatch.setattr(metadata, "time", clock)
 
     def failing(timeout):
         calls.append(timeout)
         raise TimeoutError("no answer")
 
-    began = time.monotonic()
     with pytest.raises(TimeoutError):
-        with_retries(failing, retries=100, interval_ms=50, what="lookup", deadline=time.monotonic() + 0.3)
-    assert time.monotonic() - began < 1.0 and 1 <= len(calls) < 10
-    assert all(0 < t <= 0.3 for t in calls)
+        with_retries(failing, retries=100, interval_ms=125, what="lookup", deadline=clock.now + 0.5)
+    assert 1 <= len(calls) < 10
+    assert all(0 < t <= 0.5 for t in calls)
+    assert calls == [0.5, 0.375, 0.25, 0.125] and clock.now == 1000.375
