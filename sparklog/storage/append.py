@@ -28,6 +28,26 @@ offset after the last append. A write that fails leaves the LEO and the producer
 Rule: client-batches-checked: a client's control batch is refused (InvalidRecordError, Kafka's
 LogValidator), so is a transactional one (TransactionRefusedError: no transaction coordinator yet), a batch
 with a producer id and a negative baseSequence, and one whose records do not parse (records/verify.py).
+Rule: producer-state-in-append (idempotence): batches with a producer id are checked against the producer
+state (producer_state.py) under the append lock, in the same critical section as the append: a duplicate is
+answered with its original base offset and not written, a stale epoch or a sequence gap raises and writes
+nothing. Every append (leader, follower, plain) updates the state for what it wrote (and recovery replays
+it: log.py Rule: producer-state-follows-log).
+Rule: roll-before-overfill: the active segment rolls before an append that would overfill it (bytes past
+segment.bytes, offsets past its int32 relative range, an index full) or once its roll deadline (segment.ms)
+has passed; an empty segment always takes the append. A group rolls between two sets where a lone append
+would.
+Rule: compaction-lag-roll (max.compaction.lag.ms, KIP-354): on a compacted log the active segment also rolls
+at the first append from max(its creation, its first batch's max timestamp) + max.compaction.lag.ms, if that
+comes before its segment.ms deadline, so that no record stays uncleanable (in the active segment) much
+longer than the lag. A first timestamp from before the segment's creation counts from the creation: a
+producer replaying old records rolls a segment per lag, not per batch. Kafka rolls only at an append;
+`PartitionLog.roll_if_due` lets the cleaner roll an idle partition's overdue segment too.
+Rule: leader-stamps-epoch: a leader stamps its leader epoch into every batch it appends (the field is outside
+the CRC), and the epoch cache records where each epoch starts. One appender at a time (the broker's event
+loop): the epoch cache is updated beside the append, not under the log's lock.
+Rule: follower-appends-verbatim: a follower appends the leader's batches verbatim, at their own offsets,
+which must continue the log exactly (OffsetsNotContiguous).
 """
 
 from __future__ import annotations

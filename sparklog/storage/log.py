@@ -1,31 +1,23 @@
 """PartitionLog: one partition's log, a directory `<topic>-<partition>/` of segments (the paper's 3.1).
 
-The facade over the log's parts, split along Kafka's seams (LogLoader, LocalLog/LogSegments, UnifiedLog):
-log_loader.py (open, recover, fence, finish `.swap`/`.cleaned`), checkpoints.py (the checkpoint files),
-segment_set.py (the copy-on-write segment tuple and what reads find in it), append.py (the one append
-pipeline), visibility.py (the high watermark and what readers of each isolation level may see). This module
-holds the log's state and its locks, and runs flush, verification, retention, truncation and compaction's
-swap. The rules, by name (each states what the module named beside it keeps):
-
-Rule: append-is-whole-batch (append.py): appends take whole encoded batches, validate all of them before
-writing any, assign offsets in the headers and write them with one write.
-Rule: readers-below-visibility (visibility.py): readers see offsets below the high watermark (HW) only:
-the flushed offset by default, the LEO with flush.visibility=appended, or, on a replicated log, what
-replication sets. Readers never take the writer's lock (Rule: segments-copy-on-write, segment_set.py).
-Rule: torn-tail-truncated and Rule: bit-rot-fenced (log_loader.py): damage at or past the recovery point is
-a torn tail (truncated, later segments deleted); below it, bit rot: fenced, every valid batch kept, offsets
-never reused. A fenced range is a gap between two segments, which reads step over.
-Rule: verify-before-first-use: a segment that was only loaded (its index trusted) is verified whole
-(CRC-32C and structure) before its first use (a read, a time lookup, retention, truncation), by whichever
-comes first of a reader (in its own thread) and the background scrubber (scrubber.py), which the LogManager
-nudges when it opens such a log and which also re-verifies flushed segments periodically. A reader on an
-event loop asks `needs_verification(offset)` (a read) or `has_unverified_segments()` (a time lookup) first
-and runs `verify_at(offset)` or `verify_for_time_lookup()` on a thread, so the loop never replays a segment.
+A facade over the log's parts, split along Kafka's seams (LogLoader, LocalLog/LogSegments, UnifiedLog) and
+Redpanda's one-noun files; each part's docstring states the rules it keeps, by name:
+- log_loader.py: open, recover, fence, finish `.swap`/`.cleaned` (Rule: swaps-completed-first, Rule:
+  torn-tail-truncated, Rule: bit-rot-fenced);
+- checkpoints.py: the checkpoint files (Rule: checkpoint-never-above-fsynced, Rule:
+  checkpoint-rewritten-when-behind);
+- segment_set.py: the segment tuple and what reads find in it (Rule: segments-copy-on-write, Rule:
+  one-read-one-segment, Rule: retention-whole-segments);
+- append.py: the one append pipeline (Rule: append-is-whole-batch, Rule: client-batches-checked, Rule:
+  producer-state-in-append, Rule: roll-before-overfill, Rule: compaction-lag-roll, Rule:
+  leader-stamps-epoch, Rule: follower-appends-verbatim);
+- visibility.py: the high watermark and what a reader of each isolation level may read (Rule:
+  readers-below-visibility, Rule: replicated-hw-from-outside, Rule: hw-moves-forward, Rule: isolation-limit);
+- verification.py: Rule: verify-before-first-use.
+This module holds the log's state and locks, and the rules that span the parts:
 Rule: log-start-forward: the log start offset is the larger of the first segment's base offset and the
 offset DeleteRecords moved it to (`delete_records_before`), checkpointed in `log-start-offset-checkpoint`
 before the call returns; it only moves forward (truncation below it aside).
-Rule: retention-whole-segments: retention deletes whole segments below the HW, the active one too once all
-of it is below the HW (a new one rolled first, as Kafka's); only when cleanup.policy includes `delete`.
 Rule: reconfigure-under-append-lock: `reconfigure(LogConfig)` (Kafka's updateConfig) swaps the settings
 under the append lock: the next append, flush check, roll and retention pass use them; the active segment's
 roll deadline moves with them; index sizes apply from the next segment on. Batches are converted (timestamp
@@ -33,26 +25,12 @@ type and bounds, compression) by `log_validator` only when the config asks for i
 Rule: cleaned-swap (compaction, cleaner.py): the cleaner swaps cleaned segments in with `replace_segments`,
 under the append lock for the renames only: the old segments go to `.deleted` (slices already handed out
 keep reading them) and the cleaned one, written and fsynced as `<base>.log.cleaned` and committed by its
-rename to `.swap`, becomes live; on open, log_loader.py finishes or drops what a crash left (Rule:
-swaps-completed-first). Where the cleaner stopped is checkpointed in `cleaner-offset-checkpoint`.
-Rule: compaction-lag-roll (max.compaction.lag.ms, KIP-354; append.py): on a compacted log the active
-segment also rolls at the first append from max(its creation, its first batch's max timestamp) +
-max.compaction.lag.ms, if that comes before its segment.ms deadline. A first timestamp from before the
-segment's creation counts from the creation. Kafka rolls only at an append; `roll_if_due` lets the cleaner
-roll an idle partition's overdue segment too.
-Rule: producer-state-in-append (idempotence; append.py): batches with a producer id are checked against the
-producer state (producer_state.py) under the append lock, in the same critical section as the append: a
-duplicate is answered with its original base offset and not written, a stale epoch or a sequence gap raises
-and writes nothing. Every append (leader, follower, recovery replay) updates the state; it is snapshotted at
-roll and close, rebuilt on open and after truncation from the newest snapshot at or below the log end, and
-trimmed when segments are deleted.
-Replication: Rule: leader-stamps-epoch: a leader stamps its leader epoch into every batch it appends (the
-field is outside the CRC), and the epoch cache records where each epoch starts. Rule:
-follower-appends-verbatim: a follower appends the leader's batches verbatim, at their own offsets, which
-must continue the log exactly. Rule: replicated-hw-from-outside: with replication the HW is set from outside
-(min LEO over the ISR on a leader, the leader's HW on a follower), never by a flush; it only moves forward,
-except when truncation cuts it. One appender at a time (the broker's event loop): the epoch cache is updated
-beside the append, not under the log's lock.
+rename to `.swap`, becomes live (log_loader.py finishes what a crash left). Where the cleaner stopped is
+checkpointed in `cleaner-offset-checkpoint`. Time and size retention run only when cleanup.policy includes
+`delete`.
+Rule: producer-state-follows-log: the producer state is snapshotted at roll and close, rebuilt on open and
+after truncation from the newest snapshot at or below the log end plus the batches after it, and trimmed
+when segments are deleted.
 """
 
 from __future__ import annotations
@@ -64,7 +42,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
-from sparklog.records.batch import NO_TIMESTAMP, BatchHeader
+from sparklog.records.batch import NO_TIMESTAMP
 from sparklog.storage.append import AppendPipeline
 from sparklog.storage.checkpoints import (CLEANER_OFFSET_FILE, DEFAULT_CHECKPOINT_INTERVAL_MS, LOG_START_OFFSET_FILE,
                                           RECOVERY_POINT_FILE, OffsetCheckpoints, RecoveryPointCheckpoint)
@@ -75,12 +53,13 @@ from sparklog.storage.files import OS_FILES, Files
 from sparklog.storage.flusher import Flusher, default_flusher
 from sparklog.storage.leader_epochs import LeaderEpochCache
 from sparklog.storage.log_loader import LogLoader
+from sparklog.storage.log_retention import LogRetention
 from sparklog.storage.producer_state import ProducerStateManager
-from sparklog.storage.recovery import INT64_MAX, ReadAt, ValidPrefix
 from sparklog.storage.segment import LogSegment, TimestampOffset
 from sparklog.storage.segment_set import FileSlice, LogSegments
 from sparklog.storage.time_bounds import TimeBounds
 from sparklog.storage.topic_names import parse_partition_dir
+from sparklog.storage.verification import SegmentVerifier
 from sparklog.storage.visibility import READ_UNCOMMITTED, HighWatermarkListener, Visibility, Visible
 
 __all__ = ["CLEANER_OFFSET_FILE", "DEFAULT_CHECKPOINT_INTERVAL_MS", "LOG_START_OFFSET_FILE", "RECOVERY_POINT_FILE",
@@ -144,7 +123,7 @@ class PartitionLog:
         self._clock = clock
         self._lock = threading.Lock()
         self._flush_lock = threading.RLock()
-        self._segment_set = LogSegments()
+        self._segment_set = LogSegments(directory, files, flusher, clock)
         self._leo = 0
         self._recovery_point = 0
         self._unflushed_messages = 0
@@ -153,15 +132,16 @@ class PartitionLog:
         self._checkpoints = OffsetCheckpoints(files, directory, topic, partition)
         self._recovery_checkpoint = RecoveryPointCheckpoint(self._checkpoints, checkpoint_interval_ms)
         self._flush_everything = True  # the first flush after open: load() may have added index entries anywhere
-        self._directory_dirty = True  # segment files created or renamed since the last fsync of the directory
         self._appends = 0  # append-path counters are plain attributes: a dict update costs twice as much
         self._appended_bytes = 0
-        self._counters = dict(flushes=0, rolls=0, deleted_segments=0)
+        self._flushes = 0
         self._on_fence = on_fence
         self._fences = FencedRanges(files, directory)
         self._verified_bytes = 0
         self._producers = ProducerStateManager(directory, files)
         self._loader = LogLoader(self)
+        self._verifier = SegmentVerifier(self)
+        self._retention = LogRetention(self)
 
     def _use_config(self, config: LogConfig) -> None:
         self.config = config
@@ -229,31 +209,8 @@ class PartitionLog:
     def _rebuild_producer_state(self) -> None:
         """The newest snapshot at or below the LEO, plus the batches after it (producer_state.py Rule 4)."""
         start = self._producers.load(self._leo)
-        self._producers.update_from_headers(self._headers_from(start))
+        self._producers.update_from_headers(self._segment_set.headers_from(start, self.name))
         self._producers.truncate_head(self.log_start_offset, self._segment_set.bases[0])
-
-    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
-        """The headers of the batches from `offset` (a batch boundary) to the LEO, across segments.
-
-        Each header is checked against the offset chain (a segment not yet verified whole, Rule: verify-before-first-use, may hold
-        bit rot): the walk leaves a segment at the first header that does not fit, which the verification
-        then fences; the producers of those batches are as unknown as the batches."""
-        for segment in self._segments:
-            if segment.next_offset <= offset:
-                continue
-            end = segment.size
-            try:
-                position = segment.find_batch(offset, end) if offset > segment.base_offset else 0
-                if position is None:
-                    continue
-                expected = segment.read_header(position).base_offset if position else segment.base_offset
-                while position < end:
-                    header = segment.checked_header(position, expected, end)
-                    yield header
-                    position, expected = position + header.size, header.next_offset
-            except CorruptSegmentError as exc:
-                logger.warning("%s: producer state replay stopped in segment %d: %s", self.name,
-                               segment.base_offset, exc)
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -267,30 +224,9 @@ class PartitionLog:
         return self._checkpoints.read(LOG_START_OFFSET_FILE, "the log starts at its first segment") or 0
 
     def delete_records_before(self, offset: int) -> int:
-        """Move the log start offset up to `offset` (Kafka's DeleteRecords); return the new log start offset.
-
-        `offset` may be at most the high watermark; records below it are no longer served (a fetch there is
-        OFFSET_OUT_OF_RANGE), and whole segments below it are deleted at once. Moving it backwards is a no-op.
-        The new start is checkpointed durably before this returns, so a restart keeps it (Rule: log-start-forward).
-        """
-        with self._flush_lock:
-            with self._lock:
-                if self._closed:
-                    raise LogClosedError(f"{self.name} is closed")
-                high_watermark = self._visibility.hw.offset
-                if offset < 0 or offset > high_watermark:
-                    raise OffsetOutOfRange(offset, self.log_start_offset, high_watermark, self.name)
-                if offset <= self.log_start_offset:
-                    return self.log_start_offset
-                self._log_start = offset
-                self._checkpoints.write(LOG_START_OFFSET_FILE, offset)
-                doomed = [s for s in self._segments[:-1] if s.next_offset <= offset]
-                if doomed:
-                    self._set_segments(self._segments[len(doomed):])
-                    self._retire_locked(doomed)
-                self._producers.truncate_head(offset, self._segment_set.bases[0])
-            self._schedule_deletes(doomed)
-            return offset
+        """Move the log start offset up to `offset` (Kafka's DeleteRecords, Rule: log-start-forward); return the
+        new log start offset."""
+        return self._retention.delete_records_before(offset)
 
     # -- appending: the entry points of the one pipeline (append.py) -----------------------------------
 
@@ -298,44 +234,24 @@ class PartitionLog:
         """Append one or more whole v2 batches (a producer's record set); return the first batch's base offset.
 
         `append_time_ms` is the broker's clock for LogAppendTime stamping and the timestamp bounds (default:
-        the log's clock); the broker passes it so that it can answer Produce with the time it stamped.
-
-        All batches are validated (size against max.message.bytes, magic, CRC-32C) before any byte is
-        written (Rule: append-is-whole-batch): on RecordBatchTooLarge or CorruptRecordError nothing is
-        appended. A bytearray is used as it is: its baseOffset fields are overwritten with the assigned
-        offsets (as Kafka assigns them in the request's buffer); any other buffer is copied once.
-        """
+        the log's clock). Nothing is written unless every batch is valid (Rule: append-is-whole-batch). A
+        bytearray is used as it is: its baseOffset fields get the assigned offsets (as Kafka assigns them in
+        the request's buffer); any other buffer is copied once."""
         return self._pipeline.append(batches, append_time_ms)
 
     def append_as_leader(self, batches: Any, leader_epoch: int, append_time_ms: int | None = None) -> int:
-        """append() with `leader_epoch` stamped into every batch header and recorded in the epoch cache.
-
-        The batches are a client's (a Produce request's, or the group coordinator's), checked as a client's
-        (append.py, Rule: client-batches-checked): a control batch refuses the record set
-        (InvalidRecordError), so does a transactional one (TransactionRefusedError), a batch whose records
-        do not parse, and one with a producer id but a negative baseSequence (InvalidRecordError); a batch
-        saying LogAppendTime is refused or taken as CreateTime (log_validator Rule 7)."""
+        """append() of a client's record set (Rule: client-batches-checked), `leader_epoch` stamped into every
+        batch header and recorded in the epoch cache (Rule: leader-stamps-epoch)."""
         return self._pipeline.append_as_leader(batches, leader_epoch, append_time_ms)
 
     def append_group_as_leader(self, record_sets: list, leader_epoch: int, append_time_ms: int | None = None) -> list:
-        """`append_as_leader` of each record set in order, with one write per segment: a broker's pipelined
-        one-partition Produce requests, taken from one socket read.
-
-        The outcome of each set is what calling `append_as_leader` on it alone, in order, would give:
-        `(base offset, log end offset after it)`, or the exception it would raise (nothing of that set is
-        written; the sets around it are). The segment rolls between two sets where a lone append would roll;
-        the high watermark, its listeners and flush.messages are handled once, after the group, so every set
-        is on disk as required before any of them is answered.
-        """
+        """`append_as_leader` of each record set in order, one write per segment (pipelined Produce requests):
+        per set, `(base offset, log end offset after it)` or the exception a lone append_as_leader would raise;
+        the HW, its listeners and flush.messages once, after the group."""
         return self._pipeline.append_group_as_leader(record_sets, leader_epoch, append_time_ms)
 
     def append_replicated(self, batches: Any) -> int:
-        """Append a leader's batches as they are (offsets, epochs, bytes); return the new LEO.
-
-        Each batch is validated (size, magic, CRC) and must start where the previous one ends, the first at
-        the LEO (else OffsetsNotContiguous); nothing is written unless all pass. New leader epochs found in
-        the headers are added to the epoch cache.
-        """
+        """Append a leader's batches as they are (Rule: follower-appends-verbatim); return the new LEO."""
         return self._pipeline.append_replicated(batches)
 
     @property
@@ -358,15 +274,9 @@ class PartitionLog:
             return True
 
     def _roll_locked(self) -> LogSegment:
-        old = self._segments[-1]
-        old.seal_time_index()
         self._producers.expire(self._clock())
         self._producers.write_snapshot(self._leo)  # the state of every batch below the new segment
-        segment = LogSegment(self.directory, self._leo, self.config, self._files, self._clock())
-        self._segment_set.rolled(segment)
-        self._directory_dirty = True
-        self._counters["rolls"] += 1
-        return segment
+        return self._segment_set.roll(self._leo, self.config)
 
     def _set_segments(self, segments: tuple[LogSegment, ...]) -> None:
         self._segment_set.set(segments)
@@ -408,7 +318,7 @@ class PartitionLog:
                 pending = self._unflushed_messages, self._first_unflushed_at
                 self._unflushed_messages = 0
                 self._first_unflushed_at = None
-                directory_dirty, self._directory_dirty = self._directory_dirty, False
+                directory_dirty, self._segment_set.directory_dirty = self._segment_set.directory_dirty, False
             try:
                 for segment in dirty:
                     segment.flush()
@@ -421,7 +331,7 @@ class PartitionLog:
             if self._recovery_checkpoint.due(visible.offset, time.monotonic(), force_checkpoint):
                 self._recovery_checkpoint.write(visible.offset)
             with self._lock:
-                self._counters["flushes"] += 1
+                self._flushes += 1
                 moved = self._visibility.advance(visible)
         if moved:
             self._visibility.notify(self, visible.offset)
@@ -429,7 +339,7 @@ class PartitionLog:
     def _restore_pending(self, messages: int, first_at: float | None, directory_dirty: bool) -> None:
         """A flush failed: its appends are unflushed again, so the flusher retries without waiting for an append."""
         with self._lock:
-            self._directory_dirty = self._directory_dirty or directory_dirty
+            self._segment_set.directory_dirty = self._segment_set.directory_dirty or directory_dirty
             self._unflushed_messages += messages
             if first_at is not None and (self._first_unflushed_at is None or first_at < self._first_unflushed_at):
                 self._first_unflushed_at = first_at
@@ -513,125 +423,36 @@ class PartitionLog:
     def _time_bounds(self) -> TimeBounds | None:
         return self._segment_set.time_bounds
 
-    # -- verification (Rule: verify-before-first-use) ----------------------------------------------------------------------
+    # -- verification (Rule: verify-before-first-use, verification.py) -------------------------------
 
     def needs_verification(self, offset: int) -> bool:
         """Whether a read at `offset` would first replay a loaded segment (cheap: no I/O, no lock)."""
-        segment = self._segment_set.holding(offset)
-        return segment is not None and not segment.verified
+        return self._verifier.needs_verification(offset)
 
     def verify_at(self, offset: int) -> int:
-        """Verify the segment a read at `offset` starts in, if it is not yet (blocking: call it off an event
-        loop); returns the bytes replayed."""
-        segment = self._segment_set.holding(offset)
-        return self._verify(segment) if segment is not None and not segment.verified else 0
+        """Verify the segment a read at `offset` starts in, if not yet (blocking); the bytes replayed."""
+        return self._verifier.verify_at(offset)
 
     def has_unverified_segments(self) -> bool:
-        """Whether a time lookup may first replay loaded segments (cheap: no I/O, no lock);
-        `verify_for_time_lookup()` verifies them."""
-        return self._segment_set.time_bounds_of(self._segments) is None
+        """Whether a time lookup may first replay loaded segments (cheap: no I/O, no lock)."""
+        return self._verifier.has_unverified_segments()
 
     def verify_for_time_lookup(self) -> int:
-        """Verify every segment `offset_for_timestamp` would replay first (blocking: call it off an event
-        loop); returns the bytes replayed. Not `scrub(None, True)`: that skips the active segment and the
-        closed ones not yet flushed, which the lookup then replayed on the caller's loop."""
-        replayed = 0
-        for segment in self._segments:
-            if self._closed or segment.base_offset >= self._visibility.hw.offset:
-                break
-            if not segment.verified:
-                replayed += self._verify(segment)
-        return replayed
+        """Verify every segment `offset_for_timestamp` would replay first (blocking); the bytes replayed."""
+        return self._verifier.verify_for_time_lookup()
 
     def scrub(self, throttle: Callable[[int], None] | None = None, unverified_only: bool = False) -> int:
-        """Verify every flushed closed segment whole (or only those not yet verified since the log opened),
-        unverified ones first; return the bytes replayed.
+        """Verify every flushed closed segment whole (or only the unverified ones); the bytes replayed."""
+        return self._verifier.scrub(throttle, unverified_only)
 
-        What the scrubber runs; `throttle(n)` is called after each read of n bytes and may sleep.
-        """
-        segments = self._segments
-        todo = sorted((s for s in segments[:-1] if s.next_offset <= self._recovery_point
-                       and not (unverified_only and s.verified)), key=lambda s: s.verified)
-        replayed = 0
-        for segment in todo:
-            if self._closed:
-                break
-            replayed += self._verify(segment, throttle)
-        return replayed
-
-    def _verify(self, segment: LogSegment, throttle: Callable[[int], None] | None = None) -> int:
-        """Replay `segment` whole; rebuild indexes that disagree with it (before its first use only: later
-        the in-memory ones are the truth) and fence damage (Rule: bit-rot-fenced). Returns the bytes replayed.
-
-        The replay takes no lock, so a reader never waits for the scrubber's throttled pass (both may
-        replay the same segment); repairs are serialized by the flush lock and re-checked under it.
-        """
-        if self._closed or segment not in self._segments:
-            return 0
-        first_use = not segment.verified
-        try:
-            with segment.pinned():
-                prefix, agrees = segment.scan(_throttled(segment._read_at, throttle), check_indexes=first_use)
-        except LogClosedError:
-            return 0  # deleted meanwhile (retention, truncation): a reader looks again
-        self._verified_bytes += prefix.truncate_at
-        if prefix.clean and agrees:
-            segment.verified = True
-            return prefix.truncate_at
-        with self._flush_lock:
-            if not self._closed and segment in self._segments:
-                self._repair(segment, prefix, first_use and not segment.verified)
-        return prefix.truncate_at
-
-    def _repair(self, segment: LogSegment, prefix: ValidPrefix, first_use: bool) -> None:
-        """Under the flush lock: another replay may have repaired `segment` since this one looked."""
-        if not first_use and prefix.truncate_at >= segment.size:
-            return  # already cut there
-        if first_use:  # no reader has used it yet: rebuild its indexes from the file
-            logger.warning("%s: the index files of segment %d disagree with its batches; rebuilt them",
-                           self.name, segment.base_offset)
-            prefix = segment.recover(INT64_MAX)
-            segment.flush()
-        if not prefix.clean:
-            segments = self._segments
-            i = segments.index(segment)
-            bound = segments[i + 1].base_offset if i + 1 < len(segments) else None
-            self._loader.fence_damage(segment, prefix, self._recovery_point, bound,
-                                      lambda added: self._insert_after(segment, added))
-
-    def _insert_after(self, segment: LogSegment, added: list[LogSegment]) -> None:
-        with self._lock:
-            self._segment_set.insert_after(segment, added)
-            self._directory_dirty = True
+    def _verify(self, segment: LogSegment) -> int:
+        return self._verifier.verify(segment)
 
     # -- retention, truncation, lifecycle --------------------------------------------------------
 
     def enforce_retention(self, now_ms: int | None = None) -> int:
-        """Delete the oldest whole segments past retention.ms or beyond retention.bytes; return how many.
-
-        Never one holding offsets at or above the HW. The active segment too, once non-empty and wholly
-        below the HW: a new empty one is rolled at the LEO first, so a quiet log empties and its log start
-        reaches its end (Kafka's LocalLog.deletableSegments and UnifiedLog.deleteSegments). A segment's age
-        is that of its largest timestamp (the design notes' rule), or of its file's last modification when
-        none of its batches carries a timestamp (Kafka's LogSegment.largestTimestamp).
-        """
-        now = self._clock() if now_ms is None else now_ms
-        for segment in self._segment_set.retention_victims(self.config, self._visibility.hw.offset, now):  # a hint, unlocked: their timestamps must be verified
-            if not segment.verified:
-                self._verify(segment)
-        with self._flush_lock, self._lock:
-            doomed = self._segment_set.retention_victims(self.config, self._visibility.hw.offset, now)
-            if doomed:
-                if doomed[-1] is self._segments[-1]:
-                    self._roll_locked()  # a log always has an active segment: the next append's
-                self._set_segments(self._segments[len(doomed):])
-                self._retire_locked(doomed)
-                self._fences.clip(self._segment_set.bases[0], INT64_MAX)
-                self._producers.truncate_head(self.log_start_offset, self._segment_set.bases[0])
-        if doomed:
-            self._files.fsync_dir(self.directory)  # the renames: a crash must not bring the segments back
-        self._schedule_deletes(doomed)
-        return len(doomed)
+        """Delete the oldest whole segments past retention (Rule: retention-whole-segments); how many."""
+        return self._retention.enforce(now_ms)
 
     # -- compaction (Rule: cleaned-swap; the cleaner itself is cleaner.py) ---------------------------------------
 
@@ -658,29 +479,10 @@ class PartitionLog:
                 # The HW sits at the end of `old`: name the same offset as the start of the segment after
                 # it, true of the old segments and of `cleaned`, whose size differs (KIP-534 can grow it).
                 self._visibility.reset(Visible(hw.offset, following.base_offset, 0))
-            self._retire_locked(list(old))
-            cleaned.rename_files("")
-            self._set_segments(segments[:i] + (cleaned,) + segments[i + len(old):])
-            self._directory_dirty = True
+            self._segment_set.replace(i, old, cleaned)
         self._files.fsync_dir(self.directory)
-        self._schedule_deletes(list(old))
+        self._segment_set.schedule_deletes(list(old), self.config.file_delete_delay_ms)
         return True
-
-    def _retire_locked(self, segments: list[LogSegment]) -> None:
-        """Rename to `.deleted` at once (a new segment may reuse the name); see _schedule_deletes."""
-        for segment in segments:
-            segment.rename_deleted()
-        self._directory_dirty = self._directory_dirty or bool(segments)
-        self._counters["deleted_segments"] += len(segments)
-
-    def _schedule_deletes(self, segments: list[LogSegment]) -> None:
-        """Remove the files after file.delete.delay.ms, so that slices already handed out stay readable."""
-        delay_ms = self.config.file_delete_delay_ms
-        for segment in segments:
-            if delay_ms == 0:
-                segment.delete_files()
-            else:
-                self._flusher.call_later(delay_ms / 1000, segment.delete_files)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch whose last offset is >= `offset` (for a follower's log divergence).
@@ -699,24 +501,17 @@ class PartitionLog:
                 self._fences.clip(self._segment_set.bases[0], self._leo)
                 self._rebuild_producer_state()
                 cut = self._segments[-1]
-            self._schedule_deletes(doomed)
+            self._segment_set.schedule_deletes(doomed, self.config.file_delete_delay_ms)
             self.flush()  # fsyncs the directory (the renames) and rewrites the checkpoint if it named removed offsets
             self._files.fsync(cut.fd)  # the cut itself: flush() skips a segment the cut left empty
 
     def _truncate_locked(self, offset: int) -> list[LogSegment]:
-        segments = self._segments
-        if offset <= segments[0].base_offset or offset < self._log_start:  # Kafka's truncateFullyAndStartAt
-            doomed = list(segments)
-            self._retire_locked(doomed)  # first: the fresh segment may reuse a doomed one's name
-            keep = (LogSegment(self.directory, offset, self.config, self._files, self._clock()),)
-            self._directory_dirty = True
+        if offset <= self._segments[0].base_offset or offset < self._log_start:  # Kafka's truncateFullyAndStartAt
+            doomed = self._segment_set.restart_at(offset, self.config)
             self._log_start = offset
         else:
-            keep, doomed = self._segment_set.split_at(offset)
-            self._retire_locked(doomed)
-            keep[-1].truncate_to_offset(offset)
-        self._set_segments(keep)
-        active = keep[-1]
+            doomed = self._segment_set.truncate(offset)
+        active = self._segments[-1]
         self._leo = active.next_offset
         self._visibility.cut_to(Visible(self._leo, active.base_offset, active.size))
         self._recovery_point = min(self._recovery_point, self._leo)
@@ -763,32 +558,20 @@ class PartitionLog:
         self.leader_epochs.assign(epoch, self._leo)
 
     def use_replicated_high_watermark(self) -> None:
-        """From now on only set_high_watermark moves the HW (Rule: replicated-hw-from-outside); flushes keep fsyncing.
-
-        The first call drops the HW to the log start: what an opened log holds may include a tail no other
-        replica has, and nothing may be shown as committed until replication says so (a leader learns it
-        within one fetch of each ISR follower, a follower from its leader's next answer)."""
+        """From now on only set_high_watermark moves the HW (Rule: replicated-hw-from-outside; visibility.py
+        says why the first call drops it to the log start); flushes keep fsyncing."""
         with self._lock:
-            if self._visibility.replicated:
-                return
-            self._visibility.replicated = True
-            first = self._segments[0]
-            self._visibility.reset(Visible(first.base_offset, first.base_offset, 0))
+            first = self._segments[0].base_offset
+            self._visibility.use_replicated(Visible(first, first, 0))
 
     def use_local_high_watermark(self) -> None:
-        """Back to the local policy (Rule: readers-below-visibility) for a log that has become its partition's only replica (a restarted broker can see
-        its RF-1 partition offline, i.e. following nobody, before it leads it again): the HW follows this
-        copy alone once more (fsyncs, or appends with flush.visibility=appended), and never moves back."""
+        """Back to the local policy (Rule: readers-below-visibility) for a log that has become its partition's
+        only replica (a restarted broker can see its RF-1 partition offline before it leads it again)."""
         with self._lock:
-            visibility = self._visibility
-            if not visibility.replicated:
-                return
-            visibility.replicated = False
-            target = self._leo if visibility.expose_on_append else self._recovery_point
-            moved = target > visibility.hw.offset and visibility.advance(self._segment_set.visible_at(target))
-            high_watermark = visibility.hw.offset
+            moved = self._visibility.use_local(self._leo, self._recovery_point, self._segment_set.visible_at)
+            high_watermark = self._visibility.hw.offset
         if moved:
-            visibility.notify(self, high_watermark)
+            self._visibility.notify(self, high_watermark)
 
     def set_high_watermark(self, offset: int) -> int:
         """Move the HW forward to `offset` (capped at the LEO, rounded down to a batch start); return it."""
@@ -814,16 +597,13 @@ class PartitionLog:
             with self._lock:
                 if self._closed:
                     raise LogClosedError(f"{self.name} is closed")
-                doomed = list(self._segments)
-                self._retire_locked(doomed)  # first: the fresh segment may reuse a doomed one's name
-                fresh = LogSegment(self.directory, offset, self.config, self._files, self._clock())
-                self._set_segments((fresh,))
+                doomed = self._segment_set.restart_at(offset, self.config)
                 self._leo = offset
                 self._visibility.reset(Visible(offset, offset, 0))
                 self._recovery_point = min(self._recovery_point, offset)
                 self._fences.clip(offset, offset)  # no damaged range is left
                 self._rebuild_producer_state()  # every snapshot and producer is below `offset`: none is left
-            self._schedule_deletes(doomed)
+            self._segment_set.schedule_deletes(doomed, self.config.file_delete_delay_ms)
             self.flush()
         self.leader_epochs.clear()
 
@@ -901,7 +681,8 @@ class PartitionLog:
         return LogStatistics(
             self.name, self.log_start_offset, self._leo, self._visibility.hw.offset, self._recovery_point,
             len(segments), sum(s.size for s in segments), self._unflushed_messages,
-            appends=self._appends, appended_bytes=self._appended_bytes, **self._counters,
+            appends=self._appends, appended_bytes=self._appended_bytes, flushes=self._flushes,
+            rolls=self._segment_set.rolls, deleted_segments=self._segment_set.deleted,
             checkpoints=self._recovery_checkpoint.writes,
             fenced_ranges=len(self._fences.ranges), fenced_offsets=self._fences.offsets,
             unverified_segments=sum(not s.verified for s in segments), verified_bytes=self._verified_bytes,
@@ -909,18 +690,6 @@ class PartitionLog:
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.directory!r}, start={self.log_start_offset}, hw={self.high_watermark}, leo={self._leo})"
-
-
-def _throttled(read_at: ReadAt, throttle: Callable[[int], None] | None) -> ReadAt:
-    if throttle is None:
-        return read_at
-
-    def read(position: int, length: int) -> bytes:
-        data = read_at(position, length)
-        throttle(len(data))  # what was read: replay asks for 1 MiB windows, most segments end sooner
-        return data
-
-    return read
 
 
 def _wall_clock_ms() -> int:

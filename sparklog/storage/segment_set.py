@@ -5,6 +5,10 @@ roll, retention, truncation, fencing and a cleaner's swap; a reader takes `snaps
 never takes the writer's lock. A read that met the tuple changing under it looks again (PartitionLog.read).
 Rule: one-read-one-segment: one read returns a byte range of one segment, on batch boundaries, ending at
 the visibility mark it was given, and at least one whole batch when one is visible (KIP-74).
+Rule: retention-whole-segments: retention deletes whole segments below the high watermark past retention.ms
+(a segment's age is that of its largest timestamp, or of its file's last modification when none of its
+batches has one) or beyond retention.bytes, the active one too once all of it is below the HW (a new one
+rolled first, as Kafka's); only when cleanup.policy includes `delete`.
 The tuple is changed only under the log's append lock; these methods read whatever tuple they are given or
 the current one, and verify a segment before its first use through the `verify` callback
 (Rule: verify-before-first-use).
@@ -12,17 +16,21 @@ the current one, and verify a segment before its first use through the `verify` 
 
 from __future__ import annotations
 
+import logging
 import os
 from bisect import bisect_right
 from typing import Callable, Iterator
 
-from sparklog.records.batch import NO_TIMESTAMP
+from sparklog.records.batch import NO_TIMESTAMP, BatchHeader
 from sparklog.storage.config import CLEANUP_DELETE, LogConfig
-from sparklog.storage.errors import LogClosedError
-from sparklog.storage.files import OS_FILES
+from sparklog.storage.errors import CorruptSegmentError, LogClosedError
+from sparklog.storage.files import OS_FILES, Files
+from sparklog.storage.flusher import Flusher
 from sparklog.storage.segment import LogSegment, TimestampOffset
 from sparklog.storage.time_bounds import TimeBounds
 from sparklog.storage.visibility import Visible
+
+logger = logging.getLogger(__name__)
 
 Snapshot = tuple[tuple[LogSegment, ...], tuple[int, ...]]
 Verify = Callable[[LogSegment], int]
@@ -95,13 +103,17 @@ class FileSlice:
 class LogSegments:
     """The segment tuple of one log (Rule: segments-copy-on-write)."""
 
-    __slots__ = ("segments", "bases", "snapshot", "time_bounds")
+    __slots__ = ("segments", "bases", "snapshot", "time_bounds", "directory_dirty", "rolls", "deleted",
+                 "_directory", "_files", "_flusher", "_clock")
 
-    def __init__(self) -> None:
+    def __init__(self, directory: str, files: Files, flusher: Flusher, clock: Callable[[], int]) -> None:
         self.segments: tuple[LogSegment, ...] = ()
         self.bases: tuple[int, ...] = ()
         self.snapshot: Snapshot = ((), ())  # both, swapped at once
         self.time_bounds: TimeBounds | None = None  # for the latest tuple whose segments were all verified
+        self.directory_dirty = True  # segment files created or renamed since the last fsync of the directory
+        self.rolls = self.deleted = 0
+        self._directory, self._files, self._flusher, self._clock = directory, files, flusher, clock
 
     # -- changing the tuple (under the log's append lock) -------------------------------------------
 
@@ -110,12 +122,64 @@ class LogSegments:
         self.bases = tuple(s.base_offset for s in segments)
         self.snapshot = (segments, self.bases)
 
-    def rolled(self, segment: LogSegment) -> None:
+    def roll(self, leo: int, config: LogConfig) -> LogSegment:
+        """A new active segment at `leo`, the old one's time index sealed."""
+        self.segments[-1].seal_time_index()
+        segment = LogSegment(self._directory, leo, config, self._files, self._clock())
         self.set(self.segments + (segment,))
+        self.directory_dirty = True
+        self.rolls += 1
+        return segment
 
     def insert_after(self, segment: LogSegment, added: list[LogSegment]) -> None:
         i = self.segments.index(segment) + 1
         self.set(self.segments[:i] + tuple(added) + self.segments[i:])
+        self.directory_dirty = True
+
+    def drop_head(self, doomed: list[LogSegment]) -> None:
+        """Retire the first segments `doomed` (retention, DeleteRecords)."""
+        if doomed:
+            self.set(self.segments[len(doomed):])
+            self.retire(doomed)
+
+    def restart_at(self, offset: int, config: LogConfig) -> list[LogSegment]:
+        """Retire every segment and start again with an empty one at `offset`; the segments retired."""
+        doomed = list(self.segments)
+        self.retire(doomed)  # first: the fresh segment may reuse a doomed one's name
+        self.set((LogSegment(self._directory, offset, config, self._files, self._clock()),))
+        self.directory_dirty = True
+        return doomed
+
+    def truncate(self, offset: int) -> list[LogSegment]:
+        """Cut the segments to the batches below `offset` (above the first segment's base); those retired."""
+        keep = tuple(s for s in self.segments if s.base_offset < offset)
+        doomed = [s for s in self.segments if s.base_offset >= offset]
+        self.retire(doomed)
+        keep[-1].truncate_to_offset(offset)
+        self.set(keep)
+        return doomed
+
+    def replace(self, i: int, old: tuple[LogSegment, ...], cleaned: LogSegment) -> None:
+        """`cleaned` (committed as `.swap`) takes the place of the run `old` starting at index i."""
+        self.retire(list(old))
+        cleaned.rename_files("")
+        self.set(self.segments[:i] + (cleaned,) + self.segments[i + len(old):])
+        self.directory_dirty = True
+
+    def retire(self, segments: list[LogSegment]) -> None:
+        """Rename to `.deleted` at once (a new segment may reuse the name); see schedule_deletes."""
+        for segment in segments:
+            segment.rename_deleted()
+        self.directory_dirty = self.directory_dirty or bool(segments)
+        self.deleted += len(segments)
+
+    def schedule_deletes(self, segments: list[LogSegment], delay_ms: int) -> None:
+        """Remove the files after file.delete.delay.ms, so that slices already handed out stay readable."""
+        for segment in segments:
+            if delay_ms == 0:
+                segment.delete_files()
+            else:
+                self._flusher.call_later(delay_ms / 1000, segment.delete_files)
 
     def run_of(self, old: tuple[LogSegment, ...]) -> int | None:
         """Where the consecutive segments `old` start among the live ones, not counting the active one's
@@ -127,11 +191,6 @@ class LogSegments:
         if segments[i:i + len(old)] != old or i + len(old) == len(segments):
             return None
         return i
-
-    def split_at(self, offset: int) -> tuple[tuple[LogSegment, ...], list[LogSegment]]:
-        """The segments a truncation to `offset` keeps (the last one to be cut) and those it removes."""
-        keep = tuple(s for s in self.segments if s.base_offset < offset)
-        return keep, [s for s in self.segments if s.base_offset >= offset]
 
     # -- finding -----------------------------------------------------------------------------------
 
@@ -207,6 +266,29 @@ class LogSegments:
         if boundary == position:  # KIP-74: one whole batch even when it is larger than max_bytes
             boundary = position + segment.batch_size_at(position)
         return boundary
+
+    def headers_from(self, offset: int, name: str) -> Iterator[BatchHeader]:
+        """The headers of the batches from `offset` (a batch boundary) to the LEO, across segments.
+
+        Each header is checked against the offset chain (a segment not yet verified whole may hold bit rot,
+        Rule: verify-before-first-use): the walk leaves a segment at the first header that does not fit, which the verification
+        then fences; the producers of those batches are as unknown as the batches."""
+        for segment in self.segments:
+            if segment.next_offset <= offset:
+                continue
+            end = segment.size
+            try:
+                position = segment.find_batch(offset, end) if offset > segment.base_offset else 0
+                if position is None:
+                    continue
+                expected = segment.read_header(position).base_offset if position else segment.base_offset
+                while position < end:
+                    header = segment.checked_header(position, expected, end)
+                    yield header
+                    position, expected = position + header.size, header.next_offset
+            except CorruptSegmentError as exc:
+                logger.warning("%s: producer state replay stopped in segment %d: %s", name,
+                               segment.base_offset, exc)
 
     # -- time lookups ------------------------------------------------------------------------------
 

@@ -70,6 +70,25 @@ class Visibility:
         self.hw = visible
         return True
 
+    def use_replicated(self, log_start: Visible) -> None:
+        """Replication sets the HW from now on. The first call drops it to the log start: what an opened log
+        holds may include a tail no other replica has, and nothing may be shown as committed until
+        replication says so (a leader learns it within one fetch of each ISR follower, a follower from its
+        leader's next answer)."""
+        if not self.replicated:
+            self.replicated = True
+            self.hw = log_start
+
+    def use_local(self, leo: int, recovery_point: int, locate: Callable[[int], Visible]) -> bool:
+        """The local policy again (the log became its partition's only replica): the HW follows this copy
+        alone once more (its fsyncs, or its appends with flush.visibility=appended), and never moves back;
+        `locate(offset)` says where an offset is in the files. True if the HW moved."""
+        if not self.replicated:
+            return False
+        self.replicated = False
+        target = leo if self.expose_on_append else recovery_point
+        return target > self.hw.offset and self.advance(locate(target))
+
     def cut_to(self, end: Visible) -> None:
         """Truncation left the log ending at `end`: the HW is never above the log end."""
         if self.hw.offset > end.offset:
