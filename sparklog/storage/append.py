@@ -268,7 +268,7 @@ class AppendPipeline:
         for i, records in enumerate(record_sets):
             fields = None if checked is None else checked[i]
             if fields is not None and records[_ATTRIBUTES_LOW] & TIMESTAMP_TYPE_MASK:
-                fields = None  # a batch saying LogAppendTime: append_as_leader's (log_validator Rule 7)
+                fields = None  # LogAppendTime: append_as_leader's (log_validator.py Rule: client-log-append-time)
             if fields is None:
                 if run:
                     self._append_run(run, outcomes, leader_epoch)
@@ -383,7 +383,8 @@ class AppendPipeline:
 
     def _client_rules(self, data: Any, position: int) -> None:
         """Rule: client-batches-checked for the batch at `position` (its records aside: `_check_records`), and
-        log_validator Rule 7 for one saying LogAppendTime (refused, or taken as CreateTime, in place)."""
+        log_validator.py Rule: client-log-append-time for one saying LogAppendTime (refused, or taken as CreateTime, in
+        place)."""
         attributes = data[position + _ATTRIBUTES_LOW]
         if attributes & _REFUSED_FROM_CLIENTS:
             _refuse_attributes(attributes)

@@ -207,7 +207,8 @@ class PartitionLog:
     # -- producer state (Rule: producer-state-in-append) --------------------------------------------
 
     def _rebuild_producer_state(self) -> None:
-        """The newest snapshot at or below the LEO, plus the batches after it (producer_state.py Rule 4)."""
+        """The newest snapshot at or below the LEO, plus the batches after it (producer_state.py Rule:
+        producer-recovery)."""
         start = self._producers.load(self._leo)
         self._producers.update_from_headers(self._segment_set.headers_from(start, self.name))
         self._producers.truncate_head(self.log_start_offset, self._segment_set.bases[0])

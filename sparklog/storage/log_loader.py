@@ -170,7 +170,7 @@ class LogLoader:
         logger.error("%s: DATA LOSS: segment %s is damaged at byte %d (%s); fencing offsets [%d, %d) and keeping "
                      "every valid batch after them", self.name, segment.path, prefix.truncate_at, prefix.stop.value,
                      prefix.next_offset, end)
-        self._fences.add(prefix.next_offset, end)  # before the files change (fences.py Rule 1)
+        self._fences.add(prefix.next_offset, end)  # before the files change (fences.py Rule: fence-saved-first)
 
     def _move_tail(self, source: LogSegment, resync: Resync) -> LogSegment:
         """Copy `source`'s bytes from `resync` on into a new segment named by the batch there (Rule: bit-rot-fenced)."""
