@@ -9,7 +9,7 @@ Entry points (PartitionLog's methods of the same names call them):
 (recovery replays the producer state from the batch headers: PartitionLog._rebuild_producer_state).
 
 Each goes through the same stages; the stage named is the one place its rule lives:
- 1. validate, outside the lock  -- `_validate` / `_validate_one` (Rule: append-is-whole-batch: size against
+ 1. validate, outside the lock  -- `_validate` (and its one-batch form in `append`) (Rule: append-is-whole-batch: size against
     max.message.bytes, magic, CRC-32C of every batch before any byte is written) and, for a client's set,
     `_client_rules` + `_check_records` (Rule: client-batches-checked) and the config's conversion
     (log_validator, Rule: reconfigure-under-append-lock);
@@ -155,9 +155,14 @@ class AppendPipeline:
          count) = _APPEND_FIELDS.unpack_from(data)
         if length + LOG_OVERHEAD != size:
             return self._append_set(data)  # several batches, or a bad length
-        self._validate_one(data, size, magic, crc, flags, delta, count)
+        if size > self.max_message_bytes:  # Rule: append-is-whole-batch, for one batch (_validate's)
+            self._too_large(size)
+        if (magic != MAGIC or delta < 0 or count < 0 or flags & COMPRESSION_MASK > MAX_CODEC
+                or crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]) != crc):
+            validate_batch(data)  # raises CorruptRecordError, with the reason
         with log._lock:
-            self._check_open()
+            if log._closed:
+                self._refuse_closed()
             if producer_id >= 0:
                 duplicate = self._check_producers(((producer_id, epoch, sequence, delta),), lone=True)
                 if duplicate is not None:
@@ -169,8 +174,7 @@ class AppendPipeline:
             segment.append_batch(data, first, next_offset, max_timestamp)
             if producer_id >= 0:
                 log._producers.update(producer_id, epoch, sequence, delta, first, max_timestamp)
-            self._appended(next_offset, count, size)
-            moved = self._expose(segment, next_offset)
+            moved = self._appended(segment, next_offset, count, size)
         self._after_append(moved, next_offset)
         return first
 
@@ -194,8 +198,7 @@ class AppendPipeline:
                 offset = next_offset
             segment.append(data, entries)
             log._producers.update_from_headers(appended)
-            self._appended(offset, messages, len(data))
-            moved = self._expose(segment, offset)
+            moved = self._appended(segment, offset, messages, len(data))
         self._after_append(moved, offset)
         return first
 
@@ -241,8 +244,7 @@ class AppendPipeline:
             offset = segment.append_leader_set(data, first, leader_epoch)
             if idempotent:
                 self._update_plain_producers(entries, first)
-            self._appended(offset, messages, len(data))
-            moved = self._expose(segment, offset)
+            moved = self._appended(segment, offset, messages, len(data))
         self._after_append(moved, offset)
         return first
 
@@ -316,7 +318,7 @@ class AppendPipeline:
                 for i, _, _ in run:
                     outcomes[i] = closed
                 return
-            run_state = _Run(self, log._segments[-1], log._leo)
+            run_state = _Run(self, log._segment_set.segments[-1], log._leo)
             for i, view, fields in run:
                 run_state.add(i, view, fields, leader_epoch, outcomes)
             moved = run_state.finish(outcomes)
@@ -342,7 +344,7 @@ class AppendPipeline:
             segment = self._segment_for(len(data), offset, headers[0][1].max_timestamp)
             segment.append(data, entries)
             log._producers.update_from_headers(header for _, header in headers)
-            self._appended(offset, messages, len(data))
+            self._appended(segment, offset, messages, len(data), expose=False)
         for _, header in headers:
             self._note_leader_epoch(header.partition_leader_epoch, header.base_offset)
         self._after_append(False, offset)
@@ -352,15 +354,6 @@ class AppendPipeline:
 
     def _too_large(self, size: int) -> None:
         raise RecordBatchTooLarge(f"batch of {size} bytes exceeds max.message.bytes={self.max_message_bytes}")
-
-    def _validate_one(self, data: bytearray, size: int, magic: int, crc: int, flags: int, delta: int,
-                      count: int) -> None:
-        """Rule: append-is-whole-batch for one batch whose header is unpacked already (the hot path's)."""
-        if size > self.max_message_bytes:
-            self._too_large(size)
-        if (magic != MAGIC or delta < 0 or count < 0 or flags & COMPRESSION_MASK > MAX_CODEC
-                or crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]) != crc):
-            validate_batch(data)  # raises CorruptRecordError, with the reason
 
     def _validate(self, view: memoryview) -> tuple[list[tuple[int, BatchHeader]], int]:
         """Rule: append-is-whole-batch for a record set: every batch whole, within max.message.bytes, valid."""
@@ -394,7 +387,10 @@ class AppendPipeline:
 
     def _check_open(self) -> None:
         if self.log._closed:
-            raise LogClosedError(f"{self.log.name} is closed")
+            self._refuse_closed()
+
+    def _refuse_closed(self) -> None:
+        raise LogClosedError(f"{self.log.name} is closed")
 
     def _check_producers(self, batches: Iterable[tuple[int, int, int, int]], lone: bool) -> int | None:
         """Rule: producer-state-in-append, under the append lock, for the idempotent batches (producer id,
@@ -409,24 +405,22 @@ class AppendPipeline:
         producers.check_record_set(batches)
         return None
 
-    def _roll_limits(self, segment: LogSegment, now: int) -> tuple[int, int, int]:
+    def _roll_limits(self, segment: LogSegment, now: int) -> tuple[int, int]:
         """Rule: roll-before-overfill: what the non-empty `segment` takes before an append rolls it: (bytes,
-        next offset, batches) as of now (int32 relative offsets, index room); all zero when it is due
-        already (segment.ms or Rule: compaction-lag-roll's deadline, or an index full). An empty segment
-        always takes the append."""
+        next offset) as of now (int32 relative offsets); both zero when it is due already (segment.ms or
+        Rule: compaction-lag-roll's deadline, or an index full). An empty segment always takes the append.
+        A group also keeps a batch of index room per pending batch (`_Run._room_for`)."""
         if segment.indexes_full or now >= segment.roll_at_ms:
-            return (0, -1, 0)
-        room = min(segment.index.max_entries - len(segment.index),
-                   segment.time_index.max_entries - len(segment.time_index))
-        return (self.segment_bytes - segment.size, segment.offset_limit, room - 1)
+            return (0, -1)
+        return (self.segment_bytes - segment.size, segment.offset_limit)
 
     def _segment_for(self, size: int, next_offset: int, first_timestamp: int) -> LogSegment:
         """The segment an append of `size` bytes ending at `next_offset` goes to: the active one, or a new one
         rolled first (Rule: roll-before-overfill), whose roll deadline then counts from `first_timestamp`."""
         log = self.log
-        segment = log._segments[-1]
+        segment = log._segment_set.segments[-1]
         if segment.size:
-            room, offset_limit, _ = self._roll_limits(segment, log._clock())
+            room, offset_limit = self._roll_limits(segment, log._clock())
             if size > room or next_offset > offset_limit:
                 segment = log._roll_locked()
         if not segment.size:
@@ -439,8 +433,10 @@ class AppendPipeline:
         if lag is not None:
             segment.roll_at_ms = min(segment.roll_at_ms, max(segment.created_ms, first_timestamp) + lag)
 
-    def _appended(self, next_offset: int, messages: int, size: int, appends: int = 1) -> None:
-        """The LEO and the counters after a write (flush.messages, flush.ms: the flusher's)."""
+    def _appended(self, segment: LogSegment, next_offset: int, messages: int, size: int, appends: int = 1,
+                  expose: bool = True) -> bool:
+        """The LEO and the counters after a write (flush.messages, flush.ms: the flusher's), then the visibility
+        policy's move (not for a follower's: Rule: replicated-hw-from-outside); True if the HW moved."""
         log = self.log
         log._leo = next_offset
         log._unflushed_messages += messages
@@ -448,10 +444,7 @@ class AppendPipeline:
             log._first_unflushed_at = time.monotonic()  # once per flush interval, not per append
         log._appends += appends
         log._appended_bytes += size
-
-    def _expose(self, segment: LogSegment, next_offset: int) -> bool:
-        """The visibility policy's move for a leader's or a plain append; True if the HW moved."""
-        return self.log._visibility.appended(next_offset, segment.base_offset, segment.size)
+        return expose and log._visibility.appended(next_offset, segment.base_offset, segment.size)
 
     def _after_append(self, moved: bool, next_offset: int) -> None:
         """Outside the lock: wake the readers waiting for the new high watermark (if it moved); Kafka's
@@ -486,7 +479,7 @@ class _Run:
         self.messages = self.appended = self.done_messages = self.done_appended = 0  # done_: written
         self.saved: dict = {}  # producer id -> its entry before the sets in pieces (None: it had none)
         self.failed: Exception | None = None
-        self.limits: tuple[int, int, int] | None = None  # the segment's room before a lone append would roll it
+        self.limits: tuple[int, int, int] | None = None  # (bytes, next offset, batches) before the segment rolls
 
     def add(self, i: int, view: memoryview, fields: tuple, leader_epoch: int, outcomes: list) -> None:
         if self.failed is not None:
@@ -526,7 +519,7 @@ class _Run:
         """Roll where a lone append would (Rule: roll-before-overfill, the pending write counted); False when
         the set failed (a write or the roll)."""
         if self.limits is None:  # read once per segment: nothing below changes it
-            self.limits = self.pipeline._roll_limits(self.segment, self.now)
+            self.limits = self._limits()
         limits, pending = self.limits, self.pending
         if not (self.segment.size + pending and (pending + size > limits[0] or next_offset > limits[1]
                                                  or len(self.entries) >= limits[2])):
@@ -541,6 +534,17 @@ class _Run:
             return False
         self.limits = None
         return True
+
+    def _limits(self) -> tuple[int, int, int]:
+        """The lone append's limits (Rule: roll-before-overfill) and the index room: every pending batch may
+        add an index entry when written, so the run keeps one free per batch (all zero: roll now)."""
+        segment = self.segment
+        room, offset_limit = self.pipeline._roll_limits(segment, self.now)
+        if offset_limit < 0:
+            return (0, -1, 0)
+        entries = min(segment.index.max_entries - len(segment.index),
+                      segment.time_index.max_entries - len(segment.time_index))
+        return (room, offset_limit, entries - 1)
 
     def _write(self, i: int | None, outcomes: list) -> bool:
         """One write of the pending batches; on failure their outcomes (and set i's) are the exception."""
@@ -566,5 +570,4 @@ class _Run:
             self._write(None, outcomes)
         if not self.done_appended:
             return False
-        self.pipeline._appended(self.leo, self.done_messages, 0, self.done_appended)
-        return self.pipeline._expose(self.segment, self.leo)
+        return self.pipeline._appended(self.segment, self.leo, self.done_messages, 0, self.done_appended)
