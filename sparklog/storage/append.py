@@ -180,27 +180,48 @@ class AppendPipeline:
 
     def _append_set(self, data: bytearray) -> int:
         """append() of a record set of several batches (or of malformed bytes, which raise here)."""
-        log = self.log
         headers, offset_count = self._validate(memoryview(data))
-        with log._lock:
-            self._check_open()
-            self._check_producers([(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
-                                   for _, h in headers if h.producer_id >= 0 and not h.is_control], lone=False)
-            first = offset = log._leo
-            segment = self._segment_for(len(data), first + offset_count, headers[0][1].max_timestamp)
-            entries, messages, appended = [], 0, []
-            for position, header in headers:
-                set_base_offset(data, offset, position)
-                appended.append(header._replace(base_offset=offset))
-                next_offset = offset + header.last_offset_delta + 1
-                entries.append(BatchEntry(position, offset, next_offset, header.max_timestamp, header.size))
-                messages += header.record_count
-                offset = next_offset
-            segment.append(data, entries)
-            log._producers.update_from_headers(appended)
-            moved = self._appended(segment, offset, messages, len(data))
+        first, offset, moved = self._write_set(data, headers, offset_count, follower=False)
         self._after_append(moved, offset)
         return first
+
+    def _write_set(self, data: bytearray, headers: list[tuple[int, BatchHeader]], offset_count: int,
+                   follower: bool) -> tuple[int, int, bool]:
+        """Under the append lock, a validated record set of one or more batches, written with one write: a
+        client's gets its offsets assigned (in `data`) after the producer state's check (Rule:
+        producer-state-in-append, a set of several batches); a follower's keeps them, and they must continue
+        the log (Rule: follower-appends-verbatim). Returns (first offset, next offset, whether the HW moved)."""
+        log = self.log
+        with log._lock:
+            self._check_open()
+            first = log._leo
+            if follower:
+                self._check_contiguous(headers, first)
+            else:
+                self._check_producers([(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
+                                       for _, h in headers if h.producer_id >= 0 and not h.is_control], lone=False)
+            segment = self._segment_for(len(data), first + offset_count, headers[0][1].max_timestamp)
+            offset, entries, messages, appended = first, [], 0, []
+            for position, header in headers:
+                if not follower:
+                    set_base_offset(data, offset, position)
+                    header = header._replace(base_offset=offset)
+                appended.append(header)
+                entries.append(BatchEntry(position, offset, header.next_offset, header.max_timestamp, header.size))
+                messages += header.record_count
+                offset = header.next_offset
+            segment.append(data, entries)
+            log._producers.update_from_headers(appended)
+            moved = self._appended(segment, offset, messages, len(data), expose=not follower)
+        return first, offset, moved
+
+    def _check_contiguous(self, headers: list[tuple[int, BatchHeader]], offset: int) -> None:
+        """Rule: follower-appends-verbatim: each batch starts where the previous one ends, the first at the LEO."""
+        for _, header in headers:
+            if header.base_offset != offset:
+                raise OffsetsNotContiguous(
+                    f"{self.log.name}: replicated batch at offset {header.base_offset}, expected {offset}")
+            offset = header.next_offset
 
     def append_as_leader(self, batches: Any, leader_epoch: int, append_time_ms: int | None = None) -> int:
         """PartitionLog.append_as_leader: a set check_leader_set takes (the common one) is `_append_plain`;
@@ -328,23 +349,9 @@ class AppendPipeline:
         """PartitionLog.append_replicated: each batch validated and starting where the previous one ends, the
         first at the LEO (else OffsetsNotContiguous); nothing written unless all pass; new leader epochs
         found in the headers go to the epoch cache. The HW is not moved (Rule: replicated-hw-from-outside)."""
-        log = self.log
         data = bytearray(batches)
-        headers, _ = self._validate(memoryview(data))
-        with log._lock:
-            self._check_open()
-            entries, messages, offset = [], 0, log._leo
-            for position, header in headers:
-                if header.base_offset != offset:  # Rule: follower-appends-verbatim
-                    raise OffsetsNotContiguous(
-                        f"{log.name}: replicated batch at offset {header.base_offset}, expected {offset}")
-                entries.append(BatchEntry(position, offset, header.next_offset, header.max_timestamp, header.size))
-                messages += header.record_count
-                offset = header.next_offset
-            segment = self._segment_for(len(data), offset, headers[0][1].max_timestamp)
-            segment.append(data, entries)
-            log._producers.update_from_headers(header for _, header in headers)
-            self._appended(segment, offset, messages, len(data), expose=False)
+        headers, offset_count = self._validate(memoryview(data))
+        _, offset, _ = self._write_set(data, headers, offset_count, follower=True)
         for _, header in headers:
             self._note_leader_epoch(header.partition_leader_epoch, header.base_offset)
         self._after_append(False, offset)
