@@ -26,8 +26,8 @@ whole of `Dispatcher.handle_frame` (which takes the one-partition Produce fast p
 are the general path's stages).
 With --records-check-cost, only Produce b1 and b50 run, each with the broker's check of a client's records
 (records/verify.py, called by PartitionLog's client appends) switched off and on, alternating for --rounds
-rounds (each round swaps which goes first): the median µs of each and their ratio, then the check alone per batch in this process (best of 5, µs)
-with each codec.
+rounds (each round swaps which goes first): the median µs of each and their ratio, then the check alone per batch in
+this process (best of 5, µs) with each codec.
 uvloop is tried only when it is installed. It is not a dependency: here it cut the bare-framing baseline
 (~25%) but not a Produce or Fetch (within ±5%, the noise of a shared machine), whose cost is in decoding,
 the handler and the append, not in the event loop.
@@ -117,7 +117,7 @@ def serve(app_name: str, loop_name: str, records_check: bool = True) -> None:
     from sparklog.broker.server import BrokerServer
 
     if not records_check:  # --records-check-cost's "off": what the broker cost before the check existed
-        from sparklog.storage import log
+        from sparklog.storage import append as log
 
         log._check_records = lambda batch: None
 
@@ -163,7 +163,8 @@ def frames(scenario: str, n: int) -> list[bytes]:
     out = []
     for i in range(n):
         offset = (i * 50) % (FETCH_LOG_BATCHES * 50 - 50 * 10)
-        body = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=FETCH_BYTES, topics=[FetchTopic(topic="t", partitions=[
+        body = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=FETCH_BYTES, topics=[FetchTopic(topic="t",
+        partitions=[
             FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=FETCH_BYTES)])])
         out.append(encode_request(ApiKey.FETCH, 11, i, "bench", body))
     return out

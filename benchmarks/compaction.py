@@ -30,7 +30,7 @@ at ~220 bytes a record holds ~490 k distinct keys (a million keys x 10 versions 
    cleaned one after the other by one Cleaner; wall and CPU time (of this thread, which runs the cleans) per
    clean, against reading the same files (the baseline). Large log: the part 1 log cleaned again (a fresh
    copy) with the default map, against part 1's copy rate. Each with the offset map (lazily zeroed pages,
-   given back at `clear`: offset_map.py Rule 1a) and with EagerOffsetMap, the map before Rule 1a (a
+   given back at `clear`: offset_map.py Rule: map-pages-touched) and with EagerOffsetMap, the map before that rule (a
    bytes-backed array zeroed at every clean), in the same run.
 
 `--parts 4` runs part 4 alone (it needs part 1's log for its large-log half, built in any case).
@@ -196,7 +196,7 @@ def produce_while_cleaning(root: str, dirty: str, flusher: Flusher, keys: int, t
                              files=files)
     batch = build_batch([(b"p-%d" % i, b"v" * VALUE_BYTES, None, None) for i in range(RECORDS_PER_BATCH)])
     alone, during, cleaner_read, cleaner_s, done = [], [], 0, 0.0, 0
-    manager.start()  # the broker's cleaner thread, at its own priority (cleaner_manager.py Rule 3)
+    manager.start()  # the broker's cleaner thread, at its own priority (cleaner_manager.py Rule: cleaner-io-throttled)
     try:
         for r in range(rounds):
             for cleaning in ((False, True) if r % 2 == 0 else (True, False)):
@@ -223,8 +223,8 @@ def produce_while_cleaning(root: str, dirty: str, flusher: Flusher, keys: int, t
 
 
 class EagerOffsetMap(OffsetMap):
-    """Part 4's comparison: the offset map before offset_map.py Rule 1a, its tables arrays built from zeroed
-    bytes (each written twice), the digest table built anew at every `clear`."""
+    """Part 4's comparison: the offset map before offset_map.py Rule: map-pages-touched, its tables arrays built from
+    zeroed bytes (each written twice), the digest table built anew at every `clear`."""
 
     def _map_tables(self) -> None:
         self._digests, self._offsets = array("q", bytes(8 * self.slots)), array("q", bytes(8 * self.slots))

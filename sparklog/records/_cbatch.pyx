@@ -606,7 +606,7 @@ cdef bint scan_loop(const uint8_t* data, Py_ssize_t end, int64_t base_offset, in
         else:
             key_start = read_varint(data, key_start, record_end, &length)
             digests[index] = _Py_HashBytes(data + key_start, position - key_start)
-            if digests[index] == 0:  # 0 marks a null key: offset_map.py Rule 2 stores 0 as 1
+            if digests[index] == 0:  # 0 marks a null key: offset_map.py Rule: key-digest stores 0 as 1
                 digests[index] = 1
         position = skip_nullable(data, position, record_end, &null)
         if position < 0:
@@ -953,7 +953,7 @@ cdef inline void prefetch(const Scratch* s, Py_ssize_t index, Py_ssize_t count, 
 
 
 cdef inline Py_ssize_t probe(const int64_t* table, int64_t digest, int64_t mask) noexcept nogil:
-    """The slot holding `digest`, or the empty one where it would go (offset_map.py Rule 3)."""
+    """The slot holding `digest`, or the empty one where it would go (offset_map.py Rule: double-hashing)."""
     cdef int64_t slot = digest & mask, step = ((digest >> STEP_SHIFT) & mask) | 1
     while table[slot] != digest and table[slot] != 0:
         slot = (slot + step) & mask
@@ -1124,8 +1124,8 @@ cdef void rebuild(Sink* sink, const uint8_t* head, const Scratch* s, Py_ssize_t 
 def filter_batches(const uint8_t[::1] chunk, Py_ssize_t position, const int64_t[::1] digests,
                    const int64_t[::1] stored, int64_t end_offset, int64_t now, uint8_t[::1] out,
                    int64_t[::1] entries, uint8_t[::1] run, bint has_run, int64_t[::1] counters):
-    """The recopy (cleaner.py Rules 3-4) of every batch from `position` on that it takes: each data batch
-    below `end_offset` keeps the records the offset map keeps, less the tombstones of a batch whose delete
+    """The recopy (cleaner.py Rule: keep-latest-per-key and Rule: recopy-in-groups) of every batch from `position` on
+    that it takes: each data batch below `end_offset` keeps the records the offset map keeps, less the tombstones of a batch whose delete
     horizon is before `now` (rebuilt as retain.py does); the others are copied whole, and empty headers are
     coalesced into `run` (retain.py Rule 3). A batch that keeps a tombstone and has no delete horizon yet
     is not taken.

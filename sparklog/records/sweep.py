@@ -4,8 +4,8 @@ the per-batch work of records/scan.py and records/retain.py without a Python cal
 
 Rule 1: a call takes the batches from a position on, in order, and stops at the first it does not take: a
         compressed batch with records (decompressing is Python's), an empty batch with bytes after its
-        header, in the recopy a batch whose tombstone first gets a delete horizon (cleaner.py Rule 3a), or
-        anything malformed (magic, lengths, CRC-32C, records). The caller gives that batch to the
+        header, in the recopy a batch whose tombstone first gets a delete horizon (cleaner.py Rule:
+        tombstone-delete-horizon), or anything malformed (magic, lengths, CRC-32C, records). The caller gives that batch to the
         pure-Python path (scan.py, retain.py), which decides and raises, then calls again after it.
 Rule 2: what a call does equals that path's result byte for byte: the same keys put in the same order (and
         the map filling at the same record), the same records kept, the same rebuilt headers and CRCs, the

@@ -4,47 +4,47 @@ notes 4.8; Kafka's `Cleaner.clean`). Which log, when, in which thread and how fa
 A log is, from its start: the clean section (cleaned before, below `cleaner-offset-checkpoint`), the dirty
 section (up to the first uncleanable offset), and the rest, never touched.
 
-Rule 1 (the range): the first uncleanable offset is the least of the active segment's base, the high
+Rule: clean-range (the range): the first uncleanable offset is the least of the active segment's base, the high
 watermark, the recovery point (only fsynced, closed segments are cleaned) and the base of the first segment
 holding a record younger than min.compaction.lag.ms. Only whole segments below it are cleaned. The dirty
 ratio is dirty bytes / (clean + dirty bytes).
-Rule 2 (the map): the dirty section's keys are put, in offset order, into the OffsetMap (key -> its last
-offset). When the map fills, the range ends at the base of the batch that did not fit; the rest is
+Rule: dirty-keys-mapped (the map): the dirty section's keys are put, in offset order, into the OffsetMap (key -> its
+last offset). When the map fills, the range ends at the base of the batch that did not fit; the rest is
 cleaned next time.
-Rule 3 (what is kept): in every segment from the log start to the end of the range, a record below the
-range's end is dropped when the map holds a later offset for its key, when it is a tombstone (null value)
-past its batch's delete horizon (Rule 3a), or when it has no key (a topic made compact after null-key
-records were written: Kafka drops them too). Control batches are kept whole. Records at or past the
+Rule: keep-latest-per-key (what is kept): in every segment from the log start to the end of the range, a record below
+the range's end is dropped when the map holds a later offset for its key, when it is a tombstone (null value)
+past its batch's delete horizon (Rule: tombstone-delete-horizon), or when it has no key (a topic made compact after
+null-key records were written: Kafka drops them too). Control batches are kept whole. Records at or past the
 range's end are kept. Offsets never change (records/retain.py): batches keep their headers, even empty
 ones, and consecutive empty ones of one producer become one header spanning their offsets.
-Rule 3a (the delete horizon, KIP-534): a tombstone is kept by the first clean that sees it, which writes
-into its batch the delete horizon now + delete.retention.ms (records/retain.py Rule 5: attribute bit
+Rule: tombstone-delete-horizon (the delete horizon, KIP-534): a tombstone is kept by the first clean that sees it,
+which writes into its batch the delete horizon now + delete.retention.ms (records/retain.py Rule 5: attribute bit
 0x40, the horizon as baseTimestamp, record timestamps unchanged); a later clean whose time is past that
 horizon removes it. So a consumer that reads to the log end within delete.retention.ms of the clean that
 first saw a tombstone sees it, however old the tombstone's own timestamp is. (Kafka before KIP-534 aged
 whole segments by their modification time.) A tombstone is removed only at a clean.
-Rule 3c (cleaning for a delete horizon, KIP-534): each clean reports the earliest delete horizon of the
-tombstones it left below its range's end (`CleanResult.earliest_delete_horizon`); once that has passed,
+Rule: clean-for-delete-horizon (cleaning for a delete horizon, KIP-534): each clean reports the earliest delete horizon
+of the tombstones it left below its range's end (`CleanResult.earliest_delete_horizon`); once that has passed,
 the log is cleanable even with nothing dirty or a dirty ratio below min.cleanable.dirty.ratio
-(cleaner_manager.py Rule 1), and that clean recopies the clean section without the expired tombstones.
-The horizon is known from the log's last clean in this process: after a restart, a log waits for its first
+(cleaner_manager.py Rule: compaction-candidate), and that clean recopies the clean section without the expired
+tombstones. The horizon is known from the log's last clean in this process: after a restart, a log waits for its first
 clean by ratio or lag (as Kafka's in-memory latestDeleteHorizon).
-Rule 3b (how): a read buffer (IO_BUFFER_BYTES) of batches at a time goes to records/sweep.py, one compiled
-call per pass with the GIL released: it checks each batch (CRC-32C), scans its records, probes or fills
+Rule: sweep-in-windows (how): a read buffer (IO_BUFFER_BYTES) of batches at a time goes to records/sweep.py, one
+compiled call per pass with the GIL released: it checks each batch (CRC-32C), scans its records, probes or fills
 the map and, in the recopy, copies the kept records and coalesces emptied headers, for every batch but
-compressed ones and those whose tombstones first get a delete horizon (Rule 3a). Those (and every batch,
-without the compiled codec) take the pure-Python path: a window
+compressed ones and those whose tombstones first get a delete horizon (Rule: tombstone-delete-horizon). Those (and
+every batch, without the compiled codec) take the pure-Python path: a window
 of ~WINDOW_RECORDS records decided at once (numpy) from one scan of each batch (records/scan.py: key
 digests, offsets, timestamps, flags), the kept records copied from that same scan, decompressed once. Both
 paths give the same bytes (tests/unit/storage/test_cleaner_sweep.py).
-Rule 4 (the recopy): consecutive segments are recopied into one cleaned segment while what it holds plus
+Rule: recopy-in-groups (the recopy): consecutive segments are recopied into one cleaned segment while what it holds plus
 the next source segment's size stays within segment.bytes (so fully superseded segments merge into their
 neighbours) and its offsets span less than 2^31; each is written to `<base>.log.cleaned` (with its indexes),
 fsynced, renamed to `.swap` (the commit point; the directory is fsynced), then swapped in by
-`PartitionLog.replace_segments`, which holds the append lock only for the renames (log.py Rule 8). A group
+`PartitionLog.replace_segments`, which holds the append lock only for the renames (log.py Rule: cleaned-swap). A group
 in which nothing was dropped is discarded unswapped. Reads and writes pass through the I/O throttle.
-Rule 5 (crash safety): a crash before the `.swap` rename leaves the old segments (the `.cleaned` files are
-deleted on open); after it, the open completes the swap. Either way every latest value is there once.
+Rule: clean-crash-safe (crash safety): a crash before the `.swap` rename leaves the old segments (the `.cleaned` files
+are deleted on open); after it, the open completes the swap. Either way every latest value is there once.
 The cleaner checkpoint moves to the range's end after the last swap; a crash before that repeats a clean,
 which is idempotent.
 """
@@ -87,7 +87,7 @@ class DedupeBufferTooSmall(Exception):
 
 @dataclass(frozen=True)
 class CleanableRange:
-    """Kafka's LogToClean: where a log's clean and dirty sections are, and how dirty it is (Rule 1)."""
+    """Kafka's LogToClean: where a log's clean and dirty sections are, and how dirty it is (Rule: clean-range)."""
 
     first_dirty: int
     end: int  # the first uncleanable offset, on a segment boundary
@@ -116,13 +116,13 @@ class CleanResult:
     records_removed: int
     tombstones_removed: int
     segments_swapped: int
-    # Rule 3c: the earliest delete horizon of the tombstones left below `end` (NO_HORIZON: none), after
-    # which a clean removes one even with nothing new to clean (KIP-534).
+    # Rule: clean-for-delete-horizon: the earliest delete horizon of the tombstones left below `end` (NO_HORIZON:
+    # none), after which a clean removes one even with nothing new to clean (KIP-534).
     earliest_delete_horizon: int = -1
 
 
 def cleanable_range(log, now_ms: int) -> CleanableRange | None:
-    """Rule 1 for `log`, or None when it has no closed segment to clean."""
+    """Rule: clean-range for `log`, or None when it has no closed segment to clean."""
     segments, config = log.segments, log.config
     limit = min(segments[-1].base_offset, log.high_watermark, log.recovery_point)
     lag = config.min_compaction_lag_ms
@@ -198,7 +198,7 @@ def _compressed_data(chunk: memoryview, position: int) -> bool:
 
 
 class _MapFull(Exception):
-    """The offset map filled at the batch based at `base_offset` (Rule 2)."""
+    """The offset map filled at the batch based at `base_offset` (Rule: dirty-keys-mapped)."""
 
     def __init__(self, base_offset: int):
         super().__init__(base_offset)
@@ -229,8 +229,9 @@ class Cleaner:
         return 0 if self._map is None else self._map.memory_bytes
 
     def clean(self, log, span: CleanableRange | None = None, *, horizon_passed: bool = False) -> CleanResult | None:
-        """Clean `log` (Rules 2-5); None when there is nothing dirty to clean, unless `horizon_passed` (a
-        tombstone's delete horizon is past, Rule 3c): then the clean section is recopied without it."""
+        """Clean `log` (Rule: dirty-keys-mapped, Rule: keep-latest-per-key, Rule: recopy-in-groups and Rule:
+        clean-crash-safe); None when there is nothing dirty to clean, unless `horizon_passed` (a tombstone's delete
+        horizon is past, Rule: clean-for-delete-horizon): then the clean section is recopied without it."""
         started, now = time.monotonic(), self._clock()
         span = span or cleanable_range(log, now)
         if span is None or (span.first_dirty >= span.end and not horizon_passed):
@@ -247,7 +248,7 @@ class Cleaner:
                            stats.horizon)
 
     def _build_map(self, log, span: CleanableRange, stats: "_Stats") -> int:
-        """Rule 2: returns the end of the range that the map covers."""
+        """Rule: dirty-keys-mapped: returns the end of the range that the map covers."""
         offset_map = self.map
         offset_map.clear()
         try:
@@ -268,7 +269,7 @@ class Cleaner:
 
     @staticmethod
     def _put_window(offset_map: OffsetMap, window: list, first_dirty: int) -> None:
-        """Rule 2 for a window of batches on the pure-Python path; raises _MapFull."""
+        """Rule: dirty-keys-mapped for a window of batches on the pure-Python path; raises _MapFull."""
         dirty = [(b, c) for b, c in window if c is not None and b.next_offset > first_dirty]
         if not dirty:
             return
@@ -281,7 +282,8 @@ class Cleaner:
 
     @staticmethod
     def _compiled_put(offset_map: OffsetMap, first_dirty: int):
-        """Rule 2 for the batches sweep.put_batches takes (None without the compiled codec); raises _MapFull."""
+        """Rule: dirty-keys-mapped for the batches sweep.put_batches takes (None without the compiled codec); raises
+        _MapFull."""
         if sweep.compiled() is None:
             return None
         digests, stored = offset_map.tables
@@ -325,8 +327,8 @@ class Cleaner:
 
     def _recopy_groups(self, log, segments: list[LogSegment], end: int, horizon: "_Horizon",
                        stats: "_Stats") -> Iterator["_Group"]:
-        """Rule 4: recopy `segments` into cleaned segments, each closed (and yielded, to be swapped in) when the
-        next source segment might not fit beside what it holds already."""
+        """Rule: recopy-in-groups: recopy `segments` into cleaned segments, each closed (and yielded, to be swapped in)
+        when the next source segment might not fit beside what it holds already."""
         group = None
         try:
             for segment in segments:
@@ -357,7 +359,8 @@ class Cleaner:
             raise
 
     def _compiled_filter(self, group: "_Group", end: int, horizon: "_Horizon", stats: "_Stats"):
-        """Rules 3-4 for the batches sweep.filter_batches takes (None without the compiled codec)."""
+        """Rule: keep-latest-per-key and Rule: recopy-in-groups for the batches sweep.filter_batches takes (None
+        without the compiled codec)."""
         if sweep.compiled() is None:
             return None
         digests, stored = self.map.tables
@@ -372,14 +375,14 @@ class Cleaner:
         return recopy
 
     def _swap(self, log, group: "_Group") -> int:
-        """Rule 4's end for one group: commit and swap in; returns 1 if it was swapped in, else 0."""
+        """Rule: recopy-in-groups's end for one group: commit and swap in; returns 1 if it was swapped in, else 0."""
         cleaned, sources = group.cleaned, group.sources
         try:
             if not group.changed or log.closed:
                 cleaned.delete_files()
                 return 0
             cleaned.flush()
-            cleaned.rename_files(SWAP_SUFFIX)  # the commit point (Rule 5)
+            cleaned.rename_files(SWAP_SUFFIX)  # the commit point (Rule: clean-crash-safe)
             self._files.fsync_dir(log.directory)
             if cleaned.next_offset != sources[-1].next_offset or not log.replace_segments(tuple(sources), cleaned):
                 cleaned.delete_files()  # retention or truncation changed the group meanwhile
@@ -397,8 +400,8 @@ class Cleaner:
         stats.written += len(data)
 
     def _decide(self, window: list, end: int, horizon: "_Horizon", stats: "_Stats") -> list[tuple]:
-        """Rules 3 and 3a for the data batches of a window below `end`, all records at once: for each, (a keep
-        byte per record, or None when it keeps them all and is unchanged; whether its delete horizon is to be
+        """Rule: keep-latest-per-key and Rule: tombstone-delete-horizon for the data batches of a window below `end`,
+        all records at once: for each, (a keep byte per record, or None when it keeps them all and is unchanged; whether its delete horizon is to be
         set)."""
         data = [(b, c) for b, c in window if c is not None and b.base_offset < end]
         if not data:
@@ -420,8 +423,8 @@ class Cleaner:
         starts = np.cumsum([0] + counts[:-1])
         kept_per_batch = np.add.reduceat(keep, starts).tolist()
         keeps_tombstone = np.add.reduceat(keep & tombstone & ~past, starts) > 0
-        mark = keeps_tombstone & ~marked  # Rule 3a: first seen
-        if keeps_tombstone.any():  # Rule 3c: the earliest horizon of a tombstone kept
+        mark = keeps_tombstone & ~marked  # Rule: tombstone-delete-horizon: first seen
+        if keeps_tombstone.any():  # Rule: clean-for-delete-horizon: the earliest horizon of a tombstone kept
             horizons = np.where(marked, [b.base_timestamp for b, _ in data], horizon.new)
             stats.keep_horizon(int(horizons[keeps_tombstone].min()))
         keep_bytes = keep.view(np.uint8)
@@ -442,7 +445,8 @@ def _concat(scans: list[RecordScan], column: str, dtype=np.int64) -> np.ndarray:
 
 
 class _Horizon(NamedTuple):
-    """Rule 3a for one clean: its time, and the delete horizon it writes into batches of new tombstones."""
+    """Rule: tombstone-delete-horizon for one clean: its time, and the delete horizon it writes into batches of new
+    tombstones."""
 
     now: int
     new: int
@@ -453,7 +457,7 @@ class _Stats:
 
     def __init__(self):
         self.read = self.written = self.records = self.removed = self.tombstones = 0
-        self.horizon = NO_HORIZON  # the earliest delete horizon of a kept tombstone (Rule 3b)
+        self.horizon = NO_HORIZON  # the earliest delete horizon of a kept tombstone (Rule: sweep-in-windows)
 
     def add(self, counts: dict[str, int]) -> None:
         """sweep.Filtered.counts of one call."""
@@ -470,7 +474,7 @@ class _Stats:
 
 
 class _Group:
-    """One cleaned segment being written from consecutive source segments (Rule 4), with runs of emptied
+    """One cleaned segment being written from consecutive source segments (Rule: recopy-in-groups), with runs of emptied
     batches coalesced (records/retain.py Rule 3)."""
 
     def __init__(self, cleaned: LogSegment, write, stats: _Stats):

@@ -1,29 +1,29 @@
 """CleanerManager: the log cleaner threads of one process (Kafka's LogCleaner and LogCleanerManager): which
 log to clean next, with which offset map, how fast, and what each clean did.
 
-Rule 1: a log is a candidate when its cleanup.policy includes `compact` and its cleanable range
-(cleaner.py Rule 1) has a dirty ratio of at least min.cleanable.dirty.ratio, or its first dirty record is
-older than max.compaction.lag.ms, or (KIP-534, cleaner.py Rule 3c) the earliest delete horizon of the
-tombstones its last clean left has passed, whatever its dirty ratio; each pick takes the candidate with
+Rule: compaction-candidate: a log is a candidate when its cleanup.policy includes `compact` and its cleanable range
+(cleaner.py Rule: clean-range) has a dirty ratio of at least min.cleanable.dirty.ratio, or its first dirty record is
+older than max.compaction.lag.ms, or (KIP-534, cleaner.py Rule: clean-for-delete-horizon) the earliest delete horizon
+of the tombstones its last clean left has passed, whatever its dirty ratio; each pick takes the candidate with
 the highest dirty ratio (a log past its max lag first, then one past a delete horizon) that no other
 thread is cleaning. Before that, an active segment past its roll deadline
-is rolled (`PartitionLog.roll_if_due`, log.py Rule 8a): Kafka rolls only at an append, so there a partition
-that went idle keeps its last records uncleanable however old they get.
-Rule 2: `log.cleaner.threads` threads (Kafka's default 1), each with its own OffsetMap of
+is rolled (`PartitionLog.roll_if_due`, log.py Rule: compaction-lag-roll): Kafka rolls only at an append, so there a
+partition that went idle keeps its last records uncleanable however old they get.
+Rule: cleaner-threads: `log.cleaner.threads` threads (Kafka's default 1), each with its own OffsetMap of
 log.cleaner.dedupe.buffer.size / threads bytes, allocated once, at the first clean (a broker without a
 compacted topic never pays for it). A thread with nothing to clean sleeps
 log.cleaner.backoff.ms (Kafka's 15 s), or until `wake()` (a config change, a test).
-Rule 3: every thread reads and writes through one Throttle of log.cleaner.io.max.bytes.per.second
+Rule: cleaner-io-throttled: every thread reads and writes through one Throttle of log.cleaner.io.max.bytes.per.second
 (Kafka's default: unthrottled). Appends and fetches never wait for a clean: it runs in these threads and
-takes a log's lock only for the swap's renames (log.py Rule 8), and the interpreter lock only between
-compiled calls of a read buffer each (cleaner.py Rule 3b). What is left is the CPU: each cleaner thread
+takes a log's lock only for the swap's renames (log.py Rule: cleaned-swap), and the interpreter lock only between
+compiled calls of a read buffer each (cleaner.py Rule: sweep-in-windows). What is left is the CPU: each cleaner thread
 lowers its own scheduling priority by CLEANER_NICE_INCREMENT (on Linux, where nice is per thread), so that
 on busy cores the request threads run first, and on idle ones the clean runs at full speed (not a
 bytes-per-second cap, which slows it on idle cores too). Measured by benchmarks/compaction.py part 3.
-Rule 4: a clean that fails (corrupt batch, I/O error, map too small) is logged and counted; that log is
-skipped until its next backoff; the others go on. close() stops the threads within one throttle sleep and
+Rule: failed-clean-backs-off: a clean that fails (corrupt batch, I/O error, map too small) is logged and counted; that
+log is skipped until its next backoff; the others go on. close() stops the threads within one throttle sleep and
 abandons a clean in progress (its `.cleaned` files are deleted, or on the next open).
-Rule 5: `last_run(log)` is the last CleanResult of a log and `dirty_ratio(log)` its present ratio, for
+Rule: cleaner-last-run: `last_run(log)` is the last CleanResult of a log and `dirty_ratio(log)` its present ratio, for
 `sparklog topics describe`; `statistics()` sums every run.
 
 Settings (broker properties, Kafka's names): log.cleaner.enable, log.cleaner.threads,
@@ -58,8 +58,8 @@ DEFAULT_IO_MAX_BYTES_PER_SECOND = sys.float_info.max  # log.cleaner.io.max.bytes
 DEFAULT_BACKOFF_MS = 15_000  # log.cleaner.backoff.ms: Kafka's 15 s
 # Ours (Kafka's cleaner threads run at the JVM's normal priority): nice 19, the lowest, weighs the thread at
 # 15/1024 of a normal one when the cores are contended (it still progresses there), and on idle cores the
-# clean runs at full speed (Rule 3). Measured by `benchmarks/compaction.py --size-mb 1024 [--cleaner-nice N]`
-# on 2 shared cores at load 16-21 (median of 8 pairs of produce while cleaning / alone; the cleaner's read
+# clean runs at full speed (Rule: cleaner-io-throttled). Measured by `benchmarks/compaction.py --size-mb 1024
+# [--cleaner-nice N]` on 2 shared cores at load 16-21 (median of 8 pairs of produce while cleaning / alone; the cleaner's read
 # rate meanwhile): nice 0: 0.49 at 92 MB/s; nice 10: 0.81, 0.90, 0.85 in three runs at 17-25 MB/s; nice 19:
 # 1.09, 0.86, 1.02 at 6-8 MB/s. Single pairs range over 0.57-2.08 whatever the nice: the cores' noise.
 CLEANER_NICE_INCREMENT = 19
@@ -87,7 +87,7 @@ CLEANER_SETTINGS = Definitions("log cleaner", (
 
 
 def _lower_priority() -> None:
-    """Rule 3 for the calling thread; elsewhere than Linux (where nice is per process) nothing."""
+    """Rule: cleaner-io-throttled for the calling thread; elsewhere than Linux (where nice is per process) nothing."""
     if not sys.platform.startswith("linux"):
         return
     thread = threading.get_native_id()
@@ -143,7 +143,7 @@ class CleanerManager:
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._in_progress: set[str] = set()
-        self._failed: dict[str, float] = {}  # log name -> monotonic time before which it is skipped (Rule 4)
+        self._failed: dict[str, float] = {}  # log name -> when it may be tried again (Rule: failed-clean-backs-off)
         self._last: dict[str, CleanResult] = {}
         self._totals = dict(runs=0, errors=0, bytes_read=0, bytes_written=0, records_removed=0)
         self._throttle = Throttle(config.io_max_bytes_per_second, self._stop)
@@ -173,7 +173,7 @@ class CleanerManager:
         with self._throttle_lock:
             self._throttle.consume(n)
 
-    # -- choosing (Rule 1) -------------------------------------------------------------------------
+    # -- choosing (Rule: compaction-candidate) -------------------------------------------------------------------------
 
     def _candidates(self) -> list[tuple[bool, bool, float, object, CleanableRange]]:
         now, mono = self._clock(), time.monotonic()
@@ -199,8 +199,8 @@ class CleanerManager:
         return sorted(found, key=lambda c: c[:3], reverse=True)
 
     def _horizon_passed(self, log, now: int) -> bool:
-        """Rule 1's KIP-534 case: a tombstone left by the log's last clean is past its delete horizon (the
-        cleaner removes one when its time is after the horizon)."""
+        """Rule: compaction-candidate's KIP-534 case: a tombstone left by the log's last clean is past its delete
+        horizon (the cleaner removes one when its time is after the horizon)."""
         last = self._last.get(log.name)
         return last is not None and last.earliest_delete_horizon != NO_HORIZON and now > last.earliest_delete_horizon
 
@@ -216,7 +216,7 @@ class CleanerManager:
 
     def clean_once(self, cleaner: Cleaner | None = None) -> CleanResult | None:
         """Pick the dirtiest log and clean it in this thread (what each cleaner thread runs); None when no log
-        is due. Raises what the clean raised, after recording it (Rule 4)."""
+        is due. Raises what the clean raised, after recording it (Rule: failed-clean-backs-off)."""
         picked = self._grab() if self._cleaners else None
         if picked is None:
             return None
@@ -265,7 +265,7 @@ class CleanerManager:
                 self._wake.wait(backoff_s)
                 self._wake.clear()
 
-    # -- reporting (Rule 5) ------------------------------------------------------------------------
+    # -- reporting (Rule: cleaner-last-run) ------------------------------------------------------------------------
 
     def last_run(self, log) -> CleanResult | None:
         return self._last.get(log.name)

@@ -5,13 +5,14 @@ synonyms, DescribeConfigs' answers and the README's settings tables all come.
 Build one with `LogConfig.from_dict({"segment.bytes": "1048576", ...})`: values may be strings as in a
 .properties file; an unknown key raises InvalidConfigError naming the known ones.
 
-Rule 1: every topic config Kafka 3.x defines is accepted and stored, with Kafka's type, default and range;
-the storage acts on segments, retention, flush, max.message.bytes, the
+Rule: every-kafka-topic-config: every topic config Kafka 3.x defines is accepted and stored, with Kafka's type, default
+and range; the storage acts on segments, retention, flush, max.message.bytes, the
 message.timestamp.* settings, compression.type, and through the cleaner on cleanup.policy,
 delete.retention.ms, min.cleanable.dirty.ratio and *.compaction.lag.ms); the others are validated and
 reported, and their consumers (replication) read them from here.
-Rule 2: a value that cannot work here is refused, naming it: `remote.storage.enable=true` (no tiered storage).
-Rule 3: the broker-level default of a topic config is the broker key in `Setting.synonym`
+Rule: unworkable-value-refused: a value that cannot work here is refused, naming it: `remote.storage.enable=true` (no
+tiered storage).
+Rule: broker-default-synonym: the broker-level default of a topic config is the broker key in `Setting.synonym`
 (`log.retention.ms` for `retention.ms`, as Kafka's synonyms); broker/config.py maps them from this table.
 """
 

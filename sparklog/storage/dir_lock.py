@@ -1,11 +1,11 @@
 """The log dirs' lock: one process at a time opens the logs under a log dir (Kafka's `<log.dir>/.lock`).
 
-Rule 1: `lock_log_dirs` takes an exclusive, non-blocking flock on `<dir>/.lock` in every dir (creating both)
-before any log under them is opened; if another process holds one, it releases what it took and raises
+Rule: log-dirs-flocked: `lock_log_dirs` takes an exclusive, non-blocking flock on `<dir>/.lock` in every dir (creating
+both) before any log under them is opened; if another process holds one, it releases what it took and raises
 LogDirInUse naming the dir, having opened no log. A second broker on the same dirs would otherwise recover,
 checkpoint and serve the live broker's logs as its own.
-Rule 2: the locks live as long as the returned object (`release()` or process exit: the kernel drops an
-flock with its descriptor, so a SIGKILLed broker leaves no stale lock). The file itself is never deleted.
+Rule: lock-lives-with-object: the locks live as long as the returned object (`release()` or process exit: the kernel
+drops an flock with its descriptor, so a SIGKILLed broker leaves no stale lock). The file itself is never deleted.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class LogDirInUse(StorageError):
 
 
 class LogDirLocks:
-    """The held locks (Rule 2)."""
+    """The held locks (Rule: lock-lives-with-object)."""
 
     def __init__(self, fds: list[int]) -> None:
         self._fds = fds
@@ -35,7 +35,7 @@ class LogDirLocks:
 
 
 def lock_log_dirs(log_dirs) -> LogDirLocks:
-    """Rule 1."""
+    """Rule: log-dirs-flocked."""
     fds: list[int] = []
     try:
         for log_dir in log_dirs:

@@ -4,11 +4,12 @@ A batch found damaged inside flushed data (a bad CRC, or a header that breaks th
 torn tail: the log keeps every valid batch before and after it and fences the offsets in between. A fenced
 range is a gap in the log, which fetches skip as consumers skip the offset gaps of compacted topics.
 
-Rule 1: a range is saved before the file changes that it explains (the split and cut of a segment), so a
-crash in between never leaves a gap that the next open would take for a torn tail.
-Rule 2: the ranges are sorted, disjoint and non-empty; retention drops what lies below the log start,
-truncation what lies at or above the new log end (`clip`).
-Rule 3: the ranges are what a damaged replica must re-fetch from its leader (`PartitionLog.fenced_ranges`).
+Rule: fence-saved-first: a range is saved before the file changes that it explains (the split and cut of a segment), so
+a crash in between never leaves a gap that the next open would take for a torn tail.
+Rule: fences-sorted-disjoint: the ranges are sorted, disjoint and non-empty; retention drops what lies below the log
+start, truncation what lies at or above the new log end (`clip`).
+Rule: fences-refetched: the ranges are what a damaged replica must re-fetch from its leader
+(`PartitionLog.fenced_ranges`).
 
 File format (`fenced-offsets` in the partition directory; tmp, fsync, rename, fsync dir as Kafka's
 checkpoint files): a version line, a count line, then one "start end" line per range ([start, end)).
@@ -69,7 +70,7 @@ class FencedRanges:
         return start >= end
 
     def add(self, start: int, end: int) -> None:
-        """Fence [start, end) and save the file (Rule 1)."""
+        """Fence [start, end) and save the file (Rule: fence-saved-first)."""
         if start >= end or self.covers(start, end):
             return
         merged = sorted(self._ranges + ((start, end),))
@@ -82,7 +83,8 @@ class FencedRanges:
         self._save(tuple(out))
 
     def clip(self, low: int, high: int) -> None:
-        """Keep only the fenced offsets in [low, high) (Rule 2); saves the file when that changes anything."""
+        """Keep only the fenced offsets in [low, high) (Rule: fences-sorted-disjoint); saves the file when that changes
+        anything."""
         kept = tuple((max(a, low), min(b, high)) for a, b in self._ranges if max(a, low) < min(b, high))
         if kept != self._ranges:
             self._save(kept)

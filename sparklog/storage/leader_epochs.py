@@ -3,14 +3,14 @@
 An entry (epoch, start_offset) says that the leader of `epoch` appended its first message at
 `start_offset`; epoch e ends where the next entry starts (the latest epoch ends at the log end offset).
 
-Rule 1: entries are strictly increasing in both epoch and start offset. `assign(e, s)` of an epoch not above
-the latest is ignored; one whose start offset is not above an entry's drops that entry (a leader of a later
+Rule: epochs-increasing: entries are strictly increasing in both epoch and start offset. `assign(e, s)` of an epoch not
+above the latest is ignored; one whose start offset is not above an entry's drops that entry (a leader of a later
 epoch rewrote that range), as Kafka's LeaderEpochFileCache does.
-Rule 2: the cache follows the log: truncating the log's tail to offset o drops entries starting at or
+Rule: epochs-follow-log: the cache follows the log: truncating the log's tail to offset o drops entries starting at or
 after o (`truncate_from_end`); retention moving the log start to s drops entries wholly below s and moves
 the one holding s to s (`truncate_from_start`).
-Rule 3: every change is written at once to `leader-epoch-checkpoint` in the log directory, Kafka's format
-(version 0, the entry count, then one `epoch start_offset` line each), tmp -> fsync -> rename through
+Rule: epochs-checkpointed: every change is written at once to `leader-epoch-checkpoint` in the log directory, Kafka's
+format (version 0, the entry count, then one `epoch start_offset` line each), tmp -> fsync -> rename through
 storage/files.py. An unreadable file is logged and treated as empty: the follower then truncates by its
 high watermark, never keeping a divergent suffix longer than that.
 
@@ -78,7 +78,7 @@ class LeaderEpochCache:
         return entries[-1].epoch if entries else UNDEFINED_EPOCH
 
     def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that `epoch` starts at `start_offset` (Rule 1); True if the cache changed."""
+        """Record that `epoch` starts at `start_offset` (Rule: epochs-increasing); True if the cache changed."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"leader epoch {epoch} at offset {start_offset} is not valid")
         with self._lock:

@@ -55,8 +55,8 @@ class LogManager:
         """`checkpoint_interval_ms` is Kafka's log.flush.offset.checkpoint.interval.ms: how often each log's
         recovery-point checkpoint is rewritten (also on close); see PartitionLog. `scrubber`: the
         log.scrubber.* settings (default: enabled, ScrubberConfig's defaults). `on_fence(topic, partition,
-        ranges)` hears of each log's fenced ranges (log.py Rule 4) when it opens with some and when they change.
-        `cleaner`: the log.cleaner.* settings (default: enabled, CleanerConfig's defaults)."""
+        ranges)` hears of each log's fenced ranges (log.py Rule: bit-rot-fenced) when it opens with some and when they
+        change. `cleaner`: the log.cleaner.* settings (default: enabled, CleanerConfig's defaults)."""
         self.log_dirs = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
         if not self.log_dirs:
             raise ValueError("at least one log dir is needed")

@@ -1,27 +1,27 @@
 """Converting a producer's batches to what the log's config asks for, before they are stored (Kafka's
 LogValidator): the timestamp type, the timestamp bounds and the topic's compression codec.
 
-Rule 1: nothing is converted before it is validated: the caller passes batches whose size, magic and CRC
-were checked, so a corrupt batch is refused (CorruptRecordError), never re-signed with a fresh CRC.
-Rule 2: with message.timestamp.type=CreateTime, every record's timestamp must lie within
+Rule: validate-before-convert: nothing is converted before it is validated: the caller passes batches whose size, magic
+and CRC were checked, so a corrupt batch is refused (CorruptRecordError), never re-signed with a fresh CRC.
+Rule: create-time-bounds: with message.timestamp.type=CreateTime, every record's timestamp must lie within
 [now - before, now + after] (message.timestamp.before/after.max.ms, and the older difference.max.ms); one
 outside fails the whole append with InvalidTimestampError (Kafka's INVALID_TIMESTAMP) and nothing is stored.
-Rule 3: with LogAppendTime, each batch gets the timestampType bit and maxTimestamp = the append time, and a
-new CRC (both fields are inside the CRC); the records' own timestamp deltas stay as sent, as in Kafka's
+Rule: log-append-time-stamped: with LogAppendTime, each batch gets the timestampType bit and maxTimestamp = the append
+time, and a new CRC (both fields are inside the CRC); the records' own timestamp deltas stay as sent, as in Kafka's
 in-place path (readers give every record of such a batch its maxTimestamp).
-Rule 4: with compression.type other than `producer`, a batch in another codec is decoded and rebuilt in the
+Rule: broker-codec: with compression.type other than `producer`, a batch in another codec is decoded and rebuilt in the
 topic's codec (`uncompressed` is none), keeping its producer id, epoch, sequence and transactional flag;
 offset deltas become 0..n-1, as a producer's batch has them already. Control batches are kept as sent.
-Rule 5: with cleanup.policy containing `compact`, every record of a data batch must have a key (the cleaner
-keeps the last value per key): a null key fails the whole append with InvalidRecordError (Kafka's
+Rule: compacted-needs-keys: with cleanup.policy containing `compact`, every record of a data batch must have a key (the
+cleaner keeps the last value per key): a null key fails the whole append with InvalidRecordError (Kafka's
 INVALID_RECORD, "Compacted topic cannot accept message without key"). Control batches are not checked.
-Rule 7 (a client's batch saying LogAppendTime, which is the broker's to set; Kafka's LogValidator): refused with
-InvalidTimestampError ("Producer should not set timestamp type to LogAppendTime"; Kafka's INVALID_TIMESTAMP)
+Rule: client-log-append-time (a client's batch saying LogAppendTime, which is the broker's to set; Kafka's
+LogValidator): refused with InvalidTimestampError ("Producer should not set timestamp type to LogAppendTime"; Kafka's INVALID_TIMESTAMP)
 when the topic stamps the append time itself or the batch has no timestamp (maxTimestamp -1, which its
 records take); otherwise taken as CreateTime, the topic's type, with its maxTimestamp kept, as Kafka rewrites
 it. Checked by `take_client_timestamp_type` before the append, the CRC verified before the header is re-signed.
-Rule 6: with the defaults (CreateTime, no bounds, `producer`, `delete`) `converter_for` returns None: append
-pays nothing.
+Rule: no-conversion-by-default: with the defaults (CreateTime, no bounds, `producer`, `delete`) `converter_for` returns
+None: append pays nothing.
 """
 
 from __future__ import annotations
@@ -61,13 +61,15 @@ _CRC = struct.Struct(">I")
 
 
 def converter_for(config: LogConfig) -> "AppendConverter | None":
-    """The converter a log with this config needs, or None when batches are stored as sent (Rule 6)."""
+    """The converter a log with this config needs, or None when batches are stored as sent (Rule:
+    no-conversion-by-default)."""
     converter = AppendConverter(config)
     return converter if converter.active else None
 
 
 class AppendConverter:
-    """Applies Rules 2-5 to the validated batches of one append."""
+    """Applies Rule: create-time-bounds, Rule: log-append-time-stamped, Rule: broker-codec and Rule:
+    compacted-needs-keys to the validated batches of one append."""
 
     def __init__(self, config: LogConfig) -> None:
         self.keys_required = CLEANUP_COMPACT in config.cleanup_policies
@@ -128,7 +130,7 @@ class AppendConverter:
 
 
 def _check_keys(raw: memoryview, header: BatchHeader) -> None:
-    """Rule 5: a data batch of a compacted topic holds no record without a key."""
+    """Rule: compacted-needs-keys: a data batch of a compacted topic holds no record without a key."""
     if header.is_control:
         return
     batch = next(iter_batches(raw, check_crc=False))
@@ -175,8 +177,8 @@ LOG_APPEND_TIME_REFUSED = "Producer should not set timestamp type to LogAppendTi
 
 
 def take_client_timestamp_type(batch: bytearray, position: int, topic_stamps: bool) -> None:
-    """Rule 7 for the client's batch at `position`, whose attributes say LogAppendTime: raise, or make it
-    CreateTime and re-sign it. A batch whose length does not fit is left to the append's checks."""
+    """Rule: client-log-append-time for the client's batch at `position`, whose attributes say LogAppendTime: raise, or
+    make it CreateTime and re-sign it. A batch whose length does not fit is left to the append's checks."""
     size = peek_size(batch, position)
     if size < HEADER_SIZE or position + size > len(batch):
         return

@@ -3,22 +3,22 @@
 The cleaner fills it with every key of the dirty section, in offset order, then keeps a record only if its
 offset is at least the map's offset for its key.
 
-Rule 1: memory is reserved once, `log.cleaner.dedupe.buffer.size` / threads bytes: two flat int64
-tables (a key digest and an offset per slot, 16 bytes a slot); nothing grows while cleaning. With the
+Rule: map-memory-reserved-once: memory is reserved once, `log.cleaner.dedupe.buffer.size` / threads bytes: two flat
+int64 tables (a key digest and an offset per slot, 16 bytes a slot); nothing grows while cleaning. With the
 load factor of 0.9 (Kafka's log.cleaner.io.buffer.load.factor) that is under 18 bytes an entry, against
 Kafka's 24 (a 16-byte MD5 and an 8-byte offset) and a Python dict's ~100 for the same key -> offset.
-Rule 1a: a clean costs the pages its keys touch, not the map's size: each table is private anonymous
+Rule: map-pages-touched: a clean costs the pages its keys touch, not the map's size: each table is private anonymous
 memory (mmap), whose pages are zero and take no RAM until written, in 4 KiB pages (no transparent huge
 page, which would zero 2 MiB for one key). `clear` gives the written pages back to the kernel (madvise
 MADV_DONTNEED: the next touch of each faults in a zero page), so the tables keep their address (`tables`
 stays valid) and an idle cleaner holds only the pages its last clean wrote. Where that is not known to
 zero the pages (MADV_DONTNEED is advisory outside Linux), `clear` maps new tables instead. (A fresh
 bytes-backed array at every clean wrote 128 MiB: 0.2-0.4 s of CPU to clean a 4 KiB segment.)
-Rule 2: a key is stored as a 64-bit digest (the interpreter's hash of the bytes, stable within the process
+Rule: key-digest: a key is stored as a 64-bit digest (the interpreter's hash of the bytes, stable within the process
 that fills and reads the map, which is all a clean needs); 0 marks an empty slot, so a digest of 0 is
 stored as 1. Two keys with the same digest would count as one key (as two keys with the same MD5 do in
 Kafka): with 64 bits and a million keys the chance is about 3e-8.
-Rule 3: open addressing with double hashing over a power-of-two number of slots (the largest that fits the
+Rule: double-hashing: open addressing with double hashing over a power-of-two number of slots (the largest that fits the
 memory); `put` of a new key into a map at its load limit returns False and stores nothing: the caller ends
 the cleanable range there (Kafka cleans up to where the map filled).
 """
@@ -36,12 +36,12 @@ SLOT_BYTES = 16  # an int64 digest and an int64 offset
 _EMPTY = 0
 _STEP_SHIFT = 32  # the probe step comes from the digest's high half, the slot from its low bits
 VECTOR_MIN_KEYS = 256  # from this many keys a call probes with numpy, all keys at once, round by round
-# Rule 1a: only Linux promises zero pages after MADV_DONTNEED on private anonymous memory
+# Rule: map-pages-touched: only Linux promises zero pages after MADV_DONTNEED on private anonymous memory
 DROP_PAGES = sys.platform.startswith("linux") and hasattr(mmap, "MADV_DONTNEED")
 
 
 def digests_of(keys: list) -> np.ndarray:
-    """Each key's digest (Rule 2), 0 for a null key: what records/scan.py computes without the keys."""
+    """Each key's digest (Rule: key-digest), 0 for a null key: what records/scan.py computes without the keys."""
     if None in keys:
         return np.array([0 if key is None else hash(key) or 1 for key in keys], dtype=np.int64)
     digests = np.array(list(map(hash, keys)), dtype=np.int64)  # the common case, with hash() called from C
@@ -50,8 +50,8 @@ def digests_of(keys: list) -> np.ndarray:
 
 
 def _zero_pages(length: int) -> mmap.mmap:
-    """`length` bytes of private anonymous memory: zero, in RAM only once written (Rule 1a). Private, for a
-    shared mapping keeps its pages in the kernel's shared memory through MADV_DONTNEED."""
+    """`length` bytes of private anonymous memory: zero, in RAM only once written (Rule: map-pages-touched). Private,
+    for a shared mapping keeps its pages in the kernel's shared memory through MADV_DONTNEED."""
     area = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE)
     if hasattr(mmap, "MADV_NOHUGEPAGE"):
         area.madvise(mmap.MADV_NOHUGEPAGE)
@@ -73,7 +73,7 @@ class OffsetMap:
         self.size = 0
 
     def _map_tables(self) -> None:
-        """Rule 1a: two tables of zero pages, none of them in RAM yet."""
+        """Rule: map-pages-touched: two tables of zero pages, none of them in RAM yet."""
         self._areas = (_zero_pages(8 * self.slots), _zero_pages(8 * self.slots))
         self._digests, self._offsets = (memoryview(area).cast("q") for area in self._areas)
 
@@ -82,7 +82,7 @@ class OffsetMap:
         return self._digests.itemsize * len(self._digests) + self._offsets.itemsize * len(self._offsets)
 
     def clear(self) -> None:
-        """Empty the map and give back the pages the last clean wrote (Rule 1a): O(pages touched)."""
+        """Empty the map and give back the pages the last clean wrote (Rule: map-pages-touched): O(pages touched)."""
         if DROP_PAGES:
             for area in self._areas:
                 area.madvise(mmap.MADV_DONTNEED)
@@ -187,8 +187,8 @@ class OffsetMap:
     def _probe_all(self, digests_in: list[int], offsets: list[int] | None):
         """put_all (with `offsets`) or get_all (without): one loop per record of the dirty section, inlined.
 
-        Double hashing (Rule 3's probing): the slot is the digest's low bits, the step its high bits made odd,
-        so every slot of the power-of-two table is reached and no primary clusters form (at a 0.9 load a
+        Double hashing (Rule: double-hashing's probing): the slot is the digest's low bits, the step its high bits made
+        odd, so every slot of the power-of-two table is reached and no primary clusters form (at a 0.9 load a
         lookup probes ~2.6 slots on average, where linear probing would probe ~50 for a new key)."""
         digests, stored, mask = self._digests, self._offsets, self._mask
         size, limit = self.size, self.max_entries

@@ -4,7 +4,7 @@ ProducerStateManager, design notes 4.6).
 For each producer id: its epoch and its last five batches' (base sequence, last sequence, base offset, last
 offset), and the max timestamp of its last batch (for expiry).
 
-Rule 1 (the check, on a client's append, before any byte is written; `check`):
+Rule: producer-check (the check, on a client's append, before any byte is written; `check`):
   - no producer id (-1): not checked;
   - epoch below the entry's: InvalidProducerEpoch (a fenced, older instance of the producer);
   - (epoch, base sequence, last sequence) of one of the entry's last five batches: a duplicate, answered
@@ -18,11 +18,11 @@ Rule 1 (the check, on a client's append, before any byte is written; `check`):
   A record set of several batches (`check_record_set`; Kafka's clients send one batch per partition) is
   checked batch by batch against the state the earlier ones leave; a duplicate among them is
   DuplicateSequence, since one base offset cannot answer for a record set that is partly new.
-Rule 2 (the update, `update`): every appended batch with a producer id updates its entry, on the leader and
-on followers alike (a follower appends the leader's batches unchecked, so it can take over with the same
+Rule: producer-update (the update, `update`): every appended batch with a producer id updates its entry, on the leader
+and on followers alike (a follower appends the leader's batches unchecked, so it can take over with the same
 state). A newer epoch replaces the entry; the entry keeps the last MAX_BATCHES_PER_PRODUCER batches.
-Rule 3 (snapshots, `write_snapshot`): `<offset>.snapshot` beside the segments holds the state of every batch
-below `offset`; written at segment roll (offset: the new segment's base) and at clean shutdown (the log end),
+Rule: producer-snapshots (snapshots, `write_snapshot`): `<offset>.snapshot` beside the segments holds the state of
+every batch below `offset`; written at segment roll (offset: the new segment's base) and at clean shutdown (the log end),
 tmp -> fsync -> rename (Files.write_atomically), with a CRC-32C over its body. File format, big-endian:
 
     version       int16   SNAPSHOT_VERSION
@@ -31,12 +31,12 @@ tmp -> fsync -> rename (Files.write_atomically), with a CRC-32C over its body. F
     [producerId int64, epoch int16, lastTimestamp int64, batchCount int8,
      [baseSequence int32, lastSequence int32, baseOffset int64, lastOffset int64] * batchCount] * count
 
-Rule 4 (recovery, `ProducerStateManager.load`): snapshots above the log end are deleted (a crash or a
+Rule: producer-recovery (recovery, `ProducerStateManager.load`): snapshots above the log end are deleted (a crash or a
 truncation removed their batches); the newest remaining snapshot is read (an unreadable one is deleted and
 the next older one tried) and the batches from its offset to the log end are replayed through `update`.
 The result equals the state built incrementally (tested by property).
-Rule 5 (trimming, `truncate_head`): when segments are deleted below the log start, entries whose last batch
-is below it are dropped and snapshots below the first segment's base are deleted. Entries whose last batch is
+Rule: producer-trimming (trimming, `truncate_head`): when segments are deleted below the log start, entries whose last
+batch is below it are dropped and snapshots below the first segment's base are deleted. Entries whose last batch is
 older than producer.id.expiration.ms are dropped at segment roll, so memory stays bounded.
 
 Not thread-safe: the log calls it under its append lock (the check and the append are atomic per partition).
@@ -140,7 +140,8 @@ def parse_snapshot_file_name(name: str) -> int | None:
 
 
 class CorruptSnapshot(StorageError):
-    """A snapshot file that fails its CRC or does not parse: deleted, and an older one used (Rule 4)."""
+    """A snapshot file that fails its CRC or does not parse: deleted, and an older one used (Rule:
+    producer-recovery)."""
 
 
 class ProducerStateManager:
@@ -152,11 +153,11 @@ class ProducerStateManager:
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
 
-    # -- Rule 1: the check -----------------------------------------------------------------------
+    # -- Rule: producer-check: the check -----------------------------------------------------------------------
 
     def check(self, producer_id: int, epoch: int, base_sequence: int, last_offset_delta: int) -> int | None:
-        """Check one batch of a client's append (Rule 1): the original base offset of a duplicate, None for
-        a batch to append; raises InvalidProducerEpoch or OutOfOrderSequence. The batch that follows the
+        """Check one batch of a client's append (Rule: producer-check): the original base offset of a duplicate, None
+        for a batch to append; raises InvalidProducerEpoch or OutOfOrderSequence. The batch that follows the
         last one (the common case) costs one lookup and two comparisons."""
         entry = self.producers.get(producer_id)
         if entry is None:
@@ -182,8 +183,8 @@ class ProducerStateManager:
         return None
 
     def check_record_set(self, batches: Iterable[tuple[int, int, int, int]]) -> None:
-        """Rule 1 for a record set of several batches (producer id, epoch, base sequence, last offset delta),
-        each against the state the earlier ones will leave; a duplicate among them raises DuplicateSequence
+        """Rule: producer-check for a record set of several batches (producer id, epoch, base sequence, last offset
+        delta), each against the state the earlier ones will leave; a duplicate among them raises DuplicateSequence
         (one offset cannot answer for a record set that is partly new)."""
         pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last sequence) of earlier batches
         for producer_id, epoch, base_sequence, delta in batches:
@@ -199,7 +200,7 @@ class ProducerStateManager:
                                         "set of several batches")
             pending[producer_id] = (epoch, last_sequence(base_sequence, delta))
 
-    # -- Rule 2: the update ----------------------------------------------------------------------
+    # -- Rule: producer-update: the update ----------------------------------------------------------------------
 
     def update(self, producer_id: int, epoch: int, base_sequence: int, last_offset_delta: int, base_offset: int,
                max_timestamp: int) -> None:
@@ -216,7 +217,7 @@ class ProducerStateManager:
 
     def entry_copy(self, producer_id: int) -> ProducerEntry | None:
         """A copy of `producer_id`'s entry (None: it has none), taken before an update whose batch may yet
-        fail to reach the disk; `restore` puts it back (Rule 2: only appended batches count)."""
+        fail to reach the disk; `restore` puts it back (Rule: producer-update: only appended batches count)."""
         entry = self.producers.get(producer_id)
         return None if entry is None else ProducerEntry(entry.epoch, entry.batches, entry.last_timestamp)
 
@@ -235,7 +236,7 @@ class ProducerStateManager:
                 self.update(header.producer_id, header.producer_epoch, header.base_sequence,
                             header.last_offset_delta, header.base_offset, header.max_timestamp)
 
-    # -- Rule 5: trimming ------------------------------------------------------------------------
+    # -- Rule: producer-trimming: trimming ------------------------------------------------------------------------
 
     def truncate_head(self, log_start: int, first_segment_base: int) -> None:
         """Drop producers whose every batch is below `log_start`, and snapshots below `first_segment_base`."""
@@ -254,7 +255,7 @@ class ProducerStateManager:
             del self.producers[pid]
         return len(gone)
 
-    # -- Rule 3: snapshots -----------------------------------------------------------------------
+    # -- Rule: producer-snapshots: snapshots -----------------------------------------------------------------------
 
     def encode(self) -> bytes:
         parts = [struct.pack(">i", len(self.producers))]
@@ -289,7 +290,7 @@ class ProducerStateManager:
         return producers
 
     def write_snapshot(self, offset: int) -> None:
-        """Write `<offset>.snapshot`: the state of every batch below `offset` (Rule 3)."""
+        """Write `<offset>.snapshot`: the state of every batch below `offset` (Rule: producer-snapshots)."""
         self._files.write_atomically(self._path(offset), self.encode())
 
     def snapshot_offsets(self) -> list[int]:
@@ -305,7 +306,7 @@ class ProducerStateManager:
         except FileNotFoundError:
             pass
 
-    # -- Rule 4: recovery ------------------------------------------------------------------------
+    # -- Rule: producer-recovery: recovery ------------------------------------------------------------------------
 
     def load(self, log_end: int) -> int:
         """Delete snapshots above `log_end`, load the newest readable one; return the offset replay starts at

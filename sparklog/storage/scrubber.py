@@ -3,16 +3,16 @@
 Kafka trusts a segment below its recovery point until a client fails on it; here a throttled pass re-reads
 them (CRC-32C and the offset chain, PartitionLog.scrub), so bit rot is fenced before a client meets it.
 
-Rule 1: a pass verifies the flushed, closed segments of every log the LogManager holds, those not yet
-verified since their log was opened first (log.py Rule 5); the first pass starts at once, each next one
-`interval_ms` after the previous one started (at once if that one ran longer). Between passes, every
+Rule: scrub-pass: a pass verifies the flushed, closed segments of every log the LogManager holds, those not yet
+verified since their log was opened first (log.py Rule: verify-before-first-use); the first pass starts at once, each
+next one `interval_ms` after the previous one started (at once if that one ran longer). Between passes, every
 UNVERIFIED_CHECK_S, or at once when `nudge()`d (the LogManager does when it opens a log), a short pass
 verifies the segments of logs opened since, so that readers rarely pay for a first-use verification.
-Rule 2: a pass reads at most `bytes_per_second` (a token bucket, refilled continuously); the fetch path
+Rule: scrub-throttled: a pass reads at most `bytes_per_second` (a token bucket, refilled continuously); the fetch path
 (sendfile) is untouched, so what the scrub costs is disk bandwidth, shown by benchmarks/storage.py.
-Rule 3: damage found is fenced by the log (log.py Rule 4), never here; a log that fails (closed or
-deleted meanwhile, an I/O error) is counted and logged, and the pass goes on with the next.
-Rule 4: close() stops the thread within one throttle sleep; a pass in progress is abandoned.
+Rule: scrub-fences-via-log: damage found is fenced by the log (log.py Rule: bit-rot-fenced), never here; a log that
+fails (closed or deleted meanwhile, an I/O error) is counted and logged, and the pass goes on with the next.
+Rule: scrub-stops-promptly: close() stops the thread within one throttle sleep; a pass in progress is abandoned.
 
 Settings (broker properties; none has a Kafka equivalent): log.scrubber.enable,
 log.scrubber.bytes.per.second, log.scrubber.interval.ms.
@@ -89,7 +89,7 @@ class Scrubber:
         return self
 
     def nudge(self) -> None:
-        """Run the short pass over not yet verified segments now (Rule 1)."""
+        """Run the short pass over not yet verified segments now (Rule: scrub-pass)."""
         self._wake.set()
 
     def close(self) -> None:
@@ -99,7 +99,8 @@ class Scrubber:
             self._thread.join()
 
     def run_pass(self, unverified_only: bool = False) -> int:
-        """One pass over every log (Rules 1 to 3); returns the bytes verified."""
+        """One pass over every log (Rule: scrub-pass, Rule: scrub-throttled and Rule: scrub-fences-via-log); returns
+        the bytes verified."""
         throttle = _Throttle(self.config.bytes_per_second, self._stop)
         verified = 0
         for log in list(self._logs()):

@@ -5,13 +5,15 @@ running maximum of its closed segments' largest timestamps: entry i is the large
 0..i. Timestamps need not grow from segment to segment, but the running maximum does, so the first segment
 that may hold a record at or after T is found by bisecting it.
 
-Rule 1: built only for a tuple whose segments are all verified: an unverified segment's largest timestamp
+Rule: bounds-only-verified: built only for a tuple whose segments are all verified: an unverified segment's largest
+timestamp
         comes from an index file that a first-use verification may rebuild (upwards too).
-Rule 2: every entry is an upper bound of what the segments it covers hold while the tuple is the log's: a
+Rule: bounds-upper: every entry is an upper bound of what the segments it covers hold while the tuple is the log's: a
         closed, verified segment's largest timestamp only falls (a truncation or a fence cuts it; a roll, a
         deletion or a cleaning replaces the tuple). So every segment before `first_candidate(T)` has only
         timestamps below T, and the caller looks from there on, checking each segment as before.
-Rule 3: the last segment, which appends change, is not covered: `first_candidate` returns its index when no
+Rule: bounds-skip-active: the last segment, which appends change, is not covered: `first_candidate` returns its index
+when no
         closed segment may answer.
 """
 
@@ -22,7 +24,8 @@ from bisect import bisect_left
 
 
 class TimeBounds:
-    """Rules 1-3 for `segments`; readers in any thread may build one (the log keeps the latest)."""
+    """Rule: bounds-only-verified, Rule: bounds-upper and Rule: bounds-skip-active for `segments`; readers in any
+    thread may build one (the log keeps the latest)."""
 
     __slots__ = ("segments", "_running_max")
 

@@ -1,8 +1,8 @@
 """Kafka's topic naming rule, and the `<topic>-<partition>` directory names built on it.
 
-Rule 1: a topic name is 1 to 249 characters of [a-zA-Z0-9._-], and is neither "." nor "..".
-Rule 2: a partition directory is named `<topic>-<partition>` with a valid topic and a decimal partition >= 0;
-the topic part is everything before the last '-', so topics may themselves contain '-'.
+Rule: topic-name-chars: a topic name is 1 to 249 characters of [a-zA-Z0-9._-], and is neither "." nor "..".
+Rule: partition-dir-name: a partition directory is named `<topic>-<partition>` with a valid topic and a decimal
+partition >= 0; the topic part is everything before the last '-', so topics may themselves contain '-'.
 """
 
 from __future__ import annotations

@@ -118,7 +118,8 @@ def file_records(partition_dir) -> list[tuple[int, bytes, bytes]]:
 
 
 def horizons(partition_dir) -> list[int]:
-    """The delete horizons written into the batches of a partition's files (cleaner.py Rule 3a)."""
+    """The delete horizons written into the batches of a partition's files (cleaner.py Rule:
+    tombstone-delete-horizon)."""
     return [b.delete_horizon_ms for path in sorted(partition_dir.glob("*.log"))
             for b in iter_batches(path.read_bytes()) if b.delete_horizon_ms is not None]
 

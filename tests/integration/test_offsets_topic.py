@@ -26,8 +26,8 @@ from sparklog.protocol.consumer_offsets import CommitKey, decode_key, decode_val
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 30
-# The cleaner thread runs at nice 19 (storage/cleaner_manager.py Rule 3): on cores busy with normal-priority work it
-# gets about 1/70 of a core, so a clean that takes milliseconds on idle cores can take tens of seconds.
+# The cleaner thread runs at nice 19 (storage/cleaner_manager.py Rule: cleaner-io-throttled): on cores busy with
+# normal-priority work it gets about 1/70 of a core, so a clean that takes milliseconds on idle cores can take tens of seconds.
 CLEANER_TIMEOUT_S = 120
 REPO = Path(__file__).resolve().parents[2]
 COMMITS = 300

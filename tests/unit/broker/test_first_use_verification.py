@@ -1,5 +1,5 @@
-"""A segment verified before its first use (storage log.py Rule 5) is verified off the event loop: while one
-partition's segment verifies, the broker answers everyone else (handlers.py `handle_fetch`,
+"""A segment verified before its first use (storage log.py Rule: verify-before-first-use) is verified off the event
+loop: while one partition's segment verifies, the broker answers everyone else (handlers.py `handle_fetch`,
 `handle_list_offsets`)."""
 
 from __future__ import annotations

@@ -101,7 +101,8 @@ def test_filter_batches_keeps_the_latest_coalesces_emptied_batches_and_leaves_ne
 
 @pytest.mark.parametrize("now, removed", [(100, 0), (101, 1)])
 def test_filter_batches_removes_a_tombstone_once_past_its_batch_delete_horizon(now, removed):
-    """A kept tombstone reports its batch's horizon (cleaner.py Rule 3c); a removed one does not."""
+    """A kept tombstone reports its batch's horizon (cleaner.py Rule: clean-for-delete-horizon); a removed one does
+    not."""
     (batch,) = iter_batches(build_batch([(b"b", None, None, 4)], base_offset=4))
     marked = retain_scanned(batch, scan(batch), b"\x01", delete_horizon=100)
     offset_map = OffsetMap(4096)

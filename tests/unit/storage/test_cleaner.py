@@ -439,8 +439,8 @@ def test_a_log_below_its_dirty_ratio_is_cleaned_once_its_first_dirty_record_pass
 
 
 def test_a_log_below_its_dirty_ratio_is_cleaned_once_a_tombstones_delete_horizon_passes(tmp_path, flusher):
-    """KIP-534 (cleaner.py Rule 3c): each clean reports the earliest delete horizon of the tombstones it kept
-    (the one written by the clean that first saw them, not a later one's); once it has passed, the manager
+    """KIP-534 (cleaner.py Rule: clean-for-delete-horizon): each clean reports the earliest delete horizon of the
+    tombstones it kept (the one written by the clean that first saw them, not a later one's); once it has passed, the manager
     cleans the log whatever its dirty ratio, and the tombstone goes."""
     clock = Clock()
     log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher)

@@ -953,7 +953,7 @@ def test_verify_for_time_lookup_covers_every_segment_a_time_lookup_would_replay(
         log.roll()
         log.append(make_batch(2, 50, tag=1))
         for segment in log.segments:
-            segment.verified = False  # as a reopened log leaves its loaded segments (Rule 5)
+            segment.verified = False  # as a reopened log leaves its loaded segments (Rule: verify-before-first-use)
         assert log.scrub(None, True) == 0 and log.has_unverified_segments()  # unflushed: the scrubber's rule
         assert log.verify_for_time_lookup() > 0
         assert not log.has_unverified_segments()

@@ -1,4 +1,5 @@
-"""Bit rot in flushed data: never served, fenced, and every valid batch kept (log.py Rules 4 and 5)."""
+"""Bit rot in flushed data: never served, fenced, and every valid batch kept (log.py Rule: bit-rot-fenced and Rule:
+verify-before-first-use)."""
 
 import random
 import threading

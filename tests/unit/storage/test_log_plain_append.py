@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from support.storage_batches import BASE_TS
 from sparklog.records.batch import ATTRIBUTES_OFFSET, build_batch, compute_crc, iter_batches
 from sparklog.storage import PartitionLog
-from sparklog.storage import log as log_module
+from sparklog.storage import append as log_module
 from sparklog.storage.errors import DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence
 
 SETTINGS = {"flush.ms": 10**12, "segment.bytes": 900, "index.interval.bytes": 150, "max.message.bytes": 400}
@@ -93,7 +93,7 @@ def test_plain_sets_of_several_batches_take_the_plain_path(tmp_path, flusher):
     """The sparklog producer's batch-1 requests (a set of one-record batches) are the case it is for."""
     log = PartitionLog.open(str(tmp_path / "t-0"), dict(SETTINGS), flusher=flusher)
     sets = b"".join(build_batch([(None, b"v%d" % i, None, BASE_TS)]) for i in range(3))
-    with mock.patch.object(log_module.PartitionLog, "_append_many", side_effect=AssertionError("general path")):
+    with mock.patch.object(log_module.AppendPipeline, "_append_set", side_effect=AssertionError("general path")):
         assert log.append_as_leader(sets, 4) == 0
         assert log.append_as_leader(memoryview(sets), 4) == 3
     assert log.log_end_offset == 6
@@ -108,8 +108,8 @@ def test_an_idempotent_producers_sets_take_the_plain_path_with_its_checks(tmp_pa
                            base_sequence=sequence)
 
     log = PartitionLog.open(str(tmp_path / "t-0"), dict(SETTINGS), flusher=flusher)
-    with mock.patch.object(log_module.PartitionLog, "append", side_effect=AssertionError("general path")), \
-            mock.patch.object(log_module.PartitionLog, "_append_many", side_effect=AssertionError("general path")):
+    with mock.patch.object(log_module.AppendPipeline, "append", side_effect=AssertionError("general path")), \
+            mock.patch.object(log_module.AppendPipeline, "_append_set", side_effect=AssertionError("general path")):
         assert log.append_as_leader(idempotent(0), 0) == 0
         assert log.append_as_leader(idempotent(2), 0) == 2
         assert log.append_as_leader(idempotent(0), 0) == 0  # a retry of a batch that landed: its offset
@@ -137,7 +137,7 @@ def test_a_compressed_idempotent_set_takes_the_plain_path_stored_as_it_came(tmp_
     log = PartitionLog.open(str(tmp_path / "t-0"), dict(SETTINGS, **{"max.message.bytes": 10_000}), flusher=flusher)
     try:
         log.append_as_leader(build_batch([(None, b"first", None, BASE_TS)]), 0)
-        with mock.patch.object(log_module.PartitionLog, "append", side_effect=AssertionError("general path")):
+        with mock.patch.object(log_module.AppendPipeline, "append", side_effect=AssertionError("general path")):
             assert log.append_as_leader(sent, 2) == 1
             assert log.append_as_leader(sent, 2) == 1  # its retry
         log.flush()

@@ -1,6 +1,6 @@
 """OffsetMap: a key's last offset, bounded memory, the load limit; memory in RAM only where keys were put,
-given back by `clear` (offset_map.py Rule 1a), and a cleared map that answers as a new one, on the compiled
-sweep's path and the pure-Python one."""
+given back by `clear` (offset_map.py Rule: map-pages-touched), and a cleared map that answers as a new one, on the
+compiled sweep's path and the pure-Python one."""
 
 import mmap
 from unittest import mock
@@ -84,7 +84,7 @@ def map_pages(offset_map) -> int:
 
 @pytest.fixture(params=[True, False], ids=["madvise", "remap"])
 def drop_pages(request):
-    """`clear` both ways (Rule 1a): the kernel drops the pages (Linux), or new tables are mapped."""
+    """`clear` both ways (Rule: map-pages-touched): the kernel drops the pages (Linux), or new tables are mapped."""
     with mock.patch.object(offset_map_module, "DROP_PAGES", request.param):
         yield request.param
 
@@ -111,7 +111,7 @@ def test_cleaning_small_logs_with_the_default_map_touches_pages_for_their_keys_o
         for version in range(3):
             log.append(build_batch([(b"k%d" % k, b"v%d" % version, None, 1) for k in range(40)]))
         log.roll()
-        log.flush()  # only flushed, closed segments are cleaned (cleaner.py Rule 1)
+        log.flush()  # only flushed, closed segments are cleaned (cleaner.py Rule: clean-range)
         result = cleaner.clean(log)
         assert result.records_read == 120 and result.records_removed == 80
         assert 0 < map_pages(cleaner.map) <= 4 * 40

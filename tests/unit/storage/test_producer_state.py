@@ -1,5 +1,5 @@
-"""The idempotent producer's checks in PartitionLog (Rule 8) and the producer state's snapshots and recovery
-(producer_state.py), against a model of what Kafka's broker answers."""
+"""The idempotent producer's checks in PartitionLog (append.py Rule: producer-state-in-append) and the producer state's
+snapshots and recovery (producer_state.py), against a model of what Kafka's broker answers."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def values(log) -> list[bytes]:
     return [r.value for piece in log.iter_slices() for r in iter_records(piece.read_bytes())]
 
 
-# -- the check (Rule 1) ---------------------------------------------------------------------------------
+# -- the check (Rule: producer-check) ---------------------------------------------------------------------------------
 
 
 def test_a_retried_batch_gets_its_original_offset_and_is_not_appended(tmp_path, flusher):
@@ -172,7 +172,8 @@ def test_the_log_answers_as_the_model_says(tmp_path_factory, flusher, operations
         log.close()
 
 
-# -- snapshots and recovery (Rules 3-5) ---------------------------------------------------------------
+# -- snapshots and recovery (Rule: producer-snapshots, Rule: producer-recovery and Rule: producer-trimming)
+# ---------------------------------------------------------------
 
 APPENDS = st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4)), min_size=1, max_size=30)  # (producer, count)
 

@@ -68,7 +68,7 @@ def test_a_lookup_finds_what_a_scan_of_every_record_finds(codec, tmp_path, flush
 
 @given(maxima=st.lists(st.integers(-1, 50), min_size=1, max_size=30), target=st.integers(-2, 52))
 def test_time_bounds_name_the_first_segment_that_may_answer(maxima, target):
-    """Rule 3 of time_bounds.py over any largest timestamps (not growing from segment to segment)."""
+    """time_bounds.py Rule: bounds-skip-active over any largest timestamps (not growing from segment to segment)."""
     segments = tuple(type("Segment", (), {"max_timestamp": m})() for m in maxima)
     first = next((i for i, m in enumerate(maxima[:-1]) if m >= target), len(maxima) - 1)
     assert TimeBounds(segments).first_candidate(target) == first
