@@ -149,6 +149,9 @@ def compare_producers(root: str, count: int, rounds: int) -> None:
     medians = {name: statistics.median(v) for name, v in rates.items()}
     old, all_acks, new = medians.values()
     print("producer medians: " + "  ".join(f"{n} {v:9,.0f}" for n, v in medians.items()) + " msg/s")
+    if not (old and all_acks):
+        print("no ratio: a way acknowledged nothing (FAILED above)")
+        return
     print(f"ratio idempotent / acks=all without idempotence {new / all_acks:.2f}; idempotent / acks=1 {new / old:.2f}")
 
 
