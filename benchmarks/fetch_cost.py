@@ -25,7 +25,7 @@ With `--client-pause-us`, the client busies itself that long after each reply, s
 requests and answers each one woken up, its caches cold.
 Until issue 21 the client's requests carried broker_requests' 64 KiB while the figures divided by 1 MiB a
 fetch, and the baselines' sender and receiver shared one process: the figures this docstring quoted then
-(0.154-0.333 CPU-s/GiB, 1.3-1.6x the loop) were about 16x too low and are withdrawn; README "Performance"
+(0.154-0.333 CPU-s/GiB, 1.3-1.6x the loop) were about 16x too low and are withdrawn; README "Benchmarks"
 has the measured ones.
 """
 
