@@ -47,6 +47,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from measure import error_codes, run, shortfall  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 SIZE = struct.Struct(">i")
@@ -148,7 +151,8 @@ def serve(app_name: str, loop_name: str, records_check: bool = True) -> None:
 # -- the client side -------------------------------------------------------------------------------------------
 
 
-def frames(scenario: str, n: int) -> list[bytes]:
+def frames(scenario: str, n: int, fetch_bytes: int = FETCH_BYTES) -> list[bytes]:
+    """`n` requests of `scenario`, correlation ids 0..n-1; a Fetch asks for up to `fetch_bytes`."""
     from sparklog.protocol import (ApiKey, FetchPartition, FetchRequest, FetchTopic, PartitionProduceData,
                                    ProduceRequest, TopicProduceData)
     from sparklog.protocol.registry import encode_request
@@ -163,9 +167,9 @@ def frames(scenario: str, n: int) -> list[bytes]:
     out = []
     for i in range(n):
         offset = (i * 50) % (FETCH_LOG_BATCHES * 50 - 50 * 10)
-        body = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=FETCH_BYTES, topics=[FetchTopic(topic="t",
+        body = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=fetch_bytes, topics=[FetchTopic(topic="t",
         partitions=[
-            FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=FETCH_BYTES)])])
+            FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=fetch_bytes)])])
         out.append(encode_request(ApiKey.FETCH, 11, i, "bench", body))
     return out
 
@@ -177,11 +181,17 @@ def cpu_seconds(pid: int) -> float:
 
 
 class Replies:
-    """Counts whole reply frames in what the socket returns."""
+    """Counts whole reply frames in what the socket returns, and the error codes in them (measure.py Rule 4:
+    a reply with an error is not a request served). The baseline's fixed replies are not decoded."""
 
-    def __init__(self) -> None:
+    def __init__(self, scenario: str = "baseline") -> None:
+        from sparklog.protocol import ApiKey
+
         self.buf = bytearray()
         self.count = 0
+        self.errors: dict[int, int] = {}
+        self.api_key = None if scenario == "baseline" else ApiKey.FETCH if scenario.startswith("fetch") \
+            else ApiKey.PRODUCE
 
     def feed(self, data: bytes) -> None:
         self.buf += data
@@ -190,13 +200,24 @@ class Replies:
             (size,) = SIZE.unpack_from(self.buf, start)
             if len(self.buf) - start - 4 < size:
                 break
+            if self.api_key is not None:
+                self._check(memoryview(self.buf)[start + 4:start + 4 + size])
             start += 4 + size
             self.count += 1
         del self.buf[:start]
 
+    def _check(self, frame: memoryview) -> None:
+        from sparklog.protocol import ApiKey
+        from sparklog.protocol.registry import decode_response
+
+        _, response = decode_response(self.api_key, 11 if self.api_key == ApiKey.FETCH else 8, frame)
+        for code in error_codes(response):
+            self.errors[code] = self.errors.get(code, 0) + 1
+
 
 def measure(scenario: str, loop_name: str, n: int, window: int, records_check: bool = True) -> tuple[float, float]:
-    """(µs of broker CPU per request, seconds of wall time)."""
+    """(µs of broker CPU per request, seconds of wall time); a reply with an error code makes the row SHORT
+    (measure.py Rule 4)."""
     todo = frames(scenario, n)
     proc = subprocess.Popen([sys.executable, __file__, "--serve", scenario, "--loop", loop_name]
                             + ([] if records_check else ["--no-records-check"]),
@@ -205,12 +226,15 @@ def measure(scenario: str, loop_name: str, n: int, window: int, records_check: b
         port = int(proc.stdout.readline())
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            replies = Replies()
+            replies = Replies(scenario)
             warm = min(1000, n // 10)
             _exchange(sock, todo[:warm], replies, window)
             cpu0, started = cpu_seconds(proc.pid), time.perf_counter()
             _exchange(sock, todo[warm:], replies, window)
             cpu, wall = cpu_seconds(proc.pid) - cpu0, time.perf_counter() - started
+        if replies.errors:
+            print(shortfall(f"{scenario} ({loop_name}): SHORT, replies with error codes {replies.errors} "
+                            f"(of {replies.count})"), flush=True)
         return cpu / (n - warm) * 1e6, wall
     finally:
         proc.stdin.close()
@@ -334,4 +358,4 @@ def _has_uvloop() -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

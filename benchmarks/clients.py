@@ -42,7 +42,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from measure import confluent_consume as measured_confluent_consume  # noqa: E402
 from measure import confluent_produce as measured_confluent_produce  # noqa: E402
-from measure import payload  # noqa: E402
+from measure import payload, shortfall  # noqa: E402
+from measure import run as run_benchmark  # noqa: E402
 
 PEERS = {("produce", 1): 17_518, ("produce", 50): 66_343, ("consume", 1000): 117_436}
 MSG_SIZE = 200
@@ -132,7 +133,7 @@ def confluent_produce(bootstrap: str, n: int, batch: int, codec: str, cap: float
 
 
 def failure_note(failed: int, unacknowledged: int) -> str:
-    return f"FAILED {failed}, unacknowledged {unacknowledged}" if failed or unacknowledged else ""
+    return shortfall(f"FAILED {failed}, unacknowledged {unacknowledged}") if failed or unacknowledged else ""
 
 
 def ours_consume(bootstrap: str, topic: str, n: int, cap: float, meter: Meter) -> int:
@@ -199,7 +200,8 @@ def run(bootstrap: str, broker_pid: int | None, args) -> list[dict]:
             meter = Meter(broker_pid)
             done = consume(bootstrap, consume_topic, consume_n, args.cap, meter)
             emit(row(client, "consume", 1000, "none", done, consume_n, meter,
-                     "the batch-50 topic's acknowledged records" + ("" if done == consume_n else "; SHORT")))
+                     "the batch-50 topic's acknowledged records" + ("" if done == consume_n else shortfall(
+                         f"; SHORT: {client} consumed {done:,} of {consume_n:,}"))))
     return rows
 
 
@@ -235,4 +237,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_benchmark(main))

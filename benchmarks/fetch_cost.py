@@ -1,25 +1,32 @@
-"""The broker's CPU per GiB served by 1 MiB one-partition Fetch requests, beside a bare `os.sendfile` loop of
-the same bytes in the same run, for one or more source trees (issue 12: goal ≤ 2× the loop).
+"""The broker's CPU per GiB served by 1 MiB one-partition Fetch requests, beside bare sendfile servers of the
+same bytes in the same run, for one or more source trees (issue 12: goal ≤ 2× the bare request/response server).
 
     .venv/bin/python benchmarks/fetch_cost.py [-n 2000] [--window 1] [--reps 7] [TREE ...]
 
 Each TREE is a checkout of this repository (default: this one); compare a commit with the work tree by
 exporting it first, e.g. `git archive <commit> | tar -x -C /tmp/base` (copy the built
-sparklog/records/_cbatch*.so beside its sources). For each repetition, a bare sendfile loop
-(measure.sendfile_loop, 1 MiB a call, as many bytes as the fetches serve) and a bare request/response loop
-(measure.request_loop: one 1 MiB sendfile per small request, one at a time) run first, then each tree's broker
-in turn: broker_requests.py's server of that tree (real BrokerServer + Dispatcher + handlers + storage, one
-partition of ~20 MB, no ZooKeeper) in a subprocess, asked for `-n` Fetch v11 requests of 1 MiB with
-`--window` in flight on one connection, each reply read whole with recv_into. The broker's CPU comes from
-/proc (user + system); the loop's is its sender thread's. Printed: median and minimum of the repetitions
-(CPU-s/GiB, and the ratio to the loop's median and minimum, and to the request loop's median), the median
-MB/s, and the load average before and after. The repetitions alternate the trees, so a shared machine's load falls on all of them alike; the
-minimum is what the code costs with the least interference.
+sparklog/records/_cbatch*.so beside its sources). For each repetition, two baselines (measure.py Rule 3: each a
+server process of its own, its CPU read from /proc as the broker's is, the reader in this process) serve as
+many bytes as the fetches do: a sendfile stream (measure.sendfile_loop, 1 MiB a call) and a request/response
+server (measure.request_loop: one 1 MiB sendfile per small request, one at a time, as the fetches ask). Then
+each tree's broker in turn: broker_requests.py's server of that tree (real BrokerServer + Dispatcher +
+handlers + storage, one partition of ~20 MB, no ZooKeeper) in a subprocess, asked for `-n` Fetch v11
+requests of FETCH_BYTES (1 MiB: the requests carry it) with `--window` in flight on one connection, each
+reply read whole with recv_into and its error codes checked. Every figure is CPU seconds over the bytes the
+client received (replies whole; the fetches near the log's end return less than 1 MiB). Printed: median and
+minimum of the repetitions (CPU-s/GiB, and the ratio to the request/response server's median and minimum,
+the bare cost of serving those bytes as Fetch replies, which the broker cannot beat but for noise: the excess
+over 1 is the broker's own work per byte; and to the stream's), the median MB/s and reply size, and the load
+average before and after. A median reply under half of FETCH_BYTES means the requests did not ask for what
+the figures say: the row is SHORT and the script exits 1 (measure.py Rule 4). The repetitions alternate the
+trees, so a shared machine's load falls on all of them alike; the minimum is what the code costs with the
+least interference.
 With `--client-pause-us`, the client busies itself that long after each reply, so the broker idles between
-requests and answers each one woken up, its caches cold: here (load 6-7) 1500 µs took the same broker from
-0.154 to 0.333 CPU-s/GiB (`-n 400 --reps 5`, medians of two runs a minute apart). paper.py's raw fetch row
-(the whole broker, with ZooKeeper, over a ~210 MB log that confluent-kafka wrote) reads 2.7-3.3x the loop where
-this script reads 1.3-1.6x, with clients alike cheap: the rest of that gap is not explained yet.
+requests and answers each one woken up, its caches cold.
+Until issue 21 the client's requests carried broker_requests' 64 KiB while the figures divided by 1 MiB a
+fetch, and the baselines' sender and receiver shared one process: the figures this docstring quoted then
+(0.154-0.333 CPU-s/GiB, 1.3-1.6x the loop) were about 16x too low and are withdrawn; README "Benchmarks"
+has the measured ones.
 """
 
 from __future__ import annotations
@@ -33,30 +40,35 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import broker_requests  # noqa: E402
-from measure import request_loop, sendfile_loop  # noqa: E402
+from measure import fetch_error, request_loop, run, sendfile_loop, shortfall  # noqa: E402
 
 MIB = 1 << 20
+TOPIC = "t"  # broker_requests' one partition
+FETCH_BYTES = MIB  # what each request asks for (max_bytes and partition_max_bytes)
+SHORT_REPLY = 0.5  # a median reply under this share of FETCH_BYTES: the requests did not ask for FETCH_BYTES
 SIZE = struct.Struct(">i")
 WARM = 100
 SERVER = """
 import sys
 sys.path.insert(0, {tree!r}); sys.path.insert(0, {benchmarks!r})
 import broker_requests
-broker_requests.FETCH_BYTES = {fetch_bytes}
 broker_requests.serve("fetch", "asyncio")
 """
 
 
 def exchange(sock: socket.socket, todo: list[bytes], window: int, view: memoryview, deadline: float,
-             pause_s: float = 0.0) -> None:
+             pause_s: float = 0.0) -> list[int]:
     """Send `todo` keeping `window` requests in flight; read each reply whole into `view`, then busy the client
-    for `pause_s` (a client that works on each reply, as paper.py's raw fetch loop decodes it in Python)."""
+    for `pause_s` (a client that works on each reply, as paper.py's raw fetch loop decodes it in Python).
+    Returns each reply's size in bytes (its size prefix included); a reply with an error code raises."""
     sent = done = 0
+    sizes = []
     while done < len(todo):
         if time.monotonic() > deadline:
             raise TimeoutError(f"{done} of {len(todo)} replies before the deadline")
@@ -65,12 +77,16 @@ def exchange(sock: socket.socket, todo: list[bytes], window: int, view: memoryvi
             sent += 1
         _fill(sock, view[:4])
         (size,) = SIZE.unpack_from(view, 0)
-        _fill(sock, view[:size])
+        _fill(sock, view[4:size + 4])
+        if error := fetch_error(view, TOPIC):
+            raise ConnectionError(f"a Fetch reply with error code {error}")
+        sizes.append(size + 4)
         done += 1
         if pause_s:
             until = time.perf_counter() + pause_s
             while time.perf_counter() < until:
                 pass
+    return sizes
 
 
 def _fill(sock: socket.socket, view: memoryview) -> None:
@@ -82,10 +98,16 @@ def _fill(sock: socket.socket, view: memoryview) -> None:
         got += n
 
 
-def broker_cost(tree: str, n: int, window: int, deadline_s: float, pause_s: float = 0.0) -> tuple[float, float]:
-    """(broker CPU-s per GiB, MB/s) of `n` 1 MiB fetches from `tree`'s server."""
-    todo = broker_requests.frames("fetch", n + WARM)
-    code = SERVER.format(tree=tree, benchmarks=str(Path(tree) / "benchmarks"), fetch_bytes=MIB)
+class Cost(NamedTuple):
+    cpu_per_gib: float  # broker CPU seconds per GiB received by the client (replies whole, headers included)
+    mb_per_s: float
+    median_reply: int  # bytes
+
+
+def broker_cost(tree: str, n: int, window: int, deadline_s: float, pause_s: float = 0.0) -> Cost:
+    """What `n` fetches of FETCH_BYTES from `tree`'s server cost the broker, per byte the client received."""
+    todo = broker_requests.frames("fetch", n + WARM, FETCH_BYTES)
+    code = SERVER.format(tree=tree, benchmarks=str(Path(tree) / "benchmarks"))
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             cwd=tree)
     try:
@@ -95,9 +117,10 @@ def broker_cost(tree: str, n: int, window: int, deadline_s: float, pause_s: floa
         with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
             exchange(sock, todo[:WARM], window, memoryview(buf), deadline)
             cpu0, started = broker_requests.cpu_seconds(proc.pid), time.perf_counter()
-            exchange(sock, todo[WARM:], window, memoryview(buf), deadline, pause_s)
+            sizes = exchange(sock, todo[WARM:], window, memoryview(buf), deadline, pause_s)
             cpu, wall = broker_requests.cpu_seconds(proc.pid) - cpu0, time.perf_counter() - started
-        return cpu / (n * MIB / 2**30), n * MIB / wall / 1e6
+        received = sum(sizes)
+        return Cost(cpu / (received / 2**30), received / wall / 1e6, sorted(sizes)[len(sizes) // 2])
     finally:
         proc.stdin.close()
         try:
@@ -117,35 +140,43 @@ def main(argv=None) -> int:
                         help="the client's busy time after each reply (default 0: it only reads)")
     parser.add_argument("trees", nargs="*", default=[str(REPO)])
     args = parser.parse_args(argv)
-    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.n} fetches of 1 MiB, window "
-          f"{args.window}, client pause {args.client_pause_us:g} µs, {args.reps} repetitions", flush=True)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.n} fetches of "
+          f"{FETCH_BYTES:,} bytes, window {args.window}, client pause {args.client_pause_us:g} µs, "
+          f"{args.reps} repetitions", flush=True)
     loop: list[float] = []
     requests: list[float] = []
-    rows: dict[str, list[tuple[float, float]]] = {tree: [] for tree in args.trees}
+    rows: dict[str, list[Cost]] = {tree: [] for tree in args.trees}
     with tempfile.NamedTemporaryFile(prefix="sparklog-fetch-cost-") as f:
         f.write(os.urandom(20 * MIB))
         f.flush()
         for _ in range(args.reps):
-            cpu, sent, _ = sendfile_loop([Path(f.name)], MIB, args.deadline, max(1, args.n // 20))
-            loop.append(cpu / (sent / 2**30))
-            cpu, sent, _ = request_loop([Path(f.name)], MIB, args.deadline, max(1, args.n // 20))
-            requests.append(cpu / (sent / 2**30))
+            for baseline, costs in ((sendfile_loop, loop), (request_loop, requests)):
+                served = baseline([Path(f.name)], FETCH_BYTES, args.deadline, max(1, args.n // 20))
+                costs.append(served.cpu / (served.received / 2**30))
             for tree in args.trees:
                 rows[tree].append(broker_cost(tree, args.n, args.window, args.deadline, args.client_pause_us / 1e6))
-    mid = args.reps // 2
-    base_median, base_min = sorted(loop)[mid], min(loop)
-    rr_median, rr_min = sorted(requests)[mid], min(requests)
-    print(f"{'sendfile loop':<40}{base_median:>8.3f} CPU-s/GiB median, {base_min:.3f} min")
-    print(f"{'request loop':<40}{rr_median:>8.3f} CPU-s/GiB median = {rr_median / base_median:.2f}x the loop's; "
-          f"min {rr_min:.3f}")
-    for tree, cells in rows.items():
-        cpus, rates = sorted(c for c, _ in cells), sorted(r for _, r in cells)
-        print(f"{tree:<40}{cpus[mid]:>8.3f} CPU-s/GiB median = {cpus[mid] / base_median:.2f}x the loop's; "
-              f"min {cpus[0]:.3f} = {cpus[0] / base_min:.2f}x; {cpus[mid] / rr_median:.2f}x the request loop's; "
-              f"{rates[mid]:,.0f} MB/s median")
+    report(args.reps // 2, loop, requests, rows)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 
+def report(mid: int, loop: list[float], requests: list[float], rows: dict[str, list[Cost]]) -> None:
+    """The medians and minimums of the module docstring; a tree whose replies were not FETCH_BYTES-sized
+    fetches (median under SHORT_REPLY of it) is SHORT (measure.py Rule 4)."""
+    base_median, base_min = sorted(loop)[mid], min(loop)
+    rr_median, rr_min = sorted(requests)[mid], min(requests)
+    print(f"{'sendfile stream':<40}{base_median:>8.3f} CPU-s/GiB median, {base_min:.3f} min")
+    print(f"{'request/response server':<40}{rr_median:>8.3f} CPU-s/GiB median = {rr_median / base_median:.2f}x the "
+          f"stream's; min {rr_min:.3f}")
+    for tree, cells in rows.items():
+        cpus, rates = sorted(c.cpu_per_gib for c in cells), sorted(c.mb_per_s for c in cells)
+        reply = sorted(c.median_reply for c in cells)[mid]
+        short = "" if reply >= SHORT_REPLY * FETCH_BYTES else shortfall(
+            f"; SHORT: the median reply is {reply:,} bytes where fetches of {FETCH_BYTES:,} were asked")
+        print(f"{tree:<40}{cpus[mid]:>8.3f} CPU-s/GiB median = {cpus[mid] / rr_median:.2f}x the request/response "
+              f"server's, {cpus[mid] / base_median:.2f}x the stream's; min {cpus[0]:.3f} = {cpus[0] / rr_min:.2f}x; "
+              f"{rates[mid]:,.0f} MB/s median; median reply {reply:,} bytes{short}")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -15,7 +15,9 @@ PartitionLog.append_as_leader's, a Produce request's (a client's checks: attribu
 With --producer-messages N > 0 it then starts ZooKeeper and one broker (LocalCluster) and sends N 200-byte
 messages with sparklog's producer (default batching) three ways, in rounds: acks=1 without idempotence (the
 old default), acks=all without idempotence, and the new default (idempotent, so acks=all); each to a fresh
-single-partition topic, timed to the last acknowledgement. On this broker acks=all waits for the fsync of a
+single-partition topic, timed to the last acknowledgement. Only acknowledged messages count (the futures
+`send` returned, read after the clock stops: measure.sparklog_produce); a round with a failed or
+unacknowledged send is FAILED and the script exits 1 (measure.py Rule 4). On this broker acks=all waits for the fsync of a
 single-replica log (its high watermark is the flushed offset), and an idempotent producer keeps at most five
 batches of a partition unacknowledged (the broker's dedup window).
 """
@@ -32,6 +34,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from measure import run, shortfall, sparklog_produce  # noqa: E402
 
 from sparklog.records.batch import build_batch  # noqa: E402
 from sparklog.storage import PartitionLog  # noqa: E402
@@ -135,17 +140,20 @@ def compare_producers(root: str, count: int, rounds: int) -> None:
                 with AdminClient(cluster.bootstrap) as admin:
                     admin.create_topic(topic, 1)
                 with Producer(cluster.bootstrap, **settings) as producer:
-                    start = time.perf_counter()
-                    for _ in range(count):
-                        producer.send(topic, b"v" * VALUE_BYTES)
-                    producer.flush(300)
-                    rates[name].append(count / (time.perf_counter() - start))
+                    done = sparklog_produce(producer, topic, count, b"v" * VALUE_BYTES, deadline_s=300)
+                if done.acked != count:
+                    print(shortfall(f"{name}: FAILED {done.failed}, unacknowledged {done.unacknowledged} of "
+                                    f"{count} (first error: {done.first_error})"), flush=True)
+                rates[name].append(done.acked / done.seconds)
             print(f"producer round {r + 1}: " + "  ".join(f"{n} {v[-1]:9,.0f}" for n, v in rates.items()) + " msg/s")
     medians = {name: statistics.median(v) for name, v in rates.items()}
     old, all_acks, new = medians.values()
     print("producer medians: " + "  ".join(f"{n} {v:9,.0f}" for n, v in medians.items()) + " msg/s")
+    if not (old and all_acks):
+        print("no ratio: a way acknowledged nothing (FAILED above)")
+        return
     print(f"ratio idempotent / acks=all without idempotence {new / all_acks:.2f}; idempotent / acks=1 {new / old:.2f}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -7,11 +7,20 @@ callback, err None); reports with an error are counted as `failed`, and messages
 deadline as `unacknowledged`. Throughput is acknowledged messages over the time to the last report.
 Rule 2: every loop ends by its deadline, whatever the broker does; a consumer asked for n messages reports
 how many it got, so a short read shows as a short count, never as a rate of what was not read.
-Rule 3: the baselines of the Fetch path run in the same process over the same segment files: a bare
-`os.sendfile` loop to a socket (what the kernel costs to stream those bytes), a bare request/response
-loop (one small request, then one sendfile of the next chunk: what the kernel costs to serve them as
-Fetch responses, one at a time, with no work per request) and a raw Fetch loop (the broker with a client
-that does nothing but count the records it receives).
+Rule 3: the baselines of the Fetch path serve the same segment files from a server process of their own,
+whose CPU is read from /proc as the broker's is, to a reader in this process (as the broker's client is):
+a bare `os.sendfile` stream (what the kernel costs to stream those bytes) and a bare request/response
+server (one small request, then one sendfile of the next chunk: what the kernel costs to serve them as
+Fetch responses, one at a time, with no work per request), beside a raw Fetch loop (the broker with a
+client that does nothing but count the records it receives). On loopback the TCP work of a transfer is
+billed to whichever process the kernel runs it in, so a baseline whose sender and receiver share a
+process is no floor for a broker whose client is another process: here each side has its own. The
+request/response server does what the broker does for a Fetch with nothing else, so the broker's CPU per
+byte over it is >= 1 but for noise: the excess is the broker's own work per byte served.
+Rule 4: a row that did less than it was asked (FAILED: a send not acknowledged; SHORT: fewer messages or
+bytes read than asked, a reply with an error code, a fetch of another size than the figures divide by) is
+reported through `shortfall`, which prints it in the row and remembers it; `run(main)`, every benchmark's
+entry point, lists them at the end and exits 1. A figure computed over what did not happen is not a figure.
 """
 
 from __future__ import annotations
@@ -20,18 +29,18 @@ import os
 import random
 import socket
 import struct
+import sys
 import tempfile
-import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 TICK = os.sysconf("SC_CLK_TCK")
 GB = 1e9
 SIZE = struct.Struct(">i")
-_I32, _I64 = struct.Struct(">i"), struct.Struct(">q")
+_I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 _BASE_AND_LENGTH = struct.Struct(">qi")  # a v2 batch's baseOffset and batchLength
 # a Fetch v11 partition after its index: error_code, high_watermark, last_stable_offset, log_start_offset,
 # aborted_transactions count (-1: null), preferred_read_replica, records length
@@ -85,6 +94,27 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+_SHORTFALLS: list[str] = []
+
+
+def shortfall(text: str) -> str:
+    """Remember a FAILED or SHORT row (Rule 4) and return `text`, to print in the row."""
+    _SHORTFALLS.append(text)
+    return text
+
+
+def run(main: Callable[[], int | None]) -> int:
+    """A benchmark's entry point (Rule 4): `main()`'s status, or 1 when any row was FAILED or SHORT, each
+    listed once more at the end."""
+    status = main() or 0
+    for text in _SHORTFALLS:
+        print(f"FAILED OR SHORT: {text.strip('; ')}", file=sys.stderr)
+    if _SHORTFALLS:
+        print(f"{len(_SHORTFALLS)} row(s) FAILED or SHORT: the figures above are not to be used", file=sys.stderr)
+        return 1
+    return status
+
+
 @dataclass
 class Produced:
     acked: int
@@ -97,7 +127,8 @@ class Produced:
     def note(self) -> str:
         if not (self.failed or self.unacknowledged):
             return ""
-        return f"; FAILED {self.failed}, unacknowledged {self.unacknowledged} (first error: {self.first_error})"
+        return shortfall(f"; FAILED {self.failed}, unacknowledged {self.unacknowledged} "
+                         f"(first error: {self.first_error})")
 
 
 def confluent_produce(config: dict, topic: str, n: int, value: bytes, *, partition: int | None = None,
@@ -135,6 +166,27 @@ def confluent_produce(config: dict, topic: str, n: int, value: bytes, *, partiti
         producer.flush(1)
     return Produced(acked, failed, unacknowledged, (last_report[0] or time.perf_counter()) - started,
                     first_error[0] if first_error else None, sent_until_ms)
+
+
+def sparklog_produce(producer, topic: str, n: int, value: bytes, *, partitions: int = 1,
+                     deadline_s: float = 600.0) -> Produced:
+    """Send `n` copies of `value` with sparklog's `producer` (record i to partition i % `partitions`), flush
+    by the deadline, and count by Rule 1 from the futures `send` returned: `seconds` is from the first
+    send to the end of the flush (the futures are kept, and read only after the clock stops)."""
+    send, futures = producer.send, []
+    keep = futures.append
+    started = time.perf_counter()
+    for i in range(n):
+        keep(send(topic, value, partition=i % partitions))
+    try:
+        producer.flush(max(0.0, started + deadline_s - time.perf_counter()))
+    except TimeoutError:
+        pass  # counted below as unacknowledged
+    seconds = time.perf_counter() - started
+    acked = sum(1 for future in futures if future.succeeded())
+    failures = [future for future in futures if future.failed()]
+    first = repr(failures[0].exception(0)) if failures else None
+    return Produced(acked, len(failures), n - acked - len(failures), seconds, first)
 
 
 def _send(producer, topic: str, n: int, value: bytes, partition: int | None, stop_at: float) -> int:
@@ -267,7 +319,7 @@ def _fetch_pass(sock: socket.socket, topic: str, n: int, max_bytes: int, deadlin
     shape (an error, aborted transactions) goes through the general decoder."""
     template = _fetch_template(topic, max_bytes)
     request, corr_at, offset_at = bytearray(template.frame), template.correlation_at, template.offset_at
-    records_at = 4 + 4 + 4 + 2 + 4 + 4 + 2 + len(topic.encode()) + 4 + 4  # ... partition_index; error_code next
+    records_at = _partition_error_at(topic)  # the partition's fields from its error_code on
     buf = bytearray(2 * max_bytes + (1 << 16))
     view = memoryview(buf)
     got = received = offset = 0
@@ -328,6 +380,31 @@ def _one_partition_records(view: memoryview, end: int, at: int, correlation_id: 
 
 
 
+def error_codes(message) -> Iterator[int]:
+    """Every nonzero `error_code` in a decoded reply, its topics' and partitions' included (Rule 4: a reply
+    with an error is not a request served)."""
+    for name in getattr(type(message), "__slots__", ()):
+        value = getattr(message, name)
+        if name == "error_code" and value:
+            yield value
+        elif isinstance(value, list):
+            for item in value:
+                yield from error_codes(item)
+
+
+def fetch_error(view: memoryview, topic: str) -> int:
+    """The error code of a one-partition Fetch v11 reply `view` (size prefix included): its own, else its
+    partition's; 0 when it has none. Read at their fixed places, as `_fetch_pass` reads the records."""
+    (own,) = _I16.unpack_from(view, 4 + 4 + 4)  # size, correlation id, throttle_time_ms
+    return own or _PARTITION_TAIL.unpack_from(view, _partition_error_at(topic))[0]
+
+
+def _partition_error_at(topic: str) -> int:
+    """Where a one-partition Fetch v11 reply's partition error_code is: size, correlation id, throttle, error,
+    session id, topics count, the topic's name, partitions count, partition index."""
+    return 4 + 4 + 4 + 2 + 4 + 4 + 2 + len(topic.encode()) + 4 + 4
+
+
 def drop_page_cache(files) -> None:
     """fsync, then POSIX_FADV_DONTNEED every file: a cold read without root (drop_caches needs it)."""
     for path in files:
@@ -385,92 +462,108 @@ def _count_records(records: memoryview, offset: int) -> tuple[int, int]:
     return count, offset
 
 
-def sendfile_loop(files: list[Path], chunk: int, deadline_s: float = 300.0, passes: int = 1
-                  ) -> tuple[float, int, float]:
-    """Send the files whole `passes` times, `chunk` bytes per os.sendfile call, to a socket read and
-    discarded by this thread: (sender's CPU seconds, bytes sent, wall seconds). The bare cost of serving
-    those bytes."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    total = passes * sum(f.stat().st_size for f in files)
-    result: dict = {}
+class Served(NamedTuple):
+    """What a baseline server (Rule 3) did: its process's CPU seconds (user + system, /proc, as the broker's
+    are read) from the first request to the last byte received, the bytes the reader received, wall seconds."""
+    cpu: float
+    received: int
+    wall: float
 
-    def send() -> None:
+
+def sendfile_loop(files: list[Path], chunk: int, deadline_s: float = 300.0, passes: int = 1) -> Served:
+    """The files streamed whole `passes` times, `chunk` bytes per os.sendfile call, by a server process of
+    their own (Rule 3) to a socket this process reads and discards: the bare cost of streaming those bytes."""
+    return _baseline("stream", files, chunk, deadline_s, passes)
+
+
+def request_loop(files: list[Path], chunk: int, deadline_s: float = 300.0, passes: int = 1) -> Served:
+    """The bare request/response server (Rule 3), a process of its own: for each small request read from the
+    socket, one blocking os.sendfile of the next `chunk` bytes of the files (the whole rest of a file when it
+    is shorter), to this process, which sends the request and reads the reply whole before asking again, as
+    the raw fetch loop does. A Fetch server with no work per request: what the broker's CPU per byte is
+    measured against."""
+    return _baseline("requests", files, chunk, deadline_s, passes)
+
+
+def _pieces(files: list[Path], chunk: int, passes: int) -> list[tuple[Path, int, int]]:
+    """(file, start, length) of each `chunk` of the files, `passes` times over."""
+    return [(path, start, min(chunk, path.stat().st_size - start))
+            for path in files for start in range(0, path.stat().st_size, chunk)] * passes
+
+
+def _baseline(mode: str, files: list[Path], chunk: int, deadline_s: float, passes: int) -> Served:
+    """Start `serve_files` in a process of its own, read what it serves, and read its CPU from /proc."""
+    import subprocess
+
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import measure; "
+            f"measure.serve_files({mode!r}, {chunk}, {passes}, {[str(f) for f in files]!r})")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port), timeout=SOCKET_TIMEOUT_S) as sock:
+            deadline = time.perf_counter() + deadline_s
+            cpu0, started = cpu_seconds(proc.pid), time.perf_counter()
+            if mode == "stream":
+                sock.sendall(b"g")  # the go: the server's clock starts with the reader's
+                received = _read_stream(sock, passes * sum(f.stat().st_size for f in files), deadline)
+            else:
+                received = _read_replies(sock, _pieces(files, chunk, passes), chunk, deadline)
+            cpu, wall = cpu_seconds(proc.pid) - cpu0, time.perf_counter() - started
+        return Served(cpu, received, wall)
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(SOCKET_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _read_stream(sock: socket.socket, total: int, deadline: float) -> int:
+    buf, received = bytearray(1 << 20), 0
+    while received < total and time.perf_counter() < deadline:
+        n = sock.recv_into(buf)
+        if not n:
+            break
+        received += n
+    return received
+
+
+def _read_replies(sock: socket.socket, pieces: list[tuple[Path, int, int]], chunk: int, deadline: float) -> int:
+    view, received = memoryview(bytearray(chunk)), 0
+    request = bytes(REQUEST_BYTES)
+    for _, _, length in pieces:
+        if time.perf_counter() > deadline:
+            break
+        sock.sendall(request)
+        received += _recv_into(sock, view, length)
+    return received
+
+
+def serve_files(mode: str, chunk: int, passes: int, names: list[str]) -> None:
+    """The baseline server's process (Rule 3): print the port, serve one connection ("stream": everything
+    after a one-byte go; "requests": one chunk per REQUEST_BYTES request), then wait for stdin to close."""
+    files = [Path(name) for name in names]
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        print(listener.getsockname()[1], flush=True)
         conn, _ = listener.accept()
-        cpu0 = time.thread_time()
-        sent = 0
-        with conn:
-            for path in files * passes:
-                with open(path, "rb") as f:
-                    size, pos = os.fstat(f.fileno()).st_size, 0
-                    while pos < size:
-                        pos += os.sendfile(conn.fileno(), f.fileno(), pos, min(chunk, size - pos))
-            sent = total
-        result["cpu"], result["sent"] = time.thread_time() - cpu0, sent
-
-    sender = threading.Thread(target=send, daemon=True)
-    sender.start()
-    started = time.perf_counter()
-    with socket.create_connection(listener.getsockname(), timeout=SOCKET_TIMEOUT_S) as sock:
-        buf = bytearray(1 << 20)
-        received, deadline = 0, started + deadline_s
-        while received < total and time.perf_counter() < deadline:
-            n = sock.recv_into(buf)
-            if not n:
-                break
-            received += n
-    wall = time.perf_counter() - started
-    sender.join(SOCKET_TIMEOUT_S)
-    listener.close()
-    return result.get("cpu", float("nan")), received, wall
-
-
-def request_loop(files: list[Path], chunk: int, deadline_s: float = 300.0, passes: int = 1
-                 ) -> tuple[float, int, float]:
-    """The bare request/response server: for each small request read from the socket, one blocking
-    os.sendfile of the next `chunk` bytes of the files (the whole rest of a file when it is shorter), to a
-    client thread that sends the request and reads the reply whole before asking again, as the raw fetch
-    loop does: (server's CPU seconds, bytes sent, wall seconds). A Fetch server with no per-request work;
-    on loopback it pays more per byte than `sendfile_loop`, whose sender finds the receiver's window open
-    mid-stream and whose receiver's ACKs push part of the data in the receiver's time (Rule 3)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    pieces = [(path, start, min(chunk, path.stat().st_size - start))
-              for path in files for start in range(0, path.stat().st_size, chunk)] * passes
-    result: dict = {}
-
-    def serve() -> None:
-        conn, _ = listener.accept()
-        conn.settimeout(SOCKET_TIMEOUT_S)
         handles = {path: open(path, "rb") for path in files}
-        cpu0, sent = time.thread_time(), 0
         try:
             with conn:
-                for path, start, length in pieces:
-                    if not conn.recv(REQUEST_BYTES):
-                        break
-                    done = 0
-                    while done < length:
-                        done += os.sendfile(conn.fileno(), handles[path].fileno(), start + done, length - done)
-                    sent += done
+                for i, (path, start, length) in enumerate(_pieces(files, chunk, passes)):
+                    if mode == "requests" or i == 0:
+                        _recv_exactly(conn, REQUEST_BYTES if mode == "requests" else 1)
+                    _sendfile(conn, handles[path], start, length)
         finally:
             for handle in handles.values():
                 handle.close()
-            result["cpu"], result["sent"] = time.thread_time() - cpu0, sent
+    sys.stdin.read()
 
-    server = threading.Thread(target=serve, daemon=True)
-    server.start()
-    started = time.perf_counter()
-    received, deadline = 0, started + deadline_s
-    with socket.create_connection(listener.getsockname(), timeout=SOCKET_TIMEOUT_S) as sock:
-        view = memoryview(bytearray(chunk))
-        for _, _, length in pieces:
-            if time.perf_counter() > deadline:
-                break
-            sock.sendall(bytes(REQUEST_BYTES))
-            received += _recv_into(sock, view, length)
-    wall = time.perf_counter() - started
-    server.join(SOCKET_TIMEOUT_S)
-    listener.close()
-    return result.get("cpu", float("nan")), received, wall
+
+def _sendfile(conn: socket.socket, handle, start: int, length: int) -> None:
+    done = 0
+    while done < length:
+        done += os.sendfile(conn.fileno(), handle.fileno(), start + done, length - done)
 
 
 def list_offsets_by_time(host: str, port: int, topic: str, timestamps: list[int], deadline_s: float = 60.0

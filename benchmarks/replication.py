@@ -21,7 +21,9 @@ time goes is printed as p50/p99 of three times:
     serve    state -> the first acknowledged write on the new leader (the brokers' watches, the followers
              re-pointing their fetchers, the producer's metadata refresh and retry)
 
-Only acknowledged messages count: delivery reports with an error are counted and printed as `failed`.
+Only acknowledged messages count: delivery reports with an error, and sends with no report by the row's
+deadline (PRODUCE_DEADLINE_S), are counted and printed as `failed`; such a row is FAILED and the script exits
+1 (measure.py Rule 4).
 The load average is printed with the results (the machine may be shared).
 """
 
@@ -40,11 +42,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from measure import run as run_benchmark  # noqa: E402
+from measure import shortfall  # noqa: E402
 
 MSG_SIZE = 200
 BATCH = 50
 FAILOVER_SEND_INTERVAL_S = 0.005
 FAILOVER_TIMEOUT_S = 60.0
+PRODUCE_DEADLINE_S = 600.0  # a throughput row's sends and flush
 # librdkafka backs off up to 1 s (retry.backoff.max.ms) between metadata refreshes while a leader is away,
 # and up to 10 s (reconnect.backoff.max.ms, doubling from 100 ms) between connection attempts to the dead
 # leader, each of which is what triggers its next metadata refresh: after a 3 s session timeout that is
@@ -107,19 +114,24 @@ def throughput(bootstrap: str, topic: str, n: int, acks: str) -> dict:
             failed.append(str(err))
 
     started = time.perf_counter()
-    for _ in range(n):
-        while True:
-            try:
-                now = time.perf_counter()
-                producer.produce(topic, value, on_delivery=lambda err, msg, t=now: delivered(err, msg, t))
-                break
-            except BufferError:
-                producer.poll(0.001)
+    deadline = started + PRODUCE_DEADLINE_S
+    sent = 0
+    while sent < n and time.perf_counter() < deadline:
+        try:
+            now = time.perf_counter()
+            producer.produce(topic, value, on_delivery=lambda err, msg, t=now: delivered(err, msg, t))
+            sent += 1
+        except BufferError:
+            producer.poll(0.001)
         producer.poll(0)
-    unreported = producer.flush(120)
+    producer.flush(max(0.0, deadline - time.perf_counter()))
     wall = time.perf_counter() - started
-    return {"acked": len(latencies), "failed": len(failed) + unreported, "msg_per_s": len(latencies) / wall,
-            "p50_ms": percentile(latencies, 50) * 1000, "p99_ms": percentile(latencies, 99) * 1000}
+    unacknowledged = n - len(latencies) - len(failed)
+    note = "" if not (failed or unacknowledged) else shortfall(
+        f"acks={acks}: FAILED {len(failed)}, unacknowledged {unacknowledged} of {n} (first error: "
+        f"{failed[0] if failed else None})")
+    return {"acked": len(latencies), "failed": len(failed) + unacknowledged, "msg_per_s": len(latencies) / wall,
+            "p50_ms": percentile(latencies, 50) * 1000, "p99_ms": percentile(latencies, 99) * 1000, "note": note}
 
 
 def failover_trial(cluster, zk, signal_kind: str) -> dict[str, float]:
@@ -222,7 +234,7 @@ def run(base: Path, overrides: dict, args) -> None:
             print(f"{'setting':<20}{'msg/s':>10}{'ratio':>8}{'p50 ms':>9}{'p99 ms':>9}{'failed':>8}")
             for name, r in (("RF 1 acks=1", baseline), ("RF 3 acks=all", replicated)):
                 print(f"{name:<20}{r['msg_per_s']:>10.0f}{r['msg_per_s'] / baseline['msg_per_s']:>8.2f}"
-                      f"{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}{r['failed']:>8}")
+                      f"{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}{r['failed']:>8}  {r['note']}")
             if not args.skip_failover:
                 for kind, goal in (("kill", args.session_timeout_ms / 1000 + 1), ("term", 1.0)):
                     print_failover(kind, [failover_trial(cluster, zk, kind) for _ in range(args.trials)], goal)
@@ -232,4 +244,4 @@ def run(base: Path, overrides: dict, args) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_benchmark(main))

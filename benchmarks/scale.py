@@ -67,7 +67,8 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from measure import (GB, TICK, confluent_consume, drop_page_cache, confluent_produce, cpu_seconds, create_single_partition_topic, list_offsets_by_time,  # noqa: E402
-                     load, payload)
+                     load, payload, shortfall)
+from measure import run as run_benchmark  # noqa: E402
 from paper import CONSUMER_SETTINGS, DEFAULT_FETCH_BYTES  # noqa: E402
 
 TOPIC = "scale"
@@ -113,7 +114,7 @@ def produce_gb(broker, index: int, start: int, size: int, value: bytes) -> GigaB
     gbs = done.acked * size / GB if done.acked else float("nan")
     return GigaByte(index, start, start + done.acked, first_ms, done.sent_until_ms, done.acked / done.seconds,
                     (user1 - user0 + system1 - system0) / gbs,
-                    done.note() + ("" if done.acked == n else f"; SHORT {done.acked:,} of {n:,}"),
+                    done.note() + ("" if done.acked == n else shortfall(f"; SHORT {done.acked:,} of {n:,}")),
                     (user1 - user0) / gbs, (system1 - system0) / gbs, memory)
 
 
@@ -274,7 +275,8 @@ def _read_once(broker, gb: GigaByte, size: int) -> tuple[float, float, str]:
                               **CONSUMER_SETTINGS}, TOPIC, gb.end - gb.start, start=gb.start,
                              deadline_s=READ_DEADLINE_S)
     cpu = cpu_seconds(broker.pid) - cpu0
-    short = "" if done.got == gb.end - gb.start and not done.errors else f"SHORT {done.got:,} ({done.errors} errors)"
+    short = "" if done.got == gb.end - gb.start and not done.errors else shortfall(
+        f"SHORT {done.got:,} ({done.errors} errors)")
     return done.got / done.seconds, cpu / (done.got * size / GB if done.got else 1), short
 
 
@@ -289,7 +291,9 @@ def lookups(broker, gb: GigaByte, k: int) -> tuple[float, float, str]:
     wrong = sum(1 for o in offsets if not gb.start <= o < gb.end)
     times_us = sorted(t * 1e6 for t in times)
     p99 = times_us[min(len(times_us) - 1, int(len(times_us) * 0.99))]
-    return statistics.median(times_us), p99, (f"{wrong} of {len(offsets)} answers outside the GB" if wrong else "")
+    short = "" if len(offsets) == k else f"; SHORT: {len(offsets)} of {k} lookups by the deadline"
+    note = (f"{wrong} of {len(offsets)} answers outside the GB" if wrong else "") + short
+    return statistics.median(times_us), p99, shortfall(note) if note else ""
 
 
 class Table:
@@ -421,4 +425,4 @@ def cold_read(broker, log_dir: Path, gb: GigaByte, args, table: Table, label: st
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_benchmark(main))

@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
 
-from measure import load, one_broker_cluster  # noqa: E402
+from measure import load, one_broker_cluster, run, shortfall  # noqa: E402
 
 SMALL = 1_000  # records of the small count()
 PARTITIONS = 4
@@ -208,7 +208,8 @@ def main() -> None:
                     add = statistics.median(p["durationMs"]["addBatch"] for p in progress)
                     print(f"micro-batch, pool {'on' if cache == 'true' else 'off'}: median of {len(progress)} batches "
                           f"(two queries): triggerExecution {trigger:.0f} ms, addBatch {add:.0f} ms")
-            print(f"feeder: {feeder.acked:,} records acknowledged, {feeder.failed} failed")
+            print(f"feeder: {feeder.acked:,} records acknowledged, {feeder.failed} failed"
+                  + (shortfall(f"; FAILED: the feeder's {feeder.failed} sends") if feeder.failed else ""))
         finally:
             spark.stop()
     print(f"load average at the end: {load()}")
@@ -216,4 +217,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    main()
+    sys.exit(run(main))

@@ -30,10 +30,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
 
-from measure import load, one_broker_cluster, tree_cpu_seconds  # noqa: E402
+from measure import load, one_broker_cluster, run, shortfall, sparklog_produce, tree_cpu_seconds  # noqa: E402
 
 
 FIXED_COST_RECORDS = 1_000  # a read this small measures what an action costs whatever its size
+PRODUCE_DEADLINE_S = 1200.0  # the producer's sends and flush
+END_OFFSETS_DEADLINE_S = 120.0  # after the flush: the acknowledged records' end offsets are there
 
 
 def timed(fn):
@@ -43,29 +45,38 @@ def timed(fn):
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> tuple[float, float]:
-    """(wall s, CPU s of this process: the caller's sends and the producer's I/O thread)."""
+    """(wall s, CPU s of this process: the caller's sends and the producer's I/O thread). Only acknowledged
+    records count (measure.sparklog_produce); fewer than `records` is FAILED, and the script exits 1."""
     from sparklog.client.producer import Producer
 
-    payload = b"x" * size
     producer = Producer(bootstrap_servers=bootstrap, **{"linger.ms": 10, "batch.size": 262_144})
-    start, cpu = time.perf_counter(), time.process_time()
-    send = producer.send
-    for i in range(records):
-        send(topic, payload, partition=i % partitions)
-    producer.flush()
-    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    cpu = time.process_time()
+    done = sparklog_produce(producer, topic, records, b"x" * size, partitions=partitions,
+                            deadline_s=PRODUCE_DEADLINE_S)
+    cpu = time.process_time() - cpu
     producer.close()
-    return elapsed, cpu
+    if done.acked != records:
+        raise SystemExit(shortfall(f"python producer: FAILED {done.failed}, unacknowledged {done.unacknowledged} "
+                                   f"of {records:,} (first error: {done.first_error}): every figure would be of "
+                                   f"fewer records than the reads are asked for"))
+    return done.seconds, cpu
 
 
 def wait_end_offsets(bootstrap: str, topic: str, partitions: int, records: int) -> None:
+    """Wait until the partitions' end offsets add up to `records`, or fail at END_OFFSETS_DEADLINE_S."""
     from sparklog.client.consumer import Consumer
 
     consumer = Consumer(bootstrap_servers=bootstrap)
     tps = [(topic, p) for p in range(partitions)]
-    while sum(consumer.end_offsets(tps).values()) < records:
-        time.sleep(0.2)
-    consumer.close()
+    deadline = time.monotonic() + END_OFFSETS_DEADLINE_S
+    try:
+        while (total := sum(consumer.end_offsets(tps).values())) < records:
+            if time.monotonic() > deadline:
+                raise SystemExit(shortfall(f"SHORT: the end offsets add up to {total:,}, not {records:,}, "
+                                           f"{END_OFFSETS_DEADLINE_S:g} s after the acknowledgements"))
+            time.sleep(0.2)
+    finally:
+        consumer.close()
 
 
 class Scans:
@@ -172,7 +183,7 @@ def read_benchmarks(spark, cluster, work: Path, n: int, size: int, parts: int, t
                       f"by CPU seconds: {json_cpu / own_cpu:.2f}")
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=5_000_000)
     parser.add_argument("--size", type=int, default=200)
@@ -218,8 +229,9 @@ def main() -> None:
         finally:
             spark.stop()
     print(f"load average at the end: {load()}")
+    return 0
 
 
 if __name__ == "__main__":
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    main()
+    sys.exit(run(main))

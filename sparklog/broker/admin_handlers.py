@@ -337,7 +337,7 @@ async def _alter_one(resource, state, incremental: bool, validate_only: bool) ->
         return INVALID_REQUEST, f"resource type {resource.resource_type} cannot be altered"
     name = resource.resource_name
     repeated = _repeated(c.name for c in resource.configs)
-    if repeated:
+    if repeated and incremental:  # Kafka's "duplicate config keys"; the legacy API takes the last value, as Kafka
         return INVALID_REQUEST, f"config {', '.join(sorted(repeated))} appears more than once"
     try:
         current = await _topic_overrides(state, name)
@@ -362,7 +362,8 @@ async def _alter_one(resource, state, incremental: bool, validate_only: bool) ->
 
 def apply_config_ops(current: dict[str, str], configs, incremental: bool) -> dict[str, str]:
     """The topic's overrides after the request's operations (AlterConfigs: exactly the configs given, a null
-    value meaning "no override"). Raises ValueError naming a config that is unknown or misused."""
+    value meaning "no override", a config given twice taking its last value as in Kafka's Properties). Raises
+    ValueError naming a config that is unknown or misused."""
     wanted = dict(current) if incremental else {}
     for config in configs:
         definition = DEFINITIONS.get(config.name)

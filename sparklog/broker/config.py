@@ -103,7 +103,8 @@ class Endpoint:
     port: int
 
     def __str__(self) -> str:
-        return f"{self.name}://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
 
 
 def _synonym(broker_key: str, topic_key: str) -> Setting:
@@ -120,10 +121,11 @@ def _ignored(name: str) -> Setting:
 
 BROKER = Definitions("broker", (
     Setting("broker.id", INT, None, "this broker's id, unique in the cluster (required)", HIGH, low=0),
-    Setting("listeners", STRING, f"PLAINTEXT://:{DEFAULT_PORT}", "NAME://host:port,... to listen on (PLAINTEXT "
-            "only)", HIGH),
+    Setting("listeners", STRING, f"PLAINTEXT://:{DEFAULT_PORT}", "NAME://host:port of the one listener; its "
+            "security protocol must be PLAINTEXT (anything else is refused at start)", HIGH),
     Setting("advertised.listeners", STRING, None, "what clients are told (unset: the listeners)", HIGH),
-    Setting("listener.security.protocol.map", STRING, None, "accepted; every listener speaks PLAINTEXT", LOW),
+    Setting("listener.security.protocol.map", STRING, None, "NAME:PROTOCOL,... (unset: each protocol's name maps "
+            "to itself); every listener must map to PLAINTEXT", LOW),
     Setting("log.dirs", LIST, None, "directories of the partition logs (required, or log.dir)", HIGH),
     Setting("log.dir", LIST, None, "the same as log.dirs, when that is unset", HIGH),
     Setting("zookeeper.connect", STRING, None, "host:port[,...][/chroot] of ZooKeeper (required)", HIGH),
@@ -246,10 +248,13 @@ class BrokerConfig:
         except GroupConfigError as exc:
             raise ConfigError(str(exc)) from None
         advertised = values["advertised.listeners"]
+        listeners = parse_listeners(values["listeners"] or BROKER["listeners"].default)
+        advertised_listeners = parse_listeners(advertised) if advertised else ()
+        check_served(listeners, advertised_listeners, values["listener.security.protocol.map"])
         return cls(
             broker_id=values["broker.id"],
-            listeners=parse_listeners(values["listeners"] or BROKER["listeners"].default),
-            advertised_listeners=parse_listeners(advertised) if advertised else (),
+            listeners=listeners,
+            advertised_listeners=advertised_listeners,
             log_dirs=tuple(log_dirs.split(",")),
             zookeeper_connect=values["zookeeper.connect"],
             queued_max_request_bytes=_queued_max_request_bytes(values),
@@ -307,6 +312,42 @@ def parse_listeners(text: str) -> tuple[Endpoint, ...]:
     if not endpoints:
         raise ConfigError("no listener given")
     return tuple(endpoints)
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's SecurityProtocol names
+SERVED_PROTOCOL = "PLAINTEXT"  # the only one sparklog speaks (no TLS, no SASL yet)
+
+
+def check_served(listeners: tuple[Endpoint, ...], advertised: tuple[Endpoint, ...], protocol_map: str | None) -> None:
+    """Refuse, in one ConfigError naming it, a listener the broker would not serve as configured: more than one
+    (only one is bound), or one whose security protocol (listener.security.protocol.map, else its name, as
+    Kafka's default map) is not PLAINTEXT: an SSL:// listener served in plaintext tells clients a lie."""
+    if len(listeners) > 1:
+        raise ConfigError(f"listeners '{','.join(map(str, listeners))}': sparklog serves one listener, not "
+                          f"{len(listeners)}")
+    protocols = parse_protocol_map(protocol_map)
+    for kind, endpoint in [("listener", e) for e in listeners] + [("advertised listener", e) for e in advertised]:
+        protocol = protocols.get(endpoint.name)
+        if protocol is None:
+            raise ConfigError(f"{kind} '{endpoint}': no security protocol for {endpoint.name} in "
+                              f"listener.security.protocol.map")
+        if protocol != SERVED_PROTOCOL:
+            raise ConfigError(f"{kind} '{endpoint}' speaks {protocol}: sparklog serves {SERVED_PROTOCOL} only "
+                              f"(no TLS or SASL yet)")
+
+
+def parse_protocol_map(text: str | None) -> dict[str, str]:
+    """`NAME:PROTOCOL,...` -> {NAME: PROTOCOL}; unset, each protocol's name maps to itself (Kafka's default)."""
+    if not text:
+        return {name: name for name in SECURITY_PROTOCOLS}
+    protocols = {}
+    for item in (s.strip() for s in text.split(",") if s.strip()):
+        name, sep, protocol = item.partition(":")
+        if not sep or protocol.strip().upper() not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL with PROTOCOL one "
+                              f"of {', '.join(SECURITY_PROTOCOLS)}")
+        protocols[name.strip().upper()] = protocol.strip().upper()
+    return protocols
 
 
 def parse_properties(text: str) -> dict[str, str]:

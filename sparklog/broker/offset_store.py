@@ -14,7 +14,8 @@ the committed offset, a tombstone deletes it.
 Answers, as Kafka's coordinator gives them (`status` for every group request, `commit` per partition):
 - NOT_COORDINATOR: this broker does not lead the group's partition (or stopped leading it meanwhile, or
   its log failed); the client looks the coordinator up again.
-- COORDINATOR_LOAD_IN_PROGRESS: this broker has just become its leader and is reading it into the cache.
+- COORDINATOR_LOAD_IN_PROGRESS: this broker has just become its leader and is reading it into the cache, or
+  is about to (the snapshot that names it leader is published before `on_snapshot` starts the load).
 - COORDINATOR_NOT_AVAILABLE: no such topic yet, fewer in-sync replicas than min.insync.replicas, or the
   commit was not replicated within `offsets.commit.timeout.ms` (Kafka maps REQUEST_TIMED_OUT and
   NOT_ENOUGH_REPLICAS to it); retriable.
@@ -175,10 +176,10 @@ class TopicOffsetStore:
         if OFFSETS_TOPIC not in snapshot.topics:
             return COORDINATOR_NOT_AVAILABLE
         partition = self.partition_for(group)
-        cache = self._caches.get(partition)
-        if (OFFSETS_TOPIC, partition) not in snapshot.leading or cache is None:
+        if (OFFSETS_TOPIC, partition) not in snapshot.leading:
             return NOT_COORDINATOR
-        return NONE if cache.state is CacheState.LOADED else COORDINATOR_LOAD_IN_PROGRESS
+        cache = self._caches.get(partition)  # None: led, its load not started yet (on_snapshot runs later)
+        return NONE if cache is not None and cache.state is CacheState.LOADED else COORDINATOR_LOAD_IN_PROGRESS
 
     # -- offsets --------------------------------------------------------------------------------------------
 

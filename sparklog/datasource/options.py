@@ -335,8 +335,10 @@ def parse_assign(text: str) -> tuple[tuple[str, int], ...]:
 # ---------------------------------------------------------------------------------------------- reading
 
 
-# Options Spark or sparklog itself passes, and Kafka settings given bare: never warned about (Rule 5).
-_PASSED_OPTIONS = frozenset({"path", "checkpointlocation", "bootstrap.servers", "sparklog.avro.readerschemaid"})
+# Options Spark or sparklog itself passes, and Kafka settings given bare: never warned about (Rule 5). Spark
+# hands a streaming query's `queryName` to its sink among the options, as it does `checkpointLocation`.
+_PASSED_OPTIONS = frozenset({"path", "checkpointlocation", "queryname", "bootstrap.servers",
+                             "sparklog.avro.readerschemaid"})
 
 
 def warn_unknown(opts: Mapping[str, str], table: Definitions) -> None:

@@ -156,6 +156,32 @@ def test_a_broker_on_a_live_brokers_log_dir_or_port_fails_in_one_line(three, tmp
     assert live.running
 
 
+@pytest.mark.parametrize("overrides, words", [
+    ({"listeners": "SSL://:0"}, ["listener 'SSL://:0'", "SSL", "PLAINTEXT"]),
+    ({"listeners": "SASL_SSL://127.0.0.1:0"}, ["listener 'SASL_SSL://127.0.0.1:0'", "SASL_SSL"]),
+    ({"listeners": "CLIENT://:0", "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT"},
+     ["listener 'CLIENT://:0'", "SASL_PLAINTEXT"]),
+    ({"listeners": "INTERNAL://:0"}, ["listener 'INTERNAL://:0'", "listener.security.protocol.map"]),
+    ({"listeners": "PLAINTEXT://:0,EXTERNAL://:0", "listener.security.protocol.map": "EXTERNAL:PLAINTEXT"},
+     ["listeners", "'PLAINTEXT://:0,EXTERNAL://:0'", "one listener"]),
+    ({"advertised.listeners": "SSL://broker.example:9093"}, ["advertised listener 'SSL://broker.example:9093'",
+                                                            "SSL"]),
+])
+def test_a_listener_that_is_not_served_is_refused_at_start_in_one_line(zk_connect, tmp_path, overrides, words):
+    """A listener named SSL:// or SASL_SSL:// (or mapped to such a protocol) was served as plaintext, and of
+    several listeners only the first was bound. Until the security work lands, `broker start` refuses what it
+    does not serve: one `error:` line naming the listener, exit status 2, nothing started (no log dir made)."""
+    command = [sys.executable, "-m", "sparklog.cli", "broker", "start", "--id", "7", "--log-dir",
+               str(tmp_path / "logs"), "--zookeeper", zk_connect]
+    for key, value in overrides.items():
+        command += ["--override", f"{key}={value}"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=str(REPO))  # started: killed
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    assert result.returncode == 2, lines
+    assert len(lines) == 1 and lines[0].startswith("error: ") and all(w in lines[0] for w in words), lines
+    assert not (tmp_path / "logs").exists()
+
+
 def sparklog(*args, zk_connect):
     result = subprocess.run([sys.executable, "-m", "sparklog.cli", "topics", "--zookeeper", zk_connect, *args],
                             capture_output=True, text=True, timeout=60, cwd=str(REPO),

@@ -606,6 +606,37 @@ def confluent_produce_to(bootstrap, topic, msgs, partition):
     assert producer.flush(TIMEOUT_S) == 0
 
 
+def test_legacy_alter_configs_takes_the_last_value_of_a_config_listed_twice_as_kafka_does(cluster):
+    """librdkafka's 0092_mixed_msgver lists message.format.version twice in one AlterConfigs (the legacy API):
+    Kafka builds a Properties of the entries in order, so the last value wins; only IncrementalAlterConfigs
+    refuses a config named twice."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+
+    from sparklog.protocol import ApiKey
+    from sparklog.protocol.alter_configs import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
+    from sparklog.protocol.describe_configs import RESOURCE_TOPIC
+    from support import wire
+
+    topic = "cfg-twice"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, client_id=tagged(KAFKA_PYTHON))
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+        twice = AlterConfigsRequest(resources=[AlterConfigsResource(
+            resource_type=RESOURCE_TOPIC, resource_name=topic, configs=[
+                AlterableConfig(name="message.format.version", value="0.10.0"),
+                AlterableConfig(name="retention.ms", value="5000"),
+                AlterableConfig(name="message.format.version", value="2.4"),
+                AlterableConfig(name="retention.ms", value="7000")])])
+        host, port = cluster.bootstrap.rsplit(":", 1)
+        (result,) = wire.request(host, int(port), ApiKey.ALTER_CONFIGS, 1, twice, timeout=TIMEOUT_S).responses
+        assert (result.error_code, result.error_message) == (0, None)
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
+        assert {k: v["value"] for k, v in described.items()} == {"message.format.version": "2.4",
+                                                                  "retention.ms": "7000"}
+    finally:
+        admin.close()
+
+
 def test_kafka_python_admin_configs_partitions_records_and_cluster(cluster):
     from kafka import TopicPartition
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic

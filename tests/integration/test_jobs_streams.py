@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import uuid
 from collections import Counter
@@ -45,6 +47,39 @@ def test_mirror_output_equals_input(spark, sparklog_cluster, zookeeper, tmp_path
         assert all(h == (("server", b"fe-m"),) for *_, h in got)
         again = mirror_job.mirror(spark, source, target, [topic], str(tmp_path / "ckpt"))
         assert again.mirrored == 0 and len(_records(spark, target, topic)) == 1500
+
+
+def mirror_in_a_session_of_its_own(source: str, target: str, topic: str, checkpoint: str) -> None:
+    """The child of the next test: the mirror job in a Spark session whose workers' output is the child's."""
+    from support.spark import new_session
+
+    spark = new_session()
+    try:
+        print(f"MIRRORED {mirror_job.mirror(spark, source, target, [topic], checkpoint).mirrored}", flush=True)
+    finally:
+        spark.stop()
+
+
+def test_the_mirror_s_query_name_is_spark_s_own_option_not_an_unknown_sink_option(sparklog_cluster, zookeeper,
+                                                                                   tmp_path):
+    """`sparklog demo` printed "unknown Spark sink option 'queryname'; ... ignored" twice: Spark hands a
+    query's name (`writeStream.queryName`) to its sink among the options, as it does `checkpointLocation`, and
+    the sink warned about it. Spark's Python workers write to the driver's output, so the child's is read."""
+    from support.cluster import Cluster
+
+    source = sparklog_cluster.zk_connect
+    topic = f"named_{uuid.uuid4().hex[:8]}"
+    assert generate(source, 200, topic=topic, monitoring_topic=f"mon_{topic}", partitions=2, server="fe-n").failed == 0
+    target = f"{zookeeper.connect_string}/named-{uuid.uuid4().hex}"
+    code = (f"import sys; sys.path[:0] = [{str(REPO)!r}, {str(REPO / 'tests')!r}, {str(Path(__file__).parent)!r}]; "
+            "import test_jobs_streams as t; t.mirror_in_a_session_of_its_own(*sys.argv[1:])")
+    with Cluster(target, tmp_path / "offline", brokers=1):
+        child = subprocess.run([sys.executable, "-c", code, source, target, topic, str(tmp_path / "ckpt")],
+                               capture_output=True, text=True, timeout=600,
+                               env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
+    out = child.stdout + child.stderr
+    assert child.returncode == 0 and "MIRRORED 200" in out, out[-5000:]
+    assert "unknown Spark sink option" not in out, [line for line in out.splitlines() if "sink option" in line]
 
 
 def test_pageview_counts_emit_closed_windows_to_the_feed_and_the_table(spark, sparklog_cluster, tmp_path):

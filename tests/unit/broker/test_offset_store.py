@@ -142,6 +142,31 @@ def test_requests_during_a_load_get_coordinator_load_in_progress(plog, monkeypat
     asyncio.run(scenario())
 
 
+def test_a_partition_led_before_its_load_starts_is_loading_not_another_coordinator(plog):
+    """The snapshot naming this broker leader is published from ZooKeeper's thread and the load starts when
+    `on_snapshot` runs on the loop, later (the broker's listener): in between, a client this broker's own
+    FindCoordinator sent here got NOT_COORDINATOR, which librdkafka's committed() does not retry (a fresh
+    clone's test_offsets_topic failed so after every broker restarted). Kafka answers a partition it leads and
+    has not loaded COORDINATOR_LOAD_IN_PROGRESS, which clients retry."""
+    partitions = Partitions()
+    partitions.lead(plog)
+
+    async def scenario():
+        store = new_store(partitions)  # the snapshot leads the partition; on_snapshot has not run yet
+        loading = offset_store.COORDINATOR_LOAD_IN_PROGRESS
+        assert store.status("g") == loading
+        assert await store.commit("g", {TP: OM(1, "")}) == {TP: loading}
+        with pytest.raises(offset_store.OffsetStoreError) as refused:
+            await store.fetch("g", [TP])
+        assert refused.value.code == loading
+        await loaded(store)
+        assert await store.fetch("g", [TP]) == {}
+        partitions.lose()
+        assert store.status("g") == offset_store.NOT_COORDINATOR  # led elsewhere: not loading here
+
+    asyncio.run(scenario())
+
+
 def test_losing_leadership_drops_the_cache_and_closes_the_partitions_groups(plog):
     partitions = Partitions()
     partitions.lead(plog)
