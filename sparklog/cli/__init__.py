@@ -24,11 +24,11 @@ import sys
 
 # (command, module that defines it); a module's add_parser() registers one or more subcommands.
 COMMAND_MODULES = (
-    "sparklog.coordination.commands",
-    "sparklog.broker.commands",
-    "sparklog.client.commands",
-    "sparklog.client.group_commands",
-    "sparklog.client.topic_commands",
+    "sparklog.cli.zookeeper",
+    "sparklog.cli.broker",
+    "sparklog.cli.console",
+    "sparklog.cli.groups",
+    "sparklog.cli.topics",
     "jobs.demo",  # the pipeline's demo: jobs/ sits on top of every sparklog layer
 )
 

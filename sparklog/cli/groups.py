@@ -55,7 +55,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sparklog.client.commands import DEFAULT_ZOOKEEPER, add_zookeeper_timeout, zookeeper_timeout_s
+from sparklog.cli.console import DEFAULT_ZOOKEEPER, add_zookeeper_timeout, zookeeper_timeout_s
 
 if TYPE_CHECKING:  # the command loads its clients when it runs (cli.py)
     from sparklog.client.kafka_groups import GroupMember

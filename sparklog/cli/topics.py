@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sparklog.client.commands import add_zookeeper_timeout, zookeeper_timeout_s
+from sparklog.cli.console import add_zookeeper_timeout, zookeeper_timeout_s
 from sparklog.protocol import consumer_offsets
 
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"

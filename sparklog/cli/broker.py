@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from sparklog.coordination.commands import port_number
+from sparklog.cli.zookeeper import port_number
 
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 
