@@ -1,4 +1,4 @@
-"""`sparklog broker start`, shaped like Kafka's `kafka-server-start.sh` (`sparklog topics` lives in the client)."""
+"""`sparklog broker start`, shaped like Kafka's `kafka-server-start.sh` (`sparklog topics` is topics.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`sparklog produce` and `sparklog consume`: the console clients, like Kafka's tools (`sparklog groups` is in
-group_commands.py).
+groups.py).
 
     sparklog produce TOPIC [--key-separator :] < lines
     sparklog consume TOPIC [--group G] [--from-beginning] [--max-messages N]
