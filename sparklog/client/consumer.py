@@ -358,29 +358,34 @@ class Consumer:
                 retry.sleep()
         return result
 
-    def _leaders_for(self, topics: set[str], deadline: float, wanted=()) -> dict[TopicPartition, int]:
-        """The leaders once `topics`, and the partitions `wanted`, are known with a leader each; a wanted
-        partition the cached metadata lacks (added to the topic since) is asked for again, as Kafka's
-        consumer does, until `deadline`."""
+    def _leaders_for(self, topics: set[str], deadline: float, wanted=(), need_leaders: bool = True
+                     ) -> dict[TopicPartition, int]:
+        """The leaders once `topics`, and the partitions `wanted`, are known with a leader each (without
+        `need_leaders`: once they are known at all); a wanted partition the cached metadata lacks (added to
+        the topic since) is asked for again, as Kafka's consumer does, until `deadline`."""
         metadata = self._metadata
         for topic in topics:
             metadata.add_topic(topic)
         while True:
             leaders = metadata.leaders
             missing = [t for t in topics if t not in metadata.partition_counts]
-            missing += [tp for tp in wanted if tp not in leaders and tp[0] not in missing]
-            leaderless = [tp for tp, leader in leaders.items() if tp[0] in topics and leader == NO_LEADER]
+            missing += [f"{t}-{p}" for t, p in wanted if (t, p) not in leaders and t not in missing]
+            asked = wanted or [tp for tp in leaders if tp[0] in topics]  # another partition's leader is not asked
+            leaderless = [f"{t}-{p}" for t, p in sorted(asked) if need_leaders and leaders.get((t, p)) == NO_LEADER]
             if not missing and not leaderless:
                 return metadata.leaders
             if time.monotonic() > deadline:
-                raise self._unreachable_or(UnknownTopic(f"no metadata or leader for {missing or leaderless}"))
+                what = f"no metadata for {', '.join(missing)}" if missing else f"no leader for {', '.join(leaderless)}"
+                raise self._unreachable_or(UnknownTopic(what))
             version = metadata.request_update()
             self._client.wakeup()
             metadata.wait_for(version, min(0.5, max(0.01, deadline - time.monotonic())))
 
     def partitions_for_topic(self, topic: str, timeout: float | None = None) -> list[int]:
+        """The topic's partitions, with a leader or not (Kafka's partitionsFor): a consumer assigned all of them
+        fetches those with a leader and waits for the others' (the fetcher asks the metadata again)."""
         deadline = time.monotonic() + (self.config["request.timeout.ms"] / 1000 if timeout is None else timeout)
-        self._leaders_for({topic}, deadline)
+        self._leaders_for({topic}, deadline, need_leaders=False)
         return list(range(self._metadata.partition_counts[topic]))
 
     # -- records ---------------------------------------------------------------------------------------
