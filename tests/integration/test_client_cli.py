@@ -117,6 +117,40 @@ def test_console_clients_take_kafka_s_reader_and_formatter_properties(cli_cluste
     assert malformed.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: --property: "), lines
 
 
+def test_console_consumer_prints_kafka_s_timestamp_headers_and_separators(cli_cluster):
+    """kafka-console-consumer's DefaultMessageFormatter properties print.timestamp, print.headers, line.separator,
+    null.literal and a key.separator with spaces (kept as typed), and --formatter with its Kafka names: each was
+    "unknown client setting" or an unrecognized argument, and ' | ' lost its spaces."""
+    from sparklog.client import Producer
+
+    topic, bootstrap = f"fmt2-{uuid.uuid4().hex[:8]}", cli_cluster.bootstrap
+    with Producer(bootstrap_servers=bootstrap) as producer:
+        producer.send(topic, b"v1", key=b"k1", partition=0, timestamp=1_700_000_000_000,
+                      headers=[("h1", b"a"), ("h2", b"b")])
+        producer.send(topic, None, key=None, partition=0, timestamp=1_700_000_000_001)
+        producer.flush()
+    read = sparklog("consume", topic, "--bootstrap-server", bootstrap, "--from-beginning", "--max-messages", "2",
+                    "--formatter", "kafka.tools.DefaultMessageFormatter", "--property", "print.timestamp=true",
+                    "--property", "print.headers=true", "--property", "print.key=true",
+                    "--property", "key.separator= | ", "--property", "line.separator=;\n",
+                    "--property", "null.literal=NULL")
+    assert read.returncode == 0, read.stderr.decode()
+    assert read.stdout.splitlines() == [b"CreateTime:1700000000000 | h1:a,h2:b | k1 | v1;",
+                                        b"CreateTime:1700000000001 | NO_HEADERS | NULL | NULL;"]
+    other = sparklog("consume", topic, "--bootstrap-server", bootstrap, "--formatter",
+                     "kafka.tools.LoggingMessageFormatter")
+    assert other.returncode == 2 and "DefaultMessageFormatter" in other.stderr.decode().splitlines()[-1]
+
+
+def test_an_unknown_client_setting_says_where_the_settings_are_listed_and_help_shows_a_consumer_one():
+    done = sparklog("consume", "t", "--bootstrap-server", "127.0.0.1:1", "--consumer-property", "foo.bar=1")
+    assert done.returncode == 1 and done.stderr.decode().strip() == (
+        "error: unknown client setting 'foo.bar'; see the client settings in docs/settings.md (Producer, "
+        "Consumer), or sparklog.client.config")
+    shown = sparklog("consume", "--help").stdout.decode()
+    assert "fetch.max.wait.ms=100" in shown and "compression.type" not in shown
+
+
 def test_topics_alter_places_new_partitions_by_kafka_s_replica_assignment(cli_cluster):
     """kafka-topics --alter --partitions N --replica-assignment LIST (every partition's replicas; the existing
     ones' entries are not changed): it was "unrecognized arguments"; a list that does not fit is one line."""
