@@ -180,8 +180,7 @@ def _properties(args: argparse.Namespace) -> dict[str, str]:
         settings = parse_key_values(args.property)
     except ValueError as exc:
         raise SystemExit(f"error: --property: {exc}") from None
-    if args.zookeeper_timeout_ms is not None:
-        settings.setdefault("zookeeper.connection.timeout.ms", str(args.zookeeper_timeout_ms))
+    settings.setdefault("zookeeper.connection.timeout.ms", str(int(zookeeper_timeout_s(args) * 1000)))  # README
     return settings
 
 
@@ -218,6 +217,7 @@ def run_produce(args: argparse.Namespace) -> int:
 def run_consume(args: argparse.Namespace) -> int:
     args.check_topic(args)
     args.check_offset(args)
+    _no_kafka_group(args)
     formatter = _tool_properties(args, FORMATTER_PROPERTIES)
     formatter["print.key"] = formatter["print.key"] or args.print_key
     if formatter["print.timestamp"]:
@@ -243,6 +243,19 @@ def run_consume(args: argparse.Namespace) -> int:
         consumer.close()
     print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0
+
+
+def _no_kafka_group(args: argparse.Namespace) -> None:
+    """kafka-console-consumer's --group (or group.id) with --bootstrap-server joins a Kafka group through the
+    group coordinator. This console consumer has no such member (JoinGroup/SyncGroup/Heartbeat), and reading
+    every partition under a group's name would be a weaker thing under the same name: refused in one line."""
+    named = args.group or next((p.split("=", 1)[1].strip() for p in args.property
+                                if p.split("=", 1)[0].strip() == "group.id"), None)
+    if args.bootstrap_server and named:
+        raise ValueError(f"group {named!r} with --bootstrap-server would be a Kafka consumer group, which sparklog "
+                         "consume cannot join (it has no group member of the Kafka protocol): use a Kafka client "
+                         "(kafka-console-consumer, kcat -G) for that, or --zookeeper HOST:PORT --group G for the "
+                         "paper's ZooKeeper group")
 
 
 def _formatted(record, formatter: dict) -> bytes:

@@ -310,8 +310,12 @@ def test_groups_with_an_unreachable_broker_fail_in_one_line_instead_of_an_empty_
     (("produce", "t", "--zookeeper", "127.0.0.1:99999"), ("'127.0.0.1:99999'", "port")),
     (("groups", "--zookeeper", "", "list"), ("ZooKeeper connect string ''",)),
     (("consume", "t", "--zookeeper", REFUSED, "--group", "bad/group"), ("illegal group 'bad/group'",)),
+    (("consume", "t", "--bootstrap-server", REFUSED, "--group", "g1"), ("group 'g1'", "Kafka consumer group",
+                                                                       "--zookeeper HOST:PORT --group G")),
+    (("consume", "t", "--bootstrap-server", REFUSED, "--consumer-property", "group.id=g1"),
+     ("group 'g1'", "Kafka consumer group")),
 ], ids=["bootstrap-port", "groups-bootstrap", "unknown-property", "bad-property", "zk-empty", "zk-chroot-only",
-        "zk-port", "zk-port-range", "groups-zk-empty", "group-name"])
+        "zk-port", "zk-port-range", "groups-zk-empty", "group-name", "kafka-group", "kafka-group-id"])
 def test_bad_input_is_one_line_naming_it_before_anything_is_contacted(command, words):
     done = sparklog(*command, "--zookeeper-timeout-ms", "1000", input=b"hi\n", timeout=40)
     _one_line_error(done, *words)
