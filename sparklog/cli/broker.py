@@ -16,7 +16,10 @@ def add_parser(subparsers) -> None:
     start.add_argument("--config", help="a Kafka server.properties-style file")
     start.add_argument("--id", type=int, help="broker.id")
     start.add_argument("--port", type=port_number, help="listener port (0 picks a free one)")
-    start.add_argument("--host", help="listener host (default: every interface; advertised as this machine's name)")
+    start.add_argument("--host", help="listener host (default: every interface, advertised as this machine's "
+                       "canonical host name, as Kafka does: the name its address resolves back to, which is "
+                       "localhost where the machine's name resolves to a loopback address; clients on other "
+                       "machines need --advertised-host then)")
     start.add_argument("--advertised-host", help="host name clients should use (advertised.listeners)")
     start.add_argument("--log-dir", help="log.dirs")
     start.add_argument("--zookeeper", help="zookeeper.connect: host:port[,host:port][/chroot]")
