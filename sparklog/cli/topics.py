@@ -1,7 +1,8 @@
 """`sparklog topics create|list|describe|alter|delete|elect-leaders|reassign`, shaped like Kafka's
 `kafka-topics.sh` (and, for `alter --config`, `kafka-configs.sh --alter --add-config/--delete-config`).
 
-The topic commands talk to ZooKeeper (as `kafka-topics.sh --zookeeper` did); `describe` also asks each
+The topic commands talk to ZooKeeper (as `kafka-topics.sh --zookeeper` did), or with `--bootstrap-server` to the
+brokers' Admin API (`topics_admin.py`, as Kafka 3's tool); `describe` also asks each
 partition's leader for its log start and end offsets when that broker is reachable, and flags partitions
 that are offline (no live leader) or under-replicated (ISR smaller than the replica list). Topic configs are
 checked against the storage's `LogConfig` before anything is written: a bad or unknown one is refused with
@@ -73,7 +74,8 @@ def add_parser(subparsers) -> None:
     delete = topics_sub.add_parser("delete", help="delete a topic (brokers delete their local logs)")
     delete.add_argument("name")
     delete.set_defaults(func=_zookeeper_only(_topics_delete))
-    topics.add_argument("--bootstrap-server", help=argparse.SUPPRESS)  # refused by _zookeeper_only, by name
+    topics.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
+                        help="through the brokers' Admin API instead of ZooKeeper (kafka-topics.sh's form)")
     for parser in (create, lst, describe, alter, delete, elect, reassign):
         parser.add_argument("--zookeeper", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         parser.add_argument("--bootstrap-server", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -82,12 +84,13 @@ def add_parser(subparsers) -> None:
 
 
 def _zookeeper_only(command):
-    """kafka-topics.sh takes --bootstrap-server, so Kafka users type it: say in one line (cli.py Rule 3) that
-    these commands work through ZooKeeper, rather than take the address for a subcommand."""
+    """With --bootstrap-server (Kafka 3's kafka-topics.sh form) the command goes through the Admin API
+    (topics_admin.py); with --zookeeper, through ZooKeeper."""
     def run(args: argparse.Namespace) -> int:
         if getattr(args, "bootstrap_server", None) is not None:
-            raise ValueError("sparklog topics works through ZooKeeper, not the brokers: give --zookeeper "
-                             "HOST:PORT[/chroot] (the brokers' zookeeper.connect) instead of --bootstrap-server")
+            from sparklog.cli import topics_admin
+
+            return topics_admin.run(args, checked_overrides, parse_replica_assignment, DESCRIBE_OFFSETS_TIMEOUT_S)
         return command(args)
     return run
 

@@ -17,7 +17,7 @@ from sparklog.client.connection import IOThread, NetworkClient
 from sparklog.client.errors import NoBrokersAvailable
 from sparklog.client.metadata import METADATA_VERSION, NO_LEADER
 from sparklog.client.producer import bootstrap_from
-from sparklog.protocol import (ApiKey, CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
+from sparklog.protocol import (ApiKey, CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
                                DeleteTopicsRequest, MetadataRequest, MetadataRequestTopic, for_code)
 from sparklog.protocol.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from sparklog.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
@@ -66,10 +66,15 @@ class AdminClient:
         raise TimeoutError(f"no broker answered api {api_key}: {error}")
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
-                     config: dict | None = None, exist_ok: bool = False, timeout: float | None = None) -> None:
-        topic = CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication_factor,
-                               assignments=[], configs=[CreatableTopicConfig(name=k, value=str(v))
-                                                        for k, v in (config or {}).items()])
+                     config: dict | None = None, exist_ok: bool = False, timeout: float | None = None,
+                     assignment: dict[int, tuple[int, ...]] | None = None) -> None:
+        """Create a topic; `assignment` ({partition: replicas}) places it, as CreateTopics' assignments do."""
+        placed = [CreatableReplicaAssignment(partition_index=p, broker_ids=list(b)) for p, b in (assignment or {}).items()]
+        topic = CreatableTopic(name=name, num_partitions=-1 if placed else partitions,
+                               replication_factor=-1 if placed else replication_factor,
+                               assignments=placed, configs=[CreatableTopicConfig(name=k, value=str(v))
+                                                            for k, v in (config or {}).items()])
+        partitions = len(placed) or partitions
         timeout_ms = int((timeout or self.timeout) * 1000)
         response = self._call(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION,
                               CreateTopicsRequest(topics=[topic], timeout_ms=timeout_ms), timeout)
