@@ -32,6 +32,7 @@ import logging
 import resource
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -169,7 +170,9 @@ class Broker:
         except TimeoutError:
             log.warning("controlled shutdown did not complete within %d ms (ZooKeeper unanswering); stopping "
                         "anyway", cfg.controlled_shutdown_timeout_ms)
-            self.zk.stop()  # what still waits for ZooKeeper (this request, the closing steps) fails now
+            # what still waits for ZooKeeper (this request, the closing steps) fails now; stop() itself may
+            # wait a session timeout for its connection thread, so it must not hold the loop
+            threading.Thread(target=self.zk.stop, name="zookeeper-stop", daemon=True).start()
         except Exception:  # noqa: BLE001 - ZooKeeper away: stop anyway, the controller sees us go
             log.exception("controlled shutdown failed; stopping anyway")
         finally:
