@@ -274,7 +274,7 @@ class Consumer:
         deadline = time.monotonic() + (timeout if timeout is not None else self.config["request.timeout.ms"] / 1000)
         while state.position is None:
             if time.monotonic() > deadline:
-                raise self._unreachable_or(TimeoutError(f"no position for {partition} yet"))
+                raise self._unreachable_or(TimeoutError(f"no position for {tp_name(partition)} yet"))
             self._client.wakeup()
             time.sleep(0.01)
         return state.position
@@ -303,7 +303,7 @@ class Consumer:
         try:
             return self._states[(partition[0], int(partition[1]))]
         except KeyError:
-            raise ValueError(f"{partition} is not assigned") from None
+            raise ValueError(f"{tp_name(partition)} is not assigned") from None
 
     # -- offsets lookups -------------------------------------------------------------------------------
 
@@ -353,7 +353,7 @@ class Consumer:
                         todo.pop(tp, None)
             if todo:
                 if retry.expired():
-                    raise self._unreachable_or(TimeoutError(f"ListOffsets for {sorted(todo)} failed: {retry_error}"))
+                    raise self._unreachable_or(TimeoutError(f"ListOffsets for {', '.join(map(tp_name, sorted(todo)))} failed: {retry_error}"))
                 self._metadata.request_update()
                 retry.sleep()
         return result
@@ -369,9 +369,9 @@ class Consumer:
         while True:
             leaders = metadata.leaders
             missing = [t for t in topics if t not in metadata.partition_counts]
-            missing += [f"{t}-{p}" for t, p in wanted if (t, p) not in leaders and t not in missing]
+            missing += [tp_name(tp) for tp in wanted if tp not in leaders and tp[0] not in missing]
             asked = wanted or [tp for tp in leaders if tp[0] in topics]  # another partition's leader is not asked
-            leaderless = [f"{t}-{p}" for t, p in sorted(asked) if need_leaders and leaders.get((t, p)) == NO_LEADER]
+            leaderless = [tp_name(tp) for tp in sorted(asked) if need_leaders and leaders.get(tp) == NO_LEADER]
             if not missing and not leaderless:
                 return metadata.leaders
             if time.monotonic() > deadline:
@@ -505,12 +505,17 @@ class Consumer:
         self.close()
 
 
+def tp_name(tp) -> str:
+    """A partition as Kafka's tools name it in messages: `events-2`, never a tuple's repr."""
+    return f"{tp[0]}-{tp[1]}"
+
+
 def _group_by(tps: Iterable[TopicPartition], leaders: dict[TopicPartition, int]) -> dict[int, list[TopicPartition]]:
     out: dict[int, list[TopicPartition]] = {}
     for tp in tps:
         leader = leaders.get(tp, NO_LEADER)
         if leader == NO_LEADER:
-            raise UnknownTopic(f"{tp[0]}-{tp[1]} does not exist or has no leader")
+            raise UnknownTopic(f"{tp_name(tp)} does not exist or has no leader")
         out.setdefault(leader, []).append(tp)
     return out
 
@@ -573,7 +578,7 @@ class Fetcher:
                 continue
             if self.reset == "none":
                 state.retry_at = float("inf")
-                self.consumer._deliver((state, state.epoch, NoOffsetForPartition(f"{state.tp} has no position"), None))
+                self.consumer._deliver((state, state.epoch, NoOffsetForPartition(f"{tp_name(state.tp)} has no position"), None))
                 continue
             leader = self.metadata.leader(*state.tp)
             if leader == NO_LEADER:
@@ -703,7 +708,7 @@ class Fetcher:
                 if self.reset == "none":
                     state.retry_at = float("inf")
                     self.consumer._deliver_locked((state, epoch, OffsetOutOfRange(
-                        f"{state.tp}: offset {offset} is out of range"), None))
+                        f"{tp_name(state.tp)}: offset {offset} is out of range"), None))
                     return
                 state.epoch += 1
                 state.position = state.fetch_offset = None
