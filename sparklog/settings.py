@@ -167,8 +167,9 @@ class Definitions(Mapping[str, Setting]):
 
     def __init__(self, title: str, settings: Iterable[Setting], *, error: type[Exception] = SettingError,
                  label: str = "{}", unknown: str = RAISE, case_insensitive: bool = False,
-                 noun: str = "setting") -> None:
+                 noun: str = "setting", listed_in: str | None = None) -> None:
         self.title = title
+        self.listed_in = listed_in  # where a user reads the table (an unknown name's message says so)
         self.noun = f"{title} {noun}"
         self.error = error
         self.label = label
@@ -211,7 +212,8 @@ class Definitions(Mapping[str, Setting]):
         """`unknown broker setting 'num.partition'; did you mean 'num.partitions'?` (one line, Rule 2);
         `spelt` is the name as the user wrote it, when `name` is a normalized form of it."""
         nearest = self.nearest(name)
-        hint = f"did you mean {nearest!r}?" if nearest else f"see the {self.title} settings"
+        where = f" in {self.listed_in}" if self.listed_in else ""
+        hint = f"did you mean {nearest!r}?" if nearest else f"see the {self.title} settings{where}"
         return f"unknown {self.noun} {spelt or name!r}; {hint}"
 
     def check_known(self, names: Iterable[str], policy: str | None = None) -> list[str]:

@@ -32,6 +32,7 @@ import logging
 import resource
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -141,8 +142,9 @@ class Broker:
         if self.loop is not None and self.server is not None:
             self.loop.call_soon_threadsafe(self._begin_shutdown)
 
-    def _begin_shutdown(self) -> None:
+    def _begin_shutdown(self, why: str = "stop()") -> None:
         """On the loop: hand leadership away while still serving, then stop serving. Idempotent."""
+        log.info("received %s: shutting down", why)  # at once: what follows may wait for ZooKeeper
         if self._stopping:
             return
         self._stopping = True
@@ -157,13 +159,20 @@ class Broker:
         try:
             if self.replicas is not None:
                 await self.replicas.stop_following()  # leaders must not take this broker back into their ISR
-            moved = await self.loop.run_in_executor(None, controlled_shutdown, self.zk, cfg.broker_id,
-                                                    cfg.controlled_shutdown_timeout_ms / 1000.0)
+            moved = await asyncio.wait_for(self.loop.run_in_executor(  # a stopped ZooKeeper answers nothing
+                None, controlled_shutdown, self.zk, cfg.broker_id, cfg.controlled_shutdown_timeout_ms / 1000.0),
+                cfg.controlled_shutdown_timeout_ms / 1000.0)
             if moved:
                 log.info("%s %.0f ms", CONTROLLED_SHUTDOWN_MARKER, (time.monotonic() - started) * 1000.0)
             else:
                 log.warning("controlled shutdown did not complete (ZooKeeper unreachable, or leadership did not "
                             "move within %d ms); stopping anyway", cfg.controlled_shutdown_timeout_ms)
+        except TimeoutError:
+            log.warning("controlled shutdown did not complete within %d ms (ZooKeeper unanswering); stopping "
+                        "anyway", cfg.controlled_shutdown_timeout_ms)
+            # what still waits for ZooKeeper (this request, the closing steps) fails now; stop() itself may
+            # wait a session timeout for its connection thread, so it must not hold the loop
+            threading.Thread(target=self.zk.stop, name="zookeeper-stop", daemon=True).start()
         except Exception:  # noqa: BLE001 - ZooKeeper away: stop anyway, the controller sees us go
             log.exception("controlled shutdown failed; stopping anyway")
         finally:
@@ -265,8 +274,8 @@ class Broker:
         self.stop()
 
     def _install_signal_handlers(self) -> None:
-        handlers = {signal.SIGTERM: self._begin_shutdown, signal.SIGINT: self._begin_shutdown,
-                    signal.SIGUSR1: self.log_reports}
+        handlers = {signal.SIGTERM: lambda: self._begin_shutdown("SIGTERM"),
+                    signal.SIGINT: lambda: self._begin_shutdown("SIGINT"), signal.SIGUSR1: self.log_reports}
         for signum, handler in handlers.items():
             try:
                 self.loop.add_signal_handler(signum, handler)

@@ -9,6 +9,7 @@ producer or consumer started next finds it.
 
 from __future__ import annotations
 
+import time
 
 from sparklog.client.backoff import ExponentialBackoff, Retry
 from sparklog.client.config import COMMON_DEFAULTS, resolve
@@ -16,7 +17,7 @@ from sparklog.client.connection import IOThread, NetworkClient
 from sparklog.client.errors import NoBrokersAvailable
 from sparklog.client.metadata import METADATA_VERSION, NO_LEADER
 from sparklog.client.producer import bootstrap_from
-from sparklog.protocol import (ApiKey, CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
+from sparklog.protocol import (ApiKey, CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
                                DeleteTopicsRequest, MetadataRequest, MetadataRequestTopic, for_code)
 from sparklog.protocol.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from sparklog.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
@@ -65,10 +66,15 @@ class AdminClient:
         raise TimeoutError(f"no broker answered api {api_key}: {error}")
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
-                     config: dict | None = None, exist_ok: bool = False, timeout: float | None = None) -> None:
-        topic = CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication_factor,
-                               assignments=[], configs=[CreatableTopicConfig(name=k, value=str(v))
-                                                        for k, v in (config or {}).items()])
+                     config: dict | None = None, exist_ok: bool = False, timeout: float | None = None,
+                     assignment: dict[int, tuple[int, ...]] | None = None) -> None:
+        """Create a topic; `assignment` ({partition: replicas}) places it, as CreateTopics' assignments do."""
+        placed = [CreatableReplicaAssignment(partition_index=p, broker_ids=list(b)) for p, b in (assignment or {}).items()]
+        topic = CreatableTopic(name=name, num_partitions=-1 if placed else partitions,
+                               replication_factor=-1 if placed else replication_factor,
+                               assignments=placed, configs=[CreatableTopicConfig(name=k, value=str(v))
+                                                            for k, v in (config or {}).items()])
+        partitions = len(placed) or partitions
         timeout_ms = int((timeout or self.timeout) * 1000)
         response = self._call(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION,
                               CreateTopicsRequest(topics=[topic], timeout_ms=timeout_ms), timeout)
@@ -190,25 +196,40 @@ class AdminClient:
         """{partition: (log start, high watermark)} asked of each partition's leader (`leaders` maps partition
         to leader id); partitions whose leader does not answer are left out. With `at_time` (ms), a third
         offset: the first record's at or after that time (-1: none)."""
+        found, _ = self.leader_offsets({(name, p): leader for p, leader in leaders.items()}, self.timeout, at_time)
+        return {p: offsets for (_, p), offsets in found.items()}
+
+    def leader_offsets(self, leaders: dict[tuple[str, int], int], timeout: float, at_time: int | None = None,
+                       brokers: dict[int, tuple[str, int]] | None = None) -> tuple[dict[tuple[str, int], tuple], set[int]]:
+        """Rule (one bound): ({(topic, partition): (log start, high watermark[, offset at `at_time`])}, the
+        leaders that did not answer within `timeout`), every leader asked at once, so that one dead or slow
+        broker costs the bound once, not a timeout per leader. `brokers` ({id: (host, port)}, e.g. from the
+        ZooKeeper registry) tells where the leaders are when no metadata was read."""
         from sparklog.client.consumer import LIST_OFFSETS_VERSION, list_offsets_request
         from sparklog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
-        by_leader: dict[int, list[int]] = {}
-        for partition, leader in leaders.items():
-            by_leader.setdefault(leader, []).append(partition)
-        found: dict[int, list[int]] = {}
+        if brokers:
+            self._client.set_nodes(brokers)
         asked = (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP) + (() if at_time is None else (at_time,))
-        for leader, partitions in by_leader.items():
-            for timestamp in asked:
-                request = list_offsets_request({(name, p): timestamp for p in partitions})
-                try:
-                    response = self._client.submit(leader, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
-                                                   request).wait(self.timeout)
-                except Exception:  # noqa: BLE001 - an unreachable leader leaves its partitions out
-                    break
-                for part in (p for t in response.topics for p in t.partitions if not p.error_code):
-                    found.setdefault(part.partition_index, []).append(part.offset)
-        return {p: tuple(o) for p, o in found.items() if len(o) == len(asked)}
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for tp, leader in leaders.items():
+            by_leader.setdefault(leader, []).append(tp)
+        futures = [(leader, i, self._client.submit(leader, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
+                                                   list_offsets_request({tp: ts for tp in tps}), timeout=timeout))
+                   for leader, tps in by_leader.items() for i, ts in enumerate(asked)]
+        deadline = time.monotonic() + timeout
+        found: dict[tuple[str, int], dict[int, int]] = {}
+        silent: set[int] = set()
+        for leader, i, future in futures:
+            try:
+                response = future.wait(max(0.0, deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - unreachable, slow or failing: its partitions are unknown
+                silent.add(leader)
+                continue
+            for topic in response.topics:
+                for part in (p for p in topic.partitions if not p.error_code):
+                    found.setdefault((topic.name, part.partition_index), {})[i] = part.offset
+        return {tp: tuple(o[i] for i in range(len(asked))) for tp, o in found.items() if len(o) == len(asked)}, silent
 
     def close(self) -> None:
         self._thread.stop()

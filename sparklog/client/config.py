@@ -52,6 +52,9 @@ COMMON_SETTINGS = (
     _setting("zookeeper.connection.timeout.ms", INT, 10_000, "without bootstrap.servers: how long finding the "
              "brokers in ZooKeeper may wait for a ZooKeeper server", low=1),
 )
+# Where the client settings are listed, for the message that refuses an unknown one
+SETTINGS_LIST = "docs/settings.md (Producer, Consumer), or sparklog.client.config"
+
 PRODUCER = Definitions("producer", (
     *COMMON_SETTINGS,
     _setting("acks", STRING, "all", "0, 1 or all: which replicas acknowledge a write (Kafka >= 3.0's default; "
@@ -126,7 +129,8 @@ def resolve(defaults: Mapping[str, Any], *sources: Mapping[str, Any] | None) -> 
         for name, value in (source or {}).items():
             dotted = name if name in defaults else by_underscore.get(name)
             if dotted is None:
-                known = Definitions("client", (_ALL[known] for known in defaults if known in _ALL), error=ValueError)
+                known = Definitions("client", (_ALL[known] for known in defaults if known in _ALL), error=ValueError,
+                                    listed_in=SETTINGS_LIST)
                 raise ValueError(known.unknown_message(name.replace("_", "."), name))
             settings[dotted] = _ALL[dotted].parse(value, ValueError) if dotted in _ALL else value
     return _normalize(settings)

@@ -274,7 +274,7 @@ class Consumer:
         deadline = time.monotonic() + (timeout if timeout is not None else self.config["request.timeout.ms"] / 1000)
         while state.position is None:
             if time.monotonic() > deadline:
-                raise self._unreachable_or(TimeoutError(f"no position for {partition} yet"))
+                raise self._unreachable_or(TimeoutError(f"no position for {tp_name(partition)} yet"))
             self._client.wakeup()
             time.sleep(0.01)
         return state.position
@@ -303,7 +303,7 @@ class Consumer:
         try:
             return self._states[(partition[0], int(partition[1]))]
         except KeyError:
-            raise ValueError(f"{partition} is not assigned") from None
+            raise ValueError(f"{tp_name(partition)} is not assigned") from None
 
     # -- offsets lookups -------------------------------------------------------------------------------
 
@@ -353,34 +353,39 @@ class Consumer:
                         todo.pop(tp, None)
             if todo:
                 if retry.expired():
-                    raise self._unreachable_or(TimeoutError(f"ListOffsets for {sorted(todo)} failed: {retry_error}"))
+                    raise self._unreachable_or(TimeoutError(f"ListOffsets for {', '.join(map(tp_name, sorted(todo)))} failed: {retry_error}"))
                 self._metadata.request_update()
                 retry.sleep()
         return result
 
-    def _leaders_for(self, topics: set[str], deadline: float, wanted=()) -> dict[TopicPartition, int]:
-        """The leaders once `topics`, and the partitions `wanted`, are known with a leader each; a wanted
-        partition the cached metadata lacks (added to the topic since) is asked for again, as Kafka's
-        consumer does, until `deadline`."""
+    def _leaders_for(self, topics: set[str], deadline: float, wanted=(), need_leaders: bool = True
+                     ) -> dict[TopicPartition, int]:
+        """The leaders once `topics`, and the partitions `wanted`, are known with a leader each (without
+        `need_leaders`: once they are known at all); a wanted partition the cached metadata lacks (added to
+        the topic since) is asked for again, as Kafka's consumer does, until `deadline`."""
         metadata = self._metadata
         for topic in topics:
             metadata.add_topic(topic)
         while True:
             leaders = metadata.leaders
             missing = [t for t in topics if t not in metadata.partition_counts]
-            missing += [tp for tp in wanted if tp not in leaders and tp[0] not in missing]
-            leaderless = [tp for tp, leader in leaders.items() if tp[0] in topics and leader == NO_LEADER]
+            missing += [tp_name(tp) for tp in wanted if tp not in leaders and tp[0] not in missing]
+            asked = wanted or [tp for tp in leaders if tp[0] in topics]  # another partition's leader is not asked
+            leaderless = [tp_name(tp) for tp in sorted(asked) if need_leaders and leaders.get(tp) == NO_LEADER]
             if not missing and not leaderless:
                 return metadata.leaders
             if time.monotonic() > deadline:
-                raise self._unreachable_or(UnknownTopic(f"no metadata or leader for {missing or leaderless}"))
+                what = f"no metadata for {', '.join(missing)}" if missing else f"no leader for {', '.join(leaderless)}"
+                raise self._unreachable_or(UnknownTopic(what))
             version = metadata.request_update()
             self._client.wakeup()
             metadata.wait_for(version, min(0.5, max(0.01, deadline - time.monotonic())))
 
     def partitions_for_topic(self, topic: str, timeout: float | None = None) -> list[int]:
+        """The topic's partitions, with a leader or not (Kafka's partitionsFor): a consumer assigned all of them
+        fetches those with a leader and waits for the others' (the fetcher asks the metadata again)."""
         deadline = time.monotonic() + (self.config["request.timeout.ms"] / 1000 if timeout is None else timeout)
-        self._leaders_for({topic}, deadline)
+        self._leaders_for({topic}, deadline, need_leaders=False)
         return list(range(self._metadata.partition_counts[topic]))
 
     # -- records ---------------------------------------------------------------------------------------
@@ -500,12 +505,17 @@ class Consumer:
         self.close()
 
 
+def tp_name(tp) -> str:
+    """A partition as Kafka's tools name it in messages: `events-2`, never a tuple's repr."""
+    return f"{tp[0]}-{tp[1]}"
+
+
 def _group_by(tps: Iterable[TopicPartition], leaders: dict[TopicPartition, int]) -> dict[int, list[TopicPartition]]:
     out: dict[int, list[TopicPartition]] = {}
     for tp in tps:
         leader = leaders.get(tp, NO_LEADER)
         if leader == NO_LEADER:
-            raise UnknownTopic(f"{tp[0]}-{tp[1]} does not exist or has no leader")
+            raise UnknownTopic(f"{tp_name(tp)} does not exist or has no leader")
         out.setdefault(leader, []).append(tp)
     return out
 
@@ -568,7 +578,7 @@ class Fetcher:
                 continue
             if self.reset == "none":
                 state.retry_at = float("inf")
-                self.consumer._deliver((state, state.epoch, NoOffsetForPartition(f"{state.tp} has no position"), None))
+                self.consumer._deliver((state, state.epoch, NoOffsetForPartition(f"{tp_name(state.tp)} has no position"), None))
                 continue
             leader = self.metadata.leader(*state.tp)
             if leader == NO_LEADER:
@@ -698,7 +708,7 @@ class Fetcher:
                 if self.reset == "none":
                     state.retry_at = float("inf")
                     self.consumer._deliver_locked((state, epoch, OffsetOutOfRange(
-                        f"{state.tp}: offset {offset} is out of range"), None))
+                        f"{tp_name(state.tp)}: offset {offset} is out of range"), None))
                     return
                 state.epoch += 1
                 state.position = state.fetch_offset = None

@@ -1,11 +1,15 @@
 """Data loss, as Spark's Kafka source reports it: fail with `failOnDataLoss=true`, else warn and go on.
 
 Rule 1: every message names the topic, the partition and the missing offset range.
+Rule 2 (first line): the user reads the message of an error that is theirs to act on (a data loss, an
+option: `options.SparklogOptionError`) first, not under a traceback: raised in a Spark Python worker, it asks
+pyspark to report it without the traceback (`show_message_first`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 
 logger = logging.getLogger("sparklog.datasource")
 
@@ -22,8 +26,19 @@ WARN_ADVICE = (
 )
 
 
+def show_message_first() -> None:
+    """Rule 2: what `spark.sql.execution.pyspark.udf.hideTraceback.enabled` does, for this error: pyspark's
+    `handle_worker_exception` reads SPARK_HIDE_TRACEBACK when it reports the error, and the worker exits after
+    reporting it, so no other error of the process is affected."""
+    os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+
+
 class DataLossError(RuntimeError):
     """Offsets the query must read are gone (retention, topic deleted or recreated) and failOnDataLoss=true."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        show_message_first()  # Rule 2
 
 
 def report_data_loss(fail_on_data_loss: bool, message: str) -> None:

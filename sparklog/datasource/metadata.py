@@ -50,6 +50,10 @@ class BrokerUnreachable(ConnectionError):
 class TopicNotFound(LookupError):
     """A subscribed or assigned topic does not exist and `sparklog.waitForTopics` is false (Rule 4)."""
 
+    def __init__(self, message: str, topics: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.topics = topics
+
 
 class LeaderNotAvailable(RuntimeError):
     """Partitions the query covers have no live leader after kafkaConsumer.pollTimeoutMs (Rule 4)."""
@@ -168,13 +172,14 @@ class OffsetOracle:
         return {t.name: (t.error_code, {p.partition_index: p.leader_id in live for p in t.partitions})
                 for t in response.topics if not t.is_internal}
 
-    def partitions(self, subscription: Subscription) -> list[TopicPartition]:
-        """The partitions a subscription covers now, sorted, each with a live leader (Rule 4)."""
+    def partitions(self, subscription: Subscription, missing_ok: bool = False) -> list[TopicPartition]:
+        """The partitions a subscription covers now, sorted, each with a live leader (Rule 4); `missing_ok`:
+        a missing topic covers none (a running query's deleted topic, once reported as data loss)."""
         deadline = self._deadline()
         asked = None if subscription.kind == "subscribePattern" else sorted(_topics_of(subscription))
         while True:
             view = self._view(asked, deadline)
-            tps, waiting = self._covered(subscription, view)
+            tps, waiting = self._covered(subscription, view, missing_ok)
             if not waiting:
                 return tps
             if time.monotonic() + METADATA_RETRY_BACKOFF_S > deadline:
@@ -184,14 +189,15 @@ class OffsetOracle:
                     "broker, or raise kafkaConsumer.pollTimeoutMs to wait longer")
             time.sleep(METADATA_RETRY_BACKOFF_S)
 
-    def _covered(self, subscription: Subscription, view) -> tuple[list[TopicPartition], list[TopicPartition]]:
+    def _covered(self, subscription: Subscription, view, missing_ok: bool = False
+                 ) -> tuple[list[TopicPartition], list[TopicPartition]]:
         """(partitions covered, those still without a live leader); raises TopicNotFound (Rule 4)."""
         missing = sorted(t for t, (error, _) in view.items()
                          if error == UNKNOWN_TOPIC_OR_PARTITION and subscription.matches(t))
-        if missing and not self.options.wait_for_topics:
+        if missing and not (self.options.wait_for_topics or missing_ok):
             raise TopicNotFound(
                 f"Topic {', '.join(missing)} does not exist at {self._servers}: create it first, or set the "
-                "option 'sparklog.waitForTopics' to 'true' to read it once it appears")
+                "option 'sparklog.waitForTopics' to 'true' to read it once it appears", tuple(missing))
         tps, waiting = [], []
         for topic, (error, leaders) in sorted(view.items()):
             if error == UNKNOWN_TOPIC_OR_PARTITION or not subscription.matches(topic):

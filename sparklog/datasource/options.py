@@ -31,6 +31,7 @@ from typing import Any, Mapping
 
 from sparklog.client.config import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 from sparklog.client.config import resolve as resolve_settings
+from sparklog.datasource.errors import show_message_first
 from sparklog.datasource.consumer_pool import DEFAULT_CAPACITY, DEFAULT_IDLE_TIMEOUT_MS, PoolSettings
 from sparklog.settings import BOOLEAN, HIGH, INT, LONG, LOW, MEDIUM, STRING, WARN, Definitions, Setting
 
@@ -108,7 +109,14 @@ PLAINTEXT = "plaintext"
 
 
 class SparklogOptionError(ValueError):
-    """An option is missing, malformed, refused or not valid for this kind of query."""
+    """An option is missing, malformed, refused or not valid for this kind of query.
+
+    Its message is the first line the user reads (errors.py Rule 2).
+    """
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        show_message_first()
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,9 @@ some of its columns, by name and with their types, in any order (`selected_colum
 projected, and columns nobody reads are never built (pyspark gives Python sources no column pruning). Any
 other field, a changed type, a repeated or empty selection, or a selection with valueFormat=avro fails at
 `load()`. (Spark's Kafka source refuses every user schema; a projection changes no value, so we take it.)
+Rule 4: `streamReader` never raises: pyspark's stream runner would report its own UnboundLocalError ('reader')
+instead; an option refused there (endingOffsets, which Spark's Kafka source refuses for streaming) comes back
+as a reader that raises it at the query's first call, so it is the first line of the query's exception.
 Rule 2: a topic is append-only: a batch write in mode "overwrite" is refused (Spark's Kafka sink refuses it
 too). Spark itself refuses its default mode ErrorIfExists for Python sources, so batch writes say
 `.mode("append")`. Streaming Complete mode (which Spark passes as overwrite) appends every row each batch,
@@ -82,9 +85,13 @@ class SparklogDataSource(DataSource):
         return SparklogBatchReader(with_columns(parse_read_options(self.options, streaming=False), schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from sparklog.datasource.stream_reader import SparklogStreamReader
+        from sparklog.datasource.stream_reader import RefusedStreamReader, SparklogStreamReader
 
-        return SparklogStreamReader(with_columns(parse_read_options(self.options, streaming=True), schema))
+        try:
+            options = with_columns(parse_read_options(self.options, streaming=True), schema)
+        except SparklogOptionError as exc:  # Rule 4
+            return RefusedStreamReader(exc)
+        return SparklogStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from sparklog.datasource.writer import SparklogWriter, validate_schema

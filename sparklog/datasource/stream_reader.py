@@ -37,6 +37,7 @@ from pyspark.sql.streaming.datasource import (
 from sparklog.datasource import offsets as off
 from sparklog.datasource.errors import report_data_loss
 from sparklog.datasource.fetcher import read_partition
+from sparklog.datasource.metadata import TopicNotFound
 from sparklog.datasource.metadata import OffsetOracle, resolve
 from sparklog.datasource.options import ReadOptions
 
@@ -91,8 +92,17 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             offsets = store_initial_offsets(zk, key, offsets)
         return offsets
 
-    def _fetch_latest(self) -> dict[tuple[str, int], int]:
-        tps = self.oracle.partitions(self.options.subscription)
+    def _fetch_latest(self, running: bool | None = None) -> dict[tuple[str, int], int]:
+        """The latest offsets; a subscribed topic deleted under the running query is data loss (Spark's Kafka
+        source), not the start-time advice to create it or wait for it."""
+        try:
+            tps = self.oracle.partitions(self.options.subscription)
+        except TopicNotFound as exc:
+            if not (self._initial is not None if running is None else running):
+                raise
+            report_data_loss(self.options.fail_on_data_loss, f"Topic {', '.join(exc.topics)} was deleted while "
+                             "the query read it: its records not yet read are lost")
+            tps = self.oracle.partitions(self.options.subscription, missing_ok=True)
         return self.oracle.latest(tps)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -107,7 +117,7 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         start_map = off.from_json(start)
-        latest = dict(self._available_now) if self._available_now is not None else self._fetch_latest()
+        latest = dict(self._available_now) if self._available_now is not None else self._fetch_latest(running=True)
         self._latest = latest
         if isinstance(limit, ReadAllAvailable):
             return off.to_json(latest)
@@ -137,7 +147,7 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         start_map, end_map = off.from_json(start), off.from_json(end)
-        check_offsets(start_map, end_map, self.options.fail_on_data_loss)
+        check_offsets(start_map, end_map, self.options.fail_on_data_loss, first=start == self._initial)
         ranges = [r for r in off.offset_ranges(start_map, end_map) if r.end >= r.start]
         planned = off.plan(ranges, self.options.min_partitions, self.options.max_records_per_partition)
         servers = self._servers()
@@ -171,16 +181,47 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._oracle = None
 
 
-def check_offsets(start: dict, end: dict, fail_on_data_loss: bool) -> None:
-    """Partitions gone since `start`, or whose offsets went backwards, are data loss (Spark's Kafka source)."""
+def check_offsets(start: dict, end: dict, fail_on_data_loss: bool, first: bool = False) -> None:
+    """Partitions gone since `start`, or whose offsets went backwards, are data loss (Spark's Kafka source);
+    `first`: `start` is the query's starting offsets, so an offset past the end was never there."""
     gone = sorted(set(start) - set(end))
     if gone:
         names = ", ".join(f"{t}-{p}" for t, p in gone)
         report_data_loss(fail_on_data_loss, f"Partitions {names} are gone (offsets from {[start[tp] for tp in gone]})")
     for tp in sorted(set(start) & set(end)):
-        if end[tp] < start[tp]:
+        if end[tp] < start[tp] and first:
+            report_data_loss(fail_on_data_loss, f"Partition {tp[0]}-{tp[1]}: the starting offset {start[tp]} is "
+                             f"greater than the latest offset {end[tp]} (startingOffsets past the end of the "
+                             "partition: those offsets never existed)")
+        elif end[tp] < start[tp]:
             report_data_loss(
                 fail_on_data_loss,
                 f"Partition {tp[0]}-{tp[1]}'s offset was changed from {start[tp]} to {end[tp]}: "
                 f"offsets [{end[tp]}, {start[tp]}) were deleted or the topic was recreated",
             )
+
+
+class RefusedStreamReader(DataSourceStreamReader):
+    """What `streamReader` returns for options a streaming query cannot take (source.py Rule 4): every call
+    raises the refusal, so the query fails with it; `stop()` has nothing to release."""
+
+    def __init__(self, refusal: Exception) -> None:
+        self.refusal = refusal
+
+    def initialOffset(self) -> dict:
+        raise self.refusal
+
+    def latestOffset(self) -> dict:
+        raise self.refusal
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        raise self.refusal
+
+    def read(self, partition: InputPartition) -> Iterator:
+        raise self.refusal
+
+    def commit(self, end: dict) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass

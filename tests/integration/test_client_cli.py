@@ -117,6 +117,40 @@ def test_console_clients_take_kafka_s_reader_and_formatter_properties(cli_cluste
     assert malformed.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: --property: "), lines
 
 
+def test_console_consumer_prints_kafka_s_timestamp_headers_and_separators(cli_cluster):
+    """kafka-console-consumer's DefaultMessageFormatter properties print.timestamp, print.headers, line.separator,
+    null.literal and a key.separator with spaces (kept as typed), and --formatter with its Kafka names: each was
+    "unknown client setting" or an unrecognized argument, and ' | ' lost its spaces."""
+    from sparklog.client import Producer
+
+    topic, bootstrap = f"fmt2-{uuid.uuid4().hex[:8]}", cli_cluster.bootstrap
+    with Producer(bootstrap_servers=bootstrap) as producer:
+        producer.send(topic, b"v1", key=b"k1", partition=0, timestamp=1_700_000_000_000,
+                      headers=[("h1", b"a"), ("h2", b"b")])
+        producer.send(topic, None, key=None, partition=0, timestamp=1_700_000_000_001)
+        producer.flush()
+    read = sparklog("consume", topic, "--bootstrap-server", bootstrap, "--from-beginning", "--max-messages", "2",
+                    "--formatter", "kafka.tools.DefaultMessageFormatter", "--property", "print.timestamp=true",
+                    "--property", "print.headers=true", "--property", "print.key=true",
+                    "--property", "key.separator= | ", "--property", "line.separator=;\n",
+                    "--property", "null.literal=NULL")
+    assert read.returncode == 0, read.stderr.decode()
+    assert read.stdout.splitlines() == [b"CreateTime:1700000000000 | h1:a,h2:b | k1 | v1;",
+                                        b"CreateTime:1700000000001 | NO_HEADERS | NULL | NULL;"]
+    other = sparklog("consume", topic, "--bootstrap-server", bootstrap, "--formatter",
+                     "kafka.tools.LoggingMessageFormatter")
+    assert other.returncode == 2 and "DefaultMessageFormatter" in other.stderr.decode().splitlines()[-1]
+
+
+def test_an_unknown_client_setting_says_where_the_settings_are_listed_and_help_shows_a_consumer_one():
+    done = sparklog("consume", "t", "--bootstrap-server", "127.0.0.1:1", "--consumer-property", "foo.bar=1")
+    assert done.returncode == 1 and done.stderr.decode().strip() == (
+        "error: unknown client setting 'foo.bar'; see the client settings in docs/settings.md (Producer, "
+        "Consumer), or sparklog.client.config")
+    shown = sparklog("consume", "--help").stdout.decode()
+    assert "fetch.max.wait.ms=100" in shown and "compression.type" not in shown
+
+
 def test_topics_alter_places_new_partitions_by_kafka_s_replica_assignment(cli_cluster):
     """kafka-topics --alter --partitions N --replica-assignment LIST (every partition's replicas; the existing
     ones' entries are not changed): it was "unrecognized arguments"; a list that does not fit is one line."""
@@ -276,8 +310,12 @@ def test_groups_with_an_unreachable_broker_fail_in_one_line_instead_of_an_empty_
     (("produce", "t", "--zookeeper", "127.0.0.1:99999"), ("'127.0.0.1:99999'", "port")),
     (("groups", "--zookeeper", "", "list"), ("ZooKeeper connect string ''",)),
     (("consume", "t", "--zookeeper", REFUSED, "--group", "bad/group"), ("illegal group 'bad/group'",)),
+    (("consume", "t", "--bootstrap-server", REFUSED, "--group", "g1"), ("group 'g1'", "Kafka consumer group",
+                                                                       "--zookeeper HOST:PORT --group G")),
+    (("consume", "t", "--bootstrap-server", REFUSED, "--consumer-property", "group.id=g1"),
+     ("group 'g1'", "Kafka consumer group")),
 ], ids=["bootstrap-port", "groups-bootstrap", "unknown-property", "bad-property", "zk-empty", "zk-chroot-only",
-        "zk-port", "zk-port-range", "groups-zk-empty", "group-name"])
+        "zk-port", "zk-port-range", "groups-zk-empty", "group-name", "kafka-group", "kafka-group-id"])
 def test_bad_input_is_one_line_naming_it_before_anything_is_contacted(command, words):
     done = sparklog(*command, "--zookeeper-timeout-ms", "1000", input=b"hi\n", timeout=40)
     _one_line_error(done, *words)
@@ -310,16 +348,32 @@ def test_bad_names_and_partitions_are_one_line(cli_cluster):
     assert none.returncode == 0 and none.stdout == b"", none.stderr.decode()
 
 
-@pytest.mark.parametrize("where", ["before", "after"])
-def test_topics_with_a_bootstrap_server_says_it_works_through_zookeeper(where):
-    """kafka-topics.sh takes --bootstrap-server, so a Kafka user types it; `sparklog topics --bootstrap-server H
-    list` said "invalid choice: 'H'" (the address taken for the subcommand), after the subcommand
-    "unrecognized arguments". Both are one line naming --zookeeper, before anything is contacted."""
-    args = ["--bootstrap-server", REFUSED]
-    command = ("topics", *args, "list") if where == "before" else ("topics", "list", *args)
-    done = sparklog(*command, timeout=30)
-    _one_line_error(done, "--bootstrap-server", "--zookeeper")
-    assert "cannot reach" not in done.stderr.decode()
+def test_topics_with_a_bootstrap_server_works_through_the_admin_api(cli_cluster):
+    """Kafka 3's `kafka-topics.sh --bootstrap-server` (issue 26): create, list, describe, alter, delete through
+    the Admin API, in sparklog's and Kafka's forms; it was refused in one line naming --zookeeper. What writes a
+    ZooKeeper request (elect-leaders) still says so in one line."""
+    topic, bootstrap = f"admin-{uuid.uuid4().hex[:8]}", cli_cluster.bootstrap
+    created = sparklog("topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic, "--partitions", "2",
+                       "--config", "retention.ms=600000")
+    assert created.returncode == 0, created.stderr.decode()
+    listed = sparklog("topics", "list", "--bootstrap-server", bootstrap)
+    assert listed.returncode == 0 and topic in listed.stdout.decode().split(), listed.stderr.decode()
+    sent = sparklog("produce", topic, "--bootstrap-server", bootstrap, "--partition", "0", input=b"a\nb\nc\n")
+    assert sent.returncode == 0, sent.stderr.decode()
+    described = sparklog("topics", "--bootstrap-server", bootstrap, "describe", topic)
+    out = described.stdout.decode()
+    assert described.returncode == 0 and f"{topic}  partitions=2  replication=1  config: retention.ms=600000" in out
+    rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
+    assert [(r[0], r[1], r[4], r[6]) for r in rows] == [("0", "1", "ok", "3"), ("1", "1", "ok", "0")], out
+    altered = sparklog("topics", "--bootstrap-server", bootstrap, "alter", topic, "--partitions", "3",
+                       "--config", "segment.bytes=1048576", "--delete-config", "retention.ms")
+    assert altered.returncode == 0, altered.stderr.decode()
+    again = sparklog("topics", "--bootstrap-server", bootstrap, "describe", topic).stdout.decode()
+    assert f"{topic}  partitions=3  replication=1  config: segment.bytes=1048576" in again, again
+    refused = sparklog("topics", "--bootstrap-server", bootstrap, "elect-leaders")
+    _one_line_error(refused, "--zookeeper")
+    deleted = sparklog("topics", "--bootstrap-server", bootstrap, "delete", topic)
+    assert deleted.returncode == 0, deleted.stderr.decode()
 
 
 def test_a_bad_reset_target_is_one_line_before_anything_is_contacted():

@@ -125,7 +125,7 @@ def test_imbalanced_partitions_are_those_of_brokers_over_the_threshold():
 def run_cli(zk_connect, *args) -> int:
     import argparse
 
-    from sparklog.client.topic_commands import add_parser
+    from sparklog.cli.topics import add_parser
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers())

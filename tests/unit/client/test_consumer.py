@@ -160,3 +160,12 @@ def test_an_out_of_range_answer_waits_for_the_seek_lock_and_never_undoes_a_seek(
     assigned.seek(("t", 0), 2)
     assigned._fetcher._on_fetch(out_of_range, 1, [(state, epoch, 5)])  # an answer to the old position
     assert state.position == state.fetch_offset == 2
+
+
+def test_partitions_are_named_as_kafka_s_tools_name_them_in_errors():
+    """Issue 26: `error: no metadata or leader for [('events', 2), ('events', 5)]` showed a tuple's repr."""
+    from sparklog.client.consumer import Consumer
+
+    with Consumer("127.0.0.1:1", request_timeout_ms=500) as consumer:
+        with pytest.raises(ValueError, match=r"^events-2 is not assigned$"):
+            consumer.position(("events", 2))

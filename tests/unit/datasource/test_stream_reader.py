@@ -178,3 +178,37 @@ def test_progress_latest_offset_is_the_real_latest_and_offsets_behind_are_derive
     assert offsets_behind_latest(progress) == {
         "minOffsetsBehindLatest": "9", "maxOffsetsBehindLatest": "90", "avgOffsetsBehindLatest": str((90 + 45 + 9) / 3)}
     assert offsets_behind_latest({"endOffset": None, "latestOffset": None}) == {}
+
+
+def test_a_starting_offset_past_the_end_is_said_in_spark_s_words_and_later_regressions_as_deletions(cluster):
+    """Issue 26: the first range from startingOffsets said "offsets [100, 500) were deleted", which never existed."""
+    r = reader(cluster, startingOffsets='{"a":{"0":500,"1":0},"b":{"0":0}}')
+    start = r.initialOffset()
+    with pytest.raises(DataLossError, match=r"^Partition a-0: the starting offset 500 is greater than the latest "
+                                            r"offset 100 .*failOnDataLoss"):
+        r.partitions(start, r.latestOffset(start, ReadAllAvailable()))
+    later = {"a": {"0": 120, "1": 0}, "b": {"0": 0}}  # not the starting offsets: offsets went backwards
+    with pytest.raises(DataLossError, match=r"offsets \[100, 120\) were deleted"):
+        r.partitions(later, r.latestOffset(later, ReadAllAvailable()))
+
+
+def test_a_topic_deleted_under_a_running_query_is_data_loss_naming_fail_on_data_loss(cluster):
+    """Issue 26: it got the start-time advice "create it first, or set 'sparklog.waitForTopics'"."""
+    from sparklog.datasource.metadata import TopicNotFound
+
+    class DeletingOracle(FakeOracle):
+        def partitions(self, subscription, missing_ok=False):
+            if self.cluster.get("deleted") and not missing_ok:
+                raise TopicNotFound("Topic b does not exist at h:1: create it first", ("b",))
+            return [tp for tp in super().partitions(subscription) if tp[0] != "b" or not self.cluster.get("deleted")]
+
+    opts = parse_read_options({"bootstrap.servers": "h:1", "subscribe": "a,b"}, streaming=True)
+    r = SparklogStreamReader(opts, oracle_factory=lambda o: DeletingOracle(o, cluster))
+    start = r.initialOffset()
+    cluster["deleted"] = True
+    with pytest.raises(DataLossError, match=r"^Topic b was deleted while the query read it.*failOnDataLoss"):
+        r.latestOffset(start, ReadAllAvailable())
+    lenient = parse_read_options({"bootstrap.servers": "h:1", "subscribe": "a,b", "failOnDataLoss": "false"},
+                                 streaming=True)
+    r = SparklogStreamReader(lenient, oracle_factory=lambda o: DeletingOracle(o, cluster))
+    assert r.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 100, "1": 50}}  # goes on without it

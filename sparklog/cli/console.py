@@ -1,5 +1,5 @@
 """`sparklog produce` and `sparklog consume`: the console clients, like Kafka's tools (`sparklog groups` is in
-group_commands.py).
+groups.py).
 
     sparklog produce TOPIC [--key-separator :] < lines
     sparklog consume TOPIC [--group G] [--from-beginning] [--max-messages N]
@@ -7,7 +7,9 @@ group_commands.py).
 
 The topic may also be `--topic TOPIC` and `--property` `--producer-property`/`--consumer-property`, as Kafka's
 console tools name them; their own --property settings are theirs here too: the producer's parse.key and
-key.separator, the consumer's print.key, print.value, print.partition, print.offset and key.separator.
+key.separator, the consumer's (its DefaultMessageFormatter's, the only `--formatter`) print.timestamp,
+print.partition, print.offset, print.headers, print.key, print.value, key.separator, line.separator,
+headers.separator, headers.key.separator and null.literal, their values taken as typed (spaces kept).
 
 Servers come from `--bootstrap-server host:port[,...]`, else from the ZooKeeper broker registry
 (`--zookeeper`, default 127.0.0.1:2181), waiting `--zookeeper-timeout-ms` (zookeeper.connection.timeout.ms) at
@@ -42,6 +44,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                          "earliest or latest (kafka-console-consumer's --offset)")
     consume.add_argument("--print-key", action="store_true", help="print KEY<tab>VALUE")
     consume.add_argument("--timeout-ms", type=int, default=-1, help="exit after this long without a record")
+    consume.add_argument("--formatter", type=_formatter, help="Kafka's DefaultMessageFormatter (the only one; "
+                         "its --property settings print.timestamp, print.headers, line.separator ...)")
     consume.set_defaults(func=run_consume, check_offset=lambda args: _offset_alone(consume, args))
 
 
@@ -49,8 +53,13 @@ def _connection_args(parser: argparse.ArgumentParser, kafka_property_option: str
     parser.add_argument("--bootstrap-server", help="host:port[,host:port] (default: from ZooKeeper)")
     parser.add_argument("--zookeeper", default=DEFAULT_ZOOKEEPER, help="host:port[/chroot] (default %(default)s)")
     add_zookeeper_timeout(parser)
+    producing = kafka_property_option == "--producer-property"
+    example = "linger.ms=50" if producing else "fetch.max.wait.ms=100"
+    own = "the reader's " + ", ".join(READER_PROPERTIES) if producing else "the formatter's " + ", ".join(
+        FORMATTER_PROPERTIES)
     parser.add_argument("--property", kafka_property_option, action="append", default=[], metavar="KEY=VALUE",
-                        help="a client setting by its Kafka name, e.g. compression.type=lz4")
+                        help=f"a client setting by its Kafka name, e.g. {example} (listed in docs/settings.md), "
+                             f"or {own}")
 
 
 def _topic_args(parser: argparse.ArgumentParser) -> None:
@@ -117,6 +126,17 @@ def zookeeper_timeout_s(args: argparse.Namespace) -> float:
     return (given if given is not None else _zookeeper_timeout_default()) / 1000.0
 
 
+# kafka-console-consumer's --formatter names of its DefaultMessageFormatter (Kafka 2/3 and 3.7+)
+DEFAULT_FORMATTERS = ("kafka.tools.DefaultMessageFormatter", "org.apache.kafka.tools.consumer.DefaultMessageFormatter")
+
+
+def _formatter(text: str) -> str:
+    if text not in DEFAULT_FORMATTERS and text != "DefaultMessageFormatter":
+        raise argparse.ArgumentTypeError(f"the formatter is Kafka's DefaultMessageFormatter ({DEFAULT_FORMATTERS[0]} "
+                                         f"or {DEFAULT_FORMATTERS[1]}), not {text!r}")
+    return text
+
+
 def _count(text: str) -> int:
     try:
         value = int(text)
@@ -130,20 +150,20 @@ def _count(text: str) -> int:
 # Kafka's console tools take these as --property (their line reader's and message formatter's), not as client
 # settings: {name: default}. The separator's default is Kafka's, a tab.
 READER_PROPERTIES = {"parse.key": "false", "key.separator": "\t"}
-FORMATTER_PROPERTIES = {"print.key": "false", "print.value": "true", "print.partition": "false",
-                        "print.offset": "false", "key.separator": "\t"}
+FORMATTER_PROPERTIES = {"print.timestamp": "false", "print.key": "false", "print.value": "true",
+                        "print.partition": "false", "print.offset": "false", "print.headers": "false",
+                        "key.separator": "\t", "line.separator": "\n", "headers.separator": ",",
+                        "headers.key.separator": ":", "null.literal": "null"}
 
 
 def _tool_properties(args: argparse.Namespace, known: dict[str, str]) -> dict[str, str | bool]:
     """The console tool's own --property settings (`known`), taken out of `args.property`: the rest are client
     settings. Boolean ones are true or false, as Kafka reads them."""
-    from sparklog.client.config import parse_key_values
-
-    try:
-        given = parse_key_values([p for p in args.property if p.split("=", 1)[0] in known])
-    except ValueError as exc:
-        raise SystemExit(f"error: --property: {exc}") from None
-    args.property = [p for p in args.property if p.split("=", 1)[0] not in known]
+    ours = [p for p in args.property if p.split("=", 1)[0].strip() in known]
+    if any("=" not in p for p in args.property):
+        raise SystemExit(f"error: --property: expected KEY=VALUE, not {next(p for p in args.property if '=' not in p)!r}")
+    given = {p.split("=", 1)[0].strip(): p.split("=", 1)[1] for p in ours}  # a separator's spaces are kept
+    args.property = [p for p in args.property if p not in ours]
     chosen: dict[str, str | bool] = {**known, **given}
     for name, value in chosen.items():
         if known[name] in ("true", "false"):
@@ -160,8 +180,7 @@ def _properties(args: argparse.Namespace) -> dict[str, str]:
         settings = parse_key_values(args.property)
     except ValueError as exc:
         raise SystemExit(f"error: --property: {exc}") from None
-    if args.zookeeper_timeout_ms is not None:
-        settings.setdefault("zookeeper.connection.timeout.ms", str(args.zookeeper_timeout_ms))
+    settings.setdefault("zookeeper.connection.timeout.ms", str(int(zookeeper_timeout_s(args) * 1000)))  # README
     return settings
 
 
@@ -198,8 +217,11 @@ def run_produce(args: argparse.Namespace) -> int:
 def run_consume(args: argparse.Namespace) -> int:
     args.check_topic(args)
     args.check_offset(args)
+    _no_kafka_group(args)
     formatter = _tool_properties(args, FORMATTER_PROPERTIES)
     formatter["print.key"] = formatter["print.key"] or args.print_key
+    if formatter["print.timestamp"]:
+        formatter["timestamp.type"] = _timestamp_type(args, _properties(args))
     settings = _properties(args)
     settings.setdefault("consumer.timeout.ms", args.timeout_ms)
     reset = "earliest" if args.from_beginning else "latest"
@@ -223,18 +245,62 @@ def run_consume(args: argparse.Namespace) -> int:
     return 0
 
 
+def _no_kafka_group(args: argparse.Namespace) -> None:
+    """kafka-console-consumer's --group (or group.id) with --bootstrap-server joins a Kafka group through the
+    group coordinator. This console consumer has no such member (JoinGroup/SyncGroup/Heartbeat), and reading
+    every partition under a group's name would be a weaker thing under the same name: refused in one line."""
+    named = args.group or next((p.split("=", 1)[1].strip() for p in args.property
+                                if p.split("=", 1)[0].strip() == "group.id"), None)
+    if args.bootstrap_server and named:
+        raise ValueError(f"group {named!r} with --bootstrap-server would be a Kafka consumer group, which sparklog "
+                         "consume cannot join (it has no group member of the Kafka protocol): use a Kafka client "
+                         "(kafka-console-consumer, kcat -G) for that, or --zookeeper HOST:PORT --group G for the "
+                         "paper's ZooKeeper group")
+
+
 def _formatted(record, formatter: dict) -> bytes:
-    """Kafka's DefaultMessageFormatter: the fields asked for, in its order, joined by key.separator."""
+    """Kafka's DefaultMessageFormatter: the fields asked for, in its order (timestamp, partition, offset,
+    headers, key, value), joined by key.separator, ended by line.separator."""
     fields = []
+    if formatter["print.timestamp"]:
+        fields.append(b"%s:%d" % (formatter["timestamp.type"], record.timestamp) if record.timestamp >= 0
+                      else b"NO_TIMESTAMP")
     if formatter["print.partition"]:
         fields.append(b"Partition:%d" % record.partition)
     if formatter["print.offset"]:
         fields.append(b"Offset:%d" % record.offset)
+    if formatter["print.headers"]:
+        fields.append(_headers(record.headers, formatter) if record.headers else b"NO_HEADERS")
+    null = formatter["null.literal"].encode()
     if formatter["print.key"]:
-        fields.append(record.key if record.key is not None else b"null")
+        fields.append(record.key if record.key is not None else null)
     if formatter["print.value"]:
-        fields.append(record.value if record.value is not None else b"null")
-    return formatter["key.separator"].encode().join(fields) + b"\n"
+        fields.append(record.value if record.value is not None else null)
+    return formatter["key.separator"].encode().join(fields) + formatter["line.separator"].encode()
+
+
+def _headers(headers, formatter: dict) -> bytes:
+    null = formatter["null.literal"].encode()
+    pairs = [name.encode() + formatter["headers.key.separator"].encode() + (null if value is None else value)
+             for name, value in headers]
+    return formatter["headers.separator"].encode().join(pairs)
+
+
+def _timestamp_type(args, settings: dict) -> bytes:
+    """The topic's message.timestamp.type, as the formatter names it (CreateTime or LogAppendTime): a record
+    read here does not carry its batch's type, and the topic's config is what the broker stamped by."""
+    from sparklog.client.admin import AdminClient
+
+    with AdminClient(**_servers(args), **{k: v for k, v in settings.items() if k != "consumer.timeout.ms"
+                                          and k in _admin_settings()}) as admin:
+        value = admin.describe_configs(args.topic).get("message.timestamp.type", ("CreateTime", 0))[0]
+    return (value or "CreateTime").encode()
+
+
+def _admin_settings() -> frozenset[str]:
+    from sparklog.client.config import ADMIN
+
+    return frozenset(ADMIN)
 
 
 def _group_consumer(args, settings: dict, reset: str):

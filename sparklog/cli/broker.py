@@ -1,10 +1,10 @@
-"""`sparklog broker start`, shaped like Kafka's `kafka-server-start.sh` (`sparklog topics` lives in the client)."""
+"""`sparklog broker start`, shaped like Kafka's `kafka-server-start.sh` (`sparklog topics` is topics.py)."""
 
 from __future__ import annotations
 
 import sys
 
-from sparklog.coordination.commands import port_number
+from sparklog.cli.zookeeper import port_number
 
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 
@@ -16,7 +16,10 @@ def add_parser(subparsers) -> None:
     start.add_argument("--config", help="a Kafka server.properties-style file")
     start.add_argument("--id", type=int, help="broker.id")
     start.add_argument("--port", type=port_number, help="listener port (0 picks a free one)")
-    start.add_argument("--host", help="listener host (default: every interface; advertised as this machine's name)")
+    start.add_argument("--host", help="listener host (default: every interface, advertised as this machine's "
+                       "canonical host name, as Kafka does: the name its address resolves back to, which is "
+                       "localhost where the machine's name resolves to a loopback address; clients on other "
+                       "machines need --advertised-host then)")
     start.add_argument("--advertised-host", help="host name clients should use (advertised.listeners)")
     start.add_argument("--log-dir", help="log.dirs")
     start.add_argument("--zookeeper", help="zookeeper.connect: host:port[,host:port][/chroot]")

@@ -1,7 +1,8 @@
 """`sparklog topics create|list|describe|alter|delete|elect-leaders|reassign`, shaped like Kafka's
 `kafka-topics.sh` (and, for `alter --config`, `kafka-configs.sh --alter --add-config/--delete-config`).
 
-The topic commands talk to ZooKeeper (as `kafka-topics.sh --zookeeper` did); `describe` also asks each
+The topic commands talk to ZooKeeper (as `kafka-topics.sh --zookeeper` did), or with `--bootstrap-server` to the
+brokers' Admin API (`topics_admin.py`, as Kafka 3's tool); `describe` also asks each
 partition's leader for its log start and end offsets when that broker is reachable, and flags partitions
 that are offline (no live leader) or under-replicated (ISR smaller than the replica list). Topic configs are
 checked against the storage's `LogConfig` before anything is written: a bad or unknown one is refused with
@@ -16,9 +17,11 @@ The internal `__consumer_offsets` is neither grown nor deleted here, as `kafka-t
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
-from sparklog.client.commands import add_zookeeper_timeout, zookeeper_timeout_s
+from sparklog.cli.columns import print_columns
+from sparklog.cli.console import add_zookeeper_timeout, zookeeper_timeout_s
 from sparklog.protocol import consumer_offsets
 
 DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
@@ -71,7 +74,8 @@ def add_parser(subparsers) -> None:
     delete = topics_sub.add_parser("delete", help="delete a topic (brokers delete their local logs)")
     delete.add_argument("name")
     delete.set_defaults(func=_zookeeper_only(_topics_delete))
-    topics.add_argument("--bootstrap-server", help=argparse.SUPPRESS)  # refused by _zookeeper_only, by name
+    topics.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
+                        help="through the brokers' Admin API instead of ZooKeeper (kafka-topics.sh's form)")
     for parser in (create, lst, describe, alter, delete, elect, reassign):
         parser.add_argument("--zookeeper", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         parser.add_argument("--bootstrap-server", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -80,12 +84,13 @@ def add_parser(subparsers) -> None:
 
 
 def _zookeeper_only(command):
-    """kafka-topics.sh takes --bootstrap-server, so Kafka users type it: say in one line (cli.py Rule 3) that
-    these commands work through ZooKeeper, rather than take the address for a subcommand."""
+    """With --bootstrap-server (Kafka 3's kafka-topics.sh form) the command goes through the Admin API
+    (topics_admin.py); with --zookeeper, through ZooKeeper."""
     def run(args: argparse.Namespace) -> int:
         if getattr(args, "bootstrap_server", None) is not None:
-            raise ValueError("sparklog topics works through ZooKeeper, not the brokers: give --zookeeper "
-                             "HOST:PORT[/chroot] (the brokers' zookeeper.connect) instead of --bootstrap-server")
+            from sparklog.cli import topics_admin
+
+            return topics_admin.run(args, checked_overrides, parse_replica_assignment, DESCRIBE_OFFSETS_TIMEOUT_S)
         return command(args)
     return run
 
@@ -238,10 +243,13 @@ def parse_replica_assignment(text: str) -> dict[int, tuple[int, ...]]:
         raise ValueError(f"--replica-assignment {text!r} is not broker ids joined by ':' and ','") from None
 
 
-def partition_status(replicas, state, live) -> str:
-    """"offline" (no live leader), "under-replicated" (live ISR smaller than the replicas) or "ok"."""
+def partition_status(replicas, state, live, silent=frozenset()) -> str:
+    """"offline" (no live leader), "unreachable" (its leader is registered but did not answer: `silent`),
+    "under-replicated" (live ISR smaller than the replicas) or "ok"."""
     if state is None or state.leader not in live:
         return "offline"
+    if state.leader in silent:
+        return "unreachable"
     if len([b for b in state.isr if b in live]) < len(replicas):
         return "under-replicated"
     return "ok"
@@ -321,11 +329,6 @@ def _cleaner(reports: dict) -> str:
 
 
 def _topics_describe(args) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from sparklog.client.admin import AdminClient
-    from sparklog.client.errors import UNREACHABLE
     from sparklog.coordination import brokers, log_cleaner, log_faults, topics
     from sparklog.coordination.connection import close
 
@@ -342,39 +345,67 @@ def _topics_describe(args) -> int:
         cleaning = log_cleaner.read_all(zk)
     finally:
         close(zk)
-    console = Console()
-    admin = AdminClient(bootstrap_servers=[(b.host, b.port) for b in live.values()]) if live else None
+    offsets, silent = _leader_offsets(found, live)
+    shown = 0
     for topic in found:
-        offsets = {}
-        if admin is not None:
-            try:
-                offsets = admin.log_offsets(topic.name, admin.describe([topic.name]).get(topic.name, {}))
-            except UNREACHABLE as exc:  # what ZooKeeper knows is still worth showing; say why offsets are "?"
-                print(f"warning: log offsets unavailable: {exc}", file=sys.stderr)
-                admin.close()
-                admin = None
+        rows = _describe_rows(args, topic, live, silent, offsets, faults, cleaning)
+        if not rows and (args.under_replicated_partitions or args.unavailable_partitions):
+            continue  # the flags list only what they ask for
         config = ", ".join(f"{k}={v}" for k, v in sorted(topic.config.items())) or "-"
-        table = Table(title=f"{topic.name}  partitions={len(topic.partitions)}  "
-                            f"replication={topic.replication_factor}  config: {config}")
+        print(("\n" if shown else "") + f"{topic.name}  partitions={len(topic.partitions)}  "
+              f"replication={topic.replication_factor}  config: {config}")
         compacted = any(key[0] == topic.name for key in cleaning)  # a cleaner column only for compacted topics
-        cleaner_column = ("cleaner (broker: dirty ratio, last run)",) if compacted else ()
-        for column in ("partition", "leader", "replicas", "isr", "status", "log start", "log end",
-                       "fenced (broker: offsets)") + cleaner_column:
-            table.add_column(column, justify="left" if column in ("replicas", "isr", "status") else "right",
-                             overflow="fold")  # a narrow terminal wraps a cell, never cuts an offset short
-        for p, replicas in sorted(topic.partitions.items()):
-            state = topic.states.get(p)
-            status = partition_status(replicas, state, live)
-            if (args.under_replicated_partitions and "under-replicated" not in status) or (
-                    args.unavailable_partitions and status != "offline"):
-                continue
-            leader = "-" if state is None else str(state.leader) + ("" if state.leader in live else " (down)")
-            start, end = offsets.get(p, ("?", "?"))
-            table.add_row(str(p), leader, ",".join(map(str, replicas)),
-                          "-" if state is None else ",".join(map(str, state.isr)), status, str(start), str(end),
-                          _fenced(faults.get((topic.name, p), {})),
-                          *((_cleaner(cleaning.get((topic.name, p), {})),) if compacted else ()))
-        console.print(table)
-    if admin is not None:
-        admin.close()
+        print_columns(DESCRIBE_COLUMNS + ((CLEANER_COLUMN,) if compacted else ()),
+                      [row if compacted else row[:-1] for row in rows])
+        shown += 1
     return 0
+
+
+# `topics describe`'s plain columns (Kafka's tools never wrap a cell), and the cleaner's, for compacted topics
+DESCRIBE_COLUMNS = ("partition", "leader", "replicas", "isr", "status", "log start", "log end",
+                    "fenced (broker: offsets)")
+CLEANER_COLUMN = "cleaner (broker: dirty ratio, last run)"
+# How long `topics describe` waits for the leaders' log offsets: every live broker is asked at once, and one
+# that has not answered by then (dead but still registered: its ZooKeeper session outlives it) is marked.
+DESCRIBE_OFFSETS_TIMEOUT_S = 1.5
+
+
+def _leader_offsets(found, live) -> tuple[dict, set[int]]:
+    """The log offsets of every partition whose leader is registered, asked of all leaders at once within
+    DESCRIBE_OFFSETS_TIMEOUT_S; and the leaders that did not answer."""
+    from sparklog.client.admin import AdminClient
+
+    leaders = {(t.name, p): state.leader for t in found for p, state in t.states.items() if state.leader in live}
+    if not leaders:
+        return {}, set()
+    bound_ms = str(int(DESCRIBE_OFFSETS_TIMEOUT_S * 1000))
+    # one look, no retry: the connection's "cannot reach ...; retrying" would be wrong; the table marks it
+    logging.getLogger("sparklog.client.connection").setLevel(logging.ERROR)
+    with AdminClient(bootstrap_servers=[(b.host, b.port) for b in live.values()],
+                     **{"socket.connection.setup.timeout.ms": bound_ms, "request.timeout.ms": bound_ms}) as admin:
+        return admin.leader_offsets(leaders, DESCRIBE_OFFSETS_TIMEOUT_S,
+                                    brokers={i: (b.host, b.port) for i, b in live.items()})
+
+
+def _describe_rows(args, topic, live, silent, offsets, faults, cleaning) -> list[tuple]:
+    """One row a partition (the cleaner's cell last), only those the flags ask for."""
+    rows = []
+    for p, replicas in sorted(topic.partitions.items()):
+        state = topic.states.get(p)
+        status = partition_status(replicas, state, live, silent)
+        if (args.under_replicated_partitions and status != "under-replicated") or (
+                args.unavailable_partitions and status not in ("offline", "unreachable")):
+            continue
+        start, end = offsets.get((topic.name, p), ("?", "?"))  # "?": its leader did not say
+        rows.append((p, _leader_cell(state, live, silent), ",".join(map(str, replicas)),
+                     "-" if state is None else ",".join(map(str, state.isr)), status, start, end,
+                     _fenced(faults.get((topic.name, p), {})), _cleaner(cleaning.get((topic.name, p), {}))))
+    return rows
+
+
+def _leader_cell(state, live, silent) -> str:
+    if state is None:
+        return "-"
+    if state.leader not in live:
+        return "none" if state.leader < 0 else f"{state.leader} (down)"
+    return f"{state.leader} (unreachable)" if state.leader in silent else str(state.leader)

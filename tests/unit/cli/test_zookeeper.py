@@ -4,7 +4,7 @@ import signal
 import subprocess
 import sys
 
-from sparklog.coordination.commands import add_parser
+from sparklog.cli.zookeeper import add_parser
 from sparklog.coordination.connection import close, connect
 from sparklog.coordination.zookeeper_server import four_letter_word
 

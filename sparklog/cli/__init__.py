@@ -1,7 +1,8 @@
 """The `sparklog` command, shaped like Kafka's tools: `sparklog <command> <subcommand> [options]`.
 
-Each layer that owns commands has a `commands.py` with `add_parser(subparsers)`; the modules load their
-heavy dependencies inside the command functions, so that `sparklog --help` stays fast.
+Each command has a module in this package with `add_parser(subparsers)` (the package sits above client,
+broker and coordination: it imports them, nothing below imports it); the modules load their heavy
+dependencies inside the command functions, so that `sparklog --help` stays fast.
 
 Rule 1: every module listed is part of the package (jobs/ included): an import error in one of them is a bug
 and propagates; it is never taken for "that piece is not installed".
@@ -24,11 +25,11 @@ import sys
 
 # (command, module that defines it); a module's add_parser() registers one or more subcommands.
 COMMAND_MODULES = (
-    "sparklog.coordination.commands",
-    "sparklog.broker.commands",
-    "sparklog.client.commands",
-    "sparklog.client.group_commands",
-    "sparklog.client.topic_commands",
+    "sparklog.cli.zookeeper",
+    "sparklog.cli.broker",
+    "sparklog.cli.console",
+    "sparklog.cli.groups",
+    "sparklog.cli.topics",
     "jobs.demo",  # the pipeline's demo: jobs/ sits on top of every sparklog layer
 )
 
@@ -91,6 +92,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,7 +3,7 @@ unknown values shown as "-" and left out of the total (never counted as zero).""
 
 from __future__ import annotations
 
-from sparklog.client.group_commands import GroupView, offset_rows, print_columns, print_members, print_offsets
+from sparklog.cli.groups import GroupView, offset_rows, print_columns, print_members, print_offsets
 from sparklog.client.kafka_groups import GroupMember
 
 ALICE = GroupMember("alice-1", "i-1", "app", "/10.0.0.1", (("t", 0), ("t", 1)))
@@ -54,7 +54,7 @@ def test_columns_align_under_their_headers_and_show_missing_values_as_a_dash(cap
 def test_delete_offsets_topic_arguments_take_kafka_s_topic_and_topic_colon_partitions_forms():
     import pytest
 
-    from sparklog.client.group_commands import _topic_partitions
+    from sparklog.cli.groups import _topic_partitions
 
     assert _topic_partitions("t") == ("t", None)
     assert _topic_partitions("t:0,2") == ("t", [("t", 0), ("t", 2)])
@@ -68,7 +68,7 @@ def test_by_duration_reads_java_s_iso_8601_durations_as_kafka_consumer_groups_do
 
     import pytest
 
-    from sparklog.client.group_commands import _duration_ms
+    from sparklog.cli.groups import _duration_ms
 
     assert _duration_ms("PT1H") == 3_600_000
     assert _duration_ms("P1DT2H3M4.5S") == ((24 + 2) * 60 + 3) * 60_000 + 4_500
@@ -82,7 +82,7 @@ def test_by_duration_reads_java_s_iso_8601_durations_as_kafka_consumer_groups_do
 def test_from_file_reads_kafka_s_reset_plans_with_or_without_the_group_column(tmp_path):
     import pytest
 
-    from sparklog.client.group_commands import PlanError, read_reset_plan
+    from sparklog.cli.groups import PlanError, read_reset_plan
 
     plan = tmp_path / "plan.csv"
     plan.write_text("t,0,5\nt,1,0\n\nu.x-y,2,12\n")
@@ -103,7 +103,7 @@ def test_by_duration_any_duration_s_parts_add_up_to_its_milliseconds():
     from hypothesis import given
     from hypothesis import strategies as st
 
-    from sparklog.client.group_commands import _duration_ms
+    from sparklog.cli.groups import _duration_ms
 
     part = st.one_of(st.none(), st.integers(0, 10**6))
 

@@ -55,14 +55,14 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sparklog.client.commands import DEFAULT_ZOOKEEPER, add_zookeeper_timeout, zookeeper_timeout_s
+from sparklog.cli.columns import NO_VALUE, print_columns
+from sparklog.cli.console import DEFAULT_ZOOKEEPER, add_zookeeper_timeout, zookeeper_timeout_s
 
 if TYPE_CHECKING:  # the command loads its clients when it runs (cli.py)
     from sparklog.client.kafka_groups import GroupMember
 
 KAFKA, ZOOKEEPER, OFFSETS_ONLY = "kafka", "zookeeper", "offsets"
 NAMED_RESETS = {"earliest": 0, "smallest": 0, "latest": 1, "largest": 1}  # index into (log start, log end)
-NO_VALUE = "-"
 DEFAULT_TIMEOUT_MS = 30_000  # the admin client's request.timeout.ms (Kafka's default 30000)
 
 TopicPartition = tuple[str, int]
@@ -371,14 +371,6 @@ def print_state(group: GroupView) -> None:
                    "#MEMBERS"),
                   [(group.name, group.kind, group.coordinator, group.protocol_type, group.strategy, group.state,
                     len(group.members))])
-
-
-def print_columns(headers: tuple[str, ...], rows: list[tuple]) -> None:
-    """Left-aligned columns as Kafka's tools print them; None and "" show as "-"."""
-    cells = [tuple(headers)] + [tuple(NO_VALUE if v is None or v == "" else str(v) for v in row) for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
 
 
 # -- reset-offsets and delete -------------------------------------------------------------------------------
