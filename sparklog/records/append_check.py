@@ -9,7 +9,7 @@ Rule 1: per set, in order: None when it is not exactly one whole batch (None, fe
         REFUSED_SIZE above `max_message_bytes`, CORRUPT
         when the magic, lastOffsetDelta, recordCount, codec or CRC-32C is wrong (the caller's validate_batch
         names the reason), checked in that order; else the header's `APPEND_FIELDS`, as `unpack_from` gives them.
-Rule 2: two twins of each function, the same output: the compiled one (`_cbatch.check_sets`, with no Python object per set but
+Rule 2: two twins of each function, the same output: the compiled one (`_cappend_check.check_sets`, with no Python object per set but
         its result) when the compiled codec is active (records/implementation.py Rule 1), this pure-Python one
         otherwise; this one is the authority (tests/unit/records/test_append_check.py runs both, on damaged
         input too). Sans-IO: it only reads the buffers.
@@ -40,11 +40,13 @@ import struct
 
 from crc32c import crc32c
 
-from sparklog.records import batch as _batch
 from sparklog.records import implementation as _implementation
 from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD,
                                     MAGIC, MAX_CODEC, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK)
 from sparklog.records.verify import records_error
+
+_KERNEL = _implementation.load("sparklog.records._cappend_check", "leader check",
+                               ("check_sets", "check_leader_set", "stamp_leader_set"))
 
 __all__ = ["APPEND_FIELDS", "check_leader_set", "check_sets", "py_check_leader_set", "py_check_sets",
            "py_stamp_leader_set", "stamp_leader_set", "REFUSED_ATTRIBUTES", "REFUSED_SIZE", "CORRUPT"]
@@ -103,10 +105,9 @@ def py_check_sets(record_sets: list, max_message_bytes: int) -> list:
 
 def check_sets(record_sets: list, max_message_bytes: int) -> list:
     """Rule 1, by the active twin (Rule 2)."""
-    if _batch.CODEC.name == _implementation.CYTHON:
-        from sparklog.records import _cbatch
-
-        return _cbatch.check_sets(record_sets, max_message_bytes)
+    kernel = _implementation.active(_KERNEL)
+    if kernel is not None:
+        return kernel.check_sets(record_sets, max_message_bytes)
     return py_check_sets(record_sets, max_message_bytes)
 
 
@@ -140,10 +141,9 @@ def py_check_leader_set(records, max_message_bytes: int):
 
 def check_leader_set(records, max_message_bytes: int):
     """Rule 3, by the active twin (Rule 2)."""
-    if _batch.CODEC.name == _implementation.CYTHON:
-        from sparklog.records import _cbatch
-
-        return _cbatch.check_leader_set(records, max_message_bytes)
+    kernel = _implementation.active(_KERNEL)
+    if kernel is not None:
+        return kernel.check_leader_set(records, max_message_bytes)
     return py_check_leader_set(records, max_message_bytes)
 
 
@@ -181,9 +181,8 @@ def py_stamp_leader_set(data, first_offset: int, leader_epoch: int, since: int, 
 def stamp_leader_set(data, first_offset: int, leader_epoch: int, since: int, interval: int, max_timestamp: int,
                      offset_of_max: int) -> tuple:
     """Rule 4, by the active twin (Rule 2)."""
-    if _batch.CODEC.name == _implementation.CYTHON:
-        from sparklog.records import _cbatch
-
-        return _cbatch.stamp_leader_set(data, first_offset, leader_epoch, since, interval, max_timestamp,
+    kernel = _implementation.active(_KERNEL)
+    if kernel is not None:
+        return kernel.stamp_leader_set(data, first_offset, leader_epoch, since, interval, max_timestamp,
                                         offset_of_max)
     return py_stamp_leader_set(data, first_offset, leader_epoch, since, interval, max_timestamp, offset_of_max)

@@ -556,7 +556,7 @@ def _decode_records(buffer: bytes, batch: BatchHeader, prefix: tuple, cls: type)
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The implementation switch (sparklog/records/implementation.py): the compiled codec takes over these five
+# The implementation switch (sparklog/records/implementation.py, the one selector): the compiled codec takes over these
 # functions unless SPARKLOG_NO_EXTENSIONS is set or it was not built; the pure-Python ones stay in PYTHON_CODEC.
 
 def use(codec: _implementation.Codec) -> None:

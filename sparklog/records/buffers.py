@@ -8,12 +8,12 @@ Rule 1: `decode_buffers(batch)` gives the offsets and timestamps as int64 arrays
         wanted, by `columns()` (they are rare, and their list layout is not worth a second decoder).
 Rule 2: the buffers are native-endian `array`s and `bytearray`s; Arrow's layout is little-endian, as is every
         platform pyspark runs on.
-Rule 3: the compiled twin (`_cbatch.decode_buffers`) runs when the compiled codec is active (`batch.CODEC`),
+Rule 3: the compiled twin (`_cbuffers.decode_buffers`) runs when the compiled codec is active (`batch.CODEC`),
         with its byte loop outside the interpreter lock; it gives the same buffers and defers every input it
         does not take to `_decode_python` here, built on the record decoder, which decides (malformed bytes
         raise CorruptRecordError, as `columns()` does).
 Rule 4: a `ColumnSink` takes many batches one after another into the same buffers (compiled codec,
-        uncompressed batch: `_cbatch.decode_into`, each key and value copied once, straight from the fetched
+        uncompressed batch: `_cbuffers.decode_into`, each key and value copied once, straight from the fetched
         buffer to its place in the emitted Arrow array), so a reader emitting thousands of rows at a time
         concatenates nothing. A batch the sink cannot take (the pure-Python codec, a compressed batch, bytes
         the compiled loop defers) it refuses, writing nothing, and the caller decodes it with
@@ -34,6 +34,8 @@ import numpy as np
 from sparklog.records import batch as _batch
 from sparklog.records import implementation as _implementation
 from sparklog.records.batch import COMPRESSION_MASK, HEADER_SIZE, TIMESTAMP_TYPE_MASK, RecordBatch
+
+_KERNEL = _implementation.load("sparklog.records._cbuffers", "Arrow decoder", ("decode_buffers", "decode_into"))
 
 
 class ColumnBuffers(NamedTuple):
@@ -58,14 +60,13 @@ def decode_buffers(batch: RecordBatch) -> ColumnBuffers:
     codec = batch.attributes & COMPRESSION_MASK
     section = batch._decompress(codec, batch.raw[HEADER_SIZE:]) if codec else batch.raw[HEADER_SIZE:]
     buffers = None
-    if _batch.CODEC.name == _implementation.CYTHON:
-        from sparklog.records import _cbatch
-
+    kernel = _implementation.active(_KERNEL)
+    if kernel is not None:
         log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
         # An uncompressed section is read in place, in the fetched buffer: the compiled decoder copies
         # each key and value once, into the Arrow buffers, and keeps no reference to the section.
         view = section if isinstance(section, bytes) else memoryview(section).cast("B")
-        buffers = _cbatch.decode_buffers(view, batch.base_offset, batch.base_timestamp, log_append_time,
+        buffers = kernel.decode_buffers(view, batch.base_offset, batch.base_timestamp, log_append_time,
                                          batch.record_count)
     return ColumnBuffers(*buffers) if buffers is not None else _decode_python(bytes(section), batch)
 
@@ -153,7 +154,7 @@ class ColumnSink:
     @staticmethod
     def accepts(batch: RecordBatch) -> bool:
         """Whether the sink decodes batches like this one (Rule 4): compiled codec, not compressed."""
-        return _batch.CODEC.name == _implementation.CYTHON and not batch.attributes & COMPRESSION_MASK
+        return _implementation.active(_KERNEL) is not None and not batch.attributes & COMPRESSION_MASK
 
     def fits(self, batch: RecordBatch) -> bool:
         """Room for every record of `batch` (at most its section's bytes of keys, and of values)."""
@@ -172,11 +173,9 @@ class ColumnSink:
         caller decodes it), having written nothing. The caller checks `fits(batch)` first."""
         if not self.accepts(batch):
             return None
-        from sparklog.records import _cbatch
-
         log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
         section = memoryview(batch.raw).cast("B")[HEADER_SIZE:]
-        taken = _cbatch.decode_into(section, batch.base_offset, batch.base_timestamp, log_append_time,
+        taken = _KERNEL.decode_into(section, batch.base_offset, batch.base_timestamp, log_append_time,
                                     batch.record_count, start, _NO_END if end is None else end, self.rows,
                                     self.offsets, self.timestamps, self.key_ends, self.key_data, self.key_valid,
                                     self.value_ends, self.value_data, self.value_valid)

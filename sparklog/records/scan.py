@@ -5,7 +5,7 @@ the batch around the copy).
 Rule 1: `scan(batch)` gives, per record, the key's digest (the interpreter's hash of the key bytes, which is
         `hash(key)`; 1 for a key that hashes to 0; 0 for a null key), its offset, its timestamp, its flags
         (NULL_KEY, NULL_VALUE) and where it ends in the section, as arrays, with no Python object per record.
-Rule 2: the compiled twin (`_cbatch.scan_section`, `_cbatch.join_kept`) runs when the compiled codec is the
+Rule 2: the compiled twin (`_cscan.scan_section`, `_cscan.join_kept`) runs when the compiled codec is the
         active one (`batch.CODEC`), with its byte loops outside the interpreter lock; it gives the same arrays
         and bytes, and defers every input it does not take to the pure-Python functions here, which decide
         (malformed bytes raise CorruptRecordError from `batch`'s decoder, as `columns()` does).
@@ -57,12 +57,11 @@ def join_kept(section: bytes, ends: array, keep: bytes) -> bytes:
     return b"".join(section[s:e] for s, e, k in zip(starts, ends, keep) if k)
 
 
-def _compiled():
-    if _batch.CODEC.name != _implementation.CYTHON:
-        return None
-    from sparklog.records import _cbatch
+_KERNEL = _implementation.load("sparklog.records._cscan", "cleaner scan", ("scan_section", "join_kept"))
 
-    return _cbatch
+
+def _compiled():
+    return _implementation.active(_KERNEL)
 
 
 def _scan_python(section: bytes, batch: RecordBatch) -> tuple:

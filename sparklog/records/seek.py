@@ -10,7 +10,7 @@ Rule 1: `seek_timestamp(chunk, position, ...)` walks the records starting at `po
 Rule 2: with `final` (the chunk runs to the section's end) a record that runs past the chunk is malformed;
         malformed bytes raise CorruptRecordError, as batch.py's decoder does. Keys, values and headers are
         neither decoded nor checked, nor is the CRC: the log verified the batch when it stored it.
-Rule 3: the compiled twin (`_cbatch.seek_timestamp`) runs when the compiled codec is the active one, and
+Rule 3: the compiled twin (`_cseek.seek_timestamp`) runs when the compiled codec is the active one, and
         defers every input it does not take (malformed, or a 10-byte varint) to the pure-Python walk here.
 """
 
@@ -74,9 +74,8 @@ def _seek_python(chunk, position, base_offset, base_timestamp, log_append_time, 
     return Seek(END, position, walked, -1, -1)
 
 
-def _compiled():
-    if _batch.CODEC.name != _implementation.CYTHON:
-        return None
-    from sparklog.records import _cbatch
+_KERNEL = _implementation.load("sparklog.records._cseek", "seek", ("seek_timestamp",))
 
-    return _cbatch
+
+def _compiled():
+    return _implementation.active(_KERNEL)

@@ -1,5 +1,5 @@
 """The log cleaner's two passes over a read buffer of whole batches, each one compiled call for the whole
-buffer (`_cbatch.put_batches`, `_cbatch.filter_batches`) with the interpreter lock released throughout:
+buffer (`_csweep.put_batches`, `_csweep.filter_batches`) with the interpreter lock released throughout:
 the per-batch work of records/scan.py and records/retain.py without a Python call per batch.
 
 Rule 1: a call takes the batches from a position on, in order, and stops at the first it does not take: a
@@ -21,12 +21,11 @@ from __future__ import annotations
 from array import array
 from typing import NamedTuple
 
-from sparklog.records import batch as _batch
 from sparklog.records import implementation as _implementation
 from sparklog.records.batch import HEADER_SIZE
 
 ENTRY_FIELDS = 5  # an output batch: position, base offset, next offset, max timestamp, size
-COUNTERS = ("read", "records", "removed", "tombstones", "changed", "horizon")  # _cbatch's READ .. HORIZON
+COUNTERS = ("read", "records", "removed", "tombstones", "changed", "horizon")  # _csweep's READ .. HORIZON
 
 
 class Filtered(NamedTuple):
@@ -40,20 +39,14 @@ class Filtered(NamedTuple):
     # the earliest delete horizon of a batch that keeps a tombstone (0: none)
 
 
-_extension = None  # the compiled module, imported at the first call that uses it
+_KERNEL = _implementation.load("sparklog.records._csweep", "cleaner sweep",
+                               ("put_batches", "filter_batches", "whole_prefix"))
 
 
 def compiled():
-    """The extension when the compiled codec is the active one, else None (Rule 3). Called once per read
+    """The kernel when the compiled codec is the active one, else None (Rule 3). Called once per read
     buffer in the cleaner thread, with the interpreter lock held: no import statement on this path."""
-    global _extension
-    if _batch.CODEC.name != _implementation.CYTHON:
-        return None
-    if _extension is None:
-        from sparklog.records import _cbatch
-
-        _extension = _cbatch
-    return _extension
+    return _implementation.active(_KERNEL)
 
 
 def whole_prefix(chunk) -> int | None:

@@ -41,6 +41,8 @@ from sparklog.records.batch import (
     parse_header,
 )
 
+_KERNEL = _implementation.load("sparklog.records._cverify", "batch check", ("plain_records_ok", "section_records_ok"))
+
 _LENGTH = struct.Struct(">i")
 
 
@@ -105,7 +107,7 @@ def _select() -> tuple:
     codec = _batch.CODEC
     compiled = None
     if codec.name == _implementation.CYTHON:
-        from sparklog.records import _cbatch as compiled
+        compiled = _KERNEL
     _ACTIVE = (codec, compiled, None if compiled is None else compiled.plain_records_ok)
     return _ACTIVE
 
