@@ -35,9 +35,10 @@ _SIZE = struct.Struct(">i")  # the frame size prefix
 KERNEL = "sparklog.protocol._cproduce"
 
 
-def py_scan_produce_run(view: memoryview, start: int, limit: int, max_frame_bytes: int) -> tuple[list, int]:
+def py_scan_produce_run(view: memoryview, start: int, limit: int,
+                        max_frame_bytes: int) -> tuple[list[SinglePartitionProduce], int]:
     """Rule 1, in Python."""
-    requests: list = []
+    requests: list[SinglePartitionProduce] = []
     end, pos = len(view), start
     while len(requests) < limit and end - pos >= 4:
         (size,) = _SIZE.unpack_from(view, pos)
@@ -51,7 +52,7 @@ def py_scan_produce_run(view: memoryview, start: int, limit: int, max_frame_byte
     return requests, pos
 
 
-def py_encode_produce_replies(requests: list, base_offsets: list, log_append_time_ms: int,
+def py_encode_produce_replies(requests: list[SinglePartitionProduce], base_offsets: list[int], log_append_time_ms: int,
                               log_start_offset: int) -> bytes:
     """Rule 2, in Python."""
     if len(base_offsets) != len(requests):

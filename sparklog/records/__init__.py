@@ -10,8 +10,13 @@ never loads the log machinery.
 for the latter), and `sparklog.records.COMPILED_UNAVAILABLE` says why it is not the compiled one (None if it is).
 """
 
+from typing import TypeAlias
 
-def __getattr__(name: str):
+# Any contiguous bytes a codec reads (a batch or a frame is often a memoryview of a fetched buffer).
+BytesLike: TypeAlias = bytes | bytearray | memoryview
+
+
+def __getattr__(name: str) -> str | None:
     """IMPLEMENTATION and COMPILED_UNAVAILABLE, read from `batch` on first use: importing the package alone
     loads no codec."""
     if name in ("IMPLEMENTATION", "COMPILED_UNAVAILABLE"):

@@ -51,7 +51,7 @@ def _murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def _partitions_for_keys(keys, num_partitions: int) -> list:
+def _partitions_for_keys(keys: list[bytes | None], num_partitions: int) -> list[int | None]:
     """The keyed partition of each key (None for a None key): one call for a column of keys."""
     return [None if key is None else (_murmur2(key) & 0x7FFFFFFF) % num_partitions for key in keys]
 

@@ -16,6 +16,7 @@ Rule 3: the compiled twin (`_cseek.seek_timestamp`) runs when the compiled codec
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import NamedTuple
 
 from sparklog.records import batch as _batch
@@ -50,7 +51,8 @@ def seek_timestamp(chunk: bytes, position: int, base_offset: int, base_timestamp
     return _seek_python(chunk, position, base_offset, base_timestamp, log_append_time, target, remaining, final)
 
 
-def _seek_python(chunk, position, base_offset, base_timestamp, log_append_time, target, remaining, final) -> Seek:
+def _seek_python(chunk: bytes, position: int, base_offset: int, base_timestamp: int, log_append_time: int | None,
+                 target: int, remaining: int, final: bool) -> Seek:
     varint = _batch.PYTHON_CODEC.decode_varint
     end = len(chunk)
     walked = 0
@@ -77,5 +79,5 @@ def _seek_python(chunk, position, base_offset, base_timestamp, log_append_time, 
 _KERNEL = _implementation.load("sparklog.records._cseek", "seek", ("seek_timestamp",))
 
 
-def _compiled():
+def _compiled() -> ModuleType | None:
     return _implementation.active(_KERNEL)
