@@ -46,8 +46,8 @@ from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL
 from sparklog.records import BytesLike
 from sparklog.records.verify import records_error
 
-_KERNEL = _implementation.load("sparklog.records._cappend_check", "leader check",
-                               ("check_sets", "check_leader_set", "stamp_leader_set"))
+_KERNEL = _implementation.RecordKernel("sparklog.records._cappend_check", "leader check",
+                                       ("check_sets", "check_leader_set", "stamp_leader_set"))
 
 __all__ = ["APPEND_FIELDS", "check_leader_set", "check_sets", "py_check_leader_set", "py_check_sets",
            "py_stamp_leader_set", "stamp_leader_set", "REFUSED_ATTRIBUTES", "REFUSED_SIZE", "CORRUPT"]
@@ -114,7 +114,7 @@ def py_check_sets(record_sets: list[BytesLike | None], max_message_bytes: int) -
 
 def check_sets(record_sets: list[BytesLike | None], max_message_bytes: int) -> list[CheckedSet]:
     """Rule 1, by the active twin (Rule 2)."""
-    kernel = _implementation.active(_KERNEL)
+    kernel = _KERNEL.active
     if kernel is not None:
         checked: list[CheckedSet] = kernel.check_sets(record_sets, max_message_bytes)
         return checked
@@ -151,7 +151,7 @@ def py_check_leader_set(records: BytesLike | None, max_message_bytes: int) -> Le
 
 def check_leader_set(records: BytesLike | None, max_message_bytes: int) -> LeaderSet | None:
     """Rule 3, by the active twin (Rule 2)."""
-    kernel = _implementation.active(_KERNEL)
+    kernel = _KERNEL.active
     if kernel is not None:
         checked: LeaderSet | None = kernel.check_leader_set(records, max_message_bytes)
         return checked
@@ -192,7 +192,7 @@ def py_stamp_leader_set(data: bytearray | memoryview, first_offset: int, leader_
 def stamp_leader_set(data: bytearray | memoryview, first_offset: int, leader_epoch: int, since: int,
                      interval: int, max_timestamp: int, offset_of_max: int) -> Stamped:
     """Rule 4, by the active twin (Rule 2)."""
-    kernel = _implementation.active(_KERNEL)
+    kernel = _KERNEL.active
     if kernel is not None:
         stamped: Stamped = kernel.stamp_leader_set(data, first_offset, leader_epoch, since, interval, max_timestamp,
                                                    offset_of_max)

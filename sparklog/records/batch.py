@@ -573,6 +573,7 @@ def use(codec: _implementation.Codec) -> None:
     global CODEC, encode_varint, decode_varint, _encode_records, _decode_columns, build_batch, _decode_records
     global _decode_chunk
     CODEC = codec
+    _implementation.follow_codec(codec.name == _implementation.CYTHON)
     (encode_varint, decode_varint, _encode_records, _decode_columns, build_batch, _decode_records,
      _decode_chunk) = codec[1:]
 

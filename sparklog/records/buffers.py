@@ -36,7 +36,7 @@ from sparklog.records import implementation as _implementation
 from sparklog.records.batch import COMPRESSION_MASK, HEADER_SIZE, TIMESTAMP_TYPE_MASK, RecordBatch
 from sparklog.records import BytesLike
 
-_KERNEL = _implementation.load("sparklog.records._cbuffers", "Arrow decoder", ("decode_buffers", "decode_into"))
+_KERNEL = _implementation.RecordKernel("sparklog.records._cbuffers", "Arrow decoder", ("decode_buffers", "decode_into"))
 
 
 class ColumnBuffers(NamedTuple):
@@ -61,7 +61,7 @@ def decode_buffers(batch: RecordBatch) -> ColumnBuffers:
     codec = batch.attributes & COMPRESSION_MASK
     section = batch._decompress(codec, batch.raw[HEADER_SIZE:]) if codec else batch.raw[HEADER_SIZE:]
     buffers = None
-    kernel = _implementation.active(_KERNEL)
+    kernel = _KERNEL.active
     if kernel is not None:
         log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
         # An uncompressed section is read in place, in the fetched buffer: the compiled decoder copies
@@ -155,7 +155,7 @@ class ColumnSink:
     @staticmethod
     def accepts(batch: RecordBatch) -> bool:
         """Whether the sink decodes batches like this one (Rule 4): compiled codec, not compressed."""
-        return _implementation.active(_KERNEL) is not None and not batch.attributes & COMPRESSION_MASK
+        return _KERNEL.active is not None and not batch.attributes & COMPRESSION_MASK
 
     def fits(self, batch: RecordBatch) -> bool:
         """Room for every record of `batch` (at most its section's bytes of keys, and of values)."""
@@ -172,7 +172,7 @@ class ColumnSink:
         """The records of offsets `[start, end)` of `batch` appended: `(index of the first one in the batch,
         how many, whether any has headers)`; None when the sink does not take this batch (Rule 4: the
         caller decodes it), having written nothing. The caller checks `fits(batch)` first."""
-        kernel = _implementation.active(_KERNEL)
+        kernel = _KERNEL.active
         if kernel is None or not self.accepts(batch):
             return None
         log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None

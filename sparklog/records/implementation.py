@@ -13,8 +13,8 @@ Rule 1: each kernel is chosen once, when the module it mirrors is imported (`loa
         source (a name its twin calls is missing).
 Rule 2: both give the same bytes, values and errors. The pure-Python twin is the authority: the compiled one
         hands it every input its fast path does not take (see `_cbatch`'s docstring).
-Rule 3: the record kernels other than `_cbatch` run only while the compiled codec is the active one
-        (`batch.CODEC`, `active`): a test that switches the codec (`batch.use`) switches them all.
+Rule 3: the record kernels other than `_cbatch` run exactly while the compiled codec is the active one
+        (`batch.CODEC`; `RecordKernel.active`): a test that switches the codec (`batch.use`) switches them all.
 Rule 4: `report()` says, per kernel chosen in this process, whether it is compiled and why not;
         `sparklog.records.IMPLEMENTATION` names the active record codec, "cython" or "python".
 """
@@ -83,11 +83,42 @@ def report_of(module: str) -> str | None:
     return _chosen[module].unavailable
 
 
-def active(kernel: ModuleType | None) -> ModuleType | None:
-    """`kernel` while the compiled record codec is the active one, else None (Rule 3)."""
-    from sparklog.records import batch
+class RecordKernel:
+    """A record kernel that runs exactly while the compiled codec does (Rule 3): `active` is its module
+    then, else None, one attribute read on the hot paths."""
 
-    return kernel if batch.CODEC.name == CYTHON else None
+    __slots__ = ("module", "active", "_loaded")
+
+    def __init__(self, module: str, what: str, required: tuple[str, ...]) -> None:
+        self.module = module
+        self._loaded = load(module, what, required)
+        if self._loaded is not None and not _codec_compiled:
+            _chosen[module] = KernelStatus(module, False, "the compiled codec is not the active one")
+        self.active: ModuleType | None = None
+        self.follow(_codec_compiled)
+        _record_kernels.append(self)
+
+    def follow(self, codec_compiled: bool) -> None:
+        """Run while the compiled codec does. A caller that makes it active itself (`batch.use`, as the tests
+        do to run both twins) gets the kernel even under SPARKLOG_NO_EXTENSIONS, as it gets the codec."""
+        if codec_compiled and self._loaded is None:
+            try:
+                self._loaded = importlib.import_module(self.module)
+            except ImportError:  # not built: its pure-Python twin runs, as report() says
+                pass
+        self.active = self._loaded if codec_compiled else None
+
+
+_record_kernels: list[RecordKernel] = []
+_codec_compiled = False
+
+
+def follow_codec(codec_compiled: bool) -> None:
+    """`batch.use`: the record kernels follow the codec it makes active (Rule 3)."""
+    global _codec_compiled
+    _codec_compiled = codec_compiled
+    for kernel in _record_kernels:
+        kernel.follow(codec_compiled)
 
 
 def report() -> tuple[KernelStatus, ...]:

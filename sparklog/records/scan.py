@@ -59,11 +59,11 @@ def join_kept(section: bytes, ends: array[int], keep: bytes) -> bytes:
     return b"".join(section[s:e] for s, e, k in zip(starts, ends, keep) if k)
 
 
-_KERNEL = _implementation.load("sparklog.records._cscan", "cleaner scan", ("scan_section", "join_kept"))
+_KERNEL = _implementation.RecordKernel("sparklog.records._cscan", "cleaner scan", ("scan_section", "join_kept"))
 
 
 def _compiled() -> ModuleType | None:
-    return _implementation.active(_KERNEL)
+    return _KERNEL.active
 
 
 def _scan_python(section: bytes, batch: RecordBatch) -> tuple[array[int], ...]:

@@ -76,8 +76,8 @@ def _seek_python(chunk: bytes, position: int, base_offset: int, base_timestamp: 
     return Seek(END, position, walked, -1, -1)
 
 
-_KERNEL = _implementation.load("sparklog.records._cseek", "seek", ("seek_timestamp",))
+_KERNEL = _implementation.RecordKernel("sparklog.records._cseek", "seek", ("seek_timestamp",))
 
 
 def _compiled() -> ModuleType | None:
-    return _implementation.active(_KERNEL)
+    return _KERNEL.active

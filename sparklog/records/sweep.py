@@ -41,14 +41,14 @@ class Filtered(NamedTuple):
     # the earliest delete horizon of a batch that keeps a tombstone (0: none)
 
 
-_KERNEL = _implementation.load("sparklog.records._csweep", "cleaner sweep",
-                               ("put_batches", "filter_batches", "whole_prefix"))
+_KERNEL = _implementation.RecordKernel("sparklog.records._csweep", "cleaner sweep",
+                                       ("put_batches", "filter_batches", "whole_prefix"))
 
 
 def compiled() -> ModuleType | None:
     """The kernel when the compiled codec is the active one, else None (Rule 3). Called once per read
     buffer in the cleaner thread, with the interpreter lock held: no import statement on this path."""
-    return _implementation.active(_KERNEL)
+    return _KERNEL.active
 
 
 def whole_prefix(chunk: BytesLike) -> int | None:

@@ -44,7 +44,7 @@ from sparklog.records.batch import (
     parse_header,
 )
 
-_KERNEL = _implementation.load("sparklog.records._cverify", "batch check", ("plain_records_ok", "section_records_ok"))
+_KERNEL = _implementation.RecordKernel("sparklog.records._cverify", "batch check", ("plain_records_ok", "section_records_ok"))
 
 _LENGTH = struct.Struct(">i")
 # (the codec that was active, its kernel or None, the kernel's plain_records_ok or None): see _select
@@ -112,7 +112,7 @@ def _select() -> _Active:
     codec = _batch.CODEC
     compiled = None
     if codec.name == _implementation.CYTHON:
-        compiled = _KERNEL
+        compiled = _KERNEL.active
     _ACTIVE = (codec, compiled, None if compiled is None else compiled.plain_records_ok)
     return _ACTIVE
 
