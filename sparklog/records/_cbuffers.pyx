@@ -13,6 +13,11 @@ from sparklog.records._walk cimport *
 
 
 
+cdef inline bint arrow_section(Py_ssize_t count, Py_ssize_t end) noexcept:
+    """`count` records can fill a section of `end` bytes, and its keys and values fit Arrow's int32 ends."""
+    return 0 < count <= end // MIN_RECORD_BYTES and end <= INT32_MAX
+
+
 cdef inline void copy_field(const uint8_t* data, Py_ssize_t start, Py_ssize_t size, Py_ssize_t index,
                             uint8_t* into, int32_t* ends, uint8_t* validity, Py_ssize_t* nulls) noexcept nogil:
     """Append a field as `walk_fields` found it to `into` at `ends[index]`, setting `ends[index + 1]` and
@@ -68,7 +73,7 @@ def decode_buffers(const uint8_t[::1] section, int64_t base_offset, int64_t base
     cdef bint create_time = log_append_time is None
     cdef int64_t append_ts = 0 if create_time else log_append_time
     cdef bint has_headers = False
-    if count <= 0 or count > end // MIN_RECORD_BYTES or end > INT32_MAX:
+    if not arrow_section(count, end):
         return None
     offsets, timestamps = _array.array("q", bytes(8 * count)), _array.array("q", bytes(8 * count))
     key_ends, value_ends = _array.array("i", bytes(4 * (count + 1))), _array.array("i", bytes(4 * (count + 1)))
@@ -138,7 +143,7 @@ def decode_into(const uint8_t[::1] section, int64_t base_offset, int64_t base_ts
     cdef bint create_time = log_append_time is None
     cdef int64_t append_ts = 0 if create_time else log_append_time
     cdef bint has_headers = False
-    if count <= 0 or count > end // MIN_RECORD_BYTES or end > INT32_MAX:
+    if not arrow_section(count, end):
         return None
     if (row < 0 or row + count > offsets.shape[0] or row + count > timestamps.shape[0]
             or row + count > key_valid.shape[0] or row + count > value_valid.shape[0]

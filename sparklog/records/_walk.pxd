@@ -204,18 +204,6 @@ cdef inline Py_ssize_t skip_nullable(const uint8_t* data, Py_ssize_t position, P
     return start if size < 0 else start + size
 
 
-cdef inline Py_ssize_t read_field(const uint8_t* data, Py_ssize_t position, Py_ssize_t end, Py_ssize_t* start,
-                                  Py_ssize_t* size) noexcept nogil:
-    """The nullable field at `position`: where its bytes start and its size (-1: null) into `start` and
-    `size`; the position after it, or -1 when it does not fit before `end`."""
-    cdef int64_t length
-    start[0] = read_varint(data, position, end, &length)
-    if start[0] < 0 or length > end - start[0]:
-        return -1
-    size[0] = -1 if length < 0 else <Py_ssize_t>length
-    return start[0] if length < 0 else start[0] + length
-
-
 cdef inline Py_ssize_t skip_headers(const uint8_t* data, Py_ssize_t position, Py_ssize_t end) noexcept nogil:
     cdef int64_t count, key_size
     cdef Py_ssize_t index
@@ -237,26 +225,30 @@ cdef inline Py_ssize_t walk_fields(const uint8_t* data, Py_ssize_t position, Py_
                                    int64_t base_ts, bint create_time, int64_t append_ts, Record* r) noexcept nogil:
     """The record at `position` up to its headers into `r`: its length (within `end`), offset, timestamp
     (`append_ts` under LogAppendTime), key and value; where its headers start, or -1 when malformed or past
-    what C takes."""
-    cdef int64_t length, delta
+    what C takes. (Locals until the end, so that the compiler keeps them in registers.)"""
+    cdef int64_t length, delta, timestamp = append_ts, offset, key_size, value_size
+    cdef Py_ssize_t record_end, key, value
     position = read_varint(data, position, end, &length)
     if position < 0 or length < 0 or length > end - position:
         return -1
-    r.end = position + length
-    position = read_varint(data, position + 1, r.end, &delta)  # timestampDelta, after the attributes byte
-    if position < 0:
+    record_end = position + length
+    position = read_varint(data, position + 1, record_end, &delta)  # timestampDelta, after the attributes byte
+    if position < 0 or (create_time and not checked_add(base_ts, delta, &timestamp)):
         return -1
-    if not create_time:
-        r.timestamp = append_ts
-    elif not checked_add(base_ts, delta, &r.timestamp):
+    position = read_varint(data, position, record_end, &delta)  # offsetDelta
+    if position < 0 or not checked_add(base_offset, delta, &offset):
         return -1
-    position = read_varint(data, position, r.end, &delta)  # offsetDelta
-    if position < 0 or not checked_add(base_offset, delta, &r.offset):
+    key = read_varint(data, position, record_end, &key_size)
+    if key < 0 or key_size > record_end - key:
         return -1
-    position = read_field(data, position, r.end, &r.key, &r.key_size)
-    if position >= 0:
-        position = read_field(data, position, r.end, &r.value, &r.value_size)
-    r.headers = position
+    position = key if key_size < 0 else key + key_size
+    value = read_varint(data, position, record_end, &value_size)
+    if value < 0 or value_size > record_end - value:
+        return -1
+    position = value if value_size < 0 else value + value_size
+    r.offset, r.timestamp, r.end, r.headers = offset, timestamp, record_end, position
+    r.key, r.key_size = key, (-1 if key_size < 0 else key_size)
+    r.value, r.value_size = value, (-1 if value_size < 0 else value_size)
     return position
 
 
