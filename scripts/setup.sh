@@ -24,8 +24,11 @@ if [ ! -x .venv/bin/python ]; then
     .venv/bin/python -m pip install -q --upgrade pip
 fi
 stamp=.venv/.sparklog-installed
-# The compiled record codec and Produce scan are built by the install: a change to their source reinstalls too.
-want=$(cat pyproject.toml sparklog/records/_cbatch.pyx sparklog/protocol/_cproduce.pyx sparklog/client/_csend.pyx | sha256sum | cut -c1-16)
+# The compiled kernels are built by the install: a change to any kernel's source (every .pyx, .pxd and .h of
+# sparklog/, so a new kernel counts too) reinstalls.
+kernels=$(find sparklog \( -name '*.pyx' -o -name '*.pxd' -o -name '*.h' \) -print | LC_ALL=C sort)
+# shellcheck disable=SC2086  # the paths are ours, without spaces
+want=$( (echo $kernels; cat pyproject.toml $kernels) | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # compat mode puts the checkout itself on the path, where pyspark finds `pyspark_sparklog` (and
     # `sparklog demo` finds jobs/); the default editable mode hides both.
@@ -36,7 +39,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         exit 1
     fi
     .venv/bin/python -c "import sparklog, pyspark_sparklog, jobs, pyspark, kazoo, confluent_kafka, kafka, nbclient"
-    SPARKLOG_NO_EXTENSIONS= .venv/bin/python -c "import sparklog.records as r; r.COMPILED_UNAVAILABLE and \
-        print('setup: running the pure-Python record codec:', r.COMPILED_UNAVAILABLE, '(a C compiler builds it)')" >&2
+    SPARKLOG_NO_EXTENSIONS= .venv/bin/python -c "import sparklog.protocol.produce_run, sparklog.client.sendpath; \
+        from sparklog.records import implementation as i; pure = [s for s in i.report() if not s.compiled]; \
+        pure and print('setup: running pure-Python twins (a C compiler builds the kernels):', i.describe(pure), sep='\n')" >&2
     echo "$want" > "$stamp"
 fi

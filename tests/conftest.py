@@ -33,6 +33,23 @@ TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 os.environ.setdefault("JAVA_TOOL_OPTIONS", TEST_JVM_OPTIONS)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def implementation_the_environment_asks_for():
+    """Under SPARKLOG_NO_EXTENSIONS (scripts/test.sh's pure-Python lane) nothing compiled runs: the lane fails
+    if the selector (records/implementation.py) lets a kernel through. The variable is read here on its own,
+    not through the selector, so a selector that ignores it cannot pass."""
+    if os.environ.get("SPARKLOG_NO_EXTENSIONS", "") in ("", "0"):
+        return
+    import sparklog.client.sendpath
+    import sparklog.protocol.produce_run
+    import sparklog.records
+    from sparklog.records import implementation
+
+    assert sparklog.records.IMPLEMENTATION == "python"
+    assert sparklog.protocol.produce_run.IMPLEMENTATION == "python" == sparklog.client.sendpath.IMPLEMENTATION
+    assert [kernel.module for kernel in implementation.report() if kernel.compiled] == []
+
+
 @pytest.fixture(scope="session")
 def zookeeper(request):
     from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper

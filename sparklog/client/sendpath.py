@@ -6,7 +6,7 @@
 common case (the same record into a partition's open batch, the batch's future handle) and hands
 everything else to `slow_send` (`Producer.send`'s full Python path) or to the accumulator's `append`.
 
-Rule 1: there are two twins, chosen once at import as `records.implementation` chooses the codec: the
+Rule 1: there are two twins, chosen once at import by `records.implementation` (the one selector): the
         compiled one (`_csend.pyx`) unless SPARKLOG_NO_EXTENSIONS is set or it was not built; this module's
         pure-Python classes are the authority. `IMPLEMENTATION` names the active one.
 Rule 2: the fast path takes only what it can finish without waiting: an open producer, an exact `str`
@@ -33,7 +33,7 @@ from __future__ import annotations
 import threading
 import time
 
-from sparklog.records.implementation import extensions_disabled
+from sparklog.records import implementation
 
 RECORD_OVERHEAD = 12  # accumulator.RECORD_OVERHEAD, checked equal there at import
 BATCH_OVERHEAD = 61  # accumulator.BATCH_OVERHEAD, likewise
@@ -176,15 +176,11 @@ CYTHON = "cython"
 FutureSlots, BatchSlots, SendPath, Lock = PyFutureSlots, PyBatchSlots, PySendPath, threading.Lock
 untrack_batch, track_batch = py_untrack_batch, py_track_batch
 IMPLEMENTATION = PYTHON
-COMPILED_UNAVAILABLE: str | None = None
-if extensions_disabled():
-    COMPILED_UNAVAILABLE = "SPARKLOG_NO_EXTENSIONS is set"
-else:
-    try:
-        from sparklog.client import _csend
-    except ImportError as exc:
-        COMPILED_UNAVAILABLE = f"the compiled send path was not built ({exc})"
-    else:
-        FutureSlots, BatchSlots, SendPath, Lock = _csend.FutureSlots, _csend.BatchSlots, _csend.SendPath, _csend.SendLock
-        untrack_batch, track_batch = _csend.untrack_batch, _csend.track_batch
-        IMPLEMENTATION = CYTHON
+KERNEL = "sparklog.client._csend"
+_csend = implementation.load(KERNEL, "send path", ("FutureSlots", "BatchSlots", "SendPath", "SendLock",
+                                                   "untrack_batch", "track_batch"))
+COMPILED_UNAVAILABLE: str | None = implementation.report_of(KERNEL)
+if _csend is not None:
+    FutureSlots, BatchSlots, SendPath, Lock = _csend.FutureSlots, _csend.BatchSlots, _csend.SendPath, _csend.SendLock
+    untrack_batch, track_batch = _csend.untrack_batch, _csend.track_batch
+    IMPLEMENTATION = CYTHON

@@ -54,13 +54,20 @@ class AvroValueError(ValueError):
     pass
 
 
+def _option(opts: Mapping[str, str], name: str) -> Any:
+    """The option `name` as its declaration (options.READ_OPTIONS) parses it: the value load() checked."""
+    from sparklog.datasource.options import READ_OPTIONS
+
+    return READ_OPTIONS.value(opts, name)
+
+
 def value_format(opts: Mapping[str, str]) -> str:
     """The `valueFormat` option (lower-cased option names), validated."""
-    fmt = str(opts.get("valueformat", "binary")).strip().lower()
+    fmt = str(_option(opts, "valueFormat")).lower()
     if fmt not in FORMATS:
         raise AvroValueError(f"Option 'valueFormat' must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if fmt == "avro":
-        if not (opts.get("zookeeper.connect") or opts.get("kafka.zookeeper.connect")):
+        if not _zookeeper(opts):
             raise AvroValueError("Option valueFormat=avro needs 'zookeeper.connect': the schema registry is in ZooKeeper")
         if not any(k in opts for k in ("subject", "valueschemaid", PINNED_ID)):
             raise AvroValueError("Option valueFormat=avro needs 'subject' (or 'valueSchemaId') to choose the reader schema")
@@ -69,17 +76,21 @@ def value_format(opts: Mapping[str, str]) -> str:
 
 def reader_schema_id(registry, opts: Mapping[str, str]) -> int:
     """Rule 1: the pinned id, else `valueSchemaId`, else the subject's `subjectVersion` or latest version."""
-    for name in (PINNED_ID, "valueschemaid"):
-        if opts.get(name) is not None:
-            return int(opts[name])
-    subject = str(opts["subject"])
-    if opts.get("subjectversion") is not None:
-        return registry.version(subject, int(opts["subjectversion"])).schema_id
-    return registry.latest(subject).schema_id
+    if opts.get(PINNED_ID) is not None:  # not an option: written by pin_value_schema, from an int
+        return int(opts[PINNED_ID])
+    schema_id = _option(opts, "valueSchemaId")
+    if schema_id is not None:
+        return int(schema_id)
+    subject, version = _option(opts, "subject"), _option(opts, "subjectVersion")
+    if version is not None:
+        return int(registry.version(subject, version).schema_id)
+    return int(registry.latest(subject).schema_id)
 
 
-def _zookeeper(opts: Mapping[str, str]) -> str:
-    return opts.get("zookeeper.connect") or opts["kafka.zookeeper.connect"]
+def _zookeeper(opts: Mapping[str, str]) -> str | None:
+    from sparklog.datasource.options import kafka_setting
+
+    return kafka_setting(opts, "zookeeper.connect")
 
 
 def pin_value_schema(options, spark_schema: StructType) -> StructType:

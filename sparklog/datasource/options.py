@@ -202,7 +202,7 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): v for k, v in dict(options).items() if v is not None}
 
 
-def _kafka_setting(opts: Mapping[str, str], name: str) -> str | None:
+def kafka_setting(opts: Mapping[str, str], name: str) -> str | None:
     """A Kafka client setting given bare (`bootstrap.servers`) or with Spark's `kafka.` prefix."""
     return opts.get(name) or opts.get("kafka." + name)
 
@@ -364,8 +364,8 @@ def check_refused(opts: Mapping[str, str], refused: Mapping[str, str]) -> None:
 
 
 def parse_connection(opts: Mapping[str, str], passthrough: tuple[str, ...]) -> ConnectionOptions:
-    servers = _kafka_setting(opts, "bootstrap.servers")
-    zookeeper = _kafka_setting(opts, "zookeeper.connect")
+    servers = kafka_setting(opts, "bootstrap.servers")
+    zookeeper = kafka_setting(opts, "zookeeper.connect")
     if not servers and not zookeeper:
         raise SparklogOptionError(
             "No brokers to connect to: set the option 'kafka.bootstrap.servers' (host:port,...) or "

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
-from sparklog.protocol.schema import F, message
+from sparklog.protocol.schema import F, Message, message
 
 __all__ = ["OffsetCommitKey", "OffsetCommitValue", "CommitKey", "CommitValue", "encode_key", "encode_value",
            "decode_key", "decode_value", "NOT_AN_OFFSET", "KEY_VERSION", "VALUE_VERSION"]
@@ -100,7 +101,7 @@ def decode_value(data: bytes) -> CommitValue:
     return CommitValue(body.offset, body.metadata, body.commit_timestamp, body.leader_epoch)
 
 
-def _decode(cls, data: bytes, accept: range):
+def _decode(cls: type[Message], data: bytes, accept: range) -> tuple[int, Any]:
     """(version, body) of `data`, body None for a version outside `accept`; ValueError when truncated, too
     long or malformed (the generated decoders raise struct.error, IndexError or DecodeError)."""
     view = memoryview(data)

@@ -22,9 +22,10 @@ contract), so a 10-byte blob cannot claim a billion topics. Bad bytes raise `Mal
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from sparklog.protocol.errors import RemoteProtocolError
-from sparklog.protocol.schema import F, message
+from sparklog.protocol.schema import F, Message, message
 
 __all__ = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment", "TopicPartitions",
            "MalformedConsumerProtocol", "encode_subscription", "decode_subscription", "encode_assignment",
@@ -63,19 +64,19 @@ class MalformedConsumerProtocol(RemoteProtocolError):
     """A member's subscription or assignment bytes do not follow the consumer protocol."""
 
 
-def encode_subscription(subscription, version: int = HIGHEST_VERSION) -> bytes:
+def encode_subscription(subscription: Any, version: int = HIGHEST_VERSION) -> bytes:
     return _encode(ConsumerProtocolSubscription, subscription, version)
 
 
-def decode_subscription(data: bytes):
+def decode_subscription(data: bytes) -> Any:
     return _decode(ConsumerProtocolSubscription, data)
 
 
-def encode_assignment(assignment, version: int = HIGHEST_VERSION) -> bytes:
+def encode_assignment(assignment: Any, version: int = HIGHEST_VERSION) -> bytes:
     return _encode(ConsumerProtocolAssignment, assignment, version)
 
 
-def decode_assignment(data: bytes):
+def decode_assignment(data: bytes) -> Any:
     return _decode(ConsumerProtocolAssignment, data)
 
 
@@ -87,14 +88,14 @@ def assigned_partitions(data: bytes) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((t.topic, p) for t in found.assigned_partitions for p in t.partitions))
 
 
-def _encode(cls, body, version: int) -> bytes:
+def _encode(cls: type[Message], body: Any, version: int) -> bytes:
     out = bytearray(_VERSION.pack(version))
-    chunks: list = []
+    chunks: list[Any] = []
     out = cls.encoder(version)(body, out, chunks)
     return b"".join([*map(bytes, chunks), bytes(out)])
 
 
-def _decode(cls, data: bytes):
+def _decode(cls: type[Message], data: bytes) -> Any:
     """Rule 1 and Rule 2."""
     view = memoryview(data)
     if len(view) < _VERSION.size:

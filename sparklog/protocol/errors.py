@@ -13,6 +13,11 @@ Two families, kept apart:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparklog.protocol.headers import RequestHeader
+
 __all__ = [
     "ProtocolError", "RemoteProtocolError", "LocalProtocolError", "FrameTooLarge", "MalformedRequest",
     "MalformedResponse", "UnsupportedVersion", "KafkaError", "for_code",
@@ -48,7 +53,7 @@ class MalformedRequest(RemoteProtocolError):
     """A request frame that does not parse. ``header`` is the parsed RequestHeader, or None when even
     the header was garbage (then the broker cannot answer and closes the connection)."""
 
-    def __init__(self, message: str, header=None):
+    def __init__(self, message: str, header: RequestHeader | None = None):
         super().__init__(message)
         self.header = header
 

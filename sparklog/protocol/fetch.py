@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.schema import F, message
+from sparklog.records import BytesLike
 
 __all__ = ["SinglePartitionFetch", "decode_single_partition", "encode_single_partition_head", "FetchRequest", "FetchResponse", "FetchTopic", "FetchPartition", "ForgottenTopic",
            "FetchableTopicResponse", "PartitionData", "AbortedTransaction"]
@@ -126,7 +127,7 @@ class SinglePartitionFetch(NamedTuple):
     partition_max_bytes: int
 
 
-def decode_single_partition(frame) -> SinglePartitionFetch | None:
+def decode_single_partition(frame: BytesLike) -> SinglePartitionFetch | None:
     """The request in ``frame`` (the bytes after the size prefix) if it has the one-partition shape, else None."""
     buf = frame if type(frame) is memoryview else memoryview(frame)
     end = len(buf)

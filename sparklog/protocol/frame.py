@@ -19,6 +19,7 @@ when the run ends the read, the common case), which is never written to.
 from __future__ import annotations
 
 import struct
+from typing import Any, Callable
 
 from sparklog.protocol.errors import FrameTooLarge, LocalProtocolError, RemoteProtocolError
 
@@ -68,13 +69,13 @@ class FrameDecoder:
 
     __slots__ = ("max_frame_bytes", "_buf", "_start", "_eof", "_error", "_checked", "_rest")
 
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if max_frame_bytes < 0:
             raise LocalProtocolError("max_frame_bytes must be >= 0")
         self.max_frame_bytes = max_frame_bytes
-        self._buf = bytearray()  # or a received bytes chunk (or a view of one) kept as it is (Rule 2)
+        self._buf: bytearray | bytes | memoryview = bytearray()  # or a received bytes chunk (or a view of one) kept as it is (Rule 2)
         self._start = 0  # where the next frame's size prefix begins in _buf
-        self._rest = None  # a view of the received bytes after those that completed the frame in _buf
+        self._rest: memoryview | None = None  # a view of the received bytes after those that completed the frame in _buf
         self._eof = False
         self._error: FrameTooLarge | None = None
         self._checked = -1  # the _start whose size prefix has been checked
@@ -108,21 +109,23 @@ class FrameDecoder:
                 self._buf, self._start, self._checked = frame, 0, 0
                 self._rest = memoryview(data)[needed:]
                 return
-        self._own()
-        self._buf += data
+        owned = self._own()
+        owned += data
         self._check_size()
 
-    def _own(self) -> None:
-        """Make _buf a bytearray holding every buffered byte (it may have been a kept chunk, or _rest waiting)."""
+    def _own(self) -> bytearray:
+        """Make _buf a bytearray holding every buffered byte (it may have been a kept chunk, or _rest waiting),
+        and return it."""
         buf, start, rest = self._buf, self._start, self._rest
-        if buf.__class__ is bytearray and rest is None:
-            return
+        if isinstance(buf, bytearray) and rest is None:
+            return buf
         owned = bytearray(memoryview(buf)[start:])
         if rest is not None:
             owned += rest
             self._rest = None
         self._checked = 0 if self._checked == start else -1
         self._buf, self._start = owned, 0
+        return owned
 
     def _next_chunk(self) -> None:
         """_buf is used up: go on with the rest of the last chunk, if it waits (Rule 2)."""
@@ -137,7 +140,7 @@ class FrameDecoder:
         buf, start = self._buf, self._start
         if len(buf) - start < 4:
             return -1
-        (size,) = _SIZE.unpack_from(buf, start)
+        size: int = _SIZE.unpack_from(buf, start)[0]
         if self._checked != start:
             if size < 0 or size > self.max_frame_bytes:
                 self._error = FrameTooLarge(size, self.max_frame_bytes)
@@ -148,7 +151,7 @@ class FrameDecoder:
             self._checked = start
         return size
 
-    def next_frame(self):
+    def next_frame(self) -> bytes | memoryview | _Sentinel:
         """The next complete frame (``bytes`` or ``memoryview``), else ``NEED_DATA`` or ``CLOSED``."""
         if self._error is not None:
             raise self._error
@@ -167,7 +170,7 @@ class FrameDecoder:
             self._next_chunk()
         return frame
 
-    def take_run(self, scan, limit: int) -> list:
+    def take_run(self, scan: Callable[[memoryview, int, int, int], tuple[list[Any], int]], limit: int) -> list[Any]:
         """The items ``scan(view, start, limit, max_frame_bytes) -> (items, position after them)`` makes of
         the whole frames at the head (Rule 3); [] when it takes none. ``scan`` must stop before any frame
         that is not whole or whose size is outside 0..max_frame_bytes: ``next_frame`` raises for those."""
@@ -192,7 +195,7 @@ class FrameDecoder:
             items += self.take_run(scan, limit - len(items))
         return items
 
-    def _incomplete(self):
+    def _incomplete(self) -> _Sentinel:
         buf, start = self._buf, self._start
         if start and start * 2 >= len(buf) and buf.__class__ is bytearray:
             # compact: the consumed prefix is at least half the buffer, so moves stay linear overall

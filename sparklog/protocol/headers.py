@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 
 from sparklog.protocol.types import read_uvarint
+from sparklog.records import BytesLike
 
 __all__ = ["RequestHeader", "REQUEST_HEADER_PREFIX", "decode_client_id", "skip_tagged_fields",
            "encode_request_header", "NO_TAGGED_FIELDS"]
@@ -36,19 +37,19 @@ class RequestHeader:
         self.client_id = client_id
         self.flexible = flexible
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if type(other) is not RequestHeader:
             return NotImplemented
         return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable: as the generated structs
 
     def __repr__(self) -> str:
         return (f"RequestHeader(api_key={self.api_key}, api_version={self.api_version}, "
                 f"correlation_id={self.correlation_id}, client_id={self.client_id!r})")
 
 
-def decode_client_id(buf, pos: int, end: int) -> tuple[str | None, int]:
+def decode_client_id(buf: BytesLike, pos: int, end: int) -> tuple[str | None, int]:
     """The nullable int16-length client_id at ``pos``."""
     (n,) = _I16.unpack_from(buf, pos)
     pos += 2
@@ -59,7 +60,7 @@ def decode_client_id(buf, pos: int, end: int) -> tuple[str | None, int]:
     return str(buf[pos:pos + n], "utf-8"), pos + n
 
 
-def skip_tagged_fields(buf, pos: int, end: int) -> int:
+def skip_tagged_fields(buf: BytesLike, pos: int, end: int) -> int:
     """Skip a tagged-field section (headers define no tags we use); returns the position after it."""
     count, pos = read_uvarint(buf, pos)
     if count * 2 > end - pos:  # each tagged field takes at least two bytes (its tag and its size)

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.schema import F, message
+from sparklog.records import BytesLike
 
 __all__ = ["SinglePartitionProduce", "decode_single_partition", "encode_single_partition_response",
            "ProduceRequest", "ProduceResponse", "TopicProduceData", "PartitionProduceData",
@@ -95,12 +96,12 @@ class SinglePartitionProduce(NamedTuple):
     acks: int
     timeout_ms: int
     topic: str
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index: Kafka's name for the partition
     records: memoryview
     frame: memoryview  # the whole request (after the size prefix): the general path's input, its size in flight
 
 
-def decode_single_partition(frame) -> SinglePartitionProduce | None:
+def decode_single_partition(frame: BytesLike) -> SinglePartitionProduce | None:
     """The request in ``frame`` (the bytes after the size prefix) if it has the one-partition shape, else None."""
     buf = frame if type(frame) is memoryview else memoryview(frame)
     end = len(buf)

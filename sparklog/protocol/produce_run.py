@@ -12,8 +12,8 @@ Rule 1: the scan takes size-prefixed frames one behind the other from `start` wh
         `records` and `frame` are views of `view`: nothing is copied.
 Rule 2: `encode_produce_replies` gives the bytes of `produce.encode_single_partition_response` for each
         request and its base offset, one after the other.
-Rule 3: two twins, the same output: the compiled one (`_cproduce`, Cython) unless the environment variable
-        SPARKLOG_NO_EXTENSIONS is set (records/implementation.py Rule 1) or it was not built; this pure-Python
+Rule 3: two twins, the same output: the compiled one (`_cproduce`, Cython) unless records/implementation.py
+        (the one selector, its Rule 1) chooses the pure-Python one; this pure-Python
         one is the authority. `IMPLEMENTATION` names the one running, `COMPILED_UNAVAILABLE` why not the
         compiled one (tests/unit/protocol/test_produce_run.py runs both against each other and the codec).
 """
@@ -21,20 +21,24 @@ Rule 3: two twins, the same output: the compiled one (`_cproduce`, Cython) unles
 from __future__ import annotations
 
 import struct
+from typing import Any, Callable
 
 from sparklog.protocol.produce import (SinglePartitionProduce, decode_single_partition,
                                        encode_single_partition_response)
-from sparklog.records.implementation import CYTHON, NO_EXTENSIONS_VARIABLE, PYTHON, extensions_disabled
+from sparklog.records import implementation
+from sparklog.records.implementation import CYTHON, PYTHON
 
 __all__ = ["scan_produce_run", "encode_produce_replies", "IMPLEMENTATION", "COMPILED_UNAVAILABLE",
            "py_scan_produce_run", "py_encode_produce_replies"]
 
 _SIZE = struct.Struct(">i")  # the frame size prefix
+KERNEL = "sparklog.protocol._cproduce"
 
 
-def py_scan_produce_run(view: memoryview, start: int, limit: int, max_frame_bytes: int) -> tuple[list, int]:
+def py_scan_produce_run(view: memoryview, start: int, limit: int,
+                        max_frame_bytes: int) -> tuple[list[SinglePartitionProduce], int]:
     """Rule 1, in Python."""
-    requests: list = []
+    requests: list[SinglePartitionProduce] = []
     end, pos = len(view), start
     while len(requests) < limit and end - pos >= 4:
         (size,) = _SIZE.unpack_from(view, pos)
@@ -48,7 +52,7 @@ def py_scan_produce_run(view: memoryview, start: int, limit: int, max_frame_byte
     return requests, pos
 
 
-def py_encode_produce_replies(requests: list, base_offsets: list, log_append_time_ms: int,
+def py_encode_produce_replies(requests: list[SinglePartitionProduce], base_offsets: list[int], log_append_time_ms: int,
                               log_start_offset: int) -> bytes:
     """Rule 2, in Python."""
     if len(base_offsets) != len(requests):
@@ -57,15 +61,13 @@ def py_encode_produce_replies(requests: list, base_offsets: list, log_append_tim
                      for request, base in zip(requests, base_offsets)])
 
 
-def _select():
-    if extensions_disabled():
-        return py_scan_produce_run, py_encode_produce_replies, PYTHON, f"{NO_EXTENSIONS_VARIABLE} is set"
-    try:
-        from sparklog.protocol import _cproduce
-    except ImportError as exc:
-        return py_scan_produce_run, py_encode_produce_replies, PYTHON, f"_cproduce was not built ({exc})"
-    _cproduce.bind(SinglePartitionProduce)
-    return _cproduce.scan_produce_run, _cproduce.encode_produce_replies, CYTHON, None
+def _select() -> tuple[Callable[..., tuple[list[Any], int]], Callable[..., bytes], str, str | None]:
+    """(scan_produce_run, encode_produce_replies, implementation name, why not the compiled one) per Rule 3."""
+    kernel = implementation.load(KERNEL, "Produce scan", ("bind", "scan_produce_run", "encode_produce_replies"))
+    if kernel is None:
+        return py_scan_produce_run, py_encode_produce_replies, PYTHON, implementation.report_of(KERNEL)
+    kernel.bind(SinglePartitionProduce)
+    return kernel.scan_produce_run, kernel.encode_produce_replies, CYTHON, None
 
 
 scan_produce_run, encode_produce_replies, IMPLEMENTATION, COMPILED_UNAVAILABLE = _select()

@@ -17,6 +17,7 @@ encoded (and decoded) in the v0 body format, as Kafka's brokers and clients do.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from sparklog.protocol import (alter_configs, api_versions, create_partitions, create_topics, delete_records,
                                delete_topics, describe_cluster, describe_configs, describe_log_dirs,
@@ -29,7 +30,8 @@ from sparklog.protocol.errors import (LocalProtocolError, MalformedRequest, Malf
                                       UnsupportedVersion)
 from sparklog.protocol.headers import (REQUEST_HEADER_PREFIX, RequestHeader, decode_client_id,
                                        encode_request_header, skip_tagged_fields)
-from sparklog.protocol.schema import Message
+from sparklog.protocol.schema import Decoder, Encoder, Message
+from sparklog.records import BytesLike
 
 __all__ = ["API_VERSIONS", "ALL_VERSIONS", "REQUESTS", "RESPONSES", "Request", "decode_request",
            "encode_response", "encode_api_versions_fallback", "encode_request", "decode_response",
@@ -72,12 +74,12 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
      list_partition_reassignments.ListPartitionReassignmentsResponse),
 ]
 
-REQUESTS: dict[ApiKey, type[Message]] = {ApiKey(req.api_key): req for req, _ in _PAIRS}
-RESPONSES: dict[ApiKey, type[Message]] = {ApiKey(resp.api_key): resp for _, resp in _PAIRS}
+REQUESTS: dict[int, type[Message]] = {ApiKey(req.api_key): req for req, _ in _PAIRS}
+RESPONSES: dict[int, type[Message]] = {ApiKey(resp.api_key): resp for _, resp in _PAIRS}
 
 # Every (api, version range) the codec decodes.
 ALL_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    key: (cls.min_version, cls.max_version) for key, cls in sorted(REQUESTS.items())
+    ApiKey(key): (cls.min_version, cls.max_version) for key, cls in sorted(REQUESTS.items())
 }
 
 # What the broker advertises in ApiVersions: everything it decodes, but ListOffsets above v6. kafka-python
@@ -122,13 +124,14 @@ class Request:
 
 
 # (api_key, version) -> (flexible, decoder) / (header is v1, class, encoder), filled on first use
-_REQUEST_DECODERS: dict[tuple[int, int], tuple] = {}
-_RESPONSE_ENCODERS: dict[tuple[int, int], tuple] = {}
-_REQUEST_ENCODERS: dict[tuple[int, int], tuple] = {}
-_RESPONSE_DECODERS: dict[tuple[int, int], tuple] = {}
+_EncoderEntry = tuple[bool, type[Message], Encoder]
+_REQUEST_DECODERS: dict[tuple[int, int], tuple[bool, Decoder]] = {}
+_RESPONSE_ENCODERS: dict[tuple[int, int], _EncoderEntry] = {}
+_REQUEST_ENCODERS: dict[tuple[int, int], _EncoderEntry] = {}
+_RESPONSE_DECODERS: dict[tuple[int, int], tuple[bool, Decoder]] = {}
 
 
-def _message(table: dict, api_key: int, api_version: int) -> type[Message] | None:
+def _message(table: dict[int, type[Message]], api_key: int, api_version: int) -> type[Message] | None:
     cls = table.get(api_key) if isinstance(api_key, int) else None
     if cls is None or not cls.min_version <= api_version <= cls.max_version:
         return None
@@ -142,7 +145,7 @@ def _response_header_flexible(cls: type[Message], version: int) -> bool:
 # ---- broker side
 
 
-def decode_request(frame) -> Request:
+def decode_request(frame: BytesLike) -> Request:
     """Decode a request frame (the bytes after the size prefix; bytes or memoryview).
 
     ``records`` fields of the body are memoryview slices of ``frame``: keep the frame alive (it is,
@@ -175,7 +178,7 @@ def decode_request(frame) -> Request:
     return Request(header, body)
 
 
-def encode_response(request_header: RequestHeader, body: Message) -> list:
+def encode_response(request_header: RequestHeader, body: Message) -> list[Any]:
     """Encode the response to a request: a list of chunks to write in order, the first starting with the
     4-byte size prefix, which counts every chunk.
 
@@ -194,7 +197,7 @@ def encode_response(request_header: RequestHeader, body: Message) -> list:
     b = bytearray(_SIZE_AND_CORRELATION.pack(0, request_header.correlation_id))
     if flexible_header:
         b += b"\x00"
-    chunks: list = []
+    chunks: list[Any] = []
     try:
         b = encode(body, b, chunks)
         chunks.append(b)
@@ -204,14 +207,14 @@ def encode_response(request_header: RequestHeader, body: Message) -> list:
     return chunks
 
 
-def _encoder_entry(table: dict, api_key: int, api_version: int) -> tuple:
+def _encoder_entry(table: dict[int, type[Message]], api_key: int, api_version: int) -> _EncoderEntry:
     cls = _message(table, api_key, api_version)
     if cls is None:
         raise LocalProtocolError(f"no such api_key={api_key} api_version={api_version}")
     return _response_header_flexible(cls, api_version), cls, cls.encoder(api_version)
 
 
-def advertised_api_versions() -> list:
+def advertised_api_versions() -> list[Any]:
     """``API_VERSIONS`` as the ``api_keys`` of an ApiVersionsResponse."""
     return [api_versions.ApiVersion(api_key=int(k), min_version=lo, max_version=hi)
             for k, (lo, hi) in API_VERSIONS.items()]
@@ -248,7 +251,7 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
     flexible, cls, encode = entry
     if type(body) is not cls:
         raise LocalProtocolError(f"request body must be {cls.__name__}, not {type(body).__name__}")
-    chunks: list = []
+    chunks: list[Any] = []
     try:
         b = bytearray(4)
         b += encode_request_header(api_key, api_version, correlation_id, client_id, flexible)
@@ -260,7 +263,7 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
         raise LocalProtocolError(f"cannot encode {cls.__name__} v{api_version}: {exc}") from exc
 
 
-def decode_response(api_key: int, api_version: int, frame) -> tuple[int, Message]:
+def decode_response(api_key: int, api_version: int, frame: BytesLike) -> tuple[int, Message]:
     """Decode a response frame (after the size prefix) to the request we sent as (api_key, api_version):
     returns (correlation_id, body). The caller matches the correlation id to its in-flight request."""
     key = (api_key, api_version)

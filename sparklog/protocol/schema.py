@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from sparklog.protocol.types import TYPES, read_uvarint, write_uvarint
 
@@ -86,6 +86,7 @@ class F:
 
     __slots__ = ("name", "type", "versions", "nullable", "default", "tag", "tagged", "fields",
                  "struct_cls", "is_array", "elem")
+    struct_cls: type[Struct] | None  # the generated class of a struct array's elements
 
     def __init__(self, name: str, type: str, versions: str = "0+", *, nullable: str | None = None,
                  default: Any = _NO_DEFAULT, tag: int | None = None, tagged: str | None = None,
@@ -111,13 +112,27 @@ class F:
         self.default = default
 
 
-class Struct:
+if TYPE_CHECKING:
+    class _StructType(type):
+        """What mypy knows of a generated class: its nested struct classes are attributes (`_make_class`)."""
+
+        def __getattr__(cls, name: str) -> type[Struct]: ...
+else:
+    _StructType = type
+
+
+class Struct(metaclass=_StructType):
     """Base of generated classes: ``__eq__`` over all fields, ``__repr__``, ``to_dict``."""
 
     __slots__ = ()
     _fields: tuple[F, ...] = ()
 
-    def __eq__(self, other):
+    if TYPE_CHECKING:  # the fields are declared as data (F) and set by the generated __init__
+        def __init__(self, **fields: Any) -> None: ...
+
+        def __getattr__(self, name: str) -> Any: ...
+
+    def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
         return all(getattr(self, f.name) == getattr(other, f.name) for f in self._fields)
@@ -126,7 +141,7 @@ class Struct:
         inner = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in self._fields)
         return f"{type(self).__name__}({inner})"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Fields as a dict, nested structs as dicts (records left as they are)."""
         out = {}
         for f in self._fields:
@@ -137,7 +152,7 @@ class Struct:
         return out
 
 
-def _make_class(name: str, fields: list[F], module: str, base=Struct) -> type:
+def _make_class(name: str, fields: list[F], module: str, base: type[Struct] = Struct) -> type[Struct]:
     """A slotted class with a keyword-only constructor whose defaults are the spec defaults."""
     ns: dict[str, Any] = {"_LIST": _LIST_DEFAULT}
     params, body = [], []
@@ -162,24 +177,30 @@ def _make_class(name: str, fields: list[F], module: str, base=Struct) -> type:
     return type(name, (base,), attrs)
 
 
+# A compiled decoder: (buffer, position, end) -> (the struct, the position after it).
+Decoder = Callable[[Any, int, int], tuple[Any, int]]
+# A compiled encoder: (the struct, the bytearray being written, the chunks list) -> that bytearray.
+Encoder = Callable[[Any, bytearray, list[Any]], bytearray]
+
+
 class Message(Struct):
     """Base of request and response classes. Class attributes: ``api_key``, ``name``,
     ``min_version``/``max_version`` (what this codec serves), ``flexible`` (a Versions)."""
 
     __slots__ = ()
-    api_key: int = -1
-    min_version: int = 0
-    max_version: int = -1
-    flexible: Versions = Versions("none")
-    _decoders: dict
-    _encoders: dict
+    api_key: ClassVar[int] = -1
+    min_version: ClassVar[int] = 0
+    max_version: ClassVar[int] = -1
+    flexible: ClassVar[Versions] = Versions("none")
+    _decoders: ClassVar[dict[int, Decoder]]
+    _encoders: ClassVar[dict[int, Encoder]]
 
     @classmethod
     def is_flexible(cls, version: int) -> bool:
         return version in cls.flexible
 
     @classmethod
-    def decoder(cls, version: int):
+    def decoder(cls, version: int) -> Decoder:
         """The compiled ``decode(buf, pos, end) -> (obj, pos)`` of a version (compiled once, cached)."""
         fn = cls._decoders.get(version)
         if fn is None:
@@ -188,7 +209,7 @@ class Message(Struct):
         return fn
 
     @classmethod
-    def encoder(cls, version: int):
+    def encoder(cls, version: int) -> Encoder:
         """The compiled ``encode(obj, b, chunks) -> b`` of a version (compiled once, cached)."""
         fn = cls._encoders.get(version)
         if fn is None:
@@ -206,7 +227,7 @@ def message(name: str, *, api_key: int, versions: str, flexible: str = "none", f
             module: str | None = None) -> type[Message]:
     """Declare a request or response: its api key, the versions this codec serves, and its fields."""
     v = Versions(versions)
-    cls = _make_class(name, fields, module or __name__, base=Message)
+    cls: type[Message] = _make_class(name, fields, module or __name__, base=Message)  # type: ignore[assignment]  # base=Message makes one
     cls.api_key = api_key
     cls.min_version, cls.max_version = v.lo, v.hi
     cls.flexible = Versions(flexible)
@@ -222,7 +243,7 @@ def message(name: str, *, api_key: int, versions: str, flexible: str = "none", f
 class _Gen:
     """Accumulates generated source lines and the constants they refer to."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.lines: list[str] = []
         self.ns: dict[str, Any] = {
             "_ruv": read_uvarint, "_wuv": write_uvarint, "_Bad": DecodeError, "_UUID": uuid.UUID,
@@ -253,10 +274,10 @@ class _Gen:
         return fn
 
 
-def _present(fields, version):
+def _present(fields: Sequence[F], version: int) -> tuple[list[F], list[F]]:
     """(untagged fields, tagged fields sorted by tag) of a struct in one version."""
     plain = [f for f in fields if version in f.versions and version not in f.tagged]
-    tagged = sorted((f for f in fields if version in f.versions and version in f.tagged), key=lambda f: f.tag)
+    tagged = sorted((f for f in fields if version in f.versions and version in f.tagged), key=lambda f: -1 if f.tag is None else f.tag)
     return plain, tagged
 
 
@@ -271,7 +292,7 @@ def _default_expr(g: _Gen, f: F) -> str:
 # ---- decoder
 
 
-def min_wire_size(fields, version: int, flex: bool) -> int:
+def min_wire_size(fields: Sequence[F], version: int, flex: bool) -> int:
     """The fewest bytes one struct of ``fields`` takes on the wire in ``version`` (every array and
     string empty or null, no tagged fields)."""
     plain, _ = _present(fields, version)
@@ -291,30 +312,31 @@ def _min_field_size(f: F, flex: bool) -> int:
 
 def _min_element_size(f: F, version: int, flex: bool) -> int:
     if f.struct_cls is not None:
-        return min_wire_size(f.fields, version, flex)
+        return min_wire_size(f.struct_cls._fields, version, flex)
     prim = TYPES[f.elem]
     if prim.fmt:
         return prim.size
     return 16 if f.elem == "uuid" else _min_field_size(F("_", f.elem), flex)
 
 
-def _compile_decoder(cls, version: int):
+def _compile_decoder(cls: type[Message], version: int) -> Decoder:
     g = _Gen()
     flex = version in cls.flexible
     obj = _gen_decode_struct(g, cls, cls._fields, version, flex, 1)
     g.emit(1, f"return {obj}, pos")
-    return g.build(f"decode_{cls.__name__}_v{version}", "buf, pos, end")
+    decoder: Decoder = g.build(f"decode_{cls.__name__}_v{version}", "buf, pos, end")
+    return decoder
 
 
-def _gen_decode_struct(g: _Gen, cls, fields, version, flex, ind) -> str:
+def _gen_decode_struct(g: _Gen, cls: type[Struct], fields: Sequence[F], version: int, flex: bool, ind: int) -> str:
     plain, tagged = _present(fields, version)
     values: dict[str, str] = {}
     run: list[F] = []  # consecutive fixed-width fields, decoded with one struct
 
-    def flush():
+    def flush() -> None:
         if not run:
             return
-        s = struct.Struct(">" + "".join(TYPES[f.elem].fmt for f in run))
+        s = struct.Struct(">" + "".join(TYPES[f.elem].fmt or "" for f in run))
         names = [g.var("v") for _ in run]
         g.emit(ind, f"{', '.join(names)}, = {g.const(s.unpack_from, '_S')}(buf, pos)")
         g.emit(ind, f"pos += {s.size}")
@@ -338,7 +360,7 @@ def _gen_decode_struct(g: _Gen, cls, fields, version, flex, ind) -> str:
     return o
 
 
-def _gen_decode_tags(g: _Gen, tagged, values, version, ind) -> None:
+def _gen_decode_tags(g: _Gen, tagged: list[F], values: dict[str, str], version: int, ind: int) -> None:
     for f in tagged:
         values[f.name] = g.var("t")
         g.emit(ind, f"{values[f.name]} = {_default_expr(g, f)}")
@@ -395,7 +417,7 @@ def _gen_decode_value(g: _Gen, f: F, version: int, flex: bool, ind: int) -> str:
         g.emit(ind + 1, f"{out} = []")
         g.emit(ind + 1, f"for _ in range({n}):")
         if f.struct_cls is not None:
-            e = _gen_decode_struct(g, f.struct_cls, f.fields, version, flex, ind + 2)
+            e = _gen_decode_struct(g, f.struct_cls, f.struct_cls._fields, version, flex, ind + 2)
         else:
             e = _gen_decode_scalar(g, f.elem, f, version, flex, ind + 2, element=True)
         g.emit(ind + 2, f"{out}.append({e})")
@@ -403,7 +425,8 @@ def _gen_decode_value(g: _Gen, f: F, version: int, flex: bool, ind: int) -> str:
     return _gen_decode_scalar(g, f.elem, f, version, flex, ind, out=out)
 
 
-def _gen_decode_scalar(g: _Gen, typ: str, f: F, version, flex, ind, out=None, element=False) -> str:
+def _gen_decode_scalar(g: _Gen, typ: str, f: F, version: int, flex: bool, ind: int, out: str | None = None,
+                       element: bool = False) -> str:
     out = out or g.var("x")
     prim = TYPES[typ]
     if prim.fmt:
@@ -437,22 +460,23 @@ def _gen_decode_scalar(g: _Gen, typ: str, f: F, version, flex, ind, out=None, el
 # ---- encoder
 
 
-def _compile_encoder(cls, version: int):
+def _compile_encoder(cls: type[Message], version: int) -> Encoder:
     g = _Gen()
     flex = version in cls.flexible
     _gen_encode_struct(g, "obj", cls._fields, version, flex, 1, "b")
     g.emit(1, "return b")
-    return g.build(f"encode_{cls.__name__}_v{version}", "obj, b, chunks")
+    encoder: Encoder = g.build(f"encode_{cls.__name__}_v{version}", "obj, b, chunks")
+    return encoder
 
 
-def _gen_encode_struct(g: _Gen, o: str, fields, version, flex, ind, b: str) -> None:
+def _gen_encode_struct(g: _Gen, o: str, fields: Sequence[F], version: int, flex: bool, ind: int, b: str) -> None:
     plain, tagged = _present(fields, version)
     run: list[F] = []
 
-    def flush():
+    def flush() -> None:
         if not run:
             return
-        s = struct.Struct(">" + "".join(TYPES[f.elem].fmt for f in run))
+        s = struct.Struct(">" + "".join(TYPES[f.elem].fmt or "" for f in run))
         args = ", ".join(f"{o}.{f.name}" for f in run)
         g.emit(ind, f"{b} += {g.const(s.pack, '_S')}({args})")
         run.clear()
@@ -468,7 +492,7 @@ def _gen_encode_struct(g: _Gen, o: str, fields, version, flex, ind, b: str) -> N
         _gen_encode_tags(g, o, tagged, version, ind, b)
 
 
-def _gen_encode_tags(g: _Gen, o: str, tagged, version, ind, b: str) -> None:
+def _gen_encode_tags(g: _Gen, o: str, tagged: list[F], version: int, ind: int, b: str) -> None:
     if not tagged:
         g.emit(ind, f"{b} += b'\\x00'")
         return
@@ -495,7 +519,7 @@ def _gen_encode_len(g: _Gen, ind: int, flex: bool, b: str, n: str, width: str) -
         g.emit(ind, f"{b} += _P{width}({n})")
 
 
-def _gen_encode_null(g: _Gen, ind: int, f: F, version, flex, b: str, x: str, width: str) -> None:
+def _gen_encode_null(g: _Gen, ind: int, f: F, version: int, flex: bool, b: str, x: str, width: str) -> None:
     """Emit ``if x is None: <null>`` + ``else:``; a None where not nullable is an encoding error."""
     g.emit(ind, f"if {x} is None:")
     if version in f.nullable:
@@ -506,7 +530,7 @@ def _gen_encode_null(g: _Gen, ind: int, f: F, version, flex, b: str, x: str, wid
     g.emit(ind, "else:")
 
 
-def _gen_encode_value(g: _Gen, f: F, x0: str, version, flex, ind, b: str) -> None:
+def _gen_encode_value(g: _Gen, f: F, x0: str, version: int, flex: bool, ind: int, b: str) -> None:
     x = g.var("x")
     g.emit(ind, f"{x} = {x0}")
     if f.is_array:
@@ -519,14 +543,15 @@ def _gen_encode_value(g: _Gen, f: F, x0: str, version, flex, ind, b: str) -> Non
         e = g.var("el")
         g.emit(ind + 1, f"for {e} in {x}:")
         if f.struct_cls is not None:
-            _gen_encode_struct(g, e, f.fields, version, flex, ind + 2, b)
+            _gen_encode_struct(g, e, f.struct_cls._fields, version, flex, ind + 2, b)
         else:
             _gen_encode_scalar(g, f, e, version, flex, ind + 2, b, element=True)
         return
     _gen_encode_scalar(g, f, x, version, flex, ind, b)
 
 
-def _gen_encode_scalar(g: _Gen, f: F, x: str, version, flex, ind, b: str, element=False) -> None:
+def _gen_encode_scalar(g: _Gen, f: F, x: str, version: int, flex: bool, ind: int, b: str,
+                       element: bool = False) -> None:
     typ = f.elem
     prim = TYPES[typ]
     if prim.fmt:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from sparklog.records import BytesLike
+
 __all__ = [
     "Primitive", "TYPES", "INT8", "INT16", "INT32", "INT64", "UINT16", "UINT32", "FLOAT64", "BOOL",
     "read_uvarint", "write_uvarint",
@@ -55,7 +57,7 @@ TYPES: dict[str, Primitive] = {p.name: p for p in [
 ]}
 
 
-def read_uvarint(buf, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: BytesLike, pos: int) -> tuple[int, int]:
     """An unsigned varint at ``pos``: (value, position after it). At most 5 bytes (32 bits), as Kafka's
     ``ByteUtils.readUnsignedVarint``; raises ``ValueError`` beyond that and ``IndexError`` if truncated."""
     b = buf[pos]

@@ -9,7 +9,7 @@ Rule 1: per set, in order: None when it is not exactly one whole batch (None, fe
         REFUSED_SIZE above `max_message_bytes`, CORRUPT
         when the magic, lastOffsetDelta, recordCount, codec or CRC-32C is wrong (the caller's validate_batch
         names the reason), checked in that order; else the header's `APPEND_FIELDS`, as `unpack_from` gives them.
-Rule 2: two twins of each function, the same output: the compiled one (`_cbatch.check_sets`, with no Python object per set but
+Rule 2: two twins of each function, the same output: the compiled one (`_cappend_check.check_sets`, with no Python object per set but
         its result) when the compiled codec is active (records/implementation.py Rule 1), this pure-Python one
         otherwise; this one is the authority (tests/unit/records/test_append_check.py runs both, on damaged
         input too). Sans-IO: it only reads the buffers.
@@ -40,11 +40,14 @@ import struct
 
 from crc32c import crc32c
 
-from sparklog.records import batch as _batch
 from sparklog.records import implementation as _implementation
 from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD,
                                     MAGIC, MAX_CODEC, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK)
+from sparklog.records import BytesLike
 from sparklog.records.verify import records_error
+
+_KERNEL = _implementation.RecordKernel("sparklog.records._cappend_check", "leader check",
+                                       ("check_sets", "check_leader_set", "stamp_leader_set"))
 
 __all__ = ["APPEND_FIELDS", "check_leader_set", "check_sets", "py_check_leader_set", "py_check_sets",
            "py_stamp_leader_set", "stamp_leader_set", "REFUSED_ATTRIBUTES", "REFUSED_SIZE", "CORRUPT"]
@@ -74,11 +77,19 @@ APPEND_FIELDS = struct.Struct(
     "i"  # recordCount
 )
 assert APPEND_FIELDS.size == HEADER_SIZE
+# check_sets' answer per set: APPEND_FIELDS' values, None (not one whole batch) or a refusal code (Rule 1)
+CheckedSet = tuple[int, ...] | int | None
+# check_leader_set's answer (Rule 3): (per batch (position, size, offsets, max timestamp, producer id, epoch,
+# sequence), offsets, messages, idempotent batches)
+LeaderSet = tuple[list[tuple[int, ...]], int, int, int]
+# stamp_leader_set's answer (Rule 4): (next offset, bytes since the last index entry, max timestamp, its
+# offset, the index points (offset, position, max timestamp, its offset))
+Stamped = tuple[int, int, int, int, list[tuple[int, int, int, int]]]
 
 
-def py_check_sets(record_sets: list, max_message_bytes: int) -> list:
+def py_check_sets(record_sets: list[BytesLike | None], max_message_bytes: int) -> list[CheckedSet]:
     """Rule 1, in Python."""
-    out: list = []
+    out: list[CheckedSet] = []
     unpack = APPEND_FIELDS.unpack_from
     for records in record_sets:
         if records is None or len(records) < HEADER_SIZE:
@@ -101,22 +112,22 @@ def py_check_sets(record_sets: list, max_message_bytes: int) -> list:
     return out
 
 
-def check_sets(record_sets: list, max_message_bytes: int) -> list:
+def check_sets(record_sets: list[BytesLike | None], max_message_bytes: int) -> list[CheckedSet]:
     """Rule 1, by the active twin (Rule 2)."""
-    if _batch.CODEC.name == _implementation.CYTHON:
-        from sparklog.records import _cbatch
-
-        return _cbatch.check_sets(record_sets, max_message_bytes)
+    kernel = _KERNEL.active
+    if kernel is not None:
+        checked: list[CheckedSet] = kernel.check_sets(record_sets, max_message_bytes)
+        return checked
     return py_check_sets(record_sets, max_message_bytes)
 
 
-def py_check_leader_set(records, max_message_bytes: int):
+def py_check_leader_set(records: BytesLike | None, max_message_bytes: int) -> LeaderSet | None:
     """Rule 3, in Python."""
     if records is None or len(records) < HEADER_SIZE:
         return None
     view = memoryview(records)
     total = len(view)
-    entries: list = []
+    entries: list[tuple[int, ...]] = []
     position = offsets = messages = idempotent = 0
     unpack = APPEND_FIELDS.unpack_from
     while position < total:
@@ -138,12 +149,12 @@ def py_check_leader_set(records, max_message_bytes: int):
     return entries, offsets, messages, idempotent
 
 
-def check_leader_set(records, max_message_bytes: int):
+def check_leader_set(records: BytesLike | None, max_message_bytes: int) -> LeaderSet | None:
     """Rule 3, by the active twin (Rule 2)."""
-    if _batch.CODEC.name == _implementation.CYTHON:
-        from sparklog.records import _cbatch
-
-        return _cbatch.check_leader_set(records, max_message_bytes)
+    kernel = _KERNEL.active
+    if kernel is not None:
+        checked: LeaderSet | None = kernel.check_leader_set(records, max_message_bytes)
+        return checked
     return py_check_leader_set(records, max_message_bytes)
 
 
@@ -152,12 +163,12 @@ _LEADER_EPOCH = struct.Struct(">i")
 _LENGTH = struct.Struct(">i")
 
 
-def py_stamp_leader_set(data, first_offset: int, leader_epoch: int, since: int, interval: int, max_timestamp: int,
-                        offset_of_max: int) -> tuple:
+def py_stamp_leader_set(data: bytearray | memoryview, first_offset: int, leader_epoch: int, since: int,
+                        interval: int, max_timestamp: int, offset_of_max: int) -> Stamped:
     """Rule 4, in Python."""
     total = len(data)
     position, offset = 0, first_offset
-    points: list = []
+    points: list[tuple[int, int, int, int]] = []
     while position + HEADER_SIZE <= total:
         size = _LENGTH.unpack_from(data, position + 8)[0] + LOG_OVERHEAD
         if size < HEADER_SIZE or size > total - position:
@@ -178,12 +189,12 @@ def py_stamp_leader_set(data, first_offset: int, leader_epoch: int, since: int, 
     return offset, since, max_timestamp, offset_of_max, points
 
 
-def stamp_leader_set(data, first_offset: int, leader_epoch: int, since: int, interval: int, max_timestamp: int,
-                     offset_of_max: int) -> tuple:
+def stamp_leader_set(data: bytearray | memoryview, first_offset: int, leader_epoch: int, since: int,
+                     interval: int, max_timestamp: int, offset_of_max: int) -> Stamped:
     """Rule 4, by the active twin (Rule 2)."""
-    if _batch.CODEC.name == _implementation.CYTHON:
-        from sparklog.records import _cbatch
-
-        return _cbatch.stamp_leader_set(data, first_offset, leader_epoch, since, interval, max_timestamp,
-                                        offset_of_max)
+    kernel = _KERNEL.active
+    if kernel is not None:
+        stamped: Stamped = kernel.stamp_leader_set(data, first_offset, leader_epoch, since, interval, max_timestamp,
+                                                   offset_of_max)
+        return stamped
     return py_stamp_leader_set(data, first_offset, leader_epoch, since, interval, max_timestamp, offset_of_max)

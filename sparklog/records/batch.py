@@ -41,12 +41,13 @@ import time
 from bisect import bisect_left
 from itertools import starmap as _starmap
 from operator import itemgetter
-from typing import Iterable, Iterator, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 from crc32c import crc32c
 
 from sparklog.records import compression as _compression
 from sparklog.records import implementation as _implementation
+from sparklog.records import BytesLike
 from sparklog.records.compression import CompressionError, codec_id
 
 # One struct for the whole fixed-size header, field by field as above.
@@ -148,22 +149,23 @@ class BatchHeader(NamedTuple):
         return self.base_timestamp if self.attributes & DELETE_HORIZON_MASK else None
 
 
-def parse_header(buffer, position: int = 0) -> BatchHeader:
+def parse_header(buffer: BytesLike, position: int = 0) -> BatchHeader:
     """Parse the fixed header at `position`; checks nothing but that 61 bytes are there."""
     return BatchHeader._make(HEADER.unpack_from(buffer, position))
 
 
-def peek_size(buffer, position: int = 0) -> int:
+def peek_size(buffer: BytesLike, position: int = 0) -> int:
     """Total size of the batch starting at `position`, from its length field alone."""
-    return _LENGTH.unpack_from(buffer, position + 8)[0] + LOG_OVERHEAD
+    length: int = _LENGTH.unpack_from(buffer, position + 8)[0]
+    return length + LOG_OVERHEAD
 
 
-def compute_crc(batch) -> int:
+def compute_crc(batch: BytesLike) -> int:
     """CRC-32C of one whole batch's covered range (attributes to end)."""
     return crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:])
 
 
-def validate_batch(batch, max_size: int | None = None) -> BatchHeader:
+def validate_batch(batch: BytesLike, max_size: int | None = None) -> BatchHeader:
     """Check one whole batch (exactly its bytes): size, magic, record count and CRC-32C."""
     view = memoryview(batch)
     if len(view) < HEADER_SIZE:
@@ -221,6 +223,9 @@ _NO_HEADERS = b"\x00"  # zig-zag varint 0: headersCount of a record without head
 _RECORD_ATTRIBUTES = b"\x00"  # record attributes are unused
 
 
+Headers = tuple[tuple[str, bytes | None], ...]  # a record's headers: (key, value or None) pairs
+
+
 class Record(NamedTuple):
     """One record as a consumer sees it: absolute offset and timestamp."""
 
@@ -258,7 +263,7 @@ def encode_varint(value: int) -> bytes:
 _VARINTS = tuple(encode_varint(value) for value in range(-_TABLE_LIMIT, _TABLE_LIMIT))
 
 
-def decode_varint(buffer, position: int) -> tuple[int, int]:
+def decode_varint(buffer: BytesLike, position: int) -> tuple[int, int]:
     """Zig-zag varint/varlong at `position`: (value, position after it); over-long input raises."""
     byte = buffer[position]
     if byte < 0x80:
@@ -274,7 +279,7 @@ def decode_varint(buffer, position: int) -> tuple[int, int]:
     raise CorruptRecordError(f"varint longer than {_MAX_VARINT_BYTES} bytes")
 
 
-def _encode_headers(headers) -> bytes:
+def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
     """headersCount and the headers; keys are str (utf-8), values bytes or None."""
     parts = [encode_varint(len(headers))]
     for key, value in headers:
@@ -291,13 +296,13 @@ def _encode_headers(headers) -> bytes:
     return b"".join(parts)
 
 
-def _encode_records(records: Iterable, now_ms: int) -> tuple[list, int, int, int]:
+def _encode_records(records: Iterable[Any], now_ms: int) -> tuple[list[bytes], int, int | None, int | None]:
     """Encode the records section as a list of parts: (parts, count, base timestamp, max timestamp).
 
     Written for speed: locals for globals, table lookups for 1-2 byte varints, one join by the caller.
     """
     table, limit, varint = _VARINTS, _TABLE_LIMIT, encode_varint
-    parts = []
+    parts: list[bytes] = []
     append = parts.append
     base_ts = max_ts = None
     count = 0
@@ -337,7 +342,7 @@ def _encode_records(records: Iterable, now_ms: int) -> tuple[list, int, int, int
 
 
 def build_batch(
-    records: Iterable,
+    records: Iterable[Any],  # (key, value, headers, timestamp) tuples, or objects with those attributes
     compression: str | int = "none",
     base_offset: int = 0,
     timestamp_type: int = CREATE_TIME,
@@ -407,7 +412,7 @@ class RecordBatch(BatchHeader):
             section = self.raw[HEADER_SIZE:].tobytes()
         return _decode_columns(section, self)
 
-    def tuples(self, prefix: tuple, cls: type) -> list:
+    def tuples(self, prefix: tuple[Any, ...], cls: type) -> list[Any]:
         """The records as `cls` tuples `prefix + (offset, timestamp, key, value, headers)`: what the consumer
         hands out (`prefix` = (topic, partition), `cls` its ConsumerRecord), built in one pass with no
         per-record Python work in the compiled codec. Errors are `columns()`'."""
@@ -418,7 +423,7 @@ class RecordBatch(BatchHeader):
             section = self.raw[HEADER_SIZE:].tobytes()
         return _decode_records(section, self, prefix, cls)
 
-    def _decompress(self, codec: int, section) -> bytes:
+    def _decompress(self, codec: int, section: BytesLike) -> bytes:
         try:
             return _compression.decompress(codec, section)
         except (CompressionError, ValueError) as exc:
@@ -441,12 +446,12 @@ def _decode_columns(buffer: bytes, batch: BatchHeader) -> RecordColumns:
     varint, read_bytes = decode_varint, _read_bytes
     offsets: list[int] = []
     timestamps: list[int] = []
-    values: list = []
+    values: list[bytes | None] = []
     # recordCount is covered by the CRC but may still lie: a record takes at least one byte, so lists sized
     # past the section could never fill, and a forged count of 2^31 must not cost 32 GiB before it fails.
     size = max(0, min(count, len(buffer)))
-    keys: list = [None] * size
-    headers: list = [()] * size
+    keys: list[bytes | None] = [None] * size
+    headers: list[Headers] = [()] * size
     add_offset, add_timestamp, add_value = offsets.append, timestamps.append, values.append
     end = len(buffer)
     position = 0
@@ -517,7 +522,7 @@ def _decode_columns(buffer: bytes, batch: BatchHeader) -> RecordColumns:
     return RecordColumns(offsets, timestamps, keys, values, headers)
 
 
-def _read_bytes(buffer, position: int) -> tuple[bytes | None, int]:
+def _read_bytes(buffer: BytesLike, position: int) -> tuple[bytes | None, int]:
     """Length-prefixed nullable bytes (from a memoryview or bytes): a copy, so the caller may drop the buffer."""
     length, position = decode_varint(buffer, position)
     if length < 0:
@@ -528,7 +533,7 @@ def _read_bytes(buffer, position: int) -> tuple[bytes | None, int]:
     return bytes(buffer[position:end]), end
 
 
-def _read_headers(buffer, position: int) -> tuple[tuple, int]:
+def _read_headers(buffer: BytesLike, position: int) -> tuple[Headers, int]:
     count, position = decode_varint(buffer, position)
     if count < 0:
         raise CorruptRecordError(f"negative header count {count}")
@@ -543,27 +548,32 @@ def _read_headers(buffer, position: int) -> tuple[tuple, int]:
     return tuple(headers), position
 
 
-def _decode_chunk(chunk, position: int, start: int, prefix: tuple, cls: type, check_crc: bool) -> tuple[list, int]:
+def _decode_chunk(chunk: BytesLike, position: int, start: int, prefix: tuple[Any, ...], cls: type,
+                  check_crc: bool) -> tuple[list[Any], int]:
     """The compiled codec's bulk step of `chunk_tuples` (many plain batches in one call); this twin takes no
     batch, leaving every one to `chunk_tuples`' general path, the authority."""
     return [], position
 
 
-def _decode_records(buffer: bytes, batch: BatchHeader, prefix: tuple, cls: type) -> list:
+def _decode_records(buffer: bytes, batch: BatchHeader, prefix: tuple[Any, ...], cls: type) -> list[Any]:
     """`RecordBatch.tuples()` from the pure-Python columns (the compiled twin builds each tuple in C)."""
     new = _new_tuple
     return [new(cls, prefix + row) for row in zip(*PYTHON_CODEC.decode_columns(buffer, batch))]
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The implementation switch (sparklog/records/implementation.py): the compiled codec takes over these five
+# The implementation switch (sparklog/records/implementation.py, the one selector): the compiled codec takes over these
 # functions unless SPARKLOG_NO_EXTENSIONS is set or it was not built; the pure-Python ones stay in PYTHON_CODEC.
+
+CODEC: _implementation.Codec  # the active one, set by use()
+
 
 def use(codec: _implementation.Codec) -> None:
     """Run `codec` from now on: at import, and in the tests and benchmarks that compare the two."""
     global CODEC, encode_varint, decode_varint, _encode_records, _decode_columns, build_batch, _decode_records
     global _decode_chunk
     CODEC = codec
+    _implementation.follow_codec(codec.name == _implementation.CYTHON)
     (encode_varint, decode_varint, _encode_records, _decode_columns, build_batch, _decode_records,
      _decode_chunk) = codec[1:]
 
@@ -576,12 +586,12 @@ _selected, COMPILED_UNAVAILABLE = _implementation.select(PYTHON_CODEC, RecordCol
 use(_selected)
 
 
-def _byte_view(buffer) -> memoryview:
+def _byte_view(buffer: BytesLike) -> memoryview:
     view = memoryview(buffer)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-def iter_batches(buffer, check_crc: bool = True, position: int = 0) -> Iterator[RecordBatch]:
+def iter_batches(buffer: BytesLike, check_crc: bool = True, position: int = 0) -> Iterator[RecordBatch]:
     """Every whole batch in `buffer` (bytes, bytearray or memoryview of concatenated batches) from byte
     `position` on (errors name bytes of the whole buffer).
 
@@ -612,14 +622,14 @@ def iter_batches(buffer, check_crc: bool = True, position: int = 0) -> Iterator[
         position += size
 
 
-def iter_records(buffer, check_crc: bool = True) -> Iterator[Record]:
+def iter_records(buffer: BytesLike, check_crc: bool = True) -> Iterator[Record]:
     """Every record of every whole data batch in `buffer`; control batches (markers) are skipped."""
     for batch in iter_batches(buffer, check_crc):
         if not batch.attributes & CONTROL_MASK:
             yield from batch.records()
 
 
-def next_fetch_offset(buffer, start: int) -> int:
+def next_fetch_offset(buffer: BytesLike, start: int) -> int:
     """The offset after the last whole batch in `buffer`, or `start` if none is whole.
 
     Reads only the headers' baseOffset, batchLength, magic and lastOffsetDelta (no CRC, no records): a
@@ -642,7 +652,7 @@ def next_fetch_offset(buffer, start: int) -> int:
     return next_offset
 
 
-def batches_in_range(buffer, start: int, end: int | None = None,
+def batches_in_range(buffer: BytesLike, start: int, end: int | None = None,
                      check_crc: bool = True) -> Iterator[tuple[RecordBatch, RecordColumns | None]]:
     """`(batch, columns)` for each whole batch of `buffer` holding offsets in `[start, end)` (`end` None: no end).
 
@@ -662,12 +672,13 @@ def batches_in_range(buffer, start: int, end: int | None = None,
         if offsets and (offsets[0] < start or (end is not None and offsets[-1] >= end)):
             first = bisect_left(offsets, start)
             last = len(offsets) if end is None else bisect_left(offsets, end)
-            columns = RecordColumns(*(column[first:last] for column in columns))
+            columns = RecordColumns(offsets[first:last], columns.timestamps[first:last], columns.keys[first:last],
+                                    columns.values[first:last], columns.headers[first:last])
         yield batch, columns
 
 
-def tuples_in_range(buffer, start: int, prefix: tuple, cls: type,
-                    check_crc: bool = True) -> Iterator[tuple[RecordBatch, list | None]]:
+def tuples_in_range(buffer: BytesLike, start: int, prefix: tuple[Any, ...], cls: type,
+                    check_crc: bool = True) -> Iterator[tuple[RecordBatch, list[Any] | None]]:
     """`(batch, records)` for each whole batch of `buffer` holding offsets from `start` on: `batches_in_range`
     with no end, each data batch's records as `RecordBatch.tuples(prefix, cls)` (those before `start` cut),
     None for a control batch. The consumer's path: one list of ready records per batch."""
@@ -679,7 +690,7 @@ def tuples_in_range(buffer, start: int, prefix: tuple, cls: type,
         yield batch, _tuples_from(batch, start, prefix, cls, at)
 
 
-def _tuples_from(batch: RecordBatch, start: int, prefix: tuple, cls: type, at: int) -> list:
+def _tuples_from(batch: RecordBatch, start: int, prefix: tuple[Any, ...], cls: type, at: int) -> list[Any]:
     """A data batch's records as `RecordBatch.tuples`, those before `start` cut (`at`: the offset's field)."""
     records = batch.tuples(prefix, cls)
     if records and records[0][at] < start:
@@ -687,8 +698,8 @@ def _tuples_from(batch: RecordBatch, start: int, prefix: tuple, cls: type, at: i
     return records
 
 
-def chunk_tuples(buffer, start: int, prefix: tuple, cls: type,
-                 check_crc: bool = True) -> Iterator[tuple[RecordBatch | None, list | None]]:
+def chunk_tuples(buffer: BytesLike, start: int, prefix: tuple[Any, ...], cls: type,
+                 check_crc: bool = True) -> Iterator[tuple[RecordBatch | None, list[Any] | None]]:
     """`tuples_in_range` for a consumer's fetched chunk, with runs of plain batches taken in bulk: yields
     `(None, records)` for a run of whole, uncompressed data batches the compiled codec decoded in one call
     (`_decode_chunk`), and `tuples_in_range`'s `(batch, records)` / `(batch, None)` for any other batch,
@@ -714,7 +725,7 @@ def chunk_tuples(buffer, start: int, prefix: tuple, cls: type,
         yield batch, _tuples_from(batch, start, prefix, cls, at)
 
 
-def batches_overlapping(buffer, start: int, end: int | None = None,
+def batches_overlapping(buffer: BytesLike, start: int, end: int | None = None,
                         check_crc: bool = True) -> Iterator[tuple[RecordBatch, bool]]:
     """`(batch, is data to read)` for the batches `batches_in_range` decodes (True) or hands back as
     "move past this" (False: a control batch, or the first batch at or past `end`, which ends it)."""

@@ -8,12 +8,12 @@ Rule 1: `decode_buffers(batch)` gives the offsets and timestamps as int64 arrays
         wanted, by `columns()` (they are rare, and their list layout is not worth a second decoder).
 Rule 2: the buffers are native-endian `array`s and `bytearray`s; Arrow's layout is little-endian, as is every
         platform pyspark runs on.
-Rule 3: the compiled twin (`_cbatch.decode_buffers`) runs when the compiled codec is active (`batch.CODEC`),
+Rule 3: the compiled twin (`_cbuffers.decode_buffers`) runs when the compiled codec is active (`batch.CODEC`),
         with its byte loop outside the interpreter lock; it gives the same buffers and defers every input it
         does not take to `_decode_python` here, built on the record decoder, which decides (malformed bytes
         raise CorruptRecordError, as `columns()` does).
 Rule 4: a `ColumnSink` takes many batches one after another into the same buffers (compiled codec,
-        uncompressed batch: `_cbatch.decode_into`, each key and value copied once, straight from the fetched
+        uncompressed batch: `_cbuffers.decode_into`, each key and value copied once, straight from the fetched
         buffer to its place in the emitted Arrow array), so a reader emitting thousands of rows at a time
         concatenates nothing. A batch the sink cannot take (the pure-Python codec, a compressed batch, bytes
         the compiled loop defers) it refuses, writing nothing, and the caller decodes it with
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from itertools import accumulate, compress
+from itertools import accumulate
 from typing import Iterator, NamedTuple
 
 import numpy as np
@@ -34,19 +34,22 @@ import numpy as np
 from sparklog.records import batch as _batch
 from sparklog.records import implementation as _implementation
 from sparklog.records.batch import COMPRESSION_MASK, HEADER_SIZE, TIMESTAMP_TYPE_MASK, RecordBatch
+from sparklog.records import BytesLike
+
+_KERNEL = _implementation.RecordKernel("sparklog.records._cbuffers", "Arrow decoder", ("decode_buffers", "decode_into"))
 
 
 class ColumnBuffers(NamedTuple):
     """One batch's records as Arrow buffers (Rule 1)."""
 
-    count: int
-    offsets: array  # "q"
-    timestamps: array  # "q"
-    key_ends: array  # "i": count + 1 ends into key_data, starting with 0
+    count: int  # type: ignore[assignment]  # shadows tuple.count: the field is Arrow's row count
+    offsets: array[int]  # "q"
+    timestamps: array[int]  # "q"
+    key_ends: array[int]  # "i": count + 1 ends into key_data, starting with 0
     key_data: bytearray
     key_validity: bytearray | None
     key_nulls: int
-    value_ends: array  # "i"
+    value_ends: array[int]  # "i"
     value_data: bytearray
     value_validity: bytearray | None
     value_nulls: int
@@ -58,19 +61,18 @@ def decode_buffers(batch: RecordBatch) -> ColumnBuffers:
     codec = batch.attributes & COMPRESSION_MASK
     section = batch._decompress(codec, batch.raw[HEADER_SIZE:]) if codec else batch.raw[HEADER_SIZE:]
     buffers = None
-    if _batch.CODEC.name == _implementation.CYTHON:
-        from sparklog.records import _cbatch
-
+    kernel = _KERNEL.active
+    if kernel is not None:
         log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
         # An uncompressed section is read in place, in the fetched buffer: the compiled decoder copies
         # each key and value once, into the Arrow buffers, and keeps no reference to the section.
         view = section if isinstance(section, bytes) else memoryview(section).cast("B")
-        buffers = _cbatch.decode_buffers(view, batch.base_offset, batch.base_timestamp, log_append_time,
+        buffers = kernel.decode_buffers(view, batch.base_offset, batch.base_timestamp, log_append_time,
                                          batch.record_count)
     return ColumnBuffers(*buffers) if buffers is not None else _decode_python(bytes(section), batch)
 
 
-def buffers_in_range(buffer, start: int, end: int | None = None,
+def buffers_in_range(buffer: BytesLike, start: int, end: int | None = None,
                      check_crc: bool = True) -> Iterator[tuple[RecordBatch, ColumnBuffers | None, int, int]]:
     """`batch.batches_in_range` in Arrow's layout: `(batch, buffers, first, last)`, the records of `[start,
     end)` being rows `[first, last)` of `buffers` (a fetch may begin inside a batch); `buffers` None means
@@ -94,10 +96,10 @@ def _decode_python(section: bytes, batch: RecordBatch) -> ColumnBuffers:
     )
 
 
-def binary_layout(items: list) -> tuple[array, bytearray, bytearray | None, int]:
+def binary_layout(items: list[bytes | None]) -> tuple[array[int], bytearray, bytearray | None, int]:
     """(ends, data, validity or None, null count) of a list of bytes-or-None."""
     present = [item is not None for item in items]
-    data = bytearray(b"".join(compress(items, present)))
+    data = bytearray(b"".join([item for item in items if item is not None]))
     ends = array("i", accumulate((len(item) if item is not None else 0 for item in items), initial=0))
     nulls = len(items) - sum(present)
     return ends, data, (_bitmap(present) if nulls else None), nulls
@@ -119,7 +121,7 @@ SINK_BYTES = 1 << 26  # its key and its value capacity each (64 MiB, reserved, n
 class SinkColumns(NamedTuple):
     """What a ColumnSink took (Rule 4), as Arrow buffers: ColumnBuffers' fields, sized to `count`."""
 
-    count: int
+    count: int  # type: ignore[assignment]  # shadows tuple.count: the field is Arrow's row count
     offsets: np.ndarray  # int64
     timestamps: np.ndarray  # int64
     key_ends: np.ndarray  # int32, count + 1
@@ -153,7 +155,7 @@ class ColumnSink:
     @staticmethod
     def accepts(batch: RecordBatch) -> bool:
         """Whether the sink decodes batches like this one (Rule 4): compiled codec, not compressed."""
-        return _batch.CODEC.name == _implementation.CYTHON and not batch.attributes & COMPRESSION_MASK
+        return _KERNEL.active is not None and not batch.attributes & COMPRESSION_MASK
 
     def fits(self, batch: RecordBatch) -> bool:
         """Room for every record of `batch` (at most its section's bytes of keys, and of values)."""
@@ -170,13 +172,12 @@ class ColumnSink:
         """The records of offsets `[start, end)` of `batch` appended: `(index of the first one in the batch,
         how many, whether any has headers)`; None when the sink does not take this batch (Rule 4: the
         caller decodes it), having written nothing. The caller checks `fits(batch)` first."""
-        if not self.accepts(batch):
+        kernel = _KERNEL.active
+        if kernel is None or not self.accepts(batch):
             return None
-        from sparklog.records import _cbatch
-
         log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
         section = memoryview(batch.raw).cast("B")[HEADER_SIZE:]
-        taken = _cbatch.decode_into(section, batch.base_offset, batch.base_timestamp, log_append_time,
+        taken: tuple[int, int, bool] | None = kernel.decode_into(section, batch.base_offset, batch.base_timestamp, log_append_time,
                                     batch.record_count, start, _NO_END if end is None else end, self.rows,
                                     self.offsets, self.timestamps, self.key_ends, self.key_data, self.key_valid,
                                     self.value_ends, self.value_data, self.value_valid)

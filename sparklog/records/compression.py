@@ -14,10 +14,13 @@ import gzip
 import struct
 import threading
 import zlib
+from typing import Any, Callable
 
 import cramjam
 import lz4.frame
 import zstandard
+
+from sparklog.records import BytesLike
 
 NONE = 0
 GZIP = 1
@@ -88,7 +91,7 @@ def codec_id(compression: str | int) -> int:
     return compression
 
 
-def compress(codec: int, data) -> bytes:
+def compress(codec: int, data: BytesLike) -> bytes:
     """Compress one records section with the given codec id (0 returns the bytes unchanged)."""
     try:
         compressor = _COMPRESSORS[codec]
@@ -102,7 +105,7 @@ def output_limit(compressed_bytes: int) -> int:
     return max(MIN_OUTPUT_LIMIT, MAX_EXPANSION * compressed_bytes)
 
 
-def decompress(codec: int, data, limit: int | None = None) -> bytes:
+def decompress(codec: int, data: BytesLike, limit: int | None = None) -> bytes:
     """Decompress one records section; corrupt input raises `CompressionError`, output beyond `limit`
     (default `output_limit(len(data))`) raises `DecompressedTooLarge` before it is held."""
     try:
@@ -123,18 +126,18 @@ def _too_large(codec: int, limit: int) -> DecompressedTooLarge:
                                 f"{MAX_EXPANSION}x its compressed size, at least {MIN_OUTPUT_LIMIT})")
 
 
-def _identity(data, limit: int | None = None) -> bytes:
+def _identity(data: BytesLike, limit: int | None = None) -> bytes:
     return bytes(data)
 
 
-def _gzip_compress(data) -> bytes:
+def _gzip_compress(data: BytesLike) -> bytes:
     return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
 
 
-def _snappy_compress(data) -> bytes:
+def _snappy_compress(data: BytesLike) -> bytes:
     """xerial framing: header, then each 32 KiB chunk as a length-prefixed raw block."""
     view = memoryview(data)
-    parts = [XERIAL_HEADER]
+    parts: list[bytes | cramjam.Buffer] = [XERIAL_HEADER]
     for start in range(0, len(view), XERIAL_BLOCK_SIZE):
         block = cramjam.snappy.compress_raw(view[start : start + XERIAL_BLOCK_SIZE])
         parts.append(_BLOCK_LENGTH.pack(len(block)))
@@ -142,7 +145,7 @@ def _snappy_compress(data) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decompress(data, limit: int) -> bytes:
+def _snappy_decompress(data: BytesLike, limit: int) -> bytes:
     """Both xerial framing (Java, kafka-python) and one raw block (librdkafka)."""
     view = memoryview(data)
     if len(view) >= len(XERIAL_HEADER) and view[: len(XERIAL_MAGIC)] == XERIAL_MAGIC:
@@ -183,15 +186,16 @@ def _xerial_decompress(view: memoryview, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _gzip_decompress(data, limit: int) -> bytes:
+def _gzip_decompress(data: BytesLike, limit: int) -> bytes:
     """Every gzip member (a stream may hold several, as gzip.decompress reads them), at most `limit` bytes."""
     return _frames(GZIP, lambda: zlib.decompressobj(wbits=16 + zlib.MAX_WBITS), bytes(data), limit, b"\x00")
 
 
-def _frames(codec: int, new_decoder, data, limit: int, padding: bytes = b"") -> bytes:
+def _frames(codec: int, new_decoder: Callable[[], Any], data: BytesLike, limit: int, padding: bytes = b"") -> bytes:
     """Decode frames (gzip members, LZ4 frames) back to back, at most `limit` bytes in all; `padding` bytes
     between frames are skipped (gzip.decompress skips zeros). A decoder takes (input, max_length)."""
-    parts, total, rest = [], 0, data
+    parts: list[bytes] = []
+    total, rest = 0, data
     while rest:
         decoder = new_decoder()
         part = decoder.decompress(rest, limit - total + 1)
@@ -205,18 +209,19 @@ def _frames(codec: int, new_decoder, data, limit: int, padding: bytes = b"") -> 
     return b"".join(parts)
 
 
-def _lz4_compress(data) -> bytes:
+def _lz4_compress(data: BytesLike) -> bytes:
     """An LZ4 frame with the Java client's flags: 64 KiB independent blocks, no content size."""
-    return lz4.frame.compress(
+    compressed: bytes = lz4.frame.compress(
         data,
         block_size=lz4.frame.BLOCKSIZE_MAX64KB,
         block_linked=False,
         content_checksum=False,
         store_size=False,
     )
+    return compressed
 
 
-def _lz4_decompress(data, limit: int) -> bytes:
+def _lz4_decompress(data: BytesLike, limit: int) -> bytes:
     """Every LZ4 frame of the section (a producer may write several back to back), at most `limit` bytes."""
     return _frames(LZ4, lz4.frame.LZ4FrameDecompressor, data, limit)
 
@@ -239,11 +244,12 @@ def _zstd_decompressor() -> zstandard.ZstdDecompressor:
     return decompressor
 
 
-def _zstd_compress(data) -> bytes:
-    return _zstd_compressor().compress(data)
+def _zstd_compress(data: BytesLike) -> bytes:
+    compressed: bytes = _zstd_compressor().compress(data)
+    return compressed
 
 
-def _zstd_decompress(data, limit: int) -> bytes:
+def _zstd_decompress(data: BytesLike, limit: int) -> bytes:
     """Streaming, because Java and librdkafka write frames without the content size; fed a few input bytes
     at a time, since the decoder cannot bound its output itself (Rule 3)."""
     view = memoryview(data)

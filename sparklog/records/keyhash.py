@@ -2,10 +2,10 @@
 
 Bit for bit as Kafka's Java client (`Utils.murmur2`, `BuiltInPartitioner.partitionForKey`) and librdkafka's
 `murmur2_random`, so a key lands in the same partition whichever client wrote it. It lives beside the record
-codec because it has a compiled twin in `_cbatch` too (a producer hashes every keyed record).
+codec because it has a compiled twin too, `_ckeyhash` (a producer hashes every keyed record).
 
-Rule 1: `murmur2(key)` and `partitions_for_keys(keys, n)` are the compiled twins (`_cbatch.murmur2`,
-        `_cbatch.murmur2_partitions`) unless SPARKLOG_NO_EXTENSIONS is set or the extension was not built
+Rule 1: `murmur2(key)` and `partitions_for_keys(keys, n)` are the compiled twins (`_ckeyhash.murmur2`,
+        `_ckeyhash.murmur2_partitions`) unless SPARKLOG_NO_EXTENSIONS is set or the extension was not built
         (chosen once, at import, as `implementation.select` chooses the codec); `PYTHON_MURMUR2` and
         `PYTHON_PARTITIONS` stay the pure-Python authority.
 Rule 2: both give the same ints and errors; the compiled one hands every key that is not exact `bytes`, and
@@ -16,6 +16,7 @@ Rule 3: in `partitions_for_keys`, a None key gets None (a keyless record: the st
 from __future__ import annotations
 
 import struct
+from typing import Callable
 
 from sparklog.records import implementation as _implementation
 
@@ -50,7 +51,7 @@ def _murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def _partitions_for_keys(keys, num_partitions: int) -> list:
+def _partitions_for_keys(keys: list[bytes | None], num_partitions: int) -> list[int | None]:
     """The keyed partition of each key (None for a None key): one call for a column of keys."""
     return [None if key is None else (_murmur2(key) & 0x7FFFFFFF) % num_partitions for key in keys]
 
@@ -59,17 +60,14 @@ PYTHON_MURMUR2 = _murmur2
 PYTHON_PARTITIONS = _partitions_for_keys
 
 
-def _select() -> tuple:
+def _select() -> tuple[Callable[[bytes], int], Callable[[list[bytes | None], int], list[int | None]], str]:
     """(murmur2, partitions_for_keys, implementation name) per Rule 1."""
-    if not _implementation.extensions_disabled():
-        try:
-            from sparklog.records import _cbatch
-
-            _cbatch.bind_keyhash(_murmur2, _partitions_for_keys)
-            return _cbatch.murmur2, _cbatch.murmur2_partitions, _implementation.CYTHON
-        except (ImportError, AttributeError):  # not built, or built from an older _cbatch.pyx
-            pass
-    return _murmur2, _partitions_for_keys, _implementation.PYTHON
+    kernel = _implementation.load("sparklog.records._ckeyhash", "key hash",
+                                  ("bind_keyhash", "murmur2", "murmur2_partitions"))
+    if kernel is None:
+        return _murmur2, _partitions_for_keys, _implementation.PYTHON
+    kernel.bind_keyhash(_murmur2, _partitions_for_keys)
+    return kernel.murmur2, kernel.murmur2_partitions, _implementation.CYTHON
 
 
 murmur2, partitions_for_keys, IMPLEMENTATION = _select()

@@ -5,7 +5,7 @@ the batch around the copy).
 Rule 1: `scan(batch)` gives, per record, the key's digest (the interpreter's hash of the key bytes, which is
         `hash(key)`; 1 for a key that hashes to 0; 0 for a null key), its offset, its timestamp, its flags
         (NULL_KEY, NULL_VALUE) and where it ends in the section, as arrays, with no Python object per record.
-Rule 2: the compiled twin (`_cbatch.scan_section`, `_cbatch.join_kept`) runs when the compiled codec is the
+Rule 2: the compiled twin (`_cscan.scan_section`, `_cscan.join_kept`) runs when the compiled codec is the
         active one (`batch.CODEC`), with its byte loops outside the interpreter lock; it gives the same arrays
         and bytes, and defers every input it does not take to the pure-Python functions here, which decide
         (malformed bytes raise CorruptRecordError from `batch`'s decoder, as `columns()` does).
@@ -14,6 +14,7 @@ Rule 2: the compiled twin (`_cbatch.scan_section`, `_cbatch.join_kept`) runs whe
 from __future__ import annotations
 
 from array import array
+from types import ModuleType
 from typing import NamedTuple
 
 from sparklog.records import batch as _batch
@@ -28,11 +29,11 @@ class RecordScan(NamedTuple):
     """One batch's records as parallel arrays (Rule 1), and the uncompressed section they were read from."""
 
     section: bytes
-    digests: array  # "q"
-    offsets: array  # "q"
-    timestamps: array  # "q"
-    flags: array  # "B": NULL_KEY | NULL_VALUE
-    ends: array  # "q": where each record (its length prefix included) ends in `section`
+    digests: array[int]  # "q"
+    offsets: array[int]  # "q"
+    timestamps: array[int]  # "q"
+    flags: array[int]  # "B": NULL_KEY | NULL_VALUE
+    ends: array[int]  # "q": where each record (its length prefix included) ends in `section`
 
 
 def scan(batch: RecordBatch) -> RecordScan:
@@ -48,24 +49,24 @@ def scan(batch: RecordBatch) -> RecordScan:
     return RecordScan(section, *(columns or _scan_python(section, batch)))
 
 
-def join_kept(section: bytes, ends: array, keep: bytes) -> bytes:
+def join_kept(section: bytes, ends: array[int], keep: bytes) -> bytes:
     """The bytes of the records whose `keep` byte is not 0 (one byte per record)."""
     compiled = _compiled()
     if compiled is not None:
-        return compiled.join_kept(section, ends, keep)
+        kept: bytes = compiled.join_kept(section, ends, keep)
+        return kept
     starts = [0, *ends[:-1]]
     return b"".join(section[s:e] for s, e, k in zip(starts, ends, keep) if k)
 
 
-def _compiled():
-    if _batch.CODEC.name != _implementation.CYTHON:
-        return None
-    from sparklog.records import _cbatch
-
-    return _cbatch
+_KERNEL = _implementation.RecordKernel("sparklog.records._cscan", "cleaner scan", ("scan_section", "join_kept"))
 
 
-def _scan_python(section: bytes, batch: RecordBatch) -> tuple:
+def _compiled() -> ModuleType | None:
+    return _KERNEL.active
+
+
+def _scan_python(section: bytes, batch: RecordBatch) -> tuple[array[int], ...]:
     columns = _batch.PYTHON_CODEC.decode_columns(section, batch)
     digests = array("q", [0 if key is None else (hash(key) or 1) for key in columns.keys])
     flags = array("B", [(key is None) * NULL_KEY | (value is None) * NULL_VALUE

@@ -10,12 +10,13 @@ Rule 1: `seek_timestamp(chunk, position, ...)` walks the records starting at `po
 Rule 2: with `final` (the chunk runs to the section's end) a record that runs past the chunk is malformed;
         malformed bytes raise CorruptRecordError, as batch.py's decoder does. Keys, values and headers are
         neither decoded nor checked, nor is the CRC: the log verified the batch when it stored it.
-Rule 3: the compiled twin (`_cbatch.seek_timestamp`) runs when the compiled codec is the active one, and
+Rule 3: the compiled twin (`_cseek.seek_timestamp`) runs when the compiled codec is the active one, and
         defers every input it does not take (malformed, or a 10-byte varint) to the pure-Python walk here.
 """
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import NamedTuple
 
 from sparklog.records import batch as _batch
@@ -50,7 +51,8 @@ def seek_timestamp(chunk: bytes, position: int, base_offset: int, base_timestamp
     return _seek_python(chunk, position, base_offset, base_timestamp, log_append_time, target, remaining, final)
 
 
-def _seek_python(chunk, position, base_offset, base_timestamp, log_append_time, target, remaining, final) -> Seek:
+def _seek_python(chunk: bytes, position: int, base_offset: int, base_timestamp: int, log_append_time: int | None,
+                 target: int, remaining: int, final: bool) -> Seek:
     varint = _batch.PYTHON_CODEC.decode_varint
     end = len(chunk)
     walked = 0
@@ -74,9 +76,8 @@ def _seek_python(chunk, position, base_offset, base_timestamp, log_append_time, 
     return Seek(END, position, walked, -1, -1)
 
 
-def _compiled():
-    if _batch.CODEC.name != _implementation.CYTHON:
-        return None
-    from sparklog.records import _cbatch
+_KERNEL = _implementation.RecordKernel("sparklog.records._cseek", "seek", ("seek_timestamp",))
 
-    return _cbatch
+
+def _compiled() -> ModuleType | None:
+    return _KERNEL.active

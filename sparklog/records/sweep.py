@@ -1,5 +1,5 @@
 """The log cleaner's two passes over a read buffer of whole batches, each one compiled call for the whole
-buffer (`_cbatch.put_batches`, `_cbatch.filter_batches`) with the interpreter lock released throughout:
+buffer (`_csweep.put_batches`, `_csweep.filter_batches`) with the interpreter lock released throughout:
 the per-batch work of records/scan.py and records/retain.py without a Python call per batch.
 
 Rule 1: a call takes the batches from a position on, in order, and stops at the first it does not take: a
@@ -19,14 +19,15 @@ Rule 4: memory is bounded by the buffer: the output is at most its bytes plus on
 from __future__ import annotations
 
 from array import array
+from types import ModuleType
 from typing import NamedTuple
 
-from sparklog.records import batch as _batch
 from sparklog.records import implementation as _implementation
 from sparklog.records.batch import HEADER_SIZE
+from sparklog.records import BytesLike
 
 ENTRY_FIELDS = 5  # an output batch: position, base offset, next offset, max timestamp, size
-COUNTERS = ("read", "records", "removed", "tombstones", "changed", "horizon")  # _cbatch's READ .. HORIZON
+COUNTERS = ("read", "records", "removed", "tombstones", "changed", "horizon")  # _csweep's READ .. HORIZON
 
 
 class Filtered(NamedTuple):
@@ -34,36 +35,33 @@ class Filtered(NamedTuple):
 
     position: int  # of the first batch not taken, or the buffer's end
     data: memoryview  # the output batches, end to end
-    entries: list[tuple[int, int, int, int, int]]  # per output batch: ENTRY_FIELDS, its position in `data`
+    entries: list[tuple[int, ...]]  # per output batch: its ENTRY_FIELDS, its position in `data`
     run: bytes | None  # the empty header that the next empty batch may extend (retain.py Rule 3)
     counts: dict[str, int]  # COUNTERS: bytes read, records scanned, removed, tombstones removed, changed (0/1),
     # the earliest delete horizon of a batch that keeps a tombstone (0: none)
 
 
-_extension = None  # the compiled module, imported at the first call that uses it
+_KERNEL = _implementation.RecordKernel("sparklog.records._csweep", "cleaner sweep",
+                                       ("put_batches", "filter_batches", "whole_prefix"))
 
 
-def compiled():
-    """The extension when the compiled codec is the active one, else None (Rule 3). Called once per read
+def compiled() -> ModuleType | None:
+    """The kernel when the compiled codec is the active one, else None (Rule 3). Called once per read
     buffer in the cleaner thread, with the interpreter lock held: no import statement on this path."""
-    global _extension
-    if _batch.CODEC.name != _implementation.CYTHON:
-        return None
-    if _extension is None:
-        from sparklog.records import _cbatch
-
-        _extension = _cbatch
-    return _extension
+    return _KERNEL.active
 
 
-def whole_prefix(chunk) -> int | None:
+def whole_prefix(chunk: BytesLike) -> int | None:
     """How many bytes of `chunk` are whole batches by their lengths (all of it at a length too small to be
     one), walked without the interpreter lock; None without the compiled codec."""
     extension = compiled()
-    return None if extension is None else extension.whole_prefix(chunk)
+    if extension is None:
+        return None
+    whole: int = extension.whole_prefix(chunk)
+    return whole
 
 
-def put_batches(chunk, position: int, digests: memoryview, stored: memoryview, size: int, limit: int,
+def put_batches(chunk: BytesLike, position: int, digests: memoryview, stored: memoryview, size: int, limit: int,
                 first_dirty: int) -> tuple[int, int, bool] | None:
     """Put the keys of the batches from `position` on into the offset map's tables (`digests`, `stored`,
     holding `size` keys, at most `limit`): skips control and empty batches and those ending at or below
@@ -72,14 +70,15 @@ def put_batches(chunk, position: int, digests: memoryview, stored: memoryview, s
     extension = compiled()
     if extension is None:
         return None
-    return extension.put_batches(chunk, position, digests, stored, size, limit, first_dirty)
+    put: tuple[int, int, bool] = extension.put_batches(chunk, position, digests, stored, size, limit, first_dirty)
+    return put
 
 
 class Buffers:
     """filter_batches' output space, reused from call to call (one per cleaner thread): fresh megabytes each
     call would cost more in page faults than the call itself."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.out = bytearray()
         self.entries = array("q")
 
@@ -92,9 +91,9 @@ class Buffers:
             self.entries = array("q", bytes(8 * rows))
 
 
-def filter_batches(chunk, position: int, digests: memoryview, stored: memoryview, end: int, now: int,
+def filter_batches(chunk: BytesLike, position: int, digests: memoryview, stored: memoryview, end: int, now: int,
                    run: bytes | None, buffers: Buffers) -> Filtered | None:
-    """The recopy of the batches from `position` on (cleaner.py Rules 3, 3a): a data batch below `end`
+    """The recopy of the batches from `position` on (cleaner.py Rule: keep-latest-per-key, Rule: tombstone-delete-horizon): a data batch below `end`
     keeps each record whose key's map offset is not later, unless it is a tombstone in a batch whose delete
     horizon is before `now`; other batches are copied whole; emptied and empty batches coalesce into `run`
     (a 61-byte empty header, or None). A batch that keeps a tombstone but has no delete horizon yet is not

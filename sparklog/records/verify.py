@@ -23,12 +23,15 @@ Rule 3: the work is per batch: with the compiled codec one C call walks an uncom
 from __future__ import annotations
 
 import struct
+from types import ModuleType
+from typing import Callable
 
 from crc32c import crc32c
 
 from sparklog.records import batch as _batch
 from sparklog.records import compression as _compression
 from sparklog.records import implementation as _implementation
+from sparklog.records import BytesLike
 from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -41,10 +44,14 @@ from sparklog.records.batch import (
     parse_header,
 )
 
+_KERNEL = _implementation.RecordKernel("sparklog.records._cverify", "batch check", ("plain_records_ok", "section_records_ok"))
+
 _LENGTH = struct.Struct(">i")
+# (the codec that was active, its kernel or None, the kernel's plain_records_ok or None): see _select
+_Active = tuple[_implementation.Codec | None, ModuleType | None, Callable[[BytesLike], bool] | None]
 
 
-def records_error(batch) -> str | None:
+def records_error(batch: BytesLike) -> str | None:
     """Rule 1 for one whole batch (bytes, bytearray or memoryview of exactly its bytes)."""
     codec, compiled, plain_ok = _ACTIVE
     if codec is not _batch.CODEC:  # the codec was switched (batch.use): look again
@@ -67,7 +74,7 @@ def _framed(view: memoryview) -> bool:
             and view[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK <= MAX_CODEC)
 
 
-def _records_error(view: memoryview, compiled) -> str | None:
+def _records_error(view: memoryview, compiled: ModuleType | None) -> str | None:
     header = parse_header(view)
     count = header.record_count
     if count <= 0:
@@ -98,16 +105,16 @@ def _records_error(view: memoryview, compiled) -> str | None:
     return None
 
 
-def _select() -> tuple:
+def _select() -> _Active:
     """(the active codec, the compiled module or None, its plain_records_ok or None), remembered in _ACTIVE
     until the codec changes: one identity test per batch on the produce path (Rule 3)."""
     global _ACTIVE
     codec = _batch.CODEC
     compiled = None
     if codec.name == _implementation.CYTHON:
-        from sparklog.records import _cbatch as compiled
+        compiled = _KERNEL.active
     _ACTIVE = (codec, compiled, None if compiled is None else compiled.plain_records_ok)
     return _ACTIVE
 
 
-_ACTIVE: tuple = (None, None, None)
+_ACTIVE: _Active = (None, None, None)

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_TIMEOUT_S = 600  # pip fetches setuptools and Cython into an isolated build environment
+with open(REPO / "pyproject.toml", "rb") as _file:
+    KERNELS = [module["name"] for module in tomllib.load(_file)["tool"]["setuptools"]["ext-modules"]]
 
 
 def tracked_copy(destination: Path) -> Path:
@@ -40,16 +43,20 @@ def test_a_build_without_a_c_compiler_installs_the_pure_python_codec(tmp_path):
     log = pip("wheel", "-v", "--no-deps", "-w", str(tmp_path / "wheel"), str(source), env=env)
     assert 'building extension "sparklog.records._cbatch" failed' in log
     assert 'building extension "sparklog.client._csend" failed' in log
+    assert [name for name in KERNELS if f'building extension "{name}" failed' not in log] == []
     (wheel,) = (tmp_path / "wheel").glob("sparklog-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "sparklog/records/batch.py" in names and not [name for name in names if name.endswith(".so")]
     pip("install", "--no-deps", "--target", str(tmp_path / "site"), str(wheel), env=env)
     script = "import sparklog, sparklog.records as r; print(sparklog.__file__); print(r.IMPLEMENTATION); " \
              "print(r.COMPILED_UNAVAILABLE); from sparklog.client import sendpath as s, producer; " \
-             "print(s.IMPLEMENTATION, s.SendPath.__name__)"
+             "print(s.IMPLEMENTATION, s.SendPath.__name__); import sparklog.protocol.produce_run; " \
+             "from sparklog.records import implementation as i; print(sorted(k.module for k in i.report() " \
+             "if not k.compiled and k.unavailable.startswith('the compiled ')))"
     result = subprocess.run([sys.executable, "-c", script], env=dict(env, PYTHONPATH=str(tmp_path / "site")),
                             cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True)
-    location, name, why, send_path = result.stdout.splitlines()
+    location, name, why, send_path, pure_kernels = result.stdout.splitlines()
     assert location.startswith(str(tmp_path / "site")) and name == "python"
     assert why.startswith("the compiled codec was not built")
     assert send_path == "python PySendPath"  # the producer's send() runs its pure-Python twin
+    assert pure_kernels == repr(sorted(KERNELS))  # every kernel reported pure, each saying it was not built

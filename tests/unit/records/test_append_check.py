@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from sparklog.records import _cbatch, append_check, batch, implementation, verify
+from sparklog.records import _cappend_check, append_check, batch, implementation, verify
 from sparklog.records.append_check import CORRUPT, REFUSED_ATTRIBUTES, REFUSED_SIZE, check_sets, py_check_sets
 from sparklog.records.batch import CorruptRecordError, build_batch, validate_batch
 
-TWINS = {implementation.CYTHON: _cbatch.check_sets, implementation.PYTHON: py_check_sets}
+TWINS = {implementation.CYTHON: _cappend_check.check_sets, implementation.PYTHON: py_check_sets}
 
 
 @st.composite
@@ -57,7 +57,7 @@ def test_the_twins_agree_and_the_verdicts_are_validate_batchs(sets, max_bytes):
 
 
 def test_check_sets_runs_the_compiled_twin_unless_extensions_are_disabled(monkeypatch):
-    monkeypatch.setattr(_cbatch, "check_sets", lambda sets, max_bytes: ["compiled"])
+    monkeypatch.setattr(_cappend_check, "check_sets", lambda sets, max_bytes: ["compiled"])
     sets = [build_batch([(None, b"v", None, None)])]
     compiled = not implementation.extensions_disabled()
     assert batch.CODEC.name == (implementation.CYTHON if compiled else implementation.PYTHON)
@@ -114,7 +114,7 @@ def leader_sets(draw):
 @given(records=leader_sets(), max_bytes=st.sampled_from([0, 100, 1 << 20]))
 def test_check_leader_set_twins_agree_and_take_only_good_plain_sets(records, max_bytes):
     expected = append_check.py_check_leader_set(records, max_bytes)
-    assert _cbatch.check_leader_set(records, max_bytes) == expected
+    assert _cappend_check.check_leader_set(records, max_bytes) == expected
     if expected is None:
         return
     entries, offsets, messages, idempotent = expected
@@ -141,7 +141,7 @@ def test_check_leader_set_takes_compressed_batches_whose_records_parse():
     short[57:61] = (4).to_bytes(4, "big")  # recordCount 4 of 3 records, lastOffsetDelta 2
     short[23:27] = (3).to_bytes(4, "big")
     short[17:21] = batch.compute_crc(short).to_bytes(4, "big")
-    for twin in (_cbatch.check_leader_set, append_check.py_check_leader_set):
+    for twin in (_cappend_check.check_leader_set, append_check.py_check_leader_set):
         assert twin(good, 1 << 20) == ([(0, len(good), 3, batch.parse_header(good).max_timestamp,
                                          1, 0, 0)], 3, 3, 1)
         assert twin(good + bytes(short), 1 << 20) is None
@@ -152,7 +152,7 @@ def test_check_leader_set_takes_an_idempotent_producers_set_and_leaves_a_negativ
     negative baseSequence is the general path's, which refuses it with Kafka's message."""
     good = build_batch([(None, b"v", None, None)] * 2, producer_id=9, producer_epoch=2, base_sequence=40)
     plain = build_batch([(None, b"w", None, None)])
-    for twin in (_cbatch.check_leader_set, append_check.py_check_leader_set):
+    for twin in (_cappend_check.check_leader_set, append_check.py_check_leader_set):
         entries, offsets, messages, idempotent = twin(good + plain, 1 << 20)
         assert [e[4:] for e in entries] == [(9, 2, 40), (-1, -1, -1)] and (offsets, messages, idempotent) == (3, 3, 1)
         bad = build_batch([(None, b"v", None, None)], producer_id=9, producer_epoch=2, base_sequence=-1)
@@ -160,7 +160,7 @@ def test_check_leader_set_takes_an_idempotent_producers_set_and_leaves_a_negativ
 
 
 def test_check_leader_set_runs_the_compiled_twin_unless_extensions_are_disabled(monkeypatch):
-    monkeypatch.setattr(_cbatch, "check_leader_set", lambda records, max_bytes: "compiled")
+    monkeypatch.setattr(_cappend_check, "check_leader_set", lambda records, max_bytes: "compiled")
     records = build_batch([(None, b"v", None, None)]) * 2
     compiled = not implementation.extensions_disabled()
     assert append_check.check_leader_set(records, 1000) == (
@@ -181,7 +181,7 @@ def test_stamp_leader_set_twins_agree_and_stamp_as_the_headers_say(records, firs
     data = bytearray(b"" if records is None else records)
     args = (first, epoch, since, interval, max_ts, first - 1)
     expected = _stamped(append_check.py_stamp_leader_set, bytearray(data), args)
-    assert _stamped(_cbatch.stamp_leader_set, bytearray(data), args) == expected
+    assert _stamped(_cappend_check.stamp_leader_set, bytearray(data), args) == expected
     if expected[1] is not None and append_check.py_check_leader_set(records, 1 << 20) is not None:
         found = list(batch.iter_batches(expected[1]))
         assert [b.base_offset for b in found] == [first + sum(b.record_count for b in found[:i]) for i in range(len(found))]

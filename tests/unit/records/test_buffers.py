@@ -54,11 +54,11 @@ def test_buffers_hold_the_records_columns_decodes(codec, compression, records, l
 @settings(max_examples=25, deadline=None)
 @given(records=st.lists(record, min_size=1, max_size=12))
 def test_compiled_and_python_buffers_are_identical(records):
-    from sparklog.records import _cbatch
+    from sparklog.records import _cbuffers
 
     batch = one(build_batch(records, base_offset=7))
     section = batch.raw[61:].tobytes()
-    compiled = _cbatch.decode_buffers(section, batch.base_offset, batch.base_timestamp, None, batch.record_count)
+    compiled = _cbuffers.decode_buffers(section, batch.base_offset, batch.base_timestamp, None, batch.record_count)
     assert buffers_module.ColumnBuffers(*compiled) == buffers_module._decode_python(section, batch)
 
 

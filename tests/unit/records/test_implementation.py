@@ -46,6 +46,24 @@ def test_the_compiled_codec_is_built_and_active():
     assert batch.CODEC.decode_columns.__module__ == "sparklog.records._cbatch"
 
 
+def test_report_lists_every_kernel_compiled_in_a_fresh_interpreter():
+    """The one report (implementation.py Rule 4): every kernel of pyproject.toml's ext-modules, each compiled
+    here (the test build has them all), and each pure with the variable's reason under SPARKLOG_NO_EXTENSIONS."""
+    import tomllib
+    from pathlib import Path
+
+    with open(Path(__file__).resolve().parents[3] / "pyproject.toml", "rb") as file:
+        kernels = sorted(module["name"] for module in tomllib.load(file)["tool"]["setuptools"]["ext-modules"])
+    script = ("import sparklog.protocol.produce_run, sparklog.client.sendpath; from sparklog.records import "
+              "implementation as i; print(sorted((k.module, k.compiled, k.unavailable) for k in i.report()))")
+    for variable, expected in ((None, (True, None)), ("1", (False, "SPARKLOG_NO_EXTENSIONS is set"))):
+        env = {key: value for key, value in os.environ.items() if key != implementation.NO_EXTENSIONS_VARIABLE}
+        env.update({implementation.NO_EXTENSIONS_VARIABLE: variable} if variable else {})
+        result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == repr([(kernel, *expected) for kernel in kernels])
+
+
 def implementation_in_a_fresh_interpreter(variable: str | None) -> list[str]:
     env = {key: value for key, value in os.environ.items() if key != implementation.NO_EXTENSIONS_VARIABLE}
     if variable is not None:
@@ -64,6 +82,8 @@ def test_the_environment_variable_selects_the_pure_python_codec():
 
 def test_an_extension_older_than_its_source_falls_back_and_says_so(monkeypatch):
     from sparklog.records import _cbatch
+
+    monkeypatch.delenv(implementation.NO_EXTENSIONS_VARIABLE, raising=False)  # the outer run's, if set: set below
 
     def older_bind(*args):
         raise TypeError(f"bind() takes exactly 5 positional arguments ({len(args)} given)")

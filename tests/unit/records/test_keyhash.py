@@ -6,18 +6,18 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from sparklog.records import _cbatch, implementation, keyhash
+from sparklog.records import _ckeyhash, implementation, keyhash
 
-MURMUR2 = {implementation.CYTHON: _cbatch.murmur2, implementation.PYTHON: keyhash.PYTHON_MURMUR2}
-PARTITIONS = {implementation.CYTHON: _cbatch.murmur2_partitions, implementation.PYTHON: keyhash.PYTHON_PARTITIONS}
+MURMUR2 = {implementation.CYTHON: _ckeyhash.murmur2, implementation.PYTHON: keyhash.PYTHON_MURMUR2}
+PARTITIONS = {implementation.CYTHON: _ckeyhash.murmur2_partitions, implementation.PYTHON: keyhash.PYTHON_PARTITIONS}
 keys = st.binary(max_size=80)
-_cbatch.bind_keyhash(keyhash.PYTHON_MURMUR2, keyhash.PYTHON_PARTITIONS)  # as keyhash does, also when it runs Python
+_ckeyhash.bind_keyhash(keyhash.PYTHON_MURMUR2, keyhash.PYTHON_PARTITIONS)  # as keyhash does, also when it runs Python
 
 
 def test_the_compiled_twin_is_active_unless_disabled():
     expected = implementation.PYTHON if implementation.extensions_disabled() else implementation.CYTHON
     assert keyhash.IMPLEMENTATION == expected
-    assert (keyhash.murmur2 is _cbatch.murmur2) == (expected == implementation.CYTHON)
+    assert (keyhash.murmur2 is _ckeyhash.murmur2) == (expected == implementation.CYTHON)
 
 
 @pytest.mark.parametrize("name", sorted(MURMUR2))
@@ -39,8 +39,8 @@ def test_partitions_for_keys_equals_kafka_python_per_key(name, column, partition
 
 @pytest.mark.parametrize("kind", [bytearray, memoryview])
 def test_other_buffers_defer_to_python_with_the_same_result(kind):
-    assert _cbatch.murmur2(kind(b"user-42")) == keyhash.PYTHON_MURMUR2(b"user-42")
-    assert _cbatch.murmur2_partitions([kind(b"user-42"), b"x"], 9) == keyhash.PYTHON_PARTITIONS([b"user-42", b"x"], 9)
+    assert _ckeyhash.murmur2(kind(b"user-42")) == keyhash.PYTHON_MURMUR2(b"user-42")
+    assert _ckeyhash.murmur2_partitions([kind(b"user-42"), b"x"], 9) == keyhash.PYTHON_PARTITIONS([b"user-42", b"x"], 9)
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2**31, 2**70])
@@ -51,14 +51,14 @@ def test_partition_counts_outside_java_ints_get_pythons_answer_or_error(bad):
         except Exception as exc:  # noqa: BLE001 - the same error type and message is the assertion
             return "raised", type(exc), str(exc)
 
-    assert outcome(_cbatch.murmur2_partitions) == outcome(keyhash.PYTHON_PARTITIONS)
+    assert outcome(_ckeyhash.murmur2_partitions) == outcome(keyhash.PYTHON_PARTITIONS)
 
 
 def test_a_str_key_fails_alike():
     with pytest.raises(TypeError):
         keyhash.PYTHON_MURMUR2("user-42")
     with pytest.raises(TypeError):
-        _cbatch.murmur2("user-42")
+        _ckeyhash.murmur2("user-42")
 
 
 def test_bytes_keys_never_leave_the_fast_path():
@@ -66,11 +66,11 @@ def test_bytes_keys_never_leave_the_fast_path():
     def deferred(*args):
         raise AssertionError(f"deferred to Python: {args!r:.80}")
 
-    _cbatch.bind_keyhash(deferred, deferred)
+    _ckeyhash.bind_keyhash(deferred, deferred)
     try:
-        hashes = [_cbatch.murmur2(bytes(range(n))) for n in range(12)]
-        partitions = _cbatch.murmur2_partitions([None, b"", b"abc", b"a-little-bit-long-string"], 12)
+        hashes = [_ckeyhash.murmur2(bytes(range(n))) for n in range(12)]
+        partitions = _ckeyhash.murmur2_partitions([None, b"", b"abc", b"a-little-bit-long-string"], 12)
     finally:
-        _cbatch.bind_keyhash(keyhash.PYTHON_MURMUR2, keyhash.PYTHON_PARTITIONS)
+        _ckeyhash.bind_keyhash(keyhash.PYTHON_MURMUR2, keyhash.PYTHON_PARTITIONS)
     assert hashes == [keyhash.PYTHON_MURMUR2(bytes(range(n))) for n in range(12)]
     assert partitions == keyhash.PYTHON_PARTITIONS([None, b"", b"abc", b"a-little-bit-long-string"], 12)

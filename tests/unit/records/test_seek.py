@@ -99,11 +99,11 @@ def test_more_records_claimed_than_the_section_holds_raise(codec):
 
 def test_the_compiled_walk_takes_ordinary_batches_itself():
     """Rule 3: it defers only what it does not take, so it must answer an ordinary batch on its own."""
-    from sparklog.records import _cbatch
+    from sparklog.records import _cseek
     from sparklog.records.seek import _seek_python
 
     batch = one(build_batch([(b"k", b"v" * 50, None, 10 + i % 7) for i in range(40)], base_offset=BASE_OFFSET))
     section = batch.raw[HEADER_SIZE:].tobytes()
     for target, chunk, final in ((13, section, True), (99, section, True), (16, section[:500], False)):
         args = (chunk, 0, BASE_OFFSET, batch.base_timestamp, None, target, 40, final)
-        assert _cbatch.seek_timestamp(*args) == tuple(_seek_python(*args))
+        assert _cseek.seek_timestamp(*args) == tuple(_seek_python(*args))
