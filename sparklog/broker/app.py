@@ -36,15 +36,15 @@ import time
 from dataclasses import dataclass
 
 from sparklog.broker.config import BrokerConfig
-from sparklog.broker.controller import Controller, controlled_shutdown
-from sparklog.broker.dispatch import Dispatcher
+from sparklog.broker.replication.controller import Controller, controlled_shutdown
+from sparklog.broker.network.dispatch import Dispatcher
 from sparklog.broker.handlers import BrokerState
-from sparklog.broker.cleaner_reporter import CleanerReporter
-from sparklog.broker.log_faults import LogFaultReporter
-from sparklog.broker.partitions import PartitionManager
-from sparklog.broker.purgatory import Purgatory
-from sparklog.broker.replica_manager import ReplicaManager
-from sparklog.broker.server import BrokerServer
+from sparklog.broker.replication.cleaner_reporter import CleanerReporter
+from sparklog.broker.replication.log_faults import LogFaultReporter
+from sparklog.broker.replication.partitions import PartitionManager
+from sparklog.broker.replication.purgatory import Purgatory
+from sparklog.broker.replication.replica_manager import ReplicaManager
+from sparklog.broker.network.server import BrokerServer
 from sparklog.broker.malloc import keep_freed_memory
 from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination import cluster as cluster_registry

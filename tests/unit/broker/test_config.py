@@ -37,7 +37,7 @@ def test_connection_and_partition_limits():
 
 
 def test_group_coordinator_settings():
-    from sparklog.broker.group_config import GroupConfig
+    from sparklog.broker.coordinator.group.config import GroupConfig
 
     base = {"broker.id": "1", "log.dirs": "/d", "zookeeper.connect": "z:1"}
     assert GroupConfig.from_properties(base) == GroupConfig(3000, 6000, 1800000, 2147483647, 50)

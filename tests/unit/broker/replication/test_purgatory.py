@@ -1,0 +1,112 @@
+"""The purgatory: a parked condition is re-checked when its log is notified (from any thread), answered at
+its deadline otherwise, and a notification between check and wait is never lost."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from sparklog.broker.replication.purgatory import Purgatory
+
+
+class FakeLog:
+    """Only what the purgatory uses of a PartitionLog: listener registration."""
+
+    def __init__(self):
+        self.listeners = []
+
+    def add_high_watermark_listener(self, fn):
+        self.listeners.append(fn)
+
+
+def test_wakes_on_notify_from_another_thread():
+    async def run():
+        purgatory, plog, done = Purgatory(), FakeLog(), []
+        loop = asyncio.get_running_loop()
+        waiter = asyncio.ensure_future(purgatory.wait_until([plog], lambda: bool(done), loop.time() + 5))
+        await asyncio.sleep(0.01)
+        done.append(1)
+        threading.Thread(target=purgatory.notify, args=(plog,)).start()
+        started = loop.time()
+        assert await waiter is True
+        assert loop.time() - started < 1
+        assert purgatory.waiting() == 0 and purgatory.statistics().completed == 1
+
+    asyncio.run(run())
+
+
+def test_high_watermark_listener_wakes_it():
+    async def run():
+        purgatory, plog, done = Purgatory(), FakeLog(), []
+        loop = asyncio.get_running_loop()
+        waiter = asyncio.ensure_future(purgatory.wait_until([plog], lambda: bool(done), loop.time() + 5))
+        await asyncio.sleep(0.01)
+        done.append(1)
+        for listener in plog.listeners:
+            listener(plog, 10)
+        assert await asyncio.wait_for(waiter, 1) is True
+
+    asyncio.run(run())
+
+
+def test_expires_at_the_deadline_with_the_last_answer():
+    async def run():
+        purgatory, plog = Purgatory(), FakeLog()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        assert await purgatory.wait_until([plog], lambda: False, started + 0.2) is False
+        assert 0.19 <= loop.time() - started < 1
+        assert purgatory.statistics().expired == 1 and purgatory.waiting() == 0
+
+    asyncio.run(run())
+
+
+def test_notify_without_waiters_costs_nothing_and_does_not_fail():
+    purgatory = Purgatory()
+    purgatory.notify(FakeLog())
+    purgatory.notify_all()
+
+
+def test_a_cancelled_wait_ends_even_when_woken_in_the_same_turn():
+    """The connection closed (its parked request is cancelled) just as the log was notified: the wait must
+    end, not go round again until its deadline (asyncio.wait_for in 3.11 swallows such a cancellation)."""
+    async def run():
+        purgatory, plog = Purgatory(), FakeLog()
+        loop = asyncio.get_running_loop()
+        waiter = asyncio.ensure_future(purgatory.wait_until([plog], lambda: False, loop.time() + 30))
+        await asyncio.sleep(0.01)
+        purgatory._wake(plog)  # what a notify does on the loop
+        waiter.cancel()
+        await asyncio.sleep(0.05)
+        assert waiter.cancelled()
+        assert purgatory.waiting() == 0
+
+    asyncio.run(run())
+
+
+def test_notify_on_the_loop_wakes_at_once_and_in_parking_order():
+    """On the loop thread (a follower's fetch moving the HW) notify wakes the waiters itself, oldest first:
+    no trip through call_soon_threadsafe's self-pipe, behind whatever the loop has queued meanwhile, and
+    a parked acks=all write is re-checked before the requests that parked after it."""
+    async def run():
+        purgatory, plog, done, order = Purgatory(), FakeLog(), [], []
+        loop = asyncio.get_running_loop()
+
+        def check(n):
+            return lambda: (order.append(n) if done else None) or bool(done)
+
+        waiters = [asyncio.ensure_future(purgatory.wait_until([plog], check(n), loop.time() + 5)) for n in range(40)]
+        await asyncio.sleep(0.01)
+        threadsafe = []
+        real = loop.call_soon_threadsafe
+        loop.call_soon_threadsafe = lambda *a: threadsafe.append(a) or real(*a)
+        try:
+            done.append(1)
+            purgatory.notify(plog)
+            assert await asyncio.wait_for(asyncio.gather(*waiters), 1) == [True] * 40
+        finally:
+            del loop.call_soon_threadsafe
+        assert threadsafe == []
+        assert order == list(range(40))
+
+    asyncio.run(run())
