@@ -104,8 +104,8 @@ def kafka_app(log_dir: str, fetch_log: bool):
         for _ in range(FETCH_LOG_BATCHES):
             leading[("t", 0)].append(batch)
     topics = {"t": TopicMeta("t", {0: PartitionMeta(0, 1, 0, (1,), (1,))})}
-    state = handlers.BrokerState(config=config, broker_id=1, cluster_id="c" * 22, zk=None, logs=logs,
-                                 partitions=Partitions(MetadataSnapshot(topics, {1: BrokerInfo(1, "127.0.0.1", 1)},
+    state = handlers.BrokerState.build(config=config, cluster_id="c" * 22, zk=None, logs=logs,
+                                       partitions=Partitions(MetadataSnapshot(topics, {1: BrokerInfo(1, "127.0.0.1", 1)},
                                                                         leading)))
     return Dispatcher(state)
 

@@ -172,7 +172,7 @@ class Broker:
     # -- startup ------------------------------------------------------------------------------------------
 
     def _open_storage_and_zookeeper(self) -> None:
-        from sparklog.storage import CleanerConfig, LogConfig, LogManager, ScrubberConfig
+        from sparklog.storage import LogConfig, LogManager
 
         cfg = self.config
         self.dir_locks = lock_log_dirs(cfg.log_dirs)
@@ -182,8 +182,7 @@ class Broker:
         faults = LogFaultReporter(self.zk, cfg.broker_id)  # for `sparklog topics describe`
         self.logs = LogManager(list(cfg.log_dirs), LogConfig.from_dict(self._storage_defaults()),
                                retention_check_interval_ms=cfg.log_retention_check_interval_ms,
-                               scrubber=ScrubberConfig.from_properties(cfg.raw), on_fence=faults.on_fence,
-                               cleaner=CleanerConfig.from_properties(cfg.raw))
+                               scrubber=cfg.scrubber, on_fence=faults.on_fence, cleaner=cfg.cleaner)
         if len(cfg.log_dirs) > 1:
             # get_or_create looks in the emptiest dir only; find existing logs in the others first
             self.logs.load_existing()
@@ -231,14 +230,11 @@ class Broker:
         self.partitions = PartitionManager(self.zk, cfg.broker_id, self.logs, cfg.log_defaults, self_info=me)
         purgatory = Purgatory()
         self.replicas = ReplicaManager(self.zk, cfg.broker_id, purgatory, self.executor,
-                                       min_insync_replicas=cfg.min_insync_replicas,
                                        replica_lag_time_max_ms=cfg.replica_lag_time_max_ms)
         self.replicas.start(self.loop)
         self.partitions.add_listener(self.replicas.on_snapshot)
-        state = BrokerState(
-            config=cfg, broker_id=cfg.broker_id, cluster_id=self.cluster_id, zk=self.zk, logs=self.logs,
-            partitions=self.partitions, executor=self.executor, loop=self.loop, waiters=purgatory,
-            replicas=self.replicas)
+        state = BrokerState.build(cfg, self.partitions, cluster_id=self.cluster_id, zk=self.zk, logs=self.logs,
+                                  executor=self.executor, loop=self.loop, waiters=purgatory, replicas=self.replicas)
         self.dispatcher = Dispatcher(state)
         self.server.app = self.dispatcher
         offsets = state.offsets  # loads and drops __consumer_offsets partitions after the replica manager's turn

@@ -50,10 +50,14 @@ import asyncio
 import logging
 import os
 
-from sparklog.broker import handlers as base
 from sparklog.broker.coordinator.group import offsets_topic
 from sparklog.broker.replication import partition_limits
 from sparklog.broker.config import BROKER
+from sparklog.broker.handlers.error_codes import (INVALID_CONFIG, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
+                                                  INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, KAFKA_STORAGE_ERROR, NONE,
+                                                  NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, REQUEST_TIMED_OUT,
+                                                  UNKNOWN_TOPIC_OR_PARTITION)
+from sparklog.broker.handlers.leadership import led_or_error, not_led_error
 from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination import controller_requests, reassignment
 from sparklog.coordination import topics as topic_registry
@@ -86,17 +90,6 @@ from sparklog.storage.topic_names import validate_topic
 
 log = logging.getLogger(__name__)
 
-NONE = base.NONE
-INVALID_CONFIG = base.INVALID_CONFIG
-INVALID_REQUEST = base.INVALID_REQUEST
-INVALID_PARTITIONS = base.INVALID_PARTITIONS
-INVALID_REPLICA_ASSIGNMENT = base.INVALID_REPLICA_ASSIGNMENT
-UNKNOWN_TOPIC_OR_PARTITION = base.UNKNOWN_TOPIC_OR_PARTITION
-INVALID_TOPIC_EXCEPTION = base.INVALID_TOPIC_EXCEPTION
-REQUEST_TIMED_OUT = base.REQUEST_TIMED_OUT
-OFFSET_OUT_OF_RANGE = base.OFFSET_OUT_OF_RANGE
-NOT_LEADER_OR_FOLLOWER = base.NOT_LEADER_OR_FOLLOWER
-KAFKA_STORAGE_ERROR = base.KAFKA_STORAGE_ERROR
 ELECTION_NOT_NEEDED = ElectionNotNeededError.errno
 ELIGIBLE_LEADERS_NOT_AVAILABLE = EligibleLeadersNotAvailableError.errno
 PREFERRED_LEADER_NOT_AVAILABLE = PreferredLeaderNotAvailableError.errno
@@ -419,7 +412,7 @@ async def _delete_records(body, state) -> DeleteRecordsResponse:
                 continue
             plog = snapshot.leading.get((topic.name, part.partition_index))
             if plog is None:
-                code = base._not_led_error(snapshot, topic.name, part.partition_index)
+                code = not_led_error(snapshot, topic.name, part.partition_index)
                 parts.append(DeleteRecordsPartitionResult(partition_index=part.partition_index, error_code=code))
                 continue
             code, low = await loop.run_in_executor(state.executor, _delete_before, plog, part.offset)
@@ -501,7 +494,7 @@ def handle_describe_producers(request, state) -> DescribeProducersResponse:
     for topic in request.body.topics:
         parts = []
         for index in topic.partition_indexes:
-            led, code = base._led_or_error(state, snapshot, topic.name, index, -1)
+            led, code = led_or_error(state, snapshot, topic.name, index, -1)
             producers = [] if led is None else [ProducerState(
                 producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts, coordinator_epoch=-1,
                 current_txn_start_offset=-1) for pid, epoch, seq, ts in led.plog.active_producers()]

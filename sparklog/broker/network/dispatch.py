@@ -39,8 +39,10 @@ from types import CoroutineType
 
 from sparklog.broker.handlers.admin import ADMIN_HANDLERS
 from sparklog.broker.handlers import HANDLERS as _HANDLERS
-from sparklog.broker.handlers import (NOT_SERVED_FAST, fast_produce_partition, handle_produce_group,
-                                     handle_single_partition_fetch, handle_single_partition_produce)
+from sparklog.broker.handlers.error_codes import NOT_SERVED_FAST
+from sparklog.broker.handlers.fetch import handle_single_partition_fetch
+from sparklog.broker.handlers.produce import (fast_produce_partition, handle_produce_group,
+                                              handle_single_partition_produce)
 from sparklog.broker.network.server import CloseConnection, Parked
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import RemoteProtocolError, UnsupportedVersion

@@ -2,7 +2,7 @@
 
 It listens to the partition manager's snapshots (partitions.py Rule 4) and, on the event loop:
 - for each LEADER partition keeps a `LedPartition`: the log, a `LeaderState` (replica_state.py), the
-  state znode's version, min.insync.replicas. Becoming leader, or a new leader epoch, records the epoch's
+  state znode's version (min.insync.replicas is the log's own typed config). Becoming leader, or a new leader epoch, records the epoch's
   start in the log's epoch cache; with more than one replica the log's HW is then set by replication only.
 - hands the FOLLOWER partitions to the replica fetchers (replica_fetcher.py), one per leader broker.
 
@@ -37,8 +37,6 @@ from sparklog.protocol import errors
 
 log = logging.getLogger(__name__)
 
-MIN_INSYNC_REPLICAS_KEY = "min.insync.replicas"
-DEFAULT_MIN_INSYNC_REPLICAS = 1  # min.insync.replicas: Kafka's default
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30000  # replica.lag.time.max.ms: Kafka's default
 
 NONE = 0
@@ -71,7 +69,6 @@ class LedPartition:
     state: LeaderState
     zk_version: int
     controller_epoch: int
-    min_insync: int
     replicated: bool  # more than one replica: the HW follows the ISR
     fenced: bool = False
     writing: bool = False  # an ISR write is in flight (Rule 1)
@@ -82,19 +79,23 @@ class LedPartition:
     def leader_epoch(self) -> int:
         return self.state.leader_epoch
 
+    @property
+    def min_insync(self) -> int:
+        """min.insync.replicas, typed by the log's own config (the topic's override, else the broker's default:
+        storage/config.py holds the one default); reconfigured with the topic (partitions.py)."""
+        return self.plog.config.min_insync_replicas
+
 
 class ReplicaManager:
     """Leader state and replica fetchers of this broker (module docstring). Loop thread only, except
     `on_snapshot`, which any thread may call."""
 
     def __init__(self, zk, broker_id: int, purgatory: Purgatory, executor=None, *,
-                 min_insync_replicas: int = DEFAULT_MIN_INSYNC_REPLICAS,
                  replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self.purgatory = purgatory
         self.executor = executor
-        self.min_insync_replicas = min_insync_replicas
         self.lag_time_max_ms = replica_lag_time_max_ms
         self.leaders: dict[tuple[str, int], LedPartition] = {}
         self.fetchers = ReplicaFetcherManager(broker_id)
@@ -157,7 +158,7 @@ class ReplicaManager:
             meta = topic.partitions.get(key[1]) if topic is not None else None
             if meta is None:
                 continue
-            leaders[key] = self._leader_for(key, plog, meta, topic.config)
+            leaders[key] = self._leader_for(key, plog, meta)
         self.leaders = leaders
         targets = {}
         for key, plog in ({} if self._following_stopped else snapshot.following).items():
@@ -174,11 +175,9 @@ class ReplicaManager:
             await asyncio.gather(previous, return_exceptions=True)
         await self.fetchers.update(targets, brokers)
 
-    def _leader_for(self, key, plog, meta, config) -> LedPartition:
-        min_insync = self._min_insync(key, config)
+    def _leader_for(self, key, plog, meta) -> LedPartition:
         old = self.leaders.get(key)
         if old is not None and old.plog is plog and old.leader_epoch == meta.leader_epoch:
-            old.min_insync = min_insync
             if meta.zk_version > old.zk_version and not old.writing:
                 old.zk_version = meta.zk_version
                 old.state.set_isr(meta.isr, _now_ms())
@@ -191,20 +190,11 @@ class ReplicaManager:
             plog.use_local_high_watermark()
         state = LeaderState(self.broker_id, meta.replicas, meta.isr, meta.leader_epoch, plog.log_end_offset,
                             plog.high_watermark, _now_ms())
-        led = LedPartition(key, plog, state, meta.zk_version, meta.controller_epoch, min_insync, replicated)
+        led = LedPartition(key, plog, state, meta.zk_version, meta.controller_epoch, replicated)
         log.info("%s-%d: leader in epoch %d (replicas %s, isr %s)", key[0], key[1], meta.leader_epoch,
                  list(meta.replicas), sorted(state.isr))
         self._advance_hw(led)
         return led
-
-    def _min_insync(self, key, config) -> int:
-        value = config.get(MIN_INSYNC_REPLICAS_KEY) if config else None
-        try:
-            return max(1, int(value)) if value is not None else self.min_insync_replicas
-        except ValueError:
-            log.warning("%s-%d: min.insync.replicas=%r is not an integer; using %d", key[0], key[1], value,
-                        self.min_insync_replicas)
-            return self.min_insync_replicas
 
     # -- what the handlers ask (loop thread) ----------------------------------------------------------------
 
@@ -220,7 +210,7 @@ class ReplicaManager:
         meta = topic.partitions.get(key[1]) if topic is not None else None
         if meta is None:
             return None
-        led = self._leader_for(key, plog, meta, topic.config)
+        led = self._leader_for(key, plog, meta)
         self.leaders = {**self.leaders, key: led}
         return led
 

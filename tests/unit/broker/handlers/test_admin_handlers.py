@@ -69,8 +69,8 @@ def state(logs, zk):
                                    1: PartitionMeta(1, OTHER, 0, (OTHER,), (OTHER,))})}
     brokers = {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "127.0.0.1", 9093, "r2")}
     executor = concurrent.futures.ThreadPoolExecutor(2)
-    yield handlers.BrokerState(config=config, broker_id=ME, cluster_id="c" * 22, zk=zk, logs=logs,
-                               partitions=Partitions(MetadataSnapshot(topics, brokers, leading)), executor=executor)
+    yield handlers.BrokerState.build(config=config, cluster_id="c" * 22, zk=zk, logs=logs,
+                                     partitions=Partitions(MetadataSnapshot(topics, brokers, leading)), executor=executor)
     executor.shutdown()
 
 

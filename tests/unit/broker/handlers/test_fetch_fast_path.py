@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparklog.broker import handlers
+from sparklog.protocol.fetch import FetchResponse
 from sparklog.broker.network.server import Parked
 from sparklog.protocol import ApiKey, FetchPartition, FetchRequest, FetchTopic
 from sparklog.protocol.registry import ALL_VERSIONS, decode_request, encode_request, encode_response
@@ -50,7 +51,7 @@ def materialised(chunks) -> bytes:
 def general(dispatcher, frame):
     request = decode_request(frame)
     body = handlers.handle_fetch(request, dispatcher.state)
-    if not isinstance(body, handlers.FetchResponse):
+    if not isinstance(body, FetchResponse):
         body.close()  # a long poll (or a verification first): the fast path must have left it
         return None
     return materialised(encode_response(request.header, body))

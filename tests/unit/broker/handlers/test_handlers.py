@@ -72,8 +72,8 @@ def state(logs):
         }),
     }
     brokers = {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "127.0.0.1", 9093)}
-    return handlers.BrokerState(config=config, broker_id=ME, cluster_id="c" * 22, zk=None, logs=logs,
-                                partitions=FakePartitions(MetadataSnapshot(topics, brokers, leading)))
+    return handlers.BrokerState.build(config=config, cluster_id="c" * 22, zk=None, logs=logs,
+                                      partitions=FakePartitions(MetadataSnapshot(topics, brokers, leading)))
 
 
 def request(body, api_key, version):

@@ -31,6 +31,10 @@ class FakePartitions:
         self.snapshot = snapshot
 
 
+# The topic override the partition manager applies to the log it opens (the log holds min.insync.replicas typed).
+MIN_INSYNC_2 = {"min.insync.replicas": "2"}
+
+
 @pytest.fixture
 def logs(tmp_path):
     manager = LogManager([str(tmp_path / "logs")], {"flush.ms": NEVER})  # flushed-only visibility (default)
@@ -41,15 +45,15 @@ def logs(tmp_path):
 @pytest.fixture
 def state(logs):
     config = BrokerConfig.from_properties({"broker.id": str(ME), "log.dirs": "/unused", "zookeeper.connect": "u:1"})
-    leading = {("one", 0): logs.get_or_create("one", 0), ("three", 0): logs.get_or_create("three", 0)}
+    leading = {("one", 0): logs.get_or_create("one", 0), ("three", 0): logs.get_or_create("three", 0, MIN_INSYNC_2)}
     topics = {
         "one": TopicMeta("one", {0: PartitionMeta(0, ME, EPOCH, (ME,), (ME,))}),
         "three": TopicMeta("three", {0: PartitionMeta(0, ME, EPOCH, (ME, OTHER, THIRD), (ME, OTHER))},
                            config={"min.insync.replicas": "2"}),
     }
     brokers = {b: BrokerInfo(b, "127.0.0.1", 9090 + b) for b in (ME, OTHER, THIRD)}
-    return handlers.BrokerState(config=config, broker_id=ME, cluster_id="c" * 22, zk=None, logs=logs,
-                                partitions=FakePartitions(MetadataSnapshot(topics, brokers, leading)))
+    return handlers.BrokerState.build(config=config, cluster_id="c" * 22, zk=None, logs=logs,
+                                      partitions=FakePartitions(MetadataSnapshot(topics, brokers, leading)))
 
 
 def request(body, api_key, version):
@@ -250,11 +254,11 @@ def zk_state(zk, logs):
     created = topics.create_topic(zk, "z", 1, 3, {"min.insync.replicas": "2"}, live_broker_ids=[1, 2, 3])
     me = created.states[0].leader
     config = BrokerConfig.from_properties({"broker.id": str(me), "log.dirs": "/u", "zookeeper.connect": "u:1"})
-    snapshot = MetadataSnapshot({"z": topic_meta(topics.get_topic(zk, "z"))}, {}, {("z", 0): logs.get_or_create("z", 0)})
+    snapshot = MetadataSnapshot({"z": topic_meta(topics.get_topic(zk, "z"))}, {}, {("z", 0): logs.get_or_create("z", 0, MIN_INSYNC_2)})
     purgatory = Purgatory()
     replicas = ReplicaManager(zk, me, purgatory, replica_lag_time_max_ms=LAG_MS)
-    return handlers.BrokerState(config=config, broker_id=me, cluster_id="c" * 22, zk=zk, logs=logs,
-                                partitions=FakePartitions(snapshot), waiters=purgatory, replicas=replicas)
+    return handlers.BrokerState.build(config=config, cluster_id="c" * 22, zk=zk, logs=logs,
+                                      partitions=FakePartitions(snapshot), waiters=purgatory, replicas=replicas)
 
 
 def test_isr_shrinking_while_acks_all_waits_is_not_enough_replicas_after_append_then_expands(zk, zk_state):

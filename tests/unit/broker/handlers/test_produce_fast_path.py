@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparklog.broker import handlers
+from sparklog.broker.handlers import produce as produce_handlers
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.network.dispatch import Dispatcher
 from sparklog.broker.replication.partitions import MetadataSnapshot, PartitionMeta, TopicMeta
@@ -32,15 +33,16 @@ def broker(log_dir: str, overrides: dict | None = None) -> Dispatcher:
     config = BrokerConfig.from_properties({"broker.id": str(ME), "log.dirs": log_dir, "zookeeper.connect": "unused:1",
                                            "auto.create.topics.enable": "false"})
     leading = {("t", 0): logs.get_or_create("t", 0, overrides), ("t", 1): logs.get_or_create("t", 1),
-               ("r", 0): logs.get_or_create("r", 0), ("r", 1): logs.get_or_create("r", 1)}
+               ("r", 0): logs.get_or_create("r", 0, {"min.insync.replicas": "2"}),
+               ("r", 1): logs.get_or_create("r", 1, {"min.insync.replicas": "2"})}
     topics = {"t": TopicMeta("t", {0: PartitionMeta(0, ME, 0, (ME,), (ME,)), 1: PartitionMeta(1, ME, 0, (ME,), (ME,)),
                                    2: PartitionMeta(2, OTHER, 0, (OTHER,), (OTHER,))}),
               # replicated: 0 has its follower in the ISR (acks=all waits for it), 1 is below min.insync.replicas
               "r": TopicMeta("r", {0: PartitionMeta(0, ME, 0, (ME, OTHER), (ME, OTHER)),
                                    1: PartitionMeta(1, ME, 0, (ME, OTHER), (ME,))}, config={"min.insync.replicas": "2"})}
     brokers = {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "127.0.0.1", 9093)}
-    return Dispatcher(handlers.BrokerState(config=config, broker_id=ME, cluster_id="c" * 22, zk=None, logs=logs,
-                                           partitions=FakePartitions(MetadataSnapshot(topics, brokers, leading))))
+    return Dispatcher(handlers.BrokerState.build(config=config, cluster_id="c" * 22, zk=None, logs=logs,
+                                                 partitions=FakePartitions(MetadataSnapshot(topics, brokers, leading))))
 
 
 def general_reply(dispatcher: Dispatcher, frame: memoryview) -> bytes | None:
@@ -200,7 +202,7 @@ def test_an_acks_all_write_that_waits_holds_no_bytes_of_the_read_it_came_in():
         TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=b"r" * 30)])])))
     view = memoryview(read)
     (request,), _ = scan_produce_run(view, 0, 1, 1 << 20)
-    waiting = handlers._await_single_replication(None, request, None, (0, -1, 0), 1)
+    waiting = produce_handlers._await_single_replication(None, request, None, (0, -1, 0), 1)
     del request
     view.release()
     try:

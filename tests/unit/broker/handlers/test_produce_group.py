@@ -39,8 +39,8 @@ def broker(log_dir: str) -> Dispatcher:
     topics = {"t": TopicMeta("t", {0: PartitionMeta(0, ME, 0, (ME,), (ME,)), 1: PartitionMeta(1, ME, 0, (ME,), (ME,)),
                                    2: PartitionMeta(2, OTHER, 0, (OTHER,), (OTHER,))})}
     brokers = {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "127.0.0.1", 9093)}
-    return Dispatcher(handlers.BrokerState(config=config, broker_id=ME, cluster_id="c" * 22, zk=None, logs=logs,
-                                           partitions=FakePartitions(MetadataSnapshot(topics, brokers, leading))))
+    return Dispatcher(handlers.BrokerState.build(config=config, cluster_id="c" * 22, zk=None, logs=logs,
+                                                 partitions=FakePartitions(MetadataSnapshot(topics, brokers, leading))))
 
 
 def identify(dispatcher: Dispatcher):

@@ -75,8 +75,8 @@ def dispatcher(tmp_path_factory):
     topics = {"t": TopicMeta("t", {0: PartitionMeta(0, ME, 0, (ME,), (ME,)), 1: PartitionMeta(1, ME, 0, (ME,), (ME,)),
                                    2: PartitionMeta(2, OTHER, 0, (OTHER,), (OTHER,))})}
     brokers = {ME: BrokerInfo(ME, "127.0.0.1", 9092), OTHER: BrokerInfo(OTHER, "127.0.0.1", 9093)}
-    state = handlers.BrokerState(config=config, broker_id=ME, cluster_id="c" * 22, zk=None, logs=logs,
-                                 partitions=FakePartitions(MetadataSnapshot(topics, brokers, leading)))
+    state = handlers.BrokerState.build(config=config, cluster_id="c" * 22, zk=None, logs=logs,
+                                       partitions=FakePartitions(MetadataSnapshot(topics, brokers, leading)))
     yield Dispatcher(state)
     logs.close()
 

@@ -11,6 +11,7 @@ import pytest
 from sparklog.broker import handlers
 from sparklog.broker.network.dispatch import Dispatcher
 from sparklog.broker.config import BrokerConfig
+from sparklog.broker.coordinator.group.config import GroupConfig
 from sparklog.broker.coordinator.group.offset_store import OFFSETS_TOPIC, TopicOffsetStore, java_string_hash, offsets_partition
 from sparklog.broker.replication.partitions import MetadataSnapshot, PartitionMeta, TopicMeta
 from sparklog.coordination.brokers import BrokerInfo
@@ -82,8 +83,8 @@ def state():
     config = BrokerConfig.from_properties({
         "broker.id": str(ME), "log.dirs": "/unused", "zookeeper.connect": "unused:1",
         "group.initial.rebalance.delay.ms": str(DELAY_MS), "group.min.session.timeout.ms": "100"})
-    return handlers.BrokerState(config=config, broker_id=ME, cluster_id="c" * 22, zk=None, logs=None,
-                                partitions=Partitions(), offsets=MemoryOffsets())
+    return handlers.BrokerState.build(config=config, cluster_id="c" * 22, zk=None, logs=None,
+                                      partitions=Partitions(), offsets=MemoryOffsets())
 
 
 def call(state, body, key, version, client="cli"):
@@ -304,7 +305,7 @@ def test_list_groups_v4_reports_each_groups_state_and_filters_by_state(state):
 def test_find_coordinator_answers_not_available_while_the_offsets_topic_cannot_be_created(state):
     """No topic, and creating it fails (here: no ZooKeeper): a retriable error, nothing raised."""
     state.partitions = type("NoTopics", (), {"snapshot": MetadataSnapshot({}, Partitions.snapshot.brokers, {})})()
-    state.offsets = TopicOffsetStore(handlers.GroupConfig(), state.partitions, state.replicas, state.groups)
+    state.offsets = TopicOffsetStore(GroupConfig(), state.partitions, state.replicas, state.groups)
 
     async def scenario():
         found = await call(state, FindCoordinatorRequest(key="g", key_type=0), 10, 2)

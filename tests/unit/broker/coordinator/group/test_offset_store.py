@@ -43,6 +43,7 @@ class Partitions:
     def lead(self, plog, replicas=(ME,), isr=(ME,), min_insync=1, epoch=0):
         meta = PartitionMeta(0, ME, epoch, replicas, isr)
         topic = TopicMeta(OFFSETS_TOPIC, {0: meta}, {"min.insync.replicas": str(min_insync)})
+        plog.reconfigure(plog.config.with_overrides(topic.config))  # as the partition manager applies it
         brokers = {b: BrokerInfo(b, "127.0.0.1", 9000 + b) for b in (ME, OTHER, THIRD)}
         self.snapshot = MetadataSnapshot({OFFSETS_TOPIC: topic}, brokers, {(OFFSETS_TOPIC, 0): plog})
 
@@ -126,9 +127,9 @@ def test_requests_during_a_load_get_coordinator_load_in_progress(plog, monkeypat
 
     async def scenario():
         store = new_store(partitions)
-        state = handlers.BrokerState(config=config, broker_id=ME, cluster_id="c" * 22, zk=None, logs=None,
-                                     partitions=partitions, replicas=store.replicas, groups=store.groups,
-                                     offsets=store)
+        state = handlers.BrokerState.build(config=config, cluster_id="c" * 22, zk=None, logs=None,
+                                           partitions=partitions, replicas=store.replicas, groups=store.groups,
+                                           offsets=store)
         store.on_snapshot(partitions.snapshot)
         loading = errors.CoordinatorLoadInProgressError.errno
         response = await raw_fetch(state, 5)
