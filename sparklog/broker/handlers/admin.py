@@ -54,9 +54,9 @@ from sparklog.broker.coordinator.group import offsets_topic
 from sparklog.broker.replication import partition_limits
 from sparklog.broker.config import BROKER
 from sparklog.broker.handlers.error_codes import (INVALID_CONFIG, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
-                                                  INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, KAFKA_STORAGE_ERROR, NONE,
-                                                  NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, REQUEST_TIMED_OUT,
+                                                  INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, NONE, REQUEST_TIMED_OUT,
                                                   UNKNOWN_TOPIC_OR_PARTITION)
+from sparklog.broker.handlers.error_codes import STORAGE_FAULTS, storage_error_code
 from sparklog.broker.handlers.leadership import led_or_error, not_led_error
 from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination import controller_requests, reassignment
@@ -79,13 +79,13 @@ from sparklog.protocol.elect_leaders import (ELECTION_PREFERRED, ELECTION_UNCLEA
 from sparklog.protocol.errors import (EligibleLeadersNotAvailableError, ElectionNotNeededError,
                                       PreferredLeaderNotAvailableError)
 from sparklog.protocol.describe_configs import (RESOURCE_BROKER, RESOURCE_TOPIC, SOURCE_DEFAULT, SOURCE_STATIC_BROKER,
-                                               SOURCE_TOPIC, DescribeConfigsResourceResult, DescribeConfigsResponse,
-                                               DescribeConfigsResult, DescribeConfigsSynonym)
+                                                SOURCE_TOPIC, DescribeConfigsResourceResult, DescribeConfigsResponse,
+                                                DescribeConfigsResult, DescribeConfigsSynonym)
 from sparklog.protocol.incremental_alter_configs import (OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT,
                                                          IncrementalAlterConfigsResourceResponse,
                                                          IncrementalAlterConfigsResponse)
 from sparklog.storage.config import DEFINITIONS, LogConfig
-from sparklog.storage.errors import LogClosedError, OffsetOutOfRange, StorageError
+from sparklog.storage.errors import StorageError
 from sparklog.storage.topic_names import validate_topic
 
 log = logging.getLogger(__name__)
@@ -427,13 +427,11 @@ def _delete_before(plog, offset: int) -> tuple[int, int]:
     try:
         target = plog.high_watermark if offset == HIGH_WATERMARK else offset
         return NONE, plog.delete_records_before(target)
-    except OffsetOutOfRange:
-        return OFFSET_OUT_OF_RANGE, -1
-    except LogClosedError:
-        return NOT_LEADER_OR_FOLLOWER, -1
-    except (OSError, StorageError) as exc:
-        log.error("deleting records of %s failed: %s", plog, exc)
-        return KAFKA_STORAGE_ERROR, -1
+    except (OSError, StorageError) as exc:  # OffsetOutOfRange, LogClosedError, a disk's refusal
+        code = storage_error_code(exc)
+        if code in STORAGE_FAULTS:
+            log.error("deleting records of %s failed: %s", plog, exc)
+        return code, -1
 
 
 # ---------------------------------------------------------------------------------------------------------

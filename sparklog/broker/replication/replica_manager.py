@@ -2,8 +2,9 @@
 
 It listens to the partition manager's snapshots (partitions.py Rule 4) and, on the event loop:
 - for each LEADER partition keeps a `LedPartition`: the log, a `LeaderState` (replica_state.py), the
-  state znode's version (min.insync.replicas is the log's own typed config). Becoming leader, or a new leader epoch, records the epoch's
-  start in the log's epoch cache; with more than one replica the log's HW is then set by replication only.
+  state znode's version; min.insync.replicas is the log's own typed config. Becoming leader, or a new leader
+  epoch, records the epoch's start in the log's epoch cache; with more than one replica the log's HW is then
+  set by replication only.
 - hands the FOLLOWER partitions to the replica fetchers (replica_fetcher.py), one per leader broker.
 
 ISR changes (Kafka's maybeShrinkIsr / maybeExpandIsr):
