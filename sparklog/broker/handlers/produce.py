@@ -42,7 +42,7 @@ def produce_target(replicas, snapshot, topic: str, index: int, acks: int):
         return not_led_error(snapshot, topic, index), None
     if led.fenced:
         return NOT_LEADER_OR_FOLLOWER, None
-    if acks == -1 and len(led.state.isr) < led.min_insync:
+    if acks == -1 and led.below_min_insync:
         return NOT_ENOUGH_REPLICAS, f"{len(led.state.isr)} in-sync replicas, min.insync.replicas is {led.min_insync}"
     return led
 

@@ -86,6 +86,13 @@ class LedPartition:
         storage/config.py holds the one default); reconfigured with the topic (partitions.py)."""
         return self.plog.config.min_insync_replicas
 
+    @property
+    def below_min_insync(self) -> bool:
+        """The min ISR rule, in this one place: fewer in-sync replicas than min.insync.replicas. An acks=all
+        write is then refused before its append (NOT_ENOUGH_REPLICAS: handlers' produce_target, the offset
+        store's commits) and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND after it (`produce_outcome`)."""
+        return len(self.state.isr) < self.min_insync
+
 
 class ReplicaManager:
     """Leader state and replica fetchers of this broker (module docstring). Loop thread only, except
@@ -246,7 +253,7 @@ class ReplicaManager:
             return NOT_LEADER_OR_FOLLOWER
         if current.plog.high_watermark < required_offset:
             return None
-        if len(current.state.isr) < current.min_insync:
+        if current.below_min_insync:
             return NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return NONE
 

@@ -293,7 +293,7 @@ class TopicOffsetStore:
         led = self.replicas.leader_of(self.partitions.snapshot, (OFFSETS_TOPIC, partition))
         if led is None or led.fenced:
             return NOT_COORDINATOR, None, -1
-        if acks_all and len(led.state.isr) < led.min_insync:
+        if acks_all and led.below_min_insync:
             return COORDINATOR_NOT_AVAILABLE, None, -1  # Kafka's mapping of NOT_ENOUGH_REPLICAS
         batch = build_batch([(_key(group, tp), _value(c), None, c.commit_timestamp) for tp, c in changes.items()])
         try:
