@@ -8,10 +8,9 @@ import logging
 
 from sparklog.protocol.fetch import (FetchableTopicResponse, FetchResponse, PartitionData, SinglePartitionFetch,
                                      encode_single_partition_head as encode_single_partition_fetch_head)
-from sparklog.storage.errors import (StorageError)
-from sparklog.broker.handlers.error_codes import (NONE, NOT_LEADER_OR_FOLLOWER, NOT_SERVED_FAST,
-                                                  NO_OFFSET, OFFSET_OUT_OF_RANGE)
-from sparklog.broker.handlers.error_codes import STORAGE_FAULTS, storage_error_code
+from sparklog.storage.errors import StorageError
+from sparklog.broker.handlers.error_codes import (NONE, NOT_LEADER_OR_FOLLOWER, NOT_SERVED_FAST, NO_OFFSET,
+                                                  OFFSET_OUT_OF_RANGE, STORAGE_FAULTS, storage_error_code)
 from sparklog.broker.handlers.leadership import (fenced_here_whole_elsewhere, led_or_error, verified_first)
 
 log = logging.getLogger(__name__)

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 
 from sparklog.storage.errors import StorageError
 from sparklog.storage.topic_names import validate_topic
 from sparklog.broker.handlers.error_codes import (INVALID_TOPIC_EXCEPTION, NONE, NOT_LEADER_OR_FOLLOWER,
                                                   UNKNOWN_TOPIC_OR_PARTITION)
-
-log = logging.getLogger(__name__)
 
 
 def led_or_error(state, snapshot, topic: str, partition: int, current_leader_epoch: int):

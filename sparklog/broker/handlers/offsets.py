@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 
 from sparklog.protocol.list_offsets import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
                                             LATEST_TIMESTAMP, MAX_TIMESTAMP, TIMESTAMP_MIN_VERSION,
@@ -13,8 +12,6 @@ from sparklog.protocol.offset_for_leader_epoch import (EpochEndOffset, OffsetFor
 from sparklog.broker.handlers.error_codes import (INVALID_REQUEST, LEADER_NOT_AVAILABLE, NONE, NO_LEADER_EPOCH,
                                                   NO_OFFSET, NO_TIMESTAMP, OFFSET_NOT_AVAILABLE, UNSUPPORTED_VERSION)
 from sparklog.broker.handlers.leadership import (led_or_error, verified_first)
-
-log = logging.getLogger(__name__)
 
 
 def handle_list_offsets(request, state):

@@ -15,8 +15,8 @@ from sparklog.protocol.produce_run import encode_produce_replies
 from sparklog.protocol.registry import encode_response
 from sparklog.broker.handlers.error_codes import (INVALID_RECORD, INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION, NONE,
                                                   NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, NOT_SERVED_FAST,
-                                                  NO_OFFSET, NO_TIMESTAMP, REQUEST_TIMED_OUT)
-from sparklog.broker.handlers.error_codes import STORAGE_FAULTS, storage_error_code
+                                                  NO_OFFSET, NO_TIMESTAMP, REQUEST_TIMED_OUT, STORAGE_FAULTS,
+                                                  storage_error_code)
 from sparklog.broker.handlers.leadership import not_led_error
 
 log = logging.getLogger(__name__)
