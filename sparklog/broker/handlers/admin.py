@@ -1,7 +1,7 @@
 """The admin APIs Kafka's admin clients use: CreatePartitions, DescribeConfigs, AlterConfigs,
 IncrementalAlterConfigs, DeleteRecords, DescribeCluster, DescribeLogDirs, DescribeProducers, ElectLeaders and
 ListPartitionReassignments; `handle_x(request, state) -> response`, with the
-Rules of handlers.py (a per-resource problem is that resource's error code, never an exception).
+Rules of the handlers package (a per-resource problem is that resource's error code, never an exception).
 
 Rule 1: topic configs have one authority, `/config/topics/<t>` in ZooKeeper: the alter calls validate the
 whole resulting set of overrides against the storage's `LogConfig` (over the broker's log.* defaults) and

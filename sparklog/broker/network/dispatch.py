@@ -8,12 +8,12 @@ behaviour: there is no version in which an answer could be encoded).
 Rule 3: nothing but `CloseConnection` or a reply leaves `handle_frame` for what a client sends (the fuzz
 tests in tests/unit/broker/network/test_dispatch_fuzz.py hold it to that).
 Rule 4: a Produce of one topic and one partition from an identified session is first offered to the fast
-path (handlers.handle_single_partition_produce); what it leaves (NOT_SERVED_FAST) goes through Rule 1, and
+path (handlers.produce.handle_single_partition_produce); what it leaves (NOT_SERVED_FAST) goes through Rule 1, and
 the client sees the same bytes either way. An acks=all write it leaves waiting is Parked, as the general
 path's is.
 Rule 5: a run of Produce frames read together (server.py's `handle_frames`) is answered as Rules 1 and 4
 answer each frame alone, in order, except that consecutive requests Rule 4 would serve for the same led
-partition (each with a non-empty record set) are appended in one group (handlers.handle_produce_group):
+partition (each with a non-empty record set) are appended in one group (handlers.produce.handle_produce_group):
 one lock, one write, the high watermark and flush.messages once, each batch still checked, offset and
 answered on its own; the replies of a group's successes answered at once are encoded in one call and
 carried by the first of them (the others None, as server.py's contract allows: the same bytes leave). The
@@ -22,7 +22,7 @@ one-at-a-time handling. Such runs are usually not framed one by one at all: `SCA
 (protocol/produce_run.py, compiled) decodes the one-partition Produce requests at the head of a read in
 one call, and `handle_run` answers them as Rule 5 answers their frames.
 Rule 6: a Fetch of one topic and one partition from an identified session is first offered to the Fetch
-fast path (handlers.handle_single_partition_fetch: a consumer's read with records ready); what it leaves
+fast path (handlers.fetch.handle_single_partition_fetch: a consumer's read with records ready); what it leaves
 goes through Rule 1, and the client sees the same bytes either way
 (tests/unit/broker/handlers/test_fetch_fast_path.py).
 
@@ -67,7 +67,7 @@ _FETCH = int(ApiKey.FETCH)
 _FETCH_KEY = _FETCH.to_bytes(2, "big")
 HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS}
 _VERSION_BITS = 16  # (api_key, version) is recorded as one int: api_key << 16 | version
-# Apis whose coroutines only wait in the purgatory, the request having taken effect (handlers.py Rule 1):
+# Apis whose coroutines only wait in the purgatory, the request having taken effect (handlers Rule 1):
 # the server goes on with the requests behind them (server.py Rule 1). Any other coroutine is a barrier.
 PARKED_APIS = frozenset({int(ApiKey.PRODUCE), int(ApiKey.FETCH)})
 
@@ -165,7 +165,7 @@ class Dispatcher:
     def handle_frames(self, frames: list, session: ClientSession, replies: list) -> None:
         """handle_frame of each frame, in order, each reply appended to `replies` (Rule 5): consecutive
         fast-path Produce requests of one led partition are appended to its log together
-        (handlers.handle_produce_group), and the replies of a group's successes may be carried by the first
+        (handlers.produce.handle_produce_group), and the replies of a group's successes may be carried by the first
         of them (the others None: server.py's contract). Raises CloseConnection as handle_frame does, the
         replies of the frames before it already in `replies`."""
         if session.served is None:

@@ -57,7 +57,7 @@ their offsets in ZooKeeper (coordination/offsets.py), untouched by this store.
 
 Rule 1: everything here runs on the event loop; reading logs (a load) and ZooKeeper calls run on the
 executor, so the loop never waits for them. A commit's append runs on the loop, as a Produce's does
-(handlers.py): one write of one small batch to the page cache (fsynced by the flusher, unless the topic sets
+(handlers.produce): one write of one small batch to the page cache (fsynced by the flusher, unless the topic sets
 flush.messages), where a hop to an executor thread and back cost more than the write, on every commit.
 """
 
