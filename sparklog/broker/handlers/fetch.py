@@ -11,7 +11,7 @@ from sparklog.protocol.fetch import (FetchableTopicResponse, FetchResponse, Part
 from sparklog.storage.errors import StorageError
 from sparklog.broker.handlers.error_codes import (NONE, NOT_LEADER_OR_FOLLOWER, NOT_SERVED_FAST, NO_OFFSET,
                                                   OFFSET_OUT_OF_RANGE, STORAGE_FAULTS, storage_error_code)
-from sparklog.broker.handlers.leadership import (fenced_here_whole_elsewhere, led_or_error, verified_first)
+from sparklog.broker.handlers.leadership import fenced_here_whole_elsewhere, leader_in_epoch, verified_first
 
 log = logging.getLogger(__name__)
 
@@ -19,14 +19,15 @@ log = logging.getLogger(__name__)
 def fetch_target(state, snapshot, topic: str, partition: int, current_leader_epoch: int, offset: int):
     """Rule 6, the one place a Fetch of (topic, partition) at `offset` is admitted, for every entry point (the
     general path and its long polls, the one-partition fast path, whose FileSlice the server sends with
-    sendfile): (the led partition, NONE), or (None, the partition's error): not led here, led in a state
-    that moved on, a stale or unknown leader epoch (Rule 3), an offset in a fenced range another in-sync
+    sendfile): not led here, led in a state that moved on, a stale or unknown leader epoch (Rule 3,
+    leadership.leader_in_epoch), an offset in a fenced range another in-sync
     replica holds whole (Rule 4). A segment still to verify is replayed before the read, off the event loop
-    (`_unverified_reads`; the fast path leaves such a read to the general path)."""
-    led, code = led_or_error(state, snapshot, topic, partition, current_leader_epoch)
-    if led is not None and fenced_here_whole_elsewhere(led, offset):
-        return None, NOT_LEADER_OR_FOLLOWER
-    return led, code
+    (`_unverified_reads`; the fast path leaves such a read to the general path). The led partition, or, as an
+    int, the partition's error code (no pair to build: the fast path pays for every call)."""
+    led = leader_in_epoch(state.replicas, snapshot, topic, partition, current_leader_epoch)
+    if led.__class__ is not int and fenced_here_whole_elsewhere(led, offset):
+        return NOT_LEADER_OR_FOLLOWER
+    return led
 
 
 def read_records(led, offset: int, size: int, replica_id: int):
@@ -117,10 +118,10 @@ def _fetch_once(body, state):
         parts = []
         for part in topic.partitions:
             index = part.partition
-            led, code = fetch_target(state, snapshot, name, index, part.current_leader_epoch, part.fetch_offset)
-            if led is None:
+            led = fetch_target(state, snapshot, name, index, part.current_leader_epoch, part.fetch_offset)
+            if led.__class__ is int:
                 failed = True
-                parts.append(_fetch_error(index, code))
+                parts.append(_fetch_error(index, led))
                 continue
             plog = led.plog
             plogs.append(plog)
@@ -164,9 +165,9 @@ def handle_single_partition_fetch(request: SinglePartitionFetch, state):
     if budget <= 0:
         return NOT_SERVED_FAST
     offset = request.fetch_offset
-    led, _ = fetch_target(state, state.partitions.snapshot, request.topic, request.partition,
-                          request.current_leader_epoch, offset)
-    if led is None:
+    led = fetch_target(state, state.partitions.snapshot, request.topic, request.partition,
+                       request.current_leader_epoch, offset)
+    if led.__class__ is int:
         return NOT_SERVED_FAST
     plog = led.plog
     if plog.needs_verification(offset):

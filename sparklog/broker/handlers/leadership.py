@@ -10,15 +10,22 @@ from sparklog.broker.handlers.error_codes import (INVALID_TOPIC_EXCEPTION, NONE,
                                                   UNKNOWN_TOPIC_OR_PARTITION)
 
 
-def led_or_error(state, snapshot, topic: str, partition: int, current_leader_epoch: int):
-    """(the led partition, NONE), or (None, why it is not served: not led here, or a stale/unknown epoch)."""
-    led = state.replicas.leader_of(snapshot, (topic, partition))
+def leader_in_epoch(replicas, snapshot, topic: str, partition: int, current_leader_epoch: int):
+    """Rule 3, in this one place: the partition led here in the asker's leader epoch, or, as an int, why it is
+    not served (not led here, led in a state that moved on, a stale or unknown epoch)."""
+    led = replicas.leader_of(snapshot, (topic, partition))
     if led is None:
-        return None, not_led_error(snapshot, topic, partition)
+        return not_led_error(snapshot, topic, partition)
     if led.fenced:
-        return None, NOT_LEADER_OR_FOLLOWER  # its state moved on: it waits for the new one (replica_manager)
-    code = state.replicas.epoch_error(led, current_leader_epoch)
-    return (led, NONE) if code == NONE else (None, code)
+        return NOT_LEADER_OR_FOLLOWER  # its state moved on: it waits for the new one (replica_manager)
+    code = replicas.epoch_error(led, current_leader_epoch)
+    return led if code == NONE else code
+
+
+def led_or_error(state, snapshot, topic: str, partition: int, current_leader_epoch: int):
+    """(the led partition, NONE), or (None, why it is not served): `leader_in_epoch` as a pair."""
+    led = leader_in_epoch(state.replicas, snapshot, topic, partition, current_leader_epoch)
+    return (None, led) if led.__class__ is int else (led, NONE)
 
 
 def not_led_error(snapshot, topic: str, partition: int) -> int:
