@@ -91,7 +91,7 @@ class LedPartition:
         """The min ISR rule, in this one place: fewer in-sync replicas than min.insync.replicas. An acks=all
         write is then refused before its append (NOT_ENOUGH_REPLICAS: handlers' produce_target, the offset
         store's commits) and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND after it (`produce_outcome`)."""
-        return len(self.state.isr) < self.min_insync
+        return len(self.state.isr) < self.plog.config.min_insync_replicas  # min_insync, read without a second call
 
 
 class ReplicaManager:
