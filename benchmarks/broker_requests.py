@@ -89,8 +89,8 @@ class EchoApp:
 def kafka_app(log_dir: str, fetch_log: bool):
     from sparklog.broker import handlers
     from sparklog.broker.config import BrokerConfig
-    from sparklog.broker.dispatch import Dispatcher
-    from sparklog.broker.partitions import MetadataSnapshot, PartitionMeta, TopicMeta
+    from sparklog.broker.network.dispatch import Dispatcher
+    from sparklog.broker.replication.partitions import MetadataSnapshot, PartitionMeta, TopicMeta
     from sparklog.coordination.brokers import BrokerInfo
     from sparklog.records.batch import build_batch
     from sparklog.storage import LogManager
@@ -107,8 +107,8 @@ def kafka_app(log_dir: str, fetch_log: bool):
         for _ in range(FETCH_LOG_BATCHES):
             leading[("t", 0)].append(batch)
     topics = {"t": TopicMeta("t", {0: PartitionMeta(0, 1, 0, (1,), (1,))})}
-    state = handlers.BrokerState(config=config, broker_id=1, cluster_id="c" * 22, zk=None, logs=logs,
-                                 partitions=Partitions(MetadataSnapshot(topics, {1: BrokerInfo(1, "127.0.0.1", 1)},
+    state = handlers.BrokerState.build(config=config, cluster_id="c" * 22, zk=None, logs=logs,
+                                       partitions=Partitions(MetadataSnapshot(topics, {1: BrokerInfo(1, "127.0.0.1", 1)},
                                                                         leading)))
     return Dispatcher(state)
 
@@ -117,7 +117,7 @@ def serve(app_name: str, loop_name: str, records_check: bool = True) -> None:
     """Print the port, serve until stdin closes."""
     import asyncio
 
-    from sparklog.broker.server import BrokerServer
+    from sparklog.broker.network.server import BrokerServer
 
     if not records_check:  # --records-check-cost's "off": what the broker cost before the check existed
         from sparklog.storage import append as log
@@ -255,7 +255,7 @@ def breakdown(n: int) -> None:
     """µs per stage of one request, in this process (no socket, no event loop)."""
     import timeit
 
-    from sparklog.broker.dispatch import HANDLERS
+    from sparklog.broker.network.dispatch import HANDLERS
     from sparklog.protocol.registry import decode_request, encode_response
 
     print(f"{'stage (µs)':<16}{'decode':>10}{'handler':>10}{'encode':>10}{'dispatch':>10}")

@@ -214,7 +214,7 @@ def main(argv=None) -> int:
     parser.add_argument("--join-rounds", type=int, default=5)
     args = parser.parse_args(argv)
 
-    from sparklog.broker.group_config import DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS
+    from sparklog.broker.coordinator.group.config import DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS
     from sparklog.broker.launcher import LocalCluster
     from sparklog.coordination import topics
     from sparklog.coordination.connection import close, connect

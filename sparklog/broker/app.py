@@ -13,7 +13,9 @@ broker's leaderships and ISR memberships away and waits for that, bounded by `co
 (controlled shutdown, with `controlled.shutdown.enable`), so that producers retrying on
 NOT_LEADER_OR_FOLLOWER see no error; then it runs startup backwards: stop serving (listeners, then
 connections, then tasks), resign as controller, deregister, stop the watches, flush and close the logs,
-close ZooKeeper, release the log dirs' lock.
+close ZooKeeper, release the log dirs' lock. Every one of those background services is joined, as it starts,
+to one owner (`services.ServiceGroup`, trio's nursery as the model), which closes them in that order, names a
+thread left running, and reports an exception escaping any of their threads.
 
 The (api, version) pairs served per client (`Dispatcher.statistics().versions_by_client`) are written to
 the log as one `API_MATRIX_MARKER <json>` line on SIGUSR1 and at shutdown, for tests and operators; so is
@@ -37,16 +39,17 @@ import time
 from dataclasses import dataclass
 
 from sparklog.broker.config import BrokerConfig
-from sparklog.broker.controller import Controller, controlled_shutdown
-from sparklog.broker.dispatch import Dispatcher
+from sparklog.broker.replication.controller import Controller, controlled_shutdown
+from sparklog.broker.network.dispatch import Dispatcher
 from sparklog.broker.handlers import BrokerState
-from sparklog.broker.cleaner_reporter import CleanerReporter
-from sparklog.broker.log_faults import LogFaultReporter
-from sparklog.broker.partitions import PartitionManager
-from sparklog.broker.purgatory import Purgatory
-from sparklog.broker.replica_manager import ReplicaManager
-from sparklog.broker.server import BrokerServer
+from sparklog.broker.replication.cleaner_reporter import CleanerReporter
+from sparklog.broker.replication.log_faults import LogFaultReporter
+from sparklog.broker.replication.partitions import PartitionManager
+from sparklog.broker.replication.purgatory import Purgatory
+from sparklog.broker.replication.replica_manager import ReplicaManager
+from sparklog.broker.network.server import BrokerServer
 from sparklog.broker.malloc import keep_freed_memory
+from sparklog.broker.services import ServiceGroup, ServiceGroupStatistics
 from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination import cluster as cluster_registry
 from sparklog.coordination import connection as zk_connection
@@ -76,6 +79,7 @@ class BrokerStatistics:
     controller: object
     replicas: object = None  # ReplicaManagerStatistics
     offsets: object = None  # OffsetStoreStatistics (__consumer_offsets)
+    services: ServiceGroupStatistics | None = None  # the background services and their threads (services.py)
 
 
 class ListenerUnavailable(RuntimeError):
@@ -101,6 +105,7 @@ class Broker:
         self.executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.address: tuple[str, int] | None = None
+        self.services: ServiceGroup | None = None  # the owner of every background service (services.py)
 
     def statistics(self) -> BrokerStatistics:
         return BrokerStatistics(
@@ -112,6 +117,7 @@ class Broker:
             self.controller.statistics() if self.controller else None,
             self.replicas.statistics() if self.replicas else None,
             self.dispatcher.state.offsets.statistics() if self.dispatcher else None,
+            self.services.statistics() if self.services else None,
         )
 
     def run(self) -> None:
@@ -120,6 +126,7 @@ class Broker:
     async def serve(self) -> None:
         """Start, serve until `stop()` or a signal, shut down; always releases what it opened."""
         self.loop = asyncio.get_running_loop()
+        self.services = ServiceGroup(on_error=self._background_error)
         try:
             await self.loop.run_in_executor(None, self._open_storage_and_zookeeper)
             self._build_server()
@@ -160,7 +167,7 @@ class Broker:
             if self.replicas is not None:
                 await self.replicas.stop_following()  # leaders must not take this broker back into their ISR
             moved = await asyncio.wait_for(self.loop.run_in_executor(  # a stopped ZooKeeper answers nothing
-                None, controlled_shutdown, self.zk, cfg.broker_id, cfg.controlled_shutdown_timeout_ms / 1000.0),
+                self.executor, controlled_shutdown, self.zk, cfg.broker_id, cfg.controlled_shutdown_timeout_ms / 1000.0),
                 cfg.controlled_shutdown_timeout_ms / 1000.0)
             if moved:
                 log.info("%s %.0f ms", CONTROLLED_SHUTDOWN_MARKER, (time.monotonic() - started) * 1000.0)
@@ -181,24 +188,31 @@ class Broker:
     # -- startup ------------------------------------------------------------------------------------------
 
     def _open_storage_and_zookeeper(self) -> None:
-        from sparklog.storage import CleanerConfig, LogConfig, LogManager, ScrubberConfig
+        from sparklog.storage import LogConfig, LogManager
 
-        cfg = self.config
+        cfg, services = self.config, self.services
         self.dir_locks = lock_log_dirs(cfg.log_dirs)
-        self.zk = zk_connection.connect(cfg.zookeeper_connect, timeout=cfg.zookeeper_connection_timeout_ms / 1000.0,
-                                        session_timeout=cfg.zookeeper_session_timeout_ms / 1000.0)
+        services.add("log dir locks", self.dir_locks.release)
+        self.zk = services.start("zookeeper", lambda: zk_connection.connect(
+            cfg.zookeeper_connect, timeout=cfg.zookeeper_connection_timeout_ms / 1000.0,
+            session_timeout=cfg.zookeeper_session_timeout_ms / 1000.0), lambda: zk_connection.close(self.zk))
         self.cluster_id = cluster_registry.get_or_create_cluster_id(self.zk)
         faults = LogFaultReporter(self.zk, cfg.broker_id)  # for `sparklog topics describe`
-        self.logs = LogManager(list(cfg.log_dirs), LogConfig.from_dict(self._storage_defaults()),
-                               retention_check_interval_ms=cfg.log_retention_check_interval_ms,
-                               scrubber=ScrubberConfig.from_properties(cfg.raw), on_fence=faults.on_fence,
-                               cleaner=CleanerConfig.from_properties(cfg.raw))
+        self.logs = services.start("logs", lambda: LogManager(
+            list(cfg.log_dirs), LogConfig.from_dict(self._storage_defaults()),
+            retention_check_interval_ms=cfg.log_retention_check_interval_ms, scrubber=cfg.scrubber,
+            on_fence=faults.on_fence, cleaner=cfg.cleaner), lambda: self.logs.close())
         if len(cfg.log_dirs) > 1:
             # get_or_create looks in the emptiest dir only; find existing logs in the others first
             self.logs.load_existing()
-        self.executor = concurrent.futures.ThreadPoolExecutor(ZOOKEEPER_WORKERS, thread_name_prefix="broker-zk")
+        reporter = CleanerReporter(self.zk, cfg.broker_id, self.logs)
+        self.cleaner_reporter = services.start("cleaner reporter", reporter.start, reporter.close)
+        # Blocking calls while serving (ZooKeeper for the handlers, the replica manager and the fault reporter;
+        # offsets reads; a controlled shutdown) run here.
+        self.executor = services.start("executor", lambda: concurrent.futures.ThreadPoolExecutor(
+            ZOOKEEPER_WORKERS, thread_name_prefix="broker-zk"),
+            lambda: self.executor.shutdown(wait=True, cancel_futures=True))
         faults.start(self.executor)
-        self.cleaner_reporter = CleanerReporter(self.zk, cfg.broker_id, self.logs).start()
 
     def _storage_defaults(self) -> dict[str, str]:
         from sparklog.storage.config import KEYS
@@ -231,36 +245,37 @@ class Broker:
         self.address = (bound_host, bound_port)
 
     def _register_and_watch(self) -> None:
-        cfg = self.config
+        cfg, services = self.config, self.services
         host, port = self.advertised
-        self.registration = broker_registry.BrokerRegistration(
-            self.zk, cfg.broker_id, host, port, rack=cfg.rack, on_conflict=self._on_registration_conflict)
-        self.registration.register(wait=cfg.zookeeper_session_timeout_ms / 1000.0 + REGISTRATION_GRACE_S)
         me = broker_registry.BrokerInfo(cfg.broker_id, host, port, cfg.rack, (f"PLAINTEXT://{host}:{port}",))
-        self.partitions = PartitionManager(self.zk, cfg.broker_id, self.logs, cfg.log_defaults, self_info=me)
+        # Joined before the registration (its threads start below), so the registration is withdrawn first.
+        self.partitions = services.start("partitions", lambda: PartitionManager(
+            self.zk, cfg.broker_id, self.logs, cfg.log_defaults, self_info=me), lambda: self.partitions.close())
+        self.registration = services.start("registration", lambda: broker_registry.BrokerRegistration(
+            self.zk, cfg.broker_id, host, port, rack=cfg.rack, on_conflict=self._on_registration_conflict),
+            lambda: self.registration.close())
+        services.adopt("registration", lambda: self.registration.register(
+            wait=cfg.zookeeper_session_timeout_ms / 1000.0 + REGISTRATION_GRACE_S))
         purgatory = Purgatory()
         self.replicas = ReplicaManager(self.zk, cfg.broker_id, purgatory, self.executor,
-                                       min_insync_replicas=cfg.min_insync_replicas,
                                        replica_lag_time_max_ms=cfg.replica_lag_time_max_ms)
         self.replicas.start(self.loop)
         self.partitions.add_listener(self.replicas.on_snapshot)
-        state = BrokerState(
-            config=cfg, broker_id=cfg.broker_id, cluster_id=self.cluster_id, zk=self.zk, logs=self.logs,
-            partitions=self.partitions, executor=self.executor, loop=self.loop, waiters=purgatory,
-            replicas=self.replicas)
+        state = BrokerState.build(cfg, self.partitions, cluster_id=self.cluster_id, zk=self.zk, logs=self.logs,
+                                  executor=self.executor, loop=self.loop, waiters=purgatory, replicas=self.replicas)
         self.dispatcher = Dispatcher(state)
         self.server.app = self.dispatcher
         offsets = state.offsets  # loads and drops __consumer_offsets partitions after the replica manager's turn
         self.loop.call_soon_threadsafe(offsets.start)
         self.partitions.add_listener(lambda snapshot: self._on_loop(offsets.on_snapshot, snapshot))
-        self.partitions.start()
+        services.adopt("partitions", self.partitions.start)
         self.controller = Controller(
             self.zk, cfg.broker_id, unclean_leader_election=cfg.unclean_leader_election_enable,
             auto_leader_rebalance=cfg.auto_leader_rebalance_enable,
             imbalance_check_interval_s=cfg.leader_imbalance_check_interval_seconds,
             imbalance_percentage=cfg.leader_imbalance_per_broker_percentage)
         state.controller = self.controller
-        self.controller.start()
+        services.start("controller", self.controller.start, self.controller.close)
 
     def _on_loop(self, fn, *args) -> None:
         """Run `fn(*args)` on the event loop (from any thread); nothing once the loop has closed."""
@@ -289,8 +304,9 @@ class Broker:
 
     def log_statistics(self) -> None:
         """One log line: `STATISTICS_MARKER {"broker_id": .., "server": {..ServerStatistics..}, "produce":
-        {"fast": .., "grouped": ..}, "fetch": {"fast": ..}}` (Produce requests of the fast path, and of those
-        the ones appended in a group; Fetch requests of the fast path: dispatch.py Rules 4, 5 and 6)."""
+        {"fast": .., "grouped": ..}, "fetch": {"fast": ..}, "services": {..}}` (Produce requests of the fast path,
+        and of those the ones appended in a group; Fetch requests of the fast path: dispatch.py Rules 4, 5 and 6;
+        the background services in start order, services.py Rule 3)."""
         if self.server is None:
             return
         server = dataclasses.asdict(self.server.statistics())
@@ -299,8 +315,12 @@ class Broker:
             stats = self.dispatcher.statistics()
             produce = {"fast": stats.fast_produces, "grouped": stats.grouped_produces}
             fetch = {"fast": self.dispatcher.fast_fetches}
+        services = None
+        if self.services is not None:  # in start order: {name: {"state": .., "threads": [names alive]}}
+            services = {s.name: {"state": s.state, "threads": list(s.threads)}
+                        for s in self.services.statistics().services}
         log.info("%s %s", STATISTICS_MARKER, json.dumps({"broker_id": self.config.broker_id, "server": server,
-                                                         "produce": produce, "fetch": fetch}, sort_keys=True))
+                                                         "produce": produce, "fetch": fetch, "services": services}))
 
     def log_api_matrix(self) -> None:
         """One log line: `API_MATRIX_MARKER {"served": {client: {api: [versions]}}, "refused": ...}`."""
@@ -314,22 +334,19 @@ class Broker:
     # -- shutdown -------------------------------------------------------------------------------------------
 
     def _close(self) -> None:
-        steps = [
-            ("statistics and api matrix", self.log_reports),
-            ("controller", lambda: self.controller and self.controller.close()),
-            ("registration", lambda: self.registration and self.registration.close()),
-            ("partitions", lambda: self.partitions and self.partitions.close()),
-            ("executor", lambda: self.executor and self.executor.shutdown(wait=True, cancel_futures=True)),
-            ("cleaner reporter", lambda: self.cleaner_reporter and self.cleaner_reporter.close()),
-            ("logs", lambda: self.logs and self.logs.close()),
-            ("zookeeper", lambda: self.zk and zk_connection.close(self.zk)),
-            ("log dir locks", lambda: self.dir_locks and self.dir_locks.release()),
-        ]
-        for name, step in steps:
-            try:
-                step()
-            except Exception:  # noqa: BLE001 - close the rest whatever one step does
-                log.exception("error closing %s", name)
+        """The reports, then every background service, last started first (services.py Rule 1): the controller,
+        the registration, the partitions' watches, the executor, the cleaner reporter, the logs, ZooKeeper, the
+        log dirs' lock."""
+        try:
+            self.log_reports()
+        except Exception:  # noqa: BLE001 - close the rest whatever the reports do
+            log.exception("error closing %s", "statistics and api matrix")
+        self.services.close()
+
+    def _background_error(self, service: str | None, exc: BaseException) -> None:
+        """services.py Rule 2: a background thread raised (its traceback follows, from Python's hook)."""
+        log.error("background service %s failed: %s: %s", service or "(a thread of no service)",
+                  type(exc).__name__, exc)
 
 
 def raise_open_file_limit() -> int:

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from sparklog.broker.group_config import GROUP, GroupConfig, GroupConfigError
+from sparklog.broker.coordinator.group.config import GROUP, GroupConfig, GroupConfigError
 from sparklog.coordination.connection import split_connect_string
 from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, STRING, WARN, Definitions, Setting
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
 from sparklog.storage.config import DEFINITIONS as TOPIC_CONFIGS
-from sparklog.storage.cleaner_manager import CLEANER_SETTINGS
-from sparklog.storage.scrubber import SCRUBBER_SETTINGS
+from sparklog.storage.cleaner_manager import CLEANER_SETTINGS, CleanerConfig
+from sparklog.storage.scrubber import SCRUBBER_SETTINGS, ScrubberConfig
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,6 @@ DEFAULT_MAX_PARTITIONS_PER_REQUEST = 4000  # max.partitions.per.request: summed 
 DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS = 300000  # log.retention.check.interval.ms
 DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS = 9223372036854775807  # log.flush.scheduler.interval.ms
 DEFAULT_PORT = 9092
-DEFAULT_MIN_INSYNC_REPLICAS = 1  # min.insync.replicas (a topic may override it)
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30000  # replica.lag.time.max.ms
 DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE = False  # unclean.leader.election.enable (Kafka >= 0.11)
 DEFAULT_AUTO_LEADER_REBALANCE_ENABLE = True  # auto.leader.rebalance.enable
@@ -215,7 +214,6 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS
     log_flush_scheduler_interval_ms: int = DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS
     rack: str | None = None
-    min_insync_replicas: int = DEFAULT_MIN_INSYNC_REPLICAS
     replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
     unclean_leader_election_enable: bool = DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE
     auto_leader_rebalance_enable: bool = DEFAULT_AUTO_LEADER_REBALANCE_ENABLE
@@ -223,8 +221,13 @@ class BrokerConfig:
     leader_imbalance_per_broker_percentage: int = DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE
     controlled_shutdown_enable: bool = DEFAULT_CONTROLLED_SHUTDOWN_ENABLE
     controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS
-    # Topic-level defaults for the storage (`segment.bytes`, `retention.ms`, ...), from the log.* keys.
+    # Topic-level defaults for the storage (`segment.bytes`, `retention.ms`, `min.insync.replicas`, ...), from
+    # the log.* keys and the other synonyms of topic configs: the storage's LogConfig types them (one default each).
     log_defaults: Mapping[str, str] = field(default_factory=dict)
+    group: GroupConfig = field(default_factory=GroupConfig)  # the group coordinator's group.* / offsets.* keys
+    scrubber: ScrubberConfig = field(default_factory=ScrubberConfig)
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)
+    # The properties as given: for with_overrides and DescribeConfigs only; everything else reads a typed field.
     raw: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -244,7 +247,7 @@ class BrokerConfig:
         except ValueError as exc:
             raise ConfigError(f"zookeeper.connect: {exc}") from None
         try:
-            GroupConfig.from_properties(props)  # the coordinator reads it again from `raw`
+            group = GroupConfig.from_properties(props)
         except GroupConfigError as exc:
             raise ConfigError(str(exc)) from None
         advertised = values["advertised.listeners"]
@@ -260,6 +263,9 @@ class BrokerConfig:
             queued_max_request_bytes=_queued_max_request_bytes(values),
             rack=values["broker.rack"] or None,
             log_defaults=topic_defaults(props),
+            group=group,
+            scrubber=ScrubberConfig.from_properties(props),
+            cleaner=CleanerConfig.from_properties(props),
             raw=dict(props),
             **{name: values[key] for name, key in _FIELD_KEYS.items()},
         )
@@ -280,7 +286,7 @@ class BrokerConfig:
 
 # BrokerConfig fields read straight from their key (`num_partitions` <- `num.partitions`); the others above.
 _SPECIAL_FIELDS = {"broker_id", "listeners", "advertised_listeners", "log_dirs", "zookeeper_connect",
-                   "queued_max_request_bytes", "rack", "log_defaults", "raw"}
+                   "queued_max_request_bytes", "rack", "log_defaults", "group", "scrubber", "cleaner", "raw"}
 _FIELD_KEYS = {f.name: f.name.replace("_", ".") for f in dataclasses.fields(BrokerConfig)
                if f.name not in _SPECIAL_FIELDS}
 assert set(_FIELD_KEYS.values()) <= KNOWN_KEYS, "every BrokerConfig field has a declared setting"

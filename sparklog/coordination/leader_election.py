@@ -1,6 +1,6 @@
 """Leader election as pure functions: (replicas, partition state, who may lead) -> the next partition state.
 
-No ZooKeeper, no clocks: the controller (`sparklog.broker.controller`) reads states, calls these, and writes
+No ZooKeeper, no clocks: the controller (`sparklog.broker.replication.controller`) reads states, calls these, and writes
 what they return with version-checked, controller-epoch-fenced multis.
 
 Rule 1 (clean election, Kafka's `OfflinePartitionLeaderElectionStrategy`): a partition whose leader is not

@@ -2,7 +2,7 @@
 Heartbeat (12) v0-3, LeaveGroup (13) v0-3, none flexible. Transcribed from Kafka's JoinGroup*,
 SyncGroup*, Heartbeat* and LeaveGroup* JSON specs.
 
-The broker's group coordinator (sparklog/broker/group_coordinator.py) serves them; the paper's ZooKeeper
+The broker's group coordinator (sparklog/broker/coordinator/group/coordinator.py) serves them; the paper's ZooKeeper
 groups (sparklog/coordination) are a separate kind of group that never uses these apis.
 """
 

@@ -219,3 +219,19 @@ def test_kafkas_produce_refusals_an_idempotent_batch_without_a_sequence_log_appe
     assert _produce(broker, topic, good)[:2] == (0, 5)  # nothing refused took an offset
     assert _produce_partitions(broker, topic, {1: good})[1][:2] == (0, 0)
     assert broker.statistics()["server"]["handler_errors"] == 0
+
+
+def test_every_background_service_has_an_owner_and_none_outlives_it(one):
+    """services.py: the running broker's background services, in start order, each with the threads it started;
+    a clean stop closes them all and leaves no thread of theirs running, and no background thread failed."""
+    broker = one.brokers[1]
+    services = broker.statistics()["services"]
+    assert list(services) == ["log dir locks", "zookeeper", "logs", "cleaner reporter", "executor", "partitions",
+                              "registration", "controller"]
+    assert {s["state"] for s in services.values()} == {"running"}
+    for name in ("zookeeper", "logs", "cleaner reporter", "partitions", "registration", "controller"):
+        assert services[name]["threads"], name
+    assert broker.stop() == 0
+    log = broker.out_path.read_text(errors="replace")
+    assert "still running after its service closed" not in log
+    assert "background service" not in log and "error closing" not in log

@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from sparklog.broker.dispatch import api_name
+from sparklog.broker.network.dispatch import api_name
 from sparklog.protocol.registry import API_VERSIONS
 from support import broker_matrix
 from support.cluster import Cluster

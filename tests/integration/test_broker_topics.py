@@ -10,7 +10,7 @@ import time
 import pytest
 
 from support.wire import request
-from sparklog.broker.partition_metadata import FILE_NAME, read, topic_id_from_czxid
+from sparklog.broker.replication.partition_metadata import FILE_NAME, read, topic_id_from_czxid
 from sparklog.coordination import paths
 from sparklog.coordination import topics as registry
 from sparklog.protocol import ApiKey, PartitionProduceData, ProduceRequest, TopicProduceData

@@ -21,7 +21,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from support import broker_matrix
-from sparklog.broker.offset_store import OFFSETS_TOPIC, offsets_partition
+from sparklog.broker.coordinator.group.offset_store import OFFSETS_TOPIC, offsets_partition
 from support.cluster import REPO, TEST_OFFSETS_TOPIC_PARTITIONS, Cluster
 from support.group_members import Member, measure_join
 

@@ -20,7 +20,7 @@ from kafka.errors import InvalidRequestError
 from kafka.structs import OffsetAndMetadata
 
 from support.cluster import TEST_OFFSETS_TOPIC_PARTITIONS, Cluster, wait_until
-from sparklog.broker.offset_store import OFFSETS_TOPIC, offsets_partition
+from sparklog.broker.coordinator.group.offset_store import OFFSETS_TOPIC, offsets_partition
 from sparklog.protocol.consumer_offsets import CommitKey, decode_key, decode_value
 
 pytestmark = pytest.mark.slow

@@ -93,7 +93,7 @@ def format_table() -> list[str]:
 
 def _advertised() -> dict[str, tuple[int, int]]:
     """{api name: (lowest, highest)} of the versions the broker advertises."""
-    from sparklog.broker.dispatch import api_name
+    from sparklog.broker.network.dispatch import api_name
     from sparklog.protocol.registry import API_VERSIONS
 
     return {api_name(key): rng for key, rng in API_VERSIONS.items()}

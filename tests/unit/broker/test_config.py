@@ -37,7 +37,7 @@ def test_connection_and_partition_limits():
 
 
 def test_group_coordinator_settings():
-    from sparklog.broker.group_config import GroupConfig
+    from sparklog.broker.coordinator.group.config import GroupConfig
 
     base = {"broker.id": "1", "log.dirs": "/d", "zookeeper.connect": "z:1"}
     assert GroupConfig.from_properties(base) == GroupConfig(3000, 6000, 1800000, 2147483647, 50)
@@ -72,3 +72,17 @@ def test_a_properties_file_that_is_not_text_is_refused_naming_it(tmp_path):
     path.write_bytes(b"\xff\xfe broker.id=1\n")
     with pytest.raises(ConfigError, match=f"{re.escape(str(path))}: not UTF-8 text"):
         load_properties(path)
+
+
+def test_the_brokers_min_insync_replicas_is_the_default_every_log_holds_typed():
+    """min.insync.replicas has one default (storage/config.py) and is read typed from each log's config: the
+    broker's setting reaches the logs' defaults, a topic's override wins over it."""
+    from sparklog.storage.config import LogConfig
+
+    base = {"broker.id": "1", "log.dirs": "/tmp/x", "zookeeper.connect": "zk:2181"}
+    assert LogConfig.from_dict(BrokerConfig.from_properties(base).log_defaults).min_insync_replicas == 1
+    config = BrokerConfig.from_properties({**base, "min.insync.replicas": "2"})
+    defaults = LogConfig.from_dict(config.log_defaults)
+    assert defaults.min_insync_replicas == 2
+    assert defaults.with_overrides({"min.insync.replicas": "3"}).min_insync_replicas == 3
+    assert not hasattr(config, "min_insync_replicas")  # no second, broker-level copy to drift from the logs'

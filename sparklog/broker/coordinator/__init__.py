@@ -1,0 +1,1 @@
+"""The coordinators: the group coordinator (group/) and, beside it, the transaction coordinator."""

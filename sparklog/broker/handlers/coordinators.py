@@ -1,0 +1,199 @@
+"""FindCoordinator, InitProducerId, OffsetCommit and OffsetFetch: the coordinators' entry points here."""
+
+from __future__ import annotations
+
+import logging
+
+from sparklog.broker.coordinator.group import handlers as group_handlers
+from sparklog.broker.coordinator.group.offset_store import OFFSETS_TOPIC, OffsetStoreError
+from sparklog.coordination import offsets as offset_registry
+from sparklog.protocol.find_coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, FindCoordinatorResponse
+from sparklog.protocol.init_producer_id import InitProducerIdResponse
+from sparklog.protocol.offset_commit import (OffsetCommitResponse, OffsetCommitResponsePartition,
+                                             OffsetCommitResponseTopic)
+from sparklog.protocol.offset_fetch import (OffsetFetchResponse, OffsetFetchResponsePartition, OffsetFetchResponseTopic)
+from sparklog.storage.topic_names import validate_topic
+from sparklog.broker.handlers.error_codes import (COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST, INVALID_TOPIC_EXCEPTION,
+                                                  NONE, NO_OFFSET, OFFSET_METADATA_TOO_LARGE,
+                                                  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION)
+from sparklog.broker.handlers.metadata import ensure_offsets_topic
+
+log = logging.getLogger(__name__)
+
+
+OFFSET_METADATA_MAX_BYTES = 4096  # offset.metadata.max.bytes: Kafka's default
+
+
+# What a transactional client hears (FindCoordinator for a transaction): a fatal error, not a retry until its
+# timeout, as sparklog has no transaction coordinator; Kafka answers this code when a transactional.id is denied.
+NO_TRANSACTIONS = "sparklog has no transaction coordinator: transactions are not supported (drop transactional.id)"
+
+
+def handle_init_producer_id(request, state):
+    if request.body.transactional_id is not None:
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                      producer_id=-1, producer_epoch=-1)
+    return _init_producer_id(state)
+
+
+async def _init_producer_id(state) -> InitProducerIdResponse:
+    try:
+        producer_id = await state.blocking(state.producer_ids.next_id)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: retriable for the client
+        log.warning("allocating a producer id failed: %s", exc)
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=COORDINATOR_NOT_AVAILABLE, producer_id=-1,
+                                      producer_epoch=-1)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=NONE, producer_id=producer_id, producer_epoch=0)
+
+
+def handle_find_coordinator(request, state):
+    """A group's coordinator is the leader of its `__consumer_offsets` partition (offset_store.py), the topic
+    created first if it does not exist (Kafka's way; offsets_topic.py). A transaction's has none: sparklog has no
+    transaction coordinator, and a retriable "not available" would leave the client retrying until its timeout."""
+    body = request.body
+    if body.key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=INVALID_REQUEST,
+                                       error_message=f"unknown key type {body.key_type}", node_id=-1, host="",
+                                       port=-1)
+    if body.key_type == KEY_TYPE_TRANSACTION:
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                       error_message=NO_TRANSACTIONS, node_id=-1, host="", port=-1)
+    if body.key_type == KEY_TYPE_GROUP and OFFSETS_TOPIC not in state.partitions.snapshot.topics:
+        return _find_coordinator_after_create(body, state)
+    return _find_coordinator(body, state)
+
+
+async def _find_coordinator_after_create(body, state) -> FindCoordinatorResponse:
+    await ensure_offsets_topic(state)
+    return _find_coordinator(body, state)
+
+
+def _find_coordinator(body, state) -> FindCoordinatorResponse:
+    snapshot = state.partitions.snapshot
+    node = state.broker_id
+    if body.key_type == KEY_TYPE_GROUP:
+        node = state.offsets.coordinator_for(body.key, snapshot)
+    coordinator = snapshot.brokers.get(node)
+    if coordinator is None or state.broker_id not in snapshot.brokers:
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=COORDINATOR_NOT_AVAILABLE, node_id=-1,
+                                       host="", port=-1)
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=NONE, node_id=coordinator.id,
+                                   host=coordinator.host, port=coordinator.port)
+
+
+def handle_offset_commit(request, state):
+    """A partition the cluster lacks gets UNKNOWN_TOPIC_OR_PARTITION and is not stored, whatever the group's
+    state (Kafka's KafkaApis checks the metadata cache before asking the coordinator, at every version)."""
+    body = request.body
+    unknown = _unknown_commit_partitions(body, state.partitions.snapshot)
+    code = group_handlers.group_error(state, body.group_id)
+    if code == NONE:
+        code = _commit_membership_error(body, state)
+    if code != NONE:
+        return _offset_commit_response(body, lambda t, p: unknown.get((t, p), code))
+    return _offset_commit(body, state, unknown)
+
+
+def _unknown_commit_partitions(body, snapshot) -> dict[tuple[str, int], int]:
+    """{(topic, partition): error} of the partitions that are not in the cluster's metadata."""
+    unknown = {}
+    for topic in body.topics:
+        for part in topic.partitions:
+            meta = snapshot.topics.get(topic.name)
+            if meta is None or part.partition_index not in meta.partitions:
+                valid = _valid_topic(topic.name) and part.partition_index >= 0
+                unknown[(topic.name, part.partition_index)] = UNKNOWN_TOPIC_OR_PARTITION if valid else (
+                    INVALID_TOPIC_EXCEPTION)
+    return unknown
+
+
+async def _offset_commit(body, state, unknown) -> OffsetCommitResponse:
+    offsets, codes = {}, dict(unknown)
+    for topic in body.topics:
+        for part in topic.partitions:
+            key = (topic.name, part.partition_index)
+            metadata = part.committed_metadata or ""
+            if key in unknown:
+                continue
+            if len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+                codes[key] = OFFSET_METADATA_TOO_LARGE
+            else:
+                offsets[key] = offset_registry.OffsetAndMetadata(part.committed_offset, metadata)
+    if offsets:
+        codes.update(await state.offsets.commit(body.group_id, offsets))
+    return _offset_commit_response(body, lambda t, p: codes.get((t, p), NONE))
+
+
+def _commit_membership_error(body, state) -> int:
+    """A member's commit is checked by its coordinator (generation, member id, group state); a member-less
+    commit (generation -1, no member id) of a group without members here goes straight to the store."""
+    generation, member_id = body.generation_id_or_member_epoch, body.member_id
+    if generation < 0 and not member_id and body.group_id not in state.groups.groups:
+        return NONE
+    return state.groups.check_commit(body.group_id, member_id, body.group_instance_id, generation)
+
+
+def _offset_commit_response(body, code_of) -> OffsetCommitResponse:
+    topics = [OffsetCommitResponseTopic(name=t.name, partitions=[
+        OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code_of(t.name, p.partition_index))
+        for p in t.partitions]) for t in body.topics]
+    return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+
+def handle_offset_fetch(request, state):
+    """A partition the cluster lacks (no such topic or partition, or an illegal name) is answered -1 with no
+    error, and an offset stored for it before it went away is not handed out: Kafka answers v1+ from its
+    coordinator alone, which deleted the offsets of a deleted topic with it (only v0, which sparklog does not
+    serve, checked the metadata: UNKNOWN_TOPIC_OR_PARTITION). The store deletes them too once it sees the
+    topic gone (offset_store.py, "Deleted topics"), so a topic created again under that name has none."""
+    body = request.body
+    code = group_handlers.group_error(state, body.group_id)
+    if code != NONE:
+        return _offset_fetch_error(body, code)
+    return _offset_fetch(body, state)
+
+
+async def _offset_fetch(body, state) -> OffsetFetchResponse:
+    snapshot = state.partitions.snapshot
+    wanted = None
+    if body.topics is not None:
+        wanted = [(t.name, p) for t in body.topics for p in t.partition_indexes]
+        known = [tp for tp in wanted if _in_cluster(snapshot, *tp)]
+    try:
+        found = await state.offsets.fetch(body.group_id, known if wanted is not None else None)
+    except OffsetStoreError as exc:
+        return _offset_fetch_error(body, exc.code)
+    if wanted is None:
+        wanted = sorted(tp for tp in found if _in_cluster(snapshot, *tp))
+    by_topic: dict[str, list] = {}
+    for topic, partition in wanted:
+        value = found.get((topic, partition))
+        by_topic.setdefault(topic, []).append(OffsetFetchResponsePartition(
+            partition_index=partition,
+            committed_offset=NO_OFFSET if value is None else value.offset,
+            committed_leader_epoch=-1,
+            metadata="" if value is None else value.metadata,
+            error_code=NONE))
+    topics = [OffsetFetchResponseTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+    return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=NONE)
+
+
+def _offset_fetch_error(body, code: int) -> OffsetFetchResponse:
+    """The group's error, top-level (v2+) and on every partition asked for (v1 has only those)."""
+    topics = [OffsetFetchResponseTopic(name=t.name, partitions=[OffsetFetchResponsePartition(
+        partition_index=p, committed_offset=NO_OFFSET, committed_leader_epoch=-1, metadata="", error_code=code)
+        for p in t.partition_indexes]) for t in body.topics or ()]
+    return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=code)
+
+
+def _in_cluster(snapshot, topic: str, partition: int) -> bool:
+    meta = snapshot.topics.get(topic)
+    return meta is not None and partition in meta.partitions
+
+
+def _valid_topic(name: str) -> bool:
+    try:
+        validate_topic(name)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,191 @@
+"""Fetch: the general path (followers, long polls, errors) and a consumer's one-partition fast path."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+
+from sparklog.protocol.fetch import (FetchableTopicResponse, FetchResponse, PartitionData, SinglePartitionFetch,
+                                     encode_single_partition_head as encode_single_partition_fetch_head)
+from sparklog.storage.errors import StorageError
+from sparklog.broker.handlers.error_codes import (NONE, NOT_LEADER_OR_FOLLOWER, NOT_SERVED_FAST, NO_OFFSET,
+                                                  OFFSET_OUT_OF_RANGE, STORAGE_FAULTS, storage_error_code)
+from sparklog.broker.handlers.leadership import fenced_here_whole_elsewhere, leader_in_epoch, verified_first
+
+log = logging.getLogger(__name__)
+
+
+def fetch_target(state, snapshot, topic: str, partition: int, current_leader_epoch: int, offset: int):
+    """Rule 6, the one place a Fetch of (topic, partition) at `offset` is admitted, for every entry point (the
+    general path and its long polls, the one-partition fast path, whose FileSlice the server sends with
+    sendfile): not led here, led in a state that moved on, a stale or unknown leader epoch (Rule 3,
+    leadership.leader_in_epoch), an offset in a fenced range another in-sync
+    replica holds whole (Rule 4). A segment still to verify is replayed before the read, off the event loop
+    (`_unverified_reads`; the fast path leaves such a read to the general path). The led partition, or, as an
+    int, the partition's error code (no pair to build: the fast path pays for every call)."""
+    led = leader_in_epoch(state.replicas, snapshot, topic, partition, current_leader_epoch)
+    if led.__class__ is not int and fenced_here_whole_elsewhere(led, offset):
+        return NOT_LEADER_OR_FOLLOWER
+    return led
+
+
+def read_records(led, offset: int, size: int, replica_id: int):
+    """The partition's records from `offset`, up to `size` bytes: past the HW only for a follower of this
+    partition (up to its log end); any other replica_id reads as a consumer. Raises what the log raises."""
+    if replica_id in led.state.followers:
+        return led.plog.read_replica(offset, size)
+    return led.plog.read(offset, size)
+
+
+def _read_error(plog, exc: StorageError) -> int:
+    """The partition's error code for what a read raised (error_codes Rule 1); a broker bug is raised again."""
+    code = storage_error_code(exc)
+    if code is None:
+        raise exc
+    if code in STORAGE_FAULTS:  # CorruptSegmentError: damage not yet fenced; clients retry
+        log.error("fetch from %s failed: %s", plog, exc)
+    return code
+
+
+def handle_fetch(request, state):
+    """Every requested partition, records as FileSlices; long-polls when fewer than min_bytes are ready.
+
+    A follower's fetch (replica_id >= 0) reads up to the log end offset, not the HW, and its fetch offsets
+    are the follower's LEOs, recorded first: they move the HW and the ISR (replica_manager.py)."""
+    body = request.body
+    if body.replica_id >= 0:
+        _record_follower_fetch(body, state)
+    verifications = _unverified_reads(body, state)
+    if verifications:
+        return verified_first(state, verifications, functools.partial(_fetch_now, body, state))
+    return _fetch_now(body, state)
+
+
+def _fetch_now(body, state):
+    response, ready, plogs, failed = _fetch_once(body, state)
+    if ready >= body.min_bytes or body.max_wait_ms <= 0 or failed or not plogs:
+        return response
+    return _fetch_long_poll(body, state, plogs)
+
+
+def _unverified_reads(body, state) -> list:
+    """A verification for each read that would first replay a loaded segment (storage log.py Rule 5)."""
+    snapshot, calls = state.partitions.snapshot, []
+    for topic in body.topics:
+        for part in topic.partitions:
+            led = state.replicas.leader_of(snapshot, (topic.topic, part.partition))
+            if led is not None and led.plog.needs_verification(part.fetch_offset):
+                calls.append(functools.partial(led.plog.verify_at, part.fetch_offset))
+    return calls
+
+
+def _record_follower_fetch(body, state) -> None:
+    snapshot, replicas = state.partitions.snapshot, state.replicas
+    for topic in body.topics:
+        for part in topic.partitions:
+            led = replicas.leader_of(snapshot, (topic.topic, part.partition))
+            if led is not None and replicas.epoch_error(led, part.current_leader_epoch) == NONE:
+                replicas.record_follower_fetch(led, body.replica_id, part.fetch_offset)
+
+
+async def _fetch_long_poll(body, state, plogs) -> FetchResponse:
+    loop = asyncio.get_running_loop()
+    state.counters["fetch_waits"] += 1
+    last = []
+
+    def enough() -> bool:
+        response, ready, _, failed = _fetch_once(body, state)
+        last[:] = [response]
+        return ready >= body.min_bytes or failed
+
+    await state.waiters.wait_until(plogs, enough, loop.time() + body.max_wait_ms / 1000.0)
+    return last[0]
+
+
+def _fetch_once(body, state):
+    """(response, bytes ready, logs read, whether any partition failed) for one pass over the request."""
+    snapshot = state.partitions.snapshot
+    replica_id = body.replica_id
+    budget = min(body.max_bytes, state.config.fetch_max_bytes)
+    min_one = True  # KIP-74 (Kafka's minOneMessage): the first batch read is served whatever the budget
+    ready = 0
+    failed = False
+    plogs = []
+    responses = []
+    for topic in body.topics:
+        name = topic.topic
+        parts = []
+        for part in topic.partitions:
+            index = part.partition
+            led = fetch_target(state, snapshot, name, index, part.current_leader_epoch, part.fetch_offset)
+            if led.__class__ is int:
+                failed = True
+                parts.append(_fetch_error(index, led))
+                continue
+            plog = led.plog
+            plogs.append(plog)
+            high_watermark = plog.high_watermark
+            log_start = plog.log_start_offset
+            records = b""
+            error = NONE
+            if budget > 0 or min_one:
+                try:
+                    records = read_records(led, part.fetch_offset, max(0, min(part.partition_max_bytes, budget)),
+                                           replica_id)
+                except StorageError as exc:
+                    error = _read_error(plog, exc)
+                    failed = True
+                else:
+                    size = len(records)
+                    min_one = min_one and not size
+                    ready += size
+                    budget -= size
+            elif not log_start <= part.fetch_offset <= plog.log_end_offset:
+                error = OFFSET_OUT_OF_RANGE
+                failed = True
+            parts.append(PartitionData(partition_index=index, error_code=error, high_watermark=high_watermark,
+                                       last_stable_offset=high_watermark, log_start_offset=log_start,
+                                       aborted_transactions=None, preferred_read_replica=-1, records=records))
+        responses.append(FetchableTopicResponse(topic=name, partitions=parts))
+    response = FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=0, responses=responses)
+    return response, ready, plogs, failed
+
+
+def handle_single_partition_fetch(request: SinglePartitionFetch, state):
+    """A consumer's Fetch of one partition led here, answered as handle_fetch answers it when records are
+    ready, without building request or response objects: [the response head, the FileSlice]. NOT_SERVED_FAST,
+    having done nothing but a read, for everything else (the caller runs the general path, which answers
+    the same bytes or the error, or long-polls): a follower's fetch (replica_id >= 0, which moves the HW),
+    a partition not led here or a stale epoch, a segment still to verify, a fenced range (Rule 4), a read
+    that raises, fewer than min_bytes ready with max_wait_ms > 0, or no byte of budget."""
+    if request.replica_id >= 0:
+        return NOT_SERVED_FAST
+    budget = min(request.max_bytes, state.config.fetch_max_bytes, request.partition_max_bytes)
+    if budget <= 0:
+        return NOT_SERVED_FAST
+    offset = request.fetch_offset
+    led = fetch_target(state, state.partitions.snapshot, request.topic, request.partition,
+                       request.current_leader_epoch, offset)
+    if led.__class__ is int:
+        return NOT_SERVED_FAST
+    plog = led.plog
+    if plog.needs_verification(offset):
+        return NOT_SERVED_FAST
+    high_watermark = plog.high_watermark  # read before the slice, as _fetch_once does
+    log_start = plog.log_start_offset
+    try:
+        records = read_records(led, offset, budget, request.replica_id)
+    except StorageError:  # OffsetOutOfRange, LogClosedError, CorruptSegmentError: the general path's errors
+        return NOT_SERVED_FAST
+    size = len(records)
+    if size < request.min_bytes and request.max_wait_ms > 0:
+        return NOT_SERVED_FAST
+    head = encode_single_partition_fetch_head(request, high_watermark, log_start, size)
+    return [head, records] if size else [head]
+
+
+def _fetch_error(index: int, code: int) -> PartitionData:
+    return PartitionData(partition_index=index, error_code=code, high_watermark=NO_OFFSET,
+                         last_stable_offset=NO_OFFSET, log_start_offset=NO_OFFSET, aborted_transactions=None,
+                         preferred_read_replica=-1, records=b"")

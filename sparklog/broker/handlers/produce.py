@@ -1,0 +1,267 @@
+"""Produce: the general path, the one-partition fast path and a read's group of them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from sparklog.broker.coordinator.group import offsets_topic
+from sparklog.protocol.api_keys import ApiKey
+from sparklog.protocol.headers import RequestHeader
+from sparklog.protocol.produce import (PartitionProduceResponse, ProduceResponse, SinglePartitionProduce,
+                                       TopicProduceResponse, encode_single_partition_response)
+from sparklog.protocol.produce_run import encode_produce_replies
+from sparklog.protocol.registry import encode_response
+from sparklog.broker.handlers.error_codes import (INVALID_RECORD, INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION, NONE,
+                                                  NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, NOT_SERVED_FAST,
+                                                  NO_OFFSET, NO_TIMESTAMP, REQUEST_TIMED_OUT, STORAGE_FAULTS,
+                                                  storage_error_code)
+from sparklog.broker.handlers.leadership import not_led_error
+
+log = logging.getLogger(__name__)
+
+
+NOT_REPLICATED = "not replicated to the in-sync replicas within the request's timeout"
+
+
+def produce_target(replicas, snapshot, topic: str, index: int, acks: int):
+    """Rule 5, the one place a Produce to (topic, index) is admitted, for every entry point (the general path,
+    the one-partition fast path, a read's group): the partition this broker leads, or why not, as (error
+    code, message): an acks value other than 0, 1 or all; an internal topic (offsets_topic.py Rule 2); a
+    partition not led here (unknown, illegal name, led elsewhere) or led in a state that moved on (fenced:
+    replica_manager.py); for acks=all, fewer in-sync replicas than the partition's min.insync.replicas
+    (checked again when the write completes: ReplicaManager.produce_outcome). Leader epochs: the append
+    stamps the leader's own epoch (a Produce names none)."""
+    if acks != 1 and acks != -1 and acks != 0:
+        return INVALID_REQUIRED_ACKS, None
+    if offsets_topic.is_internal(topic):
+        return INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {topic}"
+    led = replicas.leader_of(snapshot, (topic, index))
+    if led is None:
+        return not_led_error(snapshot, topic, index), None
+    if led.fenced:
+        return NOT_LEADER_OR_FOLLOWER, None
+    if acks == -1 and led.below_min_insync:
+        return NOT_ENOUGH_REPLICAS, f"{len(led.state.isr)} in-sync replicas, min.insync.replicas is {led.min_insync}"
+    return led
+
+
+def handle_produce(request, state):
+    """Append each partition's record set in one call; acks=0 gets no response (None); acks=all waits in
+    the purgatory until the HW passes each batch (a coroutine then), or answers at once when it already has."""
+    body = request.body
+    acks = body.acks
+    snapshot = state.partitions.snapshot
+    replicas = state.replicas
+    responses = []
+    delayed = []  # (parts, position, led, offset the HW must reach)
+    for topic in body.topic_data:
+        name = topic.name
+        parts = []
+        for part in topic.partition_data:
+            index = part.index
+            led = produce_target(replicas, snapshot, name, index, acks)
+            if led.__class__ is tuple:
+                parts.append(_produce_error(index, *led))
+                continue
+            result = _append(led, index, part.records)
+            parts.append(result)
+            if result.error_code == NONE:
+                replicas.after_leader_append(led)
+                if acks == -1:
+                    delayed.append((parts, len(parts) - 1, led, led.plog.log_end_offset))
+        responses.append(TopicProduceResponse(name=name, partition_responses=parts))
+    if acks == 0:
+        return None
+    response = ProduceResponse(responses=responses, throttle_time_ms=0)
+    if delayed and not _settle_produces(delayed, replicas):
+        return _await_replication(state, response, delayed, body.timeout_ms)
+    return response
+
+
+def _settle_produces(delayed: list, replicas) -> bool:
+    """Answer the acks=all partitions that can be answered now (removed from `delayed`); True if all were."""
+    waiting = []
+    for item in delayed:
+        parts, position, led, required = item
+        code = replicas.produce_outcome(led, required)
+        if code is None:
+            waiting.append(item)
+        elif code != NONE:
+            parts[position] = _produce_error(parts[position].index, code)
+    delayed[:] = waiting
+    return not waiting
+
+
+async def _await_replication(state, response, delayed: list, timeout_ms: int) -> ProduceResponse:
+    """Kafka's DelayedProduce: woken by HW moves and ISR or leadership changes; REQUEST_TIMED_OUT at timeout."""
+    loop = asyncio.get_running_loop()
+    plogs = list({id(item[2].plog): item[2].plog for item in delayed}.values())
+    for _, _, led, _ in delayed:
+        state.replicas.hasten_visibility(led)
+    await state.waiters.wait_until(plogs, lambda: _settle_produces(delayed, state.replicas),
+                                   loop.time() + max(0, timeout_ms) / 1000)
+    for parts, position, _, _ in delayed:
+        parts[position] = _produce_error(parts[position].index, REQUEST_TIMED_OUT, NOT_REPLICATED)
+    return response
+
+
+def handle_single_partition_produce(request: SinglePartitionProduce, state):
+    """The common Produce (one topic, one partition, led here) answered as handle_produce answers it, without
+    building request or response objects: a reply, None (acks=0), or, for an acks=all write not yet
+    replicated, a coroutine that waits in the purgatory as the general path's does (the dispatcher parks
+    it). NOT_SERVED_FAST, before anything is done, for any other request (the caller then runs the general
+    path): other acks values, an internal topic, a partition not led or fenced, acks=all below
+    min.insync.replicas."""
+    acks = request.acks
+    replicas = state.replicas
+    led = produce_target(replicas, state.partitions.snapshot, request.topic, request.index, acks)
+    if led.__class__ is tuple:
+        return NOT_SERVED_FAST
+    outcome = _append_outcome(led, request.index, request.records)
+    if outcome.__class__ is not tuple:
+        return None if acks == 0 else _single_partition_reply(request, outcome)
+    replicas.after_leader_append(led)
+    if acks == 0:
+        return None
+    appended = (outcome[0], outcome[1], led.plog.log_start_offset)  # answered as of the append, as in _append
+    if acks == -1:
+        required = led.plog.log_end_offset
+        code = replicas.produce_outcome(led, required)
+        if code is None:
+            return _await_single_replication(state, request, led, appended, required)
+        if code != NONE:
+            return _single_partition_reply(request, _produce_error(request.index, code))
+    return [encode_single_partition_response(request, *appended)]
+
+
+def fast_produce_partition(request: SinglePartitionProduce, state):
+    """The led partition a one-partition Produce would be appended to by the fast path, or None when
+    handle_single_partition_produce would leave it to the general path (NOT_SERVED_FAST). No side effects."""
+    led = produce_target(state.replicas, state.partitions.snapshot, request.topic, request.index, request.acks)
+    return None if led.__class__ is tuple else led
+
+
+def handle_produce_group(requests: list, led, state) -> list:
+    """Several one-partition Produce requests of one connection, in order, for the same led partition (each
+    accepted by fast_produce_partition, each with a non-empty record set): their record sets go to the log in one group append
+    (PartitionLog.append_group_as_leader) and each gets the reply handle_single_partition_produce would give
+    it alone, in order: a reply, None (acks=0), or a coroutine of an acks=all write not yet replicated. The
+    replies of consecutive successes answered at once are encoded in one call and carried by the first of
+    them, the others None (the server's contract: the same bytes leave)."""
+    plog = led.plog
+    append_time = time.time_ns() // 1_000_000 if plog.stamps_append_time else NO_TIMESTAMP
+    outcomes = plog.append_group_as_leader([r.records for r in requests],
+                                           led.leader_epoch, append_time if append_time != NO_TIMESTAMP else None)
+    replicas = state.replicas
+    for outcome in outcomes:
+        if outcome.__class__ is tuple:
+            replicas.after_leader_append(led)
+            break
+    log_start = plog.log_start_offset
+    bases = [outcome[0] for outcome in outcomes if outcome.__class__ is tuple]
+    if len(bases) == len(requests) and all([request.acks == 1 for request in requests]):
+        # the common case (every set appended, acks=1): one reply buffer, carried by the first request
+        replies = [None] * len(requests)
+        replies[0] = [encode_produce_replies(requests, bases, append_time, log_start)]
+        return replies
+    replies: list = []
+    done: list = []  # consecutive successes answered now: (requests, base offsets), encoded together
+    done_offsets: list = []
+    for request, outcome in zip(requests, outcomes):
+        acks = request.acks
+        reply = None  # an answer other than a success answered now (None also for acks=0)
+        if outcome.__class__ is not tuple:
+            if acks != 0:
+                reply = _single_partition_reply(request, _append_error(request.index, outcome, plog))
+        elif acks == -1:
+            code = replicas.produce_outcome(led, outcome[1])
+            if code is None:
+                reply = _await_single_replication(state, request, led, (outcome[0], append_time, log_start),
+                                                  outcome[1])
+            elif code != NONE:
+                reply = _single_partition_reply(request, _produce_error(request.index, code))
+        if reply is None and acks != 0 and outcome.__class__ is tuple:
+            if not done:
+                first = len(replies)
+            done.append(request)
+            done_offsets.append(outcome[0])
+            replies.append(None)
+            continue
+        if done:
+            replies[first] = [encode_produce_replies(done, done_offsets, append_time, log_start)]
+            done, done_offsets = [], []
+        replies.append(reply)
+    if done:
+        replies[first] = [encode_produce_replies(done, done_offsets, append_time, log_start)]
+    return replies
+
+
+def _await_single_replication(state, request: SinglePartitionProduce, led, appended: tuple, required: int):
+    """_await_replication for the fast path's one partition: the same wake-ups, timeout and answers. The
+    coroutine holds no bytes of the request (pipeline.py Rule 3): its record set and frame are views of the
+    read they came in (frame.py Rule 3), which must not stay alive while the write waits."""
+    return _wait_single_replication(state, request._replace(records=None, frame=None), led, appended, required)
+
+
+async def _wait_single_replication(state, request: SinglePartitionProduce, led, appended: tuple,
+                                   required: int) -> list:
+    replicas = state.replicas
+    settled = [None]
+
+    def check() -> bool:
+        settled[0] = replicas.produce_outcome(led, required)
+        return settled[0] is not None
+
+    replicas.hasten_visibility(led)
+    deadline = asyncio.get_running_loop().time() + max(0, request.timeout_ms) / 1000
+    if await state.waiters.wait_until([led.plog], check, deadline) and settled[0] == NONE:
+        return [encode_single_partition_response(request, *appended)]
+    if settled[0] is None:
+        return _single_partition_reply(request, _produce_error(request.index, REQUEST_TIMED_OUT, NOT_REPLICATED))
+    return _single_partition_reply(request, _produce_error(request.index, settled[0]))
+
+
+def _single_partition_reply(request: SinglePartitionProduce, part: PartitionProduceResponse) -> list:
+    """The fast path's answer for an error (rare): encoded by the general encoder."""
+    header = RequestHeader(ApiKey.PRODUCE, request.api_version, request.correlation_id)
+    return encode_response(header, ProduceResponse(responses=[TopicProduceResponse(
+        name=request.topic, partition_responses=[part])], throttle_time_ms=0))
+
+
+def _append(led, index: int, records) -> PartitionProduceResponse:
+    outcome = _append_outcome(led, index, records)
+    if outcome.__class__ is tuple:
+        return PartitionProduceResponse(index=index, error_code=NONE, base_offset=outcome[0],
+                                        log_append_time_ms=outcome[1], log_start_offset=led.plog.log_start_offset)
+    return outcome
+
+
+def _append_outcome(led, index: int, records) -> tuple[int, int] | PartitionProduceResponse:
+    """(base offset, LogAppendTime or -1) of the appended record set, or the partition's error response."""
+    plog = led.plog
+    if records is None or not len(records):
+        return _produce_error(index, INVALID_RECORD, "no record batch in the request")
+    append_time = time.time_ns() // 1_000_000 if plog.stamps_append_time else NO_TIMESTAMP  # LogAppendTime
+    try:
+        base = plog.append_as_leader(records, led.leader_epoch, append_time if append_time != NO_TIMESTAMP else None)
+    except Exception as exc:  # noqa: BLE001 - _append_error re-raises what it does not answer
+        return _append_error(index, exc, plog)
+    return base, append_time
+
+
+def _append_error(index: int, exc: Exception, plog) -> PartitionProduceResponse:
+    """The partition's error response for what an append raised, by the one table (error_codes Rule 1); a
+    broker bug is raised again."""
+    code = storage_error_code(exc)
+    if code is None:
+        raise exc
+    if code in STORAGE_FAULTS:
+        log.error("append to %s failed: %s", plog, exc)
+    return _produce_error(index, code, None if code == NOT_LEADER_OR_FOLLOWER else str(exc))
+
+
+def _produce_error(index: int, code: int, message: str | None = None) -> PartitionProduceResponse:
+    return PartitionProduceResponse(index=index, error_code=code, base_offset=NO_OFFSET, log_append_time_ms=-1,
+                                    log_start_offset=NO_OFFSET, error_message=message)

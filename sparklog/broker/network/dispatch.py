@@ -1,0 +1,336 @@
+"""Frames to handlers and back: the `App` the server runs (see server.py for the contract).
+
+Rule 1: a frame that decodes goes to its handler (`handlers.HANDLERS`, `admin_handlers.ADMIN_HANDLERS`); its response body is encoded against the
+request's header, so the correlation id and the response header version always match the request.
+Rule 2: an ApiVersions request of a version we do not serve gets the v0 fallback (error 35 and our range);
+any other unknown api or version, and any frame that does not parse, closes the connection (Kafka's
+behaviour: there is no version in which an answer could be encoded).
+Rule 3: nothing but `CloseConnection` or a reply leaves `handle_frame` for what a client sends (the fuzz
+tests in tests/unit/broker/network/test_dispatch_fuzz.py hold it to that).
+Rule 4: a Produce of one topic and one partition from an identified session is first offered to the fast
+path (handlers.produce.handle_single_partition_produce); what it leaves (NOT_SERVED_FAST) goes through Rule 1, and
+the client sees the same bytes either way. An acks=all write it leaves waiting is Parked, as the general
+path's is.
+Rule 5: a run of Produce frames read together (server.py's `handle_frames`) is answered as Rules 1 and 4
+answer each frame alone, in order, except that consecutive requests Rule 4 would serve for the same led
+partition (each with a non-empty record set) are appended in one group (handlers.produce.handle_produce_group):
+one lock, one write, the high watermark and flush.messages once, each batch still checked, offset and
+answered on its own; the replies of a group's successes answered at once are encoded in one call and
+carried by the first of them (the others None, as server.py's contract allows: the same bytes leave). The
+property test in tests/unit/broker/handlers/test_produce_group.py holds it to the log bytes and the replies of
+one-at-a-time handling. Such runs are usually not framed one by one at all: `SCAN_RUN`
+(protocol/produce_run.py, compiled) decodes the one-partition Produce requests at the head of a read in
+one call, and `handle_run` answers them as Rule 5 answers their frames.
+Rule 6: a Fetch of one topic and one partition from an identified session is first offered to the Fetch
+fast path (handlers.fetch.handle_single_partition_fetch: a consumer's read with records ready); what it leaves
+goes through Rule 1, and the client sees the same bytes either way
+(tests/unit/broker/handlers/test_fetch_fast_path.py).
+
+Each connection has a `ClientSession` that names the client (the software name and version it sent in
+ApiVersions v3+, else its header's client_id) and collects the (api, version) pairs it used; `statistics()`
+merges them per client name: the API x version x client matrix of issue 3.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from types import CoroutineType
+
+from sparklog.broker.handlers.admin import ADMIN_HANDLERS
+from sparklog.broker.handlers import HANDLERS as _HANDLERS
+from sparklog.broker.handlers.error_codes import NOT_SERVED_FAST
+from sparklog.broker.handlers.fetch import handle_single_partition_fetch
+from sparklog.broker.handlers.produce import (fast_produce_partition, handle_produce_group,
+                                              handle_single_partition_produce)
+from sparklog.broker.network.server import CloseConnection, Parked
+from sparklog.protocol.api_keys import ApiKey
+from sparklog.protocol.errors import RemoteProtocolError, UnsupportedVersion
+from sparklog.protocol.frame import NEED_DATA, FrameDecoder
+from sparklog.protocol.fetch import decode_single_partition as decode_single_partition_fetch
+from sparklog.protocol.produce import SinglePartitionProduce, decode_single_partition
+from sparklog.protocol.produce_run import scan_produce_run
+from sparklog.protocol.registry import decode_request, encode_api_versions_fallback, encode_response
+
+log = logging.getLogger(__name__)
+
+# A client names itself; hostile ones could name themselves a million ways. Past this many distinct names
+# (per broker lifetime) the rest are counted under OTHER_CLIENTS, so the matrix stays bounded.
+MAX_TRACKED_CLIENTS = 256
+MAX_CLIENT_NAME_CHARS = 100
+OTHER_CLIENTS = "(other clients)"
+UNNAMED_CLIENT = "(no client_id)"
+_API_VERSIONS = int(ApiKey.API_VERSIONS)
+_PRODUCE = int(ApiKey.PRODUCE)
+_PRODUCE_KEY = _PRODUCE.to_bytes(2, "big")  # the int16 api_key a request frame opens with
+_FETCH = int(ApiKey.FETCH)
+_FETCH_KEY = _FETCH.to_bytes(2, "big")
+HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS}
+_VERSION_BITS = 16  # (api_key, version) is recorded as one int: api_key << 16 | version
+# Apis whose coroutines only wait in the purgatory, the request having taken effect (handlers Rule 1):
+# the server goes on with the requests behind them (server.py Rule 1). Any other coroutine is a barrier.
+PARKED_APIS = frozenset({int(ApiKey.PRODUCE), int(ApiKey.FETCH)})
+
+
+@dataclass(frozen=True)
+class DispatcherStatistics:
+    requests_by_api: dict
+    unsupported_versions: int
+    malformed: int
+    fast_produces: int  # Produce requests the fast path answered (Rule 4)
+    grouped_produces: int  # those of them appended in a group of two or more (Rule 5)
+    # client name -> api name -> sorted versions served; and the versions refused (ApiVersions fallback)
+    versions_by_client: dict
+    refused_by_client: dict
+
+
+class ClientSession:
+    """One connection as the dispatcher sees it: who the client is, and the sets its requests go into."""
+
+    __slots__ = ("client", "host", "served", "refused")
+
+    def __init__(self, peer_ip: str = "") -> None:
+        self.client: str | None = None
+        self.host = f"/{peer_ip}" if peer_ip else ""  # as Kafka writes a client's address
+        self.served: dict[int, int] | None = None  # (api_key << 16 | version) -> requests, shared per client
+        self.refused: dict[int, int] | None = None
+
+
+class Dispatcher:
+    """Decodes a frame, runs its handler, encodes the reply (server.App)."""
+
+    NEED_DATA = NEED_DATA
+    FRAME_ERRORS = (RemoteProtocolError,)
+
+    def __init__(self, state) -> None:
+        self.state = state
+        self.max_frame_bytes = state.config.socket_request_max_bytes
+        self._unsupported = 0
+        self._malformed = 0
+        self._fast_produces = 0
+        self._grouped_produces = 0
+        # client name -> {(api_key << 16 | version): requests}; one dict update per request is the whole
+        # bookkeeping of the hot path (requests_by_api is summed from it on demand)
+        self._served: dict[str, dict[int, int]] = {}
+        self._refused: dict[str, dict[int, int]] = {}
+        self.fast_fetches = 0  # Fetch requests the fast path answered (Rule 6)
+        self._default_session = ClientSession()  # for callers without a connection (tests, tools)
+
+    def new_decoder(self) -> FrameDecoder:
+        return FrameDecoder(self.max_frame_bytes)
+
+    def new_session(self, peer_ip: str = "") -> ClientSession:
+        return ClientSession(peer_ip)
+
+    def handle_frame(self, frame, session: ClientSession | None = None):
+        if session is None:
+            session = self._default_session
+        if session.served is not None:
+            opening = frame[:2]
+            if opening == _PRODUCE_KEY:
+                reply = self._single_partition_produce(frame, session.served)
+                if reply is not NOT_SERVED_FAST:
+                    return reply
+            elif opening == _FETCH_KEY:
+                reply = self._single_partition_fetch(frame, session.served)
+                if reply is not NOT_SERVED_FAST:
+                    return reply
+        try:
+            request = decode_request(frame)
+        except UnsupportedVersion as exc:
+            return self._unsupported_version(exc, session)
+        except RemoteProtocolError as exc:
+            self._malformed += 1
+            raise CloseConnection(str(exc)) from None
+        request.client_host = session.host
+        header = request.header
+        api_key = header.api_key
+        if api_key == _API_VERSIONS or session.served is None:
+            self._identify(session, request)
+        served = session.served
+        key = api_key << _VERSION_BITS | header.api_version
+        served[key] = served.get(key, 0) + 1
+        body = HANDLERS[api_key](request, self.state)
+        if body is None:
+            return None
+        if body.__class__ is CoroutineType:
+            later = self._encode_later(header, body)
+            return Parked(later) if api_key in PARKED_APIS else later
+        return encode_response(header, body)
+
+    # server.py's optional run contract: consecutive frames opening with RUN_KEY (Produce requests) are
+    # handed over together to handle_frames
+    RUN_KEY = _PRODUCE_KEY
+
+    def handle_frames(self, frames: list, session: ClientSession, replies: list) -> None:
+        """handle_frame of each frame, in order, each reply appended to `replies` (Rule 5): consecutive
+        fast-path Produce requests of one led partition are appended to its log together
+        (handlers.produce.handle_produce_group), and the replies of a group's successes may be carried by the first
+        of them (the others None: server.py's contract). Raises CloseConnection as handle_frame does, the
+        replies of the frames before it already in `replies`."""
+        if session.served is None:
+            for frame in frames:
+                replies.append(self.handle_frame(frame, session))
+            return
+        self._run_of([decode_single_partition(frame) or frame for frame in frames], session, replies)
+
+    # server.py's optional scan contract: the one-partition Produce requests at the head of a read, decoded
+    # in one call (protocol/produce_run.py), are handed over to handle_run
+    SCAN_RUN = staticmethod(scan_produce_run)
+
+    def handle_run(self, requests: list, session: ClientSession, replies: list) -> None:
+        """handle_frames of the requests SCAN_RUN decoded (Rule 5), without decoding them again."""
+        if session.served is None:
+            for request in requests:
+                replies.append(self.handle_frame(request.frame, session))
+            return
+        self._run_of(requests, session, replies)
+
+    def _run_of(self, items: list, session: ClientSession, replies: list) -> None:
+        """Rule 5 over `items`: decoded one-partition Produce requests, or frames that are not one."""
+        served = session.served
+        state = self.state
+        group: list = []
+        group_led = None
+        checked = None  # (topic, index, acks) of the last request fast_produce_partition accepted
+        for item in items:
+            request = item if item.__class__ is SinglePartitionProduce else None
+            led = None
+            if request is not None and len(request.records):
+                if group_led is not None and checked == (request.topic, request.index, request.acks):
+                    led = group_led  # nothing that decides it has changed since the same check of the last one
+                else:
+                    led = fast_produce_partition(request, state)
+                    checked = None if led is None else (request.topic, request.index, request.acks)
+            if led is not None and (group_led is None or led is group_led):
+                group.append(request)
+                group_led = led
+                continue
+            if group:
+                self._produce_group(group, group_led, served, replies)
+                group, group_led = [], None
+            if led is not None:
+                group, group_led = [request], led
+                continue
+            checked = None
+            replies.append(self.handle_frame(item if request is None else request.frame, session))
+        if group:
+            self._produce_group(group, group_led, served, replies)
+
+    def _produce_group(self, requests: list, led, served: dict, replies: list) -> None:
+        if len(requests) == 1:
+            request = requests[0]
+            answers = [handle_single_partition_produce(request, self.state)]
+        else:
+            answers = handle_produce_group(requests, led, self.state)
+            self._grouped_produces += len(requests)
+        self._fast_produces += len(requests)
+        version = requests[0].api_version
+        for request in requests:  # counted per group: one version per client, bar a mid-read change
+            if request.api_version != version:
+                for other in requests:
+                    key = _PRODUCE << _VERSION_BITS | other.api_version
+                    served[key] = served.get(key, 0) + 1
+                break
+        else:
+            key = _PRODUCE << _VERSION_BITS | version
+            served[key] = served.get(key, 0) + len(requests)
+        for reply in answers:
+            replies.append(Parked(reply) if reply.__class__ is CoroutineType else reply)
+
+    def _single_partition_produce(self, frame, served: dict):
+        """The Produce fast path (Rule 4); NOT_SERVED_FAST, having done nothing, when it does not apply."""
+        request = decode_single_partition(frame)
+        if request is None:
+            return NOT_SERVED_FAST
+        reply = handle_single_partition_produce(request, self.state)
+        if reply is NOT_SERVED_FAST:
+            return reply
+        self._fast_produces += 1
+        key = _PRODUCE << _VERSION_BITS | request.api_version
+        served[key] = served.get(key, 0) + 1
+        return Parked(reply) if reply.__class__ is CoroutineType else reply
+
+    def _single_partition_fetch(self, frame, served: dict):
+        """The Fetch fast path (Rule 6); NOT_SERVED_FAST, having done nothing, when it does not apply."""
+        request = decode_single_partition_fetch(frame)
+        if request is None:
+            return NOT_SERVED_FAST
+        reply = handle_single_partition_fetch(request, self.state)
+        if reply is NOT_SERVED_FAST:
+            return reply
+        self.fast_fetches += 1
+        key = _FETCH << _VERSION_BITS | request.api_version
+        served[key] = served.get(key, 0) + 1
+        return reply
+
+    def _unsupported_version(self, exc: UnsupportedVersion, session: ClientSession):
+        self._unsupported += 1
+        if exc.api_key != ApiKey.API_VERSIONS:
+            raise CloseConnection(str(exc))
+        if session.refused is None:
+            session.refused = self._client_table(self._refused, session.client or UNNAMED_CLIENT)
+        key = exc.api_key << _VERSION_BITS | (exc.api_version & 0xFFFF)
+        session.refused[key] = session.refused.get(key, 0) + 1
+        return [encode_api_versions_fallback(exc.correlation_id)]
+
+    def _identify(self, session: ClientSession, request) -> None:
+        """Name the session: the software name and version from ApiVersions v3+, else the client_id."""
+        header, body = request.header, request.body
+        software = getattr(body, "client_software_name", None) if header.api_key == _API_VERSIONS else None
+        if software:
+            client = f"{software} {getattr(body, 'client_software_version', None) or ''}".strip()
+        elif session.client is not None:
+            return
+        else:
+            client = header.client_id or UNNAMED_CLIENT
+        client = client[:MAX_CLIENT_NAME_CHARS]
+        if client != session.client:
+            session.client = client
+            session.served = self._client_table(self._served, client)
+            if session.refused is not None:
+                session.refused = self._client_table(self._refused, client)
+
+    @staticmethod
+    def _client_table(table: dict[str, dict[int, int]], client: str) -> dict[int, int]:
+        found = table.get(client)
+        if found is None:
+            if len(table) >= MAX_TRACKED_CLIENTS:
+                client = OTHER_CLIENTS
+            found = table.setdefault(client, {})
+        return found
+
+    async def _encode_later(self, header, pending):
+        body = await pending
+        return None if body is None else encode_response(header, body)
+
+    def statistics(self) -> DispatcherStatistics:
+        names: dict[str, int] = {}
+        for packed in self._served.values():
+            for key, count in list(packed.items()):
+                name = api_name(key >> _VERSION_BITS)
+                names[name] = names.get(name, 0) + count
+        return DispatcherStatistics(names, self._unsupported, self._malformed, self._fast_produces, self._grouped_produces,
+                                    _matrix(self._served), _matrix(self._refused))
+
+
+def api_name(key: int) -> str:
+    """Kafka's name of an api key (ApiKey.INIT_PRODUCER_ID -> "InitProducerId"); the number if unknown."""
+    try:
+        name = ApiKey(key).name
+    except ValueError:
+        return str(key)
+    return "".join(word.capitalize() for word in name.split("_"))
+
+
+def _matrix(table: dict[str, dict[int, int]]) -> dict[str, dict[str, tuple[int, ...]]]:
+    """{client: {api name: sorted versions}} from the packed (api_key << 16 | version) keys."""
+    out: dict[str, dict[str, tuple[int, ...]]] = {}
+    for client, packed in sorted(table.items()):
+        by_api: dict[str, list[int]] = {}
+        for value in sorted(list(packed)):
+            version = value & 0xFFFF
+            version = version - 0x10000 if version & 0x8000 else version  # an int16 on the wire
+            by_api.setdefault(api_name(value >> _VERSION_BITS), []).append(version)
+        out[client] = {api: tuple(versions) for api, versions in by_api.items()}
+    return out
