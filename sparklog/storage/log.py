@@ -86,6 +86,7 @@ from sparklog.records.batch import (
     TRANSACTIONAL_MASK,
     BatchHeader,
     CorruptRecordError,
+    build_batch,
     peek_size,
     set_base_offset,
     set_partition_leader_epoch,
@@ -1625,6 +1626,22 @@ class PartitionLog:
             return exc
         self._appended_bytes += size
         return None
+
+    def append_control_batch(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                             leader_epoch: int) -> int:
+        """Append, as the leader in `leader_epoch`, the end-transaction marker (a control batch: Kafka's
+        EndTransactionMarker, key (version 0, type COMMIT 1 / ABORT 0), value (version 0, coordinator epoch))
+        of `producer_id`'s transaction; its offset. The WriteTxnMarkers handler calls it on the event loop.
+        STAND-IN until the storage half of transactions (branch txnstore) lands with its own: written
+        through append_replicated (unchecked, and skipped by the producer state), no LSO, no .txnindex."""
+        offset = self._leo
+        key = struct.pack(">hh", 0, 1 if commit else 0)
+        value = struct.pack(">hi", 0, coordinator_epoch)
+        batch = build_batch([(key, value, None, None)], base_offset=offset, producer_id=producer_id,
+                            producer_epoch=producer_epoch, partition_leader_epoch=leader_epoch,
+                            is_transactional=True, is_control=True)
+        self.append_replicated(batch)
+        return offset
 
     def append_replicated(self, batches) -> int:
         """Append a leader's batches as they are (offsets, epochs, bytes); return the new LEO.
