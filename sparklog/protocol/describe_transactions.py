@@ -29,10 +29,10 @@ DescribeTransactionsResponse = message("DescribeTransactionsResponse", api_key=A
         F("transaction_timeout_ms", "int32", "0+"),
         F("transaction_start_time_ms", "int64", "0+"),
         F("producer_id", "int64", "0+"),
-        F("producer_epoch", "int32", "0+"),
-        F("topic_partitions", "[]TopicData", "0+", fields=[
-            F("name", "string", "0+"),
-            F("partition_indexes", "[]int32", "0+"),
+        F("producer_epoch", "int16", "0+"),
+        F("topics", "[]TopicData", "0+", fields=[
+            F("topic", "string", "0+"),
+            F("partitions", "[]int32", "0+"),
         ]),
     ]),
 ])

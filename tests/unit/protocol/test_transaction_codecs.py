@@ -115,10 +115,9 @@ RESPONSES = [
     pytest.param(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
         DescribedTransaction(error_code=0, transactional_id="tx", transaction_state="Ongoing",
                              transaction_timeout_ms=60000, transaction_start_time_ms=5, producer_id=1000,
-                             producer_epoch=2, topic_partitions=[DescribedTransactionTopic(
-                                 name="t", partition_indexes=[3])])]),
+                             producer_epoch=2, topics=[DescribedTransactionTopic(topic="t", partitions=[3])])]),
         CORRELATION + b"\x00" b"\x00\x00\x00\x00" b"\x02" b"\x00\x00" b"\x03tx" b"\x08Ongoing" b"\x00\x00\xea\x60"
-        b"\x00\x00\x00\x00\x00\x00\x00\x05" + PID + b"\x00\x00\x00\x02" b"\x02" b"\x02t" b"\x02\x00\x00\x00\x03"
+        b"\x00\x00\x00\x00\x00\x00\x00\x05" + PID + EPOCH + b"\x02" b"\x02t" b"\x02\x00\x00\x00\x03"
         b"\x00" b"\x00" b"\x00", id="DescribeTransactions-v0"),
     pytest.param(ApiKey.LIST_TRANSACTIONS, 0, ListTransactionsResponse(
         throttle_time_ms=0, error_code=0, unknown_state_filters=["Bogus"], transaction_states=[

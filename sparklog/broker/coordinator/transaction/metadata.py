@@ -53,7 +53,7 @@ from sparklog.protocol import errors
 
 __all__ = ["TxnState", "TxnTransit", "TxnMetadata", "IllegalTransition", "VALID_PREVIOUS", "KAFKA_NAMES",
            "MAX_EPOCH", "NO_PRODUCER_ID", "NO_EPOCH", "init_producer_id", "add_partitions", "end_txn",
-           "fence_and_abort", "complete_markers", "expire", "timed_out"]
+           "fence_and_abort", "complete_markers", "expire", "timed_out", "producer_error", "needs_new_producer_id"]
 
 MAX_EPOCH = 2**15 - 1  # Kafka's Short.MaxValue: an epoch past MAX_EPOCH - 1 takes a new producer id
 NO_PRODUCER_ID = -1
@@ -219,7 +219,7 @@ def needs_new_producer_id(meta: TxnMetadata | None) -> bool:
     return meta is None or meta.state == S.DEAD or meta.producer_epoch >= MAX_EPOCH - 1
 
 
-def _producer_error(meta: TxnMetadata, producer_id: int, epoch: int) -> int:
+def producer_error(meta: TxnMetadata, producer_id: int, epoch: int) -> int:
     if producer_id != meta.producer_id:
         return INVALID_PRODUCER_ID_MAPPING
     return PRODUCER_FENCED if epoch != meta.producer_epoch else NONE
@@ -227,7 +227,7 @@ def _producer_error(meta: TxnMetadata, producer_id: int, epoch: int) -> int:
 
 def add_partitions(meta: TxnMetadata, producer_id: int, epoch: int, partitions, now_ms: int) -> TxnTransit | int:
     """AddPartitionsToTxn / AddOffsetsToTxn: NONE when every partition is in the open transaction already."""
-    code = _producer_error(meta, producer_id, epoch)
+    code = producer_error(meta, producer_id, epoch)
     if code != NONE:
         return code
     if meta.busy():
@@ -241,7 +241,7 @@ def add_partitions(meta: TxnMetadata, producer_id: int, epoch: int, partitions, 
 
 def end_txn(meta: TxnMetadata, producer_id: int, epoch: int, commit: bool, now_ms: int) -> TxnTransit | int:
     """EndTxn from the client (Rule 3 for the repeated and the contrary decisions)."""
-    code = _producer_error(meta, producer_id, epoch)
+    code = producer_error(meta, producer_id, epoch)
     if code != NONE:
         return code
     if meta.pending is not None:
