@@ -12,95 +12,17 @@ import uuid
 
 import pytest
 
-from support.cluster import started_cluster, wait_until
+from support.cluster import wait_until
+from support.transactions import (TIMEOUT_S, committed, committed_after_markers, describe, find_coordinator,
+                                  group_metadata, offsets, producer, transaction_cluster)
 from support.wire import request
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT_S = 60
-SESSION_TIMEOUT_MS = 6000
-TXN_SETTINGS = {"transaction.state.log.num.partitions": "3", "transaction.state.log.replication.factor": "3",
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
-                "transaction.max.timeout.ms": "120000", "offsets.topic.replication.factor": "3"}
-
 
 @pytest.fixture(scope="module")
 def cluster(request, zookeeper, tmp_path_factory):
-    c = started_cluster(request, f"{zookeeper.connect_string}/txn-{uuid.uuid4().hex}",
-                        tmp_path_factory.mktemp("txn"), 3, SESSION_TIMEOUT_MS, **TXN_SETTINGS)
-    admin = _admin(c)
-    admin.create_topics([_new_topic("in", 2)])["in"].result(TIMEOUT_S)
-    return c
-
-
-def _admin(cluster):
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": cluster.bootstrap})
-
-
-def _new_topic(name, partitions):
-    from confluent_kafka.admin import NewTopic
-
-    return NewTopic(name, partitions, 3)
-
-
-def producer(cluster, tid: str, **settings):
-    from confluent_kafka import Producer
-
-    return Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": tid, **settings})
-
-
-def group_metadata(cluster, group: str):
-    """A consumer's group metadata for send_offsets_to_transaction (the consumer closed after)."""
-    from confluent_kafka import Consumer
-
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
-    try:
-        return consumer.consumer_group_metadata()
-    finally:
-        consumer.close()
-
-
-def committed_after_markers(cluster, group: str, partitions, expected: dict):
-    """The committed offsets once they are `expected` (EndTxn answers when the decision is written; the
-    markers, which commit the offsets, follow), or the last ones read after TIMEOUT_S."""
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        found = committed(cluster, group, partitions)
-        if found == expected or time.monotonic() > deadline:
-            return found
-        time.sleep(0.2)
-
-
-def committed(cluster, group: str, partitions):
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        found = consumer.committed([TopicPartition("in", p) for p in partitions], TIMEOUT_S)
-        return {tp.partition: tp.offset for tp in found}
-    finally:
-        consumer.close()
-
-
-def offsets(**by_partition):
-    from confluent_kafka import TopicPartition
-
-    return [TopicPartition("in", int(p[1:]), o) for p, o in by_partition.items()]
-
-
-def describe(cluster, tid: str):
-    """DescribeTransactions at the id's coordinator (FindCoordinator key type 1, by the wire)."""
-    from sparklog.protocol import ApiKey, FindCoordinatorRequest
-    from sparklog.protocol.describe_transactions import DescribeTransactionsRequest
-
-    broker = cluster.brokers[1]
-    found = request(broker.host, broker.port, ApiKey.FIND_COORDINATOR, 2, FindCoordinatorRequest(key=tid, key_type=1))
-    assert found.error_code == 0, found
-    (state,) = request(found.host, found.port, ApiKey.DESCRIBE_TRANSACTIONS, 0,
-                       DescribeTransactionsRequest(transactional_ids=[tid])).transaction_states
-    return state
+    return transaction_cluster(request, zookeeper, tmp_path_factory, "txn")
 
 
 def test_offsets_committed_in_a_transaction_appear_and_aborted_ones_do_not(cluster):
@@ -173,3 +95,37 @@ def test_an_absurd_transaction_timeout_is_invalid_transaction_timeout(cluster):
             answer = request(broker.host, broker.port, ApiKey.INIT_PRODUCER_ID, 4,
                              InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=timeout_ms))
             assert (answer.error_code, answer.producer_id) == (50, -1), (broker, timeout_ms, answer)
+
+
+def test_a_coordinator_killed_after_the_decision_leaves_the_transaction_committed(cluster):
+    """SIGKILL of the coordinator right after EndTxn answered (PrepareCommit replicated, markers maybe not sent):
+    the leader elected for the id's __transaction_state partition loads it and the transaction ends committed
+    (metadata.py Rule 3), its offsets visible."""
+    tid, group = f"tx-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    p = producer(cluster, tid)
+    p.init_transactions(TIMEOUT_S)
+    producer_id = describe(cluster, tid).producer_id
+    p.begin_transaction()
+    p.send_offsets_to_transaction(offsets(p0=21, p1=22), group_metadata(cluster, group), TIMEOUT_S)
+    victim = cluster.brokers[find_coordinator(cluster, tid).node_id]
+    p.commit_transaction(TIMEOUT_S)
+    victim.kill()
+    try:
+        state = wait_until(lambda: (s := _describe_elsewhere(cluster, tid, victim)) and
+                           s.transaction_state == "CompleteCommit" and s, "a new coordinator's CompleteCommit",
+                           TIMEOUT_S)
+        assert (state.producer_id, state.producer_epoch) == (producer_id, 0)
+        assert committed_after_markers(cluster, group, [0, 1], {0: 21, 1: 22}) == {0: 21, 1: 22}
+    finally:
+        victim.start()
+
+
+def _describe_elsewhere(cluster, tid, victim):
+    """The id's state at its coordinator, once that is not `victim`; None before (or while none answers)."""
+    try:
+        found = find_coordinator(cluster, tid)
+        if found.error_code or found.node_id == victim.broker_id:
+            return None
+        return describe(cluster, tid)
+    except (OSError, AssertionError):
+        return None
