@@ -57,23 +57,23 @@ def group_metadata(cluster, group: str):
         consumer.close()
 
 
-def committed_after_markers(cluster, group: str, partitions, expected: dict):
+def committed_after_markers(cluster, group: str, partitions, expected: dict, topic: str = "in"):
     """The committed offsets once they are `expected` (EndTxn answers when the decision is written; the
     markers, which commit the offsets, follow), or the last ones read after TIMEOUT_S."""
     deadline = time.monotonic() + TIMEOUT_S
     while True:
-        found = committed(cluster, group, partitions)
+        found = committed(cluster, group, partitions, topic)
         if found == expected or time.monotonic() > deadline:
             return found
         time.sleep(0.2)
 
 
-def committed(cluster, group: str, partitions):
+def committed(cluster, group: str, partitions, topic: str = "in"):
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        found = consumer.committed([TopicPartition("in", p) for p in partitions], TIMEOUT_S)
+        found = consumer.committed([TopicPartition(topic, p) for p in partitions], TIMEOUT_S)
         return {tp.partition: tp.offset for tp in found}
     finally:
         consumer.close()

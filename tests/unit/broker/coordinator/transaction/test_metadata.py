@@ -233,3 +233,12 @@ class OneTransactionalId(RuleBasedStateMachine):
 
 OneTransactionalId.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
 TestOneTransactionalId = OneTransactionalId.TestCase
+
+
+def test_an_id_without_a_transaction_expires_after_transactional_id_expiration_ms():
+    meta = ready(now=100)
+    assert m.expire(meta, 100 + 999, 1000) is None
+    dead = m.expire(meta, 100 + 1000, 1000)
+    assert dead.state == S.DEAD
+    meta.complete(meta.prepare(dead))
+    assert meta.state == S.DEAD
