@@ -25,6 +25,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from sparklog.protocol.consumer_offsets import decode_versioned
 from sparklog.protocol.schema import F, message
 
 __all__ = ["TOPIC", "TransactionLogKey", "TransactionLogValue", "TxnLogEntry", "encode_key", "encode_value",
@@ -100,16 +101,7 @@ def decode_value(data: bytes) -> TxnLogEntry:
 
 
 def _decode(cls, data: bytes, accept: range):
-    view = memoryview(data)
-    if len(view) < _VERSION.size:
-        raise ValueError(f"{cls.__name__}: {len(view)} bytes, too short for a version")
-    (version,) = _VERSION.unpack_from(view, 0)
-    if version not in accept:
+    version, body = decode_versioned(cls, data, accept)
+    if body is None:
         raise ValueError(f"{cls.__name__} version {version} is not one of {accept.start}-{accept.stop - 1}")
-    try:
-        body, end = cls.decoder(version)(view, _VERSION.size, len(view))
-    except (struct.error, IndexError, ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{cls.__name__} v{version} does not decode: {exc}") from None
-    if end != len(view):
-        raise ValueError(f"{cls.__name__} v{version}: {len(view) - end} bytes after the last field")
     return body

@@ -18,20 +18,14 @@ from sparklog.protocol.errors import MalformedRequest, MalformedResponse
 from sparklog.protocol.list_transactions import ListedTransaction, ListTransactionsRequest, ListTransactionsResponse
 from sparklog.protocol.txn_offset_commit import (TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition,
                                                  TxnOffsetCommitRequestTopic)
+from unit.protocol.test_admin_codecs import request_bytes
 from sparklog.protocol.write_txn_markers import (WritableTxnMarker, WritableTxnMarkerPartitionResult,
                                                  WritableTxnMarkerResult, WritableTxnMarkerTopic,
                                                  WritableTxnMarkerTopicResult, WriteTxnMarkersRequest,
                                                  WriteTxnMarkersResponse)
 
-HEADER_V1 = b"\x00\x07\x00\x01c"  # correlation id 7, client id "c"
-HEADER_V2 = HEADER_V1 + b"\x00"  # + tagged fields
 PID = b"\x00\x00\x00\x00\x00\x00\x03\xe8"  # producer id 1000
 EPOCH = b"\x00\x02"  # producer epoch 2
-
-
-def request_bytes(api_key: int, version: int, flexible: bool, body: bytes) -> bytes:
-    return api_key.to_bytes(2, "big") + version.to_bytes(2, "big") + b"\x00\x00" + \
-        (HEADER_V2 if flexible else HEADER_V1) + body
 
 
 REQUESTS = [
