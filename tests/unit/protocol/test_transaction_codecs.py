@@ -18,11 +18,11 @@ from sparklog.protocol.errors import MalformedRequest, MalformedResponse
 from sparklog.protocol.list_transactions import ListedTransaction, ListTransactionsRequest, ListTransactionsResponse
 from sparklog.protocol.txn_offset_commit import (TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition,
                                                  TxnOffsetCommitRequestTopic)
-from unit.protocol.test_admin_codecs import request_bytes
 from sparklog.protocol.write_txn_markers import (WritableTxnMarker, WritableTxnMarkerPartitionResult,
                                                  WritableTxnMarkerResult, WritableTxnMarkerTopic,
                                                  WritableTxnMarkerTopicResult, WriteTxnMarkersRequest,
                                                  WriteTxnMarkersResponse)
+from unit.protocol.test_admin_codecs import request_bytes
 
 PID = b"\x00\x00\x00\x00\x00\x00\x03\xe8"  # producer id 1000
 EPOCH = b"\x00\x02"  # producer epoch 2
