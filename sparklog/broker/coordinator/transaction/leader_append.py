@@ -3,7 +3,8 @@ how the transaction coordinator writes `__transaction_state` and how a leader wr
 
 Rule: the append runs on the event loop (as a Produce's does); the answer is NONE once the high watermark
 passes the appended batch, NOT_LEADER_OR_FOLLOWER when the partition is not (or no longer) led here or its log
-is closed, NOT_ENOUGH_REPLICAS when the in-sync replicas are fewer than min.insync.replicas (before anything is
+is closed, INVALID_PRODUCER_EPOCH when the log refuses a marker older than the producer's epoch there,
+NOT_ENOUGH_REPLICAS when the in-sync replicas are fewer than min.insync.replicas (before anything is
 written) or fell below it meanwhile, REQUEST_TIMED_OUT after `timeout_s`, KAFKA_STORAGE_ERROR when the disk
 refused it. The caller maps these to its api's errors.
 """
@@ -15,7 +16,7 @@ import logging
 from typing import Callable
 
 from sparklog.protocol import errors
-from sparklog.storage.errors import LogClosedError, StorageError
+from sparklog.storage.errors import InvalidProducerEpoch, LogClosedError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,7 @@ NOT_ENOUGH_REPLICAS = errors.NotEnoughReplicasError.errno
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = errors.NotEnoughReplicasAfterAppendError.errno
 REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
 KAFKA_STORAGE_ERROR = errors.KafkaStorageError.errno
+INVALID_PRODUCER_EPOCH = errors.InvalidProducerEpochError.errno
 
 
 async def append_replicated(replicas, snapshot, key: tuple[str, int], append: Callable, timeout_s: float) -> int:
@@ -38,6 +40,8 @@ async def append_replicated(replicas, snapshot, key: tuple[str, int], append: Ca
         end = append(led)
     except LogClosedError:
         return NOT_LEADER_OR_FOLLOWER
+    except InvalidProducerEpoch:  # a marker of an epoch older than the producer's last in the log
+        return INVALID_PRODUCER_EPOCH
     except (OSError, StorageError) as exc:
         log.error("appending to %s-%d failed: %s", key[0], key[1], exc)
         return KAFKA_STORAGE_ERROR

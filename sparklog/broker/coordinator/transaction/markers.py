@@ -3,8 +3,9 @@ markers sent to the leaders of its partitions with WriteTxnMarkers, retried unti
 
 Rule 1: the partitions are grouped by their leader in the newest metadata snapshot; one request per leader,
 the leaders in parallel; one connection per leader broker, one request at a time on it.
-Rule 2: a partition answered NONE is done. A partition whose topic is gone from the metadata is done too (its
-marker has nowhere to go, as Kafka drops it). Anything else (no leader, NOT_LEADER_OR_FOLLOWER, a timeout, a
+Rule 2: a partition answered NONE is done. So is one answered INVALID_PRODUCER_EPOCH (the partition has seen
+a newer epoch of the producer: this transaction is over there, as Kafka's channel drops such markers), and one
+whose topic is gone from the metadata (its marker has nowhere to go, as Kafka drops it). Anything else (no leader, NOT_LEADER_OR_FOLLOWER, a timeout, a
 refused connection, NOT_ENOUGH_REPLICAS) is retried after a backoff, from RETRY_BACKOFF_MS doubling to
 MAX_BACKOFF_MS, with the leaders looked up again.
 Rule 3: `send` returns True once every partition is done, False as soon as `still_coordinator()` is false
@@ -33,6 +34,8 @@ REQUEST_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms for the channel
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 VERSION = 1  # WriteTxnMarkers v1 (flexible), what every sparklog broker serves
 NONE = 0
+INVALID_PRODUCER_EPOCH = errors.InvalidProducerEpochError.errno
+_DONE = frozenset({NONE, INVALID_PRODUCER_EPOCH})  # Rule 2
 _SIZE = struct.Struct(">i")
 
 TopicPartition = tuple[str, int]
@@ -128,10 +131,10 @@ def _written(response) -> set[TopicPartition]:
     for marker in response.markers:
         for topic in marker.topics:
             for part in topic.partitions:
-                if part.error_code == NONE:
+                if part.error_code in _DONE:
                     done.add((topic.name, part.partition_index))
-                else:
-                    log.info("marker for %s-%d not written: %s; retrying", topic.name, part.partition_index,
+                if part.error_code != NONE:
+                    log.info("marker for %s-%d not written: %s", topic.name, part.partition_index,
                              errors.for_code(part.error_code).__name__)
     return done
 
