@@ -100,8 +100,10 @@ def test_an_absurd_transaction_timeout_is_invalid_transaction_timeout(cluster):
 def test_a_coordinator_killed_after_the_decision_leaves_the_transaction_committed(cluster):
     """SIGKILL of the coordinator right after EndTxn answered (PrepareCommit replicated, markers maybe not sent):
     the leader elected for the id's __transaction_state partition loads it and the transaction ends committed
-    (metadata.py Rule 3), its offsets visible."""
-    tid, group = f"tx-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    (metadata.py Rule 3), its offsets visible. The group's coordinator is another broker: one that dies loses
+    the transaction's pending offsets (pending_offsets.py Rule 3, a difference from Kafka)."""
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    tid = _id_coordinated_apart_from(cluster, group)
     p = producer(cluster, tid)
     p.init_transactions(TIMEOUT_S)
     producer_id = describe(cluster, tid).producer_id
@@ -118,6 +120,21 @@ def test_a_coordinator_killed_after_the_decision_leaves_the_transaction_committe
         assert committed_after_markers(cluster, group, [0, 1], {0: 21, 1: 22}) == {0: 21, 1: 22}
     finally:
         victim.start()
+
+
+def _id_coordinated_apart_from(cluster, group: str) -> str:
+    """A transactional id whose coordinator is not `group`'s coordinator."""
+    from sparklog.protocol import ApiKey, FindCoordinatorRequest
+
+    broker = cluster.brokers[1]
+    group_node = wait_until(lambda: (f := request(broker.host, broker.port, ApiKey.FIND_COORDINATOR, 2,
+                                                  FindCoordinatorRequest(key=group))).error_code == 0 and f,
+                            "the group's coordinator", TIMEOUT_S).node_id
+    for _ in range(100):
+        tid = f"tx-{uuid.uuid4().hex[:8]}"
+        if find_coordinator(cluster, tid).node_id != group_node:
+            return tid
+    raise AssertionError("every transactional id tried is coordinated by the group's coordinator")
 
 
 def _describe_elsewhere(cluster, tid, victim):
