@@ -6,7 +6,8 @@ topic's `/config/topics/<t>` overrides are laid over those.
 Rule 2: an unknown key is warned about, never fatal (Kafka does the same), naming the nearest known key; a
 known key with a bad value is a `ConfigError` naming the key, the value and the rule.
 Rule 3: every key is declared once in `BROKER` (`sparklog.settings`: type, default, range, importance, doc):
-the broker's own, the group coordinator's (`group_config.GROUP`), the scrubber's, the cleaner's, and the
+the broker's own, the group coordinator's (`group_config.GROUP`), the transaction coordinator's
+(`coordinator/transaction/config.TRANSACTION`), the scrubber's, the cleaner's, and the
 `log.*` defaults of the topic configs, derived from the storage's table. Adding a setting is one `Setting(...)` line there plus
 its `BrokerConfig` field.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Mapping
 
 from sparklog.broker.coordinator.group.config import GROUP, GroupConfig, GroupConfigError
+from sparklog.broker.coordinator.transaction.config import TRANSACTION, TransactionConfig, TransactionConfigError
 from sparklog.coordination.connection import split_connect_string
 from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, STRING, WARN, Definitions, Setting
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
@@ -83,8 +85,6 @@ _IGNORED_KEYS = (
     "num.network.threads",
     "num.io.threads",
     "num.recovery.threads.per.data.dir",
-    "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr",
     "log.flush.offset.checkpoint.interval.ms",
 )
 
@@ -179,6 +179,7 @@ BROKER = Definitions("broker", (
     *SCRUBBER_SETTINGS.values(),
     *CLEANER_SETTINGS.values(),
     *GROUP.values(),
+    *TRANSACTION.values(),
     *(_synonym(broker_key, topic_key) for broker_key, topic_key in TOPIC_CONFIG_BROKER_KEYS.items()),
     *(_ignored(name) for name in _IGNORED_KEYS),
 ), error=ConfigError, unknown=WARN)
@@ -225,6 +226,7 @@ class BrokerConfig:
     # the log.* keys and the other synonyms of topic configs: the storage's LogConfig types them (one default each).
     log_defaults: Mapping[str, str] = field(default_factory=dict)
     group: GroupConfig = field(default_factory=GroupConfig)  # the group coordinator's group.* / offsets.* keys
+    transaction: TransactionConfig = field(default_factory=TransactionConfig)  # transaction.* / transactional.*
     scrubber: ScrubberConfig = field(default_factory=ScrubberConfig)
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
     # The properties as given: for with_overrides and DescribeConfigs only; everything else reads a typed field.
@@ -250,6 +252,10 @@ class BrokerConfig:
             group = GroupConfig.from_properties(props)
         except GroupConfigError as exc:
             raise ConfigError(str(exc)) from None
+        try:
+            transaction = TransactionConfig.from_properties(props)
+        except TransactionConfigError as exc:
+            raise ConfigError(str(exc)) from None
         advertised = values["advertised.listeners"]
         listeners = parse_listeners(values["listeners"] or BROKER["listeners"].default)
         advertised_listeners = parse_listeners(advertised) if advertised else ()
@@ -264,6 +270,7 @@ class BrokerConfig:
             rack=values["broker.rack"] or None,
             log_defaults=topic_defaults(props),
             group=group,
+            transaction=transaction,
             scrubber=ScrubberConfig.from_properties(props),
             cleaner=CleanerConfig.from_properties(props),
             raw=dict(props),
@@ -286,7 +293,7 @@ class BrokerConfig:
 
 # BrokerConfig fields read straight from their key (`num_partitions` <- `num.partitions`); the others above.
 _SPECIAL_FIELDS = {"broker_id", "listeners", "advertised_listeners", "log_dirs", "zookeeper_connect",
-                   "queued_max_request_bytes", "rack", "log_defaults", "group", "scrubber", "cleaner", "raw"}
+                   "queued_max_request_bytes", "rack", "log_defaults", "group", "transaction", "scrubber", "cleaner", "raw"}
 _FIELD_KEYS = {f.name: f.name.replace("_", ".") for f in dataclasses.fields(BrokerConfig)
                if f.name not in _SPECIAL_FIELDS}
 assert set(_FIELD_KEYS.values()) <= KNOWN_KEYS, "every BrokerConfig field has a declared setting"

@@ -1,1 +1,1 @@
-"""The coordinators: the group coordinator (group/) and, beside it, the transaction coordinator."""
+"""The broker's coordinators: of consumer groups (group/) and of transactions (transaction/)."""

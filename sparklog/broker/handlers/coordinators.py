@@ -6,6 +6,7 @@ import logging
 
 from sparklog.broker.coordinator.group import handlers as group_handlers
 from sparklog.broker.coordinator.group.offset_store import OFFSETS_TOPIC, OffsetStoreError
+from sparklog.broker.coordinator.transaction import handlers as transaction_handlers
 from sparklog.coordination import offsets as offset_registry
 from sparklog.protocol.find_coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, FindCoordinatorResponse
 from sparklog.protocol.init_producer_id import InitProducerIdResponse
@@ -15,7 +16,7 @@ from sparklog.protocol.offset_fetch import (OffsetFetchResponse, OffsetFetchResp
 from sparklog.storage.topic_names import validate_topic
 from sparklog.broker.handlers.error_codes import (COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST, INVALID_TOPIC_EXCEPTION,
                                                   NONE, NO_OFFSET, OFFSET_METADATA_TOO_LARGE,
-                                                  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION)
+                                                  UNKNOWN_TOPIC_OR_PARTITION)
 from sparklog.broker.handlers.metadata import ensure_offsets_topic
 
 log = logging.getLogger(__name__)
@@ -24,15 +25,9 @@ log = logging.getLogger(__name__)
 OFFSET_METADATA_MAX_BYTES = 4096  # offset.metadata.max.bytes: Kafka's default
 
 
-# What a transactional client hears (FindCoordinator for a transaction): a fatal error, not a retry until its
-# timeout, as sparklog has no transaction coordinator; Kafka answers this code when a transactional.id is denied.
-NO_TRANSACTIONS = "sparklog has no transaction coordinator: transactions are not supported (drop transactional.id)"
-
-
 def handle_init_producer_id(request, state):
     if request.body.transactional_id is not None:
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                      producer_id=-1, producer_epoch=-1)
+        return transaction_handlers.handle_init_producer_id(request, state)
     return _init_producer_id(state)
 
 
@@ -48,16 +43,15 @@ async def _init_producer_id(state) -> InitProducerIdResponse:
 
 def handle_find_coordinator(request, state):
     """A group's coordinator is the leader of its `__consumer_offsets` partition (offset_store.py), the topic
-    created first if it does not exist (Kafka's way; offsets_topic.py). A transaction's has none: sparklog has no
-    transaction coordinator, and a retriable "not available" would leave the client retrying until its timeout."""
+    created first if it does not exist (Kafka's way; offsets_topic.py); a transaction's is the transaction
+    coordinator's answer (coordinator/transaction/handlers.py)."""
     body = request.body
     if body.key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=INVALID_REQUEST,
                                        error_message=f"unknown key type {body.key_type}", node_id=-1, host="",
                                        port=-1)
     if body.key_type == KEY_TYPE_TRANSACTION:
-        return FindCoordinatorResponse(throttle_time_ms=0, error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                       error_message=NO_TRANSACTIONS, node_id=-1, host="", port=-1)
+        return transaction_handlers.find_coordinator(body, state)
     if body.key_type == KEY_TYPE_GROUP and OFFSETS_TOPIC not in state.partitions.snapshot.topics:
         return _find_coordinator_after_create(body, state)
     return _find_coordinator(body, state)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.coordinator.group.coordinator import GroupCoordinator
 from sparklog.broker.coordinator.group.offset_store import TopicOffsetStore
+from sparklog.broker.coordinator.transaction.coordinator import TransactionCoordinator
 from sparklog.broker.replication.purgatory import Purgatory
 from sparklog.broker.replication.replica_manager import ReplicaManager
 from sparklog.coordination.producer_ids import ProducerIdAllocator
@@ -51,6 +52,7 @@ class BrokerState:
     replicas: ReplicaManager  # leader state and followers (replica_manager.py)
     groups: GroupCoordinator
     offsets: TopicOffsetStore  # placement and committed offsets of Kafka groups
+    transactions: TransactionCoordinator = field(init=False)  # coordinator/transaction/, built by `build`
     controller: Controller | None = None  # who the controller is (Metadata's controller_id)
     offsets_topic_creation: asyncio.Future | None = None  # the one creation of __consumer_offsets in flight
     counters: dict = field(default_factory=lambda: dict.fromkeys(
@@ -70,12 +72,23 @@ class BrokerState:
         if offsets is None:
             offsets = TopicOffsetStore(config.group, partitions, replicas, groups, executor, zk)
         producer_ids = ProducerIdAllocator(zk, config.broker_id) if zk is not None else None
-        return cls(config=config, broker_id=config.broker_id, cluster_id=cluster_id, zk=zk, logs=logs,
-                   partitions=partitions, executor=executor, loop=loop, producer_ids=producer_ids, waiters=waiters,
-                   replicas=replicas, groups=groups, offsets=offsets)
+        state = cls(config=config, broker_id=config.broker_id, cluster_id=cluster_id, zk=zk, logs=logs,
+                    partitions=partitions, executor=executor, loop=loop, producer_ids=producer_ids, waiters=waiters,
+                    replicas=replicas, groups=groups, offsets=offsets)
+        state.transactions = TransactionCoordinator(
+            config.transaction, partitions, replicas, producer_ids, lambda *topic: _create_topic(state, *topic),
+            config.broker_id, executor)
+        return state
 
     async def blocking(self, fn, *args):
         """Run a blocking (ZooKeeper) call on the executor."""
         self.counters["zookeeper_calls"] += 1
         loop = self.loop or asyncio.get_running_loop()
         return await loop.run_in_executor(self.executor, fn, *args)
+
+
+async def _create_topic(state: BrokerState, *topic: Any) -> tuple[int, str | None]:
+    """The transaction coordinator's creation of `__transaction_state`: the brokers' one way to create a topic."""
+    from sparklog.broker.handlers.metadata import create_topic  # the handlers import this module
+
+    return await create_topic(state, *topic)
