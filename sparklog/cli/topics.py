@@ -20,6 +20,7 @@ import argparse
 import logging
 import sys
 
+from sparklog.cli.topic_rules import checked_overrides, parse_replica_assignment, partition_status
 from sparklog.cli.columns import print_columns
 from sparklog.cli.console import add_zookeeper_timeout, zookeeper_timeout_s
 from sparklog.protocol import consumer_offsets
@@ -90,7 +91,7 @@ def _zookeeper_only(command):
         if getattr(args, "bootstrap_server", None) is not None:
             from sparklog.cli import topics_admin
 
-            return topics_admin.run(args, checked_overrides, parse_replica_assignment, DESCRIBE_OFFSETS_TIMEOUT_S)
+            return topics_admin.run(args, DESCRIBE_OFFSETS_TIMEOUT_S)
         return command(args)
     return run
 
@@ -134,14 +135,6 @@ def _topic_errors() -> tuple[type[Exception], ...]:
 
     return (topics.TopicExists, topics.UnknownTopic, topics.InvalidTopicName, topics.InvalidPartitions,
             topics.InvalidReplicationFactor, ValueError)
-
-
-def checked_overrides(overrides: dict[str, str]) -> dict[str, str]:
-    """`overrides` if the storage accepts them as topic configs; else ValueError naming the bad one."""
-    from sparklog.storage.config import LogConfig
-
-    LogConfig.from_dict(overrides)
-    return overrides
 
 
 def _topics_alter(args) -> int:
@@ -235,24 +228,6 @@ def _topics_delete(args) -> int:
 def _fenced(by_broker: dict) -> str:
     """Damaged offset ranges the brokers fenced (bit rot), e.g. "1: 500-510, 900-901", or "-"."""
     return "; ".join(f"{b}: " + ", ".join(f"{s}-{e - 1}" for s, e in r) for b, r in sorted(by_broker.items())) or "-"
-def parse_replica_assignment(text: str) -> dict[int, tuple[int, ...]]:
-    """`"1:2,2:3"` -> `{0: (1, 2), 1: (2, 3)}` (kafka-topics.sh's --replica-assignment)."""
-    try:
-        return {p: tuple(int(b) for b in part.split(":")) for p, part in enumerate(text.split(","))}
-    except ValueError:
-        raise ValueError(f"--replica-assignment {text!r} is not broker ids joined by ':' and ','") from None
-
-
-def partition_status(replicas, state, live, silent=frozenset()) -> str:
-    """"offline" (no live leader), "unreachable" (its leader is registered but did not answer: `silent`),
-    "under-replicated" (live ISR smaller than the replicas) or "ok"."""
-    if state is None or state.leader not in live:
-        return "offline"
-    if state.leader in silent:
-        return "unreachable"
-    if len([b for b in state.isr if b in live]) < len(replicas):
-        return "under-replicated"
-    return "ok"
 
 
 def _topics_elect_leaders(args) -> int:

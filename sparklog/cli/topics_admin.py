@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 
 from sparklog.cli.columns import print_columns
+from sparklog.cli.topic_rules import checked_overrides, parse_replica_assignment, partition_status
 
 # Kafka's DescribeConfigs config_source of a topic's own override (DYNAMIC_TOPIC_CONFIG)
 TOPIC_OVERRIDE = 1
 ADMIN_COLUMNS = ("partition", "leader", "replicas", "isr", "status", "log start", "log end")
 
 
-def run(args: argparse.Namespace, checked_overrides, parse_replica_assignment, timeout_s: float) -> int:
+def run(args: argparse.Namespace, timeout_s: float) -> int:
     """Rule 1: the subcommand in `args.topics_command`, through the Admin API."""
     from sparklog.client.admin import AdminClient
 
@@ -29,10 +30,10 @@ def run(args: argparse.Namespace, checked_overrides, parse_replica_assignment, t
         raise ValueError(f"topics {args.topics_command} writes a request in ZooKeeper: give --zookeeper "
                          "HOST:PORT[/chroot] (the brokers' zookeeper.connect) instead of --bootstrap-server")
     with AdminClient(bootstrap_servers=args.bootstrap_server) as admin:
-        return command(admin, args, checked_overrides, parse_replica_assignment, timeout_s)
+        return command(admin, args, timeout_s)
 
 
-def _create(admin, args, checked_overrides, parse_replica_assignment, timeout_s) -> int:
+def _create(admin, args, timeout_s) -> int:
     from sparklog.client.config import parse_key_values
 
     config = checked_overrides(parse_key_values(args.config))
@@ -54,7 +55,7 @@ def _delete(admin, args, *_) -> int:
     return 0
 
 
-def _alter(admin, args, checked_overrides, parse_replica_assignment, timeout_s) -> int:
+def _alter(admin, args, timeout_s) -> int:
     from sparklog.client.config import parse_key_values
 
     if args.partitions is None and not args.config and not args.delete_config:
@@ -73,9 +74,7 @@ def _alter(admin, args, checked_overrides, parse_replica_assignment, timeout_s) 
     return 0
 
 
-def _describe(admin, args, checked_overrides, parse_replica_assignment, timeout_s) -> int:
-    from sparklog.cli.topics import partition_status
-
+def _describe(admin, args, timeout_s) -> int:
     response = admin.metadata([args.name] if args.name else None)
     topics = [t for t in response.topics if not t.error_code]
     missing = [t.name for t in response.topics if t.error_code]

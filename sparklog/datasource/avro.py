@@ -40,38 +40,24 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-PINNED_ID = "sparklog.avro.readerSchemaId"  # set by schema() (Rule 1); lower-case, as options are matched
-FORMATS = ("binary", "avro")
-# The options a task's decoder needs (lower-cased), carried in ReadOptions.avro_options.
-AVRO_OPTIONS = ("valueformat", "subject", "subjectversion", "valueschemaid", PINNED_ID, "zookeeper.connect",
-                "kafka.zookeeper.connect")
+from sparklog.datasource.options import (  # noqa: F401 - re-exported: the Avro options are declared there
+    AVRO_OPTIONS,
+    FORMATS,
+    PINNED_ID,
+    READ_OPTIONS,
+    AvroValueError,
+    kafka_setting,
+    value_format,
+)
+
 _PRIMITIVES = {"boolean": BooleanType(), "int": IntegerType(), "long": LongType(), "float": FloatType(),
                "double": DoubleType(), "bytes": BinaryType(), "string": StringType(), "null": NullType()}
 _LOGICAL = {"timestamp-millis": TimestampType(), "timestamp-micros": TimestampType(), "date": DateType()}
 
 
-class AvroValueError(ValueError):
-    pass
-
-
 def _option(opts: Mapping[str, str], name: str) -> Any:
     """The option `name` as its declaration (options.READ_OPTIONS) parses it: the value load() checked."""
-    from sparklog.datasource.options import READ_OPTIONS
-
     return READ_OPTIONS.value(opts, name)
-
-
-def value_format(opts: Mapping[str, str]) -> str:
-    """The `valueFormat` option (lower-cased option names), validated."""
-    fmt = str(_option(opts, "valueFormat")).lower()
-    if fmt not in FORMATS:
-        raise AvroValueError(f"Option 'valueFormat' must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    if fmt == "avro":
-        if not _zookeeper(opts):
-            raise AvroValueError("Option valueFormat=avro needs 'zookeeper.connect': the schema registry is in ZooKeeper")
-        if not any(k in opts for k in ("subject", "valueschemaid", PINNED_ID)):
-            raise AvroValueError("Option valueFormat=avro needs 'subject' (or 'valueSchemaId') to choose the reader schema")
-    return fmt
 
 
 def reader_schema_id(registry, opts: Mapping[str, str]) -> int:
@@ -88,8 +74,6 @@ def reader_schema_id(registry, opts: Mapping[str, str]) -> int:
 
 
 def _zookeeper(opts: Mapping[str, str]) -> str | None:
-    from sparklog.datasource.options import kafka_setting
-
     return kafka_setting(opts, "zookeeper.connect")
 
 

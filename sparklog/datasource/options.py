@@ -206,6 +206,35 @@ def kafka_setting(opts: Mapping[str, str], name: str) -> str | None:
     """A Kafka client setting given bare (`bootstrap.servers`) or with Spark's `kafka.` prefix."""
     return opts.get(name) or opts.get("kafka." + name)
 
+# -- the Avro value options (datasource/avro.py decodes with them; declared and checked here) --------------------
+
+PINNED_ID = "sparklog.avro.readerSchemaId"  # set by avro.pin_value_schema (avro.py Rule 1); lower-case, as options are matched
+FORMATS = ("binary", "avro")
+# The options a task's decoder needs (lower-cased), carried in ReadOptions.avro_options.
+AVRO_OPTIONS = ("valueformat", "subject", "subjectversion", "valueschemaid", PINNED_ID, "zookeeper.connect",
+                "kafka.zookeeper.connect")
+
+
+class AvroValueError(ValueError):
+    pass
+
+
+def _avro_option(opts: Mapping[str, str], name: str) -> Any:
+    return READ_OPTIONS.value(opts, name)
+
+
+def value_format(opts: Mapping[str, str]) -> str:
+    """The `valueFormat` option (lower-cased option names), validated."""
+    fmt = str(_avro_option(opts, "valueFormat")).lower()
+    if fmt not in FORMATS:
+        raise AvroValueError(f"Option 'valueFormat' must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if fmt == "avro":
+        if not kafka_setting(opts, "zookeeper.connect"):
+            raise AvroValueError("Option valueFormat=avro needs 'zookeeper.connect': the schema registry is in ZooKeeper")
+        if not any(k in opts for k in ("subject", "valueschemaid", PINNED_ID)):
+            raise AvroValueError("Option valueFormat=avro needs 'subject' (or 'valueSchemaId') to choose the reader schema")
+    return fmt
+
 
 def parse_duration_ms(value: str, name: str = "maxTriggerDelay") -> int:
     """`"15m"`, `"30s"`, `"500ms"`, `"2000"` (ms) -> milliseconds, as Spark's time strings."""
@@ -523,8 +552,6 @@ def parse_read_options(options: Mapping[str, str], streaming: bool | None) -> Re
 
 def _avro_options(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The options `valueFormat=avro` decodes with, validated; empty for raw binary values."""
-    from sparklog.datasource.avro import AVRO_OPTIONS, AvroValueError, value_format
-
     try:
         if value_format(opts) != "avro":
             return ()
