@@ -31,6 +31,7 @@ from sparklog.protocol import (
 from sparklog.protocol import errors
 from sparklog.protocol.registry import Request
 from sparklog.storage import LogManager
+from sparklog.storage.errors import TransactionRefusedError
 from sparklog.records.batch import build_batch, iter_records
 
 ME, OTHER, DEAD = 1, 2, 3
@@ -147,14 +148,30 @@ def test_produce_empty_or_null_records(state, logs):
     assert codes(produce(state, [(0, b""), (1, None)])) == [handlers.INVALID_RECORD] * 2
 
 
-def test_produce_of_a_transactional_batch_is_invalid_txn_state_with_why(state, logs):
+def test_produce_of_a_transactional_batch_the_verifier_refuses_is_invalid_txn_state_with_why(state, logs):
     txn = build_batch([(None, b"v", None, None)], producer_id=3, producer_epoch=0, base_sequence=0,
                       is_transactional=True)
+    assert codes(produce(state, [(0, batch(b"a"))])) == [handlers.NONE]  # creates the partition's log
+    plog = logs.get("t", 0)
+
+    def refuse(producer_id, epoch):
+        raise TransactionRefusedError(f"t-0 is not in an ongoing transaction of producer {producer_id}")
+
+    plog.transaction_verifier = refuse
     response = produce(state, [(0, txn)])
     (part,) = response.responses[0].partition_responses
     assert part.error_code == errors.InvalidTxnStateError.errno
-    assert "no transaction coordinator" in part.error_message
-    assert logs.get("t", 0).log_end_offset == 0
+    assert "not in an ongoing transaction of producer 3" in part.error_message
+    assert plog.log_end_offset == 1
+
+
+def test_produce_of_a_transactional_batch_is_taken_and_holds_the_last_stable_offset(state, logs):
+    txn = build_batch([(None, b"v", None, None)], producer_id=3, producer_epoch=0, base_sequence=0,
+                      is_transactional=True)
+    assert codes(produce(state, [(0, txn)])) == [handlers.NONE]
+    plog = logs.get("t", 0)
+    plog.flush()
+    assert (plog.log_end_offset, plog.last_stable_offset) == (1, 0)
 
 
 def test_produce_of_records_that_do_not_parse_is_invalid_record_with_why(state, logs):
