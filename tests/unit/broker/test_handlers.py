@@ -480,3 +480,45 @@ def test_create_topics_refuses_what_would_overfill_a_broker(state):
     assert over.topics[0].error_code == errors.PolicyViolationError.errno
     assert over.topics[0].error_message == (
         f"broker {ME} holds 3 partitions; 2 more would exceed max.broker.partitions=4")
+
+
+# -- read_committed (broker/read_committed.py) -------------------------------------------------------------
+
+
+def _transactional(pid, value, sequence=0):
+    return build_batch([(None, value, None, None)], producer_id=pid, producer_epoch=0, base_sequence=sequence,
+                       is_transactional=True)
+
+
+def test_fetch_read_committed_stops_at_the_lso_and_lists_the_aborted_transactions(state, logs):
+    produce(state, [(0, batch(b"a"))])  # 0
+    produce(state, [(0, _transactional(7, b"aborted"))])  # 1
+    produce(state, [(0, _transactional(8, b"committed"))])  # 2
+    plog = logs.get("t", 0)
+    plog.append_control_batch(7, 0, False, 1, 0)  # 3: aborts 7's
+    produce(state, [(0, batch(b"b"))])  # 4
+    produce(state, [(0, _transactional(9, b"open"))])  # 5, never ended
+    body = fetch_body([("t", 0, 0)])
+    body.isolation_level = 1
+    (part,) = parts_of(handlers.handle_fetch(request(body, 1, 11), state))
+    assert (part.high_watermark, part.last_stable_offset) == (6, 2)  # 8's transaction is still open
+    assert values(part.records) == [b"a", b"aborted"]
+    assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(7, 1)]
+    plog.append_control_batch(8, 0, True, 1, 0)  # 6: commits 8's
+    (part,) = parts_of(handlers.handle_fetch(request(body, 1, 11), state))
+    assert part.last_stable_offset == 5 and values(part.records) == [b"a", b"aborted", b"committed", b"b"]
+    (uncommitted,) = parts_of(fetch(state, [("t", 0, 0)]))
+    assert uncommitted.aborted_transactions is None and b"open" in values(uncommitted.records)
+
+
+def test_list_offsets_read_committed_answers_the_lso(state, logs):
+    produce(state, [(0, build_batch([(None, b"a", None, 1000)]))])
+    produce(state, [(0, build_batch([(None, b"t", None, 2000)], producer_id=7, producer_epoch=0, base_sequence=0,
+                                    is_transactional=True))])
+    parts = []
+    for ts in (-1, -2, 1000, 2000):
+        body = ListOffsetsRequest(replica_id=-1, isolation_level=1, topics=[ListOffsetsTopic(name="t", partitions=[
+            ListOffsetsPartition(partition_index=0, timestamp=ts)])])
+        parts += handlers.handle_list_offsets(request(body, 2, 5), state).topics[0].partitions
+    assert [(p.error_code, p.offset) for p in parts] == [(0, 1), (0, 0), (0, 0), (0, -1)]
+    assert [p.offset for p in list_offsets(state, [(0, -1), (0, 2000)])] == [2, 1]  # read_uncommitted
