@@ -181,7 +181,7 @@ def test_read_committed_stops_at_the_lso_and_skips_aborted_data_on_rf3(brokers, 
     assert committed_latest(brokers, topic) == 11
 
 
-def test_a_sigkilled_leader_restarts_with_the_same_index_and_lso(brokers, zk):
+def test_a_sigkilled_or_stopped_leader_restarts_with_the_same_index_and_lso(brokers, zk):
     topic = make_topic(zk, brokers, 1)
     lead = write_history(brokers, topic)
     wait_until(lambda: committed_latest(brokers, topic) == 8, "the LSO at the open transaction", TIMEOUT_S)
@@ -193,5 +193,9 @@ def test_a_sigkilled_leader_restarts_with_the_same_index_and_lso(brokers, zk):
     wait_until(lambda: committed_latest(brokers, topic) == 8, "the LSO rebuilt at the open transaction", TIMEOUT_S)
     assert consume(brokers, topic, "read_committed", 4) == COMMITTED_BEFORE_THE_LSO
     assert consume(brokers, topic, "read_uncommitted", 8) == ALL
+    lead.stop()  # a clean restart: the producer state snapshot at the log end, the index files trusted
+    lead.start()
+    wait_until(lambda: committed_latest(brokers, topic) == 8, "the LSO loaded at the open transaction", TIMEOUT_S)
+    assert consume(brokers, topic, "read_committed", 4) == COMMITTED_BEFORE_THE_LSO
     lead.write_marker(topic, 0, OPEN, commit=False)  # the open transaction, reopened by recovery, aborts
     assert consume(brokers, topic, "read_committed", 5) == COMMITTED_BEFORE_THE_LSO + [(9, b"p2")]
