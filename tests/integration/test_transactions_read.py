@@ -199,3 +199,25 @@ def test_a_sigkilled_or_stopped_leader_restarts_with_the_same_index_and_lso(brok
     assert consume(brokers, topic, "read_committed", 4) == COMMITTED_BEFORE_THE_LSO
     lead.write_marker(topic, 0, OPEN, commit=False)  # the open transaction, reopened by recovery, aborts
     assert consume(brokers, topic, "read_committed", 5) == COMMITTED_BEFORE_THE_LSO + [(9, b"p2")]
+
+
+def test_sparklogs_consumers_read_committed(brokers, zk):
+    """sparklog's consumer with isolation.level=read_committed: aborted data and markers skipped, stopped at the
+    LSO, end_offsets the LSO; read_uncommitted gets every data record and no marker."""
+    from sparklog.client.consumer import Consumer
+
+    topic = make_topic(zk, brokers, 3)
+    write_history(brokers, topic)
+
+    def read(isolation: str, until: int) -> tuple[list, int]:
+        with Consumer(bootstrap(brokers), **{"isolation.level": isolation, "auto.offset.reset": "earliest"}) as c:
+            c.assign([(topic, 0)])
+            got, deadline, last = [], time.monotonic() + TIMEOUT_S, time.monotonic()
+            while time.monotonic() < deadline and (len(got) < until or time.monotonic() - last < IDLE_S):
+                records = c.poll(0.2)
+                got += [(r.offset, r.value) for r in records]
+                last = time.monotonic() if records else last
+            return got, c.end_offsets([(topic, 0)])[(topic, 0)]
+
+    assert read("read_committed", 4) == (COMMITTED_BEFORE_THE_LSO, 8)
+    assert read("read_uncommitted", 8) == (ALL, 10)
