@@ -1804,7 +1804,7 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         """The LSO: the high watermark, or the first offset of a transaction not yet stable below it."""
         with self._lock:
-            return self._txns.last_stable_offset(self._hw.offset)
+            return self._txns.last_stable_offset(self._hw.offset, self.log_start_offset)
 
     def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions with data in [start, end): Fetch's
