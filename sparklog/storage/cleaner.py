@@ -259,7 +259,7 @@ class Cleaner:
         offset_map = self.map
         offset_map.clear()
         aborted = log.aborted_transactions(span.first_dirty, span.end)
-        rule = AbortedTransactions(aborted) if aborted else None  # Rule 2: aborted records are not put
+        rule = AbortedTransactions(aborted) if aborted else None  # Rule: dirty-keys-mapped: aborted records are not put
         compiled = None if rule is not None else self._compiled_put(offset_map, span.first_dirty)
         try:
             for segment in log.segments[:-1]:

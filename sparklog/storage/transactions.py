@@ -1,10 +1,10 @@
 """Transactions in one partition log: which are open, which just completed, the last stable offset (LSO) and
 the aborted-transaction index kept from the markers (the transaction half of Kafka's ProducerStateManager,
-KIP-98). The log calls it from narrow hooks; the producer state (producer_state.py Rule: producer-transactions) holds each
-producer's open transaction and snapshots it.
+KIP-98). The log calls it from narrow hooks (append.py, PartitionLog via `LogTransactions`); the producer
+state (producer_state.py Rule: producer-transactions) holds each producer's open transaction and snapshots it.
 
-Rule: transactions-tracked (applying a batch, `apply`): every appended batch with the transactional or control bit (leader,
-follower and recovery replay alike), after the producer state's `update`:
+Rule: transactions-tracked (applying a batch, `apply`): every appended batch with the transactional or control
+bit (leader, follower and recovery replay alike), after the producer state's `update`:
   - a transactional data batch opens its producer's transaction at its base offset (unless one is open);
   - a control batch is read as an end-transaction marker (records/control.py): it closes its producer's
     transaction; the completed transaction stays *unstable* until the high watermark passes its marker, and
@@ -12,19 +12,21 @@ follower and recovery replay alike), after the producer state's `update`:
     the first offset of the other transactions still open (else the marker's offset + 1);
   - a marker for a producer with no open transaction changes nothing (Kafka's: no entry, no completion);
   - a control batch that is no marker is logged and skipped: a follower copies its leader's bytes.
-Rule: last-stable-offset (the LSO, `last_stable_offset`): the smallest of the high watermark, the first offset of every open
-transaction and the first offset of every completed transaction whose marker is not yet below the high
-watermark (Kafka's firstUnstableOffset), the latter two raised to the log start offset when retention or
-DeleteRecords removed their first batches (as Kafka's maybeUpdateFirstUnstableOffset): read_committed
-consumers read below it, and it never passes the HW.
-It only moves backwards when the HW does (truncation, a new leader's HW): a transaction opens at the log end.
-Rule: transactions-rebuilt (rebuilding, `rebuild`): on open and after truncation, the producer state is loaded from its newest
-snapshot at or below the log end (and at or below the earliest damaged index file, txn_index.py Rule: index-recovery), the
-index entries of markers from that offset on are dropped, and the batches from there to the log end are
-replayed through Rule: transactions-tracked: the state and the index equal those an incremental append built.
-Rule: aborted-in-range (reading, `aborted_between`): the aborted transactions with data in [start, end), for Fetch.
+Rule: last-stable-offset (the LSO, `last_stable_offset`): the smallest of the high watermark, the first offset
+of every open transaction and the first offset of every completed transaction whose marker is not yet below
+the high watermark (Kafka's firstUnstableOffset), the latter two raised to the log start offset when retention
+or DeleteRecords removed their first batches (as Kafka's maybeUpdateFirstUnstableOffset): read_committed
+consumers read below it, and it never passes the HW. It only moves backwards when the HW does (truncation, a
+new leader's HW): a transaction opens at the log end.
+Rule: transactions-rebuilt (rebuilding, `rebuild`): on open and after truncation, the producer state is loaded
+from its newest snapshot at or below the log end (and at or below the earliest damaged index file,
+txn_index.py Rule: index-recovery), the index entries of markers from that offset on are dropped, and the
+batches from there to the log end are replayed through Rule: transactions-tracked: the state and the index
+equal those an incremental append built.
+Rule: aborted-in-range (reading, `aborted_between`): the aborted transactions with data in [start, end), for
+Fetch.
 
-Not thread-safe: the log calls it under its append lock.
+TransactionTracker is not thread-safe: the log calls it under its append lock (LogTransactions takes it).
 """
 
 from __future__ import annotations
@@ -65,12 +67,13 @@ class TransactionTracker:
     def __init__(self, directory: str, files: Files, producers: ProducerStateManager):
         self._producers = producers
         self.index = TransactionIndex(directory, files)
-        self._unreplicated: list[CompletedTxn] = []  # completed, marker at or past the HW: Rule: last-stable-offset
+        self._unreplicated: list[CompletedTxn] = []  # completed, marker at or past the HW (Rule: last-stable-offset)
 
-    # -- Rule: transactions-tracked ----------------------------------------------------------------------------------
+    # -- Rule: transactions-tracked --------------------------------------------------------------------------
 
     def apply(self, header: BatchHeader, batch) -> None:
-        """Rule: transactions-tracked for one appended batch (`batch`: its bytes, needed for a control batch only)."""
+        """Rule: transactions-tracked for one appended batch (`batch`: its bytes, needed for a control batch
+        only)."""
         if header.attributes & CONTROL_MASK:
             self._apply_marker(header, batch)
         elif header.attributes & TRANSACTIONAL_MASK and header.producer_id >= 0:
@@ -106,10 +109,11 @@ class TransactionTracker:
             raise InvalidProducerEpoch(f"producer {producer_id}: marker epoch {producer_epoch} is below the "
                                        f"producer's epoch {entry.epoch}")
 
-    # -- Rule: last-stable-offset ----------------------------------------------------------------------------------
+    # -- Rule: last-stable-offset ----------------------------------------------------------------------------
 
     def last_stable_offset(self, high_watermark: int, log_start: int = 0) -> int:
-        """Rule: last-stable-offset: below the HW, the first offset of any transaction not yet stable (at least `log_start`)."""
+        """Rule: last-stable-offset: below the HW, the first offset of any transaction not yet stable (at least
+        `log_start`)."""
         if self._unreplicated:
             self._unreplicated = [txn for txn in self._unreplicated if txn.last_offset >= high_watermark]
         stable = min(self._producers.ongoing.values(), default=high_watermark)
@@ -122,12 +126,13 @@ class TransactionTracker:
         offsets = [*self._producers.ongoing.values(), *(txn.first_offset for txn in self._unreplicated)]
         return min(offsets, default=None)
 
-    # -- Rule: transactions-rebuilt ----------------------------------------------------------------------------------
+    # -- Rule: transactions-rebuilt --------------------------------------------------------------------------
 
     def rebuild(self, log_end: int, bases: tuple[int, ...], headers_from: Callable[[int], Iterator[BatchHeader]],
                 read_batch: Callable[[BatchHeader], bytes]) -> None:
-        """Rule: transactions-rebuilt: the producer state, the open transactions and the index from the newest usable snapshot
-        and a replay of the batches after it. The caller trims the head (producer_state.py Rule: producer-trimming) after."""
+        """Rule: transactions-rebuilt: the producer state, the open transactions and the index from the newest
+        usable snapshot and a replay of the batches after it. The caller trims the head after (producer_state.py
+        Rule: producer-trimming)."""
         damaged = self.index.load(bases)
         start = self._producers.load(log_end, at_most=damaged)
         self.index.truncate_from(start)
@@ -144,7 +149,7 @@ class TransactionTracker:
         """The live segments changed (txn_index.py Rule: index-follows-segments)."""
         self.index.set_segments(bases)
 
-    # -- Rule: aborted-in-range ----------------------------------------------------------------------------------
+    # -- Rule: aborted-in-range ------------------------------------------------------------------------------
 
     def aborted_between(self, start: int, end: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of each aborted transaction with data in [start, end)."""

@@ -14,19 +14,19 @@ File format (Kafka's AbortedTxn, verbatim): `<segment base>.txnindex` beside the
     lastStableOffset  int64   the first offset of any other transaction open when it was aborted (else
                               lastOffset + 1): Kafka's hint for where a search may stop
 
-Rule: index-file-of-marker (which file): an entry goes to the file of the segment that holds its abort marker (`lastOffset`);
-entries are in marker order within a file and across files. Data precedes its marker, so the aborted
-transactions a fetch from offset F must hear of are all in the files of F's segment and later ones.
-Rule: index-follows-segments (follows the segments, `set_segments`): when segments go (retention, truncation) or merge (the
-cleaner's swap) or split (a fence moves a tail), each entry follows its marker to the live segment holding
-it, or is dropped when its marker is below the first segment; the files are rewritten tmp -> fsync ->
-rename, and files of segments that no longer exist are deleted.
-Rule: index-durable (durability): an entry is appended and fsynced when its marker is appended (aborts are rare: one
-fsync per abort marker per partition), so a flushed marker's entry is on disk too.
-Rule: index-recovery (recovery, `load`): every `.txnindex` file is read; a torn last entry (a crash mid-write) is ignored,
-and an entry whose version is not 0 or whose offsets are not ordered makes the rest of that file unreadable:
-`load` answers the base of the earliest such file, below which the log must replay the producer state
-(`truncate_from` then drops what the replay rebuilds). The index is thus always what a replay of the log
+Rule: index-file-of-marker (which file): an entry goes to the file of the segment that holds its abort marker
+(`lastOffset`); entries are in marker order within a file and across files. Data precedes its marker, so the
+aborted transactions a fetch from offset F must hear of are all in the files of F's segment and later ones.
+Rule: index-follows-segments (follows the segments, `set_segments`): when segments go (retention, truncation)
+or merge (the cleaner's swap) or split (a fence moves a tail), each entry follows its marker to the live
+segment holding it, or is dropped when its marker is below the first segment; the files are rewritten tmp ->
+fsync -> rename, and files of segments that no longer exist are deleted.
+Rule: index-durable (durability): an entry is appended and fsynced when its marker is appended (aborts are
+rare: one fsync per abort marker per partition), so a flushed marker's entry is on disk too.
+Rule: index-recovery (recovery, `load`): every `.txnindex` file is read; a torn last entry (a crash mid-write)
+is ignored, and an entry whose version is not 0 or whose offsets are not ordered makes the rest of that file
+unreadable: `load` answers the base of the earliest such file, below which the log must replay the producer
+state (`truncate_from` then drops what the replay rebuilds). The index is thus always what a replay of the log
 from a producer-state snapshot builds (tested by property against a replay from the log start).
 
 Not thread-safe: the log calls it under its append lock.
@@ -104,7 +104,7 @@ class TransactionIndex:
         self._bases: tuple[int, ...] = ()
         self._by_base: dict[int, list[AbortedTxn]] = {}
 
-    # -- Rule: index-recovery: recovery ------------------------------------------------------------------------
+    # -- Rule: index-recovery: recovery ----------------------------------------------------------------------
 
     def load(self, bases: tuple[int, ...]) -> int | None:
         """Read every file of the directory, for the live segments `bases`; the base of the earliest damaged
@@ -126,7 +126,7 @@ class TransactionIndex:
         self.set_segments(self._bases, on_disk=set(found))
         return damaged
 
-    # -- Rule: index-file-of-marker: appending -----------------------------------------------------------------------
+    # -- Rule: index-file-of-marker: appending ---------------------------------------------------------------
 
     def append(self, entry: AbortedTxn) -> None:
         """Add the entry of an abort marker just appended (the newest marker of the log): into its segment's
@@ -152,7 +152,7 @@ class TransactionIndex:
             if len(kept) != len(entries):
                 self._rewrite(base, kept)
 
-    # -- Rule: index-follows-segments: following the segments ----------------------------------------------------------
+    # -- Rule: index-follows-segments: following the segments ------------------------------------------------
 
     def set_segments(self, bases: tuple[int, ...], on_disk: set[int] | None = None) -> None:
         """The live segments are now `bases`: every entry moves to the file of the segment holding its marker."""

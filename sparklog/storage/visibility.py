@@ -11,8 +11,9 @@ Rule: readers-below-visibility: readers see offsets below the HW only; which HW 
 Rule: hw-moves-forward: the HW never moves back, but truncation below it (`cut_to`) or a restart of the log
 at an offset (`reset`).
 Rule: isolation-limit: a reader asks `limit(isolation)` (or `visible(isolation)`): READ_UNCOMMITTED reads
-to the HW; READ_COMMITTED to the last stable offset (LSO): the HW capped by the first offset of a transaction not yet stable
-(`_last_stable` asks the log's `stable(hw)`: transactions.py Rule: last-stable-offset).
+to the HW; READ_COMMITTED to the last stable offset (LSO): the HW capped by the first offset of a
+transaction not yet stable (`_last_stable` asks the log's `stable(hw)`: transactions.py Rule:
+last-stable-offset).
 
 Not thread-safe: the log changes it under its append lock; readers read `hw` (one attribute, replaced whole)
 without a lock. Listeners run outside the lock, from whichever thread moved the HW.

@@ -552,7 +552,7 @@ def test_the_cleaner_threads_run_below_the_request_threads_priority():
         manager.close()
 
 
-# -- transactional data (cleaner Rules 1-3 and storage/transactions.py) ------------------------------------
+# -- transactional data (cleaner.py Rule: clean-range and on, storage/transactions.py) ----------------------
 
 
 def _txn(key, value, pid, sequence, clock):
@@ -590,7 +590,7 @@ def test_an_aborted_value_never_supersedes_a_committed_one_and_markers_stay(tmp_
 
 
 def test_an_open_transaction_is_not_cleaned(tmp_path, flusher):
-    """Rule 1: the range ends at the open transaction's first offset, whatever the HW."""
+    """Rule: clean-range: the range ends at the open transaction's first offset, whatever the HW."""
     clock = Clock()
     log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher)
     append(log, [(b"k", b"v1")], clock)

@@ -1,4 +1,4 @@
-"""Transactions in the log (transactions.py, txn_index.py, producer_state.py Rule 2a): open and completed
+"""Transactions in the log (transactions.py, txn_index.py, producer_state.py Rule: producer-transactions): open and completed
 transactions, the last stable offset and the aborted-transaction index, checked against a model by
 property, through recovery after a crash anywhere, truncation, retention and replication."""
 
@@ -79,7 +79,7 @@ def aborted(log) -> list[tuple[int, int, int]]:
 
 
 def assert_index_follows_segments(log) -> None:
-    """txn_index Rule 1: each entry in the file of the segment holding its marker, and the files say so."""
+    """txn_index.py Rule: index-file-of-marker: each entry in the file of the segment holding its marker, and the files say so."""
     bases = [s.base_offset for s in log.segments]
     for base, entries in log.transactions.index.entries_by_base().items():
         assert base in bases
@@ -299,7 +299,7 @@ def test_a_producer_with_an_open_transaction_does_not_expire(tmp_path, flusher):
 
 
 def test_the_lso_is_never_below_the_log_start(tmp_path, flusher):
-    """Rule 2: DeleteRecords (or retention) past an open transaction's first batch: the LSO is the log start,
+    """Rule: last-stable-offset: DeleteRecords (or retention) past an open transaction's first batch: the LSO is the log start,
     so read_committed readers are not left below the log."""
     log = open_log(tmp_path / "t-0", flusher)
     log.append_as_leader(data(100, 0, True), 0)  # 0, opens 100's transaction
@@ -309,5 +309,5 @@ def test_the_lso_is_never_below_the_log_start(tmp_path, flusher):
     assert log.last_stable_offset == 0
     log.delete_records_before(1)
     assert log.last_stable_offset == 1 and log.producer_state.ongoing == {100: 0}
-    log.delete_records_before(3)  # every batch of 100 gone: its state and its transaction go (Rule 5)
+    log.delete_records_before(3)  # every batch of 100 gone: its state and its transaction go (Rule: producer-trimming)
     assert log.last_stable_offset == 3 and log.producer_state.ongoing == {}
