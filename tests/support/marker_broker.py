@@ -85,7 +85,7 @@ def _serve(broker, path: str) -> None:
 
 def main(argv: list[str]) -> int:
     from sparklog.broker.app import Broker
-    from sparklog.broker.commands import broker_properties
+    from sparklog.cli.broker import broker_properties
     from sparklog.broker.config import BrokerConfig
     from sparklog.cli import build_parser
 
