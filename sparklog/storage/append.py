@@ -6,6 +6,7 @@ Entry points (PartitionLog's methods of the same names call them):
     append_group_as_leader(sets, epoch)  pipelined record sets of one partition: per set, what a lone
                                          append_as_leader would give, one write per segment
     append_replicated(batches)           a follower: the leader's batches verbatim, at their own offsets
+    append_marker(producer id, ...)      the leader's end-transaction marker (never a client's: no client rules)
 (recovery replays the producer state from the batch headers: PartitionLog._rebuild_producer_state).
 
 Each goes through the same stages; the stage named is the one place its rule lives:
@@ -18,7 +19,8 @@ Each goes through the same stages; the stage named is the one place its rule liv
     sequence gap raises, nothing written); `_segment_for` (Rule: roll-before-overfill and Rule:
     compaction-lag-roll); offsets assigned (leader, plain) or checked contiguous (Rule:
     follower-appends-verbatim); one write per segment (the write kernels of segment.py: `append_batch`,
-    `append_leader_set`, `append`); the producer state updated for what was written; `_appended` (the LEO,
+    `append_leader_set`, `append`); the producer state updated for what was written, and the transaction
+    tracker after it (transactions.py Rule: transactions-tracked); `_appended` (the LEO,
     the flush counters) and `_expose` (the visibility policy: visibility.py);
  3. after the lock: `_after_append` (the HW listeners, flush.messages), `_note_leader_epoch` (Rule:
     leader-stamps-epoch: the epoch cache records where each leader epoch starts).
@@ -26,8 +28,10 @@ Rule: append-is-whole-batch: appends take whole encoded batches, validate all of
 assign offsets in the headers and write them with one write (per segment); the log end offset (LEO) is the
 offset after the last append. A write that fails leaves the LEO and the producer state where they were.
 Rule: client-batches-checked: a client's control batch is refused (InvalidRecordError, Kafka's
-LogValidator), so is a transactional one (TransactionRefusedError: no transaction coordinator yet), a batch
-with a producer id and a negative baseSequence, and one whose records do not parse (records/verify.py).
+LogValidator: markers are the leader's, `append_marker`); a transactional one needs a producer id and is
+taken unless the log's `transaction_verifier` (KIP-890's hook, transactions.py) raises
+TransactionRefusedError; refused too are a batch with a producer id and a negative baseSequence, and one
+whose records do not parse (records/verify.py).
 Rule: producer-state-in-append (idempotence): batches with a producer id are checked against the producer
 state (producer_state.py) under the append lock, in the same critical section as the append: a duplicate is
 answered with its original base offset and not written, a stale epoch or a sequence gap raises and writes
@@ -60,11 +64,12 @@ from typing import TYPE_CHECKING, Any, Iterable
 from crc32c import crc32c
 
 from sparklog.records.append_check import APPEND_FIELDS as _APPEND_FIELDS
-from sparklog.records.append_check import REFUSED_SIZE, check_leader_set, check_sets
+from sparklog.records.append_check import REFUSED_ATTRIBUTES, REFUSED_SIZE, check_leader_set, check_sets
 from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE,
                                     LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD, MAGIC, MAX_CODEC, TIMESTAMP_TYPE_MASK,
-                                    TRANSACTIONAL_MASK, BatchHeader, CorruptRecordError, peek_size, set_base_offset,
-                                    set_partition_leader_epoch, validate_batch)
+                                    TRANSACTIONAL_MASK, BatchHeader, CorruptRecordError, parse_header, peek_size,
+                                    set_base_offset, set_partition_leader_epoch, validate_batch)
+from sparklog.records.control import build_marker_batch
 from sparklog.records.verify import records_error
 from sparklog.storage.config import CLEANUP_COMPACT, LogConfig
 from sparklog.storage.errors import (DuplicateSequence, InvalidProducerEpoch, InvalidRecordError, LogClosedError,
@@ -72,6 +77,7 @@ from sparklog.storage.errors import (DuplicateSequence, InvalidProducerEpoch, In
                                      TransactionRefusedError)
 from sparklog.storage.log_validator import converter_for, take_client_timestamp_type
 from sparklog.storage.segment import BatchEntry, LogSegment
+from sparklog.storage.transactions import TXN_BITS
 
 if TYPE_CHECKING:
     from sparklog.storage.log import PartitionLog
@@ -84,25 +90,19 @@ _LEADER_HEAD_SIZE = _LEADER_HEAD.size
 _new_entry = functools.partial(tuple.__new__, BatchEntry)  # BatchEntry(*fields) without its Python __new__
 _ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes' low byte: codec, timestamp type, transactional, control
 _CONTROL_REFUSED = "Clients are not allowed to write control records"  # Kafka's LogValidator, verbatim
-_REFUSED_FROM_CLIENTS = CONTROL_MASK | TRANSACTIONAL_MASK  # attributes a client's batch may not carry here
+_REFUSED_FROM_CLIENTS = CONTROL_MASK  # attributes a client's batch may not carry: markers are the leader's
 # producerId and, past producerEpoch, baseSequence: one unpack at their place in the header (records.HEADER)
 _PRODUCER_AND_SEQUENCE = struct.Struct(">q2xi")
 _PRODUCER_ID_OFFSET = LAST_OFFSET_DELTA_OFFSET + struct.calcsize(">iqq")  # 43: after delta and two timestamps
+_PRODUCER_AND_EPOCH = struct.Struct(">qh")  # producerId, producerEpoch at _PRODUCER_ID_OFFSET
 _PRODUCER_ERRORS = (OutOfOrderSequence, InvalidProducerEpoch, DuplicateSequence)
 _CLIENT_ERRORS = (RecordBatchTooLarge, CorruptRecordError, InvalidRecordError, TransactionRefusedError)
 
 
 def _refuse_attributes(attributes: int) -> None:
-    """A client's control batch (the transaction coordinator's markers) or transactional batch: sparklog has
-    no transaction coordinator, so no transaction is ever ongoing (Kafka's KIP-890 verification refuses a
-    transactional batch for a partition not in one) and such a batch would never be committed or aborted.
-    The transaction work replaces the second refusal with its verification (the partition's ongoing
-    transaction) here."""
-    if attributes & CONTROL_MASK:
-        raise InvalidRecordError(_CONTROL_REFUSED)
-    raise TransactionRefusedError("transactional batches are refused: sparklog has no transaction coordinator, "
-                                  "so no transaction is ongoing (use an idempotent producer without "
-                                  "transactional.id)")
+    """A client's control batch: only the leader writes markers (`append_marker`), for the transaction
+    coordinator; Kafka's LogValidator refuses a client's with these words."""
+    raise InvalidRecordError(_CONTROL_REFUSED)
 
 
 def _refuse_sequence(producer_id: int, sequence: int, name: str) -> None:
@@ -174,6 +174,8 @@ class AppendPipeline:
             segment.append_batch(data, first, next_offset, max_timestamp)
             if producer_id >= 0:
                 log._producers.update(producer_id, epoch, sequence, delta, first, max_timestamp)
+                if flags & TXN_BITS:
+                    log._txns.apply(parse_header(data), data)  # transactions.py Rule: transactions-tracked
             moved = self._appended(segment, next_offset, count, size)
         self._after_append(moved, next_offset)
         return first
@@ -212,6 +214,7 @@ class AppendPipeline:
                 offset = header.next_offset
             segment.append(data, entries)
             log._producers.update_from_headers(appended)
+            log._txns.apply_record_set(data, zip((position for position, _ in headers), appended))
             moved = self._appended(segment, offset, messages, len(data), expose=not follower)
         return first, offset, moved
 
@@ -292,6 +295,8 @@ class AppendPipeline:
             fields = None if checked is None else checked[i]
             if fields is not None and records[_ATTRIBUTES_LOW] & TIMESTAMP_TYPE_MASK:
                 fields = None  # LogAppendTime: append_as_leader's (log_validator.py Rule: client-log-append-time)
+            if fields == REFUSED_ATTRIBUTES and not records[_ATTRIBUTES_LOW] & CONTROL_MASK:
+                fields = None  # a transactional batch: append_as_leader's (Rule: client-batches-checked)
             if fields is None:
                 if run:
                     self._append_run(run, outcomes, leader_epoch)
@@ -357,6 +362,18 @@ class AppendPipeline:
         self._after_append(False, offset)
         return offset
 
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                      leader_epoch: int) -> int:
+        """PartitionLog.append_control_batch: the marker (records/control.py), stamped with `leader_epoch`,
+        after transactions.py's check of its epoch under the append lock; appended as a plain record set
+        (`_write_set`, whose producer check leaves control batches alone), never through `_client_rules`."""
+        data = bytearray(build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch,
+                                            partition_leader_epoch=leader_epoch))
+        self._note_leader_epoch(leader_epoch)
+        with self.log._lock:
+            self.log._txns.check_marker(producer_id, producer_epoch)
+        return self._append_set(data)
+
     # -- the stages (each rule once) ---------------------------------------------------------------
 
     def _too_large(self, size: int) -> None:
@@ -388,9 +405,20 @@ class AppendPipeline:
         attributes = data[position + _ATTRIBUTES_LOW]
         if attributes & _REFUSED_FROM_CLIENTS:
             _refuse_attributes(attributes)
+        if attributes & TRANSACTIONAL_MASK:
+            self._verify_transactional(*_PRODUCER_AND_EPOCH.unpack_from(data, position + _PRODUCER_ID_OFFSET))
         if attributes & TIMESTAMP_TYPE_MASK:
             take_client_timestamp_type(data, position, self.log.stamps_append_time)
         _refuse_sequence(*_PRODUCER_AND_SEQUENCE.unpack_from(data, position + _PRODUCER_ID_OFFSET), self.log.name)
+
+    def _verify_transactional(self, producer_id: int, epoch: int) -> None:
+        """Rule: client-batches-checked for a transactional batch: it has a producer id (else no marker could
+        close its transaction), and the log's verifier (KIP-890's hook), when installed, takes it."""
+        if producer_id < 0:
+            raise InvalidRecordError(f"a transactional batch has no producer id in topic partition {self.log.name}")
+        verifier = self.log.transaction_verifier
+        if verifier is not None:
+            verifier(producer_id, epoch)
 
     def _check_open(self) -> None:
         if self.log._closed:

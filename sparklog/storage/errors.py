@@ -54,9 +54,9 @@ class InvalidRecordError(StorageError):
 
 
 class TransactionRefusedError(StorageError):
-    """A client's transactional batch: sparklog has no transaction coordinator, so no transaction is ever
-    ongoing and the batch could never be committed or aborted (INVALID_TXN_STATE, 48, as Kafka's KIP-890
-    verification answers a partition that is not in an ongoing transaction); nothing was appended."""
+    """A client's transactional batch the log's transaction_verifier refused (INVALID_TXN_STATE, 48, as
+    Kafka's KIP-890 verification answers a partition that is not in an ongoing transaction of the producer);
+    nothing was appended."""
 
 
 class InvalidTopicName(StorageError, ValueError):

@@ -13,7 +13,8 @@ Redpanda's one-noun files; each part's docstring states the rules it keeps, by n
   leader-stamps-epoch, Rule: follower-appends-verbatim);
 - visibility.py: the high watermark and what a reader of each isolation level may read (Rule:
   readers-below-visibility, Rule: replicated-hw-from-outside, Rule: hw-moves-forward, Rule: isolation-limit);
-- verification.py: Rule: verify-before-first-use.
+- verification.py: Rule: verify-before-first-use;
+- transactions.py: transactions, the LSO, `.txnindex` (LogTransactions; Rule: transactions-tracked and on).
 This module holds the log's state and locks, and the rules that span the parts:
 Rule: log-start-forward: the log start offset is the larger of the first segment's base offset and the
 offset DeleteRecords moved it to (`delete_records_before`), checkpointed in `log-start-offset-checkpoint`
@@ -58,6 +59,7 @@ from sparklog.storage.producer_state import ProducerStateManager
 from sparklog.storage.segment import LogSegment, TimestampOffset
 from sparklog.storage.segment_set import FileSlice, LogSegments
 from sparklog.storage.time_bounds import TimeBounds
+from sparklog.storage.transactions import LogTransactions
 from sparklog.storage.topic_names import parse_partition_dir
 from sparklog.storage.verification import SegmentVerifier
 from sparklog.storage.visibility import READ_UNCOMMITTED, HighWatermarkListener, Visibility, Visible
@@ -94,7 +96,7 @@ class LogStatistics:
     verified_bytes: int = 0  # bytes replayed whole by first-use verification and the scrubber
 
 
-class PartitionLog:
+class PartitionLog(LogTransactions):
     """The log of one partition. Thread-safe: one writer lock for appends, readers lock-free.
 
     Locks: `_flush_lock` (taken first) serializes flush, retention, truncation and close; `_lock` guards the
@@ -139,6 +141,7 @@ class PartitionLog:
         self._fences = FencedRanges(files, directory)
         self._verified_bytes = 0
         self._producers = ProducerStateManager(directory, files)
+        self._init_transactions(directory, files)
         self._loader = LogLoader(self)
         self._verifier = SegmentVerifier(self)
         self._retention = LogRetention(self)
@@ -196,7 +199,7 @@ class PartitionLog:
 
     def _load(self) -> None:
         segments, recovery_point = self._loader.load()
-        self._set_segments(segments)
+        self._segment_set.set(segments)
         self._leo = segments[-1].next_offset
         self._log_start = min(self._read_log_start(), self._leo)
         self._recovery_point = min(recovery_point, self._leo)
@@ -208,9 +211,8 @@ class PartitionLog:
 
     def _rebuild_producer_state(self) -> None:
         """The newest snapshot at or below the LEO, plus the batches after it (producer_state.py Rule:
-        producer-recovery)."""
-        start = self._producers.load(self._leo)
-        self._producers.update_from_headers(self._segment_set.headers_from(start, self.name))
+        producer-recovery), the transactions and their index with it (transactions.py Rule: transactions-rebuilt)."""
+        self._rebuild_transactions()
         self._producers.truncate_head(self.log_start_offset, self._segment_set.bases[0])
 
     @property
@@ -278,9 +280,6 @@ class PartitionLog:
         self._producers.expire(self._clock())
         self._producers.write_snapshot(self._leo)  # the state of every batch below the new segment
         return self._segment_set.roll(self._leo, self.config)
-
-    def _set_segments(self, segments: tuple[LogSegment, ...]) -> None:
-        self._segment_set.set(segments)
 
     @property
     def _segments(self) -> tuple[LogSegment, ...]:
@@ -650,12 +649,14 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return self._segment_set.size_bytes
 
-    def active_producers(self) -> list[tuple[int, int, int, int]]:
-        """(producer id, epoch, last sequence, last timestamp) of each idempotent producer whose state the log
-        keeps, by id (Kafka's DescribeProducers); -1 for a sequence not known (no batch remembered)."""
+    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp, first offset of its open transaction) of each
+        producer whose state the log keeps, by id (Kafka's DescribeProducers); -1 for a sequence not known (no
+        batch remembered) and for no open transaction."""
         with self._lock:
             entries = sorted(self._producers.producers.items())
-            return [(pid, e.epoch, e.batches[-1][1] if e.batches else -1, e.last_timestamp) for pid, e in entries]
+            return [(pid, e.epoch, e.batches[-1][1] if e.batches else -1, e.last_timestamp, e.txn_first_offset)
+                    for pid, e in entries]
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:

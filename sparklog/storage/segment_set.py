@@ -104,7 +104,7 @@ class LogSegments:
     """The segment tuple of one log (Rule: segments-copy-on-write)."""
 
     __slots__ = ("segments", "bases", "snapshot", "time_bounds", "directory_dirty", "rolls", "deleted",
-                 "_directory", "_files", "_flusher", "_clock")
+                 "on_change", "_directory", "_files", "_flusher", "_clock")
 
     def __init__(self, directory: str, files: Files, flusher: Flusher, clock: Callable[[], int]) -> None:
         self.segments: tuple[LogSegment, ...] = ()
@@ -113,6 +113,7 @@ class LogSegments:
         self.time_bounds: TimeBounds | None = None  # for the latest tuple whose segments were all verified
         self.directory_dirty = True  # segment files created or renamed since the last fsync of the directory
         self.rolls = self.deleted = 0
+        self.on_change: Callable[[tuple[int, ...]], None] | None = None  # the new bases, after every change
         self._directory, self._files, self._flusher, self._clock = directory, files, flusher, clock
 
     # -- changing the tuple (under the log's append lock) -------------------------------------------
@@ -121,6 +122,8 @@ class LogSegments:
         self.segments = segments
         self.bases = tuple(s.base_offset for s in segments)
         self.snapshot = (segments, self.bases)
+        if self.on_change is not None:  # the aborted-transaction index follows its segments (txn_index.py)
+            self.on_change(self.bases)
 
     def roll(self, leo: int, config: LogConfig) -> LogSegment:
         """A new active segment at `leo`, the old one's time index sealed."""
@@ -289,6 +292,11 @@ class LogSegments:
             except CorruptSegmentError as exc:
                 logger.warning("%s: producer state replay stopped in segment %d: %s", name,
                                segment.base_offset, exc)
+
+    def read_batch(self, header: BatchHeader) -> bytes:
+        """The bytes of the batch `header` (one headers_from gave) describes: a marker the replay reads."""
+        segment = self.segments[max(0, bisect_right(self.bases, header.base_offset) - 1)]
+        return segment._read_exact(segment.find_batch(header.base_offset, segment.size), header.size)
 
     # -- time lookups ------------------------------------------------------------------------------
 

@@ -11,8 +11,9 @@ Rule: readers-below-visibility: readers see offsets below the HW only; which HW 
 Rule: hw-moves-forward: the HW never moves back, but truncation below it (`cut_to`) or a restart of the log
 at an offset (`reset`).
 Rule: isolation-limit: a reader asks `limit(isolation)` (or `visible(isolation)`): READ_UNCOMMITTED reads
-to the HW; READ_COMMITTED to the last stable offset (LSO), which is the HW as long as no transaction is
-ongoing — the seam where the producer state's first unstable offset will cap it (`_last_stable`).
+to the HW; READ_COMMITTED to the last stable offset (LSO): the HW capped by the first offset of a
+transaction not yet stable (`_last_stable` asks the log's `stable(hw)`: transactions.py Rule:
+last-stable-offset).
 
 Not thread-safe: the log changes it under its append lock; readers read `hw` (one attribute, replaced whole)
 without a lock. Listeners run outside the lock, from whichever thread moved the HW.
@@ -42,13 +43,14 @@ class Visible(NamedTuple):
 class Visibility:
     """The HW policy of one log (see the module docstring)."""
 
-    __slots__ = ("hw", "replicated", "expose_on_append", "listeners")
+    __slots__ = ("hw", "replicated", "expose_on_append", "listeners", "stable")
 
     def __init__(self, expose_on_append: bool) -> None:
         self.hw = Visible(0, 0, 0)
         self.replicated = False  # True: set_replicated alone moves the HW
         self.expose_on_append = expose_on_append
         self.listeners: tuple[HighWatermarkListener, ...] = ()
+        self.stable: Callable[[Visible], Visible] | None = None  # the HW -> the LSO (the log's); None: the HW
 
     # -- who moves it ------------------------------------------------------------------------------
 
@@ -109,9 +111,9 @@ class Visibility:
         return self.hw if isolation == READ_UNCOMMITTED else self._last_stable()
 
     def _last_stable(self) -> Visible:
-        """The LSO: the HW while no transaction is ongoing (sparklog refuses transactional batches today).
-        A transaction's first offset below the HW will cap it here."""
-        return self.hw
+        """The LSO: min(the HW, the first offset of a transaction not yet stable), where it is in the files."""
+        stable = self.stable
+        return self.hw if stable is None else stable(self.hw)
 
     # -- listeners ---------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from sparklog.protocol.fetch import (FetchableTopicResponse, FetchResponse, Part
 from sparklog.storage.errors import StorageError
 from sparklog.broker.handlers.error_codes import (NONE, NOT_LEADER_OR_FOLLOWER, NOT_SERVED_FAST, NO_OFFSET,
                                                   OFFSET_OUT_OF_RANGE, STORAGE_FAULTS, storage_error_code)
+from sparklog.broker.handlers import read_committed
 from sparklog.broker.handlers.leadership import fenced_here_whole_elsewhere, leader_in_epoch, verified_first
 
 log = logging.getLogger(__name__)
@@ -30,12 +31,17 @@ def fetch_target(state, snapshot, topic: str, partition: int, current_leader_epo
     return led
 
 
-def read_records(led, offset: int, size: int, replica_id: int):
-    """The partition's records from `offset`, up to `size` bytes: past the HW only for a follower of this
-    partition (up to its log end); any other replica_id reads as a consumer. Raises what the log raises."""
+def read_records(led, offset: int, size: int, replica_id: int, isolation: int = 0):
+    """(records, last stable offset, aborted transactions) of the partition from `offset`, up to `size` bytes:
+    past the HW only for a follower of this partition (up to its log end); a read_committed consumer up to the
+    LSO with the aborted transactions of the range (read_committed.py Rule 1); any other reads to the HW.
+    Raises what the log raises."""
+    plog = led.plog
     if replica_id in led.state.followers:
-        return led.plog.read_replica(offset, size)
-    return led.plog.read(offset, size)
+        return plog.read_replica(offset, size), plog.high_watermark, None
+    if isolation == read_committed.READ_COMMITTED:
+        return read_committed.fetch(plog, offset, size)
+    return plog.read(offset, size), plog.high_watermark, None
 
 
 def _read_error(plog, exc: StorageError) -> int:
@@ -129,10 +135,12 @@ def _fetch_once(body, state):
             log_start = plog.log_start_offset
             records = b""
             error = NONE
+            stable, aborted = high_watermark, None
             if budget > 0 or min_one:
                 try:
-                    records = read_records(led, part.fetch_offset, max(0, min(part.partition_max_bytes, budget)),
-                                           replica_id)
+                    records, stable, aborted = read_records(
+                        led, part.fetch_offset, max(0, min(part.partition_max_bytes, budget)), replica_id,
+                        body.isolation_level)
                 except StorageError as exc:
                     error = _read_error(plog, exc)
                     failed = True
@@ -145,8 +153,8 @@ def _fetch_once(body, state):
                 error = OFFSET_OUT_OF_RANGE
                 failed = True
             parts.append(PartitionData(partition_index=index, error_code=error, high_watermark=high_watermark,
-                                       last_stable_offset=high_watermark, log_start_offset=log_start,
-                                       aborted_transactions=None, preferred_read_replica=-1, records=records))
+                                       last_stable_offset=min(stable, high_watermark), log_start_offset=log_start,
+                                       aborted_transactions=aborted, preferred_read_replica=-1, records=records))
         responses.append(FetchableTopicResponse(topic=name, partitions=parts))
     response = FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=0, responses=responses)
     return response, ready, plogs, failed
@@ -158,7 +166,8 @@ def handle_single_partition_fetch(request: SinglePartitionFetch, state):
     having done nothing but a read, for everything else (the caller runs the general path, which answers
     the same bytes or the error, or long-polls): a follower's fetch (replica_id >= 0, which moves the HW),
     a partition not led here or a stale epoch, a segment still to verify, a fenced range (Rule 4), a read
-    that raises, fewer than min_bytes ready with max_wait_ms > 0, or no byte of budget."""
+    that raises, fewer than min_bytes ready with max_wait_ms > 0, no byte of budget, or a read_committed
+    fetch with something unstable or aborted to answer (read_committed.fast_limit)."""
     if request.replica_id >= 0:
         return NOT_SERVED_FAST
     budget = min(request.max_bytes, state.config.fetch_max_bytes, request.partition_max_bytes)
@@ -174,8 +183,13 @@ def handle_single_partition_fetch(request: SinglePartitionFetch, state):
         return NOT_SERVED_FAST
     high_watermark = plog.high_watermark  # read before the slice, as _fetch_once does
     log_start = plog.log_start_offset
+    limit = None
+    if request.isolation_level == read_committed.READ_COMMITTED:
+        limit = read_committed.fast_limit(plog, offset, high_watermark)
+        if limit is None:
+            return NOT_SERVED_FAST
     try:
-        records = read_records(led, offset, budget, request.replica_id)
+        records = plog.read(offset, budget, limit)  # a consumer's read: replica_id < 0 here
     except StorageError:  # OffsetOutOfRange, LogClosedError, CorruptSegmentError: the general path's errors
         return NOT_SERVED_FAST
     size = len(records)

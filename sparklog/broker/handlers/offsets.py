@@ -11,6 +11,7 @@ from sparklog.protocol.offset_for_leader_epoch import (EpochEndOffset, OffsetFor
                                                        OffsetForLeaderTopicResult)
 from sparklog.broker.handlers.error_codes import (INVALID_REQUEST, LEADER_NOT_AVAILABLE, NONE, NO_LEADER_EPOCH,
                                                   NO_OFFSET, NO_TIMESTAMP, OFFSET_NOT_AVAILABLE, UNSUPPORTED_VERSION)
+from sparklog.broker.handlers import read_committed
 from sparklog.broker.handlers.leadership import (led_or_error, verified_first)
 
 
@@ -48,6 +49,8 @@ def _list_offsets(request, state) -> ListOffsetsResponse:
                 parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=code))
                 continue
             timestamp, offset = _offset_for(led.plog, part.timestamp)
+            if request.body.isolation_level == read_committed.READ_COMMITTED:
+                timestamp, offset = read_committed.list_offset(led.plog, part.timestamp, (timestamp, offset))
             if _lagging_new_leader(led, part.timestamp, offset):
                 code = OFFSET_NOT_AVAILABLE if request.header.api_version >= 5 else LEADER_NOT_AVAILABLE
                 parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=code))

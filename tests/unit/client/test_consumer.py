@@ -23,9 +23,9 @@ def consumer():
     c.close()
 
 
-def chunk(view: bytes, start: int, state=None):
+def chunk(view: bytes, start: int, state=None, aborted=None):
     state = state or _PartitionState(("t", 0), start)
-    return (state, state.epoch, memoryview(view), start)
+    return (state, state.epoch, memoryview(view), start, aborted)
 
 
 def test_next_fetch_offset_walks_whole_batches_only():
@@ -169,3 +169,22 @@ def test_partitions_are_named_as_kafka_s_tools_name_them_in_errors():
     with Consumer("127.0.0.1:1", request_timeout_ms=500) as consumer:
         with pytest.raises(ValueError, match=r"^events-2 is not assigned$"):
             consumer.position(("events", 2))
+
+
+def test_read_committed_chunks_skip_the_aborted_transactions_and_markers(consumer):
+    """Rule 4: the aborted list of a read_committed answer drops its producers' data batches up to their abort
+    marker; committed transactional and plain data stay, markers are never records; positions move past all."""
+    from sparklog.records.aborted import AbortedTransactions
+    from sparklog.records.control import build_marker_batch
+
+    def txn(offset, pid, value):
+        return build_batch([(None, value, None, 1)], base_offset=offset, producer_id=pid, producer_epoch=0,
+                           base_sequence=offset, is_transactional=True)
+
+    data = (txn(0, 7, b"aborted") + txn(1, 8, b"committed") + build_batch([(None, b"plain", None, 1)], base_offset=2)
+            + build_marker_batch(7, 0, False, 1, base_offset=3) + txn(4, 7, b"later") + build_marker_batch(
+                8, 0, True, 1, base_offset=5) + build_marker_batch(7, 0, True, 1, base_offset=6))
+    state = _PartitionState(("t", 0), 0)
+    got = consumer._chunk_records(chunk(data, 0, state, AbortedTransactions([(7, 0)])))
+    assert [(r.offset, r.value) for r in got] == [(1, b"committed"), (2, b"plain"), (4, b"later")]
+    assert state.position == 7
