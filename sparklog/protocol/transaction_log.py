@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from sparklog.protocol.consumer_offsets import decode_versioned
-from sparklog.protocol.schema import F, message
+from sparklog.protocol.schema import F, Message, message
 
 __all__ = ["TOPIC", "TransactionLogKey", "TransactionLogValue", "TxnLogEntry", "encode_key", "encode_value",
            "decode_key", "decode_value", "KEY_VERSION", "VALUE_VERSION"]
@@ -89,7 +90,8 @@ def encode_value(entry: TxnLogEntry) -> bytes:
 
 def decode_key(data: bytes) -> str:
     """The transactional id in `data`; ValueError if malformed or of another version (Rule 2)."""
-    return _decode(TransactionLogKey, data, range(0, 1)).transactional_id
+    transactional_id: str = _decode(TransactionLogKey, data, range(0, 1)).transactional_id
+    return transactional_id
 
 
 def decode_value(data: bytes) -> TxnLogEntry:
@@ -100,7 +102,7 @@ def decode_value(data: bytes) -> TxnLogEntry:
                        partitions, body.transaction_last_update_timestamp_ms, body.transaction_start_timestamp_ms)
 
 
-def _decode(cls, data: bytes, accept: range):
+def _decode(cls: type[Message], data: bytes, accept: range) -> Any:
     version, body = decode_versioned(cls, data, accept)
     if body is None:
         raise ValueError(f"{cls.__name__} version {version} is not one of {accept.start}-{accept.stop - 1}")

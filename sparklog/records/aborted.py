@@ -12,9 +12,9 @@ every aborted transaction with data in the range it served).
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
-from sparklog.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
+from sparklog.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK
 from sparklog.records.control import InvalidControlRecord, parse_marker
 
 
@@ -27,9 +27,10 @@ class AbortedTransactions:
         self._pending = sorted(((first, pid) for pid, first in aborted), reverse=True)  # popped from the end
         self._active: set[int] = set()
 
-    def skips(self, batch: BatchHeader, raw=None) -> bool:
+    def skips(self, batch: Any, raw: bytes | bytearray | memoryview | None = None) -> bool:
         """Whether `batch` is left out (Rule 1); `raw`, the batch's bytes, is read for a control batch (a
-        RecordBatch carries them as `batch.raw`)."""
+        RecordBatch carries them as `batch.raw`). `batch` is a BatchHeader or a RecordBatch: both have the
+        header's fields."""
         if not batch.attributes & TRANSACTIONAL_MASK:
             return bool(batch.attributes & CONTROL_MASK)
         pending = self._pending
@@ -42,7 +43,7 @@ class AbortedTransactions:
         return batch.producer_id in self._active
 
 
-def _commits(raw) -> bool:
+def _commits(raw: bytes | bytearray | memoryview) -> bool:
     try:
         return parse_marker(raw).commit
     except InvalidControlRecord:

@@ -86,7 +86,7 @@ def parse_marker_record(producer_id: int, producer_epoch: int, key: bytes | None
     return Marker(producer_id, producer_epoch, kind == COMMIT, coordinator_epoch)
 
 
-def parse_marker(batch) -> Marker:
+def parse_marker(batch: bytes | bytearray | memoryview) -> Marker:
     """The marker a whole control batch (bytes, checked by CRC) holds; InvalidControlRecord if none."""
     for parsed in iter_batches(batch):
         if not parsed.attributes & CONTROL_MASK:
