@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparklog.broker import group_handlers, offsets_topic, partition_limits
+from sparklog.broker import group_handlers, offsets_topic, partition_limits, read_committed
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.group_config import GroupConfig
 from sparklog.broker.group_coordinator import GroupCoordinator
@@ -597,12 +597,15 @@ def _fetch_once(body, state):
             log_start = plog.log_start_offset
             records = b""
             error = NONE
+            stable, aborted = high_watermark, None
             if budget > 0 or min_one:
                 try:
                     size = max(0, min(part.partition_max_bytes, budget))
                     # Past the HW only for a follower of this partition; any other replica_id reads as a consumer.
                     if replica_id in led.state.followers:
                         records = plog.read_replica(part.fetch_offset, size)
+                    elif body.isolation_level == read_committed.READ_COMMITTED:
+                        records, stable, aborted = read_committed.fetch(plog, part.fetch_offset, size)
                     else:
                         records = plog.read(part.fetch_offset, size)
                 except OffsetOutOfRange:
@@ -624,8 +627,8 @@ def _fetch_once(body, state):
                 error = OFFSET_OUT_OF_RANGE
                 failed = True
             parts.append(PartitionData(partition_index=index, error_code=error, high_watermark=high_watermark,
-                                       last_stable_offset=high_watermark, log_start_offset=log_start,
-                                       aborted_transactions=None, preferred_read_replica=-1, records=records))
+                                       last_stable_offset=stable, log_start_offset=log_start,
+                                       aborted_transactions=aborted, preferred_read_replica=-1, records=records))
         responses.append(FetchableTopicResponse(topic=name, partitions=parts))
     response = FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=0, responses=responses)
     return response, ready, plogs, failed
@@ -642,7 +645,8 @@ def handle_single_partition_fetch(request: SinglePartitionFetch, state):
     having done nothing but a read, for everything else (the caller runs the general path, which answers
     the same bytes or the error, or long-polls): a follower's fetch (replica_id >= 0, which moves the HW),
     a partition not led here or a stale epoch, a segment still to verify, a fenced range (Rule 4), a read
-    that raises, fewer than min_bytes ready with max_wait_ms > 0, or no byte of budget."""
+    that raises, fewer than min_bytes ready with max_wait_ms > 0, no byte of budget, or a read_committed
+    fetch with something unstable or aborted to answer (read_committed.fast_limit)."""
     if request.replica_id >= 0:
         return NOT_SERVED_FAST
     budget = min(request.max_bytes, state.config.fetch_max_bytes, request.partition_max_bytes)
@@ -658,8 +662,13 @@ def handle_single_partition_fetch(request: SinglePartitionFetch, state):
         return NOT_SERVED_FAST
     high_watermark = plog.high_watermark  # read before the slice, as _fetch_once does
     log_start = plog.log_start_offset
+    limit = None
+    if request.isolation_level == read_committed.READ_COMMITTED:
+        limit = read_committed.fast_limit(plog, offset, high_watermark)
+        if limit is None:
+            return NOT_SERVED_FAST
     try:
-        records = plog.read(offset, budget)
+        records = plog.read(offset, budget, limit)
     except StorageError:  # OffsetOutOfRange, LogClosedError, CorruptSegmentError: the general path's errors
         return NOT_SERVED_FAST
     size = len(records)
@@ -713,6 +722,8 @@ def _list_offsets(request, state) -> ListOffsetsResponse:
                 parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=code))
                 continue
             timestamp, offset = _offset_for(led.plog, part.timestamp)
+            if request.body.isolation_level == read_committed.READ_COMMITTED:
+                timestamp, offset = read_committed.list_offset(led.plog, part.timestamp, (timestamp, offset))
             if _lagging_new_leader(led, part.timestamp, offset):
                 code = OFFSET_NOT_AVAILABLE if request.header.api_version >= 5 else LEADER_NOT_AVAILABLE
                 parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=code))

@@ -28,6 +28,10 @@ Rule 3 (commits): `commit` and `committed` go to the group's coordinator, found 
 answer that says it is loading or moved (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
 NOT_COORDINATOR) makes the consumer find it again and ask again, with the backoff, until the timeout, as
 Kafka's consumer does; any other error is raised.
+Rule 4 (isolation.level): read_committed fetches with isolation_level 1: the broker serves up to the last
+stable offset with the aborted transactions of the range, whose data batches the application never gets
+(records/aborted.py); control batches (markers) are never records, in either mode. A reset to latest asks
+for the last stable offset.
 The consumer is not thread-safe (like Kafka's): one application thread uses it; `close()` may come from another.
 """
 
@@ -53,7 +57,8 @@ from sparklog.protocol import (ApiKey, FetchPartition, FetchRequest, FetchTopic,
                                OffsetFetchRequestTopic, for_code)
 from sparklog.protocol.find_coordinator import KEY_TYPE_GROUP, FindCoordinatorRequest
 from sparklog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from sparklog.records.batch import chunk_tuples, next_fetch_offset
+from sparklog.records.aborted import AbortedTransactions
+from sparklog.records.batch import chunk_tuples, next_fetch_offset, tuples_in_range
 
 logger = logging.getLogger(__name__)
 
@@ -311,7 +316,7 @@ class Consumer:
         return {tp: v[0] for tp, v in self._list_offsets({tp: EARLIEST_TIMESTAMP for tp in partitions}, timeout).items()}
 
     def end_offsets(self, partitions: Iterable[TopicPartition], timeout: float | None = None) -> dict:
-        """The high watermark of each partition: the offset the next produced record will get."""
+        """The high watermark of each partition (the last stable offset under read_committed, Rule 4)."""
         return {tp: v[0] for tp, v in self._list_offsets({tp: LATEST_TIMESTAMP for tp in partitions}, timeout).items()}
 
     def offsets_for_times(self, timestamps: dict, timeout: float | None = None) -> dict:
@@ -330,7 +335,8 @@ class Consumer:
             futures = []
             for node_id, tps in _group_by(todo, leaders).items():
                 futures.append((tps, self._client.submit(node_id, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
-                                                         list_offsets_request({tp: todo[tp] for tp in tps}))))
+                                                         list_offsets_request({tp: todo[tp] for tp in tps},
+                                                                              self._fetcher.isolation))))
             retry_error = None
             for tps, future in futures:
                 try:
@@ -461,9 +467,14 @@ class Consumer:
         """Decode one chunk batch by batch (the hot loop of consumption: keep it lean). Each batch arrives as
         a list of finished ConsumerRecords (built in C by the compiled codec); per record only the epoch
         check and the position of Rule 1 remain."""
-        state, epoch, view, start = chunk
-        for batch, records in chunk_tuples(view, start, state.tp, ConsumerRecord, self.config["check.crcs"]):
-            if records is None:  # a control batch
+        state, epoch, view, start, aborted = chunk
+        if aborted is None:
+            batches = chunk_tuples(view, start, state.tp, ConsumerRecord, self.config["check.crcs"])
+        else:  # Rule 4: read_committed with aborted transactions in the chunk, batch by batch
+            batches = _committed(tuples_in_range(view, start, state.tp, ConsumerRecord, self.config["check.crcs"]),
+                                 aborted)
+        for batch, records in batches:
+            if records is None:  # a control batch, or aborted data (Rule 4)
                 if state.epoch == epoch:
                     state.position = batch.next_offset
                 continue
@@ -500,6 +511,12 @@ class Consumer:
         self.close()
 
 
+def _committed(batches: Iterator, aborted: AbortedTransactions) -> Iterator:
+    """Rule 4: tuples_in_range's (batch, records) with aborted data batches given as (batch, None)."""
+    for batch, records in batches:
+        yield batch, None if aborted.skips(batch) else records
+
+
 def _group_by(tps: Iterable[TopicPartition], leaders: dict[TopicPartition, int]) -> dict[int, list[TopicPartition]]:
     out: dict[int, list[TopicPartition]] = {}
     for tp in tps:
@@ -510,11 +527,11 @@ def _group_by(tps: Iterable[TopicPartition], leaders: dict[TopicPartition, int])
     return out
 
 
-def list_offsets_request(timestamps: dict[TopicPartition, int]) -> ListOffsetsRequest:
+def list_offsets_request(timestamps: dict[TopicPartition, int], isolation: int = 0) -> ListOffsetsRequest:
     topics: dict[str, list] = {}
     for (topic, partition), ts in timestamps.items():
         topics.setdefault(topic, []).append(ListOffsetsPartition(partition_index=partition, timestamp=ts))
-    return ListOffsetsRequest(replica_id=-1, isolation_level=0,
+    return ListOffsetsRequest(replica_id=-1, isolation_level=isolation,
                               topics=[ListOffsetsTopic(name=t, partitions=p) for t, p in topics.items()])
 
 
@@ -582,7 +599,7 @@ class Fetcher:
                 state.resetting = True
             epochs = {state.tp: (state, state.epoch) for state in group}
             self.client.submit(node_id, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION,
-                               list_offsets_request({s.tp: timestamp for s in group}),
+                               list_offsets_request({s.tp: timestamp for s in group}, self.isolation),
                                callback=lambda f, e=epochs: self._on_reset(f, e), wake=False)
         return waiting
 
@@ -688,7 +705,13 @@ class Fetcher:
         with self.lock:  # see the class docstring
             if state.epoch == epoch:
                 state.fetch_offset = next_offset
-                self.consumer._deliver_locked((state, epoch, view, offset))
+                self.consumer._deliver_locked((state, epoch, view, offset, self._aborted(part)))
+
+    def _aborted(self, part) -> AbortedTransactions | None:
+        """Rule 4: the aborted transactions of a read_committed answer (None: no batch of it is aborted)."""
+        if not self.isolation or not part.aborted_transactions:
+            return None
+        return AbortedTransactions((a.producer_id, a.first_offset) for a in part.aborted_transactions)
 
     def _fetch_error(self, state: _PartitionState, epoch: int, offset: int, code: int) -> None:
         if code == _OFFSET_OUT_OF_RANGE:
@@ -698,7 +721,7 @@ class Fetcher:
                 if self.reset == "none":
                     state.retry_at = float("inf")
                     self.consumer._deliver_locked((state, epoch, OffsetOutOfRange(
-                        f"{state.tp}: offset {offset} is out of range"), None))
+                        f"{state.tp}: offset {offset} is out of range"), None, None))
                     return
                 state.epoch += 1
                 state.position = state.fetch_offset = None

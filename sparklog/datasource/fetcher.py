@@ -10,7 +10,10 @@ Rule 2: the same `(start, end)` always yields the same rows: records before `sta
 batch and records from `end` on are dropped, and control batches (transaction markers) are skipped by each
 batch's next offset, not waited for. The offsets a compacted topic's cleaner removed are gaps *inside*
 batches (the cleaner keeps every batch header, even of an emptied batch: records/retain.py Rule 3): the
-position moves over them by each batch's next offset, silently, as over control batches. A gap *between*
+position moves over them by each batch's next offset, silently, as over control batches. With
+`kafka.isolation.level=read_committed` the consumer's chunks stop at the last stable offset (the source's
+latest offsets are the LSO too) and the batches of aborted transactions are passed over as control batches
+are (records/aborted.py). A gap *between*
 batches is a range the broker fenced as damaged (bit rot): data loss, as Rule 3 (Spark's "Cannot fetch
 records in [a, b)").
 Rule 3: offsets of the range that are no longer in the log are data loss: `failOnDataLoss=true` fails the
@@ -189,10 +192,12 @@ def _fetch_into(builder: ColumnBuilder, consumer, position: int, end: int, on_ga
     chunk = consumer.next_chunk(POLL_INTERVAL_S)  # raw fetched chunks; see Rule 4
     if chunk is None:
         return position
-    _state, _epoch, view, _start = chunk
+    _state, _epoch, view, _start, aborted = chunk
     for batch, data in batches_overlapping(view, position, end, consumer.config["check.crcs"]):
         if on_gap is not None and position < min(batch.base_offset, end):  # a fenced range (Rule 2)
             on_gap(position, min(batch.base_offset, end))
+        if aborted is not None and aborted.skips(batch):  # kafka.isolation.level=read_committed
+            data = False
         if data:
             builder.append_batch(batch, position, end)
         position = min(max(position, batch.next_offset), end)

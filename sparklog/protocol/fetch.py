@@ -124,6 +124,7 @@ class SinglePartitionFetch(NamedTuple):
     current_leader_epoch: int
     fetch_offset: int
     partition_max_bytes: int
+    isolation_level: int  # 1: read_committed, served here only when nothing is unstable (handlers)
 
 
 def decode_single_partition(frame) -> SinglePartitionFetch | None:
@@ -166,7 +167,7 @@ def decode_single_partition(frame) -> SinglePartitionFetch | None:
     except (struct.error, UnicodeDecodeError):
         return None
     return SinglePartitionFetch(version, correlation_id, fields[0], fields[1], fields[2], fields[3], topic,
-                                parts[1], leader_epoch, fetch_offset, partition_max_bytes)
+                                parts[1], leader_epoch, fetch_offset, partition_max_bytes, fields[4])
 
 
 def encode_single_partition_head(request: SinglePartitionFetch, high_watermark: int, log_start_offset: int,

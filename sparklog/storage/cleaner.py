@@ -4,17 +4,22 @@ notes 4.8; Kafka's `Cleaner.clean`). Which log, when, in which thread and how fa
 A log is, from its start: the clean section (cleaned before, below `cleaner-offset-checkpoint`), the dirty
 section (up to the first uncleanable offset), and the rest, never touched.
 
-Rule 1 (the range): the first uncleanable offset is the least of the active segment's base, the high
-watermark, the recovery point (only fsynced, closed segments are cleaned) and the base of the first segment
+Rule 1 (the range): the first uncleanable offset is the least of the active segment's base, the last
+stable offset (the high watermark, or the first offset of a transaction not yet stable: Kafka's
+firstUnstableOffset, so no open transaction's records are ever in the map), the recovery point (only fsynced, closed segments are cleaned) and the base of the first segment
 holding a record younger than min.compaction.lag.ms. Only whole segments below it are cleaned. The dirty
 ratio is dirty bytes / (clean + dirty bytes).
 Rule 2 (the map): the dirty section's keys are put, in offset order, into the OffsetMap (key -> its last
 offset). When the map fills, the range ends at the base of the batch that did not fit; the rest is
-cleaned next time.
+cleaned next time. Records of aborted transactions are not put (Kafka's buildOffsetMap): an aborted value
+must never supersede a committed one; the dirty section's aborted transactions (the log's aborted-transaction
+index) are applied batch by batch by the consumer's rule (records/aborted.py), on the pure-Python path.
 Rule 3 (what is kept): in every segment from the log start to the end of the range, a record below the
 range's end is dropped when the map holds a later offset for its key, when it is a tombstone (null value)
 past its batch's delete horizon (Rule 3a), or when it has no key (a topic made compact after null-key
-records were written: Kafka drops them too). Control batches are kept whole. Records at or past the
+records were written: Kafka drops them too). Control batches are kept whole: no transaction marker is ever
+removed (Kafka removes a marker once its transaction's data is gone and delete.retention.ms has passed;
+sparklog keeps them all), so a read_committed reader still skips every aborted record the clean kept. Records at or past the
 range's end are kept. Offsets never change (records/retain.py): batches keep their headers, even empty
 ones, and consecutive empty ones of one producer become one header spanning their offsets.
 Rule 3a (the delete horizon, KIP-534): a tombstone is kept by the first clean that sees it, which writes
@@ -63,6 +68,7 @@ from typing import Callable, Iterator, NamedTuple
 import numpy as np
 
 from sparklog.records import sweep
+from sparklog.records.aborted import AbortedTransactions
 from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, DELETE_HORIZON_MASK,
                                     HEADER_SIZE, BatchHeader, RecordBatch, iter_batches, parse_header, peek_size)
 from sparklog.records.retain import can_extend, extend_empty, retain_scanned
@@ -124,7 +130,7 @@ class CleanResult:
 def cleanable_range(log, now_ms: int) -> CleanableRange | None:
     """Rule 1 for `log`, or None when it has no closed segment to clean."""
     segments, config = log.segments, log.config
-    limit = min(segments[-1].base_offset, log.high_watermark, log.recovery_point)
+    limit = min(segments[-1].base_offset, log.last_stable_offset, log.recovery_point)
     lag = config.min_compaction_lag_ms
     end = segments[0].base_offset
     for segment in segments[:-1]:
@@ -250,13 +256,18 @@ class Cleaner:
         """Rule 2: returns the end of the range that the map covers."""
         offset_map = self.map
         offset_map.clear()
+        aborted = log.aborted_transactions(span.first_dirty, span.end)
+        rule = AbortedTransactions(aborted) if aborted else None  # Rule 2: aborted records are not put
+        compiled = None if rule is not None else self._compiled_put(offset_map, span.first_dirty)
         try:
             for segment in log.segments[:-1]:
                 if segment.next_offset <= span.first_dirty:
                     continue
                 if segment.base_offset >= span.end:
                     break
-                for window in self._windows(segment, self._compiled_put(offset_map, span.first_dirty)):
+                for window in self._windows(segment, compiled):
+                    if rule is not None:
+                        window = [(batch, None if rule.skips(batch) else scanned) for batch, scanned in window]
                     self._put_window(offset_map, window, span.first_dirty)
         except _MapFull as full:
             if full.base_offset <= span.first_dirty:

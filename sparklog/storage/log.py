@@ -43,6 +43,13 @@ under the append lock, in the same critical section as the append: a duplicate i
 base offset and not written, a stale epoch or a sequence gap raises and writes nothing. Every append (leader,
 follower, recovery replay) updates the state; it is snapshotted at roll and close, rebuilt on open and after
 truncation from the newest snapshot at or below the log end, and trimmed when segments are deleted.
+Rule 10 (transactions, transactions.py): every appended transactional or control batch (leader, follower,
+replay) goes to the transaction tracker after the producer state: a transactional batch opens its producer's
+transaction, a marker closes it, an abort marker adds an entry to the aborted-transaction index
+(txn_index.py), whose files follow the segments (`_set_segments`) and are rebuilt with the producer state.
+A leader takes a client's transactional batches (through `transaction_verifier`, KIP-890's hook) but never
+its control batches; markers are written by `append_control_batch` for the transaction coordinator.
+`last_stable_offset` and `aborted_transactions` are what read_committed readers are served.
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ from sparklog.storage.flusher import Flusher, default_flusher
 from sparklog.storage.leader_epochs import LeaderEpochCache
 from sparklog.storage.log_validator import converter_for, take_client_timestamp_type
 from sparklog.storage.producer_state import ProducerStateManager
+from sparklog.storage.transactions import TXN_BITS, TransactionTracker
 from crc32c import crc32c
 
 from sparklog.records.append_check import APPEND_FIELDS as _APPEND_FIELDS
@@ -86,11 +94,13 @@ from sparklog.records.batch import (
     TRANSACTIONAL_MASK,
     BatchHeader,
     CorruptRecordError,
+    parse_header,
     peek_size,
     set_base_offset,
     set_partition_leader_epoch,
     validate_batch,
 )
+from sparklog.records.control import build_marker_batch
 from sparklog.records.verify import records_error
 from sparklog.storage.recovery import (
     INT64_MAX,
@@ -133,23 +143,24 @@ _LEADER_HEAD_SIZE = _LEADER_HEAD.size
 _new_entry = functools.partial(tuple.__new__, BatchEntry)  # BatchEntry(*fields) without its Python __new__
 _ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes' low byte: codec, timestamp type, transactional, control
 _CONTROL_REFUSED = "Clients are not allowed to write control records"  # Kafka's LogValidator, verbatim
-_REFUSED_FROM_CLIENTS = CONTROL_MASK | TRANSACTIONAL_MASK  # attributes a client's batch may not carry here
+_REFUSED_FROM_CLIENTS = CONTROL_MASK  # attributes a client's batch may not carry: markers are the leader's
+
+# KIP-890 part 1's hook: called with (producer id, epoch) for each transactional batch a leader takes from a
+# client, before anything is written; it raises TransactionRefusedError (INVALID_TXN_STATE) for a batch of a
+# transaction the coordinator did not add this partition to. None: every transactional batch is taken.
+TransactionVerifier = Callable[[int, int], None]
 
 
 def _refuse_attributes(attributes: int) -> None:
-    """A client's control batch (the transaction coordinator's markers) or transactional batch: sparklog has
-    no transaction coordinator, so no transaction is ever ongoing (Kafka's KIP-890 verification refuses a
-    transactional batch for a partition not in one) and such a batch would never be committed or aborted."""
-    if attributes & CONTROL_MASK:
-        raise InvalidRecordError(_CONTROL_REFUSED)
-    raise TransactionRefusedError("transactional batches are refused: sparklog has no transaction coordinator, "
-                                  "so no transaction is ongoing (use an idempotent producer without "
-                                  "transactional.id)")
+    """A client's control batch: only the leader writes markers (append_control_batch), for the transaction
+    coordinator; Kafka's LogValidator refuses a client's with these words."""
+    raise InvalidRecordError(_CONTROL_REFUSED)
 
 
 # producerId and, past producerEpoch, baseSequence: one unpack at their place in the header (records.HEADER)
 _PRODUCER_AND_SEQUENCE = struct.Struct(">q2xi")
 _PRODUCER_ID_OFFSET = LAST_OFFSET_DELTA_OFFSET + struct.calcsize(">iqq")  # 43: after delta and two timestamps
+_PRODUCER_AND_EPOCH = struct.Struct(">qh")  # producerId, producerEpoch at _PRODUCER_ID_OFFSET
 
 
 def _refuse_sequence(producer_id: int, sequence: int, name: str) -> None:
@@ -311,6 +322,8 @@ class PartitionLog:
         self._fences = FencedRanges(files, directory)
         self._verified_bytes = 0
         self._producers = ProducerStateManager(directory, files)
+        self._txns = TransactionTracker(directory, files, self._producers)  # Rule 10
+        self.transaction_verifier: TransactionVerifier | None = None  # KIP-890 part 1 (see TransactionVerifier)
         self._time_bounds: TimeBounds | None = None  # for the latest segments tuple whose segments were all verified
 
     def _use_config(self, config: LogConfig) -> None:
@@ -406,10 +419,15 @@ class PartitionLog:
     # -- producer state (Rule 9) ------------------------------------------------------------------
 
     def _rebuild_producer_state(self) -> None:
-        """The newest snapshot at or below the LEO, plus the batches after it (producer_state.py Rule 4)."""
-        start = self._producers.load(self._leo)
-        self._producers.update_from_headers(self._headers_from(start))
+        """The newest snapshot at or below the LEO, plus the batches after it (producer_state.py Rule 4), and
+        the transactions and their index with it (transactions.py Rule 3)."""
+        self._txns.rebuild(self._leo, self._bases, self._headers_from, self._read_batch)
         self._producers.truncate_head(self.log_start_offset, self._bases[0])
+
+    def _read_batch(self, header: BatchHeader) -> bytes:
+        """The bytes of the batch `header` describes (a marker the replay reads)."""
+        segment = self._segments[max(0, bisect_right(self._bases, header.base_offset) - 1)]
+        return segment._read_exact(segment.find_batch(header.base_offset, segment.size), header.size)
 
     def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
         """The headers of the batches from `offset` (a batch boundary) to the LEO, across segments.
@@ -716,6 +734,8 @@ class PartitionLog:
             segment.append_batch(data, first, next_offset, max_timestamp)
             if producer_id >= 0:
                 self._producers.update(producer_id, epoch, sequence, delta, first, max_timestamp)
+                if flags & TXN_BITS:  # Rule 10
+                    self._txns.apply(parse_header(data), data)
             self._leo = next_offset  # _appended_locked, inlined
             self._unflushed_messages += count
             if self._first_unflushed_at is None:
@@ -763,6 +783,7 @@ class PartitionLog:
                 offset = next_offset
             segment.append(data, entries)
             self._producers.update_from_headers(appended)
+            self._txns.apply_record_set(data, zip((position for position, _ in headers), appended))  # Rule 10
             self._appended_locked(segment, offset, messages, len(data))
             moved = self._expose_on_append and self._advance_hw(_Visible(offset, segment.base_offset, segment.size))
         self._after_append(moved, offset)
@@ -841,6 +862,7 @@ class PartitionLog:
         self._segments = segments
         self._bases = tuple(s.base_offset for s in segments)
         self._snapshot = (segments, self._bases)
+        self._txns.set_segments(self._bases)  # Rule 10: the aborted-transaction index follows its segments
 
     # -- flushing and the high watermark ---------------------------------------------------------
 
@@ -1371,8 +1393,8 @@ class PartitionLog:
 
         The batches are a client's (a Produce request's, or the group coordinator's): a control batch among
         them refuses the record set (InvalidRecordError), as Kafka's LogValidator does for a client's; the
-        markers are the transaction coordinator's, which sparklog does not have; a transactional batch
-        refuses it too (TransactionRefusedError: no transaction is ever ongoing). So does a batch whose
+        markers are the leader's (append_control_batch); a transactional batch is taken unless
+        `transaction_verifier` raises (TransactionRefusedError, Rule 10). So does a batch whose
         records do not parse (records/verify.py), which no consumer could read, and one with a producer id but
         a negative baseSequence (InvalidRecordError, Kafka's "Invalid sequence number"); a batch saying
         LogAppendTime is refused or taken as CreateTime (log_validator Rule 7). A plain set (the common one,
@@ -1387,6 +1409,8 @@ class PartitionLog:
         while position + HEADER_SIZE <= size:  # a bad length stops the walk; append() then refuses the bytes
             if data[position + _ATTRIBUTES_LOW] & _REFUSED_FROM_CLIENTS:
                 _refuse_attributes(data[position + _ATTRIBUTES_LOW])
+            if data[position + _ATTRIBUTES_LOW] & TRANSACTIONAL_MASK:
+                self._verify_transactional(*_PRODUCER_AND_EPOCH.unpack_from(data, position + _PRODUCER_ID_OFFSET))
             if data[position + _ATTRIBUTES_LOW] & TIMESTAMP_TYPE_MASK:  # LogAppendTime: log_validator Rule 7
                 take_client_timestamp_type(data, position, self.stamps_append_time)
             _refuse_sequence(*_PRODUCER_AND_SEQUENCE.unpack_from(data, position + _PRODUCER_ID_OFFSET), self.name)
@@ -1400,6 +1424,14 @@ class PartitionLog:
         if leader_epoch > cache.latest_epoch:
             cache.assign(leader_epoch, self._leo)
         return self.append(data, append_time_ms)
+
+    def _verify_transactional(self, producer_id: int, epoch: int) -> None:
+        """A client's transactional batch: it has a producer id (else no marker could close its transaction),
+        and the verifier (KIP-890's hook, Rule 10), when installed, takes it."""
+        if producer_id < 0:
+            raise InvalidRecordError(f"a transactional batch has no producer id in topic partition {self.name}")
+        if self.transaction_verifier is not None:
+            self.transaction_verifier(producer_id, epoch)
 
     def _append_plain(self, batches, plain: tuple, leader_epoch: int) -> int:
         """append_as_leader of a record set check_leader_set took (`plain`: its entries, offsets, records and
@@ -1474,6 +1506,8 @@ class PartitionLog:
             fields = None if checked is None else checked[i]
             if fields is not None and records[_ATTRIBUTES_LOW] & TIMESTAMP_TYPE_MASK:
                 fields = None  # a batch saying LogAppendTime: append_as_leader's (log_validator Rule 7)
+            if fields == REFUSED_ATTRIBUTES and not records[_ATTRIBUTES_LOW] & CONTROL_MASK:
+                fields = None  # a transactional batch: append_as_leader's (Rule 10)
             if fields is None:
                 if run:
                     self._append_run(run, outcomes, leader_epoch)
@@ -1649,6 +1683,7 @@ class PartitionLog:
             segment = self._maybe_roll(len(data), offset - self._leo)
             segment.append(data, entries)
             self._producers.update_from_headers(header for _, header in headers)
+            self._txns.apply_record_set(data, headers)  # Rule 10
             self._appended_locked(segment, offset, messages, len(data))
         cache = self.leader_epochs
         for _, header in headers:
@@ -1749,6 +1784,39 @@ class PartitionLog:
                 return FileSlice(segment, position, self._slice_end(segment, position, limit, max_bytes) - position)
         return FileSlice(segments[-1], 0, 0)
 
+    # -- transactions (Rule 10; the rules themselves are transactions.py's) -------------------------
+
+    def append_control_batch(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                             leader_epoch: int) -> int:
+        """Append, as the leader of `leader_epoch`, the end-transaction marker of `producer_id`'s transaction
+        (records/control.py); return its offset. Replicated as any batch; every replica's producer state
+        applies it. InvalidProducerEpoch, with nothing written, for an epoch below the producer's."""
+        data = bytearray(build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch,
+                                            partition_leader_epoch=leader_epoch))
+        cache = self.leader_epochs
+        if leader_epoch > cache.latest_epoch:
+            cache.assign(leader_epoch, self._leo)
+        with self._lock:
+            self._txns.check_marker(producer_id, producer_epoch)
+        return self._append_many(data)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the high watermark, or the first offset of a transaction not yet stable below it."""
+        with self._lock:
+            return self._txns.last_stable_offset(self._hw.offset, self.log_start_offset)
+
+    def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions with data in [start, end): Fetch's
+        aborted_transactions for a read_committed range."""
+        with self._lock:
+            return self._txns.aborted_between(start, end)
+
+    @property
+    def transactions(self) -> TransactionTracker:
+        """The transaction tracker; read it only under the log's append lock or in tests."""
+        return self._txns
+
     # -- properties -------------------------------------------------------------------------------
 
     @property
@@ -1778,12 +1846,14 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
-    def active_producers(self) -> list[tuple[int, int, int, int]]:
-        """(producer id, epoch, last sequence, last timestamp) of each idempotent producer whose state the log
-        keeps, by id (Kafka's DescribeProducers); -1 for a sequence not known (no batch remembered)."""
+    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp, first offset of its open transaction) of each
+        producer whose state the log keeps, by id (Kafka's DescribeProducers); -1 for a sequence not known (no
+        batch remembered) and for no open transaction."""
         with self._lock:
             entries = sorted(self._producers.producers.items())
-            return [(pid, e.epoch, e.batches[-1][1] if e.batches else -1, e.last_timestamp) for pid, e in entries]
+            return [(pid, e.epoch, e.batches[-1][1] if e.batches else -1, e.last_timestamp, e.txn_first_offset)
+                    for pid, e in entries]
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:

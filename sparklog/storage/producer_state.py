@@ -2,7 +2,8 @@
 ProducerStateManager, design notes 4.6).
 
 For each producer id: its epoch and its last five batches' (base sequence, last sequence, base offset, last
-offset), and the max timestamp of its last batch (for expiry).
+offset), the max timestamp of its last batch (for expiry), and the first offset of its ongoing transaction
+(-1: none; Kafka's currentTxnFirstOffset).
 
 Rule 1 (the check, on a client's append, before any byte is written; `check`):
   - no producer id (-1): not checked;
@@ -21,14 +22,21 @@ Rule 1 (the check, on a client's append, before any byte is written; `check`):
 Rule 2 (the update, `update`): every appended batch with a producer id updates its entry, on the leader and
 on followers alike (a follower appends the leader's batches unchecked, so it can take over with the same
 state). A newer epoch replaces the entry; the entry keeps the last MAX_BATCHES_PER_PRODUCER batches.
+Rule 2a (transactions, `begin_transaction` / `end_transaction`): a transactional data batch opens the
+producer's transaction at its base offset unless one is open; an end-transaction marker closes it and
+hands back its first offset (None: no transaction was open, the marker changes nothing). A newer epoch
+keeps the open transaction (the coordinator ends it with a marker of the newer epoch). `ongoing` maps each
+producer with an open transaction to its first offset: what the last stable offset is computed from
+(storage/transactions.py). A producer with an open transaction never expires (Rule 5).
 Rule 3 (snapshots, `write_snapshot`): `<offset>.snapshot` beside the segments holds the state of every batch
 below `offset`; written at segment roll (offset: the new segment's base) and at clean shutdown (the log end),
 tmp -> fsync -> rename (Files.write_atomically), with a CRC-32C over its body. File format, big-endian:
 
-    version       int16   SNAPSHOT_VERSION
+    version       int16   SNAPSHOT_VERSION (2); version 1 files still load (no transaction field: none open)
     crc           uint32  CRC-32C of everything after this field
     count         int32   producers
-    [producerId int64, epoch int16, lastTimestamp int64, batchCount int8,
+    [producerId int64, epoch int16, lastTimestamp int64, currentTxnFirstOffset int64 (version 2 only; -1: none),
+     batchCount int8,
      [baseSequence int32, lastSequence int32, baseOffset int64, lastOffset int64] * batchCount] * count
 
 Rule 4 (recovery, `ProducerStateManager.load`): snapshots above the log end are deleted (a crash or a
@@ -37,7 +45,8 @@ the next older one tried) and the batches from its offset to the log end are rep
 The result equals the state built incrementally (tested by property).
 Rule 5 (trimming, `truncate_head`): when segments are deleted below the log start, entries whose last batch
 is below it are dropped and snapshots below the first segment's base are deleted. Entries whose last batch is
-older than producer.id.expiration.ms are dropped at segment roll, so memory stays bounded.
+older than producer.id.expiration.ms are dropped at segment roll, so memory stays bounded, unless a
+transaction of theirs is open (Kafka's rule: its marker is still to come).
 
 Not thread-safe: the log calls it under its append lock (the check and the append are atomic per partition).
 """
@@ -59,7 +68,9 @@ from sparklog.storage.segment import OFFSET_DIGITS, segment_file_name
 logger = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".snapshot"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSIONS = (1, 2)  # what load() reads: version 1 has no currentTxnFirstOffset
+NO_TXN = -1  # currentTxnFirstOffset of a producer with no open transaction
 MAX_BATCHES_PER_PRODUCER = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (= max.in.flight of an idempotent producer)
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms: Kafka's default, one day
 NO_PRODUCER_ID = -1  # RecordBatch.NO_PRODUCER_ID
@@ -73,6 +84,14 @@ _FILE_HEADER = struct.Struct(
     "i"  # producer count
 )
 _ENTRY = struct.Struct(
+    ">"
+    "q"  # producerId
+    "h"  # epoch
+    "q"  # lastTimestamp
+    "q"  # currentTxnFirstOffset
+    "b"  # batchCount
+)
+_ENTRY_V1 = struct.Struct(
     ">"
     "q"  # producerId
     "h"  # epoch
@@ -102,19 +121,22 @@ class BatchMetadata(NamedTuple):
 class ProducerEntry:
     """One producer id's epoch and last batches, oldest first (a deque that drops the oldest)."""
 
-    __slots__ = ("epoch", "batches", "last_timestamp")
+    __slots__ = ("epoch", "batches", "last_timestamp", "txn_first_offset")
 
-    def __init__(self, epoch: int, batches=(), last_timestamp: int = -1):
+    def __init__(self, epoch: int, batches=(), last_timestamp: int = -1, txn_first_offset: int = NO_TXN):
         self.epoch = epoch
         self.batches: deque = deque(batches, MAX_BATCHES_PER_PRODUCER)
         self.last_timestamp = last_timestamp
+        self.txn_first_offset = txn_first_offset
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, ProducerEntry) and (self.epoch, self.batches, self.last_timestamp) == (
-            other.epoch, other.batches, other.last_timestamp)
+        return isinstance(other, ProducerEntry) and (
+            self.epoch, self.batches, self.last_timestamp, self.txn_first_offset) == (
+            other.epoch, other.batches, other.last_timestamp, other.txn_first_offset)
 
     def __repr__(self) -> str:
-        return f"ProducerEntry(epoch={self.epoch}, batches={list(self.batches)}, last_timestamp={self.last_timestamp})"
+        return (f"ProducerEntry(epoch={self.epoch}, batches={list(self.batches)}, "
+                f"last_timestamp={self.last_timestamp}, txn_first_offset={self.txn_first_offset})")
 
 
 def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
@@ -151,6 +173,7 @@ class ProducerStateManager:
         self._files = files
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}  # Rule 2a: producer id -> first offset of its open transaction
 
     # -- Rule 1: the check -----------------------------------------------------------------------
 
@@ -207,7 +230,8 @@ class ProducerStateManager:
         the leader wrote it (Kafka only warns on replication)."""
         entry = self.producers.get(producer_id)
         if entry is None or epoch != entry.epoch:
-            entry = self.producers[producer_id] = ProducerEntry(epoch)
+            txn = NO_TXN if entry is None else entry.txn_first_offset  # Rule 2a: a new epoch keeps it
+            entry = self.producers[producer_id] = ProducerEntry(epoch, txn_first_offset=txn)
         last = base_sequence + last_offset_delta
         if last > INT32_MAX:
             last -= SEQUENCE_SPACE
@@ -218,7 +242,8 @@ class ProducerStateManager:
         """A copy of `producer_id`'s entry (None: it has none), taken before an update whose batch may yet
         fail to reach the disk; `restore` puts it back (Rule 2: only appended batches count)."""
         entry = self.producers.get(producer_id)
-        return None if entry is None else ProducerEntry(entry.epoch, entry.batches, entry.last_timestamp)
+        return None if entry is None else ProducerEntry(entry.epoch, entry.batches, entry.last_timestamp,
+                                                        entry.txn_first_offset)
 
     def restore(self, saved: Mapping[int, ProducerEntry | None]) -> None:
         """Put back the entries `entry_copy` took: the batches recorded since were not written."""
@@ -227,6 +252,7 @@ class ProducerStateManager:
                 self.producers.pop(producer_id, None)
             else:
                 self.producers[producer_id] = entry
+        self._index_ongoing()
 
     def update_from_headers(self, headers: Iterable) -> None:
         """`update` for each BatchHeader with a producer id (recovery and follower appends)."""
@@ -235,6 +261,27 @@ class ProducerStateManager:
                 self.update(header.producer_id, header.producer_epoch, header.base_sequence,
                             header.last_offset_delta, header.base_offset, header.max_timestamp)
 
+    # -- Rule 2a: transactions ------------------------------------------------------------------
+
+    def begin_transaction(self, producer_id: int, first_offset: int) -> None:
+        """A transactional data batch of `producer_id` was appended at `first_offset` (after `update`)."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and entry.txn_first_offset == NO_TXN:
+            entry.txn_first_offset = self.ongoing[producer_id] = first_offset
+
+    def end_transaction(self, producer_id: int) -> int | None:
+        """An end-transaction marker of `producer_id` was appended: the first offset of the transaction it
+        closes, or None when none was open (the marker then changes nothing)."""
+        entry = self.producers.get(producer_id)
+        if entry is None or entry.txn_first_offset == NO_TXN:
+            return None
+        first, entry.txn_first_offset = entry.txn_first_offset, NO_TXN
+        del self.ongoing[producer_id]
+        return first
+
+    def _index_ongoing(self) -> None:
+        self.ongoing = {pid: e.txn_first_offset for pid, e in self.producers.items() if e.txn_first_offset != NO_TXN}
+
     # -- Rule 5: trimming ------------------------------------------------------------------------
 
     def truncate_head(self, log_start: int, first_segment_base: int) -> None:
@@ -242,6 +289,7 @@ class ProducerStateManager:
         gone = [pid for pid, entry in self.producers.items() if entry.batches[-1][3] < log_start]
         for pid in gone:
             del self.producers[pid]
+            self.ongoing.pop(pid, None)
         for offset in self.snapshot_offsets():
             if offset < first_segment_base:
                 self._delete_snapshot(offset)
@@ -249,7 +297,8 @@ class ProducerStateManager:
     def expire(self, now_ms: int) -> int:
         """Drop producers whose last batch is older than producer.id.expiration.ms; return how many."""
         limit = now_ms - self.expiration_ms
-        gone = [pid for pid, entry in self.producers.items() if entry.last_timestamp < limit]
+        gone = [pid for pid, entry in self.producers.items()
+                if entry.last_timestamp < limit and entry.txn_first_offset == NO_TXN]
         for pid in gone:
             del self.producers[pid]
         return len(gone)
@@ -259,7 +308,8 @@ class ProducerStateManager:
     def encode(self) -> bytes:
         parts = [struct.pack(">i", len(self.producers))]
         for pid, entry in self.producers.items():
-            parts.append(_ENTRY.pack(pid, entry.epoch, entry.last_timestamp, len(entry.batches)))
+            parts.append(_ENTRY.pack(pid, entry.epoch, entry.last_timestamp, entry.txn_first_offset,
+                                     len(entry.batches)))
             parts.extend(_BATCH.pack(*batch) for batch in entry.batches)
         body = b"".join(parts)
         return struct.pack(">hI", SNAPSHOT_VERSION, crc32c(body)) + body
@@ -270,18 +320,22 @@ class ProducerStateManager:
         if len(data) < _FILE_HEADER.size:
             raise CorruptSnapshot(f"{len(data)} bytes are too short for a snapshot header")
         version, crc, count = _FILE_HEADER.unpack_from(data)
-        if version != SNAPSHOT_VERSION:
+        if version not in SNAPSHOT_VERSIONS:
             raise CorruptSnapshot(f"unknown snapshot version {version}")
         if crc32c(memoryview(data)[_CRC_START:]) != crc:
             raise CorruptSnapshot("CRC-32C mismatch")
         producers, position = {}, _FILE_HEADER.size
         try:
             for _ in range(count):
-                pid, epoch, timestamp, batch_count = _ENTRY.unpack_from(data, position)
-                position += _ENTRY.size
+                if version == 1:
+                    (pid, epoch, timestamp, batch_count), txn = _ENTRY_V1.unpack_from(data, position), NO_TXN
+                    position += _ENTRY_V1.size
+                else:
+                    pid, epoch, timestamp, txn, batch_count = _ENTRY.unpack_from(data, position)
+                    position += _ENTRY.size
                 batches = [_BATCH.unpack_from(data, position + i * _BATCH.size) for i in range(batch_count)]
                 position += batch_count * _BATCH.size
-                producers[pid] = ProducerEntry(epoch, batches, timestamp)
+                producers[pid] = ProducerEntry(epoch, batches, timestamp, txn)
         except struct.error as exc:
             raise CorruptSnapshot(f"truncated snapshot: {exc}") from None
         if position != len(data) or any(not entry.batches for entry in producers.values()):
@@ -307,17 +361,21 @@ class ProducerStateManager:
 
     # -- Rule 4: recovery ------------------------------------------------------------------------
 
-    def load(self, log_end: int) -> int:
-        """Delete snapshots above `log_end`, load the newest readable one; return the offset replay starts at
-        (0 when there is none: replay the whole log)."""
-        self.producers = {}
+    def load(self, log_end: int, at_most: int | None = None) -> int:
+        """Delete snapshots above `log_end`, load the newest readable one (at or below `at_most` too, when
+        given: a caller that must replay from there); return the offset replay starts at (0 when there is
+        none: replay the whole log)."""
+        self.producers, self.ongoing = {}, {}
         for offset in reversed(self.snapshot_offsets()):
             if offset > log_end:
                 self._delete_snapshot(offset)
                 continue
+            if at_most is not None and offset > at_most:
+                continue
             data = self._files.read_file(self._path(offset))
             try:
                 self.producers = self.decode(data or b"")
+                self._index_ongoing()
                 return offset
             except CorruptSnapshot as exc:
                 logger.warning("%s: %s is unreadable (%s); deleting it and using an older one", self.directory,

@@ -31,6 +31,7 @@ from sparklog.protocol import (
 from sparklog.protocol import errors
 from sparklog.protocol.registry import Request
 from sparklog.storage import LogManager
+from sparklog.storage.errors import TransactionRefusedError
 from sparklog.records.batch import build_batch, iter_records
 
 ME, OTHER, DEAD = 1, 2, 3
@@ -147,14 +148,30 @@ def test_produce_empty_or_null_records(state, logs):
     assert codes(produce(state, [(0, b""), (1, None)])) == [handlers.INVALID_RECORD] * 2
 
 
-def test_produce_of_a_transactional_batch_is_invalid_txn_state_with_why(state, logs):
+def test_produce_of_a_transactional_batch_the_verifier_refuses_is_invalid_txn_state_with_why(state, logs):
     txn = build_batch([(None, b"v", None, None)], producer_id=3, producer_epoch=0, base_sequence=0,
                       is_transactional=True)
+    assert codes(produce(state, [(0, batch(b"a"))])) == [handlers.NONE]  # creates the partition's log
+    plog = logs.get("t", 0)
+
+    def refuse(producer_id, epoch):
+        raise TransactionRefusedError(f"t-0 is not in an ongoing transaction of producer {producer_id}")
+
+    plog.transaction_verifier = refuse
     response = produce(state, [(0, txn)])
     (part,) = response.responses[0].partition_responses
     assert part.error_code == errors.InvalidTxnStateError.errno
-    assert "no transaction coordinator" in part.error_message
-    assert logs.get("t", 0).log_end_offset == 0
+    assert "not in an ongoing transaction of producer 3" in part.error_message
+    assert plog.log_end_offset == 1
+
+
+def test_produce_of_a_transactional_batch_is_taken_and_holds_the_last_stable_offset(state, logs):
+    txn = build_batch([(None, b"v", None, None)], producer_id=3, producer_epoch=0, base_sequence=0,
+                      is_transactional=True)
+    assert codes(produce(state, [(0, txn)])) == [handlers.NONE]
+    plog = logs.get("t", 0)
+    plog.flush()
+    assert (plog.log_end_offset, plog.last_stable_offset) == (1, 0)
 
 
 def test_produce_of_records_that_do_not_parse_is_invalid_record_with_why(state, logs):
@@ -462,3 +479,65 @@ def test_create_topics_refuses_what_would_overfill_a_broker(state):
     assert over.topics[0].error_code == errors.PolicyViolationError.errno
     assert over.topics[0].error_message == (
         f"broker {ME} holds 3 partitions; 2 more would exceed max.broker.partitions=4")
+
+
+# -- read_committed (broker/read_committed.py) -------------------------------------------------------------
+
+
+def _transactional(pid, value, sequence=0):
+    return build_batch([(None, value, None, None)], producer_id=pid, producer_epoch=0, base_sequence=sequence,
+                       is_transactional=True)
+
+
+def test_fetch_read_committed_stops_at_the_lso_and_lists_the_aborted_transactions(state, logs):
+    produce(state, [(0, batch(b"a"))])  # 0
+    produce(state, [(0, _transactional(7, b"aborted"))])  # 1
+    produce(state, [(0, _transactional(8, b"committed"))])  # 2
+    plog = logs.get("t", 0)
+    plog.append_control_batch(7, 0, False, 1, 0)  # 3: aborts 7's
+    produce(state, [(0, batch(b"b"))])  # 4
+    produce(state, [(0, _transactional(9, b"open"))])  # 5, never ended
+    body = fetch_body([("t", 0, 0)])
+    body.isolation_level = 1
+    (part,) = parts_of(handlers.handle_fetch(request(body, 1, 11), state))
+    assert (part.high_watermark, part.last_stable_offset) == (6, 2)  # 8's transaction is still open
+    assert values(part.records) == [b"a", b"aborted"]
+    assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(7, 1)]
+    plog.append_control_batch(8, 0, True, 1, 0)  # 6: commits 8's
+    (part,) = parts_of(handlers.handle_fetch(request(body, 1, 11), state))
+    assert part.last_stable_offset == 5 and values(part.records) == [b"a", b"aborted", b"committed", b"b"]
+    (uncommitted,) = parts_of(fetch(state, [("t", 0, 0)]))
+    assert uncommitted.aborted_transactions is None and b"open" in values(uncommitted.records)
+
+
+def test_list_offsets_read_committed_answers_the_lso(state, logs):
+    produce(state, [(0, build_batch([(None, b"a", None, 1000)]))])
+    produce(state, [(0, build_batch([(None, b"t", None, 2000)], producer_id=7, producer_epoch=0, base_sequence=0,
+                                    is_transactional=True))])
+    parts = []
+    for ts in (-1, -2, 1000, 2000):
+        body = ListOffsetsRequest(replica_id=-1, isolation_level=1, topics=[ListOffsetsTopic(name="t", partitions=[
+            ListOffsetsPartition(partition_index=0, timestamp=ts)])])
+        parts += handlers.handle_list_offsets(request(body, 2, 5), state).topics[0].partitions
+    assert [(p.error_code, p.offset) for p in parts] == [(0, 1), (0, 0), (0, 0), (0, -1)]
+    assert [list_offsets(state, [(0, ts)])[0].offset for ts in (-1, 2000)] == [2, 1]  # read_uncommitted
+
+
+def test_a_read_committed_fetch_is_served_fast_only_when_nothing_is_unstable_or_aborted(state, logs):
+    from sparklog.protocol.fetch import decode_single_partition
+    from sparklog.protocol.registry import encode_request
+
+    def fast(offset):
+        body = fetch_body([("t", 0, offset)])
+        body.isolation_level = 1
+        frame = encode_request(1, 11, 7, "c", body)[4:]
+        return handlers.handle_single_partition_fetch(decode_single_partition(frame), state)
+
+    produce(state, [(0, batch(b"a"))])
+    assert fast(0) is not handlers.NOT_SERVED_FAST
+    produce(state, [(0, _transactional(7, b"t"))])  # 1: open
+    assert fast(0) is handlers.NOT_SERVED_FAST
+    logs.get("t", 0).append_control_batch(7, 0, False, 1, 0)  # 2: aborted
+    assert fast(0) is handlers.NOT_SERVED_FAST and fast(1) is handlers.NOT_SERVED_FAST
+    produce(state, [(0, batch(b"b"))])
+    assert fast(3) is not handlers.NOT_SERVED_FAST  # nothing aborted from offset 3 on

@@ -23,9 +23,9 @@ def consumer():
     c.close()
 
 
-def chunk(view: bytes, start: int, state=None):
+def chunk(view: bytes, start: int, state=None, aborted=None):
     state = state or _PartitionState(("t", 0), start)
-    return (state, state.epoch, memoryview(view), start)
+    return (state, state.epoch, memoryview(view), start, aborted)
 
 
 def test_next_fetch_offset_walks_whole_batches_only():
@@ -160,3 +160,22 @@ def test_an_out_of_range_answer_waits_for_the_seek_lock_and_never_undoes_a_seek(
     assigned.seek(("t", 0), 2)
     assigned._fetcher._on_fetch(out_of_range, 1, [(state, epoch, 5)])  # an answer to the old position
     assert state.position == state.fetch_offset == 2
+
+
+def test_read_committed_chunks_skip_the_aborted_transactions_and_markers(consumer):
+    """Rule 4: the aborted list of a read_committed answer drops its producers' data batches up to their abort
+    marker; committed transactional and plain data stay, markers are never records; positions move past all."""
+    from sparklog.records.aborted import AbortedTransactions
+    from sparklog.records.control import build_marker_batch
+
+    def txn(offset, pid, value):
+        return build_batch([(None, value, None, 1)], base_offset=offset, producer_id=pid, producer_epoch=0,
+                           base_sequence=offset, is_transactional=True)
+
+    data = (txn(0, 7, b"aborted") + txn(1, 8, b"committed") + build_batch([(None, b"plain", None, 1)], base_offset=2)
+            + build_marker_batch(7, 0, False, 1, base_offset=3) + txn(4, 7, b"later") + build_marker_batch(
+                8, 0, True, 1, base_offset=5) + build_marker_batch(7, 0, True, 1, base_offset=6))
+    state = _PartitionState(("t", 0), 0)
+    got = consumer._chunk_records(chunk(data, 0, state, AbortedTransactions([(7, 0)])))
+    assert [(r.offset, r.value) for r in got] == [(1, b"committed"), (2, b"plain"), (4, b"later")]
+    assert state.position == 7

@@ -14,7 +14,7 @@ class FakeConsumer:
     config = {"check.crcs": True}
 
     def __init__(self, *batches: bytes) -> None:
-        self.chunks = [(None, 0, memoryview(b"".join(batches)), 0)]
+        self.chunks = [(None, 0, memoryview(b"".join(batches)), 0, None)]
 
     def next_chunk(self, timeout):
         return self.chunks.pop(0) if self.chunks else None
@@ -71,7 +71,7 @@ class RangeConsumer(FakeConsumer):
         if offset < self.log_start:
             self.chunks = [OffsetOutOfRange(f"{tp}: offset {offset} is out of range")]
         else:
-            self.chunks = [(None, 0, memoryview(b"".join(self.batches)), offset)]
+            self.chunks = [(None, 0, memoryview(b"".join(self.batches)), offset, None)]
 
     def next_chunk(self, timeout):
         chunk = self.chunks.pop(0) if self.chunks else None

@@ -42,7 +42,7 @@ def general_values(request) -> tuple:
     epoch = part.current_leader_epoch if request.header.api_version >= 9 else -1
     return (request.header.api_version, request.header.correlation_id, body.replica_id, body.max_wait_ms,
             body.min_bytes, body.max_bytes, body.topics[0].topic, part.partition, epoch, part.fetch_offset,
-            part.partition_max_bytes)
+            part.partition_max_bytes, body.isolation_level)
 
 
 @settings(max_examples=150, deadline=None)
@@ -62,6 +62,15 @@ def test_any_other_shape_is_left_to_the_general_path(case):
     one = (len(body.topics) == 1 and len(body.topics[0].partitions) == 1
            and (version < 7 or not body.forgotten_topics_data))
     assert (fast is not None) == one
+
+
+def test_the_isolation_level_is_read():
+    """read_committed is served fast only when nothing is unstable: the handler needs to know it was asked."""
+    body = FetchRequest(max_wait_ms=0, min_bytes=1, isolation_level=1, topics=[FetchTopic(topic="t", partitions=[
+        FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1)])])
+    assert decode_single_partition(frame_of(11, 1, "c", body)).isolation_level == 1
+    body.isolation_level = 0
+    assert decode_single_partition(frame_of(11, 1, "c", body)).isolation_level == 0
 
 
 def test_forgotten_topics_are_left_to_the_general_path():

@@ -550,3 +550,60 @@ def test_the_cleaner_threads_run_below_the_request_threads_priority():
         assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base  # the caller's is untouched
     finally:
         manager.close()
+
+
+# -- transactional data (cleaner Rules 1-3 and storage/transactions.py) ------------------------------------
+
+
+def _txn(key, value, pid, sequence, clock):
+    return build_batch([(key, value, None, clock.now)], producer_id=pid, producer_epoch=0, base_sequence=sequence,
+                       is_transactional=True)
+
+
+def _read_committed(log) -> dict:
+    """key -> value as a read_committed reader of the whole log ends up with (aborted data and markers skipped)."""
+    from sparklog.records.aborted import AbortedTransactions
+
+    rule, last = AbortedTransactions(log.aborted_transactions(0, log.last_stable_offset)), {}
+    for piece in log.iter_slices():
+        for batch in iter_batches(piece.read_bytes()):
+            if batch.base_offset < log.last_stable_offset and not rule.skips(batch):
+                last.update((r.key, r.value) for r in batch.records())
+    return last
+
+
+def test_an_aborted_value_never_supersedes_a_committed_one_and_markers_stay(tmp_path, flusher):
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher)
+    append(log, [(b"k", b"v1"), (b"j", b"j1")], clock)
+    log.append(_txn(b"k", b"aborted", 7, 0, clock))
+    log.append_control_batch(7, 0, False, 1, 0)
+    log.append(_txn(b"j", b"j2", 8, 0, clock))
+    log.append_control_batch(8, 0, True, 1, 0)
+    log.roll()
+    log.flush()
+    assert _read_committed(log) == {b"k": b"v1", b"j": b"j2"}
+    clean(log, clock)
+    assert _read_committed(log) == {b"k": b"v1", b"j": b"j2"}
+    assert [b.base_offset for p in log.iter_slices() for b in iter_batches(p.read_bytes()) if b.is_control] == [3, 5]
+    assert log.aborted_transactions(0, log.log_end_offset) == [(7, 2)]
+
+
+def test_an_open_transaction_is_not_cleaned(tmp_path, flusher):
+    """Rule 1: the range ends at the open transaction's first offset, whatever the HW."""
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher)
+    append(log, [(b"k", b"v1")], clock)
+    log.append(_txn(b"k", b"open", 7, 0, clock))
+    log.roll()
+    append(log, [(b"x", b"x")], clock)
+    log.roll()
+    log.flush()
+    assert (log.high_watermark, log.last_stable_offset) == (3, 1)
+    assert cleanable_range(log, clock()) is None  # no segment lies wholly below the LSO
+    clean(log, clock)
+    log.append_control_batch(7, 0, False, 1, 0)
+    log.roll()
+    log.flush()
+    clean(log, clock)
+    assert _read_committed(log) == {b"k": b"v1", b"x": b"x"}

@@ -258,22 +258,48 @@ def test_a_control_batch_appended_as_leader_is_refused_as_kafka_refuses_it_from_
     assert log.append_as_leader(make_batch(2), 0) == 0
 
 
-def test_a_transactional_batch_appended_as_leader_is_refused_as_no_transaction_is_ongoing(tmp_path, flusher):
-    """sparklog has no transaction coordinator: no transaction is ever ongoing, so a transactional batch would
-    never be committed or aborted (read_committed consumers would stall at it). Kafka's KIP-890 verification
-    answers INVALID_TXN_STATE for a partition not in an ongoing transaction. Replicated batches are not checked."""
+def test_a_transactional_batch_appended_as_leader_is_refused_when_the_verifier_refuses_it(tmp_path, flusher):
+    """KIP-890 part 1's hook: the verifier the broker installs refuses a transactional batch of a transaction
+    this partition was not added to (INVALID_TXN_STATE), and nothing of its set is written, through every
+    leader path. Replicated batches are not checked."""
     log = open_log(tmp_path, flusher)
+    seen = []
+
+    def verifier(producer_id, epoch):
+        seen.append((producer_id, epoch))
+        raise TransactionRefusedError("partition t-0 is not in an ongoing transaction of producer 7")
+
+    log.transaction_verifier = verifier
     txn = build_batch([(None, b"v", None, BASE_TS)], producer_id=7, producer_epoch=0, base_sequence=0,
                       is_transactional=True)
-    with pytest.raises(TransactionRefusedError, match="no transaction coordinator"):
+    with pytest.raises(TransactionRefusedError, match="not in an ongoing transaction"):
         log.append_as_leader(txn, 0)
     with pytest.raises(TransactionRefusedError):
         log.append_as_leader(bytes(make_batch(1)) + txn, 0)
     (outcome,) = log.append_group_as_leader([txn], leader_epoch=0)
     assert isinstance(outcome, TransactionRefusedError)
-    assert log.log_end_offset == 0
+    assert log.log_end_offset == 0 and seen == [(7, 0)] * 3
     log.append_replicated(txn)  # a follower copies the leader's log as it is
     assert log.log_end_offset == 1
+
+
+def test_a_transactional_batch_appended_as_leader_opens_a_transaction(tmp_path, flusher):
+    """Without a verifier every leader path takes a transactional batch; it opens its producer's transaction
+    and the last stable offset stays at its first offset. One without a producer id is refused."""
+    log = open_log(tmp_path, flusher)
+    log.append_as_leader(make_batch(1), 0)
+    txn = build_batch([(None, b"v", None, BASE_TS)], producer_id=7, producer_epoch=0, base_sequence=0,
+                      is_transactional=True)
+    assert log.append_as_leader(txn, 0) == 1
+    (outcome,) = log.append_group_as_leader([build_batch([(None, b"w", None, BASE_TS)], producer_id=8,
+                                                         producer_epoch=0, base_sequence=0, is_transactional=True)],
+                                            leader_epoch=0)
+    assert outcome == (2, 3)
+    log.flush()
+    assert (log.high_watermark, log.last_stable_offset) == (3, 1)
+    assert log.producer_state.ongoing == {7: 1, 8: 2}
+    with pytest.raises(InvalidRecordError, match="no producer id"):
+        log.append_as_leader(build_batch([(None, b"x", None, BASE_TS)], is_transactional=True), 0)
 
 
 def test_an_idempotent_batch_without_a_sequence_appended_as_leader_is_refused(tmp_path, flusher):
