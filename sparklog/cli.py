@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "sparklog.client.commands",
     "sparklog.client.group_commands",
     "sparklog.client.topic_commands",
+    "sparklog.client.transaction_commands",
     "jobs.demo",  # the pipeline's demo: jobs/ sits on top of every sparklog layer
 )
 
