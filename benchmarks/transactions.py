@@ -39,7 +39,8 @@ BROKER_SETTINGS = {"transaction.state.log.replication.factor": "1", "transaction
 COMMIT_TIMEOUT_S = 30.0
 FLUSH_DEADLINE_S = 60.0
 CONSUME_DEADLINE_S = 300.0
-PRODUCER = {"linger.ms": 5, "log_level": 2}
+# librdkafka's queue holds what the broker has not taken yet: a loaded machine must not make produce() refuse
+PRODUCER = {"linger.ms": 5, "log_level": 2, "queue.buffering.max.messages": 1_000_000}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,11 +148,12 @@ def _send_for(producer, topic: str, value: bytes, until: float) -> int:
     sent = 0
     while time.perf_counter() < until:
         for _ in range(1000):
-            try:
-                producer.produce(topic, value, partition=0)
-            except BufferError:
-                producer.poll(0.01)
-                producer.produce(topic, value, partition=0)
+            while True:
+                try:
+                    producer.produce(topic, value, partition=0)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
             sent += 1
         producer.poll(0)
     return sent
