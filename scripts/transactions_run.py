@@ -1,7 +1,7 @@
 """Transaction history run: consume-transform-produce workers under random SIGKILLs, then the exactly-once check.
 
     python scripts/transactions_run.py [--minutes 5] [--seed N] [--inputs 20000] [--partitions 4] [--workers 3]
-                                       [--no-offsets] [--base-dir DIR]
+                                       [--batch 10] [--pause 0.3] [--no-offsets] [--base-dir DIR]
 
 Starts an embedded ZooKeeper and three brokers (`LocalCluster`, RF 3, min ISR 2) and runs the scenario of
 `tests/support/transaction_run.py`: workers copying a pre-filled input topic to an output topic in transactions
@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = TransactionRunSettings(seconds=args.minutes * 60, inputs=args.inputs, partitions=args.partitions,
                                       workers=args.workers, seed=args.seed,
-                                      worker_args=("--no-offsets",) if args.no_offsets else ())
+                                      worker_args=("--batch", str(args.batch), "--pause", str(args.pause),
+                                                   *(("--no-offsets",) if args.no_offsets else ())))
     base = Path(args.base_dir or tempfile.mkdtemp(prefix="sparklog-txn-"))
     (base / "journals").mkdir(parents=True, exist_ok=True)
     with LocalCluster(base / "brokers", brokers=3, overrides=settings.broker_overrides()) as cluster:
@@ -50,6 +51,8 @@ def parse_args(argv):
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--no-offsets", action="store_true", help="plant a defect: offsets not in the transaction")
+    parser.add_argument("--batch", type=int, default=10, help="records a transaction (at most)")
+    parser.add_argument("--pause", type=float, default=0.3, help="seconds a worker sleeps between transactions")
     parser.add_argument("--base-dir", default=None)
     return parser.parse_args(argv)
 

@@ -69,6 +69,7 @@ class TransactionRunSettings:
 class RunResult:
     faults: list[str] = field(default_factory=list)
     worker_exits: int = 0  # workers that exited on their own (a fatal error) and were restarted
+    left_after_faults: int = -1  # input records not yet committed by the group when the faults ended
     report: Report | None = None
 
     @property
@@ -77,7 +78,8 @@ class RunResult:
 
     def summary(self) -> str:
         faults = ", ".join(self.faults[:30]) + (" ..." if len(self.faults) > 30 else "")
-        return f"faults: {len(self.faults)} ({faults})\nworkers exited on their own: {self.worker_exits}\n{self.report}"
+        return (f"faults: {len(self.faults)} ({faults})\nworkers exited on their own: {self.worker_exits}; input "
+                f"left when the faults ended: {self.left_after_faults}\n{self.report}")
 
 
 class Workers:
@@ -136,6 +138,7 @@ def run(cluster, zk_connect: str, settings: TransactionRunSettings, journal_dir:
             workers.start(tid)
         _nemesis(cluster, workers, tids, names, settings, rnd, result)
         heal(cluster)
+        result.left_after_faults = _left(_committed(cluster, names, ends), ends)
         _drain(cluster, workers, names, ends, settings, result)
     finally:
         workers.stop()
@@ -147,6 +150,11 @@ def run(cluster, zk_connect: str, settings: TransactionRunSettings, journal_dir:
     history.group_offsets = {p: (offset, ends[p]) for p, offset in _committed(cluster, names, ends).items()}
     result.report = history.check()
     return result
+
+
+def _left(committed: dict[int, int], ends: dict[int, int]) -> int:
+    """Input records the group has not committed yet; -1 when its offsets could not be read."""
+    return sum(ends.values()) - sum(max(0, o) for o in committed.values()) if committed else -1
 
 
 def _create_topics(zk_connect: str, names: dict, partitions: int) -> None:

@@ -1,8 +1,10 @@
 """One consume-transform-produce worker of the transaction history run (support/transaction_run.py), a process.
 
     python transaction_worker.py BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID JOURNAL [--no-offsets]
+                                 [--batch N] [--pause S]
 
-Reads INPUT read_committed in GROUP (no auto commit), and for each batch polled: begin a transaction, write
+Reads INPUT read_committed in GROUP (no auto commit), and for each batch polled (at most --batch records, then
+--pause seconds of sleep, so that the work spans the faults): begin a transaction, write
 every record to OUTPUT as `output_value(input, tag, i, count)`, send the batch's next offsets to the transaction
 (unless --no-offsets: a planted defect), commit. JOURNAL gets `commit <tag>` after commit_transaction returned,
 `abort <tag>` after abort_transaction returned (flushed at once: the worker may be SIGKILLed at any moment).
@@ -16,12 +18,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from support.transaction_history import output_value  # noqa: E402
 
 BATCH = 50
+PAUSE_S = 0.0
 TIMEOUT_S = 30
 stopping = False
 
@@ -29,6 +33,7 @@ stopping = False
 def main(argv: list[str]) -> int:
     bootstrap, source, sink, group, tid, journal_path = argv[:6]
     send_offsets = "--no-offsets" not in argv
+    batch_size, pause = int(_option(argv, "--batch", BATCH)), float(_option(argv, "--pause", PAUSE_S))
     signal.signal(signal.SIGTERM, _stop)
     consumer, producer = _clients(bootstrap, group, tid)
     producer.init_transactions(TIMEOUT_S)
@@ -36,13 +41,18 @@ def main(argv: list[str]) -> int:
     with open(journal_path, "a", buffering=1) as journal:
         sequence = 0
         while not stopping:
-            batch = [m for m in consumer.consume(BATCH, 0.5) if m.error() is None]
+            batch = [m for m in consumer.consume(batch_size, 0.5) if m.error() is None]
             if batch:
                 sequence += 1
                 _transaction(consumer, producer, sink, batch, f"{tid}.{os.getpid()}.{sequence}", journal,
                              send_offsets)
+                time.sleep(pause)
     consumer.close()
     return 0
+
+
+def _option(argv: list[str], name: str, default):
+    return argv[argv.index(name) + 1] if name in argv else default
 
 
 def _stop(*_):
