@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "sparklog.cli.console",
     "sparklog.cli.groups",
     "sparklog.cli.topics",
+    "sparklog.cli.transactions",
     "jobs.demo",  # the pipeline's demo: jobs/ sits on top of every sparklog layer
 )
 

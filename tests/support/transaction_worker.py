@@ -1,0 +1,125 @@
+"""One consume-transform-produce worker of the transaction history run (support/transaction_run.py), a process.
+
+    python transaction_worker.py BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID JOURNAL [--no-offsets]
+                                 [--batch N] [--pause S]
+
+Reads INPUT read_committed in GROUP (no auto commit), and for each batch polled (at most --batch records, then
+--pause seconds of sleep, so that the work spans the faults): begin a transaction, write
+every record to OUTPUT as `output_value(input, tag, i, count)`, send the batch's next offsets to the transaction
+(unless --no-offsets: a planted defect), commit. JOURNAL gets `commit <tag>` after commit_transaction returned,
+`abort <tag>` after abort_transaction returned (flushed at once: the worker may be SIGKILLed at any moment).
+Rule 1: an abortable error aborts the attempt and rewinds the consumer to the group's committed offsets (the
+records are read again); a fatal one (fenced) exits 3 for the run to restart the worker. SIGTERM stops the
+worker between transactions.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from support.transaction_history import output_value  # noqa: E402
+
+BATCH = 50
+PAUSE_S = 0.0
+TIMEOUT_S = 30
+stopping = False
+
+
+def main(argv: list[str]) -> int:
+    bootstrap, source, sink, group, tid, journal_path = argv[:6]
+    send_offsets = "--no-offsets" not in argv
+    batch_size, pause = int(_option(argv, "--batch", BATCH)), float(_option(argv, "--pause", PAUSE_S))
+    signal.signal(signal.SIGTERM, _stop)
+    consumer, producer = _clients(bootstrap, group, tid)
+    producer.init_transactions(TIMEOUT_S)
+    consumer.subscribe([source])
+    with open(journal_path, "a", buffering=1) as journal:
+        sequence = 0
+        while not stopping:
+            batch = [m for m in consumer.consume(batch_size, 0.5) if m.error() is None]
+            if batch:
+                sequence += 1
+                _transaction(consumer, producer, sink, batch, f"{tid}.{os.getpid()}.{sequence}", journal,
+                             send_offsets)
+                time.sleep(pause)
+    consumer.close()
+    return 0
+
+
+def _option(argv: list[str], name: str, default):
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
+def _stop(*_):
+    global stopping
+    stopping = True
+
+
+def _clients(bootstrap: str, group: str, tid: str):
+    from confluent_kafka import Consumer, Producer
+
+    common = {"bootstrap.servers": bootstrap, "log_level": 2}
+    consumer = Consumer({**common, "group.id": group, "isolation.level": "read_committed",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+    producer = Producer({**common, "transactional.id": tid, "transaction.timeout.ms": 20000, "linger.ms": 5})
+    return consumer, producer
+
+
+def _transaction(consumer, producer, sink: str, batch, tag: str, journal, send_offsets: bool) -> None:
+    """One attempt (Rule 1): committed and journaled, or aborted, journaled and rewound; fatal errors raise."""
+    from confluent_kafka import KafkaException
+
+    try:
+        producer.begin_transaction()
+        for i, message in enumerate(batch):
+            producer.produce(sink, output_value(message.value().decode(), tag, i, len(batch)), message.value())
+        if send_offsets:
+            producer.send_offsets_to_transaction(_next_offsets(batch), consumer.consumer_group_metadata(), TIMEOUT_S)
+        _commit(producer)
+        journal.write(f"commit {tag}\n")
+    except KafkaException as exc:
+        if exc.args[0].fatal() or not exc.args[0].txn_requires_abort():
+            raise
+        _abort(consumer, producer, tag, journal)
+
+
+def _commit(producer) -> None:
+    """commit_transaction, called again after a retriable error (librdkafka's rule: the outcome is not known)."""
+    from confluent_kafka import KafkaException
+
+    while True:
+        try:
+            return producer.commit_transaction(TIMEOUT_S)
+        except KafkaException as exc:
+            if not exc.args[0].retriable() or exc.args[0].txn_requires_abort():
+                raise
+
+
+def _abort(consumer, producer, tag: str, journal) -> None:
+    from confluent_kafka import OFFSET_BEGINNING
+
+    producer.abort_transaction(TIMEOUT_S)
+    journal.write(f"abort {tag}\n")
+    assignment = consumer.assignment()
+    if assignment:
+        for tp in consumer.committed(assignment, TIMEOUT_S):
+            tp.offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+            consumer.seek(tp)
+
+
+def _next_offsets(batch):
+    from confluent_kafka import TopicPartition
+
+    last: dict[tuple[str, int], int] = {}
+    for message in batch:
+        last[(message.topic(), message.partition())] = message.offset() + 1
+    return [TopicPartition(topic, partition, offset) for (topic, partition), offset in last.items()]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
