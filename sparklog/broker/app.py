@@ -132,6 +132,7 @@ class Broker:
             if self.dispatcher is not None:  # on the loop: waiting joins and syncs answered, timers cancelled
                 self.dispatcher.state.groups.close()
                 await self.dispatcher.state.offsets.close()
+                await self.dispatcher.state.transactions.close()
             if self.replicas is not None:
                 await self.replicas.close()  # the fetchers, before the logs they append to close
             await self.loop.run_in_executor(None, self._close)
@@ -244,6 +245,9 @@ class Broker:
         offsets = state.offsets  # loads and drops __consumer_offsets partitions after the replica manager's turn
         self.loop.call_soon_threadsafe(offsets.start)
         self.partitions.add_listener(lambda snapshot: self._on_loop(offsets.on_snapshot, snapshot))
+        transactions = state.transactions  # loads and drops __transaction_state partitions likewise
+        self.loop.call_soon_threadsafe(transactions.start)
+        self.partitions.add_listener(lambda snapshot: self._on_loop(transactions.on_snapshot, snapshot))
         self.partitions.start()
         self.controller = Controller(
             self.zk, cfg.broker_id, unclean_leader_election=cfg.unclean_leader_election_enable,

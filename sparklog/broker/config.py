@@ -6,7 +6,8 @@ topic's `/config/topics/<t>` overrides are laid over those.
 Rule 2: an unknown key is warned about, never fatal (Kafka does the same), naming the nearest known key; a
 known key with a bad value is a `ConfigError` naming the key, the value and the rule.
 Rule 3: every key is declared once in `BROKER` (`sparklog.settings`: type, default, range, importance, doc):
-the broker's own, the group coordinator's (`group_config.GROUP`), the scrubber's, the cleaner's, and the
+the broker's own, the group coordinator's (`group_config.GROUP`), the transaction coordinator's
+(`coordinator/transaction/config.TRANSACTION`), the scrubber's, the cleaner's, and the
 `log.*` defaults of the topic configs, derived from the storage's table. Adding a setting is one `Setting(...)` line there plus
 its `BrokerConfig` field.
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from sparklog.broker.coordinator.transaction.config import TRANSACTION
 from sparklog.broker.group_config import GROUP, GroupConfig, GroupConfigError
 from sparklog.coordination.connection import split_connect_string
 from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, STRING, WARN, Definitions, Setting
@@ -84,8 +86,6 @@ _IGNORED_KEYS = (
     "num.network.threads",
     "num.io.threads",
     "num.recovery.threads.per.data.dir",
-    "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr",
     "log.flush.offset.checkpoint.interval.ms",
 )
 
@@ -178,6 +178,7 @@ BROKER = Definitions("broker", (
     *SCRUBBER_SETTINGS.values(),
     *CLEANER_SETTINGS.values(),
     *GROUP.values(),
+    *TRANSACTION.values(),
     *(_synonym(broker_key, topic_key) for broker_key, topic_key in TOPIC_CONFIG_BROKER_KEYS.items()),
     *(_ignored(name) for name in _IGNORED_KEYS),
 ), error=ConfigError, unknown=WARN)

@@ -50,6 +50,9 @@ from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.coordination import offsets as offset_registry
 from sparklog.coordination import topics as topic_registry
 from sparklog.coordination.producer_ids import ProducerIdAllocator
+from sparklog.broker.coordinator.transaction import handlers as transaction_handlers
+from sparklog.broker.coordinator.transaction.config import TransactionConfig
+from sparklog.broker.coordinator.transaction.coordinator import TransactionCoordinator
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.api_versions import ApiVersionsResponse
@@ -122,7 +125,6 @@ INVALID_REPLICATION_FACTOR = errors.InvalidReplicationFactorError.errno
 INVALID_REPLICA_ASSIGNMENT = errors.InvalidReplicaAssignmentError.errno
 INVALID_CONFIG = errors.InvalidConfigError.errno
 INVALID_REQUEST = errors.InvalidRequestError.errno
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = errors.TransactionalIdAuthorizationFailedError.errno
 KAFKA_STORAGE_ERROR = errors.KafkaStorageError.errno
 TOPIC_DELETION_DISABLED = errors.TopicDeletionDisabledError.errno
 INVALID_RECORD = errors.InvalidRecordError.errno
@@ -133,9 +135,6 @@ REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
 UNSUPPORTED_VERSION = errors.UnsupportedVersionError.errno
 NOT_ENOUGH_REPLICAS = errors.NotEnoughReplicasError.errno
 OFFSET_NOT_AVAILABLE = errors.OffsetNotAvailableError.errno
-# What a transactional client hears (FindCoordinator for a transaction): a fatal error, not a retry until its
-# timeout, as sparklog has no transaction coordinator; Kafka answers this code when a transactional.id is denied.
-NO_TRANSACTIONS = "sparklog has no transaction coordinator: transactions are not supported (drop transactional.id)"
 # The idempotent producer's refusals (storage/producer_state.py Rule 1), by the storage exception.
 PRODUCER_STATE_ERRORS = {
     OutOfOrderSequence: errors.OutOfOrderSequenceNumberError.errno,
@@ -173,6 +172,7 @@ class BrokerState:
     groups: GroupCoordinator | None = None
     offsets: TopicOffsetStore | None = None  # placement and committed offsets of Kafka groups
     offsets_topic_creation: asyncio.Future | None = None  # the one creation of __consumer_offsets in flight
+    transactions: TransactionCoordinator | None = None  # coordinator/transaction/
     controller: Any = None  # broker.controller.Controller: who the controller is (Metadata's controller_id)
     counters: dict = field(default_factory=lambda: dict.fromkeys(
         ("produced_batches_bytes", "produce_errors", "fetch_waits", "zookeeper_calls"), 0))
@@ -190,6 +190,10 @@ class BrokerState:
         if self.offsets is None:
             self.offsets = TopicOffsetStore(group_config, self.partitions, self.replicas, self.groups, self.executor,
                                             self.zk)
+        if self.transactions is None:
+            self.transactions = TransactionCoordinator(
+                TransactionConfig.from_properties(self.config.raw), self.partitions, self.replicas, self.producer_ids,
+                lambda *topic: _create_topic(self, *topic), self.broker_id, self.executor)
 
     async def blocking(self, fn, *args):
         """Run a blocking (ZooKeeper) call on the executor."""
@@ -1035,8 +1039,7 @@ async def _delete_one(state, name: str) -> int:
 
 def handle_init_producer_id(request, state):
     if request.body.transactional_id is not None:
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                      producer_id=-1, producer_epoch=-1)
+        return transaction_handlers.handle_init_producer_id(request, state)
     return _init_producer_id(state)
 
 
@@ -1052,16 +1055,15 @@ async def _init_producer_id(state) -> InitProducerIdResponse:
 
 def handle_find_coordinator(request, state):
     """A group's coordinator is the leader of its `__consumer_offsets` partition (offset_store.py), the topic
-    created first if it does not exist (Kafka's way; offsets_topic.py). A transaction's has none: sparklog has no
-    transaction coordinator, and a retriable "not available" would leave the client retrying until its timeout."""
+    created first if it does not exist (Kafka's way; offsets_topic.py); a transaction's is the transaction
+    coordinator's answer (coordinator/transaction/handlers.py)."""
     body = request.body
     if body.key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=INVALID_REQUEST,
                                        error_message=f"unknown key type {body.key_type}", node_id=-1, host="",
                                        port=-1)
     if body.key_type == KEY_TYPE_TRANSACTION:
-        return FindCoordinatorResponse(throttle_time_ms=0, error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                       error_message=NO_TRANSACTIONS, node_id=-1, host="", port=-1)
+        return transaction_handlers.find_coordinator(body, state)
     if body.key_type == KEY_TYPE_GROUP and OFFSETS_TOPIC not in state.partitions.snapshot.topics:
         return _find_coordinator_after_create(body, state)
     return _find_coordinator(body, state)

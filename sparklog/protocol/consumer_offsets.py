@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from sparklog.protocol.schema import F, message
 
 __all__ = ["OffsetCommitKey", "OffsetCommitValue", "CommitKey", "CommitValue", "encode_key", "encode_value",
-           "decode_key", "decode_value", "NOT_AN_OFFSET", "KEY_VERSION", "VALUE_VERSION"]
+           "decode_key", "decode_value", "NOT_AN_OFFSET", "KEY_VERSION", "VALUE_VERSION", "decode_versioned"]
 
 TOPIC = "__consumer_offsets"  # Kafka's GROUP_METADATA_TOPIC_NAME
 FIXED_PARTITIONS = "the number of partitions for the offsets topic cannot be changed"  # Kafka's TopicCommand
@@ -86,7 +86,7 @@ def encode_value(value: CommitValue) -> bytes:
 
 def decode_key(data: bytes) -> CommitKey | None:
     """The offset commit key in `data`, or NOT_AN_OFFSET for another record type; ValueError if malformed."""
-    version, body = _decode(OffsetCommitKey, data, accept=range(0, 2))
+    version, body = decode_versioned(OffsetCommitKey, data, accept=range(0, 2))
     if body is None:
         return NOT_AN_OFFSET
     return CommitKey(body.group, body.topic, body.partition)
@@ -94,15 +94,16 @@ def decode_key(data: bytes) -> CommitKey | None:
 
 def decode_value(data: bytes) -> CommitValue:
     """The offset commit value in `data` (any version 0-4); ValueError if malformed or of another version."""
-    version, body = _decode(OffsetCommitValue, data, accept=range(0, 5))
+    version, body = decode_versioned(OffsetCommitValue, data, accept=range(0, 5))
     if body is None:
         raise ValueError(f"offset commit value version {version} is not one of 0-4")
     return CommitValue(body.offset, body.metadata, body.commit_timestamp, body.leader_epoch)
 
 
-def _decode(cls, data: bytes, accept: range):
+def decode_versioned(cls, data: bytes, accept: range):
     """(version, body) of `data`, body None for a version outside `accept`; ValueError when truncated, too
-    long or malformed (the generated decoders raise struct.error, IndexError or DecodeError)."""
+    long or malformed (the generated decoders raise struct.error, IndexError or DecodeError). Shared by
+    transaction_log.py, whose records open with the same int16 version."""
     view = memoryview(data)
     if len(view) < _VERSION.size:
         raise ValueError(f"{cls.__name__}: {len(view)} bytes, too short for a version")

@@ -224,6 +224,8 @@ _CODES = [
     (89, "ThrottlingQuotaExceededError", "THROTTLING_QUOTA_EXCEEDED", True, "the quota was exceeded"),
     (90, "ProducerFencedError", "PRODUCER_FENCED", False, "a newer producer has the same transactional id"),
     (100, "UnknownTopicIdError", "UNKNOWN_TOPIC_ID", True, "this server does not host this topic id"),
+    (105, "TransactionalIdNotFoundError", "TRANSACTIONAL_ID_NOT_FOUND", False,
+     "the transactional id is not known to its coordinator"),
 ]
 
 for _row in _CODES:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import struct
 
-from sparklog.protocol import (alter_configs, api_versions, create_partitions, create_topics, delete_records,
-                               delete_topics, describe_cluster, describe_configs, describe_log_dirs,
-                               describe_producers, elect_leaders, fetch, find_coordinator, group_admin, groups,
+from sparklog.protocol import (add_offsets_to_txn, add_partitions_to_txn, alter_configs, api_versions,
+                               create_partitions, create_topics, delete_records, delete_topics, describe_cluster,
+                               describe_configs, describe_log_dirs, describe_producers, describe_transactions,
+                               elect_leaders, end_txn, fetch, find_coordinator, group_admin, groups, list_transactions,
+                               txn_offset_commit, write_txn_markers,
                                incremental_alter_configs, init_producer_id, list_offsets, list_partition_reassignments,
                                metadata, offset_commit,
                                offset_delete, offset_fetch, offset_for_leader_epoch, produce)
@@ -70,6 +72,13 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
     (elect_leaders.ElectLeadersRequest, elect_leaders.ElectLeadersResponse),
     (list_partition_reassignments.ListPartitionReassignmentsRequest,
      list_partition_reassignments.ListPartitionReassignmentsResponse),
+    (add_partitions_to_txn.AddPartitionsToTxnRequest, add_partitions_to_txn.AddPartitionsToTxnResponse),
+    (add_offsets_to_txn.AddOffsetsToTxnRequest, add_offsets_to_txn.AddOffsetsToTxnResponse),
+    (end_txn.EndTxnRequest, end_txn.EndTxnResponse),
+    (write_txn_markers.WriteTxnMarkersRequest, write_txn_markers.WriteTxnMarkersResponse),
+    (txn_offset_commit.TxnOffsetCommitRequest, txn_offset_commit.TxnOffsetCommitResponse),
+    (describe_transactions.DescribeTransactionsRequest, describe_transactions.DescribeTransactionsResponse),
+    (list_transactions.ListTransactionsRequest, list_transactions.ListTransactionsResponse),
 ]
 
 REQUESTS: dict[ApiKey, type[Message]] = {ApiKey(req.api_key): req for req, _ in _PAIRS}
@@ -86,9 +95,13 @@ ALL_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 # which sparklog does not serve: the broker closes such a connection and the client never bootstraps. Advertised
 # up to v6, the highest versions name Kafka 2.4 (Produce v8) and every pin uses what is advertised. v7-v10 are
 # still decoded and answered for a client that sends them unasked.
+# AddPartitionsToTxn likewise up to v3, the clients' versions: v4 (the brokers' batched form, KIP-890) names Kafka
+# 3.6 to kafka-python. v4-v5 are still decoded and answered.
 LIST_OFFSETS_ADVERTISED_MAX = 6
+ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX = add_partitions_to_txn.FIRST_BROKER_VERSION - 1
 API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    **ALL_VERSIONS, ApiKey.LIST_OFFSETS: (ALL_VERSIONS[ApiKey.LIST_OFFSETS][0], LIST_OFFSETS_ADVERTISED_MAX)}
+    **ALL_VERSIONS, ApiKey.LIST_OFFSETS: (ALL_VERSIONS[ApiKey.LIST_OFFSETS][0], LIST_OFFSETS_ADVERTISED_MAX),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX)}
 
 _SIZE = struct.Struct(">i")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")

@@ -712,22 +712,6 @@ def test_confluent_consumer_reads_one_partition_through_the_fetch_fast_path(clus
     assert cluster.brokers[1].statistics()["fetch"]["fast"] - before >= 2
 
 
-def test_a_confluent_transactional_producer_gets_a_clear_error_at_once(cluster):
-    """sparklog has no transaction coordinator: init_transactions() must fail at once with a fatal error that
-    says so (FindCoordinator's error message), not retry until its timeout."""
-    from confluent_kafka import KafkaException, Producer
-
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": tagged("txn"),
-                         **confluent_names()})
-    started = time.monotonic()
-    with pytest.raises(KafkaException) as raised:
-        producer.init_transactions(TIMEOUT_S)
-    error = raised.value.args[0]
-    assert time.monotonic() - started < TIMEOUT_S / 3, error
-    assert not error.retriable(), error
-    assert error.fatal() and "sparklog has no transaction coordinator" in error.str(), error.str()
-
-
 def _error_codes(body) -> list[int]:
     """Every error_code anywhere in a decoded response body."""
     from sparklog.protocol.schema import Struct

@@ -201,13 +201,6 @@ def test_a_commit_to_a_topic_or_partition_the_cluster_lacks_gets_unknown_topic_o
     asyncio.run(scenario())
 
 
-def test_a_transaction_s_coordinator_is_a_fatal_error_that_says_there_is_none(state):
-    """A retriable COORDINATOR_NOT_AVAILABLE would leave a transactional producer retrying until its timeout."""
-    found = call(state, FindCoordinatorRequest(key="txn", key_type=1), 10, 2)
-    assert found.error_code == errors.TransactionalIdAuthorizationFailedError.errno and found.node_id == -1
-    assert "no transaction coordinator" in found.error_message
-
-
 def test_an_offset_fetch_of_what_the_cluster_lacks_is_no_offset_and_no_error_at_every_version(state):
     """Kafka answers OffsetFetch v1+ from the coordinator alone: a partition without an offset is -1 with no
     error, whatever the metadata says (only v0, read from ZooKeeper, checked it: UNKNOWN_TOPIC_OR_PARTITION);

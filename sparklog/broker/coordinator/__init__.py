@@ -1,0 +1,1 @@
+"""The broker's coordinators: of consumer groups (group/) and of transactions (transaction/)."""
