@@ -6,6 +6,7 @@ kill times, is scripts/eos_kill_run.py."""
 
 from __future__ import annotations
 
+import os
 import random
 import uuid
 
@@ -30,7 +31,7 @@ def test_exactly_once_survives_a_driver_sigkill_and_at_least_once_does_not(clust
     """Both queries in one driver, killed once both stand at their stops of batch 0: the exactly-once one at a
     random stop, the at-least-once one after its commit, before Spark's commit log (a stop known to
     duplicate: its batch 0 is run and written again after the restart)."""
-    stop = random.choice(STOPS)
+    stop = os.environ.get("EOS_STOP") or random.choice(STOPS)  # EOS_STOP: a rerun at a chosen stop
     print(f"exactly-once query killed at the stop {stop!r} of batch 0")  # noqa: T201 - for a rerun
     eos_rows = produce_input(cluster.bootstrap, "in1", ROWS)
     alo_rows = produce_input(cluster.bootstrap, "in2", ROWS)
