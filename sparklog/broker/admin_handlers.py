@@ -503,7 +503,7 @@ def handle_describe_producers(request, state) -> DescribeProducersResponse:
             led, code = base._led_or_error(state, snapshot, topic.name, index, -1)
             producers = [] if led is None else [ProducerState(
                 producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts, coordinator_epoch=-1,
-                current_txn_start_offset=-1) for pid, epoch, seq, ts in led.plog.active_producers()]
+                current_txn_start_offset=txn) for pid, epoch, seq, ts, txn in led.plog.active_producers()]
             parts.append(DescribeProducersPartitionResponse(partition_index=index, error_code=code,
                                                             active_producers=producers))
         topics.append(DescribeProducersTopicResponse(name=topic.name, partitions=parts))

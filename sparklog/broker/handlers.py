@@ -649,7 +649,8 @@ def handle_single_partition_fetch(request: SinglePartitionFetch, state):
     having done nothing but a read, for everything else (the caller runs the general path, which answers
     the same bytes or the error, or long-polls): a follower's fetch (replica_id >= 0, which moves the HW),
     a partition not led here or a stale epoch, a segment still to verify, a fenced range (Rule 4), a read
-    that raises, fewer than min_bytes ready with max_wait_ms > 0, or no byte of budget."""
+    that raises, fewer than min_bytes ready with max_wait_ms > 0, no byte of budget, or a read_committed
+    fetch with something unstable or aborted to answer (read_committed.fast_limit)."""
     if request.replica_id >= 0:
         return NOT_SERVED_FAST
     budget = min(request.max_bytes, state.config.fetch_max_bytes, request.partition_max_bytes)
@@ -665,8 +666,13 @@ def handle_single_partition_fetch(request: SinglePartitionFetch, state):
         return NOT_SERVED_FAST
     high_watermark = plog.high_watermark  # read before the slice, as _fetch_once does
     log_start = plog.log_start_offset
+    limit = None
+    if request.isolation_level == read_committed.READ_COMMITTED:
+        limit = read_committed.fast_limit(plog, offset, high_watermark)
+        if limit is None:
+            return NOT_SERVED_FAST
     try:
-        records = plog.read(offset, budget)
+        records = plog.read(offset, budget, limit)
     except StorageError:  # OffsetOutOfRange, LogClosedError, CorruptSegmentError: the general path's errors
         return NOT_SERVED_FAST
     size = len(records)

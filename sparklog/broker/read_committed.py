@@ -7,6 +7,10 @@ LSO, as read_uncommitted serves them below the HW; the response's last_stable_of
 aborted_transactions lists (producer id, first offset) of every aborted transaction with data in [fetch
 offset, LSO) (Kafka's collectAbortedTransactions; a consumer drops those producers' batches from the first
 offset until their abort marker). A fetch offset between the LSO and the log end gets no records.
+Rule 1a (the one-partition fast path, `fast_limit`): when the LSO is the high watermark and no aborted
+transaction has data from the fetch offset on, a read_committed fetch is answered as a read_uncommitted
+one (last_stable_offset = high watermark, no aborted transactions), read up to the high watermark read
+before the slice; anything else goes to the general path.
 Rule 2 (ListOffsets, isolation_level 1, `list_offset`): latest is the LSO; a timestamp lookup answers only an
 offset below the LSO (else none: -1), earliest is unchanged (Kafka's fetchOffsetForTimestamp).
 """
@@ -28,6 +32,13 @@ def fetch(plog, offset: int, max_bytes: int) -> tuple[object, int, list]:
     records = plog.read(offset, max_bytes, max_offset=stable)
     aborted = plog.aborted_transactions(offset, stable) if len(records) else []
     return records, stable, [AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in aborted]
+
+
+def fast_limit(plog, offset: int, high_watermark: int) -> int | None:
+    """Rule 1a: the offset the fast path reads below (`high_watermark`), or None: the general path's."""
+    if plog.last_stable_offset < high_watermark or plog.aborted_transactions(offset, high_watermark):
+        return None
+    return high_watermark
 
 
 def list_offset(plog, asked: int, found: tuple[int, int]) -> tuple[int, int]:

@@ -12,8 +12,8 @@ chunk of its own. Decoded, it is a memoryview of the frame.
 The one-partition fast path (a consumer's common Fetch: one topic, one partition) is hand-written beside the
 declarations, for the broker's hot path, as produce.py's is:
 Rule 1: ``decode_single_partition(frame)`` returns a ``SinglePartitionFetch`` only for a Fetch request of a
-version served here, read_uncommitted (isolation_level 0), whose body is exactly one topic with one partition
-and no forgotten topics, and which the general decoder (registry.decode_request) would decode without error to the same values; for anything
+version served here whose body is exactly one topic with one partition and no forgotten topics, and which
+the general decoder (registry.decode_request) would decode without error to the same values; for anything
 else it returns None and the caller uses the general path.
 Rule 2: ``encode_single_partition_head(...)`` gives the bytes ``registry.encode_response`` gives for a
 FetchResponse of that one partition, error_code 0, up to its records, which follow as they are (a FileSlice
@@ -124,6 +124,7 @@ class SinglePartitionFetch(NamedTuple):
     current_leader_epoch: int
     fetch_offset: int
     partition_max_bytes: int
+    isolation_level: int  # 1: read_committed, served here only when nothing is unstable (handlers)
 
 
 def decode_single_partition(frame) -> SinglePartitionFetch | None:
@@ -143,8 +144,6 @@ def decode_single_partition(frame) -> SinglePartitionFetch | None:
         fields = head.unpack_from(buf, pos)
         pos += head.size
         topics, n = fields[-2], fields[-1]
-        if fields[4] != 0:  # isolation_level: read_committed is the general path's (LSO, aborted transactions)
-            return None
         if topics != 1 or n < 0 or pos + n > end:
             return None
         topic = str(buf[pos:pos + n], "utf-8")
@@ -168,7 +167,7 @@ def decode_single_partition(frame) -> SinglePartitionFetch | None:
     except (struct.error, UnicodeDecodeError):
         return None
     return SinglePartitionFetch(version, correlation_id, fields[0], fields[1], fields[2], fields[3], topic,
-                                parts[1], leader_epoch, fetch_offset, partition_max_bytes)
+                                parts[1], leader_epoch, fetch_offset, partition_max_bytes, fields[4])
 
 
 def encode_single_partition_head(request: SinglePartitionFetch, high_watermark: int, log_start_offset: int,

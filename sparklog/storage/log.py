@@ -1804,7 +1804,7 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         """The LSO: the high watermark, or the first offset of a transaction not yet stable below it."""
         with self._lock:
-            return self._txns.last_stable_offset(self._hw.offset)
+            return self._txns.last_stable_offset(self._hw.offset, self.log_start_offset)
 
     def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions with data in [start, end): Fetch's
@@ -1846,12 +1846,14 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
-    def active_producers(self) -> list[tuple[int, int, int, int]]:
-        """(producer id, epoch, last sequence, last timestamp) of each idempotent producer whose state the log
-        keeps, by id (Kafka's DescribeProducers); -1 for a sequence not known (no batch remembered)."""
+    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp, first offset of its open transaction) of each
+        producer whose state the log keeps, by id (Kafka's DescribeProducers); -1 for a sequence not known (no
+        batch remembered) and for no open transaction."""
         with self._lock:
             entries = sorted(self._producers.producers.items())
-            return [(pid, e.epoch, e.batches[-1][1] if e.batches else -1, e.last_timestamp) for pid, e in entries]
+            return [(pid, e.epoch, e.batches[-1][1] if e.batches else -1, e.last_timestamp, e.txn_first_offset)
+                    for pid, e in entries]
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:

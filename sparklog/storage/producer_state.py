@@ -63,7 +63,7 @@ from crc32c import crc32c
 
 from sparklog.storage.errors import DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence, StorageError
 from sparklog.storage.files import Files
-from sparklog.storage.segment import OFFSET_DIGITS, segment_file_name
+from sparklog.storage.segment import parse_offset_file_name, segment_file_name
 
 logger = logging.getLogger(__name__)
 
@@ -155,10 +155,7 @@ def snapshot_file_name(offset: int) -> str:
 
 
 def parse_snapshot_file_name(name: str) -> int | None:
-    stem, _, ext = name.partition(".")
-    if "." + ext != SNAPSHOT_SUFFIX or len(stem) != OFFSET_DIGITS or not stem.isdigit():
-        return None
-    return int(stem)
+    return parse_offset_file_name(name, SNAPSHOT_SUFFIX)
 
 
 class CorruptSnapshot(StorageError):

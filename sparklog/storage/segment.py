@@ -84,6 +84,15 @@ def parse_segment_file_name(name: str) -> tuple[int, str] | None:
     return int(stem), "." + ext
 
 
+def parse_offset_file_name(name: str, suffix: str) -> int | None:
+    """The offset `name` holds when it is `<OFFSET_DIGITS digits><suffix>` (a producer-state snapshot, a
+    .txnindex), else None."""
+    stem, _, ext = name.partition(".")
+    if "." + ext != suffix or len(stem) != OFFSET_DIGITS or not stem.isdigit():
+        return None
+    return int(stem)
+
+
 class LogSegment:
     """One segment of a partition log.
 

@@ -14,7 +14,9 @@ follower and recovery replay alike), after the producer state's `update`:
   - a control batch that is no marker is logged and skipped: a follower copies its leader's bytes.
 Rule 2 (the LSO, `last_stable_offset`): the smallest of the high watermark, the first offset of every open
 transaction and the first offset of every completed transaction whose marker is not yet below the high
-watermark (Kafka's firstUnstableOffset): read_committed consumers read below it, and it never passes the HW.
+watermark (Kafka's firstUnstableOffset), the latter two raised to the log start offset when retention or
+DeleteRecords removed their first batches (as Kafka's maybeUpdateFirstUnstableOffset): read_committed
+consumers read below it, and it never passes the HW.
 It only moves backwards when the HW does (truncation, a new leader's HW): a transaction opens at the log end.
 Rule 3 (rebuilding, `rebuild`): on open and after truncation, the producer state is loaded from its newest
 snapshot at or below the log end (and at or below the earliest damaged index file, txn_index Rule 4), the
@@ -99,14 +101,14 @@ class TransactionTracker:
 
     # -- Rule 2 ----------------------------------------------------------------------------------
 
-    def last_stable_offset(self, high_watermark: int) -> int:
-        """Rule 2: below the HW, the first offset of any transaction not yet stable."""
+    def last_stable_offset(self, high_watermark: int, log_start: int = 0) -> int:
+        """Rule 2: below the HW, the first offset of any transaction not yet stable (at least `log_start`)."""
         if self._unreplicated:
             self._unreplicated = [txn for txn in self._unreplicated if txn.last_offset >= high_watermark]
         stable = min(self._producers.ongoing.values(), default=high_watermark)
         for txn in self._unreplicated:
             stable = min(stable, txn.first_offset)
-        return min(stable, high_watermark)
+        return min(max(stable, log_start), high_watermark)
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of an open or unreplicated transaction (None: none), for statistics and tests."""

@@ -41,7 +41,7 @@ from bisect import bisect_right
 from typing import NamedTuple
 
 from sparklog.storage.files import Files
-from sparklog.storage.segment import OFFSET_DIGITS, segment_file_name
+from sparklog.storage.segment import parse_offset_file_name, segment_file_name
 
 logger = logging.getLogger(__name__)
 
@@ -73,10 +73,7 @@ def txn_index_file_name(base_offset: int) -> str:
 
 
 def parse_txn_index_file_name(name: str) -> int | None:
-    stem, _, ext = name.partition(".")
-    if "." + ext != TXN_INDEX_SUFFIX or len(stem) != OFFSET_DIGITS or not stem.isdigit():
-        return None
-    return int(stem)
+    return parse_offset_file_name(name, TXN_INDEX_SUFFIX)
 
 
 def encode_entries(entries) -> bytes:

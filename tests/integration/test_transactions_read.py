@@ -221,3 +221,18 @@ def test_sparklogs_consumers_read_committed(brokers, zk):
 
     assert read("read_committed", 4) == (COMMITTED_BEFORE_THE_LSO, 8)
     assert read("read_uncommitted", 8) == (ALL, 10)
+
+
+def test_the_spark_source_reads_committed(brokers, zk, spark):
+    """A batch query with kafka.isolation.level=read_committed: the committed and plain rows up to the LSO (its
+    latest offsets are the LSO), never an aborted one; read_uncommitted reads every data row."""
+    topic = make_topic(zk, brokers, 3)
+    write_history(brokers, topic)
+
+    def rows(isolation: str) -> list[tuple[int, bytes]]:
+        df = (spark.read.format("sparklog").option("bootstrap.servers", bootstrap(brokers)).option("subscribe", topic)
+              .option("kafka.isolation.level", isolation).load())
+        return sorted((r.offset, bytes(r.value)) for r in df.select("offset", "value").collect())
+
+    assert rows("read_committed") == COMMITTED_BEFORE_THE_LSO
+    assert rows("read_uncommitted") == ALL

@@ -329,6 +329,19 @@ def test_describe_producers_lists_the_leader_s_idempotent_producers(state, logs)
     assert missing.error_code == nosuch.partitions[0].error_code == handlers.UNKNOWN_TOPIC_OR_PARTITION
 
 
+def test_describe_producers_gives_the_first_offset_of_an_open_transaction(state, logs):
+    plog = logs.get("t", 0)
+    plog.append(build_batch([(None, b"a", None, 1000)]))
+    plog.append(build_batch([(None, b"t", None, 2000)], producer_id=7, producer_epoch=0, base_sequence=0,
+                            is_transactional=True))
+    body = DescribeProducersRequest(topics=[DescribeProducersTopicRequest(name="t", partition_indexes=[0])])
+    (t,) = call(admin_handlers.handle_describe_producers, body, ApiKey.DESCRIBE_PRODUCERS, 0, state).topics
+    assert [(p.producer_id, p.current_txn_start_offset) for p in t.partitions[0].active_producers] == [(7, 1)]
+    plog.append_control_batch(7, 0, True, 1, 0)
+    (t,) = call(admin_handlers.handle_describe_producers, body, ApiKey.DESCRIBE_PRODUCERS, 0, state).topics
+    assert [(p.producer_id, p.current_txn_start_offset) for p in t.partitions[0].active_producers] == [(7, -1)]
+
+
 # -- ElectLeaders (Rule 7) --------------------------------------------------------------------------------------
 
 

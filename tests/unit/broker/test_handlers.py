@@ -521,4 +521,24 @@ def test_list_offsets_read_committed_answers_the_lso(state, logs):
             ListOffsetsPartition(partition_index=0, timestamp=ts)])])
         parts += handlers.handle_list_offsets(request(body, 2, 5), state).topics[0].partitions
     assert [(p.error_code, p.offset) for p in parts] == [(0, 1), (0, 0), (0, 0), (0, -1)]
-    assert [p.offset for p in list_offsets(state, [(0, -1), (0, 2000)])] == [2, 1]  # read_uncommitted
+    assert [list_offsets(state, [(0, ts)])[0].offset for ts in (-1, 2000)] == [2, 1]  # read_uncommitted
+
+
+def test_a_read_committed_fetch_is_served_fast_only_when_nothing_is_unstable_or_aborted(state, logs):
+    from sparklog.protocol.fetch import decode_single_partition
+    from sparklog.protocol.registry import encode_request
+
+    def fast(offset):
+        body = fetch_body([("t", 0, offset)])
+        body.isolation_level = 1
+        frame = encode_request(1, 11, 7, "c", body)[4:]
+        return handlers.handle_single_partition_fetch(decode_single_partition(frame), state)
+
+    produce(state, [(0, batch(b"a"))])
+    assert fast(0) is not handlers.NOT_SERVED_FAST
+    produce(state, [(0, _transactional(7, b"t"))])  # 1: open
+    assert fast(0) is handlers.NOT_SERVED_FAST
+    logs.get("t", 0).append_control_batch(7, 0, False, 1, 0)  # 2: aborted
+    assert fast(0) is handlers.NOT_SERVED_FAST and fast(1) is handlers.NOT_SERVED_FAST
+    produce(state, [(0, batch(b"b"))])
+    assert fast(3) is not handlers.NOT_SERVED_FAST  # nothing aborted from offset 3 on

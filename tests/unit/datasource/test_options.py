@@ -194,3 +194,10 @@ def test_a_passed_through_value_the_client_refuses_fails_at_parse():
         read(**{"kafka.max.poll.records": "many"})
     with pytest.raises(SparklogOptionError, match="Option 'kafka.acks' has a value the client refuses"):
         parse_write_options({"bootstrap.servers": "h:1", "kafka.acks": "7"})
+
+
+def test_kafka_isolation_level_reaches_the_client_and_a_bad_one_is_refused():
+    o = read(**{"kafka.isolation.level": "read_committed"})
+    assert dict(o.connection.settings) == {"isolation.level": "read_committed"}
+    with pytest.raises(SparklogOptionError, match="isolation.level"):
+        read(**{"kafka.isolation.level": "committed"})

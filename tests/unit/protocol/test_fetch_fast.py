@@ -29,7 +29,7 @@ def single_partition(draw):
     """A valid one-topic, one-partition Fetch request frame."""
     return draw(VERSIONS), draw(INT32), draw(CLIENT_IDS), FetchRequest(
         replica_id=draw(INT32), max_wait_ms=draw(INT32), min_bytes=draw(INT32), max_bytes=draw(INT32),
-        isolation_level=0, session_id=draw(INT32), session_epoch=draw(INT32),
+        isolation_level=draw(INT8), session_id=draw(INT32), session_epoch=draw(INT32),
         topics=[FetchTopic(topic=draw(st.text(max_size=10)), partitions=[FetchPartition(
             partition=draw(INT32), current_leader_epoch=draw(INT32), fetch_offset=draw(INT64),
             log_start_offset=draw(INT64), partition_max_bytes=draw(INT32))])],
@@ -42,7 +42,7 @@ def general_values(request) -> tuple:
     epoch = part.current_leader_epoch if request.header.api_version >= 9 else -1
     return (request.header.api_version, request.header.correlation_id, body.replica_id, body.max_wait_ms,
             body.min_bytes, body.max_bytes, body.topics[0].topic, part.partition, epoch, part.fetch_offset,
-            part.partition_max_bytes)
+            part.partition_max_bytes, body.isolation_level)
 
 
 @settings(max_examples=150, deadline=None)
@@ -60,17 +60,17 @@ def test_any_other_shape_is_left_to_the_general_path(case):
     version, body = case
     fast = decode_single_partition(frame_of(version, 1, "c", body))
     one = (len(body.topics) == 1 and len(body.topics[0].partitions) == 1
-           and (version < 7 or not body.forgotten_topics_data) and body.isolation_level == 0)
+           and (version < 7 or not body.forgotten_topics_data))
     assert (fast is not None) == one
 
 
-def test_read_committed_is_left_to_the_general_path():
-    """read_committed is served up to the last stable offset with the aborted transactions: the general path's."""
+def test_the_isolation_level_is_read():
+    """read_committed is served fast only when nothing is unstable: the handler needs to know it was asked."""
     body = FetchRequest(max_wait_ms=0, min_bytes=1, isolation_level=1, topics=[FetchTopic(topic="t", partitions=[
         FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1)])])
-    assert decode_single_partition(frame_of(11, 1, "c", body)) is None
+    assert decode_single_partition(frame_of(11, 1, "c", body)).isolation_level == 1
     body.isolation_level = 0
-    assert decode_single_partition(frame_of(11, 1, "c", body)) is not None
+    assert decode_single_partition(frame_of(11, 1, "c", body)).isolation_level == 0
 
 
 def test_forgotten_topics_are_left_to_the_general_path():

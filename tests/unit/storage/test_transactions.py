@@ -296,3 +296,18 @@ def test_a_producer_with_an_open_transaction_does_not_expire(tmp_path, flusher):
     log.append_as_leader(data(101, 0, False), 0)
     assert log.producer_state.expire(time.time_ns() // 1_000_000 + 10**10) == 1
     assert list(log.producer_state.producers) == [100]
+
+
+def test_the_lso_is_never_below_the_log_start(tmp_path, flusher):
+    """Rule 2: DeleteRecords (or retention) past an open transaction's first batch: the LSO is the log start,
+    so read_committed readers are not left below the log."""
+    log = open_log(tmp_path / "t-0", flusher)
+    log.append_as_leader(data(100, 0, True), 0)  # 0, opens 100's transaction
+    log.append_as_leader(data(101, 0, False), 0)
+    log.append_as_leader(data(100, 1, True), 0)  # 2, in the same transaction
+    log.flush()
+    assert log.last_stable_offset == 0
+    log.delete_records_before(1)
+    assert log.last_stable_offset == 1 and log.producer_state.ongoing == {100: 0}
+    log.delete_records_before(3)  # every batch of 100 gone: its state and its transaction go (Rule 5)
+    assert log.last_stable_offset == 3 and log.producer_state.ongoing == {}
