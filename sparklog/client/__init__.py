@@ -20,6 +20,7 @@ _EXPORTS = {
     "ConsumerRecord": "message",
     "Message": "message",
     "MessageSet": "message",
+    "TransactionError": "transactions",
 }
 __all__ = list(_EXPORTS)
 

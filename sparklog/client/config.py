@@ -62,6 +62,10 @@ PRODUCER = Definitions("producer", (
              convert=_acks_text),
     _setting("enable.idempotence", BOOLEAN, True, "the broker keeps each batch once however often it is retried; "
              "implies acks=all (Kafka >= 3.0's default; see client/idempotence.py)", HIGH),
+    _setting("transactional.id", STRING, None, "makes the producer transactional (init_transactions, "
+             "begin/commit/abort_transaction; client/transactions.py); implies enable.idempotence", HIGH),
+    _setting("transaction.timeout.ms", INT, 60_000, "how long the coordinator lets a transaction stay open "
+             "before it aborts it (at most the broker's transaction.max.timeout.ms)", low=1),
     _setting("batch.size", INT, 65_536, "bytes of records per batch (design notes 4.4: \"64k or 10 ms\")", HIGH, 0),
     _setting("linger.ms", LONG, 10, "how long a batch waits to fill (design notes 4.4)", HIGH, 0),
     _setting("batch.num.messages", INT, 10_000, "records per batch at most", low=1,

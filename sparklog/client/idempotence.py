@@ -14,6 +14,10 @@ acknowledged is retriable (that earlier batch failed or is still in flight: this
 next batch after the acknowledged ones it means the broker lost the state, as does INVALID_PRODUCER_EPOCH:
 the batch fails, and the producer takes a new producer id (its sequences restart at 0) for later batches.
 
+Rule 5 (transactional.id set): the transaction manager (transactions.py) takes the id and epoch from the
+transaction coordinator and hands them over with `assume`; this class then never asks for an id itself, and
+a failed batch leaves the id alone (the transaction is aborted and the manager bumps the epoch).
+
 States: NO_ID --InitProducerId sent--> REQUESTING --answer--> HAS_ID --fatal sequence error--> NO_ID.
 Used by the sender on the producer's I/O thread only: not thread-safe.
 """
@@ -77,6 +81,13 @@ class ProducerIdentity:
         self._failures = 0
         self._backoff = ExponentialBackoff.retry(config)
         self.last_error: BaseException | None = None
+        self.transactional = False  # Rule 5
+
+    def assume(self, producer_id: int, epoch: int) -> None:
+        """Rule 5: the transaction coordinator's id and epoch; every partition's sequence restarts at 0."""
+        self._next_sequence.clear()
+        self._acked.clear()
+        self.producer_id, self.epoch = producer_id, epoch
 
     @property
     def ready(self) -> bool:
@@ -85,7 +96,7 @@ class ProducerIdentity:
     def request_id(self, client) -> None:
         """Send InitProducerId to the least loaded broker unless one is in flight or backing off (Rule 2)."""
         now = time.monotonic()
-        if self.requesting or now < self._retry_at:
+        if self.requesting or now < self._retry_at or self.transactional:
             return
         node = client.least_loaded_node()
         if node is None:
@@ -129,7 +140,7 @@ class ProducerIdentity:
 
     def failed(self, producer_id: int, error: BaseException) -> None:
         """A batch failed for good: later batches would all be out of order, so take a new id (Rule 4)."""
-        if producer_id == self.producer_id and producer_id != NO_PRODUCER_ID:
+        if producer_id == self.producer_id and producer_id != NO_PRODUCER_ID and not self.transactional:
             logger.warning("producer id %d: a batch failed (%r); taking a new producer id", producer_id, error)
             self.producer_id, self.epoch = NO_PRODUCER_ID, -1
 

@@ -23,6 +23,12 @@ a producer id (InitProducerId), builds each batch once with its partition's next
 batch back ahead of the later batches of its partition, so the broker writes each batch once and in order.
 With `enable.idempotence=false`, as in Kafka without idempotence, a retry may reorder batches of one
 partition that were in flight together, and a batch whose answer was lost may be written twice.
+
+Transactions (`transactional.id`, transactions.py): confluent-kafka's calls (`init_transactions`,
+`begin_transaction`, `send_offsets_to_transaction`, `commit_transaction`, `abort_transaction`, and KIP-939's
+`prepare_transaction`) are the transaction manager's; the producer's hooks are three: `send`/`send_many`
+refuse records outside a transaction, the sender holds a partition's batches until the partition is in the
+transaction (`may_send`), and a failed batch makes the transaction abortable (`batch_failed`).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from sparklog.client.errors import (
 from sparklog.client.message import MessageSet
 from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
 from sparklog.client.partitioner import DefaultPartitioner, partitions_for_keys
+from sparklog.client.transactions import PreparedTransaction, TransactionManager
 from sparklog.protocol import ApiKey, PartitionProduceData, ProduceRequest, TopicProduceData, for_code
 from sparklog.records.compression import codec_id
 from sparklog.records.batch import build_batch
@@ -148,8 +155,53 @@ class Producer:
         accumulator.metadata, accumulator.partitioner, accumulator.slow_send = (
             self._metadata, self._partitioner, self._send)
         self.send = accumulator.send
+        self._transactions = self._transaction_manager(config)
         self._thread = IOThread("sparklog-producer-io", self._client, self._sender.run_once)
         self._thread.start()
+
+    def _transaction_manager(self, config: dict) -> TransactionManager | None:
+        """With `transactional.id`: the manager, wired to the sender (module docstring, Transactions)."""
+        tid = config["transactional.id"]
+        if tid is None:
+            return None
+        if not config["enable.idempotence"]:
+            raise ValueError("transactional.id needs enable.idempotence (acks=all, retries > 0, "
+                             "max.in.flight.requests.per.connection <= 5)")
+        identity = self._sender.identity
+        identity.transactional = True
+        manager = TransactionManager(tid, config["transaction.timeout.ms"], self._client, identity, self.flush,
+                                     ExponentialBackoff.retry(config))
+        self._sender.gate = manager
+        self._sender.transactional_id = tid
+        del self.send  # the class's send: the compiled path does not know transactions (transactions.py Rule 3)
+        return manager
+
+    # -- transactions (transactions.py) ---------------------------------------------------------------------
+
+    def _txn_timeout(self, timeout: float | None) -> float:
+        if self._transactions is None:
+            raise ValueError("this producer has no transactional.id")
+        return self.config["transaction.timeout.ms"] / 1000 if timeout is None or timeout < 0 else timeout
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._transactions.init_transactions(self._txn_timeout(timeout))
+
+    def begin_transaction(self) -> None:
+        self._txn_timeout(None)
+        self._transactions.begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets, group_metadata, timeout: float | None = None) -> None:
+        self._transactions.send_offsets_to_transaction(offsets, group_metadata, self._txn_timeout(timeout))
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._transactions.commit_transaction(self._txn_timeout(timeout))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._transactions.abort_transaction(self._txn_timeout(timeout))
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
+        """KIP-939: flush, leave the transaction open; `transactions.complete_prepared` ends it anywhere."""
+        return self._transactions.prepare_transaction(self._txn_timeout(timeout))
 
     # -- the hot path ------------------------------------------------------------------------------------
 
@@ -169,6 +221,8 @@ class Producer:
         """`send`'s full path: every case, in Python (sendpath.py's slow path)."""
         if self._closed:
             raise ClientClosed("the producer is closed")
+        if self._transactions is not None:
+            self._transactions.check_can_send()
         topic = _topic_name(topic)
         if value.__class__ is not bytes:
             if isinstance(value, MessageSet):
@@ -207,6 +261,8 @@ class Producer:
         """
         if self._closed:
             raise ClientClosed("the producer is closed")
+        if self._transactions is not None:
+            self._transactions.check_can_send()
         topic = _topic_name(topic)
         n = len(values)
         values = _bytes_column(values, n, "value")
@@ -379,6 +435,8 @@ class Sender:
         # free in-flight slot, a full request) keeps all its batches back in one step, not one per batch
         self.pending: dict[tuple[str, int], deque[ProducerBatch]] = {}
         self.identity = ProducerIdentity(config) if config["enable.idempotence"] else None
+        self.gate = None  # the transaction manager (transactions.py Rule 2), when transactional
+        self.transactional_id = None
         self.unacknowledged: dict[tuple[str, int], int] = {}  # idempotent: batches sent, not yet answered
         self.idle = False
         self.sent_requests = 0
@@ -476,9 +534,13 @@ class Sender:
                 if batch.created < oldest_alive:
                     self._time_out(tp, queue)
                     continue
+                if self.gate is not None and self.gate.refuses(tp):  # the transaction failed: never sent
+                    self._fail(queue.popleft(), self.gate.error)
+                    continue
                 turn = self._round_of(batch, last)
                 if (batch.retry_at > now or not leader_ready
-                        or unacknowledged.get(tp, 0) >= MAX_IN_FLIGHT_FOR_IDEMPOTENCE):
+                        or unacknowledged.get(tp, 0) >= MAX_IN_FLIGHT_FOR_IDEMPOTENCE
+                        or (self.gate is not None and not self.gate.may_send(tp))):
                     if leader == NO_LEADER:
                         self.metadata.add_topic(batch.topic)
                         self.metadata.request_update()
@@ -586,7 +648,8 @@ class Sender:
         batch.producer_id = identity.producer_id
         batch.base_sequence = identity.assign((batch.topic, batch.partition), len(batch.records))
         return build_batch(batch.records, self.compression, producer_id=identity.producer_id,
-                           producer_epoch=identity.epoch, base_sequence=batch.base_sequence)
+                           producer_epoch=identity.epoch, base_sequence=batch.base_sequence,
+                           is_transactional=self.transactional_id is not None)
 
     def _produce(self, node_id: int, by_tp: dict[tuple[str, int], list[ProducerBatch]]) -> None:
         """One Produce request to `node_id` with each partition's batches back to back, in order."""
@@ -594,7 +657,7 @@ class Sender:
         for (topic, partition), group in by_tp.items():
             records = group[0].payload if len(group) == 1 else b"".join([b.payload for b in group])
             topics.setdefault(topic, []).append(PartitionProduceData(index=partition, records=records))
-        request = ProduceRequest(transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
+        request = ProduceRequest(transactional_id=self.transactional_id, acks=self.acks, timeout_ms=self.request_timeout_ms,
                                  topic_data=[TopicProduceData(name=t, partition_data=p) for t, p in topics.items()])
         self.sent_requests += 1
         if self.acks == 0:
@@ -690,6 +753,8 @@ class Sender:
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         batch.fail(error)
         self.accumulator.release(batch)
+        if self.gate is not None:
+            self.gate.batch_failed(error)
         if self.identity is not None:
             self.identity.failed(batch.producer_id, error)
 

@@ -91,9 +91,16 @@ REFUSED_WRITE_OPTIONS = {
         "ByteArraySerializer or StringSerializer. Use DataFrame operations to explicitly serialize "
         "the values into either strings or byte arrays."
     ),
+    "transactional.id": (
+        "Kafka option 'transactional.id' is not supported: the sink names its transactions itself. Use the "
+        "options deliveryGuarantee=exactly-once and transactionalIdPrefix."
+    ),
 }
 _PREFIXED_ALLOWED = {"group.id"}
 STRATEGIES = ("error", "latest")
+AT_LEAST_ONCE, EXACTLY_ONCE = "at-least-once", "exactly-once"
+DELIVERY_GUARANTEES = (AT_LEAST_ONCE, EXACTLY_ONCE)
+_PREFIX = re.compile(r"[A-Za-z0-9._-]{1,200}")  # it names a topic too (exactly_once.py): Kafka's legal characters
 SUBSCRIPTIONS = ("subscribe", "subscribepattern", "assign")
 _SUBSCRIPTION_NAMES = {"subscribe": "subscribe", "subscribepattern": "subscribePattern", "assign": "assign"}
 # Kafka settings the source itself interprets; they never reach a client as settings.
@@ -193,6 +200,9 @@ class WriteOptions:
     connection: ConnectionOptions
     topic: str | None = None
     producer_settings: tuple[tuple[str, Any], ...] = field(default=())
+    delivery_guarantee: str = AT_LEAST_ONCE
+    transactional_id_prefix: str | None = None
+    batch_id: int | None = None  # foreachBatch's batch id (to_sparklog), for an exactly-once batch write
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -326,6 +336,13 @@ READ_OPTIONS = Definitions("Spark source", (
 WRITE_OPTIONS = Definitions("Spark sink", (
     *_CONNECTION_OPTIONS,
     _option("topic", STRING, None, "the topic of rows without a topic column", HIGH, kafka=_SPARK),
+    _option("deliveryGuarantee", STRING, AT_LEAST_ONCE, "at-least-once, or exactly-once: each task's rows in a "
+            "transaction the driver commits (datasource/exactly_once.py); Flink KafkaSink's option", HIGH,
+            choices=DELIVERY_GUARANTEES, kafka=""),
+    _option("transactionalIdPrefix", STRING, None, "exactly-once: the prefix of the tasks' transactional ids "
+            "(<prefix>-<partition>) and the name of the sink's decision topic; one per query", kafka=""),
+    _option("batchId", STRING, None, "exactly-once batch writes in foreachBatch: the micro-batch's id, so a "
+            "replayed batch is not written twice (to_sparklog passes it)", kafka=""),
 ), error=SparklogOptionError, label="Option '{}'", unknown=WARN, case_insensitive=True,
                            noun="option")
 
@@ -583,5 +600,24 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     warn_unknown(opts, WRITE_OPTIONS)
     connection = parse_connection(opts, PRODUCER_SETTINGS)
     topic = opts.get("topic")
+    guarantee, prefix = opts.get("deliveryguarantee", AT_LEAST_ONCE).strip().lower(), opts.get("transactionalidprefix")
+    if guarantee not in DELIVERY_GUARANTEES:
+        raise SparklogOptionError(f"Invalid value '{guarantee}' for option 'deliveryGuarantee': expected one of "
+                                  f"{', '.join(DELIVERY_GUARANTEES)}")
+    if guarantee == EXACTLY_ONCE and not prefix:
+        raise SparklogOptionError("deliveryGuarantee exactly-once needs the option transactionalIdPrefix")
+    if prefix is not None and not _PREFIX.fullmatch(prefix):
+        raise SparklogOptionError(f"Invalid value '{prefix}' for option 'transactionalIdPrefix': 1 to 200 of "
+                                  "a-z, A-Z, 0-9, '.', '_' and '-' (it names a topic too)")
+    batch_id = opts.get("batchid")
     return WriteOptions(connection=connection, topic=topic.strip() if topic else None,
-                        producer_settings=connection.settings)
+                        producer_settings=connection.settings, delivery_guarantee=guarantee,
+                        transactional_id_prefix=prefix, batch_id=_batch_id(batch_id))
+
+
+def _batch_id(value: str | None) -> int | None:
+    if value is None:
+        return None
+    if not str(value).strip().isdigit():
+        raise SparklogOptionError(f"Invalid value '{value}' for option 'batchId': expected a batch id (0, 1, ...)")
+    return int(value)

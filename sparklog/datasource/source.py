@@ -31,7 +31,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from sparklog.datasource.arrow import spark_schema
-from sparklog.datasource.options import (ReadOptions, SparklogOptionError, _lower, parse_read_options,
+from sparklog.datasource.options import (EXACTLY_ONCE, ReadOptions, SparklogOptionError, _lower, parse_read_options,
                                         parse_write_options)
 
 OVERWRITE_REFUSED = (
@@ -100,6 +100,10 @@ class SparklogDataSource(DataSource):
             raise SparklogOptionError(OVERWRITE_REFUSED)
         options = parse_write_options(self.options)
         validate_schema(schema, options)
+        if options.delivery_guarantee == EXACTLY_ONCE:
+            from sparklog.datasource.exactly_once import ExactlyOnceWriter
+
+            return ExactlyOnceWriter(options)
         return SparklogWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
@@ -107,6 +111,10 @@ class SparklogDataSource(DataSource):
 
         options = parse_write_options(self.options)
         validate_schema(schema, options)
+        if options.delivery_guarantee == EXACTLY_ONCE:
+            from sparklog.datasource.exactly_once import ExactlyOnceStreamWriter
+
+            return ExactlyOnceStreamWriter(options)
         return SparklogStreamWriter(options)
 
 

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from sparklog.datasource.options import WriteOptions, parse_write_options
+from sparklog.datasource.options import EXACTLY_ONCE, WriteOptions, parse_write_options
 
 
 
@@ -84,29 +84,38 @@ def _column(batch: pa.RecordBatch, name: str) -> list | None:
 
 def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Send every row with one producer, flush, and raise if any record was not acknowledged (Rule 2)."""
-    from sparklog.client import producer as producer_module  # looked up per call: tests substitute it
-
-    Producer = producer_module.Producer
-
-    c = options.connection
-    producer = Producer(bootstrap_servers=c.bootstrap_servers, zookeeper=c.zookeeper_connect,
-                        **{**dict(options.producer_settings), "zookeeper.connection.timeout.ms": c.zookeeper_timeout_ms})
-    pending: list = []
-    rows = 0
+    producer = new_producer(options)
     try:
-        for batch in batches:
-            rows += batch.num_rows
-            pending.extend(_send_batch(producer, options, batch))
-            pending = _not_acknowledged(pending)
-        producer.flush()
-        failed = _not_acknowledged(pending)  # after flush() every future is done: these failed
-        if failed:
-            lost = sum(len(f.records) for f in failed)
-            raise RuntimeError(
-                f"{lost} of {rows} records were not acknowledged; first error: {failed[0].error!r}"
-            ) from failed[0].error
+        return send_all(producer, options, batches)
     finally:
         producer.close()
+
+
+def new_producer(options: WriteOptions, **settings):
+    """A producer for the sink's options, `settings` laid over them."""
+    from sparklog.client import producer as producer_module  # looked up per call: tests substitute it
+
+    c = options.connection
+    return producer_module.Producer(
+        bootstrap_servers=c.bootstrap_servers, zookeeper=c.zookeeper_connect,
+        **{**dict(options.producer_settings), "zookeeper.connection.timeout.ms": c.zookeeper_timeout_ms, **settings})
+
+
+def send_all(producer, options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    """Rule 2 with `producer`: every row sent and acknowledged (else raise); the number of rows."""
+    pending: list = []
+    rows = 0
+    for batch in batches:
+        rows += batch.num_rows
+        pending.extend(_send_batch(producer, options, batch))
+        pending = _not_acknowledged(pending)
+    producer.flush()
+    failed = _not_acknowledged(pending)  # after flush() every future is done: these failed
+    if failed:
+        lost = sum(len(f.records) for f in failed)
+        raise RuntimeError(
+            f"{lost} of {rows} records were not acknowledged; first error: {failed[0].error!r}"
+        ) from failed[0].error
     return rows
 
 
@@ -190,14 +199,17 @@ def to_sparklog(**options: str):
          .option("checkpointLocation", "/tmp/ckpt").start())
 
     The options are checked now, so a mistake fails at the definition, not in the first batch. Delivery is
-    at-least-once, as with the sink: a replayed batch is written again.
+    at-least-once, as with the sink: a replayed batch is written again; with deliveryGuarantee=exactly-once
+    the micro-batch's id goes with it (the option batchId), so a replayed batch is not (exactly_once.py).
     """
-    parse_write_options(options)
+    exactly_once = parse_write_options(options).delivery_guarantee == EXACTLY_ONCE
 
     def write(batch_df, batch_id: int) -> None:
         writer = batch_df.write.format("sparklog").mode("append")
         for key, value in options.items():
             writer = writer.option(key, str(value))
+        if exactly_once:
+            writer = writer.option("batchId", str(batch_id))
         writer.save()
 
     return write

@@ -15,37 +15,16 @@ import uuid
 import pytest
 
 from support.cluster import wait_until
-from support.transactions import TIMEOUT_S, committed_after_markers, describe, producer, transaction_cluster
+from support.transactions import (TIMEOUT_S, committed_after_markers, describe, producer, read_values,
+                                  transaction_cluster)
 
 pytestmark = pytest.mark.slow
-
-SETTLE_S = 2.0  # after the expected records arrive, how long a reader keeps polling for records it must not get
 
 
 @pytest.fixture(scope="module")
 def cluster(request, zookeeper, tmp_path_factory):
     return transaction_cluster(request, zookeeper, tmp_path_factory, "txnrc",
                                topics=(("in", 2), ("out", 1), ("zombie", 1), ("expired", 1), ("src", 2), ("dst", 1)))
-
-
-def read_values(cluster, topic: str, isolation: str, expected: int) -> list[str]:
-    """Every value of `topic` from its start, read until `expected` values came and SETTLE_S more passed."""
-    from confluent_kafka import Consumer
-
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"r-{uuid.uuid4().hex[:8]}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation})
-    consumer.subscribe([topic])
-    values, deadline, settle_until = [], time.monotonic() + TIMEOUT_S, None
-    try:
-        while time.monotonic() < (settle_until or deadline):
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                values.append(message.value().decode())
-            if settle_until is None and len(values) >= expected:
-                settle_until = time.monotonic() + SETTLE_S
-    finally:
-        consumer.close()
-    return values
 
 
 def produce_all(p, topic: str, values) -> None:

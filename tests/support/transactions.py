@@ -13,6 +13,7 @@ from support.wire import request
 
 TIMEOUT_S = 60
 SESSION_TIMEOUT_MS = 6000
+SETTLE_S = 2.0  # after the expected records arrive, how long a reader keeps polling for records it must not get
 TXN_SETTINGS = {"transaction.state.log.num.partitions": "3", "transaction.state.log.replication.factor": "3",
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
                 "transaction.max.timeout.ms": "120000", "offsets.topic.replication.factor": "3"}
@@ -105,3 +106,21 @@ def describe(cluster, tid: str):
     return state
 
 
+def read_values(cluster, topic: str, isolation: str, expected: int) -> list[str]:
+    """Every value of `topic` from its start, read until `expected` values came and SETTLE_S more passed."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"r-{uuid.uuid4().hex[:8]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation})
+    consumer.subscribe([topic])
+    values, deadline, settle_until = [], time.monotonic() + TIMEOUT_S, None
+    try:
+        while time.monotonic() < (settle_until or deadline):
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                values.append(message.value().decode())
+            if settle_until is None and len(values) >= expected:
+                settle_until = time.monotonic() + SETTLE_S
+    finally:
+        consumer.close()
+    return values

@@ -41,7 +41,7 @@ def accumulator_on(base: type, batch_size: int, max_records: int, counts: dict, 
     partitioner seeded by `seed` (the twins must pick the same sticky partitions)."""
     members = {k: v for k, v in vars(RecordAccumulator).items() if k not in ("__dict__", "__weakref__")}
     acc = type(f"AccumulatorOn{base.__name__}", (base,), members)(batch_size, max_records, 60_000, 1 << 30, 100)
-    producer = types.SimpleNamespace(_closed=False, _metadata=types.SimpleNamespace(partition_counts=counts),
+    producer = types.SimpleNamespace(_closed=False, _transactions=None, _metadata=types.SimpleNamespace(partition_counts=counts),
                                      _partitioner=DefaultPartitioner(random.Random(seed)), _accumulator=acc,
                                      _count_after_refresh=lambda topic: counts.get(topic, 0))  # no broker to ask
     acc.closed_listener = producer._partitioner.batch_closed

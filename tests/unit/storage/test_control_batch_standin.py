@@ -1,6 +1,6 @@
-"""PartitionLog.append_control_batch, the stand-in of the transaction coordinator's branch (the storage half,
-branch txnstore, brings its own): a marker lands as Kafka's control batch, and a producer's sequence goes on
-across it."""
+"""PartitionLog.append_control_batch as the transaction coordinator's branch needs it (written against its
+stand-in; since the merge, the storage half's real one): a marker lands as Kafka's control batch, and a
+producer's sequence goes on across it."""
 
 from __future__ import annotations
 

@@ -1,0 +1,91 @@
+"""Run the query of support/eos_query.py, SIGKILL its driver (its process group: the JVM and the Python
+workers too) at a chosen stop or after a delay, restart it from its checkpoint until it completes, and count
+what a read_committed reader finds in the output.
+
+Rule: every process started here is killed or has exited when `run_with_kill` returns.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from support.transactions import read_values
+
+REPO = Path(__file__).resolve().parents[2]
+QUERY = Path(__file__).with_name("eos_query.py")
+RUN_TIMEOUT_S = 300
+
+
+def produce_input(bootstrap: str, topic: str, count: int) -> list[str]:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    values = [f"row-{i:05d}" for i in range(count)]
+    for i, value in enumerate(values):
+        producer.produce(topic, value=value.encode(), partition=i % 2)
+    assert producer.flush(60) == 0
+    return values
+
+
+def _start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, str(QUERY), *args], cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+
+
+def _kill(job: subprocess.Popen) -> None:
+    try:
+        os.killpg(job.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    job.wait(30)
+
+
+def run_with_kill(bootstrap: str, workdir: Path, queries: list[tuple[str, str, str, str, str]], batch: int = 0,
+                  kill_after_s: float | None = None) -> None:
+    """The `queries` ((input, output, guarantee, prefix, stop), eos_query.py's) in one driver process, SIGKILLed
+    once every query is at its stop of `batch` (or `kill_after_s` after the start), then run again without
+    stops until they complete. Raises with the log's tail if a run fails or never reaches its stops."""
+    markers = workdir / "markers"
+    markers.mkdir(parents=True, exist_ok=True)
+    log = workdir / "query.log"
+    args = ["--bootstrap", bootstrap, "--checkpoints", str(workdir / "ckpt")]
+    for input_topic, output, guarantee, prefix, _ in queries:
+        args += ["--query", f"{input_topic},{output},{guarantee},{prefix}"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)]),
+           "EOS_MARKERS": str(markers), "EOS_PAUSE_BATCH": str(batch),
+           "EOS_PAUSE": ",".join(f"{q[1]}:{q[4]}" for q in queries)}
+    job = _start(args, env, log)
+    try:
+        _wait_for_stops(job, [markers / f"paused-{q[1]}" for q in queries], kill_after_s, log)
+    finally:
+        _kill(job)
+    env["EOS_PAUSE"] = ""
+    job = _start(args, env, log)
+    try:
+        assert job.wait(RUN_TIMEOUT_S) == 0, log.read_text()[-3000:]
+    finally:
+        if job.poll() is None:
+            _kill(job)
+
+
+def _wait_for_stops(job: subprocess.Popen, stops: list[Path], kill_after_s: float | None, log: Path) -> None:
+    deadline = time.monotonic() + (RUN_TIMEOUT_S if kill_after_s is None else kill_after_s)
+    while not all(stop.exists() for stop in stops) and job.poll() is None:
+        if time.monotonic() >= deadline:
+            assert kill_after_s is not None, f"the stops were not reached: {log.read_text()[-3000:]}"
+            return
+        time.sleep(0.05)
+    assert job.poll() is None or kill_after_s is not None, log.read_text()[-3000:]
+
+
+def duplicates_and_losses(cluster, output_topic: str, expected: list[str]) -> tuple[dict, set]:
+    """(value -> count for values read more than once, values never read) under read_committed."""
+    found = Counter(read_values(cluster, output_topic, "read_committed", len(expected)))
+    return {v: n for v, n in found.items() if n > 1}, set(expected) - set(found)
