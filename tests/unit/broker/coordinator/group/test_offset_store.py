@@ -85,7 +85,7 @@ def new_store(partitions, clock=None, zk=None, **config):
 
 async def loaded(store):
     store.on_snapshot(store.partitions.snapshot)
-    for _ in range(200):
+    for _ in range(3000):  # 30 s: the load runs on the executor, which a loaded machine schedules late
         if store.status("g") != offset_store.COORDINATOR_LOAD_IN_PROGRESS:
             return store
         await asyncio.sleep(0.01)
