@@ -112,17 +112,26 @@ _DECODE_ERRORS = (struct.error, ValueError, IndexError, OverflowError, MemoryErr
 _ENCODE_ERRORS = (struct.error, ValueError, TypeError, AttributeError, OverflowError)
 
 
+ANONYMOUS = "User:ANONYMOUS"  # Kafka's KafkaPrincipal.ANONYMOUS: a connection that has not authenticated
+
+
 class Request:
     """A decoded request: ``header`` (a RequestHeader) and ``body`` (an instance of REQUESTS[api_key]).
     ``client_host`` is the sender's address as Kafka writes it ("/127.0.0.1"), when the caller knows it: the
-    group coordinator reports it for each member."""
+    group coordinator reports it for each member. ``principal`` is who the connection authenticated as, in
+    Kafka's `KafkaPrincipal` form ("User:alice"; "User:ANONYMOUS" before or without authentication), and
+    ``listener`` the name of the listener the connection came in on ("" when the caller has none): the
+    authorizer and the quota manager read them."""
 
-    __slots__ = ("header", "body", "client_host")
+    __slots__ = ("header", "body", "client_host", "principal", "listener")
 
-    def __init__(self, header: RequestHeader, body: Message, client_host: str = ""):
+    def __init__(self, header: RequestHeader, body: Message, client_host: str = "",
+                 principal: str = ANONYMOUS, listener: str = ""):
         self.header = header
         self.body = body
         self.client_host = client_host
+        self.principal = principal
+        self.listener = listener
 
     @property
     def api_key(self) -> int:

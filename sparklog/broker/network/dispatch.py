@@ -52,7 +52,7 @@ from sparklog.protocol.frame import NEED_DATA, FrameDecoder
 from sparklog.protocol.fetch import decode_single_partition as decode_single_partition_fetch
 from sparklog.protocol.produce import SinglePartitionProduce, decode_single_partition
 from sparklog.protocol.produce_run import scan_produce_run
-from sparklog.protocol.registry import decode_request, encode_api_versions_fallback, encode_response
+from sparklog.protocol.registry import ANONYMOUS, decode_request, encode_api_versions_fallback, encode_response
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +89,13 @@ class DispatcherStatistics:
 class ClientSession:
     """One connection as the dispatcher sees it: who the client is, and the sets its requests go into."""
 
-    __slots__ = ("client", "host", "served", "refused")
+    __slots__ = ("client", "host", "served", "refused", "principal", "listener")
 
-    def __init__(self, peer_ip: str = "") -> None:
+    def __init__(self, peer_ip: str = "", listener: str = "") -> None:
         self.client: str | None = None
         self.host = f"/{peer_ip}" if peer_ip else ""  # as Kafka writes a client's address
+        self.principal = ANONYMOUS  # who the connection authenticated as (KafkaPrincipal form)
+        self.listener = listener  # the listener's name (PLAINTEXT, SASL_SSL, ...), "" for callers without one
         self.served: dict[int, int] | None = None  # (api_key << 16 | version) -> requests, shared per client
         self.refused: dict[int, int] | None = None
 
@@ -145,6 +147,8 @@ class Dispatcher:
             self._malformed += 1
             raise CloseConnection(str(exc)) from None
         request.client_host = session.host
+        request.principal = session.principal
+        request.listener = session.listener
         header = request.header
         api_key = header.api_key
         if api_key == _API_VERSIONS or session.served is None:
