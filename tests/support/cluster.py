@@ -54,7 +54,27 @@ def started_cluster(request, zk_connect: str, base_dir: Path, brokers: int, sess
     cluster = Cluster(zk_connect, base_dir, brokers=brokers,
                       overrides={"zookeeper.session.timeout.ms": str(session_timeout_ms), **overrides})
     request.addfinalizer(cluster.stop)
-    return cluster.start()
+    cluster.start()
+    wait_until_every_broker_knows_all(cluster)
+    return cluster
+
+
+# How long a started cluster's brokers may take to see each other: each learns of the others through its
+# ZooKeeper watch on /brokers/ids, after its own "ready" line.
+BROKERS_KNOWN_TIMEOUT_S = 60
+
+
+def wait_until_every_broker_knows_all(cluster) -> None:
+    """Wait until each running broker's Metadata lists every running broker. A broker prints "ready" once it
+    has registered itself, but learns of the others by its ZooKeeper watch later: a CreateTopics of
+    replication factor N sent before then is refused with INVALID_REPLICATION_FACTOR, as Kafka's would be."""
+    from confluent_kafka.admin import AdminClient
+
+    running = {b.broker_id: b.address for b in cluster.brokers.values() if b.running}
+    for address in running.values():
+        admin = AdminClient({"bootstrap.servers": address})
+        wait_until(lambda: set(admin.list_topics(timeout=10).brokers) >= set(running),
+                   f"broker {address} to know brokers {sorted(running)}", BROKERS_KNOWN_TIMEOUT_S)
 
 
 def replicated_cluster(request, zookeeper, tmp_path_factory, name: str, session_timeout_ms: int,
