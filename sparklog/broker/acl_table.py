@@ -173,8 +173,10 @@ TABLE: dict[int, Rule] = {
     ApiKey.DESCRIBE_TRANSACTIONS: Rule((), Each(DESCRIBE, TXN, "transactional_ids", None, "transaction_states",
                                                 "transactional_id", TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
     ApiKey.LIST_TRANSACTIONS: Rule(special="list_transactions"),
+    ApiKey.DESCRIBE_ACLS: Rule((_CLUSTER[DESCRIBE],)),
+    ApiKey.CREATE_ACLS: Rule((_CLUSTER[ALTER],), special="create_acls"),
+    ApiKey.DELETE_ACLS: Rule((_CLUSTER[ALTER],), special="delete_acls"),
 }
-# The ACL APIs (DescribeAcls 29, CreateAcls 30, DeleteAcls 31) are added with their handlers.
 CONFIG_CHECKS = {  # DescribeConfigs / AlterConfigs resource_type -> (resource, its name, error code)
     CONFIG_RESOURCE_TOPIC: (TOPIC, None, TOPIC_AUTHORIZATION_FAILED),
     CONFIG_RESOURCE_BROKER: (CLUSTER, CLUSTER_NAME, CLUSTER_AUTHORIZATION_FAILED),

@@ -373,5 +373,14 @@ SPECIAL = {"metadata": _metadata, "describe_groups": _describe_groups, "list_gro
            "list_transactions": _list_transactions, "create_topics": _create_topics,
            "describe_cluster": _describe_cluster, "configs": _configs,
            "add_partitions_to_txn": _add_partitions_to_txn,
-           "write_txn_markers": lambda rule, handler, request, state: handler(request, state)}
-DENY_SPECIAL = {"write_txn_markers": _deny_markers, "add_partitions_to_txn": _deny_add_partitions}
+           "write_txn_markers": lambda rule, handler, request, state: handler(request, state)}  # Whole checks only
+def _deny_acl_writes(body: Any, response: Any, code: int) -> None:
+    """CreateAcls and DeleteAcls have no top-level error: each creation or filter is answered with `code`."""
+    field, results, requested = (("results", "results", body.creations) if hasattr(body, "creations")
+                                 else ("filter_results", "filter_results", body.filters))
+    setattr(response, results, [_struct(type(response), field)(error_code=code) for _ in requested])
+
+
+SPECIAL["create_acls"] = SPECIAL["delete_acls"] = SPECIAL["write_txn_markers"]
+DENY_SPECIAL = {"write_txn_markers": _deny_markers, "add_partitions_to_txn": _deny_add_partitions,
+                "create_acls": _deny_acl_writes, "delete_acls": _deny_acl_writes}

@@ -207,6 +207,13 @@ class AclCache:
     def stop(self) -> None:
         self.handle.stop()
 
+    def refresh(self, patterns) -> None:
+        """Read `patterns` again now (after this broker wrote them: handlers/acls.py Rule 3)."""
+        for pattern in patterns:
+            entries = self.store.read(pattern)
+            with self._lock:
+                self.snapshot = self.snapshot.with_entries(pattern, entries)
+
     def _watcher(self, directory: str) -> Callable[[list[str]], bool]:
         def on_children(children: list[str]) -> bool:
             if self.handle.stopped:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from sparklog.protocol import (add_offsets_to_txn, add_partitions_to_txn, alter_configs, api_versions,
+from sparklog.protocol import (acls, add_offsets_to_txn, add_partitions_to_txn, alter_configs, api_versions,
                                create_partitions, create_topics, delete_records, delete_topics, describe_cluster,
                                describe_configs, describe_log_dirs, describe_producers, describe_transactions,
                                elect_leaders, end_txn, fetch, find_coordinator, group_admin, groups, list_transactions,
@@ -81,6 +81,9 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
     (txn_offset_commit.TxnOffsetCommitRequest, txn_offset_commit.TxnOffsetCommitResponse),
     (describe_transactions.DescribeTransactionsRequest, describe_transactions.DescribeTransactionsResponse),
     (list_transactions.ListTransactionsRequest, list_transactions.ListTransactionsResponse),
+    (acls.DescribeAclsRequest, acls.DescribeAclsResponse),
+    (acls.CreateAclsRequest, acls.CreateAclsResponse),
+    (acls.DeleteAclsRequest, acls.DeleteAclsResponse),
 ]
 
 REQUESTS: dict[int, type[Message]] = {ApiKey(req.api_key): req for req, _ in _PAIRS}

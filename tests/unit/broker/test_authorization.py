@@ -177,3 +177,22 @@ def test_denials_are_logged_at_a_bounded_rate(dispatcher, caplog):
     lines = [r.getMessage() for r in caplog.records]
     assert 1 <= len(lines) <= 2 * DENIAL_LOG_PER_S
     assert "Principal = User:ANONYMOUS is Denied Operation = READ from host =  on resource = GROUP:t" in lines[0]
+
+
+def test_an_unknown_authorizer_is_refused_in_one_line():
+    from sparklog.broker.config import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        BrokerConfig.from_properties({"broker.id": "1", "log.dirs": "/tmp/x", "zookeeper.connect": "z:1",
+                                      "authorizer.class.name": "org.example.OpaAuthorizer"})
+    assert "\n" not in str(refused.value) and "org.example.OpaAuthorizer" in str(refused.value)
+    for name in ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer", ""):
+        assert BrokerConfig.from_properties({"broker.id": "1", "log.dirs": "/tmp/x", "zookeeper.connect": "z:1",
+                                             "authorizer.class.name": name}).authorizer_class_name == name
+
+
+def test_acl_apis_answer_security_disabled_without_an_authorizer(dispatcher):
+    dispatcher.state.authorization = None
+    plain = Dispatcher(dispatcher.state)
+    for api_key in (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS):
+        assert codes(call(plain, api_key, 1)) == {54}
