@@ -104,9 +104,13 @@ ALL_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 # 3.6 to kafka-python. v4-v5 are still decoded and answered.
 LIST_OFFSETS_ADVERTISED_MAX = 6
 ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX = add_partitions_to_txn.FIRST_BROKER_VERSION - 1
+# The ACL APIs likewise up to v1 (Kafka 2.0's, what librdkafka and kafka-python send): their v2-v3 name Kafka 2.5+
+# to kafka-python. v2-v3 are still decoded and answered.
+ACLS_ADVERTISED_MAX = 1
 API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **ALL_VERSIONS, ApiKey.LIST_OFFSETS: (ALL_VERSIONS[ApiKey.LIST_OFFSETS][0], LIST_OFFSETS_ADVERTISED_MAX),
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX)}
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX),
+    **{key: (0, ACLS_ADVERTISED_MAX) for key in (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS)}}
 
 _SIZE = struct.Struct(">i")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
