@@ -109,8 +109,18 @@ def _poll(consumer, values, codes) -> bool:
 
 
 def grant(cluster, identity, *bindings):
+    """Create the ACLs through any broker, and wait until every broker's cache has them (the notifications)."""
     with AdminClient(cluster.bootstrap, **identity[1]) as admin:
         admin.create_acls(list(bindings))
+    settled(cluster, identity, lambda found: set(bindings) <= found)
+
+
+def settled(cluster, identity, holds):
+    """Wait until `holds(the set of ACLs)` is true on every broker (each learns of a change by notification)."""
+    for broker in cluster.brokers.values():
+        with AdminClient(broker.address, **identity[1]) as admin:
+            wait_until(lambda: holds(set(admin.describe_acls(AclBindingFilter()))),
+                       f"broker {broker.broker_id} seeing the ACL change", TIMEOUT_S)
 
 
 def test_without_acls_produce_and_consume_are_refused(secured, identity, topic):
@@ -140,6 +150,7 @@ def test_an_allowing_acl_lets_the_principal_produce_and_consume(secured, identit
                             AclPermissionType.ALLOW))
     for future in admin.create_acls(wanted).values():
         assert future.result(TIMEOUT_S) is None
+    settled(cluster, identity, lambda found: len({b for b in found if b.pattern.name in (topic, group)}) == 3)
     assert produce(cluster, identity, topic) == [None] * 3
     values, codes = consume(cluster, identity, topic, group)
     assert values == [b"v0", b"v1", b"v2"] and not codes
@@ -237,6 +248,7 @@ def test_the_sparklog_acls_command(secured, identity, topic, tmp_path):
     group = f"g-{topic}"
     acls("--add", "--allow-principal", identity[0], "--consumer", "--topic", topic, "--group", group)
     acls("--add", "--allow-principal", identity[0], "--producer", "--topic", topic)
+    settled(cluster, identity, lambda found: len({b for b in found if b.pattern.name in (topic, group)}) == 5)  # DESCRIBE twice
     listed = acls("--list", "--topic", topic)
     assert f"ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)" in listed
     assert {op for op in ("READ", "WRITE", "DESCRIBE", "CREATE") if f"operation={op}," in listed} == {
@@ -246,6 +258,7 @@ def test_the_sparklog_acls_command(secured, identity, topic, tmp_path):
     acls("--remove", "--topic", topic, "--operation", "Write", stdin="n\n")  # asked, answered no: nothing removed
     assert produce(cluster, identity, topic, 1) == [None]
     acls("--remove", "--topic", topic, "--operation", "Write", "--force")
+    settled(cluster, identity, lambda found: len({b for b in found if b.pattern.name in (topic, group)}) == 4)
     assert produce(cluster, identity, topic, 1) == [TOPIC_AUTHORIZATION_FAILED]
 
 
