@@ -16,16 +16,20 @@ __all__ = ["DescribeAclsRequest", "DescribeAclsResponse", "CreateAclsRequest", "
 
 LITERAL = 3
 
+
+def _filter_fields() -> list[F]:
+    """An ACL binding filter's fields: DescribeAcls' request, each of DeleteAcls' filters."""
+    return [F("resource_type_filter", "int8", "0+"),
+            F("resource_name_filter", "string", "0+", nullable="0+", default=None),
+            F("pattern_type_filter", "int8", "1+", default=LITERAL),
+            F("principal_filter", "string", "0+", nullable="0+", default=None),
+            F("host_filter", "string", "0+", nullable="0+", default=None),
+            F("operation", "int8", "0+"),
+            F("permission_type", "int8", "0+")]
+
+
 DescribeAclsRequest = message("DescribeAclsRequest", api_key=ApiKey.DESCRIBE_ACLS, versions="0-3", flexible="2+",
-                              module=__name__, fields=[
-    F("resource_type_filter", "int8", "0+"),
-    F("resource_name_filter", "string", "0+", nullable="0+", default=None),
-    F("pattern_type_filter", "int8", "1+", default=LITERAL),
-    F("principal_filter", "string", "0+", nullable="0+", default=None),
-    F("host_filter", "string", "0+", nullable="0+", default=None),
-    F("operation", "int8", "0+"),
-    F("permission_type", "int8", "0+"),
-])
+                              module=__name__, fields=_filter_fields())
 
 DescribeAclsResponse = message("DescribeAclsResponse", api_key=ApiKey.DESCRIBE_ACLS, versions="0-3", flexible="2+",
                                module=__name__, fields=[
@@ -69,15 +73,7 @@ CreateAclsResponse = message("CreateAclsResponse", api_key=ApiKey.CREATE_ACLS, v
 
 DeleteAclsRequest = message("DeleteAclsRequest", api_key=ApiKey.DELETE_ACLS, versions="0-3", flexible="2+",
                             module=__name__, fields=[
-    F("filters", "[]DeleteAclsFilter", "0+", fields=[
-        F("resource_type_filter", "int8", "0+"),
-        F("resource_name_filter", "string", "0+", nullable="0+", default=None),
-        F("pattern_type_filter", "int8", "1+", default=LITERAL),
-        F("principal_filter", "string", "0+", nullable="0+", default=None),
-        F("host_filter", "string", "0+", nullable="0+", default=None),
-        F("operation", "int8", "0+"),
-        F("permission_type", "int8", "0+"),
-    ]),
+    F("filters", "[]DeleteAclsFilter", "0+", fields=_filter_fields()),
 ])
 
 DeleteAclsResponse = message("DeleteAclsResponse", api_key=ApiKey.DELETE_ACLS, versions="0-3", flexible="2+",

@@ -26,6 +26,8 @@ from sparklog.coordination.connection import close, connect
 from sparklog.coordination.topics import create_topic
 from sparklog.protocol.errors import ClusterAuthorizationFailedError
 from sparklog.protocol.registry import ALL_VERSIONS, REQUESTS, decode_response, encode_request
+from support.acl_requests import AUTHORIZATION_CODES as AUTH_CODES
+from support.acl_requests import codes, filled
 from support.cluster import Cluster, wait_until
 
 IDENTITIES = [("User:ANONYMOUS", {})]
@@ -275,37 +277,6 @@ def test_the_sparklog_acls_command(secured, identity, topic, tmp_path):
 # ---- every API refused without its ACL, over a socket to a real broker
 
 FILTERING = {18, 16, 60, 66}  # ApiVersions, ListGroups, DescribeCluster, ListTransactions: answer by leaving out
-AUTH_CODES = {29, 30, 31, 53}
-
-
-def filled(cls, version):
-    values = {}
-    for f in cls._fields:
-        if version not in f.versions:
-            continue
-        if f.struct_cls is not None:
-            values[f.name] = [filled(f.struct_cls, version)]
-        elif f.is_array:
-            values[f.name] = ["t"] if f.elem == "string" else [0]
-        elif f.elem == "string":
-            values[f.name] = "t"
-    for name, value in (("replica_id", -1), ("acks", 1), ("resource_type", 2), ("resource_type_filter", 2),
-                        ("pattern_type_filter", 3), ("resource_pattern_type", 3), ("operation", 3),
-                        ("permission_type", 3)):
-        if any(f.name == name for f in cls._fields):
-            values[name] = value
-    return cls(**values)
-
-
-def codes(obj):
-    found = set()
-    for name in getattr(obj, "__slots__", ()):
-        value = getattr(obj, name)
-        if name.endswith("error_code") and isinstance(value, int):
-            found.add(value)
-        for item in value if isinstance(value, list) else []:
-            found |= codes(item)
-    return found
 
 
 def ask(address: str, api_key: int, version: int, body):
