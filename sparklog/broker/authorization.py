@@ -14,7 +14,8 @@ their function here, from the same table's operations.
 Rule 4: the Produce and Fetch fast paths (dispatch Rules 4-6) are declined whenever this is configured: their
 requests take the general path, through Rules 1-3.
 Rule 5: every denial is logged, one line (principal, host, operation, resource), at most `DENIAL_LOG_PER_S`
-lines a second; the lines held back are counted in the next line written.
+lines a second; the lines held back are counted in the next line written. What a listing leaves out (Rule 2's
+"all", ListGroups, ListTransactions) is not a denial and is not logged, as in Kafka.
 """
 
 from __future__ import annotations
@@ -207,7 +208,7 @@ def _append(response: Any, field: str, answers: list) -> Any:
 
 def _hide(each: Each, response: Any, request: Any, auth: Authorization) -> Any:
     kept = [e for e in getattr(response, each.response)
-            if auth.allows(request, DESCRIBE, each.resource, getattr(e, each.response_key))]
+            if _quiet_allows(auth, request, DESCRIBE, each.resource, getattr(e, each.response_key))]
     setattr(response, each.response, kept)
     return response
 
@@ -235,7 +236,7 @@ def _metadata(rule: Rule, handler: Callable, request: Any, state: Any) -> Any:
 
     def finish(response):
         if everything:
-            response.topics = [t for t in response.topics if auth.allows(request, DESCRIBE, TOPIC, t.name)]
+            response.topics = [t for t in response.topics if _quiet_allows(auth, request, DESCRIBE, TOPIC, t.name)]
         else:
             response.topics = [t for t in response.topics if t.name in names]
             response.topics += [element(name=t.name, error_code=TOPIC_AUTHORIZATION_FAILED) for t in denied]
