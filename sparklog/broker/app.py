@@ -38,6 +38,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from sparklog.broker.authorization import Authorization
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.replication.controller import Controller, controlled_shutdown
 from sparklog.broker.network.dispatch import Dispatcher
@@ -51,6 +52,7 @@ from sparklog.broker.network.server import BrokerServer
 from sparklog.broker.malloc import keep_freed_memory
 from sparklog.broker.services import ServiceGroup, ServiceGroupStatistics
 from sparklog.coordination import brokers as broker_registry
+from sparklog.coordination.acl_store import AclCache
 from sparklog.coordination import cluster as cluster_registry
 from sparklog.coordination import connection as zk_connection
 from sparklog.storage.dir_lock import LogDirInUse, lock_log_dirs
@@ -264,6 +266,9 @@ class Broker:
         self.partitions.add_listener(self.replicas.on_snapshot)
         state = BrokerState.build(cfg, self.partitions, cluster_id=self.cluster_id, zk=self.zk, logs=self.logs,
                                   executor=self.executor, loop=self.loop, waiters=purgatory, replicas=self.replicas)
+        if cfg.authorizer_class_name:
+            cache = services.start("acls", lambda: AclCache(self.zk).start(), lambda: cache.stop())
+            state.authorization = Authorization.from_config(cfg, cache)
         self.dispatcher = Dispatcher(state)
         self.server.app = self.dispatcher
         offsets = state.offsets  # loads and drops __consumer_offsets partitions after the replica manager's turn

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from sparklog.broker.authorization import check_authorizer_class_name
 from sparklog.broker.coordinator.group.config import GROUP, GroupConfig, GroupConfigError
 from sparklog.broker.coordinator.transaction.config import TRANSACTION, TransactionConfig, TransactionConfigError
 from sparklog.coordination.connection import split_connect_string
@@ -176,6 +177,11 @@ BROKER = Definitions("broker", (
             "before stopping"),
     Setting("controlled.shutdown.timeout.ms", LONG, DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS, "how long a stopping "
             "broker waits for that (Kafka: max.retries x retry.backoff.ms)", low=1, kafka=""),
+    Setting("authorizer.class.name", STRING, "", "the authorizer: Kafka's kafka.security.authorizer.AclAuthorizer "
+            "(or kafka.security.auth.SimpleAclAuthorizer), ACLs in ZooKeeper; empty: no authorization", HIGH,
+            rule=check_authorizer_class_name),
+    Setting("super.users", STRING, "", "principals allowed everything, separated by semicolons (User:admin;...)"),
+    Setting("allow.everyone.if.no.acl.found", BOOLEAN, False, "allow an operation on a resource no ACL names"),
     *SCRUBBER_SETTINGS.values(),
     *CLEANER_SETTINGS.values(),
     *GROUP.values(),
@@ -222,6 +228,9 @@ class BrokerConfig:
     leader_imbalance_per_broker_percentage: int = DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE
     controlled_shutdown_enable: bool = DEFAULT_CONTROLLED_SHUTDOWN_ENABLE
     controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS
+    authorizer_class_name: str = ""  # empty: no authorization (authorization.py otherwise)
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
     # Topic-level defaults for the storage (`segment.bytes`, `retention.ms`, `min.insync.replicas`, ...), from
     # the log.* keys and the other synonyms of topic configs: the storage's LogConfig types them (one default each).
     log_defaults: Mapping[str, str] = field(default_factory=dict)

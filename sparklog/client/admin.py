@@ -1,6 +1,6 @@
 """A small admin client: create, delete, grow and describe topics, read and change their configs, delete
 records and describe the cluster through the brokers (CreateTopics, DeleteTopics, Metadata, CreatePartitions,
-DescribeConfigs, IncrementalAlterConfigs, DeleteRecords, DescribeCluster), for the command line, tests and
+DescribeConfigs, IncrementalAlterConfigs, DeleteRecords, DescribeCluster, Create/Describe/DeleteAcls), for the command line, tests and
 benchmarks. A per-topic or per-resource error is raised as its Kafka error class, with the broker's message.
 
 Rule: `create_topic` returns once every partition of the new topic has a leader in the metadata, so a
@@ -19,6 +19,9 @@ from sparklog.client.metadata import METADATA_VERSION, NO_LEADER
 from sparklog.client.producer import bootstrap_from
 from sparklog.protocol import (ApiKey, CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
                                DeleteTopicsRequest, MetadataRequest, MetadataRequestTopic, for_code)
+from sparklog.coordination.acl import (AccessControlEntry, AclBinding, Operation, PatternType, Permission,
+                                       ResourcePattern, ResourceType)
+from sparklog.protocol.acls import AclCreation, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 from sparklog.protocol.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from sparklog.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from sparklog.protocol.describe_cluster import DescribeClusterRequest
@@ -35,6 +38,7 @@ DESCRIBE_CONFIGS_VERSION = 4
 INCREMENTAL_ALTER_CONFIGS_VERSION = 1
 DELETE_RECORDS_VERSION = 2
 DESCRIBE_CLUSTER_VERSION = 1
+ACLS_VERSION = 1  # Describe/Create/DeleteAcls: v1 has pattern types and is what librdkafka sends
 TOPIC_ALREADY_EXISTS = 36
 
 
@@ -231,6 +235,33 @@ class AdminClient:
                     found.setdefault((topic.name, part.partition_index), {})[i] = part.offset
         return {tp: tuple(o[i] for i in range(len(asked))) for tp, o in found.items() if len(o) == len(asked)}, silent
 
+    def create_acls(self, bindings: list) -> None:
+        """Create `AclBinding`s (coordination/acl.py); raises the first one's error."""
+        creations = [AclCreation(resource_type=b.pattern.type, resource_name=b.pattern.name,
+                                 resource_pattern_type=b.pattern.pattern, principal=b.entry.principal,
+                                 host=b.entry.host, operation=b.entry.operation, permission_type=b.entry.permission)
+                     for b in bindings]
+        response = self._call(ApiKey.CREATE_ACLS, ACLS_VERSION, CreateAclsRequest(creations=creations))
+        _raise_first(response.results, "CreateAcls")
+
+    def describe_acls(self, acl_filter) -> list:
+        """The `AclBinding`s an `AclBindingFilter` matches."""
+        response = self._call(ApiKey.DESCRIBE_ACLS, ACLS_VERSION, DescribeAclsRequest(**_filter_fields(acl_filter)))
+        if response.error_code:
+            raise for_code(response.error_code)(response.error_message or "DescribeAcls")
+        return [AclBinding(ResourcePattern(ResourceType(r.resource_type), r.resource_name, PatternType(r.pattern_type)),
+                           AccessControlEntry(a.principal, a.host, Operation(a.operation), Permission(a.permission_type)))
+                for r in response.resources for a in r.acls]
+
+    def delete_acls(self, filters: list) -> list:
+        """Per `AclBindingFilter`, the `AclBinding`s it deleted."""
+        response = self._call(ApiKey.DELETE_ACLS, ACLS_VERSION, DeleteAclsRequest(filters=[
+            DeleteAclsRequest.DeleteAclsFilter(**_filter_fields(f)) for f in filters]))
+        _raise_first(response.filter_results, "DeleteAcls")
+        return [[AclBinding(ResourcePattern(ResourceType(m.resource_type), m.resource_name, PatternType(m.pattern_type)),
+                            AccessControlEntry(m.principal, m.host, Operation(m.operation), Permission(m.permission_type)))
+                 for m in result.matching_acls] for result in response.filter_results]
+
     def close(self) -> None:
         self._thread.stop()
 
@@ -239,6 +270,12 @@ class AdminClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _filter_fields(acl_filter) -> dict:
+    return dict(resource_type_filter=acl_filter.resource_type, resource_name_filter=acl_filter.name,
+                pattern_type_filter=acl_filter.pattern, principal_filter=acl_filter.principal,
+                host_filter=acl_filter.host, operation=acl_filter.operation, permission_type=acl_filter.permission)
 
 
 def _raise_first(results, name: str) -> None:

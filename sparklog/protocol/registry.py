@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from sparklog.protocol import (add_offsets_to_txn, add_partitions_to_txn, alter_configs, api_versions,
+from sparklog.protocol import (acls, add_offsets_to_txn, add_partitions_to_txn, alter_configs, api_versions,
                                create_partitions, create_topics, delete_records, delete_topics, describe_cluster,
                                describe_configs, describe_log_dirs, describe_producers, describe_transactions,
                                elect_leaders, end_txn, fetch, find_coordinator, group_admin, groups, list_transactions,
@@ -81,6 +81,9 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
     (txn_offset_commit.TxnOffsetCommitRequest, txn_offset_commit.TxnOffsetCommitResponse),
     (describe_transactions.DescribeTransactionsRequest, describe_transactions.DescribeTransactionsResponse),
     (list_transactions.ListTransactionsRequest, list_transactions.ListTransactionsResponse),
+    (acls.DescribeAclsRequest, acls.DescribeAclsResponse),
+    (acls.CreateAclsRequest, acls.CreateAclsResponse),
+    (acls.DeleteAclsRequest, acls.DeleteAclsResponse),
 ]
 
 REQUESTS: dict[int, type[Message]] = {ApiKey(req.api_key): req for req, _ in _PAIRS}
@@ -101,9 +104,13 @@ ALL_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 # 3.6 to kafka-python. v4-v5 are still decoded and answered.
 LIST_OFFSETS_ADVERTISED_MAX = 6
 ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX = add_partitions_to_txn.FIRST_BROKER_VERSION - 1
+# The ACL APIs likewise up to v1 (Kafka 2.0's, what librdkafka and kafka-python send): their v2-v3 name Kafka 2.5+
+# to kafka-python. v2-v3 are still decoded and answered.
+ACLS_ADVERTISED_MAX = 1
 API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **ALL_VERSIONS, ApiKey.LIST_OFFSETS: (ALL_VERSIONS[ApiKey.LIST_OFFSETS][0], LIST_OFFSETS_ADVERTISED_MAX),
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX)}
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX),
+    **{key: (0, ACLS_ADVERTISED_MAX) for key in (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS)}}
 
 _SIZE = struct.Struct(">i")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")

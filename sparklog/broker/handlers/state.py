@@ -18,6 +18,7 @@ from sparklog.coordination.producer_ids import ProducerIdAllocator
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
+    from sparklog.broker.authorization import Authorization
     from sparklog.broker.replication.controller import Controller
     from sparklog.broker.replication.partitions import MetadataSnapshot
     from sparklog.storage import LogManager
@@ -54,6 +55,7 @@ class BrokerState:
     offsets: TopicOffsetStore  # placement and committed offsets of Kafka groups
     transactions: TransactionCoordinator = field(init=False)  # coordinator/transaction/, built by `build`
     controller: Controller | None = None  # who the controller is (Metadata's controller_id)
+    authorization: Authorization | None = None  # authorizer.class.name set: every request checked (authorization.py)
     offsets_topic_creation: asyncio.Future | None = None  # the one creation of __consumer_offsets in flight
     counters: dict = field(default_factory=lambda: dict.fromkeys(
         ("produced_batches_bytes", "produce_errors", "fetch_waits", "zookeeper_calls"), 0))

@@ -26,6 +26,8 @@ Rule 6: a Fetch of one topic and one partition from an identified session is fir
 fast path (handlers.fetch.handle_single_partition_fetch: a consumer's read with records ready); what it leaves
 goes through Rule 1, and the client sees the same bytes either way
 (tests/unit/broker/handlers/test_fetch_fast_path.py).
+Rules 4-6 hold only without an authorizer: with `authorizer.class.name` set, every Produce and Fetch takes
+Rule 1's path, through the checks of broker/authorization.py.
 
 Each connection has a `ClientSession` that names the client (the software name and version it sent in
 ApiVersions v3+, else its header's client_id) and collects the (api, version) pairs it used; `statistics()`
@@ -38,6 +40,8 @@ import logging
 from dataclasses import dataclass
 from types import CoroutineType
 
+from sparklog.broker.authorization import guarded
+from sparklog.broker.handlers.acls import ACL_HANDLERS
 from sparklog.broker.handlers.admin import ADMIN_HANDLERS
 from sparklog.broker.coordinator.transaction.handlers import TRANSACTION_HANDLERS
 from sparklog.broker.handlers import HANDLERS as _HANDLERS
@@ -67,7 +71,7 @@ _PRODUCE = int(ApiKey.PRODUCE)
 _PRODUCE_KEY = _PRODUCE.to_bytes(2, "big")  # the int16 api_key a request frame opens with
 _FETCH = int(ApiKey.FETCH)
 _FETCH_KEY = _FETCH.to_bytes(2, "big")
-HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS, **TRANSACTION_HANDLERS}
+HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS, **TRANSACTION_HANDLERS, **ACL_HANDLERS}
 _VERSION_BITS = 16  # (api_key, version) is recorded as one int: api_key << 16 | version
 # Apis whose coroutines only wait in the purgatory, the request having taken effect (handlers Rule 1):
 # the server goes on with the requests behind them (server.py Rule 1). Any other coroutine is a barrier.
@@ -119,6 +123,9 @@ class Dispatcher:
         self._refused: dict[str, dict[int, int]] = {}
         self.fast_fetches = 0  # Fetch requests the fast path answered (Rule 6)
         self._default_session = ClientSession()  # for callers without a connection (tests, tools)
+        # With an authorizer every request is checked, and the fast paths are declined (authorization Rule 4)
+        self.handlers = HANDLERS if state.authorization is None else guarded(HANDLERS)
+        self.fast = state.authorization is None
 
     def new_decoder(self) -> FrameDecoder:
         return FrameDecoder(self.max_frame_bytes)
@@ -129,7 +136,7 @@ class Dispatcher:
     def handle_frame(self, frame, session: ClientSession | None = None):
         if session is None:
             session = self._default_session
-        if session.served is not None:
+        if session.served is not None and self.fast:
             opening = frame[:2]
             if opening == _PRODUCE_KEY:
                 reply = self._single_partition_produce(frame, session.served)
@@ -156,7 +163,7 @@ class Dispatcher:
         served = session.served
         key = api_key << _VERSION_BITS | header.api_version
         served[key] = served.get(key, 0) + 1
-        body = HANDLERS[api_key](request, self.state)
+        body = self.handlers[api_key](request, self.state)
         if body is None:
             return None
         if body.__class__ is CoroutineType:
@@ -174,7 +181,7 @@ class Dispatcher:
         (handlers.produce.handle_produce_group), and the replies of a group's successes may be carried by the first
         of them (the others None: server.py's contract). Raises CloseConnection as handle_frame does, the
         replies of the frames before it already in `replies`."""
-        if session.served is None:
+        if session.served is None or not self.fast:
             for frame in frames:
                 replies.append(self.handle_frame(frame, session))
             return
@@ -186,7 +193,7 @@ class Dispatcher:
 
     def handle_run(self, requests: list, session: ClientSession, replies: list) -> None:
         """handle_frames of the requests SCAN_RUN decoded (Rule 5), without decoding them again."""
-        if session.served is None:
+        if session.served is None or not self.fast:
             for request in requests:
                 replies.append(self.handle_frame(request.frame, session))
             return

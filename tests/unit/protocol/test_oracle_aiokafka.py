@@ -35,7 +35,10 @@ def _aiokafka_classes():
 
 # aiokafka's own classes that disagree with Kafka's specs, and that aiokafka never sends (its
 # OffsetRequest type alias leaves them out as "not yet supported"): current_leader_epoch is an Int64.
-_BROKEN_IN_AIOKAFKA = {(ApiKey.LIST_OFFSETS, 4, "request"), (ApiKey.LIST_OFFSETS, 5, "request")}
+# DescribeAcls v2 is flexible in Kafka's DescribeAcls*.json ("flexibleVersions": "2+"); aiokafka's v2 is v1's
+# non-flexible layout again.
+_BROKEN_IN_AIOKAFKA = {(ApiKey.LIST_OFFSETS, 4, "request"), (ApiKey.LIST_OFFSETS, 5, "request"),
+                       (ApiKey.DESCRIBE_ACLS, 2, "request"), (ApiKey.DESCRIBE_ACLS, 2, "response")}
 
 THEIRS = _aiokafka_classes()
 CASES = [(key, v, kind) for key, (lo, hi) in ALL_VERSIONS.items() for v in range(lo, hi + 1)

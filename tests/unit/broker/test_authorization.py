@@ -1,0 +1,171 @@
+"""The broker's authorizer (broker/authorization.py over acl_table.TABLE): every API the dispatcher serves is in
+the table, each is refused without its ACL and served with it, and the Produce/Fetch fast paths are covered.
+
+A hand-made metadata snapshot and real logs in a temp dir, as in test_produce_fast_path.py; the ACLs are a
+fixed snapshot (the ZooKeeper cache is tested in tests/unit/coordination/test_acl_store.py)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from sparklog.broker import handlers
+from sparklog.broker.acl_table import TABLE
+from sparklog.broker.authorization import DENIAL_LOG_PER_S, Authorization
+from sparklog.broker.config import BrokerConfig
+from sparklog.broker.network.dispatch import HANDLERS, Dispatcher
+from sparklog.broker.replication.partitions import MetadataSnapshot, PartitionMeta, TopicMeta
+from sparklog.coordination.acl import (CLUSTER_NAME, AccessControlEntry, AclSnapshot, Authorizer, Operation,
+                                       Permission, ResourcePattern, ResourceType)
+from sparklog.coordination.brokers import BrokerInfo
+from sparklog.protocol import ApiKey, ApiVersionsRequest, PartitionProduceData, ProduceRequest, TopicProduceData
+from sparklog.protocol.registry import ALL_VERSIONS, REQUESTS, decode_response, encode_request
+from sparklog.records.batch import build_batch
+from sparklog.storage import LogManager
+
+from support.acl_requests import AUTHORIZATION_CODES as AUTH_CODES
+from support.acl_requests import codes, filled
+from unit.broker.handlers.test_handlers import FakePartitions
+
+ME = 1
+ANONYMOUS = "User:ANONYMOUS"
+METADATA_V = ALL_VERSIONS[ApiKey.METADATA][1]
+
+
+class StaticAcls:
+    def __init__(self, snapshot=None):
+        self.snapshot = snapshot or AclSnapshot()
+
+
+def allow_all(principal=ANONYMOUS, operation=Operation.ALL, permission=Permission.ALLOW):
+    entry = AccessControlEntry(principal, "*", operation, permission)
+    return AclSnapshot({ResourcePattern(t, CLUSTER_NAME if t is ResourceType.CLUSTER else "*"): {entry}
+                        for t in (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
+                                  ResourceType.TRANSACTIONAL_ID)})
+
+
+@pytest.fixture
+def dispatcher(tmp_path):
+    logs = LogManager([str(tmp_path)], {"flush.visibility": "appended"})
+    config = BrokerConfig.from_properties({"broker.id": str(ME), "log.dirs": str(tmp_path),
+                                           "zookeeper.connect": "unused:1", "auto.create.topics.enable": "false",
+                                           "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})
+    leading = {("t", 0): logs.get_or_create("t", 0)}
+    topics = {"t": TopicMeta("t", {0: PartitionMeta(0, ME, 0, (ME,), (ME,))}),
+              "secret": TopicMeta("secret", {0: PartitionMeta(0, 2, 0, (2,), (2,))})}
+    state = handlers.BrokerState.build(config=config, cluster_id="c" * 22, zk=None, logs=logs, partitions=FakePartitions(
+        MetadataSnapshot(topics, {ME: BrokerInfo(ME, "127.0.0.1", 9092)}, leading)))
+    state.authorization = Authorization(StaticAcls(), Authorizer())
+    yield Dispatcher(state)
+    logs.close()
+
+
+def call(dispatcher, api_key, version, body=None, session=None):
+    body = body if body is not None else filled(REQUESTS[api_key], version)
+    frame = encode_request(api_key, version, 7, "c", body)
+    reply = dispatcher.handle_frame(memoryview(frame)[4:], session)
+    if reply.__class__.__name__ == "Parked":
+        reply = reply.reply if hasattr(reply, "reply") else reply
+    if hasattr(reply, "__await__"):
+        import asyncio
+        reply = asyncio.run(reply)
+    raw = b"".join(c.read_bytes() if hasattr(c, "read_bytes") else bytes(c) for c in reply)
+    return decode_response(api_key, version, memoryview(raw)[4:])[1]
+
+
+# APIs answered by leaving things out rather than by an error code (authorization.py Rule 2 and 3)
+FILTERING = {ApiKey.API_VERSIONS, ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_CLUSTER, ApiKey.LIST_TRANSACTIONS}
+
+
+def test_every_api_served_is_in_the_table():
+    assert set(HANDLERS) <= set(TABLE)
+
+
+@pytest.mark.parametrize("api_key", sorted(set(HANDLERS) - FILTERING))
+def test_every_api_is_refused_without_its_acl(dispatcher, api_key):
+    version = 3 if api_key == ApiKey.ADD_PARTITIONS_TO_TXN else ALL_VERSIONS[api_key][1]
+    response = call(dispatcher, api_key, version)
+    assert codes(response) & AUTH_CODES, f"{ApiKey(api_key).name}: {response}"
+
+
+# WriteTxnMarkers needs the brokers' transaction state; CreateAcls and DeleteAcls write to ZooKeeper (both are
+# served with their ACL in tests/integration/test_acls.py)
+@pytest.mark.parametrize("api_key", sorted(set(HANDLERS) - FILTERING - {ApiKey.WRITE_TXN_MARKERS, ApiKey.CREATE_ACLS,
+                                                                          ApiKey.DELETE_ACLS}))
+def test_every_api_passes_the_authorizer_with_its_acl(dispatcher, api_key):
+    dispatcher.state.authorization.cache.snapshot = allow_all()
+    version = 3 if api_key == ApiKey.ADD_PARTITIONS_TO_TXN else ALL_VERSIONS[api_key][1]
+    response = call(dispatcher, api_key, version)
+    assert not codes(response) & AUTH_CODES, f"{ApiKey(api_key).name}: {response}"
+
+
+def test_deny_beats_allow_all(dispatcher):
+    deny = AccessControlEntry(ANONYMOUS, "*", Operation.WRITE, Permission.DENY)
+    dispatcher.state.authorization.cache.snapshot = allow_all().with_entries(
+        ResourcePattern(ResourceType.TOPIC, "t"), [deny])
+    response = call(dispatcher, ApiKey.PRODUCE, 8)
+    assert codes(response) == {29}
+
+
+def identified(dispatcher):
+    session = dispatcher.new_session()
+    dispatcher.handle_frame(memoryview(encode_request(ApiKey.API_VERSIONS, 3, 0, "c", ApiVersionsRequest(
+        client_software_name="test", client_software_version="1")))[4:], session)
+    return session
+
+
+def test_the_fast_paths_are_checked(dispatcher):
+    """A one-partition Produce and Fetch from an identified session (dispatch Rules 4 and 6) are refused."""
+    session = identified(dispatcher)
+    body = ProduceRequest(acks=1, timeout_ms=0, topic_data=[TopicProduceData(name="t", partition_data=[
+        PartitionProduceData(index=0, records=build_batch([(None, b"v", None, None)]))])])
+    assert codes(call(dispatcher, ApiKey.PRODUCE, 8, body, session)) == {29}
+    assert dispatcher.state.partitions.snapshot.leading[("t", 0)].log_end_offset == 0
+    fetch = filled(REQUESTS[ApiKey.FETCH], 11)
+    fetch.topics[0].partitions[0].partition = 0
+    assert codes(call(dispatcher, ApiKey.FETCH, 11, fetch, session)) == {0, 29}  # the top level's 0, the partition's 29
+    dispatcher.state.authorization.cache.snapshot = allow_all()
+    assert codes(call(dispatcher, ApiKey.PRODUCE, 8, body, session)) == {0}
+    assert dispatcher.state.partitions.snapshot.leading[("t", 0)].log_end_offset == 1
+
+
+def test_metadata_hides_what_may_not_be_described(dispatcher):
+    read_t = AccessControlEntry(ANONYMOUS, "*", Operation.READ, Permission.ALLOW)
+    dispatcher.state.authorization.cache.snapshot = AclSnapshot({ResourcePattern(ResourceType.TOPIC, "t"): {read_t}})
+    everything = REQUESTS[ApiKey.METADATA](topics=None, include_topic_authorized_operations=True)
+    response = call(dispatcher, ApiKey.METADATA, METADATA_V, everything)
+    assert [t.name for t in response.topics] == ["t"]
+    assert response.topics[0].topic_authorized_operations == (1 << Operation.READ) | (1 << Operation.DESCRIBE)
+    named = filled(REQUESTS[ApiKey.METADATA], METADATA_V)
+    named.topics = [type(named.topics[0])(name="secret"), type(named.topics[0])(name="t")]
+    response = call(dispatcher, ApiKey.METADATA, METADATA_V, named)
+    assert {(t.name, t.error_code) for t in response.topics} == {("t", 0), ("secret", 29)}
+
+
+def test_denials_are_logged_at_a_bounded_rate(dispatcher, caplog):
+    with caplog.at_level(logging.WARNING, logger="sparklog.broker.authorization"):
+        for _ in range(3 * DENIAL_LOG_PER_S):
+            call(dispatcher, ApiKey.HEARTBEAT, ALL_VERSIONS[ApiKey.HEARTBEAT][1])
+    lines = [r.getMessage() for r in caplog.records]
+    assert 1 <= len(lines) <= 2 * DENIAL_LOG_PER_S
+    assert "Principal = User:ANONYMOUS is Denied Operation = READ from host =  on resource = GROUP:t" in lines[0]
+
+
+def test_an_unknown_authorizer_is_refused_in_one_line():
+    from sparklog.broker.config import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        BrokerConfig.from_properties({"broker.id": "1", "log.dirs": "/tmp/x", "zookeeper.connect": "z:1",
+                                      "authorizer.class.name": "org.example.OpaAuthorizer"})
+    assert "\n" not in str(refused.value) and "org.example.OpaAuthorizer" in str(refused.value)
+    for name in ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer", ""):
+        assert BrokerConfig.from_properties({"broker.id": "1", "log.dirs": "/tmp/x", "zookeeper.connect": "z:1",
+                                             "authorizer.class.name": name}).authorizer_class_name == name
+
+
+def test_acl_apis_answer_security_disabled_without_an_authorizer(dispatcher):
+    dispatcher.state.authorization = None
+    plain = Dispatcher(dispatcher.state)
+    for api_key in (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS):
+        assert codes(call(plain, api_key, 1)) == {54}
