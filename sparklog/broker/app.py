@@ -53,6 +53,7 @@ from sparklog.broker.services import ServiceGroup, ServiceGroupStatistics
 from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination import cluster as cluster_registry
 from sparklog.coordination import connection as zk_connection
+from sparklog.coordination.client_quotas import QuotaConfigWatch
 from sparklog.storage.dir_lock import LogDirInUse, lock_log_dirs
 
 log = logging.getLogger(__name__)
@@ -265,6 +266,8 @@ class Broker:
         state = BrokerState.build(cfg, self.partitions, cluster_id=self.cluster_id, zk=self.zk, logs=self.logs,
                                   executor=self.executor, loop=self.loop, waiters=purgatory, replicas=self.replicas)
         self.dispatcher = Dispatcher(state)
+        quota_watch = QuotaConfigWatch(self.zk, lambda entity, quotas: self._on_loop(state.quotas.update, entity, quotas))
+        services.start("client quotas", quota_watch.start, quota_watch.close)
         self.server.app = self.dispatcher
         offsets = state.offsets  # loads and drops __consumer_offsets partitions after the replica manager's turn
         self.loop.call_soon_threadsafe(offsets.start)

@@ -176,6 +176,8 @@ BROKER = Definitions("broker", (
             "before stopping"),
     Setting("controlled.shutdown.timeout.ms", LONG, DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS, "how long a stopping "
             "broker waits for that (Kafka: max.retries x retry.backoff.ms)", low=1, kafka=""),
+    Setting("quota.window.num", INT, 11, "samples a client quota's rate is measured over", low=2),
+    Setting("quota.window.size.seconds", INT, 1, "the time span of each of those samples", low=1),
     *SCRUBBER_SETTINGS.values(),
     *CLEANER_SETTINGS.values(),
     *GROUP.values(),
@@ -222,6 +224,8 @@ class BrokerConfig:
     leader_imbalance_per_broker_percentage: int = DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE
     controlled_shutdown_enable: bool = DEFAULT_CONTROLLED_SHUTDOWN_ENABLE
     controlled_shutdown_timeout_ms: int = DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS
+    quota_window_num: int = 11  # quota.window.num
+    quota_window_size_seconds: int = 1  # quota.window.size.seconds
     # Topic-level defaults for the storage (`segment.bytes`, `retention.ms`, `min.insync.replicas`, ...), from
     # the log.* keys and the other synonyms of topic configs: the storage's LogConfig types them (one default each).
     log_defaults: Mapping[str, str] = field(default_factory=dict)
