@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "sparklog.cli.groups",
     "sparklog.cli.topics",
     "sparklog.cli.transactions",
+    "sparklog.cli.configs",
     "jobs.demo",  # the pipeline's demo: jobs/ sits on top of every sparklog layer
 )
 

@@ -64,7 +64,7 @@ class QuotaValueError(ValueError):
     """A quota value that cannot be stored (Rule: quota-values)."""
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Entity:
     """A quota entity: `user` and `client` are a name, DEFAULT, or None (the component is absent)."""
 

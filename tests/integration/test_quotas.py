@@ -241,3 +241,81 @@ def test_a_client_that_ignores_throttle_time_is_held_by_the_muted_connection(bro
         reader.join()
     print(f"rude client: sent {sent} requests of {len(frame)} B, answered at {measured / MIB:.3f} MiB/s")
     assert 0.5 * MIB <= measured <= 1.25 * MIB
+
+
+# -- sparklog configs: kafka-configs' forms, through DescribeClientQuotas / AlterClientQuotas ----------------
+
+
+def configs(capsys, *argv) -> tuple[int, str, str]:
+    from sparklog.cli import main
+
+    code = main(["configs", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_configs_alters_and_describes_quotas_through_the_brokers(broker, capsys):
+    cluster, zk = broker
+    server = ["--bootstrap-server", cluster.bootstrap]
+    assert configs(capsys, *server, "--entity-type", "clients", "--entity-name", "cli-c", "--alter",
+                   "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152")[0] == 0
+    assert json.loads(zk.get("/config/clients/cli-c")[0]) == {"version": 1, "config": {
+        "producer_byte_rate": "1048576", "consumer_byte_rate": "2097152"}}
+    assert configs(capsys, *server, "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
+                   "--entity-default", "--alter", "--add-config", "request_percentage=12.5")[0] == 0
+    assert json.loads(zk.get("/config/users/alice/clients/<default>")[0])["config"] == {"request_percentage": "12.5"}
+    code, out, _ = configs(capsys, *server, "--entity-type", "clients", "--entity-name", "cli-c", "--describe")
+    assert code == 0 and out == ("Quota configs for client-id 'cli-c' are consumer_byte_rate=2097152.0, "
+                                 "producer_byte_rate=1048576.0\n")
+    code, out, _ = configs(capsys, *server, "--entity-type", "users", "--entity-name", "alice", "--entity-type",
+                           "clients", "--describe")
+    assert out == "Quota configs for user 'alice', the default client-id are request_percentage=12.5\n"
+    assert configs(capsys, *server, "--entity-type", "clients", "--entity-name", "cli-c", "--alter",
+                   "--delete-config", "consumer_byte_rate")[0] == 0
+    assert json.loads(zk.get("/config/clients/cli-c")[0])["config"] == {"producer_byte_rate": "1048576"}
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "abc", "1e300", "nan"])
+def test_configs_refuses_bad_values_in_one_line_and_writes_nothing(broker, capsys, value):
+    cluster, zk = broker
+    code, out, err = configs(capsys, "--bootstrap-server", cluster.bootstrap, "--entity-type", "clients",
+                             "--entity-name", "bad-c", "--alter", "--add-config", f"producer_byte_rate={value}")
+    assert code == 1 and err.count("\n") == 1 and err.startswith("error: producer_byte_rate=")
+    assert zk.exists("/config/clients/bad-c") is None
+
+
+def test_the_broker_refuses_bad_values_too(broker):
+    from sparklog.client.admin import AdminClient
+    from sparklog.protocol.errors import KafkaError
+
+    cluster, zk = broker
+    with AdminClient(bootstrap_servers=cluster.bootstrap) as admin:
+        with pytest.raises(KafkaError, match="producer_byte_rate"):
+            admin.alter_client_quotas([("client-id", "raw-c")], {"producer_byte_rate": -5.0})
+        with pytest.raises(KafkaError, match="unknown quota entity type"):
+            admin.alter_client_quotas([("group", "g")], {"producer_byte_rate": 5.0})
+    assert zk.exists("/config/clients/raw-c") is None
+
+
+def test_configs_scram_credentials_are_refused_in_one_line_by_this_build(broker, capsys):
+    cluster, zk = broker
+    code, _, err = configs(capsys, "--bootstrap-server", cluster.bootstrap, "--entity-type", "users",
+                           "--entity-name", "alice", "--alter",
+                           "--add-config", "SCRAM-SHA-256=[iterations=8192,password=alice-secret]")
+    assert code == 1 and err == "error: SCRAM credentials: not supported by this build\n"
+
+
+def test_configs_zookeeper_form_and_topics(broker, topic, capsys):
+    cluster, zk = broker
+    assert configs(capsys, "--zookeeper", cluster.zk_connect, "--entity-type", "users", "--entity-default",
+                   "--alter", "--add-config", "producer_byte_rate=500000")[0] == 0
+    assert json.loads(zk.get("/config/users/<default>")[0])["config"] == {"producer_byte_rate": "500000"}
+    code, out, _ = configs(capsys, "--zookeeper", cluster.zk_connect, "--entity-type", "users", "--describe")
+    assert "Quota configs for the default user are producer_byte_rate=500000.0" in out
+    assert configs(capsys, "--zookeeper", cluster.zk_connect, "--entity-type", "users", "--entity-default",
+                   "--alter", "--delete-config", "producer_byte_rate")[0] == 0
+    server = ["--bootstrap-server", cluster.bootstrap]
+    assert configs(capsys, *server, "--entity-type", "topics", "--entity-name", topic, "--alter",
+                   "--add-config", "retention.ms=60000,cleanup.policy=compact")[0] == 0
+    code, out, _ = configs(capsys, *server, "--entity-type", "topics", "--entity-name", topic, "--describe")
+    assert out == f"Dynamic configs for topic {topic} are:\n  cleanup.policy=compact\n  retention.ms=60000\n"

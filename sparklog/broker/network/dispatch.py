@@ -1,7 +1,7 @@
 """Frames to handlers and back: the `App` the server runs (see server.py for the contract).
 
 Rule 1: a frame that decodes goes to its handler (`handlers.HANDLERS`, `admin_handlers.ADMIN_HANDLERS`,
-`coordinator/transaction/handlers.TRANSACTION_HANDLERS`); its response body is encoded against the
+`coordinator/transaction/handlers.TRANSACTION_HANDLERS`, `handlers/client_quotas.QUOTA_HANDLERS`); its response body is encoded against the
 request's header, so the correlation id and the response header version always match the request.
 Rule 2: an ApiVersions request of a version we do not serve gets the v0 fallback (error 35 and our range);
 any other unknown api or version, and any frame that does not parse, closes the connection (Kafka's
@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from types import CoroutineType
 
 from sparklog.broker.handlers.admin import ADMIN_HANDLERS
+from sparklog.broker.handlers.client_quotas import QUOTA_HANDLERS
 from sparklog.broker.coordinator.transaction.handlers import TRANSACTION_HANDLERS
 from sparklog.broker.handlers import HANDLERS as _HANDLERS
 from sparklog.broker.handlers.error_codes import NOT_SERVED_FAST
@@ -77,7 +78,7 @@ _PRODUCE = int(ApiKey.PRODUCE)
 _PRODUCE_KEY = _PRODUCE.to_bytes(2, "big")  # the int16 api_key a request frame opens with
 _FETCH = int(ApiKey.FETCH)
 _FETCH_KEY = _FETCH.to_bytes(2, "big")
-HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS, **TRANSACTION_HANDLERS}
+HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS, **TRANSACTION_HANDLERS, **QUOTA_HANDLERS}
 _VERSION_BITS = 16  # (api_key, version) is recorded as one int: api_key << 16 | version
 # Apis whose coroutines only wait in the purgatory, the request having taken effect (handlers Rule 1):
 # the server goes on with the requests behind them (server.py Rule 1). Any other coroutine is a barrier.
