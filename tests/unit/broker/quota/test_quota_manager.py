@@ -148,3 +148,21 @@ def test_consumer_quota_throttles_with_an_empty_fetch_and_exempts_followers(disp
     session.mute_s = 0.0
     follower = dispatcher.handle_frame(fetch_frame(11, "t", 0, 0, replica_id=2), session)
     assert session.mute_s == 0 and throttle_of(follower, ApiKey.FETCH) == 0
+
+
+def test_request_percentage_throttles_a_client_that_takes_the_loops_time(dispatcher):
+    """request_percentage=1: 1% of the loop's one thread (manager.py Rule: request-capacity). Metadata requests
+    handled back to back use far more, so the group is throttled, in the response and by the mute."""
+    from sparklog.protocol import MetadataRequest
+    from sparklog.protocol.registry import encode_request
+
+    session = identified_session(dispatcher)
+    dispatcher.state.quotas.update(Entity(client="c"), {REQUEST_PERCENTAGE: 1.0})
+    frame = memoryview(encode_request(ApiKey.METADATA, 8, 3, "c", MetadataRequest(topics=None)))[4:]
+    for _ in range(20_000):
+        reply = dispatcher.handle_frame(frame, session)
+        if session.mute_s:
+            break
+    assert session.mute_s > 0
+    body = decode_response(ApiKey.METADATA, 8, b"".join(bytes(c) for c in reply)[4:])[1]
+    assert body.throttle_time_ms == int(session.mute_s * 1000)
