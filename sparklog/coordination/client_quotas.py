@@ -171,11 +171,16 @@ def parse_config(data: bytes) -> dict[str, float]:
 
 def read_entity_config(zk: KazooClient, entity: Entity) -> dict[str, str]:
     """Every key stored for the entity (quotas and, for users, other configs), {} if none."""
+    return {str(k): str(v) for k, v in _stored(_read(zk, entity)).items()}
+
+
+def _read(zk: KazooClient, entity: Entity) -> bytes:
+    """The entity's config node, b"" when there is none."""
     try:
         data, _ = retrying(zk, zk.get, entity.znode)
     except NoNodeError:
-        return {}
-    return {str(k): str(v) for k, v in _stored(data).items()}
+        return b""
+    return data
 
 
 def _stored(data: bytes) -> dict:
@@ -244,11 +249,7 @@ def read_all(zk: KazooClient) -> dict[Entity, dict[str, float]]:
 
 
 def _entity_quotas(zk: KazooClient, entity: Entity) -> dict[str, float]:
-    try:
-        data, _ = retrying(zk, zk.get, entity.znode)
-    except NoNodeError:
-        return {}
-    return parse_config(data)
+    return parse_config(_read(zk, entity))
 
 
 class QuotaConfigWatch:
