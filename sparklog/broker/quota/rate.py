@@ -6,7 +6,8 @@ kept over the time they span, from the start of the oldest to `now`, but never l
 windows (so a first burst is measured over the full span, not over the few milliseconds it took).
 Rule: throttle-time. Over a bound B, a measured rate R needs `(R - B) / B * span` of silence to fall back to B
 (Kafka's QuotaUtils.throttleTime): that delay, in milliseconds, is what `throttle_ms` gives; 0 within the
-bound. A sensor with no window left in the span measures 0, so dropping an idle sensor changes nothing
+bound, and never more than the whole span kept (`samples * window_s`, Kafka's maxThrottleTimeMs), so one huge
+request against a tiny bound mutes its connection for seconds, not days. A sensor with no window left in the span measures 0, so dropping an idle sensor changes nothing
 (`idle`).
 """
 
@@ -56,7 +57,8 @@ class Rate:
         measured = self.rate(now)
         if measured <= bound:
             return 0
-        return int((measured - bound) / bound * self.span(now) * 1000.0)
+        delay = (measured - bound) / bound * self.span(now)
+        return int(min(delay, self.samples * self.window_s) * 1000.0)
 
     def idle(self, now: float) -> bool:
         return now - self.last > self.samples * self.window_s

@@ -29,7 +29,7 @@ def test_rate_is_measured_over_at_least_samples_minus_one_windows():
     assert rate.rate(100.001) == pytest.approx(1000.0)  # a first burst: over 10 windows, not 1 ms
 
 
-@given(st.floats(1e3, 1e8), st.floats(1.01, 20.0))
+@given(st.floats(1e3, 1e8), st.floats(1.01, 1.9))  # (past ~1.95x the delay is capped: the next test)
 def test_the_throttle_time_brings_the_rate_back_to_the_bound(bound, over):
     """Rule: throttle-time. Silence for the throttle the sensor asks, and the measured rate is the bound."""
     rate = Rate(1.0, 11)
@@ -41,6 +41,12 @@ def test_the_throttle_time_brings_the_rate_back_to_the_bound(bound, over):
     assert delay_ms > 0
     span = rate.span(now)
     assert sum(rate.values) / (span + delay_ms / 1000.0) == pytest.approx(bound, rel=0.01)
+
+
+def test_the_throttle_is_never_longer_than_the_span_kept():
+    rate = Rate(1.0, 11)
+    rate.record(1e12, 5.0)  # a terabyte against a bound of one byte a second
+    assert rate.throttle_ms(1.0, 5.0) == 11_000
 
 
 def test_idle_sensors_expire_and_memory_stays_bounded():
