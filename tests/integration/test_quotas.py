@@ -80,6 +80,7 @@ def run_producer(bootstrap: str, topic: str, client_id: str, seconds: float, on_
     throttles = Throttles()
     acked: list = []
     producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "acks": 1, "linger.ms": 5,
+                         "batch.size": 65536,  # requests of 64 KB, not librdkafka's 1 MB: a quota's fine grain
                          "statistics.interval.ms": 100, "stats_cb": throttles,
                          "queue.buffering.max.kbytes": 2048})
 
