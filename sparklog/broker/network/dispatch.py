@@ -31,7 +31,9 @@ Rule 7: while any client quota is configured (broker/quota/manager.py), every fr
 take Rule 5's path unchanged). A request whose (principal, client-id) resolves to a quota: a Produce records
 its frame's bytes (per request, so per batch on the fast path), a consumer's Fetch is answered only if its
 group owes no throttle and then within one window's worth of bytes (the response's bytes recorded once
-known), and every request's handling time is recorded against request_percentage. A throttle owed (the
+known), and every request's handling time is recorded against request_percentage. A run (Rule 5) whose
+frames all name one client-id that no quota applies to is answered as Rule 5 answers it; any other run's
+frames are metered one by one. A throttle owed (the
 largest of the kinds) is answered at once in the response's throttle_time_ms (through Rule 1's general
 path, which stamps it; a throttled Fetch gets an empty response) and the connection's `mute_s` set, for
 server.py to stop reading it that long (KIP-219). Follower fetches (replica_id >= 0) are exempt.
@@ -227,6 +229,15 @@ class Dispatcher:
             self.throttled += 1
         return reply
 
+    def _unquoted_run(self, frames: list, session: ClientSession) -> bool:
+        """Rule 7 for a run: True when no quota applies to any of its frames (one client-id, resolving to none),
+        so that Rule 5 answers it as it would with no quota configured; else its frames are metered one by one."""
+        quotas = self.state.quotas
+        if self._quota_of(frames[0], session, quotas) is not None:
+            return False
+        client_id = session.quota_key[0]
+        return all(header_client_id(frame) == client_id for frame in frames)
+
     def _quota_of(self, frame, session: ClientSession, quotas):
         key = (header_client_id(frame), session.principal, quotas.generation)
         if key != session.quota_key:
@@ -277,7 +288,7 @@ class Dispatcher:
         (handlers.produce.handle_produce_group), and the replies of a group's successes may be carried by the first
         of them (the others None: server.py's contract). Raises CloseConnection as handle_frame does, the
         replies of the frames before it already in `replies`."""
-        if session.served is None or self.metering:
+        if session.served is None or (self.metering and not self._unquoted_run(frames, session)):
             for frame in frames:
                 replies.append(self.handle_frame(frame, session))
             return
@@ -289,7 +300,7 @@ class Dispatcher:
 
     def handle_run(self, requests: list, session: ClientSession, replies: list) -> None:
         """handle_frames of the requests SCAN_RUN decoded (Rule 5), without decoding them again."""
-        if session.served is None or self.metering:
+        if session.served is None or (self.metering and not self._unquoted_run([r.frame for r in requests], session)):
             for request in requests:
                 replies.append(self.handle_frame(request.frame, session))
             return

@@ -172,3 +172,19 @@ def test_request_percentage_throttles_a_client_that_takes_the_loops_time(dispatc
     assert session.mute_s > 0
     body = decode_response(ApiKey.METADATA, 8, b"".join(bytes(c) for c in reply)[4:])[1]
     assert body.throttle_time_ms == int(session.mute_s * 1000)
+
+
+def test_a_run_of_an_unquoted_client_is_still_grouped_and_a_quoted_one_is_metered(dispatcher):
+    """Rule 7 with Rule 5: a quota on another client leaves this client's runs grouped (one append); a quota on
+    this client meters each of its requests."""
+    session = identified_session(dispatcher)
+    frames = [produce_frame("t", 0, 1, correlation_id=i) for i in range(10)]
+    dispatcher.state.quotas.update(Entity(client="other"), {PRODUCER_BYTE_RATE: 1.0})
+    replies: list = []
+    dispatcher.handle_frames(frames, session, replies)
+    assert dispatcher._grouped_produces == 10
+    dispatcher.state.quotas.update(Entity(client="c"), {PRODUCER_BYTE_RATE: 1e12})
+    dispatcher.handle_frames(frames, session, replies)
+    assert dispatcher._grouped_produces == 10  # metered one by one
+    sensor = dispatcher.state.quotas.sensors[("produce", "", "c")]
+    assert sum(sensor.values) == sum(len(f) for f in frames)
