@@ -266,8 +266,9 @@ class Broker:
         state = BrokerState.build(cfg, self.partitions, cluster_id=self.cluster_id, zk=self.zk, logs=self.logs,
                                   executor=self.executor, loop=self.loop, waiters=purgatory, replicas=self.replicas)
         self.dispatcher = Dispatcher(state)
-        quota_watch = QuotaConfigWatch(self.zk, lambda entity, quotas: self._on_loop(state.quotas.update, entity, quotas))
-        services.start("client quotas", quota_watch.start, quota_watch.close)
+        # client quotas (dispatch Rule 7): a watch on the ZooKeeper client, no thread or resource of its own (it
+        # ends with the client), so not a service
+        QuotaConfigWatch(self.zk, lambda entity, quotas: self._on_loop(state.quotas.update, entity, quotas)).start()
         self.server.app = self.dispatcher
         offsets = state.offsets  # loads and drops __consumer_offsets partitions after the replica manager's turn
         self.loop.call_soon_threadsafe(offsets.start)
