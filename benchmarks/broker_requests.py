@@ -24,6 +24,9 @@ average is printed too. Then, where the time goes: the same requests' stages tim
 of 5, µs): decode_request, the handler (for Produce: with the append to the log), encode_response, and the
 whole of `Dispatcher.handle_frame` (which takes the one-partition Produce fast path where the three others
 are the general path's stages).
+With --quota-cost, Produce b1, b50 and Fetch 64K run with no quota configured, with a quota on another client
+(the dispatcher metering, this client unquoted) and with a quota on this client that it never reaches (metered
+per request), --rounds rounds in rotating order: the median µs of each and their ratio to no quota.
 With --records-check-cost, only Produce b1 and b50 run, each with the broker's check of a client's records
 (records/verify.py, called by PartitionLog's client appends) switched off and on, alternating for --rounds
 rounds (each round swaps which goes first): the median µs of each and their ratio, then the check alone per batch in
@@ -86,7 +89,7 @@ class EchoApp:
         return [self.REPLY]
 
 
-def kafka_app(log_dir: str, fetch_log: bool):
+def kafka_app(log_dir: str, fetch_log: bool, quota: str = "none"):
     from sparklog.broker import handlers
     from sparklog.broker.config import BrokerConfig
     from sparklog.broker.network.dispatch import Dispatcher
@@ -110,10 +113,14 @@ def kafka_app(log_dir: str, fetch_log: bool):
     state = handlers.BrokerState.build(config=config, cluster_id="c" * 22, zk=None, logs=logs,
                                        partitions=Partitions(MetadataSnapshot(topics, {1: BrokerInfo(1, "127.0.0.1", 1)},
                                                                         leading)))
+    if quota != "none":  # --quota-cost: a byte-rate quota never reached, on this client ("bench") or another
+        from sparklog.coordination.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Entity
+
+        state.quotas.update(Entity(client=quota), {PRODUCER_BYTE_RATE: 1e15, CONSUMER_BYTE_RATE: 1e15})
     return Dispatcher(state)
 
 
-def serve(app_name: str, loop_name: str, records_check: bool = True) -> None:
+def serve(app_name: str, loop_name: str, records_check: bool = True, quota: str = "none") -> None:
     """Print the port, serve until stdin closes."""
     import asyncio
 
@@ -125,7 +132,7 @@ def serve(app_name: str, loop_name: str, records_check: bool = True) -> None:
         log._check_records = lambda batch: None
 
     with tempfile.TemporaryDirectory(prefix="sparklog-requests-") as log_dir:
-        app = EchoApp() if app_name == "baseline" else kafka_app(log_dir, app_name.startswith("fetch"))
+        app = EchoApp() if app_name == "baseline" else kafka_app(log_dir, app_name.startswith("fetch"), quota)
         server = BrokerServer(app)
         _, port = server.bind("127.0.0.1", 0)
 
@@ -215,12 +222,13 @@ class Replies:
             self.errors[code] = self.errors.get(code, 0) + 1
 
 
-def measure(scenario: str, loop_name: str, n: int, window: int, records_check: bool = True) -> tuple[float, float]:
+def measure(scenario: str, loop_name: str, n: int, window: int, records_check: bool = True,
+            quota: str = "none") -> tuple[float, float]:
     """(µs of broker CPU per request, seconds of wall time); a reply with an error code makes the row SHORT
     (measure.py Rule 4)."""
     todo = frames(scenario, n)
     proc = subprocess.Popen([sys.executable, __file__, "--serve", scenario, "--loop", loop_name]
-                            + ([] if records_check else ["--no-records-check"]),
+                            + ([] if records_check else ["--no-records-check"]) + ["--quota", quota],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         port = int(proc.stdout.readline())
@@ -286,12 +294,17 @@ def main(argv=None) -> int:
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--loop", default="asyncio", help=argparse.SUPPRESS)
     parser.add_argument("--no-records-check", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--quota-cost", action="store_true",
+                        help="Produce b1/b50 and Fetch 64K without quotas, metered unquoted, metered quoted")
+    parser.add_argument("--quota", default="none", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        serve(args.serve, args.loop, not args.no_records_check)
+        serve(args.serve, args.loop, not args.no_records_check, args.quota)
         return 0
     if args.records_check_cost:
         return records_check_cost(args.n, args.window, args.rounds)
+    if args.quota_cost:
+        return quota_cost(args.n, args.window, args.rounds)
     loops = args.loops.split(",") if args.loops else ["asyncio"] + (["uvloop"] if _has_uvloop() else [])
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.n} requests, window {args.window}")
     header = f"{'request':<16}" + "".join(f"{loop + ' µs':>14}{'x base':>8}" for loop in loops)
@@ -307,6 +320,31 @@ def main(argv=None) -> int:
         ratio = f"{costs[1] / costs[0]:>18.2f}" if len(costs) > 1 else ""
         print(f"{scenario:<16}" + "".join(cells) + ratio, flush=True)
     breakdown(min(args.n, 5000))
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+QUOTA_MODES = (("none", "no quota"), ("other", "other quoted"), ("bench", "quoted"))
+
+
+def quota_cost(n: int, window: int, rounds: int) -> int:
+    """Each request with no quota configured (dispatch Rule 7 off: the unmetered path), with a quota on another
+    client only (metering on, this client unquoted) and on this client (metered, never throttled), rotating
+    which goes first each round; medians and their ratio to "no quota"."""
+    import statistics
+
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {n} requests, window {window}, "
+          f"{rounds} rounds")
+    print(f"{'request':<16}" + "".join(f"{label + ' µs':>18}" for _, label in QUOTA_MODES) + f"{'x none':>14}")
+    for scenario in ("produce b1", "produce b50", "fetch 64K"):
+        costs: dict[str, list[float]] = {mode: [] for mode, _ in QUOTA_MODES}
+        for round_ in range(rounds):
+            order = [mode for mode, _ in QUOTA_MODES]
+            for mode in order[round_ % 3:] + order[:round_ % 3]:
+                costs[mode].append(measure(scenario, "asyncio", n, window, quota=mode)[0])
+        medians = [statistics.median(costs[mode]) for mode, _ in QUOTA_MODES]
+        ratios = " ".join(f"{m / medians[0]:.2f}" for m in medians[1:])
+        print(f"{scenario:<16}" + "".join(f"{m:>18.1f}" for m in medians) + f"{ratios:>14}", flush=True)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

@@ -55,6 +55,7 @@ from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination.acl_store import AclCache
 from sparklog.coordination import cluster as cluster_registry
 from sparklog.coordination import connection as zk_connection
+from sparklog.coordination.client_quotas import QuotaConfigWatch
 from sparklog.storage.dir_lock import LogDirInUse, lock_log_dirs
 
 log = logging.getLogger(__name__)
@@ -270,6 +271,9 @@ class Broker:
             cache = services.start("acls", lambda: AclCache(self.zk).start(), lambda: cache.stop())
             state.authorization = Authorization.from_config(cfg, cache)
         self.dispatcher = Dispatcher(state)
+        # client quotas (dispatch Rule 7): a watch on the ZooKeeper client, no thread or resource of its own (it
+        # ends with the client), so not a service
+        QuotaConfigWatch(self.zk, lambda entity, quotas: self._on_loop(state.quotas.update, entity, quotas)).start()
         self.server.app = self.dispatcher
         offsets = state.offsets  # loads and drops __consumer_offsets partitions after the replica manager's turn
         self.loop.call_soon_threadsafe(offsets.start)

@@ -182,6 +182,8 @@ BROKER = Definitions("broker", (
             rule=check_authorizer_class_name),
     Setting("super.users", STRING, "", "principals allowed everything, separated by semicolons (User:admin;...)"),
     Setting("allow.everyone.if.no.acl.found", BOOLEAN, False, "allow an operation on a resource no ACL names"),
+    Setting("quota.window.num", INT, 11, "samples a client quota's rate is measured over", low=2),
+    Setting("quota.window.size.seconds", INT, 1, "the time span of each of those samples", low=1),
     *SCRUBBER_SETTINGS.values(),
     *CLEANER_SETTINGS.values(),
     *GROUP.values(),
@@ -231,6 +233,8 @@ class BrokerConfig:
     authorizer_class_name: str = ""  # empty: no authorization (authorization.py otherwise)
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False
+    quota_window_num: int = 11  # quota.window.num
+    quota_window_size_seconds: int = 1  # quota.window.size.seconds
     # Topic-level defaults for the storage (`segment.bytes`, `retention.ms`, `min.insync.replicas`, ...), from
     # the log.* keys and the other synonyms of topic configs: the storage's LogConfig types them (one default each).
     log_defaults: Mapping[str, str] = field(default_factory=dict)

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "sparklog.cli.topics",
     "sparklog.cli.transactions",
     "sparklog.cli.acls",
+    "sparklog.cli.configs",
     "jobs.demo",  # the pipeline's demo: jobs/ sits on top of every sparklog layer
 )
 

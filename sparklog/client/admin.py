@@ -1,6 +1,7 @@
 """A small admin client: create, delete, grow and describe topics, read and change their configs, delete
 records and describe the cluster through the brokers (CreateTopics, DeleteTopics, Metadata, CreatePartitions,
-DescribeConfigs, IncrementalAlterConfigs, DeleteRecords, DescribeCluster, Create/Describe/DeleteAcls), for the command line, tests and
+DescribeConfigs, IncrementalAlterConfigs, DeleteRecords, DescribeCluster, Create/Describe/DeleteAcls,
+DescribeClientQuotas, AlterClientQuotas), for the command line, tests and
 benchmarks. A per-topic or per-resource error is raised as its Kafka error class, with the broker's message.
 
 Rule: `create_topic` returns once every partition of the new topic has a leader in the metadata, so a
@@ -39,6 +40,7 @@ INCREMENTAL_ALTER_CONFIGS_VERSION = 1
 DELETE_RECORDS_VERSION = 2
 DESCRIBE_CLUSTER_VERSION = 1
 ACLS_VERSION = 1  # Describe/Create/DeleteAcls: v1 has pattern types and is what librdkafka sends
+CLIENT_QUOTAS_VERSION = 1
 TOPIC_ALREADY_EXISTS = 36
 
 
@@ -261,6 +263,31 @@ class AdminClient:
         return [[AclBinding(ResourcePattern(ResourceType(m.resource_type), m.resource_name, PatternType(m.pattern_type)),
                             AccessControlEntry(m.principal, m.host, Operation(m.operation), Permission(m.permission_type)))
                  for m in result.matching_acls] for result in response.filter_results]
+    def describe_client_quotas(self, components: list[tuple[str, int, str | None]], strict: bool = False
+                               ) -> list[tuple[list[tuple[str, str | None]], dict[str, float]]]:
+        """DescribeClientQuotas: [(entity components, {quota key: value})] of the entities matching the filter
+        components (entity type, match type, match)."""
+        from sparklog.protocol.client_quotas import DescribeClientQuotasRequest as Request
+
+        request = Request(strict=strict, components=[Request.ComponentData(entity_type=t, match_type=m, match=n)
+                                                     for t, m, n in components])
+        response = self._call(ApiKey.DESCRIBE_CLIENT_QUOTAS, CLIENT_QUOTAS_VERSION, request)
+        if response.error_code:
+            raise for_code(response.error_code)(response.error_message or "DescribeClientQuotas")
+        return [([(e.entity_type, e.entity_name) for e in entry.entity], {v.key: v.value for v in entry.values})
+                for entry in response.entries or []]
+
+    def alter_client_quotas(self, entity: list[tuple[str, str | None]], settings: dict[str, float],
+                            delete: tuple = (), validate_only: bool = False) -> None:
+        """AlterClientQuotas of one entity: set `settings`, remove `delete`."""
+        from sparklog.protocol.client_quotas import AlterClientQuotasRequest as Request
+
+        ops = [Request.EntryData.OpData(key=k, value=float(v), remove=False) for k, v in settings.items()]
+        ops += [Request.EntryData.OpData(key=k, value=0.0, remove=True) for k in delete]
+        request = Request(validate_only=validate_only, entries=[Request.EntryData(
+            entity=[Request.EntryData.EntityData(entity_type=t, entity_name=n) for t, n in entity], ops=ops)])
+        response = self._call(ApiKey.ALTER_CLIENT_QUOTAS, CLIENT_QUOTAS_VERSION, request)
+        _raise_first(response.entries, str(entity))
 
     def close(self) -> None:
         self._thread.stop()

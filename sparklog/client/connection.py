@@ -8,6 +8,10 @@ request order, so each frame's correlation id must equal the oldest in-flight re
 request in flight fails (retriable).
 Rule 3: a request that needs no response (Produce with acks=0) completes as soon as it is written.
 
+Rule 5 (throttles, KIP-219): a response carrying throttle_time_ms > 0 holds that connection: nothing more is
+sent to that broker until the delay has passed (requests wait in its backlog), as the broker itself stops
+reading the connection for as long. `throttle_statistics()` counts the throttled responses and their time.
+
 Rule 4 (unreachable brokers): a failed connect names the address and why (`reachability.failure_reason`:
 connection refused, name not resolved, timed out); the broker is not tried again before its reconnect
 backoff (exponential from `reconnect.backoff.ms` to `reconnect.backoff.max.ms`, see backoff.py), and a
@@ -137,6 +141,7 @@ class BrokerConnection:
         self.unwritten_acks0: deque = deque()  # futures of acks=0 requests, completed once written
         self.closed = False
         self._next_correlation = 0
+        self.throttled_until = 0.0  # Rule 5: nothing is sent before this (monotonic seconds)
 
     def connect(self, timeout: float) -> None:
         sock = socket.create_connection((self.host, self.port), timeout=timeout)
@@ -224,6 +229,9 @@ class BrokerConnection:
             except Exception as exc:  # a malformed body fails that request; the framing is still intact
                 results.append((request, exc))
             else:
+                throttle_ms = getattr(body, "throttle_time_ms", 0)
+                if throttle_ms and throttle_ms > 0:
+                    self.throttled_until = max(self.throttled_until, time.monotonic() + throttle_ms / 1000.0)
                 results.append((request, body))
 
     def close(self, error: BaseException) -> list:
@@ -272,6 +280,9 @@ class NetworkClient:
         self._submitted: deque[_Request] = deque()
         self._closed = False
         self._wake_pending = False  # a wake-up byte was sent and the I/O thread has not drained it yet
+        self.throttled_responses = 0  # Rule 5
+        self.throttle_time_ms_total = 0
+        self.throttle_time_ms_max = 0
 
     @classmethod
     def from_config(cls, bootstrap: list[tuple[str, int]], config: dict,
@@ -370,7 +381,9 @@ class NetworkClient:
                     self._write(conn)
             except Exception as exc:  # protocol errors and socket errors alike end this connection
                 self._close(conn, exc if isinstance(exc, ConnectionError) else KafkaConnectionError(str(exc)))
-        self._expire(time.monotonic())
+        now = time.monotonic()
+        self._send_throttled(now)
+        self._expire(now)
 
     def _take_submitted(self, now: float) -> bool:
         """Hand submitted requests to their connections; True if one failed at once (no connection)."""
@@ -390,6 +403,8 @@ class NetworkClient:
         return failed
 
     def _send_backlog(self, conn: BrokerConnection, now: float) -> None:
+        if now < conn.throttled_until:  # Rule 5: the backlog goes out once the throttle has passed (poll)
+            return
         while conn.backlog and conn.can_send():
             request = conn.backlog.popleft()
             try:
@@ -454,6 +469,11 @@ class NetworkClient:
             if isinstance(result, BaseException):
                 request.future.set_error(result)
             else:
+                throttle_ms = getattr(result, "throttle_time_ms", 0)
+                if throttle_ms and throttle_ms > 0:
+                    self.throttled_responses += 1
+                    self.throttle_time_ms_total += throttle_ms
+                    self.throttle_time_ms_max = max(self.throttle_time_ms_max, throttle_ms)
                 request.future.set_result(result)
         if conn.backlog and not conn.closed:
             self._send_backlog(conn, time.monotonic())
@@ -477,7 +497,19 @@ class NetworkClient:
 
     def _next_deadline(self) -> float | None:
         deadlines = [conn.in_flight[0].deadline for conn in self._conns.values() if conn.in_flight]
+        deadlines += [conn.throttled_until for conn in self._conns.values() if conn.backlog and conn.throttled_until]
         return min(deadlines) if deadlines else None
+
+    def _send_throttled(self, now: float) -> None:
+        """Rule 5: send the backlogs whose throttle has passed."""
+        for conn in list(self._conns.values()):
+            if conn.backlog and conn.throttled_until and now >= conn.throttled_until and not conn.closed:
+                self._send_backlog(conn, now)
+
+    def throttle_statistics(self) -> dict:
+        """Rule 5's counts: responses that carried a throttle, their total and largest throttle_time_ms."""
+        return {"throttled_responses": self.throttled_responses, "throttle_time_ms_total": self.throttle_time_ms_total,
+                "throttle_time_ms_max": self.throttle_time_ms_max}
 
     def _expire(self, now: float) -> None:
         for conn in list(self._conns.values()):

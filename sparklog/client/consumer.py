@@ -501,6 +501,10 @@ class Consumer:
     def queued_chunks(self) -> int:
         return len(self._chunks)
 
+    def metrics(self) -> dict:
+        """The throttles the brokers answered with (connection.py Rule 5)."""
+        return self._client.throttle_statistics()
+
     def close(self, timeout: float | None = None) -> None:
         if self._closed:
             return

@@ -770,4 +770,5 @@ class Sender:
                 "pending_batches": sum(map(len, self.pending.values())), "buffered_bytes": self.accumulator.used_bytes,
                 "leaders": {f"{t}-{p}": n for (t, p), n in sorted(self.metadata.leaders.items())},
                 "in_flight": {n: self.client.in_flight(n) for n in self.client.nodes},
-                "last_error": repr(self.last_error) if self.last_error else None}
+                "last_error": repr(self.last_error) if self.last_error else None,
+                **self.client.throttle_statistics()}

@@ -20,6 +20,7 @@ import struct
 from typing import Any
 
 from sparklog.protocol import (acls, add_offsets_to_txn, add_partitions_to_txn, alter_configs, api_versions,
+                               client_quotas,
                                create_partitions, create_topics, delete_records, delete_topics, describe_cluster,
                                describe_configs, describe_log_dirs, describe_producers, describe_transactions,
                                elect_leaders, end_txn, fetch, find_coordinator, group_admin, groups, list_transactions,
@@ -84,6 +85,8 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
     (acls.DescribeAclsRequest, acls.DescribeAclsResponse),
     (acls.CreateAclsRequest, acls.CreateAclsResponse),
     (acls.DeleteAclsRequest, acls.DeleteAclsResponse),
+    (client_quotas.DescribeClientQuotasRequest, client_quotas.DescribeClientQuotasResponse),
+    (client_quotas.AlterClientQuotasRequest, client_quotas.AlterClientQuotasResponse),
 ]
 
 REQUESTS: dict[int, type[Message]] = {ApiKey(req.api_key): req for req, _ in _PAIRS}
@@ -102,13 +105,18 @@ ALL_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 # still decoded and answered for a client that sends them unasked.
 # AddPartitionsToTxn likewise up to v3, the clients' versions: v4 (the brokers' batched form, KIP-890) names Kafka
 # 3.6 to kafka-python. v4-v5 are still decoded and answered.
+# DescribeClientQuotas and AlterClientQuotas are not advertised at all: kafka-python takes DescribeClientQuotas v0
+# for Kafka 2.6 (and would send that release's Metadata v9). Both are decoded and answered (sparklog's admin client
+# and `sparklog configs` send them unasked).
 LIST_OFFSETS_ADVERTISED_MAX = 6
 ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX = add_partitions_to_txn.FIRST_BROKER_VERSION - 1
 # The ACL APIs likewise up to v1 (Kafka 2.0's, what librdkafka and kafka-python send): their v2-v3 name Kafka 2.5+
 # to kafka-python. v2-v3 are still decoded and answered.
 ACLS_ADVERTISED_MAX = 1
+UNADVERTISED = (ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS)
 API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    **ALL_VERSIONS, ApiKey.LIST_OFFSETS: (ALL_VERSIONS[ApiKey.LIST_OFFSETS][0], LIST_OFFSETS_ADVERTISED_MAX),
+    **{key: versions for key, versions in ALL_VERSIONS.items() if key not in UNADVERTISED},
+    ApiKey.LIST_OFFSETS: (ALL_VERSIONS[ApiKey.LIST_OFFSETS][0], LIST_OFFSETS_ADVERTISED_MAX),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX),
     **{key: (0, ACLS_ADVERTISED_MAX) for key in (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS)}}
 

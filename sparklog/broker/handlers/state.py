@@ -11,6 +11,7 @@ from sparklog.broker.config import BrokerConfig
 from sparklog.broker.coordinator.group.coordinator import GroupCoordinator
 from sparklog.broker.coordinator.group.offset_store import TopicOffsetStore
 from sparklog.broker.coordinator.transaction.coordinator import TransactionCoordinator
+from sparklog.broker.quota.manager import QuotaManager, QuotaWindows
 from sparklog.broker.replication.purgatory import Purgatory
 from sparklog.broker.replication.replica_manager import ReplicaManager
 from sparklog.coordination.producer_ids import ProducerIdAllocator
@@ -56,6 +57,7 @@ class BrokerState:
     transactions: TransactionCoordinator = field(init=False)  # coordinator/transaction/, built by `build`
     controller: Controller | None = None  # who the controller is (Metadata's controller_id)
     authorization: Authorization | None = None  # authorizer.class.name set: every request checked (authorization.py)
+    quotas: QuotaManager = field(default_factory=QuotaManager)  # client quotas (dispatch Rule 7)
     offsets_topic_creation: asyncio.Future | None = None  # the one creation of __consumer_offsets in flight
     counters: dict = field(default_factory=lambda: dict.fromkeys(
         ("produced_batches_bytes", "produce_errors", "fetch_waits", "zookeeper_calls"), 0))
@@ -76,7 +78,8 @@ class BrokerState:
         producer_ids = ProducerIdAllocator(zk, config.broker_id) if zk is not None else None
         state = cls(config=config, broker_id=config.broker_id, cluster_id=cluster_id, zk=zk, logs=logs,
                     partitions=partitions, executor=executor, loop=loop, producer_ids=producer_ids, waiters=waiters,
-                    replicas=replicas, groups=groups, offsets=offsets)
+                    replicas=replicas, groups=groups, offsets=offsets,
+                    quotas=QuotaManager(QuotaWindows(config.quota_window_num, config.quota_window_size_seconds)))
         state.transactions = TransactionCoordinator(
             config.transaction, partitions, replicas, producer_ids, lambda *topic: _create_topic(state, *topic),
             config.broker_id, executor)

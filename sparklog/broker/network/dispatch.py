@@ -1,7 +1,7 @@
 """Frames to handlers and back: the `App` the server runs (see server.py for the contract).
 
 Rule 1: a frame that decodes goes to its handler (`handlers.HANDLERS`, `admin_handlers.ADMIN_HANDLERS`,
-`coordinator/transaction/handlers.TRANSACTION_HANDLERS`); its response body is encoded against the
+`coordinator/transaction/handlers.TRANSACTION_HANDLERS`, `handlers/client_quotas.QUOTA_HANDLERS`); its response body is encoded against the
 request's header, so the correlation id and the response header version always match the request.
 Rule 2: an ApiVersions request of a version we do not serve gets the v0 fallback (error 35 and our range);
 any other unknown api or version, and any frame that does not parse, closes the connection (Kafka's
@@ -28,6 +28,17 @@ goes through Rule 1, and the client sees the same bytes either way
 (tests/unit/broker/handlers/test_fetch_fast_path.py).
 Rules 4-6 hold only without an authorizer: with `authorizer.class.name` set, every Produce and Fetch takes
 Rule 1's path, through the checks of broker/authorization.py.
+Rule 7: while any client quota is configured (broker/quota/manager.py), every frame is metered before Rules
+1-6 answer it, and with none configured nothing is (handle_frame is then the unmetered method itself, and runs
+take Rule 5's path unchanged). A request whose (principal, client-id) resolves to a quota: a Produce records
+its frame's bytes (per request, so per batch on the fast path), a consumer's Fetch is answered only if its
+group owes no throttle and then within one window's worth of bytes (the response's bytes recorded once
+known), and every request's handling time is recorded against request_percentage. A run (Rule 5) whose
+frames all name one client-id that no quota applies to is answered as Rule 5 answers it; any other run's
+frames are metered one by one. A throttle owed (the
+largest of the kinds) is answered at once in the response's throttle_time_ms (through Rule 1's general
+path, which stamps it; a throttled Fetch gets an empty response) and the connection's `mute_s` set, for
+server.py to stop reading it that long (KIP-219). Follower fetches (replica_id >= 0) are exempt.
 
 Each connection has a `ClientSession` that names the client (the software name and version it sent in
 ApiVersions v3+, else its header's client_id) and collects the (api, version) pairs it used; `statistics()`
@@ -37,12 +48,14 @@ merges them per client name: the API x version x client matrix of issue 3.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from types import CoroutineType
 
 from sparklog.broker.authorization import guarded
 from sparklog.broker.handlers.acls import ACL_HANDLERS
 from sparklog.broker.handlers.admin import ADMIN_HANDLERS
+from sparklog.broker.handlers.client_quotas import QUOTA_HANDLERS
 from sparklog.broker.coordinator.transaction.handlers import TRANSACTION_HANDLERS
 from sparklog.broker.handlers import HANDLERS as _HANDLERS
 from sparklog.broker.handlers.error_codes import NOT_SERVED_FAST
@@ -53,7 +66,7 @@ from sparklog.broker.network.server import CloseConnection, Parked
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import RemoteProtocolError, UnsupportedVersion
 from sparklog.protocol.frame import NEED_DATA, FrameDecoder
-from sparklog.protocol.fetch import decode_single_partition as decode_single_partition_fetch
+from sparklog.protocol.fetch import FetchResponse, decode_single_partition as decode_single_partition_fetch
 from sparklog.protocol.produce import SinglePartitionProduce, decode_single_partition
 from sparklog.protocol.produce_run import scan_produce_run
 from sparklog.protocol.registry import ANONYMOUS, decode_request, encode_api_versions_fallback, encode_response
@@ -71,7 +84,7 @@ _PRODUCE = int(ApiKey.PRODUCE)
 _PRODUCE_KEY = _PRODUCE.to_bytes(2, "big")  # the int16 api_key a request frame opens with
 _FETCH = int(ApiKey.FETCH)
 _FETCH_KEY = _FETCH.to_bytes(2, "big")
-HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS, **TRANSACTION_HANDLERS, **ACL_HANDLERS}
+HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS, **TRANSACTION_HANDLERS, **ACL_HANDLERS, **QUOTA_HANDLERS}
 _VERSION_BITS = 16  # (api_key, version) is recorded as one int: api_key << 16 | version
 # Apis whose coroutines only wait in the purgatory, the request having taken effect (handlers Rule 1):
 # the server goes on with the requests behind them (server.py Rule 1). Any other coroutine is a barrier.
@@ -93,7 +106,7 @@ class DispatcherStatistics:
 class ClientSession:
     """One connection as the dispatcher sees it: who the client is, and the sets its requests go into."""
 
-    __slots__ = ("client", "host", "served", "refused", "principal", "listener")
+    __slots__ = ("client", "host", "served", "refused", "principal", "listener", "mute_s", "quota", "quota_key")
 
     def __init__(self, peer_ip: str = "", listener: str = "") -> None:
         self.client: str | None = None
@@ -102,6 +115,9 @@ class ClientSession:
         self.listener = listener  # the listener's name (PLAINTEXT, SASL_SSL, ...), "" for callers without one
         self.served: dict[int, int] | None = None  # (api_key << 16 | version) -> requests, shared per client
         self.refused: dict[int, int] | None = None
+        self.mute_s = 0.0  # set by Rule 7: the server stops reading this connection for so long, then clears it
+        self.quota = None  # the ClientQuota of (principal, client-id), cached under quota_key (Rule 7)
+        self.quota_key: tuple | None = None
 
 
 class Dispatcher:
@@ -126,6 +142,12 @@ class Dispatcher:
         # With an authorizer every request is checked, and the fast paths are declined (authorization Rule 4)
         self.handlers = HANDLERS if state.authorization is None else guarded(HANDLERS)
         self.fast = state.authorization is None
+        self.metering = False  # Rule 7: some quota is configured; handle_frame is then _metered
+        self.throttled = 0  # responses that carried a throttle (Rule 7)
+        quotas = getattr(state, "quotas", None)
+        if quotas is not None:
+            quotas.on_active = self.set_metering
+            self.set_metering(quotas.active)
 
     def new_decoder(self) -> FrameDecoder:
         return FrameDecoder(self.max_frame_bytes)
@@ -146,6 +168,11 @@ class Dispatcher:
                 reply = self._single_partition_fetch(frame, session.served)
                 if reply is not NOT_SERVED_FAST:
                     return reply
+        return self._general(frame, session)
+
+    def _general(self, frame, session: ClientSession, throttle_ms: int = 0, fetch_cap: int | None = None):
+        """Rule 1 for `frame`; with a throttle (Rule 7) stamped in the response's throttle_time_ms, and a Fetch's
+        byte limits lowered to `fetch_cap`."""
         try:
             request = decode_request(frame)
         except UnsupportedVersion as exc:
@@ -163,13 +190,100 @@ class Dispatcher:
         served = session.served
         key = api_key << _VERSION_BITS | header.api_version
         served[key] = served.get(key, 0) + 1
+        if fetch_cap is not None and api_key == _FETCH:
+            cap_fetch(request.body, fetch_cap)
         body = self.handlers[api_key](request, self.state)
         if body is None:
             return None
         if body.__class__ is CoroutineType:
-            later = self._encode_later(header, body)
+            later = self._encode_later(header, body, throttle_ms)
             return Parked(later) if api_key in PARKED_APIS else later
+        if throttle_ms and hasattr(body, "throttle_time_ms"):
+            body.throttle_time_ms = throttle_ms
         return encode_response(header, body)
+
+    def set_metering(self, active: bool) -> None:
+        """Rule 7 on or off: with no quota configured, handle_frame is the unmetered method itself."""
+        self.metering = active
+        if active:
+            self.handle_frame = self._metered
+        else:
+            self.__dict__.pop("handle_frame", None)
+
+    def _metered(self, frame, session: ClientSession | None = None):
+        """handle_frame while quotas are configured (Rule 7)."""
+        if session is None:
+            session = self._default_session
+        quotas = self.state.quotas
+        now = time.monotonic()
+        quotas.sweep(now)
+        quota = self._quota_of(frame, session, quotas)
+        opening = frame[:2]
+        if quota is None or (opening == _FETCH_KEY and fetch_replica_id(frame) >= 0):
+            return Dispatcher.handle_frame(self, frame, session)  # unquoted, or replication: exempt
+        started = time.perf_counter()
+        throttle = quota.request_throttle(now)
+        if opening == _FETCH_KEY:
+            throttle = max(throttle, quota.fetch_throttle(now))
+            reply = self._metered_fetch(frame, session, quota, throttle)
+        else:
+            if opening == _PRODUCE_KEY:
+                throttle = max(throttle, quota.record_produce(len(frame), now))
+            reply = self._general(frame, session, throttle) if throttle else Dispatcher.handle_frame(self, frame, session)
+        quota.record_request_time(time.perf_counter() - started, now)
+        if throttle:
+            session.mute_s = throttle / 1000.0
+            self.throttled += 1
+        return reply
+
+    def _unquoted_run(self, frames: list, session: ClientSession) -> bool:
+        """Rule 7 for a run: True when no quota applies to any of its frames (one client-id, resolving to none),
+        so that Rule 5 answers it as it would with no quota configured; else its frames are metered one by one."""
+        quotas = self.state.quotas
+        if self._quota_of(frames[0], session, quotas) is not None:
+            return False
+        client_id = session.quota_key[0]
+        return all(header_client_id(frame) == client_id for frame in frames)
+
+    def _quota_of(self, frame, session: ClientSession, quotas):
+        key = (header_client_id(frame), session.principal, quotas.generation)
+        if key != session.quota_key:
+            session.quota = quotas.client_quota(session.principal, key[0])
+            session.quota_key = key
+        return session.quota
+
+    def _metered_fetch(self, frame, session: ClientSession, quota, throttle: int):
+        """A consumer's Fetch under a consumer_byte_rate (Rule 7): owing a throttle, an empty response with it;
+        else served (the fast path first) within one window's worth of bytes, and the response's size recorded."""
+        if throttle:
+            return self._empty_fetch(frame, throttle)
+        cap = quota.fetch_cap(self.state.quotas.windows.size_s)
+        reply = NOT_SERVED_FAST
+        request = decode_single_partition_fetch(frame) if session.served is not None and self.fast else None
+        if request is not None:
+            if cap is not None:
+                request = request._replace(max_bytes=min(request.max_bytes, cap),
+                                           partition_max_bytes=min(request.partition_max_bytes, cap))
+            reply = handle_single_partition_fetch(request, self.state)
+            if reply is not NOT_SERVED_FAST:
+                self.fast_fetches += 1
+                key = _FETCH << _VERSION_BITS | request.api_version
+                session.served[key] = session.served.get(key, 0) + 1
+        if reply is NOT_SERVED_FAST:
+            reply = self._general(frame, session, 0, cap)
+        if reply.__class__ is Parked:
+            return Parked(_record_fetch_later(reply.awaitable, quota))
+        if reply.__class__ is list:
+            quota.record_fetch(reply_size(reply), time.monotonic())
+        return reply
+
+    def _empty_fetch(self, frame, throttle: int):
+        try:
+            request = decode_request(frame)
+        except RemoteProtocolError as exc:
+            raise CloseConnection(str(exc)) from None
+        return encode_response(request.header, FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=0,
+                                                             responses=[]))
 
     # server.py's optional run contract: consecutive frames opening with RUN_KEY (Produce requests) are
     # handed over together to handle_frames
@@ -181,7 +295,7 @@ class Dispatcher:
         (handlers.produce.handle_produce_group), and the replies of a group's successes may be carried by the first
         of them (the others None: server.py's contract). Raises CloseConnection as handle_frame does, the
         replies of the frames before it already in `replies`."""
-        if session.served is None or not self.fast:
+        if session.served is None or not self.fast or (self.metering and not self._unquoted_run(frames, session)):
             for frame in frames:
                 replies.append(self.handle_frame(frame, session))
             return
@@ -193,7 +307,8 @@ class Dispatcher:
 
     def handle_run(self, requests: list, session: ClientSession, replies: list) -> None:
         """handle_frames of the requests SCAN_RUN decoded (Rule 5), without decoding them again."""
-        if session.served is None or not self.fast:
+        if session.served is None or not self.fast or (
+                self.metering and not self._unquoted_run([r.frame for r in requests], session)):
             for request in requests:
                 replies.append(self.handle_frame(request.frame, session))
             return
@@ -313,9 +428,13 @@ class Dispatcher:
             found = table.setdefault(client, {})
         return found
 
-    async def _encode_later(self, header, pending):
+    async def _encode_later(self, header, pending, throttle_ms: int = 0):
         body = await pending
-        return None if body is None else encode_response(header, body)
+        if body is None:
+            return None
+        if throttle_ms and hasattr(body, "throttle_time_ms"):
+            body.throttle_time_ms = throttle_ms
+        return encode_response(header, body)
 
     def statistics(self) -> DispatcherStatistics:
         names: dict[str, int] = {}
@@ -325,6 +444,37 @@ class Dispatcher:
                 names[name] = names.get(name, 0) + count
         return DispatcherStatistics(names, self._unsupported, self._malformed, self._fast_produces, self._grouped_produces,
                                     _matrix(self._served), _matrix(self._refused))
+
+
+def header_client_id(frame) -> str:
+    """The client_id of a request header (every header version holds it as an int16-sized string); "" if null."""
+    size = int.from_bytes(frame[8:10], "big", signed=True)
+    return "" if size <= 0 else bytes(frame[10:10 + size]).decode("utf-8", "replace")
+
+
+def fetch_replica_id(frame) -> int:
+    """A Fetch's replica_id: the int32 the body opens with (the versions served have a v1 header)."""
+    size = max(0, int.from_bytes(frame[8:10], "big", signed=True))
+    return int.from_bytes(frame[10 + size:14 + size], "big", signed=True)
+
+
+def cap_fetch(body, cap: int) -> None:
+    """Lower a Fetch request's byte limits to `cap` (Rule 7)."""
+    body.max_bytes = min(body.max_bytes, cap)
+    for topic in body.topics:
+        for part in topic.partitions:
+            part.partition_max_bytes = min(part.partition_max_bytes, cap)
+
+
+def reply_size(reply: list) -> int:
+    return sum(len(chunk) for chunk in reply)
+
+
+async def _record_fetch_later(awaitable, quota):
+    reply = await awaitable
+    if reply is not None:
+        quota.record_fetch(reply_size(reply), time.monotonic())
+    return reply
 
 
 def api_name(key: int) -> str:

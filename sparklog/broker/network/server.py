@@ -40,6 +40,10 @@ so what it changes is seen by every later request. A connection holds at most `m
 (reading pauses at that many); appends happen in the handler call, so a partition's appends from one
 connection keep the request order (producers rely on it, as Kafka guarantees it).
 Rule 2: the broker never crashes on what a client sends: a bad frame costs that connection, nothing else.
+Rule 3 (muting, KIP-219): a session with a `mute_s` attribute may have it set by the app while it handles a
+frame (a quota's throttle): the reply leaves as usual, then the connection is muted: nothing more is read from
+it, and no frame already buffered is handled, for that many seconds; `mute_s` is cleared when the mute
+starts. A client that ignores the throttle it was told is held all the same: its requests wait in the socket.
 
 Resource handling:
     - `bind()` only binds: the socket listens (and the kernel starts completing handshakes) at `listen()`,
@@ -360,7 +364,7 @@ class Connection(asyncio.Protocol):
 
     __slots__ = ("server", "app", "counters", "transport", "decoder", "session", "busy", "write_paused", "closed",
                  "queue_paused", "ip", "last_active", "inflight", "writing", "_parked", "_fd", "_dup_fd", "_dup_sock",
-                 "_need_data", "_frame_errors", "_run_key", "_scan")
+                 "_need_data", "_frame_errors", "_run_key", "_scan", "muted", "_mutable", "_unmute_timer")
 
     def __init__(self, server: BrokerServer, ip: str = "") -> None:
         self.server = server
@@ -385,6 +389,9 @@ class Connection(asyncio.Protocol):
         self._run_key = getattr(self.app, "RUN_KEY", None)
         self._scan = getattr(self.app, "SCAN_RUN", None)
         self._frame_errors = (CloseConnection,) + tuple(self.app.FRAME_ERRORS)
+        self.muted = False  # Rule 3: reading and handling stop until the timer unmutes
+        self._mutable = hasattr(self.session, "mute_s")
+        self._unmute_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------------------------
 
@@ -401,6 +408,8 @@ class Connection(asyncio.Protocol):
             task.cancel()
         self.inflight.clear()
         self.server.queued.hold(self, 0)
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
         if self._dup_sock is not None:
             self._dup_sock.close()
             self._dup_sock, self._dup_fd = None, -1
@@ -436,10 +445,25 @@ class Connection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.closed:
             return
-        if self.busy or self.write_paused or self.queue_paused or self.inflight.full:
+        if self.busy or self.write_paused or self.queue_paused or self.inflight.full or self.muted:
             self.transport.pause_reading()
         else:
             self.transport.resume_reading()
+
+    def _mute(self) -> None:
+        """Rule 3: stop reading and handling for the session's mute_s seconds."""
+        delay, self.session.mute_s = self.session.mute_s, 0.0
+        self.muted = True
+        if not self.closed:
+            self.transport.pause_reading()
+        self._unmute_timer = asyncio.get_running_loop().call_later(delay, self._unmute)
+
+    def _unmute(self) -> None:
+        self.muted = False
+        self._unmute_timer = None
+        if not self.closed:
+            self._pump()
+            self._account()
 
     def idle(self) -> bool:
         """Nothing being answered: what the idle reaper may close."""
@@ -478,21 +502,32 @@ class Connection(asyncio.Protocol):
         run_key, scan = self._run_key, self._scan
         out: list = []
         try:
-            while not (self.busy or self.write_paused or self.closed or inflight.full):
+            while not (self.busy or self.write_paused or self.closed or inflight.full or self.muted):
                 if scan is not None:
                     items = decoder.take_run(scan, inflight.max_requests - len(inflight))
                     if items:
                         self._handle_run(items, out)
+                        if self._mutable and session.mute_s:
+                            self._flush(out)
+                            self._mute()
                         continue
                 frame = decoder.next_frame()
                 if frame is need_data:
                     return
                 if run_key is not None and frame[:2] == run_key:
                     frame = self._run(frame, out)
-                    if frame is None or self.closed:
+                    if frame is None or self.closed:  # (a frame read behind the run is handled before a mute)
+                        if self._mutable and session.mute_s:
+                            self._flush(out)
+                            self._mute()
                         continue
                 self.counters["requests"] += 1
                 reply = handle(frame, session)
+                if self._mutable and session.mute_s:
+                    self._take(reply, len(frame), out)
+                    self._flush(out)
+                    self._mute()
+                    continue
                 if reply is None:
                     continue
                 if reply.__class__ is list and not inflight and not self.writing:

@@ -34,7 +34,8 @@ def test_advertised_table():
     assert {**API_VERSIONS, ApiKey.LIST_OFFSETS: (1, 10),  # v7-v10 decoded, not advertised
             ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),  # v4-v5 (brokers') decoded, not advertised
             ApiKey.DESCRIBE_ACLS: (0, 3), ApiKey.CREATE_ACLS: (0, 3),  # v2-v3 decoded, not advertised
-            ApiKey.DELETE_ACLS: (0, 3)} == ALL_VERSIONS
+            ApiKey.DELETE_ACLS: (0, 3),
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1), ApiKey.ALTER_CLIENT_QUOTAS: (0, 1)} == ALL_VERSIONS  # not advertised
 
 
 def test_kafka_python_names_the_advertised_versions_a_release_no_later_than_what_is_served():

@@ -280,6 +280,31 @@ def test_the_matrix_counts_what_was_served(dispatcher):
 def test_every_advertised_api_has_a_handler_and_every_handler_is_advertised():
     """ApiVersions advertises only what is served: no api a client would pick and then be closed on."""
     from sparklog.broker.network.dispatch import HANDLERS
-    from sparklog.protocol.registry import API_VERSIONS
+    from sparklog.protocol.registry import API_VERSIONS, UNADVERTISED
 
-    assert set(API_VERSIONS) == set(HANDLERS)
+    # the client quota apis are served unadvertised (registry.UNADVERTISED: kafka-python would take them for
+    # Kafka 2.6); every other handler is advertised
+    assert set(API_VERSIONS) == set(HANDLERS) - set(UNADVERTISED) and set(UNADVERTISED) <= set(HANDLERS)
+
+
+@pytest.mark.parametrize("bound", [1e12, 1.0], ids=["within-quota", "throttled"])
+def test_metered_frames_get_well_formed_replies_too(dispatcher, bound):
+    """dispatch Rule 7: with quotas on the fuzz client (never reached, or reached by every request), every
+    valid frame still gets its well-formed reply (a throttled one stamped, a throttled Fetch empty), and random
+    bytes still get nothing but a close or a reply."""
+    from sparklog.coordination.client_quotas import QUOTA_KEYS, Entity
+
+    quotas = dispatcher.state.quotas
+    quotas.update(Entity(client="fuzz"), {key: min(bound, 1000.0) if key == "request_percentage" else bound
+                                          for key in QUOTA_KEYS})
+    throttled = dispatcher.throttled
+    try:
+        assert dispatcher.metering
+        for frame in VALID:
+            check(dispatcher, frame[4:], valid=True)
+        assert (dispatcher.throttled > throttled) == (bound == 1.0)
+        for frame in (b"", b"\x00\x01", b"\x00\x00\x00\x08\x00\x00\x00\x01\xff\xff", bytes(range(40))):
+            check(dispatcher, frame)
+    finally:
+        quotas.update(Entity(client="fuzz"), {})
+    assert not dispatcher.metering
