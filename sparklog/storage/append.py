@@ -59,7 +59,7 @@ from __future__ import annotations
 import functools
 import struct
 import time
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 from crc32c import crc32c
 
@@ -75,12 +75,10 @@ from sparklog.storage.config import CLEANUP_COMPACT, LogConfig
 from sparklog.storage.errors import (DuplicateSequence, InvalidProducerEpoch, InvalidRecordError, LogClosedError,
                                      OffsetsNotContiguous, OutOfOrderSequence, RecordBatchTooLarge, StorageError,
                                      TransactionRefusedError)
+from sparklog.storage.log_owner import AppendOwner
 from sparklog.storage.log_validator import converter_for, take_client_timestamp_type
 from sparklog.storage.segment import BatchEntry, LogSegment
 from sparklog.storage.transactions import TXN_BITS
-
-if TYPE_CHECKING:
-    from sparklog.storage.log import PartitionLog
 
 _pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first field, outside the CRC
 # baseOffset, batchLength (as it is) and partitionLeaderEpoch: the 16 bytes a leader writes in front of the rest
@@ -125,7 +123,7 @@ class AppendPipeline:
     """The append stages of one log (see the module docstring). The log's state (LEO, segments, producer
     state, visibility) stays the log's; the pipeline reads and moves it under the log's append lock."""
 
-    def __init__(self, log: PartitionLog, config: LogConfig):
+    def __init__(self, log: AppendOwner, config: LogConfig):
         self.log = log
         self.configure(config)
 

@@ -143,7 +143,7 @@ class PartitionLog(LogTransactions):
         self._producers = ProducerStateManager(directory, files)
         self._init_transactions(directory, files)
         self._loader = LogLoader(self)
-        self._verifier = SegmentVerifier(self)
+        self._verifier = SegmentVerifier(self, self._loader)
         self._retention = LogRetention(self)
 
     def _use_config(self, config: LogConfig) -> None:
