@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Callable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 from sparklog.storage.config import LogConfig
 from sparklog.storage.fences import FencedRanges
@@ -237,7 +237,7 @@ class LogLoader:
         return sorted(p[0] for p in map(parse_segment_file_name, self._files.listdir(self.directory))
                       if p and p[1] == ".log")
 
-    def delete_segment_files(self, bases) -> None:
+    def delete_segment_files(self, bases: Iterable[int]) -> None:
         for base in bases:
             segment = LogSegment(self.directory, base, self.config, self._files, 0)
             segment.delete_files()
