@@ -2,9 +2,9 @@
 
 Entry points (PartitionLog's methods of the same names call them):
     append(batches)                      a plain append: offsets assigned, the batches' epochs kept
-    append_group_as_leader(sets, epoch)  pipelined record sets of one partition, each checked as a client's,
-                                         epoch stamped: per set, what it alone would give, one write per segment
-    append_as_leader(batches, epoch)     a client's record set: a group of one
+    append_as_leader(batches, epoch)     a client's record set: checked as a client's, epoch stamped
+    append_group_as_leader(sets, epoch)  pipelined record sets of one partition: per set, what a lone
+                                         append_as_leader would give, one write per segment
     append_replicated(batches)           a follower: the leader's batches verbatim, at their own offsets
     append_marker(producer id, ...)      the leader's end-transaction marker (never a client's: no client rules)
 (recovery replays the producer state from the batch headers: PartitionLog._rebuild_producer_state).
@@ -229,19 +229,9 @@ class AppendPipeline:
             offset = header.next_offset
 
     def append_as_leader(self, batches: Any, leader_epoch: int, append_time_ms: int | None = None) -> int:
-        """PartitionLog.append_as_leader: a group of one (`append_group_as_leader`), so that a lone Produce and
-        a pipelined group take the same checks and the same write; its base offset, or what it raised."""
-        outcome = self.append_group_as_leader([batches], leader_epoch, append_time_ms)[0]
-        if isinstance(outcome, tuple):
-            return outcome[0]
-        assert outcome is not None  # every set of a group gets its outcome
-        raise outcome
-
-    def _append_unrun(self, batches: Any, leader_epoch: int, append_time_ms: int | None) -> int:
-        """append_as_leader of a set a run does not take (several batches, a converting config, LogAppendTime,
-        a transactional batch): a set check_leader_set takes is `_append_plain`; any other is checked batch by
-        batch (`_client_rules`, `_check_records`), stamped, and appended by append() (log.append, the
-        facade's, so that tests can watch which way a set went)."""
+        """PartitionLog.append_as_leader: a set check_leader_set takes (the common one) is `_append_plain`;
+        any other is checked batch by batch (`_client_rules`, `_check_records`), stamped, and appended by
+        append() (log.append, the facade's, so that tests can watch which way a set went)."""
         if self.converter is None:
             plain = check_leader_set(batches, self.max_message_bytes)
             if plain is not None:
@@ -298,8 +288,7 @@ class AppendPipeline:
         """PartitionLog.append_group_as_leader: each set's outcome is what append_as_leader on it alone, in
         order, would give: `(base offset, log end offset after it)`, or the exception it would raise (nothing
         of that set written; the sets around it are). One-batch sets are `_append_run`s; sets this path does
-        not take (several batches, a converting config, LogAppendTime) go through `_append_unrun` in turn.
-        append_as_leader is this with a group of one."""
+        not take (several batches, a converting config, LogAppendTime) go through append_as_leader in turn."""
         log = self.log
         outcomes: list[Outcome] = [None] * len(record_sets)
         run: list[_RunSet] = []  # (index in record_sets, view, header fields) of one-batch sets, appended together
@@ -315,7 +304,7 @@ class AppendPipeline:
                     self._append_run(run, outcomes, leader_epoch)
                     run = []
                 try:
-                    outcomes[i] = (self._append_unrun(records, leader_epoch, append_time_ms), log._leo)
+                    outcomes[i] = (log.append_as_leader(records, leader_epoch, append_time_ms), log._leo)
                 except Exception as exc:  # noqa: BLE001 - handed back: the caller answers it per request
                     outcomes[i] = exc
                 continue
@@ -571,7 +560,7 @@ class _Run:
             self.limits = self._limits()
         limits, pending = self.limits, self.pending
         if not (self.segment.size + pending and (pending + size > limits[0] or next_offset > limits[1]
-                                                 or 0 < len(self.entries) >= limits[2])):
+                                                 or len(self.entries) >= limits[2])):
             return True
         if self.entries and not self._write(i, outcomes):
             return False
@@ -586,8 +575,7 @@ class _Run:
 
     def _limits(self) -> tuple[int, int, int]:
         """The lone append's limits (Rule: roll-before-overfill) and the index room: every pending batch may
-        add an index entry when written, so the run keeps one free per batch behind the first (all zero: roll
-        now); the first set of a run rolls only where a lone append would (a full index)."""
+        add an index entry when written, so the run keeps one free per batch (all zero: roll now)."""
         segment = self.segment
         room, offset_limit = self.pipeline._roll_limits(segment, self.now)
         if offset_limit < 0:
