@@ -59,12 +59,13 @@ from __future__ import annotations
 import functools
 import struct
 import time
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable, NoReturn
 
 from crc32c import crc32c
 
+from sparklog.records import BytesLike
 from sparklog.records.append_check import APPEND_FIELDS as _APPEND_FIELDS
-from sparklog.records.append_check import REFUSED_ATTRIBUTES, REFUSED_SIZE, check_leader_set, check_sets
+from sparklog.records.append_check import REFUSED_ATTRIBUTES, REFUSED_SIZE, LeaderSet, check_leader_set, check_sets
 from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE,
                                     LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD, MAGIC, MAX_CODEC, TIMESTAMP_TYPE_MASK,
                                     TRANSACTIONAL_MASK, BatchHeader, CorruptRecordError, parse_header, peek_size,
@@ -75,12 +76,11 @@ from sparklog.storage.config import CLEANUP_COMPACT, LogConfig
 from sparklog.storage.errors import (DuplicateSequence, InvalidProducerEpoch, InvalidRecordError, LogClosedError,
                                      OffsetsNotContiguous, OutOfOrderSequence, RecordBatchTooLarge, StorageError,
                                      TransactionRefusedError)
+from sparklog.storage.log_owner import AppendOwner
 from sparklog.storage.log_validator import converter_for, take_client_timestamp_type
+from sparklog.storage.producer_state import ProducerEntry
 from sparklog.storage.segment import BatchEntry, LogSegment
 from sparklog.storage.transactions import TXN_BITS
-
-if TYPE_CHECKING:
-    from sparklog.storage.log import PartitionLog
 
 _pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first field, outside the CRC
 # baseOffset, batchLength (as it is) and partitionLeaderEpoch: the 16 bytes a leader writes in front of the rest
@@ -95,6 +95,8 @@ _REFUSED_FROM_CLIENTS = CONTROL_MASK  # attributes a client's batch may not carr
 _PRODUCER_AND_SEQUENCE = struct.Struct(">q2xi")
 _PRODUCER_ID_OFFSET = LAST_OFFSET_DELTA_OFFSET + struct.calcsize(">iqq")  # 43: after delta and two timestamps
 _PRODUCER_AND_EPOCH = struct.Struct(">qh")  # producerId, producerEpoch at _PRODUCER_ID_OFFSET
+Outcome = tuple[int, int] | BaseException | None  # a set's (base offset, LEO after it), what it raised, or not yet
+_RunSet = tuple[int, memoryview, tuple[int, ...]]  # (index in the group, view, check_sets' header fields)
 _PRODUCER_ERRORS = (OutOfOrderSequence, InvalidProducerEpoch, DuplicateSequence)
 _CLIENT_ERRORS = (RecordBatchTooLarge, CorruptRecordError, InvalidRecordError, TransactionRefusedError)
 
@@ -125,7 +127,7 @@ class AppendPipeline:
     """The append stages of one log (see the module docstring). The log's state (LEO, segments, producer
     state, visibility) stays the log's; the pipeline reads and moves it under the log's append lock."""
 
-    def __init__(self, log: PartitionLog, config: LogConfig):
+    def __init__(self, log: AppendOwner, config: LogConfig):
         self.log = log
         self.configure(config)
 
@@ -247,7 +249,7 @@ class AppendPipeline:
         self._note_leader_epoch(leader_epoch)
         return self.log.append(data, append_time_ms)
 
-    def _append_plain(self, batches: Any, plain: tuple, leader_epoch: int) -> int:
+    def _append_plain(self, batches: Any, plain: LeaderSet, leader_epoch: int) -> int:
         """append_as_leader of a set check_leader_set took (`plain`: its entries, offsets, records and idempotent
         batches): every check that set could fail is passed already but the producer state's; one write with
         offsets and the leader epoch stamped and the indexes kept in one compiled walk
@@ -272,7 +274,7 @@ class AppendPipeline:
         self._after_append(moved, offset)
         return first
 
-    def _update_plain_producers(self, entries: list, first: int) -> None:
+    def _update_plain_producers(self, entries: list[tuple[int, ...]], first: int) -> None:
         """The producer state's update for the batches of a set _append_plain wrote from offset `first`."""
         update = self.log._producers.update
         offset = first
@@ -281,15 +283,15 @@ class AppendPipeline:
                 update(producer_id, epoch, sequence, offsets - 1, offset, max_timestamp)
             offset += offsets
 
-    def append_group_as_leader(self, record_sets: list, leader_epoch: int,
-                               append_time_ms: int | None = None) -> list:
+    def append_group_as_leader(self, record_sets: list[Any], leader_epoch: int,
+                               append_time_ms: int | None = None) -> list[Outcome]:
         """PartitionLog.append_group_as_leader: each set's outcome is what append_as_leader on it alone, in
         order, would give: `(base offset, log end offset after it)`, or the exception it would raise (nothing
         of that set written; the sets around it are). One-batch sets are `_append_run`s; sets this path does
         not take (several batches, a converting config, LogAppendTime) go through append_as_leader in turn."""
         log = self.log
-        outcomes: list = [None] * len(record_sets)
-        run: list = []  # (index in record_sets, view, header fields) of one-batch sets, appended together
+        outcomes: list[Outcome] = [None] * len(record_sets)
+        run: list[_RunSet] = []  # (index in record_sets, view, header fields) of one-batch sets, appended together
         checked = check_sets(record_sets, self.max_message_bytes) if self.converter is None else None
         for i, records in enumerate(record_sets):
             fields = None if checked is None else checked[i]
@@ -309,7 +311,7 @@ class AppendPipeline:
             view = records if records.__class__ is memoryview else memoryview(records)
             try:
                 self._client_rules(view, 0)
-                if fields.__class__ is not tuple:  # refused by check_sets: raise what append_as_leader raises
+                if not isinstance(fields, tuple):  # refused by check_sets: raise what append_as_leader raises
                     self._refuse(fields, view)
                 _check_records(view)
             except _CLIENT_ERRORS as exc:
@@ -320,14 +322,14 @@ class AppendPipeline:
             self._append_run(run, outcomes, leader_epoch)
         return outcomes
 
-    def _refuse(self, code: int, view: memoryview) -> None:
+    def _refuse(self, code: int, view: memoryview) -> NoReturn:
         """Raise what append_as_leader raises for a set check_sets refused with `code` (its client rules passed)."""
         if code == REFUSED_SIZE:
             self._too_large(len(view))
         validate_batch(view)  # raises CorruptRecordError, with the reason
         raise AssertionError(f"check_sets refused a batch validate_batch takes ({code})")
 
-    def _append_run(self, run: list, outcomes: list, leader_epoch: int) -> None:
+    def _append_run(self, run: list[_RunSet], outcomes: list[Outcome], leader_epoch: int) -> None:
         """append_group_as_leader's one-batch sets, checked already: one lock, one write per segment.
 
         A write that fails (OSError, a closed file), or a roll that fails (its producer snapshot, its new
@@ -376,7 +378,7 @@ class AppendPipeline:
 
     # -- the stages (each rule once) ---------------------------------------------------------------
 
-    def _too_large(self, size: int) -> None:
+    def _too_large(self, size: int) -> NoReturn:
         raise RecordBatchTooLarge(f"batch of {size} bytes exceeds max.message.bytes={self.max_message_bytes}")
 
     def _validate(self, view: memoryview) -> tuple[list[tuple[int, BatchHeader]], int]:
@@ -409,7 +411,8 @@ class AppendPipeline:
             self._verify_transactional(*_PRODUCER_AND_EPOCH.unpack_from(data, position + _PRODUCER_ID_OFFSET))
         if attributes & TIMESTAMP_TYPE_MASK:
             take_client_timestamp_type(data, position, self.log.stamps_append_time)
-        _refuse_sequence(*_PRODUCER_AND_SEQUENCE.unpack_from(data, position + _PRODUCER_ID_OFFSET), self.log.name)
+        producer_id, sequence = _PRODUCER_AND_SEQUENCE.unpack_from(data, position + _PRODUCER_ID_OFFSET)
+        _refuse_sequence(producer_id, sequence, self.log.name)
 
     def _verify_transactional(self, producer_id: int, epoch: int) -> None:
         """Rule: client-batches-checked for a transactional batch: it has a producer id (else no marker could
@@ -506,17 +509,17 @@ class _Run:
         self.producers = self.log._producers
         self.segment = segment
         self.now = self.log._clock()
-        self.pieces: list = []  # per batch: its new head and the view of the rest, written with one pwritev
+        self.pieces: list[BytesLike] = []  # per batch: its new head and the view of the rest, written with one pwritev
         self.pending = 0  # their bytes
-        self.entries: list = []
-        self.written: list = []  # indexes of the sets in pieces
+        self.entries: list[BatchEntry] = []
+        self.written: list[int] = []  # indexes of the sets in pieces
         self.leo = self.committed = leo
         self.messages = self.appended = self.done_messages = self.done_appended = 0  # done_: written
-        self.saved: dict = {}  # producer id -> its entry before the sets in pieces (None: it had none)
+        self.saved: dict[int, ProducerEntry | None] = {}  # producer id -> its entry before the sets in pieces (None: it had none)
         self.failed: Exception | None = None
         self.limits: tuple[int, int, int] | None = None  # (bytes, next offset, batches) before the segment rolls
 
-    def add(self, i: int, view: memoryview, fields: tuple, leader_epoch: int, outcomes: list) -> None:
+    def add(self, i: int, view: memoryview, fields: tuple[int, ...], leader_epoch: int, outcomes: list[Outcome]) -> None:
         if self.failed is not None:
             outcomes[i] = self.failed
             return
@@ -550,7 +553,7 @@ class _Run:
         self.messages += count
         self.appended += 1
 
-    def _room_for(self, i: int, size: int, next_offset: int, outcomes: list) -> bool:
+    def _room_for(self, i: int, size: int, next_offset: int, outcomes: list[Outcome]) -> bool:
         """Roll where a lone append would (Rule: roll-before-overfill, the pending write counted); False when
         the set failed (a write or the roll)."""
         if self.limits is None:  # read once per segment: nothing below changes it
@@ -581,7 +584,7 @@ class _Run:
                       segment.time_index.max_entries - len(segment.time_index))
         return (room, offset_limit, entries - 1)
 
-    def _write(self, i: int | None, outcomes: list) -> bool:
+    def _write(self, i: int | None, outcomes: list[Outcome]) -> bool:
         """One write of the pending batches; on failure their outcomes (and set i's) are the exception."""
         try:
             self.segment.append(self.pieces, self.entries, self.pending)
@@ -599,7 +602,7 @@ class _Run:
         self.pieces, self.pending, self.entries, self.written, self.saved = [], 0, [], [], {}
         return True
 
-    def finish(self, outcomes: list) -> bool:
+    def finish(self, outcomes: list[Outcome]) -> bool:
         """The last write, then the LEO and the HW; True if the HW moved."""
         if self.entries and self.failed is None:
             self._write(None, outcomes)

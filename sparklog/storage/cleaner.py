@@ -64,17 +64,19 @@ import time
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
-from sparklog.records import sweep
+from sparklog.records import BytesLike, sweep
 from sparklog.records.aborted import AbortedTransactions
 from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, DELETE_HORIZON_MASK,
                                     HEADER_SIZE, BatchHeader, RecordBatch, iter_batches, parse_header, peek_size)
 from sparklog.records.retain import can_extend, extend_empty, retain_scanned
 from sparklog.records.scan import NULL_VALUE, RecordScan, scan
 from sparklog.storage.config import INT32_MAX
+from sparklog.storage.files import Files
+from sparklog.storage.log import PartitionLog
 from sparklog.storage.offset_map import OffsetMap
 from sparklog.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, BatchEntry, LogSegment, segment_file_name
 
@@ -85,6 +87,7 @@ WINDOW_RECORDS = 4096  # records decoded before the offset map is asked about al
 
 NO_HORIZON = -1  # Kafka's RecordBatch.NO_TIMESTAMP: no tombstone waits for its delete horizon
 Throttle = Callable[[int], None]
+_Window = list[tuple[RecordBatch, RecordScan | None]]  # batches and their scans, asked of the map at once
 _BASE_OFFSET, _ATTRIBUTES, _COUNT = struct.Struct(">q"), struct.Struct(">h"), struct.Struct(">i")  # batch.HEADER's
 
 
@@ -128,7 +131,7 @@ class CleanResult:
     earliest_delete_horizon: int = -1
 
 
-def cleanable_range(log, now_ms: int) -> CleanableRange | None:
+def cleanable_range(log: PartitionLog, now_ms: int) -> CleanableRange | None:
     """Rule: clean-range for `log`, or None when it has no closed segment to clean."""
     segments, config = log.segments, log.config
     limit = min(segments[-1].base_offset, log.last_stable_offset, log.recovery_point)
@@ -155,7 +158,7 @@ def cleanable_range(log, now_ms: int) -> CleanableRange | None:
     return CleanableRange(first_dirty, end, clean, dirty, first_ts)
 
 
-def segment_chunks(segment: LogSegment, files, throttle: Throttle | None = None) -> Iterator[memoryview]:
+def segment_chunks(segment: LogSegment, files: Files, throttle: Throttle | None = None) -> Iterator[memoryview]:
     """The bytes of a closed segment, IO_BUFFER_BYTES at a time through `throttle`, each piece ending where a
     batch ends (a batch larger than the buffer is read whole)."""
     with segment.pinned() as fd:
@@ -174,7 +177,7 @@ def segment_chunks(segment: LogSegment, files, throttle: Throttle | None = None)
                 raise ValueError(f"{segment.path}: no whole batch at byte {position}")
 
 
-def segment_batches(segment: LogSegment, files, throttle: Throttle | None = None) -> Iterator[RecordBatch]:
+def segment_batches(segment: LogSegment, files: Files, throttle: Throttle | None = None) -> Iterator[RecordBatch]:
     """Every batch of a closed segment, CRC-checked (segment_chunks)."""
     for chunk in segment_chunks(segment, files, throttle):
         yield from iter_batches(chunk)
@@ -215,11 +218,11 @@ class _MapFull(Exception):
 class Cleaner:
     """Cleans one log at a time with its own OffsetMap (one per cleaner thread)."""
 
-    def __init__(self, offset_map: OffsetMap | Callable[[], OffsetMap], files, throttle: Throttle | None = None,
+    def __init__(self, offset_map: OffsetMap | Callable[[], OffsetMap], files: Files, throttle: Throttle | None = None,
                  clock: Callable[[], int] | None = None):
         """`offset_map` may be a factory, called at the first clean (the map's memory is allocated then)."""
         self._map = offset_map if isinstance(offset_map, OffsetMap) else None
-        self._new_map = offset_map
+        self._new_map = offset_map if not isinstance(offset_map, OffsetMap) else None
         self._files = files
         self._throttle = throttle
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
@@ -228,6 +231,7 @@ class Cleaner:
     @property
     def map(self) -> OffsetMap:
         if self._map is None:
+            assert self._new_map is not None  # a map given whole is never None
             self._map = self._new_map()
         return self._map
 
@@ -235,7 +239,7 @@ class Cleaner:
     def map_bytes(self) -> int:
         return 0 if self._map is None else self._map.memory_bytes
 
-    def clean(self, log, span: CleanableRange | None = None, *, horizon_passed: bool = False) -> CleanResult | None:
+    def clean(self, log: PartitionLog, span: CleanableRange | None = None, *, horizon_passed: bool = False) -> CleanResult | None:
         """Clean `log` (Rule: dirty-keys-mapped, Rule: keep-latest-per-key, Rule: recopy-in-groups and Rule:
         clean-crash-safe); None when there is nothing dirty to clean, unless `horizon_passed` (a tombstone's delete
         horizon is past, Rule: clean-for-delete-horizon): then the clean section is recopied without it."""
@@ -254,7 +258,7 @@ class Cleaner:
                            stats.read, stats.written, stats.records, stats.removed, stats.tombstones, swapped,
                            stats.horizon)
 
-    def _build_map(self, log, span: CleanableRange, stats: "_Stats") -> int:
+    def _build_map(self, log: PartitionLog, span: CleanableRange, stats: "_Stats") -> int:
         """Rule: dirty-keys-mapped: returns the end of the range that the map covers."""
         offset_map = self.map
         offset_map.clear()
@@ -280,7 +284,7 @@ class Cleaner:
         return span.end
 
     @staticmethod
-    def _put_window(offset_map: OffsetMap, window: list, first_dirty: int) -> None:
+    def _put_window(offset_map: OffsetMap, window: _Window, first_dirty: int) -> None:
         """Rule: dirty-keys-mapped for a window of batches on the pure-Python path; raises _MapFull."""
         dirty = [(b, c) for b, c in window if c is not None and b.next_offset > first_dirty]
         if not dirty:
@@ -293,7 +297,7 @@ class Cleaner:
             raise _MapFull(dirty[bisect_right(starts, taken)][0].base_offset)
 
     @staticmethod
-    def _compiled_put(offset_map: OffsetMap, first_dirty: int):
+    def _compiled_put(offset_map: OffsetMap, first_dirty: int) -> Callable[[memoryview, int], int] | None:
         """Rule: dirty-keys-mapped for the batches sweep.put_batches takes (None without the compiled codec); raises
         _MapFull."""
         if sweep.compiled() is None:
@@ -301,21 +305,25 @@ class Cleaner:
         digests, stored = offset_map.tables
 
         def put(chunk: memoryview, position: int) -> int:
-            position, offset_map.size, full = sweep.put_batches(chunk, position, digests, stored, offset_map.size,
-                                                                offset_map.max_entries, first_dirty)
+            put = sweep.put_batches(chunk, position, digests, stored, offset_map.size, offset_map.max_entries,
+                                    first_dirty)
+            assert put is not None  # compiled: it takes every chunk
+            position, offset_map.size, full = put
             if full:
                 raise _MapFull(_BASE_OFFSET.unpack_from(chunk, position)[0])
             return position
 
         return put
 
-    def _windows(self, segment: LogSegment, compiled=None) -> Iterator[list[tuple[RecordBatch, RecordScan | None]]]:
+    def _windows(self, segment: LogSegment,
+                 compiled: Callable[[memoryview, int], int] | None = None) -> Iterator[_Window]:
         """The batches of `segment` with their scans (None for control and empty batches), about
         WINDOW_RECORDS records at a time: the offset map is asked once per window, not once per batch.
 
         With `compiled` (a sweep.py pass: (chunk, position) -> the position of the first batch it did not
         take), only the batches it leaves are windowed, each window yielded before it takes later ones."""
-        window, records = [], 0
+        window: _Window = []
+        records = 0
         for chunk in segment_chunks(segment, self._files, self._throttle):
             position = 0
             while position < len(chunk):
@@ -337,7 +345,7 @@ class Cleaner:
         if window:
             yield window
 
-    def _recopy_groups(self, log, segments: list[LogSegment], end: int, horizon: "_Horizon",
+    def _recopy_groups(self, log: PartitionLog, segments: list[LogSegment], end: int, horizon: "_Horizon",
                        stats: "_Stats") -> Iterator["_Group"]:
         """Rule: recopy-in-groups: recopy `segments` into cleaned segments, each closed (and yielded, to be swapped in)
         when the next source segment might not fit beside what it holds already."""
@@ -370,7 +378,8 @@ class Cleaner:
                 group.cleaned.delete_files()
             raise
 
-    def _compiled_filter(self, group: "_Group", end: int, horizon: "_Horizon", stats: "_Stats"):
+    def _compiled_filter(self, group: "_Group", end: int, horizon: "_Horizon",
+                         stats: "_Stats") -> Callable[[memoryview, int], int] | None:
         """Rule: keep-latest-per-key and Rule: recopy-in-groups for the batches sweep.filter_batches takes (None
         without the compiled codec)."""
         if sweep.compiled() is None:
@@ -380,13 +389,14 @@ class Cleaner:
         def recopy(chunk: memoryview, position: int) -> int:
             done = sweep.filter_batches(chunk, position, digests, stored, end, horizon.now, group.take_run(),
                                         self._buffers)
+            assert done is not None  # compiled: it takes every chunk
             group.add_filtered(done)
             stats.add(done.counts)
             return done.position
 
         return recopy
 
-    def _swap(self, log, group: "_Group") -> int:
+    def _swap(self, log: PartitionLog, group: "_Group") -> int:
         """Rule: recopy-in-groups's end for one group: commit and swap in; returns 1 if it was swapped in, else 0."""
         cleaned, sources = group.cleaned, group.sources
         try:
@@ -411,7 +421,7 @@ class Cleaner:
         cleaned.append(data, entries)
         stats.written += len(data)
 
-    def _decide(self, window: list, end: int, horizon: "_Horizon", stats: "_Stats") -> list[tuple]:
+    def _decide(self, window: _Window, end: int, horizon: "_Horizon", stats: "_Stats") -> list[tuple[Any, ...]]:
         """Rule: keep-latest-per-key and Rule: tombstone-delete-horizon for the data batches of a window below `end`,
         all records at once: for each, (a keep byte per record, or None when it keeps them all and is unchanged; whether its delete horizon is to be
         set)."""
@@ -451,7 +461,7 @@ class Cleaner:
                 self._files.unlink(os.path.join(directory, name))
 
 
-def _concat(scans: list[RecordScan], column: str, dtype=np.int64) -> np.ndarray:
+def _concat(scans: list[RecordScan], column: str, dtype: type = np.int64) -> np.ndarray:
     """One column of every scan, end to end."""
     return np.frombuffer(b"".join(getattr(s, column) for s in scans), dtype=dtype)
 
@@ -467,7 +477,7 @@ class _Horizon(NamedTuple):
 class _Stats:
     __slots__ = ("read", "written", "records", "removed", "tombstones", "horizon")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.read = self.written = self.records = self.removed = self.tombstones = 0
         self.horizon = NO_HORIZON  # the earliest delete horizon of a kept tombstone (Rule: sweep-in-windows)
 
@@ -489,7 +499,8 @@ class _Group:
     """One cleaned segment being written from consecutive source segments (Rule: recopy-in-groups), with runs of emptied
     batches coalesced (records/retain.py Rule 3)."""
 
-    def __init__(self, cleaned: LogSegment, write, stats: _Stats):
+    def __init__(self, cleaned: LogSegment, write: Callable[[LogSegment, bytearray, list[BatchEntry], _Stats], None],
+                 stats: _Stats):
         self.cleaned = cleaned
         self.sources: list[LogSegment] = []
         self.changed = False
@@ -531,7 +542,7 @@ class _Group:
         run, self._run = self._run, None
         return None if run is None else run[1]
 
-    def add_filtered(self, done) -> None:
+    def add_filtered(self, done: sweep.Filtered) -> None:
         """Add what sweep.filter_batches wrote (after take_run)."""
         self.changed = self.changed or bool(done.counts["changed"])
         start = len(self._pending)
@@ -558,7 +569,7 @@ class _Group:
             self._run = None
             self._append(header, raw)
 
-    def _append(self, header: BatchHeader, raw) -> None:
+    def _append(self, header: BatchHeader, raw: BytesLike) -> None:
         self._entries.append(BatchEntry(len(self._pending), header.base_offset, header.next_offset,
                                         header.max_timestamp, len(raw)))
         self._pending += raw

@@ -47,6 +47,7 @@ from sparklog.storage.cleaner import NO_HORIZON, CleanableRange, Cleaner, CleanR
 from sparklog.storage.config import CLEANUP_COMPACT
 from sparklog.storage.errors import InvalidConfigError, LogClosedError
 from sparklog.storage.files import OS_FILES, Files
+from sparklog.storage.log import PartitionLog
 from sparklog.storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, DEFAULT_LOAD_FACTOR, OffsetMap
 from sparklog.storage.throttle import Stopped, Throttle
 
@@ -133,7 +134,7 @@ class CleanerStatistics:
 class CleanerManager:
     """Runs the cleaner threads over `logs()` (a callable, so logs created later are included)."""
 
-    def __init__(self, logs: Callable[[], Iterable], config: CleanerConfig | None = None, *,
+    def __init__(self, logs: Callable[[], Iterable[PartitionLog]], config: CleanerConfig | None = None, *,
                  files: Files | None = None, clock: Callable[[], int] | None = None):
         self._logs = logs
         self.config = config = config or CleanerConfig()
@@ -175,7 +176,7 @@ class CleanerManager:
 
     # -- choosing (Rule: compaction-candidate) -------------------------------------------------------------------------
 
-    def _candidates(self) -> list[tuple[bool, bool, float, object, CleanableRange]]:
+    def _candidates(self) -> list[tuple[bool, bool, float, PartitionLog, CleanableRange]]:
         now, mono = self._clock(), time.monotonic()
         found = []
         for log in list(self._logs()):
@@ -198,13 +199,13 @@ class CleanerManager:
                 found.append((overdue, horizon_passed, span.dirty_ratio, log, span))
         return sorted(found, key=lambda c: c[:3], reverse=True)
 
-    def _horizon_passed(self, log, now: int) -> bool:
+    def _horizon_passed(self, log: PartitionLog, now: int) -> bool:
         """Rule: compaction-candidate's KIP-534 case: a tombstone left by the log's last clean is past its delete
         horizon (the cleaner removes one when its time is after the horizon)."""
         last = self._last.get(log.name)
         return last is not None and last.earliest_delete_horizon != NO_HORIZON and now > last.earliest_delete_horizon
 
-    def _grab(self):
+    def _grab(self) -> tuple[PartitionLog, CleanableRange, bool] | None:
         with self._lock:
             for _, horizon_passed, _, log, span in self._candidates():
                 if log.name not in self._in_progress:
@@ -238,7 +239,7 @@ class CleanerManager:
             self._record(log, result)
         return result
 
-    def _record(self, log, result: CleanResult) -> None:
+    def _record(self, log: PartitionLog, result: CleanResult) -> None:
         with self._lock:
             self._last[log.name] = result
             totals = self._totals
@@ -267,10 +268,10 @@ class CleanerManager:
 
     # -- reporting (Rule: cleaner-last-run) ------------------------------------------------------------------------
 
-    def last_run(self, log) -> CleanResult | None:
+    def last_run(self, log: PartitionLog) -> CleanResult | None:
         return self._last.get(log.name)
 
-    def dirty_ratio(self, log) -> float | None:
+    def dirty_ratio(self, log: PartitionLog) -> float | None:
         """The present dirty ratio of a compacted log (None for a log that is not compacted)."""
         if CLEANUP_COMPACT not in log.config.cleanup_policies:
             return None

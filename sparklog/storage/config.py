@@ -168,7 +168,8 @@ def _no_remote_storage(value: bool) -> str | None:
 
 _I = INT32_MAX
 _L = LONG_MAX
-def _topic(name, type_, synonym, low, high, doc, importance=MEDIUM, **extra) -> Setting:
+def _topic(name: str, type_: str, synonym: str | None, low: float | None, high: float | None, doc: str,
+           importance: str = MEDIUM, **extra: Any) -> Setting:
     """A topic config whose default is LogConfig's field (one place for each default)."""
     return Setting(name, type_, _DEFAULTS[name], doc, importance, low, high, synonym=synonym, **extra)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+from typing import Iterable
 
 from sparklog.storage.errors import StorageError
 
@@ -34,7 +35,7 @@ class LogDirLocks:
             os.close(fd)  # closing the descriptor drops its flock
 
 
-def lock_log_dirs(log_dirs) -> LogDirLocks:
+def lock_log_dirs(log_dirs: Iterable[str]) -> LogDirLocks:
     """Rule: log-dirs-flocked."""
     fds: list[int] = []
     try:

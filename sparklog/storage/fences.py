@@ -33,14 +33,14 @@ FENCE_FILE_VERSION = 0
 class FencedRanges:
     """The fenced ranges of one log. Not thread-safe: the log changes them under its flush lock."""
 
-    def __init__(self, files: Files, directory: str, on_change: Callable[[tuple], None] | None = None):
+    def __init__(self, files: Files, directory: str, on_change: Callable[[tuple[tuple[int, int], ...]], None] | None = None):
         self._files = files
         self._path = os.path.join(directory, FENCE_FILE)
         self._ranges: tuple[tuple[int, int], ...] = ()
         self._on_change = on_change  # called with the new ranges after each save
 
     @classmethod
-    def load(cls, files: Files, directory: str, on_change: Callable[[tuple], None] | None = None) -> "FencedRanges":
+    def load(cls, files: Files, directory: str, on_change: Callable[[tuple[tuple[int, int], ...]], None] | None = None) -> "FencedRanges":
         fences = cls(files, directory, on_change)
         data = files.read_file(fences._path)
         if data is not None:

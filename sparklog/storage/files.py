@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 
+from sparklog.records import BytesLike
+
 _OPEN_FLAGS = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 16  # buffers one pwritev takes
 
@@ -28,7 +30,7 @@ class Files:
     def size(self, fd: int) -> int:
         return os.fstat(fd).st_size
 
-    def pwrite(self, fd: int, data, position: int) -> None:
+    def pwrite(self, fd: int, data: BytesLike, position: int) -> None:
         """Write all of `data` at `position` (loops over short writes, which regular files rarely do)."""
         written = os.pwrite(fd, data, position)
         if written == len(data):
@@ -39,7 +41,7 @@ class Files:
             written = os.pwrite(fd, view, position)
             view = view[written:]
 
-    def pwritev(self, fd: int, buffers: list, position: int, size: int) -> None:
+    def pwritev(self, fd: int, buffers: list[BytesLike], position: int, size: int) -> None:
         """Write the buffers (`size` bytes in all) one behind the other at `position`, with one system call
         for up to IOV_MAX of them: the log writes a run of batches from the views they arrived in, without
         first copying them into one buffer. A short write is finished with `pwrite`."""

@@ -99,7 +99,7 @@ class Flusher:
                 if self._closed:
                     return
                 self._wakeup.wait(self._tick_s())
-                if self._closed:
+                if self._stopped():  # close() ran while the wait released the lock
                     return
                 logs = list(self._logs)
                 due = self._pop_due_tasks()
@@ -110,9 +110,12 @@ class Flusher:
                 if flushable.flush_due(now):
                     self._flush(flushable)
 
+    def _stopped(self) -> bool:
+        return self._closed
+
     def _tick_s(self) -> float:
         flush_ms = min((f.flush_ms for f in self._logs), default=MAX_TICK_MS)
-        tick_ms = min(MAX_TICK_MS, max(MIN_TICK_MS, flush_ms // 2))
+        tick_ms: float = min(MAX_TICK_MS, max(MIN_TICK_MS, flush_ms // 2))
         if self._tasks:
             tick_ms = min(tick_ms, max(0.0, (self._tasks[0][0] - time.monotonic()) * 1000))
         return tick_ms / 1000

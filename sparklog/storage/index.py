@@ -37,7 +37,7 @@ class _SparseIndex:
         self._keys, self._values = self._new_arrays()
         self._file_entries = 0  # entries already in the file
 
-    def _new_arrays(self) -> tuple[array, array]:
+    def _new_arrays(self) -> tuple[array[int], array[int]]:
         raise NotImplementedError
 
     def __len__(self) -> int:
@@ -110,7 +110,7 @@ class OffsetIndex(_SparseIndex):
 
     ENTRY = OFFSET_ENTRY
 
-    def _new_arrays(self) -> tuple[array, array]:
+    def _new_arrays(self) -> tuple[array[int], array[int]]:
         return array("i"), array("i")
 
     def append(self, offset: int, position: int) -> None:
@@ -163,7 +163,7 @@ class TimeIndex(_SparseIndex):
 
     ENTRY = TIME_ENTRY
 
-    def _new_arrays(self) -> tuple[array, array]:
+    def _new_arrays(self) -> tuple[array[int], array[int]]:
         return array("q"), array("i")
 
     def maybe_append(self, timestamp: int, offset: int) -> None:

@@ -147,7 +147,7 @@ def _parse(data: bytes) -> list[EpochEntry]:
     count = int(lines[1])
     if count != len(lines) - 2:
         raise ValueError(f"{count} entries announced, {len(lines) - 2} found")
-    entries = []
+    entries: list[EpochEntry] = []
     for line in lines[2:]:
         epoch, start = line.split(" ")
         entry = EpochEntry(int(epoch), int(start))

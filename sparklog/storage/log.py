@@ -71,7 +71,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_READ_BYTES = 1024 * 1024  # iter_slices' chunk: Kafka's default max.partition.fetch.bytes
 
-FenceListener = Callable[[str, int, tuple], None]  # (topic, partition, fenced ranges), at open and on change
+FenceListener = Callable[[str, int, tuple[tuple[int, int], ...]], None]  # (topic, partition, fenced ranges), at open and on change
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ class PartitionLog(LogTransactions):
         self._producers = ProducerStateManager(directory, files)
         self._init_transactions(directory, files)
         self._loader = LogLoader(self)
-        self._verifier = SegmentVerifier(self)
+        self._verifier = SegmentVerifier(self, self._loader)
         self._retention = LogRetention(self)
 
     def _use_config(self, config: LogConfig) -> None:
@@ -172,7 +172,7 @@ class PartitionLog(LogTransactions):
     # -- opening ----------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, directory: str, config: LogConfig | Mapping | None = None, *, files: Files | None = None,
+    def open(cls, directory: str, config: LogConfig | Mapping[str, Any] | None = None, *, files: Files | None = None,
              flusher: Flusher | None = None, clock: Callable[[], int] | None = None,
              checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
              on_fence: FenceListener | None = None) -> "PartitionLog":
@@ -247,7 +247,8 @@ class PartitionLog(LogTransactions):
         batch header and recorded in the epoch cache (Rule: leader-stamps-epoch)."""
         return self._pipeline.append_as_leader(batches, leader_epoch, append_time_ms)
 
-    def append_group_as_leader(self, record_sets: list, leader_epoch: int, append_time_ms: int | None = None) -> list:
+    def append_group_as_leader(self, record_sets: list[Any], leader_epoch: int,
+                               append_time_ms: int | None = None) -> list[Any]:
         """`append_as_leader` of each record set in order, one write per segment (pipelined Produce requests):
         per set, `(base offset, log end offset after it)` or the exception a lone append_as_leader would raise;
         the HW, its listeners and flush.messages once, after the group."""
@@ -666,7 +667,7 @@ class PartitionLog(LogTransactions):
     def closed(self) -> bool:
         return self._closed
 
-    def _fences_changed(self, ranges: tuple) -> None:
+    def _fences_changed(self, ranges: tuple[tuple[int, int], ...]) -> None:
         if self._on_fence is not None:
             try:
                 self._on_fence(self.topic, self.partition, ranges)

@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 from sparklog.storage.config import LogConfig
 from sparklog.storage.fences import FencedRanges
 from sparklog.storage.files import Files
+from sparklog.storage.log_owner import LoaderOwner
 from sparklog.storage.recovery import INT64_MAX, READ_CHUNK_BYTES, RecoveryStop, Resync, ValidPrefix, find_next_batch
 from sparklog.storage.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment,
                                       parse_segment_file_name, segment_file_name)
-
-if TYPE_CHECKING:
-    from sparklog.storage.log import PartitionLog
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +42,7 @@ class LoadedLog(NamedTuple):
 class LogLoader:
     """Loads and repairs the segments of one log; holds no state of its own (the log's is read through it)."""
 
-    def __init__(self, log: PartitionLog):
+    def __init__(self, log: LoaderOwner):
         self._log = log
 
     @property
@@ -239,7 +237,7 @@ class LogLoader:
         return sorted(p[0] for p in map(parse_segment_file_name, self._files.listdir(self.directory))
                       if p and p[1] == ".log")
 
-    def delete_segment_files(self, bases) -> None:
+    def delete_segment_files(self, bases: Iterable[int]) -> None:
         for base in bases:
             segment = LogSegment(self.directory, base, self.config, self._files, 0)
             segment.delete_files()

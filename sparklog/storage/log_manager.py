@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from sparklog.storage.cleaner_manager import CleanerConfig, CleanerManager, CleanerStatistics
 from sparklog.storage.config import LogConfig
@@ -46,7 +46,7 @@ class LogManagerStatistics:
 class LogManager:
     """Creates, finds, deletes and closes PartitionLogs; thread-safe."""
 
-    def __init__(self, log_dirs: str | Iterable[str], default_config: LogConfig | Mapping | None = None,
+    def __init__(self, log_dirs: str | Iterable[str], default_config: LogConfig | Mapping[str, Any] | None = None,
                  clock: Callable[[], int] | None = None, *, files: Files | None = None,
                  retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
                  checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
@@ -82,7 +82,7 @@ class LogManager:
         self._scrubber = Scrubber(self.logs, scrubber or ScrubberConfig()).start()
         self.cleaner = CleanerManager(self.logs, cleaner, files=self._files, clock=clock).start()
 
-    def _open(self, directory: str, overrides: Mapping | None) -> PartitionLog:
+    def _open(self, directory: str, overrides: Mapping[str, Any] | None) -> PartitionLog:
         config = self.default_config.with_overrides(overrides or {})
         log = PartitionLog.open(directory, config, files=self._files, flusher=self._flusher, clock=self._clock,
                                 checkpoint_interval_ms=self._checkpoint_interval_ms, on_fence=self._on_fence)
@@ -109,7 +109,7 @@ class LogManager:
                         opened.append(self._logs[key])
         return opened
 
-    def get_or_create(self, topic: str, partition: int, overrides: Mapping | None = None) -> PartitionLog:
+    def get_or_create(self, topic: str, partition: int, overrides: Mapping[str, Any] | None = None) -> PartitionLog:
         """The log of (topic, partition), created in the emptiest log dir if it does not exist."""
         with self._lock:
             self._check_open()
@@ -192,5 +192,5 @@ class LogManager:
     def __enter__(self) -> "LogManager":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -9,20 +9,17 @@ batches are all gone are dropped with them (log.py, Rule: producer-state-follows
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from sparklog.storage.checkpoints import LOG_START_OFFSET_FILE
 from sparklog.storage.errors import LogClosedError, OffsetOutOfRange
+from sparklog.storage.log_owner import RetentionOwner
 from sparklog.storage.recovery import INT64_MAX
-
-if TYPE_CHECKING:
-    from sparklog.storage.log import PartitionLog
 
 
 class LogRetention:
     """Removes the head of one log; the log's state is read and moved through it (no state of its own)."""
 
-    def __init__(self, log: PartitionLog):
+    def __init__(self, log: RetentionOwner):
         self._log = log
 
     def delete_records_before(self, offset: int) -> int:

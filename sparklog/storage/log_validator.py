@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import struct
 
+from sparklog.records import BytesLike
 from sparklog.records.batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -100,9 +101,9 @@ class AppendConverter:
         out = bytearray()
         view = memoryview(data)
         for position, header in batches:
-            raw = view[position:position + header.size]
+            raw: BytesLike = view[position:position + header.size]
             if header.compression != self.codec and not header.is_control:
-                raw = self._recompress(raw, header)
+                raw = self._recompress(view[position:position + header.size], header)
             if self.log_append_time:
                 raw = bytearray(raw)
                 stamp_log_append_time(raw, now_ms)
@@ -122,6 +123,7 @@ class AppendConverter:
 
     def _recompress(self, raw: memoryview, header: BatchHeader) -> bytes:
         batch = next(iter_batches(raw, check_crc=False))
+        assert self.codec is not None  # only a config naming a codec recompresses
         return build_batch(batch.records(), compression=self.codec, base_offset=header.base_offset,
                            producer_id=header.producer_id, producer_epoch=header.producer_epoch,
                            base_sequence=header.base_sequence,
@@ -143,7 +145,7 @@ def timestamp_range(raw: memoryview, header: BatchHeader) -> tuple[int, int]:
     """(lowest, highest) record timestamp of one checked batch, reading only each record's length and
     timestampDelta (keys, values and headers are skipped, never copied); malformed records raise
     CorruptRecordError."""
-    section = raw[HEADER_SIZE:]
+    section: BytesLike = raw[HEADER_SIZE:]
     if header.compression:
         try:
             section = decompress(header.compression, section)

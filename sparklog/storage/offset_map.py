@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import mmap
 import sys
+from typing import cast
 
 import numpy as np
 
@@ -40,7 +41,7 @@ VECTOR_MIN_KEYS = 256  # from this many keys a call probes with numpy, all keys 
 DROP_PAGES = sys.platform.startswith("linux") and hasattr(mmap, "MADV_DONTNEED")
 
 
-def digests_of(keys: list) -> np.ndarray:
+def digests_of(keys: list[bytes | None]) -> np.ndarray:
     """Each key's digest (Rule: key-digest), 0 for a null key: what records/scan.py computes without the keys."""
     if None in keys:
         return np.array([0 if key is None else hash(key) or 1 for key in keys], dtype=np.int64)
@@ -104,7 +105,7 @@ class OffsetMap:
         """Map `key` to `offset`; False (nothing stored) when `key` is new and the map is at its limit."""
         return self.put_all([key], [offset]) == 1
 
-    def put_all(self, keys: list, offsets: list[int]) -> int:
+    def put_all(self, keys: list[bytes | None], offsets: list[int]) -> int:
         """`put` each (key, offset) in order, null keys skipped; returns how many were taken before the map
         filled (len(keys) when all were)."""
         return self.put_digests(digests_of(keys), np.asarray(offsets, dtype=np.int64))
@@ -115,19 +116,19 @@ class OffsetMap:
             present = np.flatnonzero(digests)
             self._put_vector(digests[present], offsets[present])
             return len(digests)
-        return self._probe_all(digests.tolist(), offsets.tolist())
+        return cast(int, self._probe_all(digests.tolist(), offsets.tolist()))
 
     def get(self, key: bytes) -> int:
         """The offset stored for `key`, or -1."""
         return self.get_all([key])[0]
 
-    def get_all(self, keys: list) -> list[int]:
+    def get_all(self, keys: list[bytes | None]) -> list[int]:
         """`get` of each key (-1 for a null key or one not stored), in one loop."""
         if len(keys) >= VECTOR_MIN_KEYS:
-            return self.get_array(keys).tolist()
-        return self._probe_all(digests_of(keys).tolist(), None)
+            return cast("list[int]", self.get_array(keys).tolist())
+        return cast("list[int]", self._probe_all(digests_of(keys).tolist(), None))
 
-    def get_array(self, keys: list) -> np.ndarray:
+    def get_array(self, keys: list[bytes | None]) -> np.ndarray:
         """get_all as an int64 array, probing with numpy whatever the number of keys."""
         return self.get_digests(digests_of(keys))
 
@@ -184,7 +185,7 @@ class OffsetMap:
             slots[pending[moving]] = (slots[pending[moving]] + steps[pending[moving]]) & mask
             pending = pending[~done]
 
-    def _probe_all(self, digests_in: list[int], offsets: list[int] | None):
+    def _probe_all(self, digests_in: list[int], offsets: list[int] | None) -> list[int] | int:
         """put_all (with `offsets`) or get_all (without): one loop per record of the dirty section, inlined.
 
         Double hashing (Rule: double-hashing's probing): the slot is the digest's low bits, the step its high bits made

@@ -61,6 +61,7 @@ from typing import Iterable, Mapping, NamedTuple
 
 from crc32c import crc32c
 
+from sparklog.records.batch import BatchHeader
 from sparklog.storage.errors import DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence, StorageError
 from sparklog.storage.files import Files
 from sparklog.storage.segment import parse_offset_file_name, segment_file_name
@@ -123,13 +124,13 @@ class ProducerEntry:
 
     __slots__ = ("epoch", "batches", "last_timestamp", "txn_first_offset")
 
-    def __init__(self, epoch: int, batches=(), last_timestamp: int = -1, txn_first_offset: int = NO_TXN):
+    def __init__(self, epoch: int, batches: Iterable[tuple[int, int, int, int]] = (), last_timestamp: int = -1, txn_first_offset: int = NO_TXN):
         self.epoch = epoch
-        self.batches: deque = deque(batches, MAX_BATCHES_PER_PRODUCER)
+        self.batches: deque[tuple[int, int, int, int]] = deque(batches, MAX_BATCHES_PER_PRODUCER)
         self.last_timestamp = last_timestamp
         self.txn_first_offset = txn_first_offset
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, ProducerEntry) and (
             self.epoch, self.batches, self.last_timestamp, self.txn_first_offset) == (
             other.epoch, other.batches, other.last_timestamp, other.txn_first_offset)
@@ -252,7 +253,7 @@ class ProducerStateManager:
                 self.producers[producer_id] = entry
         self._index_ongoing()
 
-    def update_from_headers(self, headers: Iterable) -> None:
+    def update_from_headers(self, headers: Iterable[BatchHeader]) -> None:
         """`update` for each BatchHeader with a producer id (recovery and follower appends)."""
         for header in headers:
             if header.producer_id >= 0 and not header.is_control:

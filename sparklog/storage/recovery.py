@@ -95,9 +95,11 @@ def replay(
     while True:
         header, stop = _check_header(window, position, file_size, base_offset, next_offset)
         if stop is None:
+            assert header is not None  # _check_header gives a header whenever it names no stop
             stop = _check_crc(window, position, header)
         if stop is not None:
             return ValidPrefix(next_offset, position, stop, count)
+        assert header is not None
         if on_batch is not None:
             on_batch(header, position)
         position += header.size
@@ -105,7 +107,8 @@ def replay(
         count += 1
 
 
-def _check_header(window, position, file_size, base_offset, min_offset):
+def _check_header(window: _Window, position: int, file_size: int, base_offset: int,
+                  min_offset: int) -> tuple[BatchHeader | None, RecoveryStop | None]:
     remaining = file_size - position
     if remaining == 0:
         return None, RecoveryStop.END_OF_LOG
@@ -130,7 +133,7 @@ def _check_header(window, position, file_size, base_offset, min_offset):
     return header, None
 
 
-def _check_crc(window, position, header):
+def _check_crc(window: _Window, position: int, header: BatchHeader) -> RecoveryStop | None:
     batch = window.get(position, header.size)
     if len(batch) < header.size:  # the file was cut short while we read it
         return RecoveryStop.SHORT_BATCH

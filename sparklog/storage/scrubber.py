@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from sparklog.settings import BOOLEAN, LONG, Definitions, Setting
 from sparklog.storage.errors import InvalidConfigError, LogClosedError
@@ -73,7 +73,7 @@ class ScrubberStatistics:
 class Scrubber:
     """Runs scrub passes over `logs()` (a callable, so logs created later are included) in one thread."""
 
-    def __init__(self, logs: Callable[[], Iterable], config: ScrubberConfig, name: str = "sparklog-scrubber"):
+    def __init__(self, logs: Callable[[], Iterable[Any]], config: ScrubberConfig, name: str = "sparklog-scrubber"):
         self._logs = logs
         self.config = config
         self._stop = threading.Event()

@@ -13,13 +13,14 @@ import logging
 import os
 import threading
 from contextlib import contextmanager
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 from sparklog.records.append_check import stamp_leader_set
 from sparklog.storage.config import INT32_MAX, LogConfig
 from sparklog.storage.errors import CorruptIndexError, CorruptSegmentError, LogClosedError
 from sparklog.storage.files import Files
 from sparklog.storage.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
+from sparklog.records import BytesLike
 from sparklog.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -147,7 +148,7 @@ class LogSegment:
 
     # -- writing (under the log's lock) ----------------------------------------------------------
 
-    def append(self, data, batches: list[BatchEntry], size: int = -1) -> None:
+    def append(self, data: Any, batches: list[BatchEntry], size: int = -1) -> None:
         """Write `data` (whole batches, offsets assigned) at the end with one write, then index them. With
         `size`, `data` is a list of buffers holding those `size` bytes one behind the other (one pwritev)."""
         start = self.size
@@ -165,7 +166,7 @@ class LogSegment:
         self.size = start + size  # size before next_offset: lock-free readers rely on this order
         self.next_offset = batches[-1].next_offset
 
-    def append_batch(self, data, base_offset: int, next_offset: int, max_timestamp: int) -> None:
+    def append_batch(self, data: BytesLike, base_offset: int, next_offset: int, max_timestamp: int) -> None:
         """`append` of exactly one batch: the producer's common case, without building a BatchEntry."""
         position, size = self.size, len(data)
         try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 from bisect import bisect_right
-from typing import Callable, Iterator
+from typing import Callable, ContextManager, Iterator
 
 from sparklog.records.batch import NO_TIMESTAMP, BatchHeader
 from sparklog.storage.config import CLEANUP_DELETE, LogConfig
@@ -64,7 +64,7 @@ class FileSlice:
             raise LogClosedError(f"the segment file {self.path} was closed")
         return self._segment.fd
 
-    def pinned(self):
+    def pinned(self) -> ContextManager[int]:
         """Context manager giving the segment's descriptor, kept open (and this file's) until the block ends."""
         return self._segment.pinned()
 
@@ -212,6 +212,7 @@ class LogSegments:
         if offset >= segment.next_offset:
             return Visible(segment.next_offset, segment.base_offset, segment.size)
         position = segment.find_batch(offset, segment.size)
+        assert position is not None  # offset is below the segment's next offset
         return Visible(segment.read_header(position).base_offset, segment.base_offset, position)
 
     def end(self, leo: int) -> Visible:
@@ -296,7 +297,9 @@ class LogSegments:
     def read_batch(self, header: BatchHeader) -> bytes:
         """The bytes of the batch `header` (one headers_from gave) describes: a marker the replay reads."""
         segment = self.segments[max(0, bisect_right(self.bases, header.base_offset) - 1)]
-        return segment._read_exact(segment.find_batch(header.base_offset, segment.size), header.size)
+        position = segment.find_batch(header.base_offset, segment.size)
+        assert position is not None  # headers_from read this batch in this segment
+        return segment._read_exact(position, header.size)
 
     # -- time lookups ------------------------------------------------------------------------------
 
@@ -305,10 +308,11 @@ class LogSegments:
         """The first record below `hw` whose timestamp is >= `timestamp`, or None (see PartitionLog)."""
         while True:
             found = self._find_timestamp(timestamp, hw, log_start, verify)
-            if found is not self:  # self: a segment was verified first, look again
+            if not isinstance(found, LogSegments):  # self: a segment was verified first, look again
                 return found
 
-    def _find_timestamp(self, timestamp: int, hw: Visible, log_start: int, verify: Verify):
+    def _find_timestamp(self, timestamp: int, hw: Visible, log_start: int,
+                        verify: Verify) -> TimestampOffset | LogSegments | None:
         segments = self.segments
         bounds = self.time_bounds_of(segments)
         first = 0 if bounds is None else bounds.first_candidate(timestamp)

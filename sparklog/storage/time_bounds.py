@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
+from typing import Any
 
 
 class TimeBounds:
@@ -29,7 +30,7 @@ class TimeBounds:
 
     __slots__ = ("segments", "_running_max")
 
-    def __init__(self, segments: tuple) -> None:
+    def __init__(self, segments: tuple[Any, ...]) -> None:
         self.segments = segments
         running, bounds = -1, array("q")
         for segment in segments[:-1]:

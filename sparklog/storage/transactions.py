@@ -32,15 +32,18 @@ TransactionTracker is not thread-safe: the log calls it under its append lock (L
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterable, Iterator, NamedTuple
+import threading
+from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
 
+from sparklog.records import BytesLike
 from sparklog.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
 from sparklog.records.control import InvalidControlRecord, parse_marker
 from sparklog.storage.errors import InvalidProducerEpoch
 from sparklog.storage.files import Files
 from sparklog.storage.producer_state import ProducerStateManager
+from sparklog.storage.segment_set import LogSegments
 from sparklog.storage.txn_index import AbortedTxn, TransactionIndex
-from sparklog.storage.visibility import READ_COMMITTED, Visible
+from sparklog.storage.visibility import READ_COMMITTED, Visibility, Visible
 
 logger = logging.getLogger(__name__)
 
@@ -71,22 +74,23 @@ class TransactionTracker:
 
     # -- Rule: transactions-tracked --------------------------------------------------------------------------
 
-    def apply(self, header: BatchHeader, batch) -> None:
+    def apply(self, header: BatchHeader, batch: BytesLike | None) -> None:
         """Rule: transactions-tracked for one appended batch (`batch`: its bytes, needed for a control batch
         only)."""
         if header.attributes & CONTROL_MASK:
+            assert batch is not None  # every caller reads a control batch's bytes
             self._apply_marker(header, batch)
         elif header.attributes & TRANSACTIONAL_MASK and header.producer_id >= 0:
             self._producers.begin_transaction(header.producer_id, header.base_offset)
 
-    def apply_record_set(self, data, headers: Iterable[tuple[int, BatchHeader]]) -> None:
+    def apply_record_set(self, data: BytesLike, headers: Iterable[tuple[int, BatchHeader]]) -> None:
         """`apply` for each (position in `data`, header with its offset) of an appended record set."""
         view = memoryview(data)
         for position, header in headers:
             if header.attributes & TXN_BITS:
                 self.apply(header, view[position:position + header.size])
 
-    def _apply_marker(self, header: BatchHeader, batch) -> None:
+    def _apply_marker(self, header: BatchHeader, batch: BytesLike) -> None:
         try:
             marker = parse_marker(batch)
         except InvalidControlRecord as exc:
@@ -156,24 +160,53 @@ class TransactionTracker:
         return [(txn.producer_id, txn.first_offset) for txn in self.index.collect(start, end)]
 
 
+class _MarkerAppender(Protocol):
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                      leader_epoch: int) -> int: ...
+
+
+class _Host(Protocol):
+    """What LogTransactions' methods need of the log they are part of (PartitionLog)."""
+
+    name: str
+    _leo: int
+    _lock: threading.Lock
+    _producers: ProducerStateManager
+    _segment_set: LogSegments
+    _visibility: Visibility
+    _txns: TransactionTracker
+    transaction_verifier: TransactionVerifier | None
+
+    @property
+    def _pipeline(self) -> _MarkerAppender: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    def _stable_below(self, hw: Visible) -> Visible: ...
+
+
 class LogTransactions:
     """PartitionLog's transaction part (a base class: the log's state and locks stay the log's): the tracker
     built beside the producer state, the marker entry point, the LSO and the aborted transactions readers are
     served. Appends feed the tracker in append.py; recovery in PartitionLog._rebuild_producer_state."""
 
-    def _init_transactions(self, directory: str, files: Files) -> None:
+    _txns: TransactionTracker
+    transaction_verifier: TransactionVerifier | None
+
+    def _init_transactions(self: _Host, directory: str, files: Files) -> None:
         self._txns = TransactionTracker(directory, files, self._producers)
         self._segment_set.on_change = self._txns.set_segments  # txn_index.py Rule: index-follows-segments
         self._visibility.stable = self._stable_below  # visibility.py Rule: isolation-limit
-        self.transaction_verifier: TransactionVerifier | None = None  # KIP-890 part 1 (TransactionVerifier)
+        self.transaction_verifier = None  # KIP-890 part 1 (TransactionVerifier)
 
-    def _rebuild_transactions(self) -> None:
+    def _rebuild_transactions(self: _Host) -> None:
         """Rule: transactions-rebuilt over the log's segments (PartitionLog._rebuild_producer_state)."""
         segments = self._segment_set
         self._txns.rebuild(self._leo, segments.bases, lambda offset: segments.headers_from(offset, self.name),
                            segments.read_batch)
 
-    def append_control_batch(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+    def append_control_batch(self: _Host, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                              leader_epoch: int) -> int:
         """Append, as the leader of `leader_epoch`, the end-transaction marker of `producer_id`'s transaction
         (records/control.py); return its offset. Replicated as any batch; every replica's producer state
@@ -181,23 +214,23 @@ class LogTransactions:
         return self._pipeline.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch)
 
     @property
-    def last_stable_offset(self) -> int:
+    def last_stable_offset(self: _Host) -> int:
         """The LSO (Rule: last-stable-offset): what read_committed readers read below."""
         return self._visibility.limit(READ_COMMITTED)
 
-    def _stable_below(self, hw: Visible) -> Visible:
+    def _stable_below(self: _Host, hw: Visible) -> Visible:
         """Visibility's LSO seam: the tracker, read under the append lock, caps the HW `hw`."""
         with self._lock:
             offset = self._txns.last_stable_offset(hw.offset, self.log_start_offset)
         return hw if offset >= hw.offset else self._segment_set.visible_at(offset)
 
-    def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
+    def aborted_transactions(self: _Host, start: int, end: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions with data in [start, end) (Rule:
         aborted-in-range): Fetch's aborted_transactions for a read_committed range."""
         with self._lock:
             return self._txns.aborted_between(start, end)
 
     @property
-    def transactions(self) -> TransactionTracker:
+    def transactions(self: _Host) -> TransactionTracker:
         """The transaction tracker; read it only under the log's append lock or in tests."""
         return self._txns

@@ -38,7 +38,7 @@ import logging
 import os
 import struct
 from bisect import bisect_right
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 from sparklog.storage.files import Files
 from sparklog.storage.segment import parse_offset_file_name, segment_file_name
@@ -76,7 +76,7 @@ def parse_txn_index_file_name(name: str) -> int | None:
     return parse_offset_file_name(name, TXN_INDEX_SUFFIX)
 
 
-def encode_entries(entries) -> bytes:
+def encode_entries(entries: Iterable[AbortedTxn]) -> bytes:
     return b"".join(_ENTRY.pack(ENTRY_VERSION, *entry) for entry in entries)
 
 
@@ -179,9 +179,10 @@ class TransactionIndex:
     def collect(self, start: int, end: int) -> list[AbortedTxn]:
         """The aborted transactions with data in [start, end): marker at or past `start`, first offset below
         `end` (Kafka's collectAbortedTxns), in marker order."""
-        found = []
+        found: list[AbortedTxn] = []
         for base in sorted(self._by_base):
-            if self._next_base(base) is not None and self._next_base(base) <= start:
+            next_base = self._next_base(base)
+            if next_base is not None and next_base <= start:
                 continue
             found.extend(e for e in self._by_base[base] if e.last_offset >= start and e.first_offset < end)
         return found

@@ -12,14 +12,13 @@ Damage found is fenced by the loader's repair (log_loader.py, Rule: bit-rot-fenc
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from sparklog.storage.errors import LogClosedError
+from sparklog.storage.log_loader import LogLoader
+from sparklog.storage.log_owner import VerifierOwner
 from sparklog.storage.recovery import INT64_MAX, ReadAt, ValidPrefix
 from sparklog.storage.segment import LogSegment
-
-if TYPE_CHECKING:
-    from sparklog.storage.log import PartitionLog
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +26,9 @@ logger = logging.getLogger(__name__)
 class SegmentVerifier:
     """The verification of one log's segments; the log's state is read through it (no state of its own)."""
 
-    def __init__(self, log: PartitionLog):
+    def __init__(self, log: VerifierOwner, loader: LogLoader):
         self._log = log
+        self._loader = loader  # its repair fences what a replay found damaged (Rule: bit-rot-fenced)
 
     def needs_verification(self, offset: int) -> bool:
         """Whether a read at `offset` would first replay a loaded segment (cheap: no I/O, no lock)."""
@@ -118,8 +118,8 @@ class SegmentVerifier:
             segments = log._segments
             i = segments.index(segment)
             bound = segments[i + 1].base_offset if i + 1 < len(segments) else None
-            log._loader.fence_damage(segment, prefix, log._recovery_point, bound,
-                                      lambda added: self._insert_after(segment, added))
+            self._loader.fence_damage(segment, prefix, log._recovery_point, bound,
+                                       lambda added: self._insert_after(segment, added))
 
     def _insert_after(self, segment: LogSegment, added: list[LogSegment]) -> None:
         log = self._log
