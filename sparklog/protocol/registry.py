@@ -26,7 +26,8 @@ from sparklog.protocol import (add_offsets_to_txn, add_partitions_to_txn, alter_
                                txn_offset_commit, write_txn_markers,
                                incremental_alter_configs, init_producer_id, list_offsets, list_partition_reassignments,
                                metadata, offset_commit,
-                               offset_delete, offset_fetch, offset_for_leader_epoch, produce)
+                               offset_delete, offset_fetch, offset_for_leader_epoch, produce, sasl,
+                               scram_credentials)
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import (LocalProtocolError, MalformedRequest, MalformedResponse,
                                       UnsupportedVersion)
@@ -81,6 +82,10 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
     (txn_offset_commit.TxnOffsetCommitRequest, txn_offset_commit.TxnOffsetCommitResponse),
     (describe_transactions.DescribeTransactionsRequest, describe_transactions.DescribeTransactionsResponse),
     (list_transactions.ListTransactionsRequest, list_transactions.ListTransactionsResponse),
+    (sasl.SaslHandshakeRequest, sasl.SaslHandshakeResponse),
+    (sasl.SaslAuthenticateRequest, sasl.SaslAuthenticateResponse),
+    (scram_credentials.DescribeUserScramCredentialsRequest, scram_credentials.DescribeUserScramCredentialsResponse),
+    (scram_credentials.AlterUserScramCredentialsRequest, scram_credentials.AlterUserScramCredentialsResponse),
 ]
 
 REQUESTS: dict[int, type[Message]] = {ApiKey(req.api_key): req for req, _ in _PAIRS}
