@@ -26,6 +26,11 @@ Rule 6: a Fetch of one topic and one partition from an identified session is fir
 fast path (handlers.fetch.handle_single_partition_fetch: a consumer's read with records ready); what it leaves
 goes through Rule 1, and the client sees the same bytes either way
 (tests/unit/broker/handlers/test_fetch_fast_path.py).
+Rule 7: on a SASL listener (SASL_PLAINTEXT) a session is gated by its SaslAuthenticator until authentication
+completes: every frame goes to it, before the fast paths of Rules 4-6 and the runs of Rule 5, and it serves only
+ApiVersions, SaslHandshake and SaslAuthenticate (broker/security/sasl_authenticator.py). After that the session's
+SaslHandshake/SaslAuthenticate requests (a re-authentication) go to it too; on other listeners they are answered
+ILLEGAL_SASL_STATE (handlers/security.py).
 
 Each connection has a `ClientSession` that names the client (the software name and version it sent in
 ApiVersions v3+, else its header's client_id) and collects the (api, version) pairs it used; `statistics()`
@@ -45,7 +50,9 @@ from sparklog.broker.handlers.error_codes import NOT_SERVED_FAST
 from sparklog.broker.handlers.fetch import handle_single_partition_fetch
 from sparklog.broker.handlers.produce import (fast_produce_partition, handle_produce_group,
                                               handle_single_partition_produce)
+from sparklog.broker.handlers.security import SECURITY_HANDLERS
 from sparklog.broker.network.server import CloseConnection, Parked
+from sparklog.broker.security.sasl_authenticator import SaslAuthenticator, sasl_listener
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import RemoteProtocolError, UnsupportedVersion
 from sparklog.protocol.frame import NEED_DATA, FrameDecoder
@@ -67,7 +74,8 @@ _PRODUCE = int(ApiKey.PRODUCE)
 _PRODUCE_KEY = _PRODUCE.to_bytes(2, "big")  # the int16 api_key a request frame opens with
 _FETCH = int(ApiKey.FETCH)
 _FETCH_KEY = _FETCH.to_bytes(2, "big")
-HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS, **TRANSACTION_HANDLERS}
+HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS, **TRANSACTION_HANDLERS, **SECURITY_HANDLERS}
+_SASL_APIS = frozenset({int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)})
 _VERSION_BITS = 16  # (api_key, version) is recorded as one int: api_key << 16 | version
 # Apis whose coroutines only wait in the purgatory, the request having taken effect (handlers Rule 1):
 # the server goes on with the requests behind them (server.py Rule 1). Any other coroutine is a barrier.
@@ -89,7 +97,7 @@ class DispatcherStatistics:
 class ClientSession:
     """One connection as the dispatcher sees it: who the client is, and the sets its requests go into."""
 
-    __slots__ = ("client", "host", "served", "refused", "principal", "listener")
+    __slots__ = ("client", "host", "served", "refused", "principal", "listener", "sasl", "gate", "close_at")
 
     def __init__(self, peer_ip: str = "", listener: str = "") -> None:
         self.client: str | None = None
@@ -98,6 +106,9 @@ class ClientSession:
         self.listener = listener  # the listener's name (PLAINTEXT, SASL_SSL, ...), "" for callers without one
         self.served: dict[int, int] | None = None  # (api_key << 16 | version) -> requests, shared per client
         self.refused: dict[int, int] | None = None
+        self.sasl = None  # on a SASL listener: its SaslAuthenticator (broker/security/sasl_authenticator.py)
+        self.gate = None  # the authenticator until authentication completes: it gets every frame (Rule 7)
+        self.close_at: float | None = None  # time.monotonic() past which server.py closes the connection
 
 
 class Dispatcher:
@@ -119,16 +130,28 @@ class Dispatcher:
         self._refused: dict[str, dict[int, int]] = {}
         self.fast_fetches = 0  # Fetch requests the fast path answered (Rule 6)
         self._default_session = ClientSession()  # for callers without a connection (tests, tools)
+        self._sasl = sasl_listener(state)  # the listener's SASL settings, None when it is not a SASL listener
+        self._new_decoder: FrameDecoder | None = None
 
     def new_decoder(self) -> FrameDecoder:
-        return FrameDecoder(self.max_frame_bytes)
+        self._new_decoder = FrameDecoder(self.max_frame_bytes)
+        return self._new_decoder
 
     def new_session(self, peer_ip: str = "") -> ClientSession:
-        return ClientSession(peer_ip)
+        """A connection's session; on a SASL listener gated by its authenticator, which bounds the decoder
+        server.py made for the same connection just before (Rule 7)."""
+        sasl = self._sasl
+        session = ClientSession(peer_ip, sasl.name if sasl is not None else "")
+        if sasl is not None:
+            session.sasl = SaslAuthenticator(sasl, session, self._new_decoder)
+        self._new_decoder = None
+        return session
 
     def handle_frame(self, frame, session: ClientSession | None = None):
         if session is None:
             session = self._default_session
+        if session.gate is not None:
+            return session.gate.handle_frame(frame, lambda request: self._serve(request, session))
         if session.served is not None:
             opening = frame[:2]
             if opening == _PRODUCE_KEY:
@@ -146,6 +169,12 @@ class Dispatcher:
         except RemoteProtocolError as exc:
             self._malformed += 1
             raise CloseConnection(str(exc)) from None
+        if session.sasl is not None and request.header.api_key in _SASL_APIS:
+            return session.sasl.handle_request(request)  # a re-authentication (KIP-368)
+        return self._serve(request, session)
+
+    def _serve(self, request, session: ClientSession):
+        """Rule 1 for a decoded request."""
         request.client_host = session.host
         request.principal = session.principal
         request.listener = session.listener
@@ -174,7 +203,7 @@ class Dispatcher:
         (handlers.produce.handle_produce_group), and the replies of a group's successes may be carried by the first
         of them (the others None: server.py's contract). Raises CloseConnection as handle_frame does, the
         replies of the frames before it already in `replies`."""
-        if session.served is None:
+        if session.served is None or session.gate is not None:
             for frame in frames:
                 replies.append(self.handle_frame(frame, session))
             return
@@ -186,7 +215,7 @@ class Dispatcher:
 
     def handle_run(self, requests: list, session: ClientSession, replies: list) -> None:
         """handle_frames of the requests SCAN_RUN decoded (Rule 5), without decoding them again."""
-        if session.served is None:
+        if session.served is None or session.gate is not None:
             for request in requests:
                 replies.append(self.handle_frame(request.frame, session))
             return
