@@ -322,7 +322,9 @@ def test_three_brokers_with_a_scram_inter_broker_listener_replicate_with_acks_al
     cluster.start()
     user, password = USERS["SCRAM-SHA-256"]
     admin = AdminClient(confluent_config(cluster, "SCRAM-SHA-256", user, password))
-    for future in admin.create_topics([NewTopic("replicated", 1, 3)]).values():
+    # min.insync.replicas=3: an acks=all write succeeds only once both followers have fetched it, which they can
+    # only after logging in to the leader
+    for future in admin.create_topics([NewTopic("replicated", 1, 3, config={"min.insync.replicas": "3"})]).values():
         future.result(60)
     producer = Producer(confluent_config(cluster, "SCRAM-SHA-256", user, password, acks="all"))
     delivered: list = []

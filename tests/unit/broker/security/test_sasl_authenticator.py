@@ -104,19 +104,33 @@ def test_anything_else_before_authentication_closes_the_connection(conn, api_key
         conn.call(api_key, version, body)
 
 
-def test_a_produce_before_authentication_does_not_reach_the_fast_path(conn):
-    """After ApiVersions the session is identified (the fast path's condition): the gate must still hold."""
+def test_a_produce_before_authentication_does_not_reach_the_fast_path(tmp_path):
+    """After ApiVersions the session is identified (the fast paths' condition) and the broker leads `t`: the gate
+    must still hold, for one frame and for a run of them, and nothing is appended."""
+    from sparklog.broker.replication.partitions import PartitionMeta, TopicMeta
     from sparklog.protocol import PartitionProduceData, ProduceRequest, TopicProduceData
+    from sparklog.storage import LogManager
+
+    logs = LogManager([str(tmp_path)], {"flush.visibility": "appended"})
+    led = logs.get_or_create("t", 0)
+    topics = {"t": TopicMeta("t", {0: PartitionMeta(0, 1, 0, (1,), (1,))})}
+    state = handlers.BrokerState.build(config=BrokerConfig.from_properties(PROPS), cluster_id="c" * 22, zk=None,
+                                       logs=logs, partitions=FakePartitions(MetadataSnapshot(
+                                           topics, {1: BrokerInfo(1, "h", 1)}, {("t", 0): led})))
+    conn = Conn(Dispatcher(state))
     conn.call(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     body = ProduceRequest(acks=1, timeout_ms=100, topic_data=[TopicProduceData(name="t", partition_data=[
         PartitionProduceData(index=0, records=build_batch([(b"k", b"v", None, None)]))])])
     frame = encode_request(ApiKey.PRODUCE, 8, 9, "t", body)[4:]
-    with pytest.raises(CloseConnection):
-        conn.dispatcher.handle_frame(frame, conn.session)
-    replies: list = []
-    with pytest.raises(CloseConnection):
-        conn.dispatcher.handle_frames([frame, frame], conn.session, replies)
-    assert replies == []
+    try:
+        with pytest.raises(CloseConnection):
+            conn.dispatcher.handle_frame(frame, conn.session)
+        replies: list = []
+        with pytest.raises(CloseConnection):
+            conn.dispatcher.handle_frames([frame, frame], conn.session, replies)
+        assert replies == [] and led.log_end_offset == 0
+    finally:
+        logs.close()
 
 
 def test_plain_with_the_right_password_authenticates_the_principal(conn):
