@@ -10,21 +10,18 @@ password does not become a timeout.
 
 from __future__ import annotations
 
+import itertools
 import socket
 import struct
 from dataclasses import dataclass
 
 from sparklog.client.errors import KafkaConnectionError
-from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.registry import decode_response, encode_request
-from sparklog.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-from sparklog.protocol.sasl_client import CLIENT_MECHANISMS, SaslClientError, new_client
+from sparklog.protocol.sasl_client import CLIENT_MECHANISMS, SaslLoginRefused, login_exchange
 
 __all__ = ["SaslLogin", "SaslAuthenticationError", "login_of", "SECURITY_PROTOCOLS"]
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")  # what the client speaks (no TLS yet)
-HANDSHAKE_VERSION = 1
-AUTHENTICATE_VERSION = 1
 MAX_REPLY_BYTES = 1 << 20
 _SIZE = struct.Struct(">i")
 
@@ -62,25 +59,15 @@ def login_of(config: dict) -> SaslLogin | None:
 
 def authenticate(sock: socket.socket, login: SaslLogin, client_id: str, where: str) -> None:
     """Log in on the blocking `sock` (its timeout bounds each read); raises SaslAuthenticationError."""
-    handshake = _call(sock, ApiKey.SASL_HANDSHAKE, HANDSHAKE_VERSION, SaslHandshakeRequest(mechanism=login.mechanism),
-                      client_id, 1)
-    if handshake.error_code:
-        raise SaslAuthenticationError(f"{where}: SASL mechanism {login.mechanism} refused (error "
-                                      f"{handshake.error_code}; the broker enables {', '.join(handshake.mechanisms)})")
-    client = new_client(login.mechanism, login.username, login.password)
-    token: bytes | None = client.first()
-    correlation = 2
-    while token is not None:
-        reply = _call(sock, ApiKey.SASL_AUTHENTICATE, AUTHENTICATE_VERSION, SaslAuthenticateRequest(auth_bytes=token),
-                      client_id, correlation)
-        if reply.error_code:
-            raise SaslAuthenticationError(f"{where}: SASL {login.mechanism} authentication of {login.username!r} "
-                                          f"failed: {reply.error_message or reply.error_code}")
-        try:
-            token = client.step(bytes(reply.auth_bytes))
-        except SaslClientError as exc:
-            raise SaslAuthenticationError(f"{where}: {exc}") from None
-        correlation += 1
+    steps = login_exchange(login.mechanism, login.username, login.password)
+    try:
+        request = next(steps)
+        for correlation in itertools.count(1):
+            request = steps.send(_call(sock, *request, client_id, correlation))
+    except StopIteration:
+        return
+    except SaslLoginRefused as exc:
+        raise SaslAuthenticationError(f"{where}: {exc}") from None
 
 
 def _call(sock: socket.socket, api_key: int, version: int, body, client_id: str, correlation: int):

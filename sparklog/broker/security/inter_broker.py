@@ -12,10 +12,8 @@ import asyncio
 import itertools
 import struct
 
-from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.registry import decode_response, encode_request
-from sparklog.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-from sparklog.protocol.sasl_client import SaslClientError, new_client
+from sparklog.protocol.sasl_client import SaslLoginRefused, login_exchange
 
 __all__ = ["InterBrokerAuthenticationFailed", "inter_broker_connector", "open_plain"]
 
@@ -51,23 +49,15 @@ def inter_broker_connector(config):
 
 
 async def _login(reader, writer, mechanism: str, username: str, password: str, client_id: str) -> None:
-    correlation = itertools.count(1)
-    handshake = await _call(reader, writer, ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism=mechanism),
-                            client_id, next(correlation))
-    if handshake.error_code:
-        raise InterBrokerAuthenticationFailed(f"SASL mechanism {mechanism} refused (error {handshake.error_code})")
-    client = new_client(mechanism, username, password)
-    token: bytes | None = client.first()
-    while token is not None:
-        reply = await _call(reader, writer, ApiKey.SASL_AUTHENTICATE, 1, SaslAuthenticateRequest(auth_bytes=token),
-                            client_id, next(correlation))
-        if reply.error_code:
-            raise InterBrokerAuthenticationFailed(f"SASL {mechanism} login of {username!r} refused: "
-                                                  f"{reply.error_message or reply.error_code}")
-        try:
-            token = client.step(bytes(reply.auth_bytes))
-        except SaslClientError as exc:
-            raise InterBrokerAuthenticationFailed(str(exc)) from None
+    steps = login_exchange(mechanism, username, password)
+    try:
+        request = next(steps)
+        for correlation in itertools.count(1):
+            request = steps.send(await _call(reader, writer, *request, client_id, correlation))
+    except StopIteration:
+        return
+    except SaslLoginRefused as exc:
+        raise InterBrokerAuthenticationFailed(str(exc)) from None
 
 
 async def _call(reader, writer, api_key: int, version: int, body, client_id: str, correlation: int):

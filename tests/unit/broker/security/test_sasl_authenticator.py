@@ -211,3 +211,30 @@ def test_sasl_apis_on_a_plaintext_listener_are_illegal_state():
     conn = Conn(_dispatcher(listeners="PLAINTEXT://127.0.0.1:0"))
     assert conn.call(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN")).error_code == 34
     assert conn.session.gate is None
+
+
+def _drive(conn, steps):
+    request = next(steps)
+    try:
+        while True:
+            request = steps.send(conn.call(*request))
+    except StopIteration:
+        return
+
+
+@pytest.mark.parametrize("mechanism, user, password", [("PLAIN", "alice", "alice-pw"),
+                                                       ("SCRAM-SHA-512", "bob", "bob-pw")])
+def test_the_clients_login_exchange_logs_in(conn, mechanism, user, password):
+    from sparklog.protocol.sasl_client import login_exchange
+
+    _drive(conn, login_exchange(mechanism, user, password))
+    assert conn.session.principal == f"User:{user}"
+
+
+@pytest.mark.parametrize("mechanism, words", [("PLAIN", "SASL PLAIN authentication of 'alice' failed"),
+                                              ("SCRAM-SHA-256", "SASL mechanism SCRAM-SHA-256 refused")])
+def test_the_clients_login_exchange_raises_a_refusal(conn, mechanism, words):
+    from sparklog.protocol.sasl_client import SaslLoginRefused, login_exchange
+
+    with pytest.raises(SaslLoginRefused, match=words):
+        _drive(conn, login_exchange(mechanism, "alice", "wrong"))
