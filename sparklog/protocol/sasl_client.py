@@ -52,14 +52,16 @@ class ScramClient:
         self._step = 0
 
     def first(self) -> bytes:
-        return self._client.get_client_first().encode("utf-8")
+        first: str = self._client.get_client_first()
+        return first.encode("utf-8")
 
     def step(self, server_token: bytes) -> bytes | None:
         self._step += 1
         try:
             if self._step == 1:
                 self._client.set_server_first(server_token.decode("utf-8"))
-                return self._client.get_client_final().encode("utf-8")
+                final: str = self._client.get_client_final()
+                return final.encode("utf-8")
             if self._step == 2:
                 self._client.set_server_final(server_token.decode("utf-8"))
                 return None
@@ -68,7 +70,7 @@ class ScramClient:
         raise SaslClientError("SCRAM exchange already complete")
 
 
-def new_client(mechanism: str, username: str, password: str):
+def new_client(mechanism: str, username: str, password: str) -> PlainClient | ScramClient:
     """The client of `mechanism` (one of CLIENT_MECHANISMS); ValueError naming it otherwise."""
     if mechanism == "PLAIN":
         return PlainClient(username, password)
