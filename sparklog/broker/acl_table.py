@@ -114,7 +114,7 @@ _PARTITION_INDEXES = ("partition_indexes", None, "partitions", "partition_index"
 _TXN_WRITE = Whole(WRITE, TXN, _field("transactional_id"), TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 _GROUP_READ = Whole(READ, GROUP, _field("group_id"), GROUP_AUTHORIZATION_FAILED)
 _CLUSTER = {op: Whole(op, CLUSTER, _cluster, CLUSTER_AUTHORIZATION_FAILED)
-            for op in (DESCRIBE, ALTER, CLUSTER_ACTION, CREATE)}
+            for op in (DESCRIBE, ALTER, CLUSTER_ACTION, CREATE, DESCRIBE_CONFIGS, ALTER_CONFIGS)}
 
 TABLE: dict[int, Rule] = {
     ApiKey.PRODUCE: Rule(
@@ -176,6 +176,12 @@ TABLE: dict[int, Rule] = {
     ApiKey.DESCRIBE_ACLS: Rule((_CLUSTER[DESCRIBE],)),
     ApiKey.CREATE_ACLS: Rule((_CLUSTER[ALTER],), special="create_acls"),
     ApiKey.DELETE_ACLS: Rule((_CLUSTER[ALTER],), special="delete_acls"),
+    ApiKey.SASL_HANDSHAKE: Rule(),  # authentication itself: answered before any principal exists
+    ApiKey.SASL_AUTHENTICATE: Rule(),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: Rule((_CLUSTER[DESCRIBE_CONFIGS],)),
+    ApiKey.ALTER_CLIENT_QUOTAS: Rule((_CLUSTER[ALTER_CONFIGS],), special="alter_client_quotas"),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Rule((_CLUSTER[DESCRIBE],)),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Rule((_CLUSTER[ALTER],), special="alter_user_scram"),
 }
 CONFIG_CHECKS = {  # DescribeConfigs / AlterConfigs resource_type -> (resource, its name, error code)
     CONFIG_RESOURCE_TOPIC: (TOPIC, None, TOPIC_AUTHORIZATION_FAILED),

@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 
 from sparklog.broker.authorization import Authorization
+from sparklog.broker.security.inter_broker import inter_broker_connector
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.replication.controller import Controller, controlled_shutdown
 from sparklog.broker.network.dispatch import Dispatcher
@@ -263,6 +264,7 @@ class Broker:
         purgatory = Purgatory()
         self.replicas = ReplicaManager(self.zk, cfg.broker_id, purgatory, self.executor,
                                        replica_lag_time_max_ms=cfg.replica_lag_time_max_ms)
+        self.replicas.fetchers.connect = inter_broker_connector(cfg)  # SASL login on a SASL inter-broker listener
         self.replicas.start(self.loop)
         self.partitions.add_listener(self.replicas.on_snapshot)
         state = BrokerState.build(cfg, self.partitions, cluster_id=self.cluster_id, zk=self.zk, logs=self.logs,
@@ -279,6 +281,7 @@ class Broker:
         self.loop.call_soon_threadsafe(offsets.start)
         self.partitions.add_listener(lambda snapshot: self._on_loop(offsets.on_snapshot, snapshot))
         transactions = state.transactions  # loads and drops __transaction_state partitions likewise
+        transactions.markers.connect = self.replicas.fetchers.connect
         self.loop.call_soon_threadsafe(transactions.start)
         self.partitions.add_listener(lambda snapshot: self._on_loop(transactions.on_snapshot, snapshot))
         services.adopt("partitions", self.partitions.start)

@@ -382,6 +382,24 @@ def _deny_acl_writes(body: Any, response: Any, code: int) -> None:
     setattr(response, results, [_struct(type(response), field)(error_code=code) for _ in requested])
 
 
+def _deny_client_quotas(body: Any, response: Any, code: int) -> None:
+    """AlterClientQuotas has no top-level error: each entry is answered with `code`, its entity mirrored."""
+    entry_cls = _struct(type(response), "entries")
+    entity_cls = _struct(entry_cls, "entity")
+    response.entries = [entry_cls(error_code=code, entity=[entity_cls(entity_type=e.entity_type,
+                                                                       entity_name=e.entity_name)
+                                                            for e in entry.entity]) for entry in body.entries]
+
+
+def _deny_scram_writes(body: Any, response: Any, code: int) -> None:
+    """AlterUserScramCredentials has no top-level error: each user named is answered with `code`."""
+    result_cls = _struct(type(response), "results")
+    users = dict.fromkeys(c.name for c in [*body.deletions, *body.upsertions])
+    response.results = [result_cls(user=user, error_code=code) for user in users]
+
+
 SPECIAL["create_acls"] = SPECIAL["delete_acls"] = SPECIAL["write_txn_markers"]
+SPECIAL["alter_client_quotas"] = SPECIAL["alter_user_scram"] = SPECIAL["write_txn_markers"]
 DENY_SPECIAL = {"write_txn_markers": _deny_markers, "add_partitions_to_txn": _deny_add_partitions,
-                "create_acls": _deny_acl_writes, "delete_acls": _deny_acl_writes}
+                "create_acls": _deny_acl_writes, "delete_acls": _deny_acl_writes,
+                "alter_client_quotas": _deny_client_quotas, "alter_user_scram": _deny_scram_writes}

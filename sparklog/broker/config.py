@@ -24,6 +24,7 @@ from typing import Mapping
 from sparklog.broker.authorization import check_authorizer_class_name
 from sparklog.broker.coordinator.group.config import GROUP, GroupConfig, GroupConfigError
 from sparklog.broker.coordinator.transaction.config import TRANSACTION, TransactionConfig, TransactionConfigError
+from sparklog.broker.security.sasl_config import SASL, SaslConfig, SaslConfigError, is_listener_sasl_key
 from sparklog.coordination.connection import split_connect_string
 from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, STRING, WARN, Definitions, Setting
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
@@ -188,6 +189,7 @@ BROKER = Definitions("broker", (
     *CLEANER_SETTINGS.values(),
     *GROUP.values(),
     *TRANSACTION.values(),
+    *SASL.values(),
     *(_synonym(broker_key, topic_key) for broker_key, topic_key in TOPIC_CONFIG_BROKER_KEYS.items()),
     *(_ignored(name) for name in _IGNORED_KEYS),
 ), error=ConfigError, unknown=WARN)
@@ -242,6 +244,8 @@ class BrokerConfig:
     transaction: TransactionConfig = field(default_factory=TransactionConfig)  # transaction.* / transactional.*
     scrubber: ScrubberConfig = field(default_factory=ScrubberConfig)
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
+    sasl: SaslConfig = field(default_factory=SaslConfig)  # sasl.* and the JAAS entries (security/sasl_config.py)
+    listener_protocols: Mapping[str, str] = field(default_factory=dict)  # listener name -> security protocol
     # The properties as given: for with_overrides and DescribeConfigs only; everything else reads a typed field.
     raw: Mapping[str, str] = field(default_factory=dict)
 
@@ -249,7 +253,7 @@ class BrokerConfig:
     def from_properties(cls, props: Mapping[str, str]) -> "BrokerConfig":
         """Build from Kafka-named string properties; warns about unknown keys."""
         props = {k.strip(): str(v).strip() for k, v in props.items()}
-        values = BROKER.parse(props)  # every key checked; unknown ones warned about (Rule 2)
+        values = BROKER.parse({k: v for k, v in props.items() if not is_listener_sasl_key(k)})  # (Rule 2)
         if values["broker.id"] is None:
             raise ConfigError("broker.id must be set to a non-negative integer")
         log_dirs = values["log.dirs"] or values["log.dir"]
@@ -273,6 +277,13 @@ class BrokerConfig:
         listeners = parse_listeners(values["listeners"] or BROKER["listeners"].default)
         advertised_listeners = parse_listeners(advertised) if advertised else ()
         check_served(listeners, advertised_listeners, values["listener.security.protocol.map"])
+        protocols = parse_protocol_map(values["listener.security.protocol.map"])
+        listener_protocols = {e.name: protocols[e.name] for e in listeners}
+        sasl_listeners = tuple(name for name, protocol in listener_protocols.items() if protocol.startswith("SASL_"))
+        try:  # the one listener is the inter-broker listener too
+            sasl = SaslConfig.from_properties(props, sasl_listeners, sasl_listeners[0] if sasl_listeners else None)
+        except SaslConfigError as exc:
+            raise ConfigError(str(exc)) from None
         return cls(
             broker_id=values["broker.id"],
             listeners=listeners,
@@ -286,6 +297,8 @@ class BrokerConfig:
             transaction=transaction,
             scrubber=ScrubberConfig.from_properties(props),
             cleaner=CleanerConfig.from_properties(props),
+            sasl=sasl,
+            listener_protocols=listener_protocols,
             raw=dict(props),
             **{name: values[key] for name, key in _FIELD_KEYS.items()},
         )
@@ -306,7 +319,8 @@ class BrokerConfig:
 
 # BrokerConfig fields read straight from their key (`num_partitions` <- `num.partitions`); the others above.
 _SPECIAL_FIELDS = {"broker_id", "listeners", "advertised_listeners", "log_dirs", "zookeeper_connect",
-                   "queued_max_request_bytes", "rack", "log_defaults", "group", "transaction", "scrubber", "cleaner", "raw"}
+                   "queued_max_request_bytes", "rack", "log_defaults", "group", "transaction", "scrubber", "cleaner", "raw",
+                   "sasl", "listener_protocols"}
 _FIELD_KEYS = {f.name: f.name.replace("_", ".") for f in dataclasses.fields(BrokerConfig)
                if f.name not in _SPECIAL_FIELDS}
 assert set(_FIELD_KEYS.values()) <= KNOWN_KEYS, "every BrokerConfig field has a declared setting"
@@ -341,13 +355,14 @@ def parse_listeners(text: str) -> tuple[Endpoint, ...]:
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's SecurityProtocol names
-SERVED_PROTOCOL = "PLAINTEXT"  # the only one sparklog speaks (no TLS, no SASL yet)
+SERVED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")  # what sparklog speaks (no TLS yet)
 
 
 def check_served(listeners: tuple[Endpoint, ...], advertised: tuple[Endpoint, ...], protocol_map: str | None) -> None:
     """Refuse, in one ConfigError naming it, a listener the broker would not serve as configured: more than one
     (only one is bound), or one whose security protocol (listener.security.protocol.map, else its name, as
-    Kafka's default map) is not PLAINTEXT: an SSL:// listener served in plaintext tells clients a lie."""
+    Kafka's default map) is not PLAINTEXT or SASL_PLAINTEXT: an SSL:// listener served in plaintext tells clients a
+    lie."""
     if len(listeners) > 1:
         raise ConfigError(f"listeners '{','.join(map(str, listeners))}': sparklog serves one listener, not "
                           f"{len(listeners)}")
@@ -357,9 +372,9 @@ def check_served(listeners: tuple[Endpoint, ...], advertised: tuple[Endpoint, ..
         if protocol is None:
             raise ConfigError(f"{kind} '{endpoint}': no security protocol for {endpoint.name} in "
                               f"listener.security.protocol.map")
-        if protocol != SERVED_PROTOCOL:
-            raise ConfigError(f"{kind} '{endpoint}' speaks {protocol}: sparklog serves {SERVED_PROTOCOL} only "
-                              f"(no TLS or SASL yet)")
+        if protocol not in SERVED_PROTOCOLS:
+            raise ConfigError(f"{kind} '{endpoint}' speaks {protocol}: sparklog serves "
+                              f"{' and '.join(SERVED_PROTOCOLS)} only (no TLS yet)")
 
 
 def parse_protocol_map(text: str | None) -> dict[str, str]:

@@ -13,7 +13,7 @@ notification), so users can be set up before any broker runs.
 Rule 2: every quota value is checked before anything is sent (client_quotas' quota-values rule): a negative,
 zero, absurd or non-numeric value, or an unknown quota key, ends the command with one line and writes nothing.
 Rule 3: a SCRAM credential key of a user (`SCRAM-SHA-256=[iterations=8192,password=...]`) goes to
-`store_scram_credentials`, the hook the SASL storage fills; this build refuses it in one line.
+`store_scram_credentials`: salted and stored in ZooKeeper (--zookeeper form, before or beside brokers).
 """
 
 from __future__ import annotations
@@ -29,8 +29,32 @@ TOPIC_OVERRIDE = 1  # DescribeConfigs' config_source of a topic's own override
 
 
 def store_scram_credentials(args: argparse.Namespace, user: str, mechanism: str, params: dict[str, str]) -> None:
-    """Rule 3: store a SCRAM credential of `user` (the SASL storage's hook)."""
-    raise ValueError("SCRAM credentials: not supported by this build")
+    """Rule 3: store a SCRAM credential of `user` in ZooKeeper (coordination.scram_credentials: salted, in
+    Kafka's format, with its change notification), as kafka-configs' --zookeeper form does before brokers run."""
+    from sparklog.coordination import scram_credentials
+
+    if not args.zookeeper:
+        raise ValueError("SCRAM credentials are set with --zookeeper here (brokers not needed); through a broker, "
+                         "use an admin client's AlterUserScramCredentials")
+    if "password" not in params:
+        raise ValueError(f"{mechanism}: give [iterations=N,password=P] (password missing)")
+    try:
+        iterations = int(params.get("iterations", scram_credentials.MIN_ITERATIONS))
+    except ValueError:
+        raise ValueError(f"{mechanism}: iterations must be an integer, not {params['iterations']!r}") from None
+    with _zookeeper(args.zookeeper) as zk:
+        scram_credentials.store_credential(zk, user, mechanism, params["password"], iterations)
+
+
+def delete_scram_credentials(args: argparse.Namespace, user: str, mechanism: str) -> None:
+    """Rule 3: remove `user`'s credential of `mechanism` from ZooKeeper."""
+    from sparklog.coordination import scram_credentials
+
+    if not args.zookeeper:
+        raise ValueError("SCRAM credentials are deleted with --zookeeper here; through a broker, use an admin "
+                         "client's AlterUserScramCredentials")
+    with _zookeeper(args.zookeeper) as zk:
+        scram_credentials.delete_credential(zk, user, mechanism)
 
 
 class _EntityAction(argparse.Action):
@@ -123,6 +147,8 @@ def _quotas(args, entities: list) -> int:
             raise ValueError(f"unknown quota {key!r} (known: {', '.join(cq.QUOTA_KEYS)})")
     for mechanism, text in scram.items():
         store_scram_credentials(args, entities[0][1], mechanism, _scram_params(text))
+    for mechanism in (k for k in _deleted(args) if k.startswith(SCRAM_PREFIX)):
+        delete_scram_credentials(args, entities[0][1], mechanism)
     removed = tuple(k for k in _deleted(args) if not k.startswith(SCRAM_PREFIX))
     if values or removed:
         _alter_quotas(args, entities, values, removed)

@@ -30,6 +30,10 @@ def _acks_text(value: Any) -> Any:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+def _upper(value: Any) -> Any:
+    return value.strip().upper() if isinstance(value, str) else value
+
+
 def _setting(name, type_, default, doc, importance=LOW, low=None, **extra) -> Setting:
     return Setting(name, type_, default, doc, importance, low, **extra)
 
@@ -51,6 +55,12 @@ COMMON_SETTINGS = (
              low=1, kafka="librdkafka's receive.message.max.bytes"),
     _setting("zookeeper.connection.timeout.ms", INT, 10_000, "without bootstrap.servers: how long finding the "
              "brokers in ZooKeeper may wait for a ZooKeeper server", low=1),
+    _setting("security.protocol", STRING, "PLAINTEXT", "PLAINTEXT or SASL_PLAINTEXT (SSL and SASL_SSL are refused "
+             "until TLS lands)", HIGH, choices=("PLAINTEXT", "SASL_PLAINTEXT"), convert=_upper),
+    _setting("sasl.mechanism", STRING, "GSSAPI", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (librdkafka's name; "
+             "GSSAPI and OAUTHBEARER are refused)", HIGH, convert=_upper),
+    _setting("sasl.username", STRING, None, "the SASL user (librdkafka's name)", HIGH),
+    _setting("sasl.password", STRING, None, "the SASL user's password (librdkafka's name)", HIGH),
 )
 # Where the client settings are listed, for the message that refuses an unknown one
 SETTINGS_LIST = "docs/settings.md (Producer, Consumer), or sparklog.client.config"

@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 from sparklog.client.backoff import ExponentialBackoff
 from sparklog.client.errors import CorrelationIdMismatch, KafkaConnectionError, RequestTimedOut
+from sparklog.client.sasl import SaslAuthenticationError, SaslLogin, authenticate, login_of
 from sparklog.coordination.reachability import failure_reason
 from sparklog.protocol.frame import NEED_DATA, CLOSED, FrameDecoder
 
@@ -143,9 +144,16 @@ class BrokerConnection:
         self._next_correlation = 0
         self.throttled_until = 0.0  # Rule 5: nothing is sent before this (monotonic seconds)
 
-    def connect(self, timeout: float) -> None:
+    def connect(self, timeout: float, login: SaslLogin | None = None) -> None:
+        """Connect, and log in when `login` is given (client/sasl.py) before any request is sent."""
         sock = socket.create_connection((self.host, self.port), timeout=timeout)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if login is not None:
+                authenticate(sock, login, self.client_id, f"broker {self.node_id} at {self.host}:{self.port}")
+        except BaseException:
+            sock.close()
+            raise
         sock.setblocking(False)
         self.sock = sock
 
@@ -256,7 +264,7 @@ class NetworkClient:
     def __init__(self, bootstrap: list[tuple[str, int]], client_id: str, max_in_flight: int = 5,
                  request_timeout_ms: float = 30_000, connect_timeout_ms: float = 10_000,
                  max_frame_bytes: int = 100 * 1024 * 1024 + 512,
-                 reconnect_backoff: ExponentialBackoff = RECONNECT_BACKOFF) -> None:
+                 reconnect_backoff: ExponentialBackoff = RECONNECT_BACKOFF, login: SaslLogin | None = None) -> None:
         # Bootstrap servers get ids -1, -2, ... until metadata names the real brokers (as kafka-python does).
         self.nodes: dict[int, tuple[str, int]] = {-(i + 1): hp for i, hp in enumerate(bootstrap)}
         self.bootstrap_ids = list(self.nodes)
@@ -266,6 +274,7 @@ class NetworkClient:
         self.connect_timeout = connect_timeout_ms / 1000.0
         self.max_frame_bytes = max_frame_bytes
         self.reconnect_backoff = reconnect_backoff
+        self.login = login  # SASL login of every connection (security.protocol=SASL_PLAINTEXT), else None
         self._conns: dict[int, BrokerConnection] = {}
         self._retry_at: dict[int, float] = {}  # node -> no new connection before this (reconnect backoff)
         self._connect_failures: dict[int, int] = {}  # node -> failed connects in a row
@@ -291,7 +300,7 @@ class NetworkClient:
         return cls(bootstrap, config["client.id"], config["max.in.flight.requests.per.connection"],
                    config["request.timeout.ms"] if request_timeout_ms is None else request_timeout_ms,
                    config["socket.connection.setup.timeout.ms"], config["receive.message.max.bytes"],
-                   ExponentialBackoff.reconnect(config))
+                   ExponentialBackoff.reconnect(config), login_of(config))
 
     # -- any thread ---------------------------------------------------------------------------------
 
@@ -434,7 +443,11 @@ class NetworkClient:
         conn = BrokerConnection(node_id, address[0], address[1], self.client_id, self.max_in_flight,
                                 self.max_frame_bytes)
         try:
-            conn.connect(self.connect_timeout)
+            conn.connect(self.connect_timeout, self.login)
+        except SaslAuthenticationError as exc:
+            self._connect_failed(node_id, address, exc)
+            future.set_error(exc)
+            return None
         except OSError as exc:
             future.set_error(KafkaConnectionError(f"connect to {self._connect_failed(node_id, address, exc)}"))
             return None

@@ -108,8 +108,11 @@ SOURCE_KAFKA_SETTINGS = frozenset({"bootstrap.servers", "zookeeper.connect", "gr
                                    "zookeeper.connection.timeout.ms"})
 # Client settings a reader or writer passes through (with a `kafka.` or `sparklog.` prefix, Rule 3).
 # `auto.offset.reset` belongs to the source (startingOffsets), never to the user.
-CONSUMER_SETTINGS = tuple(sorted(set(CONSUMER_DEFAULTS) - SOURCE_KAFKA_SETTINGS - {"auto.offset.reset"}))
-PRODUCER_SETTINGS = tuple(sorted(set(PRODUCER_DEFAULTS) - SOURCE_KAFKA_SETTINGS))
+# The client's SASL settings are not carried to executors yet: refused below as before (Rule 3).
+_CLIENT_SECURITY_SETTINGS = frozenset({"security.protocol", "sasl.mechanism", "sasl.username", "sasl.password"})
+CONSUMER_SETTINGS = tuple(sorted(set(CONSUMER_DEFAULTS) - SOURCE_KAFKA_SETTINGS - {"auto.offset.reset"}
+                                 - _CLIENT_SECURITY_SETTINGS))
+PRODUCER_SETTINGS = tuple(sorted(set(PRODUCER_DEFAULTS) - SOURCE_KAFKA_SETTINGS - _CLIENT_SECURITY_SETTINGS))
 # Settings that ask for a secured connection: the client speaks PLAINTEXT only, so these are refused (Rule 3).
 _SECURITY_PREFIXES = ("ssl.", "sasl.")
 PLAINTEXT = "plaintext"

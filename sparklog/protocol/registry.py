@@ -27,7 +27,8 @@ from sparklog.protocol import (acls, add_offsets_to_txn, add_partitions_to_txn, 
                                txn_offset_commit, write_txn_markers,
                                incremental_alter_configs, init_producer_id, list_offsets, list_partition_reassignments,
                                metadata, offset_commit,
-                               offset_delete, offset_fetch, offset_for_leader_epoch, produce)
+                               offset_delete, offset_fetch, offset_for_leader_epoch, produce, sasl,
+                               scram_credentials)
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import (LocalProtocolError, MalformedRequest, MalformedResponse,
                                       UnsupportedVersion)
@@ -87,6 +88,10 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
     (acls.DeleteAclsRequest, acls.DeleteAclsResponse),
     (client_quotas.DescribeClientQuotasRequest, client_quotas.DescribeClientQuotasResponse),
     (client_quotas.AlterClientQuotasRequest, client_quotas.AlterClientQuotasResponse),
+    (sasl.SaslHandshakeRequest, sasl.SaslHandshakeResponse),
+    (sasl.SaslAuthenticateRequest, sasl.SaslAuthenticateResponse),
+    (scram_credentials.DescribeUserScramCredentialsRequest, scram_credentials.DescribeUserScramCredentialsResponse),
+    (scram_credentials.AlterUserScramCredentialsRequest, scram_credentials.AlterUserScramCredentialsResponse),
 ]
 
 REQUESTS: dict[int, type[Message]] = {ApiKey(req.api_key): req for req, _ in _PAIRS}

@@ -298,12 +298,20 @@ def test_the_broker_refuses_bad_values_too(broker):
     assert zk.exists("/config/clients/raw-c") is None
 
 
-def test_configs_scram_credentials_are_refused_in_one_line_by_this_build(broker, capsys):
+def test_configs_stores_and_deletes_scram_credentials_in_zookeeper_and_refuses_the_broker_form(broker, capsys):
+    from sparklog.coordination.scram_credentials import read_credentials
+
     cluster, zk = broker
-    code, _, err = configs(capsys, "--bootstrap-server", cluster.bootstrap, "--entity-type", "users",
-                           "--entity-name", "alice", "--alter",
-                           "--add-config", "SCRAM-SHA-256=[iterations=8192,password=alice-secret]")
-    assert code == 1 and err == "error: SCRAM credentials: not supported by this build\n"
+    add = ["--entity-type", "users", "--entity-name", "alice", "--alter",
+           "--add-config", "SCRAM-SHA-256=[iterations=8192,password=alice-secret]"]
+    code, _, err = configs(capsys, "--bootstrap-server", cluster.bootstrap, *add)
+    assert code == 1 and err.count("\n") == 1 and "--zookeeper" in err
+    code, _, err = configs(capsys, "--zookeeper", cluster.zk_connect, *add)
+    assert code == 0, err
+    assert read_credentials(zk, "alice")["SCRAM-SHA-256"].iterations == 8192
+    assert configs(capsys, "--zookeeper", cluster.zk_connect, "--entity-type", "users", "--entity-name", "alice",
+                   "--alter", "--delete-config", "SCRAM-SHA-256")[0] == 0
+    assert "SCRAM-SHA-256" not in read_credentials(zk, "alice")
 
 
 def test_configs_zookeeper_form_and_topics(broker, topic, capsys):

@@ -39,6 +39,11 @@ frames are metered one by one. A throttle owed (the
 largest of the kinds) is answered at once in the response's throttle_time_ms (through Rule 1's general
 path, which stamps it; a throttled Fetch gets an empty response) and the connection's `mute_s` set, for
 server.py to stop reading it that long (KIP-219). Follower fetches (replica_id >= 0) are exempt.
+Rule 8: on a SASL listener (SASL_PLAINTEXT) a session is gated by its SaslAuthenticator until authentication
+completes: every frame goes to it, before the fast paths of Rules 4-6 and the runs of Rule 5, and it serves only
+ApiVersions, SaslHandshake and SaslAuthenticate (broker/security/sasl_authenticator.py). After that the session's
+SaslHandshake/SaslAuthenticate requests (a re-authentication) go to it too; on other listeners they are answered
+ILLEGAL_SASL_STATE (handlers/security.py).
 
 Each connection has a `ClientSession` that names the client (the software name and version it sent in
 ApiVersions v3+, else its header's client_id) and collects the (api, version) pairs it used; `statistics()`
@@ -62,7 +67,9 @@ from sparklog.broker.handlers.error_codes import NOT_SERVED_FAST
 from sparklog.broker.handlers.fetch import handle_single_partition_fetch
 from sparklog.broker.handlers.produce import (fast_produce_partition, handle_produce_group,
                                               handle_single_partition_produce)
+from sparklog.broker.handlers.security import SECURITY_HANDLERS
 from sparklog.broker.network.server import CloseConnection, Parked
+from sparklog.broker.security.sasl_authenticator import SaslAuthenticator, sasl_listener
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import RemoteProtocolError, UnsupportedVersion
 from sparklog.protocol.frame import NEED_DATA, FrameDecoder
@@ -84,7 +91,8 @@ _PRODUCE = int(ApiKey.PRODUCE)
 _PRODUCE_KEY = _PRODUCE.to_bytes(2, "big")  # the int16 api_key a request frame opens with
 _FETCH = int(ApiKey.FETCH)
 _FETCH_KEY = _FETCH.to_bytes(2, "big")
-HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS, **TRANSACTION_HANDLERS, **ACL_HANDLERS, **QUOTA_HANDLERS}
+HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS, **TRANSACTION_HANDLERS, **ACL_HANDLERS, **QUOTA_HANDLERS, **SECURITY_HANDLERS}
+_SASL_APIS = frozenset({int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)})
 _VERSION_BITS = 16  # (api_key, version) is recorded as one int: api_key << 16 | version
 # Apis whose coroutines only wait in the purgatory, the request having taken effect (handlers Rule 1):
 # the server goes on with the requests behind them (server.py Rule 1). Any other coroutine is a barrier.
@@ -106,7 +114,8 @@ class DispatcherStatistics:
 class ClientSession:
     """One connection as the dispatcher sees it: who the client is, and the sets its requests go into."""
 
-    __slots__ = ("client", "host", "served", "refused", "principal", "listener", "mute_s", "quota", "quota_key")
+    __slots__ = ("client", "host", "served", "refused", "principal", "listener", "mute_s", "quota", "quota_key",
+                 "sasl", "gate", "close_at")
 
     def __init__(self, peer_ip: str = "", listener: str = "") -> None:
         self.client: str | None = None
@@ -118,6 +127,9 @@ class ClientSession:
         self.mute_s = 0.0  # set by Rule 7: the server stops reading this connection for so long, then clears it
         self.quota = None  # the ClientQuota of (principal, client-id), cached under quota_key (Rule 7)
         self.quota_key: tuple | None = None
+        self.sasl = None  # on a SASL listener: its SaslAuthenticator (broker/security/sasl_authenticator.py)
+        self.gate = None  # the authenticator until authentication completes: it gets every frame (Rule 8)
+        self.close_at: float | None = None  # time.monotonic() past which server.py closes the connection
 
 
 class Dispatcher:
@@ -148,16 +160,28 @@ class Dispatcher:
         if quotas is not None:
             quotas.on_active = self.set_metering
             self.set_metering(quotas.active)
+        self._sasl = sasl_listener(state)  # the listener's SASL settings, None when it is not a SASL listener
+        self._new_decoder: FrameDecoder | None = None
 
     def new_decoder(self) -> FrameDecoder:
-        return FrameDecoder(self.max_frame_bytes)
+        self._new_decoder = FrameDecoder(self.max_frame_bytes)
+        return self._new_decoder
 
     def new_session(self, peer_ip: str = "") -> ClientSession:
-        return ClientSession(peer_ip)
+        """A connection's session; on a SASL listener gated by its authenticator, which bounds the decoder
+        server.py made for the same connection just before (Rule 8)."""
+        sasl = self._sasl
+        session = ClientSession(peer_ip, sasl.name if sasl is not None else "")
+        if sasl is not None:
+            session.sasl = SaslAuthenticator(sasl, session, self._new_decoder)
+        self._new_decoder = None
+        return session
 
     def handle_frame(self, frame, session: ClientSession | None = None):
         if session is None:
             session = self._default_session
+        if session.gate is not None:
+            return session.gate.handle_frame(frame, lambda request: self._serve(request, session))
         if session.served is not None and self.fast:
             opening = frame[:2]
             if opening == _PRODUCE_KEY:
@@ -180,6 +204,12 @@ class Dispatcher:
         except RemoteProtocolError as exc:
             self._malformed += 1
             raise CloseConnection(str(exc)) from None
+        if session.sasl is not None and request.header.api_key in _SASL_APIS:
+            return session.sasl.handle_request(request)  # a re-authentication (KIP-368)
+        return self._serve(request, session, throttle_ms, fetch_cap)
+
+    def _serve(self, request, session: ClientSession, throttle_ms: int = 0, fetch_cap: int | None = None):
+        """Rule 1 for a decoded request."""
         request.client_host = session.host
         request.principal = session.principal
         request.listener = session.listener
@@ -211,9 +241,12 @@ class Dispatcher:
             self.__dict__.pop("handle_frame", None)
 
     def _metered(self, frame, session: ClientSession | None = None):
-        """handle_frame while quotas are configured (Rule 7)."""
+        """handle_frame while quotas are configured (Rule 7); a session still authenticating (Rule 8) is
+        neither metered nor served here."""
         if session is None:
             session = self._default_session
+        if session.gate is not None:
+            return Dispatcher.handle_frame(self, frame, session)
         quotas = self.state.quotas
         now = time.monotonic()
         quotas.sweep(now)
@@ -295,7 +328,8 @@ class Dispatcher:
         (handlers.produce.handle_produce_group), and the replies of a group's successes may be carried by the first
         of them (the others None: server.py's contract). Raises CloseConnection as handle_frame does, the
         replies of the frames before it already in `replies`."""
-        if session.served is None or not self.fast or (self.metering and not self._unquoted_run(frames, session)):
+        if session.served is None or session.gate is not None or not self.fast or (
+                self.metering and not self._unquoted_run(frames, session)):
             for frame in frames:
                 replies.append(self.handle_frame(frame, session))
             return
@@ -307,7 +341,7 @@ class Dispatcher:
 
     def handle_run(self, requests: list, session: ClientSession, replies: list) -> None:
         """handle_frames of the requests SCAN_RUN decoded (Rule 5), without decoding them again."""
-        if session.served is None or not self.fast or (
+        if session.served is None or session.gate is not None or not self.fast or (
                 self.metering and not self._unquoted_run([r.frame for r in requests], session)):
             for request in requests:
                 replies.append(self.handle_frame(request.frame, session))

@@ -71,7 +71,9 @@ Resource handling:
     - Reading pauses while the transport's write buffer is over its high-water mark (asyncio's
       `pause_writing`), so a client that does not read its responses cannot make the broker buffer them:
       past that mark only the replies of requests already in flight are added.
-    - Connections idle for `connections.max.idle.ms` are closed.
+    - Connections idle for `connections.max.idle.ms` are closed, and so is one whose session has a `close_at`
+      (time.monotonic() seconds) that has passed (SASL: authentication or session lifetime over), by the same
+      reaper.
     - Record sets are sent with `os.sendfile` straight from the segment file when the transport's buffer
       is empty, the bytes before them (the response head) sent with MSG_MORE just before, so head and
       records leave in one packet instead of a small one of their own (on loopback the sender pays for the
@@ -203,7 +205,7 @@ class BrokerServer:
         self.started = asyncio.Event()
         self._counters = dict.fromkeys(
             ("accepted", "refused", "overload", "requests", "async_requests", "received", "sendfile",
-             "sendfile_slow", "protocol_errors", "handler_errors", "idle_closed"), 0)
+             "sendfile_slow", "protocol_errors", "handler_errors", "idle_closed", "deadline_closed"), 0)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -352,10 +354,14 @@ class BrokerServer:
     async def _idle_reaper(self) -> None:
         while True:
             await asyncio.sleep(min(IDLE_CHECK_INTERVAL_S, self.idle_timeout_s))
-            deadline = time.monotonic() - self.idle_timeout_s
+            now = time.monotonic()
+            deadline = now - self.idle_timeout_s
             for conn in list(self.connections):
                 if conn.last_active < deadline and conn.idle():
                     self._counters["idle_closed"] += 1
+                    conn.close()
+                elif (getattr(conn.session, "close_at", None) or now) < now:  # a session's own deadline
+                    self._counters["deadline_closed"] += 1
                     conn.close()
 
 

@@ -30,8 +30,9 @@ import logging
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
+from sparklog.broker.security.inter_broker import open_plain
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import MalformedResponse
@@ -135,9 +136,10 @@ class _Counters:
 class ReplicaFetcher:
     """Copies the partitions led by one broker (module docstring)."""
 
-    def __init__(self, broker_id: int, leader_id: int) -> None:
+    def __init__(self, broker_id: int, leader_id: int, connect=None) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
+        self._open = connect or open_plain  # opens (and logs in, on a SASL listener) a connection to the leader
         self._partitions: dict[tuple[str, int], _Partition] = {}
         self._address: tuple[str, int] | None = None
         self._wake = asyncio.Event()
@@ -353,8 +355,7 @@ class ReplicaFetcher:
     async def _connect(self):
         if self._streams is None:
             host, port = self._address
-            self._streams = await asyncio.wait_for(asyncio.open_connection(host, port),
-                                                   REPLICA_SOCKET_TIMEOUT_MS / 1000)
+            self._streams = await self._open(host, port, f"replica-{self.broker_id}", REPLICA_SOCKET_TIMEOUT_MS / 1000)
         return self._streams
 
     def _disconnect(self) -> None:
@@ -369,6 +370,7 @@ class ReplicaFetcherManager:
 
     broker_id: int
     fetchers: dict[int, ReplicaFetcher] = field(default_factory=dict)
+    connect: Any = None  # security/inter_broker.py's connector for this broker's inter-broker listener
 
     async def update(self, targets: Mapping[tuple[str, int], FollowTarget], brokers: Mapping) -> None:
         by_leader: dict[int, dict] = {}
@@ -381,7 +383,7 @@ class ReplicaFetcherManager:
         for leader_id, parts in by_leader.items():
             fetcher = self.fetchers.get(leader_id)
             if fetcher is None:
-                fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.broker_id, leader_id)
+                fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.broker_id, leader_id, self.connect)
                 fetcher.start()
             info = brokers.get(leader_id)
             fetcher.set_partitions(parts, (info.host, info.port) if info is not None else None)

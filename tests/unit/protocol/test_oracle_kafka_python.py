@@ -15,6 +15,7 @@ import kafka.protocol.admin
 import kafka.protocol.consumer
 import kafka.protocol.metadata
 import kafka.protocol.producer
+import kafka.protocol.sasl
 from kafka.protocol.api_message import ApiMessage
 from sparklog.protocol import (ALL_VERSIONS, REQUESTS, RESPONSES, ApiKey, decode_request, decode_response,
                                encode_request, encode_response)
@@ -25,7 +26,7 @@ from unit.protocol.strategies import struct_of
 def _kafka_python_classes():
     found = {}
     for module in (kafka.protocol.admin, kafka.protocol.consumer, kafka.protocol.metadata,
-                   kafka.protocol.producer):
+                   kafka.protocol.producer, kafka.protocol.sasl):
         for name in dir(module):
             cls = getattr(module, name)
             if isinstance(cls, type) and issubclass(cls, ApiMessage) and cls is not ApiMessage:

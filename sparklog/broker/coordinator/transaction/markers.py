@@ -20,6 +20,7 @@ import logging
 import struct
 from typing import Callable
 
+from sparklog.broker.security.inter_broker import open_plain
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import MalformedResponse
@@ -48,6 +49,7 @@ class MarkerChannel:
         self.partitions = partitions
         self.client_id = f"txn-coordinator-{broker_id}"
         self._connections: dict[int, _Connection] = {}
+        self.connect = None  # security/inter_broker.py's connector (SASL login on a SASL inter-broker listener)
         self.requests = 0
         self.retries = 0
 
@@ -113,7 +115,7 @@ class MarkerChannel:
         conn = self._connections.get(broker)
         if conn is None or conn.address != (node.host, node.port):
             self._drop(broker)
-            conn = self._connections[broker] = _Connection((node.host, node.port))
+            conn = self._connections[broker] = _Connection((node.host, node.port), self.connect)
         return conn
 
     def _drop(self, broker: int) -> None:
@@ -142,8 +144,9 @@ def _written(response) -> set[TopicPartition]:
 class _Connection:
     """One connection to a leader broker, one request at a time (Rule 1)."""
 
-    def __init__(self, address: tuple[str, int]) -> None:
+    def __init__(self, address: tuple[str, int], connect=None) -> None:
         self.address = address
+        self._open = connect or open_plain
         self._streams = None
         self._lock = asyncio.Lock()
         self._correlation = itertools.count(1)
@@ -151,7 +154,7 @@ class _Connection:
     async def call(self, request, client_id: str):
         async with self._lock:
             if self._streams is None:
-                self._streams = await asyncio.wait_for(asyncio.open_connection(*self.address), REQUEST_TIMEOUT_S)
+                self._streams = await self._open(*self.address, client_id, REQUEST_TIMEOUT_S)
             reader, writer = self._streams
             correlation_id = next(self._correlation) & 0x7FFFFFFF
             writer.write(encode_request(ApiKey.WRITE_TXN_MARKERS, VERSION, correlation_id, client_id, request))

@@ -1,0 +1,91 @@
+"""A client connection's SASL login (librdkafka's property names: `security.protocol=SASL_PLAINTEXT`,
+`sasl.mechanism`, `sasl.username`, `sasl.password`), done on the freshly connected, still blocking socket before
+the connection carries any request: SaslHandshake v1, then SaslAuthenticate v1 with each token of the mechanism
+(protocol/sasl_client.py) until the exchange completes.
+
+Rule: a refusal (UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED, a server that cannot prove it knows the
+SCRAM credential) raises `SaslAuthenticationError` naming the broker and the reason: not retriable, a wrong
+password does not become a timeout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+from dataclasses import dataclass
+
+from sparklog.client.errors import KafkaConnectionError
+from sparklog.protocol.registry import decode_response, encode_request
+from sparklog.protocol.sasl_client import CLIENT_MECHANISMS, SaslLoginRefused, login_exchange
+
+__all__ = ["SaslLogin", "SaslAuthenticationError", "login_of", "SECURITY_PROTOCOLS"]
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")  # what the client speaks (no TLS yet)
+MAX_REPLY_BYTES = 1 << 20
+_SIZE = struct.Struct(">i")
+
+
+class SaslAuthenticationError(KafkaConnectionError):
+    """The broker refused this client's SASL login (or could not prove its own knowledge of the credential)."""
+
+    retriable = False
+
+
+@dataclass(frozen=True)
+class SaslLogin:
+    mechanism: str
+    username: str
+    password: str
+
+
+def login_of(config: dict) -> SaslLogin | None:
+    """The SASL login a resolved client config asks for, None for PLAINTEXT; ValueError naming a setting the
+    client cannot honour (no silent downgrade)."""
+    protocol = str(config.get("security.protocol") or "PLAINTEXT").upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ValueError(f"security.protocol={protocol} is not supported by sparklog's client (one of "
+                         f"{', '.join(SECURITY_PROTOCOLS)})")
+    if protocol == "PLAINTEXT":
+        return None
+    mechanism = str(config.get("sasl.mechanism") or "").upper()
+    if mechanism not in CLIENT_MECHANISMS:
+        raise ValueError(f"sasl.mechanism={mechanism or '(unset)'} is not supported by sparklog's client (one of "
+                         f"{', '.join(CLIENT_MECHANISMS)})")
+    if config.get("sasl.username") is None or config.get("sasl.password") is None:
+        raise ValueError(f"security.protocol={protocol} needs sasl.username and sasl.password")
+    return SaslLogin(mechanism, config["sasl.username"], config["sasl.password"])
+
+
+def authenticate(sock: socket.socket, login: SaslLogin, client_id: str, where: str) -> None:
+    """Log in on the blocking `sock` (its timeout bounds each read); raises SaslAuthenticationError."""
+    steps = login_exchange(login.mechanism, login.username, login.password)
+    try:
+        request = next(steps)
+        for correlation in itertools.count(1):
+            request = steps.send(_call(sock, *request, client_id, correlation))
+    except StopIteration:
+        return
+    except SaslLoginRefused as exc:
+        raise SaslAuthenticationError(f"{where}: {exc}") from None
+
+
+def _call(sock: socket.socket, api_key: int, version: int, body, client_id: str, correlation: int):
+    sock.sendall(encode_request(api_key, version, correlation, client_id, body))
+    (size,) = _SIZE.unpack(_read(sock, _SIZE.size))
+    if not 0 < size <= MAX_REPLY_BYTES:
+        raise KafkaConnectionError(f"SASL reply of {size} bytes")
+    got, reply = decode_response(api_key, version, _read(sock, size))
+    if got != correlation:
+        raise KafkaConnectionError(f"SASL reply with correlation id {got}, expected {correlation}")
+    return reply
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise KafkaConnectionError("connection closed during SASL authentication")
+        data += chunk
+    return bytes(data)
