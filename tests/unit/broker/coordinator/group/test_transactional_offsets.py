@@ -260,3 +260,33 @@ def test_the_store_refuses_to_answer_for_a_partition_it_does_not_lead():
             raise AssertionError("unstable() answered for a partition not led here")
 
     scenario(body)
+
+
+def test_compaction_drops_aborted_and_superseded_offsets_and_keeps_an_undecided_transactions():
+    from sparklog.records.batch import iter_records
+
+    t0, t1 = TPS
+
+    def offsets_in_log(h):
+        data = b"".join(piece.read_bytes() for piece in h.plog.iter_slices(0))
+        return sorted(r.offset for r in iter_records(data))
+
+    def body(h):
+        store, run = h.store, h.run
+        assert run(store.commit("g", {t0: OM(1)})) == {t0: 0}  # 0
+        assert run(store.commit_transactional("g", (7, EPOCH), {t0: OM(2)})) == {t0: 0}  # 1
+        assert h.marker(7, False) == 0  # 2: ABORT
+        assert run(store.commit("g", {t1: OM(4)})) == {t1: 0}  # 3
+        assert run(store.commit_transactional("g", (8, EPOCH), {t0: OM(3)})) == {t0: 0}  # 4
+        assert h.marker(8, True) == 0  # 5: COMMIT
+        h.plog.roll()
+        assert run(store.commit_transactional("g", (9, EPOCH), {t1: OM(9)})) == {t1: 0}  # 6: undecided
+        h.clean()
+        assert offsets_in_log(h) == [3, 4, 6]  # 0 superseded by 4, 1 aborted; 6 past the LSO
+        h.reload()
+        assert (run(h.store.fetch("g", None)), h.store.unstable("g", TPS)) == ({t0: OM(3), t1: OM(4)}, {t1})
+        assert h.marker(9, True) == 0
+        h.restart()
+        assert run(h.store.fetch("g", None)) == {t0: OM(3), t1: OM(9)}
+
+    scenario(body)
