@@ -32,6 +32,7 @@ TPS = (("t", 0), ("t", 1))
 PRODUCERS = (7, 8, 9)
 EPOCH = 0
 UNSTABLE = errors.UnstableOffsetCommitError.errno
+COMMIT_TIMEOUT_MS = 30_000  # the append's wait for the (one) in-sync replica: generous on a loaded machine
 
 
 class Harness:
@@ -52,7 +53,7 @@ class Harness:
 
     def reload(self) -> None:
         """A coordinator taking the partition over: a new store, loaded from the log."""
-        self.store = self.run(loaded(new_store(self.partitions)))
+        self.store = self.run(loaded(new_store(self.partitions, offsets_commit_timeout_ms=COMMIT_TIMEOUT_MS)))
 
     def restart(self) -> None:
         self.manager.close()
