@@ -27,7 +27,10 @@ application gets `OffsetOutOfRange` / `NoOffsetForPartition`.
 Rule 3 (commits): `commit` and `committed` go to the group's coordinator, found with FindCoordinator; an
 answer that says it is loading or moved (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
 NOT_COORDINATOR) makes the consumer find it again and ask again, with the backoff, until the timeout, as
-Kafka's consumer does; any other error is raised.
+Kafka's consumer does; any other error is raised. `committed` asks OffsetFetch v7 with require_stable under
+read_committed (as Kafka's consumer does, KIP-447): a partition whose offsets a transaction has committed but
+whose marker is not yet written answers UNSTABLE_OFFSET_COMMIT, asked again the same way (else the consumer
+would start from the offsets before that transaction and read its input again).
 Rule 4 (isolation.level): read_committed fetches with isolation_level 1: the broker serves up to the last
 stable offset with the aborted transactions of the range, whose data batches the application never gets
 (records/aborted.py); control batches (markers) are never records, in either mode. A reset to latest asks
@@ -66,7 +69,8 @@ FETCH_VERSION = 11  # highest Fetch version of the shared codec
 LIST_OFFSETS_VERSION = 5
 OFFSET_COMMIT_VERSION = 7
 FIND_COORDINATOR_VERSION = 2
-OFFSET_FETCH_VERSION = 5
+OFFSET_FETCH_VERSION = 7  # require_stable
+UNSTABLE_OFFSET_COMMIT = 88
 _BUSY_POLL_S = 0.1  # longest sleep while partitions wait for a leader, a reset or a backoff
 _OFFSET_OUT_OF_RANGE = 1
 
@@ -168,12 +172,16 @@ class Consumer:
         topics: dict[str, list[int]] = {}
         for topic, partition in partitions:
             topics.setdefault(topic, []).append(int(partition))
-        request = OffsetFetchRequest(group_id=group, topics=[
+        request = OffsetFetchRequest(group_id=group, require_stable=self._fetcher.isolation == 1, topics=[
             OffsetFetchRequestTopic(name=t, partition_indexes=p) for t, p in topics.items()])
         def errors(response):
-            return [(response.error_code, f"offsets of group {group}")] if response.error_code else []
+            unstable = [(UNSTABLE_OFFSET_COMMIT, f"offsets of group {group}: {t.name}-{p.partition_index} pending "
+                         "in a transaction") for t in response.topics for p in t.partitions
+                        if p.error_code == UNSTABLE_OFFSET_COMMIT]
+            return [(response.error_code, f"offsets of group {group}")] if response.error_code else unstable
 
-        response = self._at_coordinator(group, ApiKey.OFFSET_FETCH, OFFSET_FETCH_VERSION, request, timeout, errors)
+        response = self._at_coordinator(group, ApiKey.OFFSET_FETCH, OFFSET_FETCH_VERSION, request, timeout, errors,
+                                        retried=COORDINATOR_MOVED_ERRORS | {UNSTABLE_OFFSET_COMMIT})
         return {(t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions
                 if not p.error_code and p.committed_offset >= 0}
 
@@ -182,8 +190,10 @@ class Consumer:
             raise ValueError("commit() and committed() need the group.id setting")
         return self.config["group.id"]
 
-    def _at_coordinator(self, group: str, api_key: int, version: int, body, timeout: float | None, errors):
-        """The answer of the group's coordinator (Rule 3); `errors(response)` lists its (code, what) errors."""
+    def _at_coordinator(self, group: str, api_key: int, version: int, body, timeout: float | None, errors,
+                        retried=COORDINATOR_MOVED_ERRORS):
+        """The answer of the group's coordinator (Rule 3); `errors(response)` lists its (code, what) errors, of
+        which those in `retried` are asked again until the timeout."""
         retry = Retry(self._backoff, self.config["request.timeout.ms"] / 1000 if timeout is None else timeout)
         while True:
             found = self._any_broker(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION,
@@ -204,7 +214,7 @@ class Consumer:
                 if not failures:
                     return response
             code, what = failures[0]
-            if code not in COORDINATOR_MOVED_ERRORS or retry.expired():
+            if code not in retried or retry.expired():
                 raise for_code(code)(what)
             retry.sleep()
 

@@ -35,7 +35,7 @@ AIOKAFKA = "aiokafka"
 KCAT = "librdkafka 2.0"
 NEGOTIATED = {
     CONFLUENT: {"ApiVersions": {3}, "Metadata": {8}, "Produce": {8}, "Fetch": {11}, "FindCoordinator": {2},
-                "OffsetCommit": {7}, "OffsetFetch": {5}, "CreatePartitions": {2}, "DescribeConfigs": {1},
+                "OffsetCommit": {7}, "OffsetFetch": {7}, "CreatePartitions": {2}, "DescribeConfigs": {1},
                 "IncrementalAlterConfigs": {1}, "DeleteRecords": {2}},
     KAFKA_PYTHON: {"ApiVersions": {4}, "Metadata": {8}, "Produce": {8}, "Fetch": {11}, "ListOffsets": {6},
                    "CreateTopics": {4}, "InitProducerId": {4}, "CreatePartitions": {3}, "AlterConfigs": {2},

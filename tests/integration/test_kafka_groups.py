@@ -403,10 +403,10 @@ def test_groups_command_shows_and_manages_a_kafka_and_a_zookeeper_group_side_by_
 # versions it has always sent).
 NEGOTIATED = {
     "confluent-kafka-python 2.16": {"FindCoordinator": {2}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {3},
-                                    "LeaveGroup": {1}, "OffsetCommit": {7}, "OffsetFetch": {5},
+                                    "LeaveGroup": {1}, "OffsetCommit": {7}, "OffsetFetch": {7},
                                     "DescribeGroups": {4}, "ListGroups": {2}, "DeleteGroups": {1}},
     "kafka-python 3.0": {"FindCoordinator": {2}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {3},
-                         "LeaveGroup": {3}, "OffsetCommit": {7}, "OffsetFetch": {5}},
+                         "LeaveGroup": {3}, "OffsetCommit": {7}, "OffsetFetch": {7}},
     "librdkafka 2.0": {"FindCoordinator": {2}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {3},
                        "LeaveGroup": {1}, "OffsetCommit": {7}, "OffsetFetch": {5}},
     "aiokafka-0.14": {"FindCoordinator": {1}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {1},

@@ -100,8 +100,8 @@ def test_an_absurd_transaction_timeout_is_invalid_transaction_timeout(cluster):
 def test_a_coordinator_killed_after_the_decision_leaves_the_transaction_committed(cluster):
     """SIGKILL of the coordinator right after EndTxn answered (PrepareCommit replicated, markers maybe not sent):
     the leader elected for the id's __transaction_state partition loads it and the transaction ends committed
-    (metadata.py Rule 3), its offsets visible. The group's coordinator is another broker: one that dies loses
-    the transaction's pending offsets (pending_offsets.py Rule 3, a difference from Kafka)."""
+    (metadata.py Rule 3), its offsets visible. The group's coordinator is another broker (its death is
+    test_transactional_offsets_failover.py's)."""
     group = f"g-{uuid.uuid4().hex[:8]}"
     tid = _id_coordinated_apart_from(cluster, group)
     p = producer(cluster, tid)

@@ -1,7 +1,7 @@
 """The short transaction history run (the long one is `scripts/transactions_run.py --minutes 5`): three real
 brokers, RF 3, min ISR 2, three consume-transform-produce workers (confluent-kafka, read_committed in, a
-transactional producer out, offsets in the transaction) while transaction coordinators, partition leaders and
-workers are SIGKILLed. Every input value must be read_committed exactly once in the output, no aborted attempt
+transactional producer out, offsets in the transaction) while transaction coordinators, the group's coordinator,
+partition leaders and workers are SIGKILLed. Every input value must be read_committed exactly once in the output, no aborted attempt
 read, no committed one lost, no transaction half visible or hanging, the group's offsets at the input's end
 (support/transaction_history.py)."""
 
@@ -14,13 +14,13 @@ from support.transaction_run import TransactionRunSettings, run
 
 pytestmark = pytest.mark.slow
 
-# The group's coordinator is spared (transaction_run.py Rule 3: the offsets of a transaction are held in its
-# memory until the COMMIT marker, a known gap that `scripts/transactions_run.py` exposes); every other broker,
-# whatever it coordinates or leads, may be killed. The workers are paced (10 records a transaction, 0.3 s between
+# Every broker, whatever it coordinates or leads, may be killed, the group's coordinator too (a transaction's
+# offsets are in `__consumer_offsets`, pending until their marker: offset_store.py, "Transactional offsets"). The
+# workers are paced (10 records a transaction, 0.3 s between
 # transactions) so that the input lasts past the faults: a fault with nothing in flight tests nothing.
-SETTINGS = TransactionRunSettings(seconds=40, inputs=3000, partitions=3, workers=3, seed=7, min_faults=3,
-                                  drain_s=90, fault_kinds=("coordinator", "worker", "leader"),
-                                  spare_group_coordinator=True, worker_args=("--batch", "10", "--pause", "0.3"))
+SETTINGS = TransactionRunSettings(seconds=40, inputs=3000, partitions=3, workers=3, seed=7, min_faults=4,
+                                  drain_s=90, fault_kinds=("coordinator", "group-coordinator", "worker", "leader"),
+                                  worker_args=("--batch", "10", "--pause", "0.3"))
 
 
 def test_consume_transform_produce_under_kills_is_exactly_once(request, zk_connect, tmp_path):
@@ -29,6 +29,7 @@ def test_consume_transform_produce_under_kills_is_exactly_once(request, zk_conne
     (tmp_path / "journals").mkdir()
     result = run(cluster, zk_connect, SETTINGS, tmp_path / "journals")
     assert {fault.split()[0] for fault in result.faults} >= {"coordinator", "leader", "worker"}, result.faults
+    assert "group-coordinator" in {fault.split()[0] for fault in result.faults}, result.faults
     assert result.left_after_faults > 0, result.summary()  # the workers were busy during every fault
     assert result.report.ok, result.summary()
     assert result.report.committed_attempts > 10, result.summary()

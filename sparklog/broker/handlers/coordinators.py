@@ -16,7 +16,7 @@ from sparklog.protocol.offset_fetch import (OffsetFetchResponse, OffsetFetchResp
 from sparklog.storage.topic_names import validate_topic
 from sparklog.broker.handlers.error_codes import (COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST, INVALID_TOPIC_EXCEPTION,
                                                   NONE, NO_OFFSET, OFFSET_METADATA_TOO_LARGE,
-                                                  UNKNOWN_TOPIC_OR_PARTITION)
+                                                  UNKNOWN_TOPIC_OR_PARTITION, UNSTABLE_OFFSET_COMMIT)
 from sparklog.broker.handlers.metadata import ensure_offsets_topic
 
 log = logging.getLogger(__name__)
@@ -155,21 +155,32 @@ async def _offset_fetch(body, state) -> OffsetFetchResponse:
         known = [tp for tp in wanted if _in_cluster(snapshot, *tp)]
     try:
         found = await state.offsets.fetch(body.group_id, known if wanted is not None else None)
+        unstable = _unstable(body, state, known if wanted is not None else None)
     except OffsetStoreError as exc:
         return _offset_fetch_error(body, exc.code)
     if wanted is None:
-        wanted = sorted(tp for tp in found if _in_cluster(snapshot, *tp))
+        wanted = sorted(tp for tp in {*found, *unstable} if _in_cluster(snapshot, *tp))
     by_topic: dict[str, list] = {}
     for topic, partition in wanted:
-        value = found.get((topic, partition))
+        value = None if (topic, partition) in unstable else found.get((topic, partition))
         by_topic.setdefault(topic, []).append(OffsetFetchResponsePartition(
             partition_index=partition,
             committed_offset=NO_OFFSET if value is None else value.offset,
             committed_leader_epoch=-1,
             metadata="" if value is None else value.metadata,
-            error_code=NONE))
+            error_code=UNSTABLE_OFFSET_COMMIT if (topic, partition) in unstable else NONE))
     topics = [OffsetFetchResponseTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
     return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=NONE)
+
+
+def _unstable(body, state, partitions) -> set:
+    """v7 require_stable (KIP-447): the partitions with transactional offsets still pending (offset_store.py,
+    "Transactional offsets"), answered UNSTABLE_OFFSET_COMMIT with no offset; the client retries."""
+    if not body.require_stable:
+        return set()
+    if partitions is None:
+        return state.offsets.pending_partitions(body.group_id)
+    return state.offsets.unstable(body.group_id, partitions)
 
 
 def _offset_fetch_error(body, code: int) -> OffsetFetchResponse:

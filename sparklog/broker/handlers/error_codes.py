@@ -38,6 +38,7 @@ INVALID_RECORD = errors.InvalidRecordError.errno
 INVALID_TXN_STATE = errors.InvalidTxnStateError.errno
 INVALID_TIMESTAMP = errors.InvalidTimestampError.errno
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.errno
+UNSTABLE_OFFSET_COMMIT = errors.UnstableOffsetCommitError.errno
 REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
 UNSUPPORTED_VERSION = errors.UnsupportedVersionError.errno
 NOT_ENOUGH_REPLICAS = errors.NotEnoughReplicasError.errno

@@ -84,3 +84,28 @@ def test_other_commit_errors_are_raised_at_once(brokers):
     with consumer(bootstrap) as c, pytest.raises(GroupAuthorizationFailedError):
         c.commit({("t", 0): 1}, timeout=10)
     assert len([r for r in coordinator.requests if r.api_key == ApiKey.OFFSET_COMMIT]) == 1
+
+
+def test_read_committed_asks_for_stable_offsets_and_waits_out_unstable_offset_commit(brokers):
+    """A read_committed consumer's committed() asks OffsetFetch v7 with require_stable, and a partition
+    answered UNSTABLE_OFFSET_COMMIT (a transaction's offsets awaiting their marker) is asked again, not taken
+    as never committed; read_uncommitted does not ask for stable offsets."""
+    bootstrap, coordinator = brokers
+    unstable = [2]
+
+    def answer(request):
+        pending = request.body.require_stable and unstable[0] > 0
+        unstable[0] -= pending
+        return OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=[OffsetFetchResponseTopic(
+            name="t", partitions=[OffsetFetchResponsePartition(
+                partition_index=0, committed_offset=-1 if pending else 12, committed_leader_epoch=-1, metadata="",
+                error_code=88 if pending else 0)])])
+
+    coordinator.handlers[ApiKey.OFFSET_FETCH] = answer
+    with consumer(bootstrap, **{"isolation.level": "read_committed"}) as c:
+        assert c.committed([("t", 0)], timeout=10) == {("t", 0): 12}
+    fetches = [r for r in coordinator.requests if r.api_key == ApiKey.OFFSET_FETCH]
+    assert [(r.api_version, r.body.require_stable) for r in fetches] == [(7, True)] * 3
+    with consumer(bootstrap) as c:
+        assert c.committed([("t", 0)], timeout=10) == {("t", 0): 12}
+    assert coordinator.requests[-1].body.require_stable is False

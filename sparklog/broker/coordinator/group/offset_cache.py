@@ -16,6 +16,14 @@ Rule 3 (expiry, KIP-211): the offsets of a group with members never expire. A gr
 its offsets `retention_ms` after the later of its last commit and the first expiry check that found it
 without members (`empty_since`), i.e. within one check interval of Kafka's "retention after it became
 empty" (a member-less group that only commits counts as empty from its first check on).
+Rule: transactional-offsets-pending (TxnOffsetCommit, Kafka's pending transactional offsets): an offset a
+transaction commits is held per producer id, invisible to `offsets` and `seen`, until its producer's marker
+is applied (`complete`): COMMIT applies each as a commit at its own record's log offset (so Rule 1 keeps a
+later plain commit or tombstone of the key: the log's order, as Kafka's `olderThan`), ABORT drops them. A
+later pending offset of the same producer and key replaces an earlier one. `has_pending` answers
+OffsetFetch's require_stable (UNSTABLE_OFFSET_COMMIT). A marker that arrives while the cache is LOADING is
+kept and applied after the load (`complete` then `loaded`): a marker appended after the load's read began is
+not in what the load read, and one that is finds nothing left pending (idempotent).
 """
 
 from __future__ import annotations
@@ -51,9 +59,23 @@ class PartitionOffsets:
         self.state = CacheState.LOADING
         self._groups: dict[str, dict[TopicPartition, Committed]] = {}
         self._empty_since: dict[str, int] = {}
+        self._pending: dict[int, dict[tuple[str, TopicPartition], Committed]] = {}  # producer id -> its offsets
+        self._completions: list[tuple[int, bool]] = []  # markers met while LOADING (Rule: transactional-offsets-pending)
 
     def loaded(self) -> None:
         self.state = CacheState.LOADED
+        completions, self._completions = self._completions, []
+        for producer_id, commit in completions:
+            self.complete(producer_id, commit)
+
+    def take_over(self, replayed: "PartitionOffsets") -> None:
+        """Adopt what a load replayed into a fresh cache (committed and pending offsets), before `loaded()`."""
+        for group, held in replayed._groups.items():
+            for tp, value in held.items():
+                self.apply(group, tp, value)
+        for producer_id, held in replayed._pending.items():
+            for (group, tp), value in held.items():
+                self.add_pending(producer_id, group, tp, value)
 
     def apply(self, group: str, tp: TopicPartition, value: Committed) -> None:
         """Record a commit or a deletion (Rules 1 and 2)."""
@@ -61,6 +83,31 @@ class PartitionOffsets:
         held = offsets.get(tp)
         if held is None or held.log_offset < value.log_offset:
             offsets[tp] = value
+
+    def add_pending(self, producer_id: int, group: str, tp: TopicPartition, value: Committed) -> None:
+        """A transaction's offset, held until its marker (Rule: transactional-offsets-pending)."""
+        held = self._pending.setdefault(producer_id, {})
+        earlier = held.get((group, tp))
+        if earlier is None or earlier.log_offset < value.log_offset:
+            held[(group, tp)] = value
+
+    def complete(self, producer_id: int, commit: bool) -> int:
+        """The producer's marker: its pending offsets committed (COMMIT) or dropped (ABORT); how many."""
+        if self.state is CacheState.LOADING:
+            self._completions.append((producer_id, commit))
+            return 0
+        held = self._pending.pop(producer_id, {})
+        if commit:
+            for (group, tp), value in held.items():
+                self.apply(group, tp, value)
+        return len(held)
+
+    def has_pending(self, group: str, tp: TopicPartition) -> bool:
+        return any((group, tp) in held for held in self._pending.values())
+
+    def pending(self) -> dict[int, dict[tuple[str, TopicPartition], Committed]]:
+        """Producer id -> its undecided offsets (a copy), for statistics and tests."""
+        return {pid: dict(held) for pid, held in self._pending.items()}
 
     def drop(self, group: str, tps: Iterable[TopicPartition], log_offset: int) -> None:
         """Delete `tps` of `group` as of `log_offset` whatever the cache holds (a deleted topic whose tombstones

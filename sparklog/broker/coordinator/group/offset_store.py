@@ -56,6 +56,22 @@ deletes the group's ZooKeeper offsets (so they do not come back), unless a ZooKe
 consumers; expiry deletes only what is in the topic. The paper's ZooKeeper groups and the Spark source keep
 their offsets in ZooKeeper (coordination/offsets.py), untouched by this store.
 
+Transactional offsets (TxnOffsetCommit, Kafka's `storeOffsets` with a producer id): the offsets go through
+the same append as a commit, as one transactional batch of the request's producer id and epoch (its
+sequence the next after that producer's last batch in this log; an epoch below the log's is refused
+INVALID_PRODUCER_EPOCH), acknowledged once the in-sync replicas have it, and are then held pending in the
+cache (offset_cache Rule: transactional-offsets-pending). The transaction coordinator added this partition to
+the transaction (AddOffsetsToTxn), so its marker comes here (WriteTxnMarkers): once the marker is replicated,
+`complete_transaction` commits the producer's pending offsets (COMMIT) or drops them (ABORT). A load replays
+the log the same way: transactional records pending per producer id, decided by the markers it meets,
+those still undecided left pending for the marker to come; so the state after a failover or a restart equals
+the state before. The log's own rules keep that true under compaction (storage/cleaner.py Rule: clean-range:
+nothing at or past the last stable offset is cleaned, so an undecided transaction's records stay; Rule:
+dirty-keys-mapped: an aborted record never supersedes a committed one, and aborted records go; markers are
+kept). While the partition has an undecided transaction its LSO stays behind it, which nothing here reads.
+    pending --COMMIT marker replicated--> committed (unless the key has a later record: offset_cache Rule 1)
+    pending --ABORT marker replicated--> dropped
+
 Rule 1: everything here runs on the event loop; reading logs (a load) and ZooKeeper calls run on the
 executor, so the loop never waits for them. A commit's append runs on the loop, as a Produce's does
 (handlers.produce): one write of one small batch to the page cache (fsynced by the flusher, unless the topic sets
@@ -75,8 +91,9 @@ from sparklog.broker.coordinator.group.offset_cache import CacheState, Committed
 from sparklog.coordination import offsets as offset_registry
 from sparklog.protocol import consumer_offsets as records_schema
 from sparklog.protocol import errors
-from sparklog.records.batch import build_batch, iter_records, next_fetch_offset
-from sparklog.storage.errors import LogClosedError, RecordBatchTooLarge, StorageError
+from sparklog.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, build_batch, iter_batches, next_fetch_offset
+from sparklog.records.control import InvalidControlRecord, parse_marker
+from sparklog.storage.errors import InvalidProducerEpoch, LogClosedError, RecordBatchTooLarge, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +107,7 @@ COORDINATOR_LOAD_IN_PROGRESS = errors.CoordinatorLoadInProgressError.errno
 COORDINATOR_NOT_AVAILABLE = errors.CoordinatorNotAvailableError.errno
 INVALID_COMMIT_OFFSET_SIZE = errors.InvalidCommitOffsetSizeError.errno
 NOT_LEADER_OR_FOLLOWER = errors.NotLeaderOrFollowerError.errno
+INVALID_PRODUCER_EPOCH = errors.InvalidProducerEpochError.errno
 
 TopicPartition = tuple[str, int]
 OffsetAndMetadata = offset_registry.OffsetAndMetadata
@@ -192,6 +210,37 @@ class TopicOffsetStore:
         code = await self._write(group, changes)
         return dict.fromkeys(offsets, code)
 
+    async def commit_transactional(self, group: str, producer: tuple[int, int],
+                                   offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+        """TxnOffsetCommit ("Transactional offsets"): append the offsets as a transactional batch of
+        `producer` (id, epoch), wait for the in-sync replicas, then hold them pending until its marker."""
+        self.observe_topics()
+        now = self.clock_ms()
+        changes = {tp: Committed(o.offset, o.metadata, now, -1) for tp, o in offsets.items()}
+        code = await self._write(group, changes, producer)
+        return dict.fromkeys(offsets, code)
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The marker of `producer_id`'s transaction is on offsets partition `partition` (replicated): its
+        pending offsets there are committed or dropped (offset_cache Rule: transactional-offsets-pending). A
+        partition not (yet) loaded here has nothing to decide: its load reads the marker from the log."""
+        cache = self._caches.get(partition)
+        if cache is not None:
+            decided = cache.complete(producer_id, commit)
+            log.debug("%s-%d: producer %d's %d transactional offset(s) %s", OFFSETS_TOPIC, partition, producer_id,
+                      decided, "committed" if commit else "aborted")
+
+    def unstable(self, group: str, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """The partitions of `partitions` with transactional offsets of `group` still pending (OffsetFetch's
+        require_stable answers them UNSTABLE_OFFSET_COMMIT). Raises OffsetStoreError as `fetch` does."""
+        cache = self._served_cache(group)
+        return {tp for tp in partitions if cache.has_pending(group, tp)}
+
+    def pending_partitions(self, group: str) -> set[TopicPartition]:
+        """Every partition with a pending transactional offset of `group` (require_stable for all partitions)."""
+        cache = self._served_cache(group)
+        return {tp for held in cache.pending().values() for g, tp in held if g == group}
+
     async def fetch(self, group: str, partitions: Iterable[TopicPartition] | None
                     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The committed offsets of `partitions` (all the group's when None); absent when never committed.
@@ -264,15 +313,18 @@ class TopicOffsetStore:
         now = self.clock_ms()
         return {tp: Committed(None, "", now, -1) for tp in live}
 
-    async def _write(self, group: str, changes: dict[TopicPartition, Committed]) -> int:
-        """Append `changes` (None offsets are tombstones) as one batch; NONE once the HW passes it, when the
-        cache takes them; else the error code. Counted as commits."""
-        code = await self._append_and_wait(group, changes)
+    async def _write(self, group: str, changes: dict[TopicPartition, Committed],
+                     producer: tuple[int, int] | None = None) -> int:
+        """Append `changes` (None offsets are tombstones) as one batch (transactional, of `producer`, when
+        given); NONE once the HW passes it, when the cache takes them (as pending ones, for a transaction);
+        else the error code. Counted as commits."""
+        code = await self._append_and_wait(group, changes, producer)
         self._counts["commits" if code == NONE else "failed_commits"] += 1
         return code
 
-    async def _append_and_wait(self, group: str, changes: dict[TopicPartition, Committed]) -> int:
-        code, led, base = self._append(group, changes)
+    async def _append_and_wait(self, group: str, changes: dict[TopicPartition, Committed],
+                               producer: tuple[int, int] | None) -> int:
+        code, led, base = self._append(group, changes, producer=producer)
         if code != NONE:
             return code
         partition = self.partition_for(group)
@@ -280,13 +332,19 @@ class TopicOffsetStore:
         code = await self._replicated(led, base + len(changes))
         if code == NONE and self._caches.get(partition) is cache:
             for i, (tp, c) in enumerate(changes.items()):
-                cache.apply(group, tp, Committed(c.offset, c.metadata, c.commit_timestamp, base + i))
+                placed = Committed(c.offset, c.metadata, c.commit_timestamp, base + i)
+                if producer is None:
+                    cache.apply(group, tp, placed)
+                else:
+                    cache.add_pending(producer[0], group, tp, placed)
         return code
 
-    def _append(self, group: str, changes: dict[TopicPartition, Committed], acks_all: bool = True
-                ) -> tuple[int, object, int]:
+    def _append(self, group: str, changes: dict[TopicPartition, Committed], acks_all: bool = True,
+                producer: tuple[int, int] | None = None) -> tuple[int, object, int]:
         """Append `changes` as one batch on the loop (Rule 1): (NONE, leader state, base offset) or (error, None,
-        -1). `acks_all` refuses first when the in-sync replicas are fewer than min.insync.replicas."""
+        -1). `acks_all` refuses first when the in-sync replicas are fewer than min.insync.replicas. A
+        transactional batch of `producer` takes the sequence after the producer's last one in this log (the
+        store is the log's only writer, on the loop: nothing comes between); a fenced epoch is refused."""
         code = self.status(group)
         if code != NONE:
             return code, None, -1
@@ -296,9 +354,14 @@ class TopicOffsetStore:
             return NOT_COORDINATOR, None, -1
         if acks_all and led.below_min_insync:
             return COORDINATOR_NOT_AVAILABLE, None, -1  # Kafka's mapping of NOT_ENOUGH_REPLICAS
-        batch = build_batch([(_key(group, tp), _value(c), None, c.commit_timestamp) for tp, c in changes.items()])
+        records = [(_key(group, tp), _value(c), None, c.commit_timestamp) for tp, c in changes.items()]
+        batch = build_batch(records) if producer is None else build_batch(
+            records, producer_id=producer[0], producer_epoch=producer[1], is_transactional=True,
+            base_sequence=_next_sequence(led.plog, *producer))
         try:
             base = led.plog.append_as_leader(batch, led.leader_epoch)
+        except InvalidProducerEpoch:
+            return INVALID_PRODUCER_EPOCH, None, -1
         except LogClosedError:
             return NOT_COORDINATOR, None, -1
         except RecordBatchTooLarge:
@@ -399,8 +462,7 @@ class TopicOffsetStore:
                 continue
             if self._caches.get(partition) is not cache:
                 return  # unloaded meanwhile
-            for group, tp, committed in found:
-                cache.apply(group, tp, committed)
+            cache.take_over(found)
             cache.loaded()
             self._counts["loads"] += 1
             deleted = self._deleted_while_loading.pop(partition, None)
@@ -471,32 +533,68 @@ def _value(c: Committed) -> bytes | None:
     return records_schema.encode_value(records_schema.CommitValue(c.offset, c.metadata, c.commit_timestamp))
 
 
-def read_offsets(plog, buffer_size: int) -> list[tuple[str, TopicPartition, Committed]]:
-    """Blocking: the last offset commit or tombstone of each key in `plog`, from its start to its end now (as
-    compaction would leave it: memory grows with the keys, not with the records read). Records of other types
-    (group metadata) are skipped; a record that does not decode is logged and skipped (one bad record must
-    not make a whole partition's groups unreachable)."""
-    found: dict[tuple[str, TopicPartition], Committed] = {}
+def _next_sequence(plog, producer_id: int, epoch: int) -> int:
+    """The base sequence of `producer_id`'s next batch in `plog`: after its last one in the same epoch, else 0."""
+    for pid, held_epoch, last, _, _ in plog.active_producers():
+        if pid == producer_id and held_epoch == epoch and last >= 0:
+            return last + 1 if last < 0x7FFFFFFF else 0
+    return 0
+
+
+def read_offsets(plog, buffer_size: int) -> PartitionOffsets:
+    """Blocking: the offsets of `plog` from its start to its end now, replayed into a fresh cache ("Load and
+    unload"): each key's last offset commit or tombstone (as compaction would leave it: memory grows with the
+    keys, not with the records read), and transactional offsets per producer id, pending until a marker in
+    the log commits or drops them (offset_cache Rule: transactional-offsets-pending); those still undecided at
+    the end stay pending. Records of other types (group metadata) are skipped; a record that does not decode
+    is logged and skipped (one bad record must not make a whole partition's groups unreachable)."""
+    replayed = PartitionOffsets(-1)
+    replayed.loaded()  # decides markers as it meets them
     offset, end = plog.log_start_offset, plog.log_end_offset
     while offset < end:
         data = plog.read_replica(offset, buffer_size).read_bytes()
         following = next_fetch_offset(data, offset)
         if following <= offset:
             break
-        for record in iter_records(data):
-            if record.offset < offset or record.key is None:
-                continue
-            try:
-                key = records_schema.decode_key(record.key)
-                if key is records_schema.NOT_AN_OFFSET:
-                    continue
-                value = None if record.value is None else records_schema.decode_value(record.value)
-            except ValueError as exc:
-                log.warning("%s record at offset %d skipped: %s", OFFSETS_TOPIC, record.offset, exc)
-                continue
-            committed = (Committed(None, "", record.timestamp, record.offset) if value is None else
-                         Committed(value.offset, value.metadata, value.commit_timestamp, record.offset,
-                                   value.leader_epoch))
-            found[(key.group, (key.topic, key.partition))] = committed
+        for batch in iter_batches(data):
+            if batch.last_offset >= offset:
+                _replay_batch(replayed, batch, offset)
         offset = following
-    return [(group, tp, committed) for (group, tp), committed in found.items()]
+    return replayed
+
+
+def _replay_batch(replayed: PartitionOffsets, batch, start: int) -> None:
+    if batch.attributes & CONTROL_MASK:
+        try:
+            marker = parse_marker(batch.raw)
+        except InvalidControlRecord as exc:
+            log.warning("%s control batch at offset %d skipped: %s", OFFSETS_TOPIC, batch.base_offset, exc)
+            return
+        replayed.complete(marker.producer_id, marker.commit)
+        return
+    producer_id = batch.producer_id if batch.attributes & TRANSACTIONAL_MASK else None
+    for record in batch.records():
+        found = _decoded(record) if record.offset >= start and record.key is not None else None
+        if found is None:
+            continue
+        group, tp, committed = found
+        if producer_id is None:
+            replayed.apply(group, tp, committed)
+        else:
+            replayed.add_pending(producer_id, group, tp, committed)
+
+
+def _decoded(record) -> tuple[str, TopicPartition, Committed] | None:
+    """(group, partition, its commit or tombstone) of an offset-commit record; None for another type or one
+    that does not decode (logged)."""
+    try:
+        key = records_schema.decode_key(record.key)
+        if key is records_schema.NOT_AN_OFFSET:
+            return None
+        value = None if record.value is None else records_schema.decode_value(record.value)
+    except ValueError as exc:
+        log.warning("%s record at offset %d skipped: %s", OFFSETS_TOPIC, record.offset, exc)
+        return None
+    committed = (Committed(None, "", record.timestamp, record.offset) if value is None else
+                 Committed(value.offset, value.metadata, value.commit_timestamp, record.offset, value.leader_epoch))
+    return key.group, (key.topic, key.partition), committed

@@ -27,7 +27,6 @@ from sparklog.broker.coordinator.transaction import metadata as m
 from sparklog.broker.coordinator.transaction.config import TransactionConfig
 from sparklog.broker.coordinator.transaction.markers import MarkerChannel
 from sparklog.broker.coordinator.transaction.metadata import TxnMetadata, TxnState
-from sparklog.broker.coordinator.transaction.pending_offsets import PendingTxnOffsets
 from sparklog.broker.coordinator.transaction.state_manager import TransactionStateManager
 from sparklog.protocol import errors
 
@@ -63,7 +62,6 @@ class TransactionCoordinator:
         self.state = TransactionStateManager(config, partitions, replicas, create_topic, executor,
                                              on_loaded=self._on_loaded)
         self.markers = MarkerChannel(partitions, broker_id)
-        self.pending_offsets = PendingTxnOffsets()  # as the groups' coordinator (TxnOffsetCommit)
         self._marker_tasks: dict[str, asyncio.Task] = {}
         self._timers: list[asyncio.Task] = []
         self._timed_out = 0

@@ -9,10 +9,13 @@ Rule 2 (AddPartitionsToTxn): a partition the cluster does not have gets UNKNOWN_
 others of the request OPERATION_NOT_ATTEMPTED; nothing is added.
 Rule 3 (WriteTxnMarkers, on a partition leader): each partition's marker is appended with the producer id,
 epoch and coordinator epoch (`PartitionLog.append_control_batch`) and acknowledged once every in-sync replica
-has it; on `__consumer_offsets`, a COMMIT first commits the transaction's pending offsets (pending_offsets.py).
+has it; on `__consumer_offsets`, the replicated marker then decides the transaction's pending offsets there
+(offset_store.py, "Transactional offsets": COMMIT commits them, ABORT drops them).
 A partition not led here gets NOT_LEADER_OR_FOLLOWER, one unknown UNKNOWN_TOPIC_OR_PARTITION.
 Rule 4 (TxnOffsetCommit, on the group's coordinator): checked as OffsetCommit is (the coordinator, the
-member's generation when given); the offsets are held pending until the marker (pending_offsets.py).
+member's generation when given); the offsets are appended to the group's `__consumer_offsets` partition as a
+transactional batch of the request's producer id and epoch, and held pending until the marker (offset_store.py,
+"Transactional offsets"); a producer epoch below the one that partition's log holds is INVALID_PRODUCER_EPOCH.
 """
 
 from __future__ import annotations
@@ -170,48 +173,43 @@ async def _write_marker(state, marker, tp: tuple[str, int]) -> int:
         return UNKNOWN_TOPIC_OR_PARTITION
     if tp not in snapshot.leading:
         return NOT_LEADER_OR_FOLLOWER
-    if tp[0] == OFFSETS_TOPIC:
-        code = await _decide_pending_offsets(state, marker, tp[1])
-        if code != NONE:
-            return code
-    return await append_replicated(state.replicas, snapshot, tp, lambda led: 1 + led.plog.append_control_batch(
+    code = await append_replicated(state.replicas, snapshot, tp, lambda led: 1 + led.plog.append_control_batch(
         marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch,
         led.leader_epoch), MARKER_WRITE_TIMEOUT_S)
-
-
-async def _decide_pending_offsets(state, marker, partition: int) -> int:
-    """pending_offsets.py Rule 2: committed before a COMMIT marker, dropped by an ABORT one."""
-    pending = state.transactions.pending_offsets
-    taken = pending.take(partition, marker.producer_id)
-    if not marker.transaction_result:
-        return NONE
-    for group, offsets in taken.items():
-        codes = await state.offsets.commit(group, offsets)
-        failed = next((c for c in codes.values() if c != NONE), NONE)
-        if failed != NONE:
-            pending.restore(partition, marker.producer_id, taken)
-            return NOT_LEADER_OR_FOLLOWER if failed == errors.NotCoordinatorError.errno else failed
-    return NONE
+    if code == NONE and tp[0] == OFFSETS_TOPIC:
+        state.offsets.complete_transaction(tp[1], marker.producer_id, marker.transaction_result)
+    return code
 
 
 # -- TxnOffsetCommit (Rule 4) --------------------------------------------------------------------------------
 
-def handle_txn_offset_commit(request, state) -> TxnOffsetCommitResponse:
+def handle_txn_offset_commit(request, state):
     body = request.body
     code = group_error(state, body.group_id)
     if code == NONE and (body.generation_id >= 0 or body.member_id):
         code = state.groups.check_commit(body.group_id, body.member_id, body.group_instance_id, body.generation_id)
-    snapshot = state.partitions.snapshot
-    wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-    unknown = _unknown_partitions(wanted, snapshot)
-    if code == NONE:
-        offsets = {(t.name, p.partition_index): OffsetAndMetadata(p.committed_offset, p.committed_metadata or "")
-                   for t in body.topics for p in t.partitions if (t.name, p.partition_index) not in unknown}
-        state.transactions.pending_offsets.add(state.offsets.partition_for(body.group_id), body.producer_id,
-                                               body.group_id, offsets)
+    unknown = _unknown_partitions([(t.name, p.partition_index) for t in body.topics for p in t.partitions],
+                                  state.partitions.snapshot)
+    offsets = {(t.name, p.partition_index): OffsetAndMetadata(p.committed_offset, p.committed_metadata or "")
+               for t in body.topics for p in t.partitions if (t.name, p.partition_index) not in unknown}
+    if code != NONE or not offsets:
+        return _txn_offset_commit_response(body, unknown, lambda tp: code)
+    return _txn_offset_commit(body, state, unknown, offsets)
+
+
+async def _txn_offset_commit(body, state, unknown, offsets) -> TxnOffsetCommitResponse:
+    """Rule 4: appended to the group's partition as a transactional batch (offset_store.py, "Transactional
+    offsets"), pending until the marker."""
+    codes = await state.offsets.commit_transactional(body.group_id, (body.producer_id, body.producer_epoch),
+                                                     offsets)
+    return _txn_offset_commit_response(body, unknown, codes.get)
+
+
+def _txn_offset_commit_response(body, unknown, code_of) -> TxnOffsetCommitResponse:
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[TxnOffsetCommitResponseTopic(name=t.name, partitions=[
         TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=UNKNOWN_TOPIC_OR_PARTITION if (
-            t.name, p.partition_index) in unknown else code) for p in t.partitions]) for t in body.topics])
+            t.name, p.partition_index) in unknown else code_of((t.name, p.partition_index))) for p in t.partitions])
+        for t in body.topics])
 
 
 # -- DescribeTransactions, ListTransactions ------------------------------------------------------------------

@@ -13,14 +13,8 @@ from sparklog.broker import handlers
 from sparklog.broker.coordinator.group import offset_store
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.coordinator.group.group import JoinRequest
-from sparklog.broker.coordinator.group.config import GroupConfig
-from sparklog.broker.coordinator.group.coordinator import GroupCoordinator
-from sparklog.broker.coordinator.group.offset_store import OFFSETS_TOPIC, TopicOffsetStore
-from sparklog.broker.replication.partitions import MetadataSnapshot, PartitionMeta, TopicMeta
-from sparklog.broker.replication.purgatory import Purgatory
-from sparklog.broker.replication.replica_manager import ReplicaManager
+from sparklog.broker.coordinator.group.offset_store import OFFSETS_TOPIC
 from sparklog.coordination import offsets as offset_registry
-from sparklog.coordination.brokers import BrokerInfo
 from sparklog.protocol import consumer_offsets, errors
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.headers import RequestHeader
@@ -28,44 +22,11 @@ from sparklog.protocol.offset_fetch import OffsetFetchRequest
 from sparklog.protocol.registry import Request
 from sparklog.records.batch import iter_records
 from sparklog.storage import LogManager
+from support.offset_store_harness import ME, OTHER, RETENTION_MIN, THIRD, Clock, Partitions, loaded, new_store
 
-ME, OTHER, THIRD = 1, 2, 3
 NEVER = str(10**12)
-RETENTION_MIN = 10
 TP = ("t", 0)
 OM = offset_registry.OffsetAndMetadata
-
-
-class Partitions:
-    def __init__(self):
-        self.snapshot = MetadataSnapshot({}, {}, {})
-
-    def lead(self, plog, replicas=(ME,), isr=(ME,), min_insync=1, epoch=0):
-        meta = PartitionMeta(0, ME, epoch, replicas, isr)
-        topic = TopicMeta(OFFSETS_TOPIC, {0: meta}, {"min.insync.replicas": str(min_insync)})
-        plog.reconfigure(plog.config.with_overrides(topic.config))  # as the partition manager applies it
-        brokers = {b: BrokerInfo(b, "127.0.0.1", 9000 + b) for b in (ME, OTHER, THIRD)}
-        self.snapshot = MetadataSnapshot({OFFSETS_TOPIC: topic}, brokers, {(OFFSETS_TOPIC, 0): plog})
-
-    def topics(self, **ids):
-        """Set the cluster's other topics: {name: topic id (None: not read yet)}, one partition each."""
-        topics = {OFFSETS_TOPIC: self.snapshot.topics[OFFSETS_TOPIC]}
-        for name, topic_id in ids.items():
-            topics[name] = TopicMeta(name, {0: PartitionMeta(0, OTHER, 0, (OTHER,), (OTHER,))}, {}, {}, topic_id)
-        self.snapshot = MetadataSnapshot(topics, self.snapshot.brokers, self.snapshot.leading)
-
-    def lose(self):
-        topic = self.snapshot.topics[OFFSETS_TOPIC]
-        moved = TopicMeta(OFFSETS_TOPIC, {0: PartitionMeta(0, OTHER, 1, (ME, OTHER), (OTHER,))}, topic.config)
-        self.snapshot = MetadataSnapshot({OFFSETS_TOPIC: moved}, self.snapshot.brokers, {})
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1_700_000_000_000
-
-    def __call__(self):
-        return self.now
 
 
 @pytest.fixture
@@ -73,23 +34,6 @@ def plog(tmp_path):
     manager = LogManager([str(tmp_path / "logs")], {"flush.ms": NEVER})
     yield manager.get_or_create(OFFSETS_TOPIC, 0, {"cleanup.policy": "compact"})
     manager.close()
-
-
-def new_store(partitions, clock=None, zk=None, **config):
-    settings = {"offsets_topic_num_partitions": 1, "offsets_commit_timeout_ms": 300,
-                "offsets_retention_minutes": RETENTION_MIN, **config}
-    replicas = ReplicaManager(None, ME, Purgatory())
-    return TopicOffsetStore(GroupConfig(**settings), partitions, replicas, GroupCoordinator(GroupConfig()),
-                            zk=zk, clock_ms=clock or Clock())
-
-
-async def loaded(store):
-    store.on_snapshot(store.partitions.snapshot)
-    for _ in range(3000):  # 30 s: the load runs on the executor, which a loaded machine schedules late
-        if store.status("g") != offset_store.COORDINATOR_LOAD_IN_PROGRESS:
-            return store
-        await asyncio.sleep(0.01)
-    raise AssertionError("the offsets partition did not load")
 
 
 def test_a_commit_is_acknowledged_once_visible_and_the_cache_is_rebuilt_from_the_log(plog):
