@@ -167,6 +167,40 @@ class LogTransactions:
         self._visibility.stable = self._stable_below  # visibility.py Rule: isolation-limit
         self.transaction_verifier: TransactionVerifier | None = None  # KIP-890 part 1 (TransactionVerifier)
 
+    # -- KIP-890 part 1 (txn_verification.py) -----------------------------------------------------------------
+
+    def verify_transactions(self, enabled: bool) -> None:
+        """Install (or remove) the verifier that refuses a client's transactional batch the coordinator has
+        not confirmed (txn_verification.py Rule: verify-before-first-append)."""
+        self.transaction_verifier = self._refuse_unverified if enabled else None
+
+    def _refuse_unverified(self, producer_id: int, epoch: int) -> None:
+        with self._lock:
+            self._producers.refuse_unverified(producer_id, epoch)
+
+    def transaction_needs_verification(self, producer_id: int, epoch: int) -> bool:
+        """Whether a transactional batch of (producer id, epoch) must be verified with the coordinator before
+        it is appended (always False while no verifier is installed)."""
+        if self.transaction_verifier is None:
+            return False
+        with self._lock:
+            return self._producers.needs_verification(producer_id, epoch)
+
+    def start_transaction_verification(self, producer_id: int, epoch: int) -> object:
+        """A pending verification's guard (txn_verification.py Rule: guard-outlives-no-marker)."""
+        with self._lock:
+            return self._producers.verifications.start(producer_id, epoch)
+
+    def complete_transaction_verification(self, producer_id: int, guard: object, confirmed: bool) -> bool:
+        """The coordinator's answer to the verification `guard` started: True if the producer's batches may
+        now be appended (confirmed, and no marker came in between)."""
+        with self._lock:
+            verifications = self._producers.verifications
+            if confirmed:
+                return verifications.complete(producer_id, guard)
+            verifications.abandon(producer_id, guard)
+            return False
+
     def _rebuild_transactions(self) -> None:
         """Rule: transactions-rebuilt over the log's segments (PartitionLog._rebuild_producer_state)."""
         segments = self._segment_set
