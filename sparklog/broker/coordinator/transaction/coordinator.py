@@ -106,14 +106,20 @@ class TransactionCoordinator:
 
     # -- AddPartitionsToTxn, AddOffsetsToTxn, EndTxn ---------------------------------------------------------
 
-    async def add_partitions(self, tid: str, producer_id: int, epoch: int, partitions, verify_only=False) -> int:
+    def verify_partitions(self, tid: str, producer_id: int, epoch: int, partitions) -> dict:
+        """KIP-890 part 1 (AddPartitionsToTxn verify_only): each partition's code (metadata.verify_partitions)."""
+        meta, code = self._served(tid)
+        if meta is not None:
+            decided = m.verify_partitions(meta, producer_id, epoch, partitions)
+            if isinstance(decided, dict):
+                return decided
+            code = decided
+        return dict.fromkeys(partitions, code)
+
+    async def add_partitions(self, tid: str, producer_id: int, epoch: int, partitions) -> int:
         meta, code = self._served(tid)
         if meta is None:
             return code
-        if verify_only:  # KIP-890: is every partition in the open transaction?
-            code = m.producer_error(meta, producer_id, epoch)
-            ongoing = meta.state == TxnState.ONGOING and frozenset(partitions) <= meta.partitions
-            return code if code != NONE else (NONE if ongoing else errors.InvalidTxnStateError.errno)
         decision = m.add_partitions(meta, producer_id, epoch, partitions, self.clock_ms())
         if isinstance(decision, int):
             return decision
