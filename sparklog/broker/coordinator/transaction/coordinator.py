@@ -29,6 +29,7 @@ from sparklog.broker.coordinator.transaction.markers import MarkerChannel
 from sparklog.broker.coordinator.transaction.metadata import TxnMetadata, TxnState
 from sparklog.broker.coordinator.transaction.pending_offsets import PendingTxnOffsets
 from sparklog.broker.coordinator.transaction.state_manager import TransactionStateManager
+from sparklog.broker.coordinator.transaction.verifier import PartitionVerifier
 from sparklog.protocol import errors
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ class TransactionCoordinator:
         self.state = TransactionStateManager(config, partitions, replicas, create_topic, executor,
                                              on_loaded=self._on_loaded)
         self.markers = MarkerChannel(partitions, broker_id)
+        self.verifier = PartitionVerifier(partitions, self.state.coordinator_for, broker_id,
+                                          config.partition_verification_enable)  # as a partition leader (KIP-890)
         self.pending_offsets = PendingTxnOffsets()  # as the groups' coordinator (TxnOffsetCommit)
         self._marker_tasks: dict[str, asyncio.Task] = {}
         self._timers: list[asyncio.Task] = []
@@ -240,6 +243,7 @@ class TransactionCoordinator:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self.markers.close()
+        await self.verifier.close()
 
     def statistics(self) -> TransactionCoordinatorStatistics:
         in_flight = sum(1 for t in self._marker_tasks.values() if not t.done())

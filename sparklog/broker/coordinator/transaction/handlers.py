@@ -52,7 +52,7 @@ OPERATION_NOT_ATTEMPTED = errors.OperationNotAttemptedError.errno
 NOT_LEADER_OR_FOLLOWER = errors.NotLeaderOrFollowerError.errno
 COORDINATOR_NOT_AVAILABLE = errors.CoordinatorNotAvailableError.errno
 TRANSACTIONAL_ID_NOT_FOUND = errors.TransactionalIdNotFoundError.errno
-MARKER_WRITE_TIMEOUT_S = 10.0  # below the channel's request timeout (markers.REQUEST_TIMEOUT_S)
+MARKER_WRITE_TIMEOUT_S = 10.0  # below the channel's request timeout (inter_broker.REQUEST_TIMEOUT_S)
 FENCED_SINCE = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2, ApiKey.ADD_OFFSETS_TO_TXN: 2,
                 ApiKey.END_TXN: 2}
 

@@ -1,0 +1,55 @@
+"""The transaction machinery's inter-broker client: one connection to another broker (or this one), one request
+at a time on it (Kafka's InterBrokerSendThread, per destination). The marker channel (markers.py: WriteTxnMarkers
+to partition leaders) and the leaders' verification (verifier.py: AddPartitionsToTxn verify_only to transaction
+coordinators) send through it.
+
+Rule: a request either gets its response (its correlation id checked) or raises (OSError, asyncio.TimeoutError
+after REQUEST_TIMEOUT_S, asyncio.IncompleteReadError, MalformedResponse); the caller then drops the connection
+(`close`) and a new one is made for its retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import struct
+
+from sparklog.protocol.errors import MalformedResponse
+from sparklog.protocol.registry import decode_response, encode_request
+
+REQUEST_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms for inter-broker requests
+MAX_RESPONSE_BYTES = 100 * 1024 * 1024
+_SIZE = struct.Struct(">i")
+
+
+class BrokerConnection:
+    """One connection to a broker's `address`, opened at the first call; one request at a time."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.address = address
+        self._streams = None
+        self._lock = asyncio.Lock()
+        self._correlation = itertools.count(1)
+
+    async def call(self, api_key: int, version: int, request, client_id: str):
+        """The decoded response to `request` (api `api_key`, `version`); raises as the Rule says."""
+        async with self._lock:
+            if self._streams is None:
+                self._streams = await asyncio.wait_for(asyncio.open_connection(*self.address), REQUEST_TIMEOUT_S)
+            reader, writer = self._streams
+            correlation_id = next(self._correlation) & 0x7FFFFFFF
+            writer.write(encode_request(api_key, version, correlation_id, client_id, request))
+            await asyncio.wait_for(writer.drain(), REQUEST_TIMEOUT_S)
+            (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(_SIZE.size), REQUEST_TIMEOUT_S))
+            if not 0 < size <= MAX_RESPONSE_BYTES:
+                raise MalformedResponse(f"response of {size} bytes to api {api_key}")
+            frame = await asyncio.wait_for(reader.readexactly(size), REQUEST_TIMEOUT_S)
+            got, response = decode_response(api_key, version, frame)
+            if got != correlation_id:
+                raise MalformedResponse(f"correlation id {got}, expected {correlation_id}")
+            return response
+
+    def close(self) -> None:
+        if self._streams is not None:
+            self._streams[1].close()
+            self._streams = None
