@@ -15,7 +15,7 @@ import time
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from sparklog.records.batch import build_batch
 from sparklog.storage import Flusher, PartitionLog
@@ -68,6 +68,12 @@ class VerificationModel(RuleBasedStateMachine):
         self.entry[pid] = (epoch, guard, False)
         self.guards[pid].append(guard)
 
+    @rule(pid=st.sampled_from(PIDS), confirmed=st.booleans())
+    def verify(self, pid, confirmed):
+        """A verification answered before anything else happens (the common case)."""
+        self.start(pid, False)
+        self.answer(pid, 0, confirmed)
+
     @rule(pid=st.sampled_from(PIDS), which=st.integers(0, 3), confirmed=st.booleans())
     def answer(self, pid, which, confirmed):
         if not self.guards[pid]:
@@ -106,6 +112,7 @@ class VerificationModel(RuleBasedStateMachine):
     def bump_epoch(self, pid):
         self.epoch[pid] += 1
 
+    @precondition(lambda self: self.entry)
     @rule()
     def reopen(self):
         self.log.close()
@@ -120,7 +127,7 @@ class VerificationModel(RuleBasedStateMachine):
 
 
 TestVerificationModel = VerificationModel.TestCase
-TestVerificationModel.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+TestVerificationModel.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 
 
 def test_a_confirmation_overtaken_by_the_marker_is_refused(tmp_path):
@@ -135,6 +142,31 @@ def test_a_confirmation_overtaken_by_the_marker_is_refused(tmp_path):
         with pytest.raises(TransactionRefusedError):
             log.append_as_leader(txn_batch(7, 0, 0), 0)
         assert log.transactions.first_unstable_offset() is None  # no transaction left open
+    finally:
+        log.close()
+        flusher.close()
+
+
+def test_the_verification_lasts_until_the_marker(tmp_path):
+    """Rule: cached-until-marker: verified once, every batch of the transaction is taken; the marker ends it
+    (the producer's next transaction is verified again), and a reopened log verifies again."""
+    flusher = Flusher()
+    log = PartitionLog.open(str(tmp_path / "cached-0"), SETTINGS, flusher=flusher)
+    try:
+        log.verify_transactions(True)
+        assert log.complete_transaction_verification(7, log.start_transaction_verification(7, 0), True)
+        for sequence in range(3):
+            log.append_as_leader(txn_batch(7, 0, sequence), 0)
+        assert not log.transaction_needs_verification(7, 0)
+        log.append_control_batch(7, 0, True, 0, 0)
+        assert log.transaction_needs_verification(7, 0)
+        with pytest.raises(TransactionRefusedError):
+            log.append_as_leader(txn_batch(7, 0, 3), 0)
+        assert log.complete_transaction_verification(7, log.start_transaction_verification(7, 0), True)
+        log.close()
+        log = PartitionLog.open(str(tmp_path / "cached-0"), SETTINGS, flusher=flusher)
+        log.verify_transactions(True)
+        assert log.transaction_needs_verification(7, 0)  # memory only
     finally:
         log.close()
         flusher.close()
