@@ -1,4 +1,4 @@
-"""The transaction machinery's inter-broker client: one connection to another broker (or this one), one request
+"""The transaction machinery's inter-broker client: one connection to each other broker (or this one), one request
 at a time on it (Kafka's InterBrokerSendThread, per destination). The marker channel (markers.py: WriteTxnMarkers
 to partition leaders) and the leaders' verification (verifier.py: AddPartitionsToTxn verify_only to transaction
 coordinators) send through it.
@@ -53,3 +53,31 @@ class BrokerConnection:
         if self._streams is not None:
             self._streams[1].close()
             self._streams = None
+
+
+class BrokerConnections:
+    """One BrokerConnection per broker id, at the address the newest snapshot (`partitions.snapshot`) gives it:
+    a broker that moved gets a new connection."""
+
+    def __init__(self, partitions) -> None:
+        self.partitions = partitions
+        self._connections: dict[int, BrokerConnection] = {}
+
+    def get(self, broker_id: int) -> BrokerConnection:
+        """KeyError when the snapshot has no such broker (gone since it was chosen)."""
+        node = self.partitions.snapshot.brokers[broker_id]
+        conn = self._connections.get(broker_id)
+        if conn is None or conn.address != (node.host, node.port):
+            self.drop(broker_id)
+            conn = self._connections[broker_id] = BrokerConnection((node.host, node.port))
+        return conn
+
+    def drop(self, broker_id: int) -> None:
+        """Close the broker's connection (after a failed call): the next `get` opens a new one."""
+        conn = self._connections.pop(broker_id, None)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        for broker_id in list(self._connections):
+            self.drop(broker_id)

@@ -18,7 +18,7 @@ import asyncio
 import logging
 from typing import Callable
 
-from sparklog.broker.coordinator.transaction.inter_broker import BrokerConnection
+from sparklog.broker.coordinator.transaction.inter_broker import BrokerConnections
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import MalformedResponse
@@ -42,7 +42,7 @@ class MarkerChannel:
     def __init__(self, partitions, broker_id: int) -> None:
         self.partitions = partitions
         self.client_id = f"txn-coordinator-{broker_id}"
-        self._connections: dict[int, BrokerConnection] = {}
+        self._connections = BrokerConnections(partitions)
         self.requests = 0
         self.retries = 0
 
@@ -96,29 +96,15 @@ class MarkerChannel:
             topics=[WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])])
         self.requests += 1
         try:
-            response = await self._connection(broker).call(ApiKey.WRITE_TXN_MARKERS, VERSION, request, self.client_id)
+            response = await self._connections.get(broker).call(ApiKey.WRITE_TXN_MARKERS, VERSION, request, self.client_id)
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, MalformedResponse) as exc:
             log.info("WriteTxnMarkers to broker %d failed (%s); retrying", broker, exc)
-            self._drop(broker)
+            self._connections.drop(broker)
             return set(tps)
         return set(tps) - _written(response)
 
-    def _connection(self, broker: int) -> BrokerConnection:
-        node = self.partitions.snapshot.brokers[broker]
-        conn = self._connections.get(broker)
-        if conn is None or conn.address != (node.host, node.port):
-            self._drop(broker)
-            conn = self._connections[broker] = BrokerConnection((node.host, node.port))
-        return conn
-
-    def _drop(self, broker: int) -> None:
-        conn = self._connections.pop(broker, None)
-        if conn is not None:
-            conn.close()
-
     def close(self) -> None:
-        for broker in list(self._connections):
-            self._drop(broker)
+        self._connections.close()
 
 
 def _written(response) -> set[TopicPartition]:

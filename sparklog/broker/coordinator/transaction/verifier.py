@@ -38,7 +38,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable, NamedTuple
 
-from sparklog.broker.coordinator.transaction.inter_broker import BrokerConnection
+from sparklog.broker.coordinator.transaction.inter_broker import BrokerConnections
 from sparklog.protocol import errors
 from sparklog.protocol.add_partitions_to_txn import (AddPartitionsToTxnRequest, AddPartitionsToTxnTransaction,
                                                      TransactionTopic)
@@ -101,7 +101,7 @@ class PartitionVerifier:
         self.client_id = f"txn-verifier-{broker_id}"
         self._queued: dict[int, dict[str, _Queued]] = {}  # coordinator -> transactional id -> its ask
         self._senders: dict[int, asyncio.Task] = {}
-        self._connections: dict[int, BrokerConnection] = {}
+        self._connections = BrokerConnections(partitions)
         self._tails: dict[tuple[TopicPartition, int], asyncio.Future] = {}  # Rule 3: (tp, pid) -> last request
         self.requests = 0
         self.refused = 0
@@ -203,11 +203,12 @@ class PartitionVerifier:
             topics=_topics(q.partitions)) for tid, q in batch.items()])
         self.requests += 1
         try:
-            response = await self._connection(node).call(ApiKey.ADD_PARTITIONS_TO_TXN, VERSION, request,
+            response = await self._connections.get(node).call(ApiKey.ADD_PARTITIONS_TO_TXN, VERSION, request,
                                                           self.client_id)
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, MalformedResponse, KeyError) as exc:
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, MalformedResponse,
+                KeyError) as exc:  # KeyError: the coordinator left the snapshot since the ask
             log.info("AddPartitionsToTxn (verify) to broker %d failed: %s", node, exc)
-            self._drop(node)
+            self._connections.drop(node)
             return {tid: dict.fromkeys(q.partitions, NETWORK_EXCEPTION) for tid, q in batch.items()}
         if response.error_code != NONE:
             code = INVALID_TXN_STATE if response.error_code == CLUSTER_AUTHORIZATION_FAILED else response.error_code
@@ -216,26 +217,12 @@ class PartitionVerifier:
                                           for topic in result.topic_results for part in topic.results_by_partition}
                 for result in response.results_by_transaction}
 
-    def _connection(self, node: int) -> BrokerConnection:
-        broker = self.partitions.snapshot.brokers[node]  # KeyError: gone since the ask; answered as a failure
-        conn = self._connections.get(node)
-        if conn is None or conn.address != (broker.host, broker.port):
-            self._drop(node)
-            conn = self._connections[node] = BrokerConnection((broker.host, broker.port))
-        return conn
-
-    def _drop(self, node: int) -> None:
-        conn = self._connections.pop(node, None)
-        if conn is not None:
-            conn.close()
-
     async def close(self) -> None:
         senders = list(self._senders.values())
         for task in senders:
             task.cancel()
         await asyncio.gather(*senders, return_exceptions=True)
-        for node in list(self._connections):
-            self._drop(node)
+        self._connections.close()
 
 
 def _answer(queued: _Queued, codes: dict) -> None:
