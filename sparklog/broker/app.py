@@ -281,7 +281,8 @@ class Broker:
         self.loop.call_soon_threadsafe(offsets.start)
         self.partitions.add_listener(lambda snapshot: self._on_loop(offsets.on_snapshot, snapshot))
         transactions = state.transactions  # loads and drops __transaction_state partitions likewise
-        transactions.markers.connect = self.replicas.fetchers.connect
+        transactions.markers.connections.connect = self.replicas.fetchers.connect
+        transactions.verifier.connections.connect = self.replicas.fetchers.connect
         self.loop.call_soon_threadsafe(transactions.start)
         self.partitions.add_listener(lambda snapshot: self._on_loop(transactions.on_snapshot, snapshot))
         services.adopt("partitions", self.partitions.start)

@@ -5,6 +5,7 @@
     sparklog transactions ... describe --transactional-id ID
     sparklog transactions ... describe-producers --topic T --partition P
     sparklog transactions ... abort --topic T --partition P --start-offset N
+    sparklog transactions ... find-hanging (--broker-id N | --topic T [--partition P])   (cli/find_hanging.py)
 
 Rule 1: `list` asks ListTransactions of every live broker (each coordinates the ids of its partitions of
 `__transaction_state`) and prints TransactionalId, Coordinator, ProducerId, TransactionState; a broker that does
@@ -26,6 +27,7 @@ import argparse
 import time
 
 from sparklog.cli.console import DEFAULT_ZOOKEEPER
+from sparklog.cli.find_hanging import add_parser as add_find_hanging
 from sparklog.cli.columns import print_columns
 
 LIST_TRANSACTIONS_VERSION = 0
@@ -52,6 +54,7 @@ def add_parser(subparsers) -> None:
             command.add_argument("--start-offset", type=int, required=True,
                                  help="the first offset of the transaction (describe-producers shows it)")
         command.set_defaults(func=func)
+    add_find_hanging(sub)
 
 
 def _admin(args: argparse.Namespace):

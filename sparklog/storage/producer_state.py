@@ -28,6 +28,8 @@ hands back its first offset (None: no transaction was open, the marker changes n
 keeps the open transaction (the coordinator ends it with a marker of the newer epoch). `ongoing` maps each
 producer with an open transaction to its first offset: what the last stable offset is computed from
 (storage/transactions.py). A producer with an open transaction never expires (Rule: producer-trimming).
+The marker also drops the producer's KIP-890 verification entry (`verifications`, txn_verification.py Rule:
+cached-until-marker); `needs_verification` reads both.
 Rule: producer-snapshots (snapshots, `write_snapshot`): `<offset>.snapshot` beside the segments holds the state of
 every batch below `offset`; written at segment roll (offset: the new segment's base) and at clean shutdown (the log end),
 tmp -> fsync -> rename (Files.write_atomically), with a CRC-32C over its body. File format, big-endian:
@@ -62,9 +64,11 @@ from typing import Iterable, Mapping, NamedTuple
 from crc32c import crc32c
 
 from sparklog.records.batch import BatchHeader
-from sparklog.storage.errors import DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence, StorageError
+from sparklog.storage.errors import (DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence, StorageError,
+                                     TransactionRefusedError)
 from sparklog.storage.files import Files
 from sparklog.storage.segment import parse_offset_file_name, segment_file_name
+from sparklog.storage.txn_verification import TransactionVerifications
 
 logger = logging.getLogger(__name__)
 
@@ -173,6 +177,7 @@ class ProducerStateManager:
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
         self.ongoing: dict[int, int] = {}  # Rule: producer-transactions: producer id -> first offset of its open transaction
+        self.verifications = TransactionVerifications()  # KIP-890's cache (txn_verification.py)
 
     # -- Rule: producer-check: the check -----------------------------------------------------------------------
 
@@ -270,13 +275,30 @@ class ProducerStateManager:
 
     def end_transaction(self, producer_id: int) -> int | None:
         """An end-transaction marker of `producer_id` was appended: the first offset of the transaction it
-        closes, or None when none was open (the marker then changes nothing)."""
+        closes, or None when none was open (the marker then changes nothing but the verification cache:
+        txn_verification.py Rule: cached-until-marker)."""
+        self.verifications.clear(producer_id)
         entry = self.producers.get(producer_id)
         if entry is None or entry.txn_first_offset == NO_TXN:
             return None
         first, entry.txn_first_offset = entry.txn_first_offset, NO_TXN
         del self.ongoing[producer_id]
         return first
+
+    def needs_verification(self, producer_id: int, epoch: int) -> bool:
+        """txn_verification.py Rule: verify-before-first-append: neither a transaction of `epoch` open here
+        nor a verified entry of that epoch."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and entry.txn_first_offset != NO_TXN and entry.epoch == epoch:
+            return False
+        return not self.verifications.verified(producer_id, epoch)
+
+    def refuse_unverified(self, producer_id: int, epoch: int) -> None:
+        """The log's transaction_verifier (storage/transactions.py): TransactionRefusedError, nothing
+        written, for a transactional batch the coordinator has not confirmed."""
+        if self.needs_verification(producer_id, epoch):
+            raise TransactionRefusedError(f"producer {producer_id} epoch {epoch}: Partition was not added to the "
+                                          "transaction (or its transaction ended)")
 
     def _index_ongoing(self) -> None:
         self.ongoing = {pid: e.txn_first_offset for pid, e in self.producers.items() if e.txn_first_offset != NO_TXN}
@@ -365,6 +387,7 @@ class ProducerStateManager:
         given: a caller that must replay from there); return the offset replay starts at (0 when there is
         none: replay the whole log)."""
         self.producers, self.ongoing = {}, {}
+        self.verifications.reset()
         for offset in reversed(self.snapshot_offsets()):
             if offset > log_end:
                 self._delete_snapshot(offset)

@@ -185,6 +185,8 @@ class _Host(Protocol):
 
     def _stable_below(self, hw: Visible) -> Visible: ...
 
+    def _refuse_unverified(self, producer_id: int, epoch: int) -> None: ...
+
 
 class LogTransactions:
     """PartitionLog's transaction part (a base class: the log's state and locks stay the log's): the tracker
@@ -199,6 +201,40 @@ class LogTransactions:
         self._segment_set.on_change = self._txns.set_segments  # txn_index.py Rule: index-follows-segments
         self._visibility.stable = self._stable_below  # visibility.py Rule: isolation-limit
         self.transaction_verifier = None  # KIP-890 part 1 (TransactionVerifier)
+
+    # -- KIP-890 part 1 (txn_verification.py) -----------------------------------------------------------------
+
+    def verify_transactions(self: _Host, enabled: bool) -> None:
+        """Install (or remove) the verifier that refuses a client's transactional batch the coordinator has
+        not confirmed (txn_verification.py Rule: verify-before-first-append)."""
+        self.transaction_verifier = self._refuse_unverified if enabled else None
+
+    def _refuse_unverified(self: _Host, producer_id: int, epoch: int) -> None:
+        with self._lock:
+            self._producers.refuse_unverified(producer_id, epoch)
+
+    def transaction_needs_verification(self: _Host, producer_id: int, epoch: int) -> bool:
+        """Whether a transactional batch of (producer id, epoch) must be verified with the coordinator before
+        it is appended (always False while no verifier is installed)."""
+        if self.transaction_verifier is None:
+            return False
+        with self._lock:
+            return self._producers.needs_verification(producer_id, epoch)
+
+    def start_transaction_verification(self: _Host, producer_id: int, epoch: int) -> object:
+        """A pending verification's guard (txn_verification.py Rule: guard-outlives-no-marker)."""
+        with self._lock:
+            return self._producers.verifications.start(producer_id, epoch)
+
+    def complete_transaction_verification(self: _Host, producer_id: int, guard: object, confirmed: bool) -> bool:
+        """The coordinator's answer to the verification `guard` started: True if the producer's batches may
+        now be appended (confirmed, and no marker came in between)."""
+        with self._lock:
+            verifications = self._producers.verifications
+            if confirmed:
+                return verifications.complete(producer_id, guard)
+            verifications.abandon(producer_id, guard)
+            return False
 
     def _rebuild_transactions(self: _Host) -> None:
         """Rule: transactions-rebuilt over the log's segments (PartitionLog._rebuild_producer_state)."""

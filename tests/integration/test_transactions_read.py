@@ -26,7 +26,8 @@ pytestmark = pytest.mark.slow
 TIMEOUT_S = 30
 IDLE_S = 3  # a consumer that got nothing new for this long has read all it will get
 OVERRIDES = {"zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "3000",
-             "log.flush.interval.ms": "20", "auto.create.topics.enable": "false"}
+             "log.flush.interval.ms": "20", "auto.create.topics.enable": "false",
+             "transaction.partition.verification.enable": "false"}  # the test plays the coordinator by hand
 COMMITTED, ABORTED, OPEN = 1000, 1001, 1002  # producer ids
 RETRIED = (3, 6)  # UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER: a leader still opening its partition
 

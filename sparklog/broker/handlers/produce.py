@@ -1,10 +1,19 @@
-"""Produce: the general path, the one-partition fast path and a read's group of them."""
+"""Produce: the general path, the one-partition fast path and a read's group of them.
+
+Rule 6 (transactional batches, KIP-890 part 1): a record set whose first batch is transactional and which the
+leader must verify first (coordinator/transaction/verifier.py Rule 1) is left by the fast paths
+(NOT_SERVED_FAST) to the general path, which verifies it with the transaction coordinator before it appends
+(verifier.py Rule 3): a partition refused is answered with the verifier's error and nothing is appended to
+it; the other partitions of the request are appended as usual.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
+from types import CoroutineType
 
 from sparklog.broker.coordinator.group import offsets_topic
 from sparklog.protocol.api_keys import ApiKey
@@ -18,11 +27,16 @@ from sparklog.broker.handlers.error_codes import (INVALID_RECORD, INVALID_REQUIR
                                                   NO_OFFSET, NO_TIMESTAMP, REQUEST_TIMED_OUT, STORAGE_FAULTS,
                                                   storage_error_code)
 from sparklog.broker.handlers.leadership import not_led_error
+from sparklog.broker.coordinator.transaction.verifier import Wanted
+from sparklog.records.batch import ATTRIBUTES_OFFSET, LAST_OFFSET_DELTA_OFFSET, TRANSACTIONAL_MASK
 
 log = logging.getLogger(__name__)
 
 
 NOT_REPLICATED = "not replicated to the in-sync replicas within the request's timeout"
+_ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes' low byte: its transactional bit
+_PRODUCER_AND_EPOCH = struct.Struct(">qh")  # producerId, producerEpoch, after delta and two timestamps
+_PRODUCER_ID_OFFSET = LAST_OFFSET_DELTA_OFFSET + struct.calcsize(">iqq")
 
 
 def produce_target(replicas, snapshot, topic: str, index: int, acks: int):
@@ -47,9 +61,61 @@ def produce_target(replicas, snapshot, topic: str, index: int, acks: int):
     return led
 
 
+def is_transactional(records) -> bool:
+    """Whether a record set's first batch has the transactional bit (Rule 6's first test, one byte)."""
+    return len(records) > _ATTRIBUTES_LOW and records[_ATTRIBUTES_LOW] & TRANSACTIONAL_MASK != 0
+
+
+def transactional_producer(records) -> tuple[int, int] | None:
+    """(producer id, epoch) of a record set whose first batch is transactional, else None (Rule 6)."""
+    if records is None or len(records) <= _PRODUCER_ID_OFFSET + _PRODUCER_AND_EPOCH.size or \
+            not records[_ATTRIBUTES_LOW] & TRANSACTIONAL_MASK:
+        return None
+    return _PRODUCER_AND_EPOCH.unpack_from(records, _PRODUCER_ID_OFFSET)
+
+
+def _needs_verification(led, topic: str, index: int, records, state) -> bool:
+    """Rule 6 for one partition's record set."""
+    producer = transactional_producer(records)
+    return producer is not None and state.transactions.verifier.needs(led.plog, (topic, index), *producer)
+
+
 def handle_produce(request, state):
     """Append each partition's record set in one call; acks=0 gets no response (None); acks=all waits in
-    the purgatory until the HW passes each batch (a coroutine then), or answers at once when it already has."""
+    the purgatory until the HW passes each batch (a coroutine then), or answers at once when it already has.
+    Transactional record sets the leader must verify first make it a coroutine that verifies, then appends
+    (Rule 6)."""
+    wanted = _transactional(request.body, state)
+    if wanted:
+        return _verify_then_produce(request, state, wanted)
+    return _produce(request, state, {})
+
+
+def _transactional(body, state) -> list[Wanted]:
+    """Rule 6: the request's transactional record sets, if any of them needs verifying (else [])."""
+    snapshot, replicas = state.partitions.snapshot, state.replicas
+    wanted, needed = [], False
+    for topic in body.topic_data:
+        for part in topic.partition_data:
+            producer = transactional_producer(part.records)
+            led = None if producer is None else replicas.leader_of(snapshot, (topic.name, part.index))
+            if led is not None:
+                needed = needed or state.transactions.verifier.needs(led.plog, (topic.name, part.index), *producer)
+                wanted.append(Wanted((topic.name, part.index), led.plog, *producer))
+    return wanted if needed else []
+
+
+async def _verify_then_produce(request, state, wanted: list[Wanted]):
+    async with state.transactions.verifier.verified(request.body.transactional_id, wanted) as refused:
+        response = _produce(request, state, refused)  # in the same step as the answer (verifier.py Rule 3)
+    if response.__class__ is CoroutineType:
+        return await response
+    return response
+
+
+def _produce(request, state, refused: dict):
+    """handle_produce's appends, the partitions in `refused` ({(topic, index): (code, message)}) answered with
+    their error and not appended."""
     body = request.body
     acks = body.acks
     snapshot = state.partitions.snapshot
@@ -64,6 +130,9 @@ def handle_produce(request, state):
             led = produce_target(replicas, snapshot, name, index, acks)
             if led.__class__ is tuple:
                 parts.append(_produce_error(index, *led))
+                continue
+            if refused and (name, index) in refused:
+                parts.append(_produce_error(index, *refused[(name, index)]))
                 continue
             result = _append(led, index, part.records)
             parts.append(result)
@@ -119,7 +188,10 @@ def handle_single_partition_produce(request: SinglePartitionProduce, state):
     led = produce_target(replicas, state.partitions.snapshot, request.topic, request.index, acks)
     if led.__class__ is tuple:
         return NOT_SERVED_FAST
-    outcome = _append_outcome(led, request.index, request.records)
+    records = request.records
+    if is_transactional(records) and _needs_verification(led, request.topic, request.index, records, state):
+        return NOT_SERVED_FAST  # Rule 6
+    outcome = _append_outcome(led, request.index, records)
     if outcome.__class__ is not tuple:
         return None if acks == 0 else _single_partition_reply(request, outcome)
     replicas.after_leader_append(led)
@@ -138,9 +210,15 @@ def handle_single_partition_produce(request: SinglePartitionProduce, state):
 
 def fast_produce_partition(request: SinglePartitionProduce, state):
     """The led partition a one-partition Produce would be appended to by the fast path, or None when
-    handle_single_partition_produce would leave it to the general path (NOT_SERVED_FAST). No side effects."""
+    handle_single_partition_produce would leave it to the general path (NOT_SERVED_FAST). No side effects but
+    installing a log's transaction verifier (verifier.py Rule 1)."""
     led = produce_target(state.replicas, state.partitions.snapshot, request.topic, request.index, request.acks)
-    return None if led.__class__ is tuple else led
+    if led.__class__ is tuple:
+        return None
+    records = request.records
+    if is_transactional(records) and _needs_verification(led, request.topic, request.index, records, state):
+        return None  # Rule 6
+    return led
 
 
 def handle_produce_group(requests: list, led, state) -> list:

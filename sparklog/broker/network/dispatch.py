@@ -11,7 +11,8 @@ tests in tests/unit/broker/network/test_dispatch_fuzz.py hold it to that).
 Rule 4: a Produce of one topic and one partition from an identified session is first offered to the fast
 path (handlers.produce.handle_single_partition_produce); what it leaves (NOT_SERVED_FAST) goes through Rule 1, and
 the client sees the same bytes either way. An acks=all write it leaves waiting is Parked, as the general
-path's is.
+path's is. A transactional record set the leader must verify first is left to the general path (produce.py
+Rule 6), whose verification is Parked too (its appends keep their order: verifier.py Rule 3).
 Rule 5: a run of Produce frames read together (server.py's `handle_frames`) is answered as Rules 1 and 4
 answer each frame alone, in order, except that consecutive requests Rule 4 would serve for the same led
 partition (each with a non-empty record set) are appended in one group (handlers.produce.handle_produce_group):
@@ -66,7 +67,7 @@ from sparklog.broker.handlers import HANDLERS as _HANDLERS
 from sparklog.broker.handlers.error_codes import NOT_SERVED_FAST
 from sparklog.broker.handlers.fetch import handle_single_partition_fetch
 from sparklog.broker.handlers.produce import (fast_produce_partition, handle_produce_group,
-                                              handle_single_partition_produce)
+                                              handle_single_partition_produce, is_transactional)
 from sparklog.broker.handlers.security import SECURITY_HANDLERS
 from sparklog.broker.network.server import CloseConnection, Parked
 from sparklog.broker.security.sasl_authenticator import SaslAuthenticator, sasl_listener
@@ -359,7 +360,8 @@ class Dispatcher:
             request = item if item.__class__ is SinglePartitionProduce else None
             led = None
             if request is not None and len(request.records):
-                if group_led is not None and checked == (request.topic, request.index, request.acks):
+                if group_led is not None and checked == (request.topic, request.index, request.acks) and \
+                        not is_transactional(request.records):
                     led = group_led  # nothing that decides it has changed since the same check of the last one
                 else:
                     led = fast_produce_partition(request, state)

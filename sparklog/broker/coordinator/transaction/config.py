@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from sparklog.settings import INT, SHORT, Definitions, Setting
+from sparklog.settings import BOOLEAN, INT, SHORT, Definitions, Setting
 
 DEFAULT_TRANSACTION_MAX_TIMEOUT_MS = 900000  # transaction.max.timeout.ms (15 minutes)
 DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS = 604800000  # transactional.id.expiration.ms (7 days)
@@ -46,6 +46,9 @@ TRANSACTION = Definitions("transaction coordinator", (
             "how often the coordinator aborts the transactions open longer than their timeout", low=1),
     Setting("transaction.remove.expired.transaction.cleanup.interval.ms", INT, DEFAULT_REMOVE_EXPIRED_INTERVAL_MS,
             "how often the coordinator removes the transactional ids past transactional.id.expiration.ms", low=1),
+    Setting("transaction.partition.verification.enable", BOOLEAN, True,
+            "a partition leader asks the transaction coordinator whether a partition is in the producer's ongoing "
+            "transaction before its first transactional write (KIP-890 part 1: no hanging transactions)"),
 ), error=TransactionConfigError)
 
 
@@ -60,6 +63,7 @@ class TransactionConfig:
     load_buffer_size: int = DEFAULT_STATE_LOG_LOAD_BUFFER_SIZE
     abort_timed_out_interval_ms: int = DEFAULT_ABORT_TIMED_OUT_INTERVAL_MS
     remove_expired_interval_ms: int = DEFAULT_REMOVE_EXPIRED_INTERVAL_MS
+    partition_verification_enable: bool = True  # verifier.py
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "TransactionConfig":

@@ -28,6 +28,7 @@ from sparklog.broker.coordinator.transaction.config import TransactionConfig
 from sparklog.broker.coordinator.transaction.markers import MarkerChannel
 from sparklog.broker.coordinator.transaction.metadata import TxnMetadata, TxnState
 from sparklog.broker.coordinator.transaction.state_manager import TransactionStateManager
+from sparklog.broker.coordinator.transaction.verifier import PartitionVerifier
 from sparklog.protocol import errors
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ class TransactionCoordinator:
         self.state = TransactionStateManager(config, partitions, replicas, create_topic, executor,
                                              on_loaded=self._on_loaded)
         self.markers = MarkerChannel(partitions, broker_id)
+        self.verifier = PartitionVerifier(partitions, self.state.coordinator_for, broker_id,
+                                          config.partition_verification_enable)  # as a partition leader (KIP-890)
         self._marker_tasks: dict[str, asyncio.Task] = {}
         self._timers: list[asyncio.Task] = []
         self._timed_out = 0
@@ -104,14 +107,20 @@ class TransactionCoordinator:
 
     # -- AddPartitionsToTxn, AddOffsetsToTxn, EndTxn ---------------------------------------------------------
 
-    async def add_partitions(self, tid: str, producer_id: int, epoch: int, partitions, verify_only=False) -> int:
+    def verify_partitions(self, tid: str, producer_id: int, epoch: int, partitions) -> dict:
+        """KIP-890 part 1 (AddPartitionsToTxn verify_only): each partition's code (metadata.verify_partitions)."""
+        meta, code = self._served(tid)
+        if meta is not None:
+            decided = m.verify_partitions(meta, producer_id, epoch, partitions)
+            if isinstance(decided, dict):
+                return decided
+            code = decided
+        return dict.fromkeys(partitions, code)
+
+    async def add_partitions(self, tid: str, producer_id: int, epoch: int, partitions) -> int:
         meta, code = self._served(tid)
         if meta is None:
             return code
-        if verify_only:  # KIP-890: is every partition in the open transaction?
-            code = m.producer_error(meta, producer_id, epoch)
-            ongoing = meta.state == TxnState.ONGOING and frozenset(partitions) <= meta.partitions
-            return code if code != NONE else (NONE if ongoing else errors.InvalidTxnStateError.errno)
         decision = m.add_partitions(meta, producer_id, epoch, partitions, self.clock_ms())
         if isinstance(decision, int):
             return decision
@@ -232,6 +241,7 @@ class TransactionCoordinator:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self.markers.close()
+        await self.verifier.close()
 
     def statistics(self) -> TransactionCoordinatorStatistics:
         in_flight = sum(1 for t in self._marker_tasks.values() if not t.done())

@@ -12,6 +12,9 @@ epoch and coordinator epoch (`PartitionLog.append_control_batch`) and acknowledg
 has it; on `__consumer_offsets`, the replicated marker then decides the transaction's pending offsets there
 (offset_store.py, "Transactional offsets": COMMIT commits them, ABORT drops them).
 A partition not led here gets NOT_LEADER_OR_FOLLOWER, one unknown UNKNOWN_TOPIC_OR_PARTITION.
+Rule 5 (AddPartitionsToTxn v4+ with verify_only, from a partition leader, KIP-890 part 1): nothing is added;
+each partition gets the coordinator's answer (coordinator.verify_partitions): NONE when it is in the producer's
+open transaction, INVALID_TXN_STATE when not, or the producer's error for all of them.
 Rule 4 (TxnOffsetCommit, on the group's coordinator): checked as OffsetCommit is (the coordinator, the
 member's generation when given); the offsets are appended to the group's `__consumer_offsets` partition as a
 transactional batch of the request's producer id and epoch, and held pending until the marker (offset_store.py,
@@ -52,7 +55,7 @@ OPERATION_NOT_ATTEMPTED = errors.OperationNotAttemptedError.errno
 NOT_LEADER_OR_FOLLOWER = errors.NotLeaderOrFollowerError.errno
 COORDINATOR_NOT_AVAILABLE = errors.CoordinatorNotAvailableError.errno
 TRANSACTIONAL_ID_NOT_FOUND = errors.TransactionalIdNotFoundError.errno
-MARKER_WRITE_TIMEOUT_S = 10.0  # below the channel's request timeout (markers.REQUEST_TIMEOUT_S)
+MARKER_WRITE_TIMEOUT_S = 10.0  # below the channel's request timeout (inter_broker.REQUEST_TIMEOUT_S)
 FENCED_SINCE = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2, ApiKey.ADD_OFFSETS_TO_TXN: 2,
                 ApiKey.END_TXN: 2}
 
@@ -98,27 +101,37 @@ def handle_add_partitions_to_txn(request, state):
 
 
 async def _add_partitions_v3(request, state, tid, producer_id, epoch, topics) -> AddPartitionsToTxnResponse:
-    results = await _add_partitions(request, state, tid, producer_id, epoch, topics, False, _topic_result_v3)
+    results = await _add_partitions(request, state, tid, producer_id, epoch, topics, _topic_result_v3)
     return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=results)
 
 
 async def _add_partitions_batched(request, state) -> AddPartitionsToTxnResponse:
     results = []
     for txn in request.body.transactions:
-        topics = await _add_partitions(request, state, txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                       txn.topics, txn.verify_only, _topic_result_v4)
+        if txn.verify_only:
+            topics = _verify_partitions(state, txn)
+        else:
+            topics = await _add_partitions(request, state, txn.transactional_id, txn.producer_id,
+                                           txn.producer_epoch, txn.topics, _topic_result_v4)
         results.append(AddPartitionsToTxnResult(transactional_id=txn.transactional_id, topic_results=topics))
     return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=NONE, results_by_transaction=results)
 
 
-async def _add_partitions(request, state, tid, producer_id, epoch, topics, verify_only, result) -> list:
+def _verify_partitions(state, txn) -> list:
+    """Rule 5: a leader's verify_only check, each partition answered (PRODUCER_FENCED as is: v4+ knows it)."""
+    wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+    codes = state.transactions.verify_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
+    return [_topic_result_v4(t.name, [(p, codes[(t.name, p)]) for p in t.partitions]) for t in txn.topics]
+
+
+async def _add_partitions(request, state, tid, producer_id, epoch, topics, result) -> list:
     """Rule 2, then the coordinator's answer for every partition."""
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     unknown = _unknown_partitions(wanted, state.partitions.snapshot)
     if unknown:
         codes = {tp: UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OPERATION_NOT_ATTEMPTED for tp in wanted}
     else:
-        code = await state.transactions.add_partitions(tid, producer_id, epoch, wanted, verify_only)
+        code = await state.transactions.add_partitions(tid, producer_id, epoch, wanted)
         codes = dict.fromkeys(wanted, _versioned(code, request))
     return [result(t.name, [(p, codes[(t.name, p)]) for p in t.partitions]) for t in topics]
 

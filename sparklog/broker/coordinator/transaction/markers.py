@@ -15,29 +15,23 @@ Rule 3: `send` returns True once every partition is done, False as soon as `stil
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import struct
 from typing import Callable
 
-from sparklog.broker.security.inter_broker import open_plain
+from sparklog.broker.coordinator.transaction.inter_broker import BrokerConnections
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import MalformedResponse
-from sparklog.protocol.registry import decode_response, encode_request
 from sparklog.protocol.write_txn_markers import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_MS = 100  # Kafka's retry.backoff.ms
 MAX_BACKOFF_MS = 1000
-REQUEST_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms for the channel
-MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 VERSION = 1  # WriteTxnMarkers v1 (flexible), what every sparklog broker serves
 NONE = 0
 INVALID_PRODUCER_EPOCH = errors.InvalidProducerEpochError.errno
 _DONE = frozenset({NONE, INVALID_PRODUCER_EPOCH})  # Rule 2
-_SIZE = struct.Struct(">i")
 
 TopicPartition = tuple[str, int]
 
@@ -48,8 +42,7 @@ class MarkerChannel:
     def __init__(self, partitions, broker_id: int) -> None:
         self.partitions = partitions
         self.client_id = f"txn-coordinator-{broker_id}"
-        self._connections: dict[int, _Connection] = {}
-        self.connect = None  # security/inter_broker.py's connector (SASL login on a SASL inter-broker listener)
+        self.connections = BrokerConnections(partitions)
         self.requests = 0
         self.retries = 0
 
@@ -103,29 +96,15 @@ class MarkerChannel:
             topics=[WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])])
         self.requests += 1
         try:
-            response = await self._connection(broker).call(request, self.client_id)
+            response = await self.connections.get(broker).call(ApiKey.WRITE_TXN_MARKERS, VERSION, request, self.client_id)
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, MalformedResponse) as exc:
             log.info("WriteTxnMarkers to broker %d failed (%s); retrying", broker, exc)
-            self._drop(broker)
+            self.connections.drop(broker)
             return set(tps)
         return set(tps) - _written(response)
 
-    def _connection(self, broker: int) -> "_Connection":
-        node = self.partitions.snapshot.brokers[broker]
-        conn = self._connections.get(broker)
-        if conn is None or conn.address != (node.host, node.port):
-            self._drop(broker)
-            conn = self._connections[broker] = _Connection((node.host, node.port), self.connect)
-        return conn
-
-    def _drop(self, broker: int) -> None:
-        conn = self._connections.pop(broker, None)
-        if conn is not None:
-            conn.close()
-
     def close(self) -> None:
-        for broker in list(self._connections):
-            self._drop(broker)
+        self.connections.close()
 
 
 def _written(response) -> set[TopicPartition]:
@@ -139,36 +118,3 @@ def _written(response) -> set[TopicPartition]:
                     log.info("marker for %s-%d not written: %s", topic.name, part.partition_index,
                              errors.for_code(part.error_code).__name__)
     return done
-
-
-class _Connection:
-    """One connection to a leader broker, one request at a time (Rule 1)."""
-
-    def __init__(self, address: tuple[str, int], connect=None) -> None:
-        self.address = address
-        self._open = connect or open_plain
-        self._streams = None
-        self._lock = asyncio.Lock()
-        self._correlation = itertools.count(1)
-
-    async def call(self, request, client_id: str):
-        async with self._lock:
-            if self._streams is None:
-                self._streams = await self._open(*self.address, client_id, REQUEST_TIMEOUT_S)
-            reader, writer = self._streams
-            correlation_id = next(self._correlation) & 0x7FFFFFFF
-            writer.write(encode_request(ApiKey.WRITE_TXN_MARKERS, VERSION, correlation_id, client_id, request))
-            await asyncio.wait_for(writer.drain(), REQUEST_TIMEOUT_S)
-            (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(_SIZE.size), REQUEST_TIMEOUT_S))
-            if not 0 < size <= MAX_RESPONSE_BYTES:
-                raise MalformedResponse(f"WriteTxnMarkers response of {size} bytes")
-            frame = await asyncio.wait_for(reader.readexactly(size), REQUEST_TIMEOUT_S)
-            got, response = decode_response(ApiKey.WRITE_TXN_MARKERS, VERSION, frame)
-            if got != correlation_id:
-                raise MalformedResponse(f"correlation id {got}, expected {correlation_id}")
-            return response
-
-    def close(self) -> None:
-        if self._streams is not None:
-            self._streams[1].close()
-            self._streams = None

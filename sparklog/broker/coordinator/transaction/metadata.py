@@ -53,7 +53,8 @@ from sparklog.protocol import errors
 
 __all__ = ["TxnState", "TxnTransit", "TxnMetadata", "IllegalTransition", "VALID_PREVIOUS", "KAFKA_NAMES",
            "MAX_EPOCH", "NO_PRODUCER_ID", "NO_EPOCH", "init_producer_id", "add_partitions", "end_txn",
-           "fence_and_abort", "complete_markers", "expire", "timed_out", "producer_error", "needs_new_producer_id"]
+           "fence_and_abort", "complete_markers", "expire", "timed_out", "producer_error", "needs_new_producer_id",
+           "verify_partitions"]
 
 MAX_EPOCH = 2**15 - 1  # Kafka's Short.MaxValue: an epoch past MAX_EPOCH - 1 takes a new producer id
 NO_PRODUCER_ID = -1
@@ -237,6 +238,19 @@ def add_partitions(meta: TxnMetadata, producer_id: int, epoch: int, partitions, 
         return NONE
     start = meta.start_ms if meta.state == S.ONGOING else now_ms
     return meta.transit(S.ONGOING, now_ms, partitions=meta.partitions | wanted, start_ms=start)
+
+
+def verify_partitions(meta: TxnMetadata, producer_id: int, epoch: int, partitions) -> dict | int:
+    """A partition leader's check (AddPartitionsToTxn verify_only, KIP-890 part 1), nothing changed: the
+    producer's error (Rule 2), CONCURRENT_TRANSACTIONS while markers are written, else per partition NONE if
+    it is in the open transaction and INVALID_TXN_STATE if not (the partitions are cleared at Complete*). A
+    pending transition is not checked: the leader's guard refuses a batch whose marker came first."""
+    code = producer_error(meta, producer_id, epoch)
+    if code != NONE:
+        return code
+    if meta.state in _PREPARED:
+        return CONCURRENT_TRANSACTIONS
+    return {tp: NONE if tp in meta.partitions else INVALID_TXN_STATE for tp in partitions}
 
 
 def end_txn(meta: TxnMetadata, producer_id: int, epoch: int, commit: bool, now_ms: int) -> TxnTransit | int:

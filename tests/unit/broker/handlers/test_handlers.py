@@ -62,7 +62,7 @@ def logs(tmp_path):
 def state(logs):
     config = BrokerConfig.from_properties({
         "broker.id": str(ME), "log.dirs": "/unused", "zookeeper.connect": "unused:1",
-        "auto.create.topics.enable": "false"})
+        "auto.create.topics.enable": "false", "transaction.partition.verification.enable": "false"})
     leading = {("t", 0): logs.get_or_create("t", 0), ("t", 1): logs.get_or_create("t", 1)}
     topics = {
         "t": TopicMeta("t", {

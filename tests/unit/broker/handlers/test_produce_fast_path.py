@@ -210,3 +210,36 @@ def test_an_acks_all_write_that_waits_holds_no_bytes_of_the_read_it_came_in():
         assert waiting.cr_frame.f_locals["request"].records is None
     finally:
         waiting.close()
+
+
+def test_a_transactional_batch_not_yet_verified_is_left_to_the_general_path(tmp_path):
+    """produce.py Rule 6: the one-partition fast path and a read's group leave an unverified transactional record
+    set (NOT_SERVED_FAST / None) without touching the log; once the partition is verified for the producer,
+    the fast path serves its batches; a plain batch is served fast throughout."""
+    from sparklog.broker.handlers.error_codes import NOT_SERVED_FAST
+    from sparklog.protocol.produce import decode_single_partition
+
+    dispatcher = broker(str(tmp_path))
+    try:
+        state, plog = dispatcher.state, dispatcher.state.partitions.snapshot.leading[("t", 0)]
+
+        def request(records, correlation_id: int):
+            body = ProduceRequest(transactional_id="tx", acks=1, timeout_ms=0, topic_data=[TopicProduceData(
+                name="t", partition_data=[PartitionProduceData(index=0, records=records)])])
+            return decode_single_partition(memoryview(encode_request(ApiKey.PRODUCE, 8, correlation_id, "c", body))[4:])
+
+        def txn(sequence: int) -> bytes:
+            return build_batch([(None, b"v", None, None)], producer_id=9, producer_epoch=0, base_sequence=sequence,
+                               is_transactional=True)
+
+        assert produce_handlers.handle_single_partition_produce(request(txn(0), 1), state) is NOT_SERVED_FAST
+        assert produce_handlers.fast_produce_partition(request(txn(0), 2), state) is None
+        assert plog.log_end_offset == 0 and plog.transaction_verifier is not None
+        assert produce_handlers.handle_single_partition_produce(request(build_batch([(None, b"p", None, None)]), 3),
+                                                                state) is not NOT_SERVED_FAST
+        assert plog.complete_transaction_verification(9, plog.start_transaction_verification(9, 0), True)
+        assert produce_handlers.fast_produce_partition(request(txn(0), 4), state) is not None
+        assert produce_handlers.handle_single_partition_produce(request(txn(0), 5), state) is not NOT_SERVED_FAST
+        assert plog.log_end_offset == 2
+    finally:
+        dispatcher.state.logs.close()

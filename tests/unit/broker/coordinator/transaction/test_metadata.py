@@ -242,3 +242,18 @@ def test_an_id_without_a_transaction_expires_after_transactional_id_expiration_m
     assert dead.state == S.DEAD
     meta.complete(meta.prepare(dead))
     assert meta.state == S.DEAD
+
+
+def test_verify_partitions_answers_each_partition_and_changes_nothing():
+    """KIP-890 part 1's verify_only check: in the open transaction NONE, not in it INVALID_TXN_STATE; the
+    producer's errors and markers in flight for all; after Complete* every partition is out."""
+    meta = ready()
+    step(meta, m.add_partitions(meta, 1000, 0, [("t", 0)], 5))
+    assert m.verify_partitions(meta, 1000, 0, [("t", 0), ("t", 1)]) == {("t", 0): 0, ("t", 1): BAD_STATE}
+    assert meta.partitions == {("t", 0)} and meta.state == S.ONGOING  # nothing added
+    assert m.verify_partitions(meta, 1001, 0, [("t", 0)]) == MAPPING
+    assert m.verify_partitions(meta, 1000, 1, [("t", 0)]) == FENCED
+    step(meta, m.end_txn(meta, 1000, 0, False, 6))
+    assert m.verify_partitions(meta, 1000, 0, [("t", 0)]) == CONCURRENT  # PrepareAbort: markers being written
+    step(meta, m.complete_markers(meta, 7))
+    assert m.verify_partitions(meta, 1000, 0, [("t", 0)]) == {("t", 0): BAD_STATE}  # the zombie's late write
