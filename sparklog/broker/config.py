@@ -176,6 +176,8 @@ BROKER = Definitions("broker", (
             "before stopping"),
     Setting("controlled.shutdown.timeout.ms", LONG, DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS, "how long a stopping "
             "broker waits for that (Kafka: max.retries x retry.backoff.ms)", low=1, kafka=""),
+    Setting("metrics.listener", STRING, "", "http://HOST:PORT of the Prometheus endpoint (/metrics); empty: none",
+            kafka=""),
     *SCRUBBER_SETTINGS.values(),
     *CLEANER_SETTINGS.values(),
     *GROUP.values(),
@@ -229,6 +231,7 @@ class BrokerConfig:
     transaction: TransactionConfig = field(default_factory=TransactionConfig)  # transaction.* / transactional.*
     scrubber: ScrubberConfig = field(default_factory=ScrubberConfig)
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
+    metrics_listener: Endpoint | None = None  # metrics.listener: the Prometheus endpoint (broker/metrics.py)
     # The properties as given: for with_overrides and DescribeConfigs only; everything else reads a typed field.
     raw: Mapping[str, str] = field(default_factory=dict)
 
@@ -273,6 +276,7 @@ class BrokerConfig:
             transaction=transaction,
             scrubber=ScrubberConfig.from_properties(props),
             cleaner=CleanerConfig.from_properties(props),
+            metrics_listener=parse_metrics_listener(values["metrics.listener"]),
             raw=dict(props),
             **{name: values[key] for name, key in _FIELD_KEYS.items()},
         )
@@ -293,7 +297,8 @@ class BrokerConfig:
 
 # BrokerConfig fields read straight from their key (`num_partitions` <- `num.partitions`); the others above.
 _SPECIAL_FIELDS = {"broker_id", "listeners", "advertised_listeners", "log_dirs", "zookeeper_connect",
-                   "queued_max_request_bytes", "rack", "log_defaults", "group", "transaction", "scrubber", "cleaner", "raw"}
+                   "queued_max_request_bytes", "rack", "log_defaults", "group", "transaction", "scrubber", "cleaner", "raw",
+                   "metrics_listener"}
 _FIELD_KEYS = {f.name: f.name.replace("_", ".") for f in dataclasses.fields(BrokerConfig)
                if f.name not in _SPECIAL_FIELDS}
 assert set(_FIELD_KEYS.values()) <= KNOWN_KEYS, "every BrokerConfig field has a declared setting"
@@ -325,6 +330,17 @@ def parse_listeners(text: str) -> tuple[Endpoint, ...]:
     if not endpoints:
         raise ConfigError("no listener given")
     return tuple(endpoints)
+
+
+def parse_metrics_listener(text: str | None) -> Endpoint | None:
+    """`http://host:port` -> the metrics endpoint's address; empty -> None (no endpoint)."""
+    if not text:
+        return None
+    scheme, sep, address = text.partition("://")
+    host, colon, port = address.rpartition(":")
+    if scheme.lower() != "http" or not sep or not colon or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"metrics.listener {text!r} is not http://HOST:PORT (port in [0, 65535])")
+    return Endpoint("HTTP", host[1:-1] if host.startswith("[") and host.endswith("]") else host, int(port))
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's SecurityProtocol names

@@ -94,6 +94,7 @@ class LogStatistics:
     fenced_offsets: int = 0  # offsets in them
     unverified_segments: int = 0  # loaded segments not yet verified whole (Rule: verify-before-first-use)
     verified_bytes: int = 0  # bytes replayed whole by first-use verification and the scrubber
+    flush_seconds: float = 0.0  # time spent in fsyncs of flushes (their count is `flushes`)
 
 
 class PartitionLog(LogTransactions):
@@ -137,6 +138,7 @@ class PartitionLog(LogTransactions):
         self._appends = 0  # append-path counters are plain attributes: a dict update costs twice as much
         self._appended_bytes = 0
         self._flushes = 0
+        self._flush_seconds = 0.0
         self._on_fence = on_fence
         self._fences = FencedRanges(files, directory)
         self._verified_bytes = 0
@@ -319,6 +321,7 @@ class PartitionLog(LogTransactions):
                 self._unflushed_messages = 0
                 self._first_unflushed_at = None
                 directory_dirty, self._segment_set.directory_dirty = self._segment_set.directory_dirty, False
+            started = time.monotonic()
             try:
                 for segment in dirty:
                     segment.flush()
@@ -332,6 +335,7 @@ class PartitionLog(LogTransactions):
                 self._recovery_checkpoint.write(visible.offset)
             with self._lock:
                 self._flushes += 1
+                self._flush_seconds += time.monotonic() - started
                 moved = self._visibility.advance(visible)
         if moved:
             self._visibility.notify(self, visible.offset)
@@ -688,6 +692,7 @@ class PartitionLog(LogTransactions):
             checkpoints=self._recovery_checkpoint.writes,
             fenced_ranges=len(self._fences.ranges), fenced_offsets=self._fences.offsets,
             unverified_segments=sum(not s.verified for s in segments), verified_bytes=self._verified_bytes,
+            flush_seconds=self._flush_seconds,
         )
 
     def __repr__(self) -> str:

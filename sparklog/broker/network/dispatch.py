@@ -35,6 +35,7 @@ merges them per client name: the API x version x client matrix of issue 3.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from types import CoroutineType
 
@@ -119,6 +120,7 @@ class Dispatcher:
         self._refused: dict[str, dict[int, int]] = {}
         self.fast_fetches = 0  # Fetch requests the fast path answered (Rule 6)
         self._default_session = ClientSession()  # for callers without a connection (tests, tools)
+        self.meters = state.request_meters  # latency and error codes per api, for the metrics endpoint
 
     def new_decoder(self) -> FrameDecoder:
         return FrameDecoder(self.max_frame_bytes)
@@ -129,6 +131,7 @@ class Dispatcher:
     def handle_frame(self, frame, session: ClientSession | None = None):
         if session is None:
             session = self._default_session
+        started = time.perf_counter()
         if session.served is not None:
             opening = frame[:2]
             if opening == _PRODUCE_KEY:
@@ -158,11 +161,12 @@ class Dispatcher:
         served[key] = served.get(key, 0) + 1
         body = HANDLERS[api_key](request, self.state)
         if body is None:
+            self.meters.observe(api_key, time.perf_counter() - started)
             return None
         if body.__class__ is CoroutineType:
-            later = self._encode_later(header, body)
+            later = self._encode_later(header, body, started)
             return Parked(later) if api_key in PARKED_APIS else later
-        return encode_response(header, body)
+        return self._answered(header, body, started)
 
     # server.py's optional run contract: consecutive frames opening with RUN_KEY (Produce requests) are
     # handed over together to handle_frames
@@ -224,12 +228,14 @@ class Dispatcher:
             self._produce_group(group, group_led, served, replies)
 
     def _produce_group(self, requests: list, led, served: dict, replies: list) -> None:
+        started = time.perf_counter()
         if len(requests) == 1:
             request = requests[0]
             answers = [handle_single_partition_produce(request, self.state)]
         else:
             answers = handle_produce_group(requests, led, self.state)
             self._grouped_produces += len(requests)
+        self.meters.observe(_PRODUCE, time.perf_counter() - started, len(requests))
         self._fast_produces += len(requests)
         version = requests[0].api_version
         for request in requests:  # counted per group: one version per client, bar a mid-read change
@@ -249,9 +255,11 @@ class Dispatcher:
         request = decode_single_partition(frame)
         if request is None:
             return NOT_SERVED_FAST
+        started = time.perf_counter()
         reply = handle_single_partition_produce(request, self.state)
         if reply is NOT_SERVED_FAST:
             return reply
+        self.meters.observe(_PRODUCE, time.perf_counter() - started)
         self._fast_produces += 1
         key = _PRODUCE << _VERSION_BITS | request.api_version
         served[key] = served.get(key, 0) + 1
@@ -262,9 +270,11 @@ class Dispatcher:
         request = decode_single_partition_fetch(frame)
         if request is None:
             return NOT_SERVED_FAST
+        started = time.perf_counter()
         reply = handle_single_partition_fetch(request, self.state)
         if reply is NOT_SERVED_FAST:
             return reply
+        self.meters.observe(_FETCH, time.perf_counter() - started)
         self.fast_fetches += 1
         key = _FETCH << _VERSION_BITS | request.api_version
         served[key] = served.get(key, 0) + 1
@@ -306,9 +316,22 @@ class Dispatcher:
             found = table.setdefault(client, {})
         return found
 
-    async def _encode_later(self, header, pending):
+    async def _encode_later(self, header, pending, started: float):
         body = await pending
-        return None if body is None else encode_response(header, body)
+        if body is None:
+            self.meters.observe(header.api_key, time.perf_counter() - started)
+            return None
+        return self._answered(header, body, started)
+
+    def _answered(self, header, body, started: float) -> list:
+        """The encoded reply, its latency and its top-level error code counted (broker/meters.py Rule 1)."""
+        api_key = header.api_key
+        code = getattr(body, "error_code", 0)
+        if code:
+            self.meters.error(api_key, code)
+        reply = encode_response(header, body)
+        self.meters.observe(api_key, time.perf_counter() - started)
+        return reply
 
     def statistics(self) -> DispatcherStatistics:
         names: dict[str, int] = {}
