@@ -150,26 +150,25 @@ def zookeeper_families(state: str | None) -> Iterator[Metric]:
 
 
 def log_families(logs: Iterable) -> Iterator[Metric]:
-    """Per partition hosted here (led or followed): size, segments, offsets, producer ids; flushes summed."""
+    """Per partition hosted here (led or followed): size and segments, and producer ids where it keeps any
+    (a partition without producer state has no such series: at thousands of partitions every series costs
+    the scrape); flushes summed over the logs."""
     size = GaugeMetricFamily(PREFIX + "log_size_bytes", "bytes of a partition's segments", labels=["topic", "partition"])
     segments = GaugeMetricFamily(PREFIX + "log_segments", "a partition's segments", labels=["topic", "partition"])
-    end = GaugeMetricFamily(PREFIX + "log_end_offset", "a partition's log end offset", labels=["topic", "partition"])
-    hw = GaugeMetricFamily(PREFIX + "log_high_watermark", "a partition's high watermark", labels=["topic", "partition"])
-    pids = GaugeMetricFamily(PREFIX + "log_producer_ids", "producer ids a partition keeps state for",
-                             labels=["topic", "partition"])
+    pids = GaugeMetricFamily(PREFIX + "log_producer_ids", "producer ids a partition keeps state for (partitions "
+                             "with none have no series)", labels=["topic", "partition"])
     flushes = flush_seconds = 0.0
     for plog in logs:
-        stats = plog.statistics()
-        topic, _, partition = stats.name.rpartition("-")
-        labels = [topic, partition]
-        size.add_metric(labels, stats.size_bytes)
-        segments.add_metric(labels, stats.segments)
-        end.add_metric(labels, stats.log_end_offset)
-        hw.add_metric(labels, stats.high_watermark)
-        pids.add_metric(labels, len(plog.producer_state.producers))
-        flushes += stats.flushes
-        flush_seconds += stats.flush_seconds
-    yield from (size, segments, end, hw, pids)
+        labels = [plog.topic, str(plog.partition)]
+        size.add_metric(labels, plog.size_bytes)
+        segments.add_metric(labels, len(plog.segments))
+        producers = len(plog.producer_state.producers)
+        if producers:
+            pids.add_metric(labels, producers)
+        count, seconds = plog.flush_totals
+        flushes += count
+        flush_seconds += seconds
+    yield from (size, segments, pids)
     yield CounterMetricFamily(PREFIX + "log_flushes", "flushes (fsyncs) of the logs open now", value=flushes)
     yield CounterMetricFamily(PREFIX + "log_flush_seconds", "time the logs open now spent in flushes; with "
                               "sparklog_log_flushes_total, the mean flush latency", value=flush_seconds)

@@ -653,6 +653,11 @@ class PartitionLog(LogTransactions):
     def size_bytes(self) -> int:
         return self._segment_set.size_bytes
 
+    @property
+    def flush_totals(self) -> tuple[int, float]:
+        """(flushes, seconds spent in their fsyncs) so far: `statistics()`'s two, without its other work."""
+        return self._flushes, self._flush_seconds
+
     def active_producers(self) -> list[tuple[int, int, int, int, int]]:
         """(producer id, epoch, last sequence, last timestamp, first offset of its open transaction) of each
         producer whose state the log keeps, by id (Kafka's DescribeProducers); -1 for a sequence not known (no

@@ -138,7 +138,8 @@ def test_series_move_as_records_are_produced_committed_and_a_follower_is_killed(
     assert value(after, "sparklog_request_latency_seconds_count", api="Produce") > (
         value(before, "sparklog_request_latency_seconds_count", api="Produce") or 0)
     assert value(after, "sparklog_requests_total", api="Produce") >= 1
-    assert value(after, "sparklog_log_end_offset", topic=topic, partition="0") == RECORDS
+    assert value(after, "sparklog_log_size_bytes", topic=topic, partition="0") > RECORDS * 6
+    assert value(after, "sparklog_log_segments", topic=topic, partition="0") == 1
     for other in (cluster.brokers[2], follower):  # followers replicate: no produce counted there
         assert value(scrape(metrics_url(other)), "sparklog_broker_topic_messages_in_total", topic=topic) is None
 

@@ -134,11 +134,24 @@ def test_log_series_per_partition(tmp_path):
             plog.append_as_leader(build_batch([(None, b"x" * 50, None, None)]), 0)
         plog.flush()
         found = samples(log_families(logs.logs()))
-        assert value(found, "sparklog_log_end_offset", topic="orders", partition="3") == 5
+        assert value(found, "sparklog_log_producer_ids", topic="orders", partition="3") is None  # no producer state
         assert value(found, "sparklog_log_size_bytes", topic="orders", partition="3") == plog.size_bytes > 0
         assert value(found, "sparklog_log_segments", topic="orders", partition="3") == len(plog.segments) > 1
         assert value(found, "sparklog_log_flushes_total") >= 1
         assert value(found, "sparklog_log_flush_seconds_total") > 0
+    finally:
+        logs.close()
+
+
+def test_producer_ids_are_counted_where_a_partition_keeps_them(tmp_path):
+    logs = LogManager([str(tmp_path)], {"flush.visibility": "appended"})
+    try:
+        plog = logs.get_or_create("payments", 0)
+        for producer_id in (11, 12):
+            plog.append_as_leader(build_batch([(None, b"x", None, None)], producer_id=producer_id, producer_epoch=0,
+                                              base_sequence=0), 0)
+        found = samples(log_families(logs.logs()))
+        assert value(found, "sparklog_log_producer_ids", topic="payments", partition="0") == 2
     finally:
         logs.close()
 
