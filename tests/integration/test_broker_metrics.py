@@ -2,8 +2,9 @@
 with `metrics.listener`, a real ZooKeeper, confluent-kafka clients. The topic, request, lag and under-replicated
 series move as records are produced, offsets committed and a follower SIGKILLed (each scrape parsed with
 prometheus_client's own parser); a real Prometheus server (Debian's package) scrapes the three brokers and its
-HTTP API answers for those series; a scrape during startup with ZooKeeper unreachable answers, marked stale; a
-metrics listener that cannot bind stops the broker with one line."""
+HTTP API answers for those series; a scrape during startup with ZooKeeper unreachable, during a controller
+failover and during a ZooKeeper outage answers (stale values marked by sparklog_metrics_stale); a metrics
+listener that cannot bind stops the broker with one line."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import uuid
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from support.cluster import BrokerProcess, BrokerStartError, Cluster, wait_until
+from support.cluster import BrokerProcess, BrokerStartError, Cluster, LocalCluster, wait_until
 from support.fault_run import wait_for_leaders
 
 pytestmark = pytest.mark.slow
@@ -162,6 +163,36 @@ def test_series_move_as_records_are_produced_committed_and_a_follower_is_killed(
     assert value(scrape(metrics_url(leader)), "sparklog_isr_expands_total") >= 1
     controllers = [value(scrape(metrics_url(b)), "sparklog_active_controller") for b in cluster.brokers.values()]
     assert sorted(controllers) == [0, 0, 1]
+
+    controller = next(b for b in cluster.brokers.values() if value(scrape(metrics_url(b)), "sparklog_active_controller"))
+    epoch = value(scrape(metrics_url(controller)), "sparklog_controller_epoch")
+    controller.kill()  # a controller failover: every scrape of the survivors answers meanwhile
+    survivors = [b for b in cluster.brokers.values() if b.running]
+
+    def new_controller() -> list:
+        found = [scrape(metrics_url(b)) for b in survivors]
+        return [s for s in found if value(s, "sparklog_active_controller") == 1
+                and value(s, "sparklog_controller_epoch") > epoch]
+    assert len(wait_until(new_controller, "a new controller in the survivors' scrapes", TIMEOUT_S)) == 1
+
+
+def test_a_scrape_during_a_zookeeper_outage_answers_marked_stale(tmp_path):
+    from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper, free_port
+
+    with LocalCluster(tmp_path, brokers=1, overrides=OVERRIDES, zookeeper_port=free_port()) as cluster:
+        url = metrics_url(cluster.brokers[1])
+        assert value(scrape(url), "sparklog_metrics_stale") == 0
+        cluster.zk_server.stop()
+        try:
+            away = wait_until(lambda: (lambda s: s if value(s, "sparklog_metrics_stale") == 1 else None)(scrape(url)),
+                              "a stale scrape while ZooKeeper is away", TIMEOUT_S)
+            assert value(away, "sparklog_zookeeper_session_state", state="connected") == 0
+            assert value(away, "sparklog_leader_partitions") is not None  # the rest is still served
+        finally:  # the same port and data: the broker's session resumes
+            cluster.zk_server = EmbeddedZooKeeper(port=cluster.zk_server.port,
+                                                  data_dir=cluster.zk_server.data_dir).start()
+        wait_until(lambda: value(scrape(url), "sparklog_metrics_stale") == 0, "a fresh scrape once it is back",
+                   TIMEOUT_S)
 
 
 def test_a_scrape_during_startup_with_zookeeper_away_answers_marked_stale(tmp_path):
