@@ -8,11 +8,12 @@ One embedded ZooKeeper and one broker with `metrics.listener` set, in both parts
 
 Part 1 (throughput): after a warm-up round, rounds alternating which goes first, each producing `--messages` messages of `--size`
 bytes with confluent-kafka (acks=1, linger.ms=5) to a fresh single-partition topic, once while nothing scrapes
-and once while a thread of this process scrapes /metrics every second (each scrape read whole). Only
+and once while a process of its own scrapes /metrics every second (each scrape read whole). Only
 acknowledged messages count, timed to the last delivery report (measure.py Rule 1); a round with a failed or
 unacknowledged send is FAILED and the script exits 1 (Rule 4). It prints each round, the medians and the
 ratio scraped / not scraped (goal >= 0.98), and beside it the broker's CPU per message (user + system, from
-/proc), which on a shared machine is steadier than the wall clock. The request paths' own counters (broker/meters.py) run in both
+/proc), which on a shared machine is steadier than the wall clock; then the idle broker's CPU over 15 s
+without and with the scraper: the broker CPU one scrape costs. The request paths' own counters (broker/meters.py) run in both
 arms: what is compared is the endpoint's work.
 
 Part 2 (scrape time): `--partitions` partitions (topics of at most 1000 partitions, one replica), one record
@@ -30,7 +31,7 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
+import multiprocessing
 import time
 import urllib.request
 import uuid
@@ -93,20 +94,41 @@ def scrape(url: str) -> tuple[float, str]:
     return time.perf_counter() - started, text
 
 
-class Scraper(threading.Thread):
-    """Scrapes `url` every second until stopped; counts the scrapes and the failures."""
+def _scrape_every_second(url: str, done, scrapes, errors) -> None:
+    while not done.wait(SCRAPE_EVERY_S):
+        try:
+            scrape(url)
+            scrapes.value += 1
+        except OSError:
+            errors.value += 1
+
+
+class Scraper:
+    """A process of its own (so it takes no time from the producing client's interpreter) scraping `url`
+    every second until stopped; counts the scrapes and the failures."""
 
     def __init__(self, url: str) -> None:
-        super().__init__(name="scraper", daemon=True)
-        self.url, self.done, self.scrapes, self.errors = url, threading.Event(), 0, 0
+        context = multiprocessing.get_context("fork")
+        self.done, self._scrapes, self._errors = context.Event(), context.Value("i", 0), context.Value("i", 0)
+        self._process = context.Process(target=_scrape_every_second, name="scraper", daemon=True,
+                                        args=(url, self.done, self._scrapes, self._errors))
 
-    def run(self) -> None:
-        while not self.done.wait(SCRAPE_EVERY_S):
-            try:
-                scrape(self.url)
-                self.scrapes += 1
-            except OSError:
-                self.errors += 1
+    def start(self) -> None:
+        self._process.start()
+
+    def join(self) -> None:
+        self._process.join(SCRAPE_TIMEOUT_S + 5)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+
+    @property
+    def scrapes(self) -> int:
+        return self._scrapes.value
+
+    @property
+    def errors(self) -> int:
+        return self._errors.value
 
 
 def produce_round(cluster, zk_connect: str, url: str, args, scraped: bool) -> tuple[float, float] | None:
@@ -148,12 +170,34 @@ def throughput(args) -> None:
                 rate = produce_round(cluster, zk_connect, url, args, scraped)
                 if rate is not None:
                     rates[scraped].append(rate)
+        idle_cost(cluster, url)
     if rates[False] and rates[True]:
         plain, scraped = (statistics.median(r for r, _ in rates[k]) for k in (False, True))
         plain_cpu, scraped_cpu = (statistics.median(c for _, c in rates[k]) for k in (False, True))
         print(f"  medians: not scraped {plain:,.0f} msg/s, scraped every {SCRAPE_EVERY_S:.0f} s {scraped:,.0f} msg/s: "
               f"ratio {scraped / plain:.3f} (goal >= 0.98); broker CPU {plain_cpu:.2f} vs {scraped_cpu:.2f} us/msg: "
               f"ratio {plain_cpu / scraped_cpu:.3f} (load {load()})", flush=True)
+
+
+def idle_cost(cluster, url: str, seconds: float = 15.0) -> None:
+    """The broker's CPU over `seconds` idle, without then with the scraper: what one scrape costs it."""
+    pid = cluster.brokers[1].pid
+    before = cpu_seconds(pid)
+    time.sleep(seconds)
+    quiet = cpu_seconds(pid) - before
+    scraper = Scraper(url)
+    before = cpu_seconds(pid)
+    scraper.start()
+    time.sleep(seconds)
+    scraper.done.set()
+    scraper.join()
+    scraped = cpu_seconds(pid) - before
+    if not scraper.scrapes or scraper.errors:
+        shortfall(f"SHORT: idle: {scraper.scrapes} scrapes answered, {scraper.errors} failed")
+        return
+    print(f"  idle broker, {seconds:.0f} s: CPU {quiet * 1000:.0f} ms not scraped, {scraped * 1000:.0f} ms with "
+          f"{scraper.scrapes} scrapes: {(scraped - quiet) * 1000 / scraper.scrapes:.1f} ms of broker CPU a scrape "
+          f"(load {load()})", flush=True)
 
 
 def commit_groups(bootstrap: str, topics: list[str], groups: int) -> list[str]:

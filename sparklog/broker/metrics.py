@@ -239,7 +239,7 @@ class BrokerCollector:
 
     def _requests(self) -> Iterator[Metric]:
         dispatcher = self.broker.dispatcher
-        return request_families(dispatcher.meters, dispatcher.statistics().requests_by_api)
+        return request_families(dispatcher.meters, dispatcher.requests_by_api())
 
     def _server(self) -> Iterator[Metric]:
         return server_families(self.broker.server.statistics())
@@ -259,8 +259,8 @@ class BrokerCollector:
         return log_families(self.broker.logs.logs())
 
     def _storage(self) -> Iterator[Metric]:
-        stats = self.broker.logs.statistics()
-        return storage_families(stats.cleaner, stats.scrubber)
+        logs = self.broker.logs  # not logs.statistics(): that walks every log
+        return storage_families(logs.cleaner.statistics(), logs.scrubber_statistics())
 
     def _lag(self) -> Iterator[Metric]:
         logs = self.broker.logs

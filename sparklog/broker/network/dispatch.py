@@ -333,13 +333,17 @@ class Dispatcher:
         self.meters.observe(api_key, time.perf_counter() - started)
         return reply
 
-    def statistics(self) -> DispatcherStatistics:
+    def requests_by_api(self) -> dict[str, int]:
+        """{api name: requests served}, summed over the clients (any thread: the tables are copied first)."""
         names: dict[str, int] = {}
-        for packed in self._served.values():
+        for packed in list(self._served.values()):
             for key, count in list(packed.items()):
                 name = api_name(key >> _VERSION_BITS)
                 names[name] = names.get(name, 0) + count
-        return DispatcherStatistics(names, self._unsupported, self._malformed, self._fast_produces, self._grouped_produces,
+        return names
+
+    def statistics(self) -> DispatcherStatistics:
+        return DispatcherStatistics(self.requests_by_api(), self._unsupported, self._malformed, self._fast_produces, self._grouped_produces,
                                     _matrix(self._served), _matrix(self._refused))
 
 
