@@ -51,6 +51,7 @@ from sparklog.broker.replication.purgatory import Purgatory
 from sparklog.broker.replication.replica_manager import ReplicaManager
 from sparklog.broker.network.server import BrokerServer
 from sparklog.broker.malloc import keep_freed_memory
+from sparklog.broker.metrics import BrokerCollector, MetricsEndpoint, MetricsListenerUnavailable
 from sparklog.broker.services import ServiceGroup, ServiceGroupStatistics
 from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination.acl_store import AclCache
@@ -110,6 +111,12 @@ class Broker:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.address: tuple[str, int] | None = None
         self.services: ServiceGroup | None = None  # the owner of every background service (services.py)
+        self.metrics: MetricsEndpoint | None = None  # the Prometheus endpoint (metrics.py), if metrics.listener
+
+    @property
+    def stopping(self) -> bool:
+        """Shutdown has begun (a signal or `stop()`)."""
+        return self._stopping
 
     def statistics(self) -> BrokerStatistics:
         return BrokerStatistics(
@@ -131,16 +138,21 @@ class Broker:
         """Start, serve until `stop()` or a signal, shut down; always releases what it opened."""
         self.loop = asyncio.get_running_loop()
         self.services = ServiceGroup(on_error=self._background_error)
+        lag_sampler = None
         try:
+            self._start_metrics()
             await self.loop.run_in_executor(None, self._open_storage_and_zookeeper)
             self._build_server()
             await self.loop.run_in_executor(None, self._register_and_watch)
+            lag_sampler = self.loop.create_task(self.dispatcher.meters.sample_loop_lag())
             self._install_signal_handlers()
             self.server.listen()
             host, port = self.advertised
             print(f"sparklog broker {self.config.broker_id} ready on {host}:{port}", flush=True)
             await self.server.serve()
         finally:
+            if lag_sampler is not None:
+                lag_sampler.cancel()
             if self.dispatcher is not None:  # on the loop: waiting joins and syncs answered, timers cancelled
                 self.dispatcher.state.groups.close()
                 await self.dispatcher.state.offsets.close()
@@ -191,6 +203,14 @@ class Broker:
             self.server.stop()
 
     # -- startup ------------------------------------------------------------------------------------------
+
+    def _start_metrics(self) -> None:
+        """The Prometheus endpoint (metrics.py Rule 4), before anything else: a scrape during startup answers."""
+        endpoint = self.config.metrics_listener
+        if endpoint is not None:
+            self.metrics = self.services.start("metrics endpoint", MetricsEndpoint(
+                endpoint.host, endpoint.port, BrokerCollector(self)).start, lambda: self.metrics.close())
+            log.info("metrics endpoint on http://%s:%d/metrics", self.metrics.host, self.metrics.port)
 
     def _open_storage_and_zookeeper(self) -> None:
         from sparklog.storage import LogConfig, LogManager
@@ -394,7 +414,7 @@ def main(config: BrokerConfig) -> int:
     except broker_registry.BrokerIdInUse as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except (zk_connection.ZooKeeperUnavailable, LogDirInUse, ListenerUnavailable) as exc:
+    except (zk_connection.ZooKeeperUnavailable, LogDirInUse, ListenerUnavailable, MetricsListenerUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -185,6 +185,8 @@ BROKER = Definitions("broker", (
     Setting("allow.everyone.if.no.acl.found", BOOLEAN, False, "allow an operation on a resource no ACL names"),
     Setting("quota.window.num", INT, 11, "samples a client quota's rate is measured over", low=2),
     Setting("quota.window.size.seconds", INT, 1, "the time span of each of those samples", low=1),
+    Setting("metrics.listener", STRING, "", "http://HOST:PORT of the Prometheus endpoint (/metrics); empty: none",
+            kafka=""),
     *SCRUBBER_SETTINGS.values(),
     *CLEANER_SETTINGS.values(),
     *GROUP.values(),
@@ -246,6 +248,7 @@ class BrokerConfig:
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
     sasl: SaslConfig = field(default_factory=SaslConfig)  # sasl.* and the JAAS entries (security/sasl_config.py)
     listener_protocols: Mapping[str, str] = field(default_factory=dict)  # listener name -> security protocol
+    metrics_listener: Endpoint | None = None  # metrics.listener: the Prometheus endpoint (broker/metrics.py)
     # The properties as given: for with_overrides and DescribeConfigs only; everything else reads a typed field.
     raw: Mapping[str, str] = field(default_factory=dict)
 
@@ -299,6 +302,7 @@ class BrokerConfig:
             cleaner=CleanerConfig.from_properties(props),
             sasl=sasl,
             listener_protocols=listener_protocols,
+            metrics_listener=parse_metrics_listener(values["metrics.listener"]),
             raw=dict(props),
             **{name: values[key] for name, key in _FIELD_KEYS.items()},
         )
@@ -320,7 +324,7 @@ class BrokerConfig:
 # BrokerConfig fields read straight from their key (`num_partitions` <- `num.partitions`); the others above.
 _SPECIAL_FIELDS = {"broker_id", "listeners", "advertised_listeners", "log_dirs", "zookeeper_connect",
                    "queued_max_request_bytes", "rack", "log_defaults", "group", "transaction", "scrubber", "cleaner", "raw",
-                   "sasl", "listener_protocols"}
+                   "sasl", "listener_protocols", "metrics_listener"}
 _FIELD_KEYS = {f.name: f.name.replace("_", ".") for f in dataclasses.fields(BrokerConfig)
                if f.name not in _SPECIAL_FIELDS}
 assert set(_FIELD_KEYS.values()) <= KNOWN_KEYS, "every BrokerConfig field has a declared setting"
@@ -352,6 +356,17 @@ def parse_listeners(text: str) -> tuple[Endpoint, ...]:
     if not endpoints:
         raise ConfigError("no listener given")
     return tuple(endpoints)
+
+
+def parse_metrics_listener(text: str | None) -> Endpoint | None:
+    """`http://host:port` -> the metrics endpoint's address; empty -> None (no endpoint)."""
+    if not text:
+        return None
+    scheme, sep, address = text.partition("://")
+    host, colon, port = address.rpartition(":")
+    if scheme.lower() != "http" or not sep or not colon or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"metrics.listener {text!r} is not http://HOST:PORT (port in [0, 65535])")
+    return Endpoint("HTTP", host[1:-1] if host.startswith("[") and host.endswith("]") else host, int(port))
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's SecurityProtocol names

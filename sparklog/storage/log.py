@@ -94,6 +94,7 @@ class LogStatistics:
     fenced_offsets: int = 0  # offsets in them
     unverified_segments: int = 0  # loaded segments not yet verified whole (Rule: verify-before-first-use)
     verified_bytes: int = 0  # bytes replayed whole by first-use verification and the scrubber
+    flush_seconds: float = 0.0  # time spent in fsyncs of flushes (their count is `flushes`)
 
 
 class PartitionLog(LogTransactions):
@@ -137,6 +138,7 @@ class PartitionLog(LogTransactions):
         self._appends = 0  # append-path counters are plain attributes: a dict update costs twice as much
         self._appended_bytes = 0
         self._flushes = 0
+        self._flush_seconds = 0.0
         self._on_fence = on_fence
         self._fences = FencedRanges(files, directory)
         self._verified_bytes = 0
@@ -320,6 +322,7 @@ class PartitionLog(LogTransactions):
                 self._unflushed_messages = 0
                 self._first_unflushed_at = None
                 directory_dirty, self._segment_set.directory_dirty = self._segment_set.directory_dirty, False
+            started = time.monotonic()
             try:
                 for segment in dirty:
                     segment.flush()
@@ -333,6 +336,7 @@ class PartitionLog(LogTransactions):
                 self._recovery_checkpoint.write(visible.offset)
             with self._lock:
                 self._flushes += 1
+                self._flush_seconds += time.monotonic() - started
                 moved = self._visibility.advance(visible)
         if moved:
             self._visibility.notify(self, visible.offset)
@@ -650,6 +654,11 @@ class PartitionLog(LogTransactions):
     def size_bytes(self) -> int:
         return self._segment_set.size_bytes
 
+    @property
+    def flush_totals(self) -> tuple[int, float]:
+        """(flushes, seconds spent in their fsyncs) so far: `statistics()`'s two, without its other work."""
+        return self._flushes, self._flush_seconds
+
     def active_producers(self) -> list[tuple[int, int, int, int, int]]:
         """(producer id, epoch, last sequence, last timestamp, first offset of its open transaction) of each
         producer whose state the log keeps, by id (Kafka's DescribeProducers); -1 for a sequence not known (no
@@ -689,6 +698,7 @@ class PartitionLog(LogTransactions):
             checkpoints=self._recovery_checkpoint.writes,
             fenced_ranges=len(self._fences.ranges), fenced_offsets=self._fences.offsets,
             unverified_segments=sum(not s.verified for s in segments), verified_bytes=self._verified_bytes,
+            flush_seconds=self._flush_seconds,
         )
 
     def __repr__(self) -> str:

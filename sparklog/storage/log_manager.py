@@ -181,6 +181,9 @@ class LogManager:
         if self._stop.is_set():
             raise LogClosedError("the log manager is closed")
 
+    def scrubber_statistics(self) -> ScrubberStatistics:
+        return self._scrubber.statistics()
+
     def statistics(self) -> LogManagerStatistics:
         logs = self.logs()
         return LogManagerStatistics(

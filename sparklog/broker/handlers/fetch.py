@@ -8,6 +8,7 @@ import logging
 
 from sparklog.protocol.fetch import (FetchableTopicResponse, FetchResponse, PartitionData, SinglePartitionFetch,
                                      encode_single_partition_head as encode_single_partition_fetch_head)
+from sparklog.protocol.api_keys import ApiKey
 from sparklog.storage.errors import StorageError
 from sparklog.broker.handlers.error_codes import (NONE, NOT_LEADER_OR_FOLLOWER, NOT_SERVED_FAST, NO_OFFSET,
                                                   OFFSET_OUT_OF_RANGE, STORAGE_FAULTS, storage_error_code)
@@ -15,6 +16,7 @@ from sparklog.broker.handlers import read_committed
 from sparklog.broker.handlers.leadership import fenced_here_whole_elsewhere, leader_in_epoch, verified_first
 
 log = logging.getLogger(__name__)
+_FETCH = int(ApiKey.FETCH)
 
 
 def fetch_target(state, snapshot, topic: str, partition: int, current_leader_epoch: int, offset: int):
@@ -71,8 +73,23 @@ def handle_fetch(request, state):
 def _fetch_now(body, state):
     response, ready, plogs, failed = _fetch_once(body, state)
     if ready >= body.min_bytes or body.max_wait_ms <= 0 or failed or not plogs:
-        return response
+        return _metered(response, body.replica_id, state)
     return _fetch_long_poll(body, state, plogs)
+
+
+def _metered(response: FetchResponse, replica_id: int, state) -> FetchResponse:
+    """Count the answer's partitions in the metrics (broker/meters.py Rule 1): bytes a consumer reads, and
+    every partition's error; a follower's reads are replication, not bytes out."""
+    topics, requests = state.topic_meters, state.request_meters
+    for topic in response.responses:
+        name = topic.topic
+        for part in topic.partitions:
+            if part.error_code != NONE:
+                topics.failed_fetch(name)
+                requests.error(_FETCH, part.error_code)
+            elif replica_id < 0 and part.records:
+                topics.fetched(name, len(part.records))
+    return response
 
 
 def _unverified_reads(body, state) -> list:
@@ -106,7 +123,7 @@ async def _fetch_long_poll(body, state, plogs) -> FetchResponse:
         return ready >= body.min_bytes or failed
 
     await state.waiters.wait_until(plogs, enough, loop.time() + body.max_wait_ms / 1000.0)
-    return last[0]
+    return _metered(last[0], body.replica_id, state)
 
 
 def _fetch_once(body, state):
@@ -196,7 +213,10 @@ def handle_single_partition_fetch(request: SinglePartitionFetch, state):
     if size < request.min_bytes and request.max_wait_ms > 0:
         return NOT_SERVED_FAST
     head = encode_single_partition_fetch_head(request, high_watermark, log_start, size)
-    return [head, records] if size else [head]
+    if size:
+        state.topic_meters.fetched(request.topic, size)
+        return [head, records]
+    return [head]
 
 
 def _fetch_error(index: int, code: int) -> PartitionData:

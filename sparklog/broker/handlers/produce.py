@@ -31,6 +31,7 @@ from sparklog.broker.coordinator.transaction.verifier import Wanted
 from sparklog.records.batch import ATTRIBUTES_OFFSET, LAST_OFFSET_DELTA_OFFSET, TRANSACTIONAL_MASK
 
 log = logging.getLogger(__name__)
+_PRODUCE = int(ApiKey.PRODUCE)
 
 
 NOT_REPLICATED = "not replicated to the in-sync replicas within the request's timeout"
@@ -129,14 +130,17 @@ def _produce(request, state, refused: dict):
             index = part.index
             led = produce_target(replicas, snapshot, name, index, acks)
             if led.__class__ is tuple:
-                parts.append(_produce_error(index, *led))
+                parts.append(_metered_error(state, name, _produce_error(index, *led)))
                 continue
             if refused and (name, index) in refused:
                 parts.append(_produce_error(index, *refused[(name, index)]))
                 continue
             result = _append(led, index, part.records)
             parts.append(result)
-            if result.error_code == NONE:
+            if result.error_code != NONE:
+                _metered_error(state, name, result)
+            else:
+                state.topic_meters.produced(name, len(part.records), led.plog.log_end_offset - result.base_offset)
                 replicas.after_leader_append(led)
                 if acks == -1:
                     delayed.append((parts, len(parts) - 1, led, led.plog.log_end_offset))
@@ -193,7 +197,9 @@ def handle_single_partition_produce(request: SinglePartitionProduce, state):
         return NOT_SERVED_FAST  # Rule 6
     outcome = _append_outcome(led, request.index, records)
     if outcome.__class__ is not tuple:
+        _metered_error(state, request.topic, outcome)
         return None if acks == 0 else _single_partition_reply(request, outcome)
+    state.topic_meters.produced(request.topic, len(request.records), led.plog.log_end_offset - outcome[0])
     replicas.after_leader_append(led)
     if acks == 0:
         return None
@@ -230,8 +236,10 @@ def handle_produce_group(requests: list, led, state) -> list:
     them, the others None (the server's contract: the same bytes leave)."""
     plog = led.plog
     append_time = time.time_ns() // 1_000_000 if plog.stamps_append_time else NO_TIMESTAMP
+    end_before = plog.log_end_offset
     outcomes = plog.append_group_as_leader([r.records for r in requests],
                                            led.leader_epoch, append_time if append_time != NO_TIMESTAMP else None)
+    _meter_group(state, requests, outcomes, plog.log_end_offset - end_before)
     replicas = state.replicas
     for outcome in outcomes:
         if outcome.__class__ is tuple:
@@ -299,6 +307,30 @@ async def _wait_single_replication(state, request: SinglePartitionProduce, led, 
     if settled[0] is None:
         return _single_partition_reply(request, _produce_error(request.index, REQUEST_TIMED_OUT, NOT_REPLICATED))
     return _single_partition_reply(request, _produce_error(request.index, settled[0]))
+
+
+def _meter_group(state, requests: list, outcomes: list, messages: int) -> None:
+    """One update of the metrics for a group append (broker/meters.py Rule 1)."""
+    appended = 0
+    topic = requests[0].topic
+    for request, outcome in zip(requests, outcomes):
+        if outcome.__class__ is tuple:
+            appended += len(request.records)
+        else:  # what the append raised: answered by the one table (_append_error)
+            _count_failure(state, topic, storage_error_code(outcome))
+    state.topic_meters.produced(topic, appended, messages)
+
+
+def _metered_error(state, topic: str, part: PartitionProduceResponse) -> PartitionProduceResponse:
+    """Count a partition's failed produce in the metrics (per topic, and per error code); returns `part`."""
+    _count_failure(state, topic, part.error_code)
+    return part
+
+
+def _count_failure(state, topic: str, code: int | None) -> None:
+    state.topic_meters.failed_produce(topic)
+    if code is not None:
+        state.request_meters.error(_PRODUCE, code)
 
 
 def _single_partition_reply(request: SinglePartitionProduce, part: PartitionProduceResponse) -> list:

@@ -12,6 +12,7 @@ from sparklog.broker.coordinator.group.coordinator import GroupCoordinator
 from sparklog.broker.coordinator.group.offset_store import TopicOffsetStore
 from sparklog.broker.coordinator.transaction.coordinator import TransactionCoordinator
 from sparklog.broker.quota.manager import QuotaManager, QuotaWindows
+from sparklog.broker.meters import RequestMeters, TopicMeters
 from sparklog.broker.replication.purgatory import Purgatory
 from sparklog.broker.replication.replica_manager import ReplicaManager
 from sparklog.coordination.producer_ids import ProducerIdAllocator
@@ -61,6 +62,8 @@ class BrokerState:
     offsets_topic_creation: asyncio.Future | None = None  # the one creation of __consumer_offsets in flight
     counters: dict = field(default_factory=lambda: dict.fromkeys(
         ("produced_batches_bytes", "produce_errors", "fetch_waits", "zookeeper_calls"), 0))
+    topic_meters: TopicMeters = field(default_factory=TopicMeters)  # per topic, for the metrics endpoint
+    request_meters: RequestMeters = field(default_factory=RequestMeters)  # per api (broker/meters.py)
 
     @classmethod
     def build(cls, config: BrokerConfig, partitions: Partitions, *, cluster_id: str, zk: KazooClient | None = None,

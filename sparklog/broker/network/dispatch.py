@@ -163,6 +163,7 @@ class Dispatcher:
             self.set_metering(quotas.active)
         self._sasl = sasl_listener(state)  # the listener's SASL settings, None when it is not a SASL listener
         self._new_decoder: FrameDecoder | None = None
+        self.meters = state.request_meters  # latency and error codes per api, for the metrics endpoint
 
     def new_decoder(self) -> FrameDecoder:
         self._new_decoder = FrameDecoder(self.max_frame_bytes)
@@ -183,6 +184,7 @@ class Dispatcher:
             session = self._default_session
         if session.gate is not None:
             return session.gate.handle_frame(frame, lambda request: self._serve(request, session))
+        started = time.perf_counter()
         if session.served is not None and self.fast:
             opening = frame[:2]
             if opening == _PRODUCE_KEY:
@@ -193,9 +195,10 @@ class Dispatcher:
                 reply = self._single_partition_fetch(frame, session.served)
                 if reply is not NOT_SERVED_FAST:
                     return reply
-        return self._general(frame, session)
+        return self._general(frame, session, started=started)
 
-    def _general(self, frame, session: ClientSession, throttle_ms: int = 0, fetch_cap: int | None = None):
+    def _general(self, frame, session: ClientSession, throttle_ms: int = 0, fetch_cap: int | None = None,
+                 started: float | None = None):
         """Rule 1 for `frame`; with a throttle (Rule 7) stamped in the response's throttle_time_ms, and a Fetch's
         byte limits lowered to `fetch_cap`."""
         try:
@@ -207,10 +210,14 @@ class Dispatcher:
             raise CloseConnection(str(exc)) from None
         if session.sasl is not None and request.header.api_key in _SASL_APIS:
             return session.sasl.handle_request(request)  # a re-authentication (KIP-368)
-        return self._serve(request, session, throttle_ms, fetch_cap)
+        return self._serve(request, session, throttle_ms, fetch_cap, started)
 
-    def _serve(self, request, session: ClientSession, throttle_ms: int = 0, fetch_cap: int | None = None):
-        """Rule 1 for a decoded request."""
+    def _serve(self, request, session: ClientSession, throttle_ms: int = 0, fetch_cap: int | None = None,
+               started: float | None = None):
+        """Rule 1 for a decoded request; its latency (for the metrics endpoint) counted from `started`, the
+        frame's arrival at the dispatcher, or from now."""
+        if started is None:
+            started = time.perf_counter()
         request.client_host = session.host
         request.principal = session.principal
         request.listener = session.listener
@@ -225,13 +232,14 @@ class Dispatcher:
             cap_fetch(request.body, fetch_cap)
         body = self.handlers[api_key](request, self.state)
         if body is None:
+            self.meters.observe(api_key, time.perf_counter() - started)
             return None
         if body.__class__ is CoroutineType:
-            later = self._encode_later(header, body, throttle_ms)
+            later = self._encode_later(header, body, throttle_ms, started)
             return Parked(later) if api_key in PARKED_APIS else later
         if throttle_ms and hasattr(body, "throttle_time_ms"):
             body.throttle_time_ms = throttle_ms
-        return encode_response(header, body)
+        return self._answered(header, body, started)
 
     def set_metering(self, active: bool) -> None:
         """Rule 7 on or off: with no quota configured, handle_frame is the unmetered method itself."""
@@ -382,12 +390,14 @@ class Dispatcher:
             self._produce_group(group, group_led, served, replies)
 
     def _produce_group(self, requests: list, led, served: dict, replies: list) -> None:
+        started = time.perf_counter()
         if len(requests) == 1:
             request = requests[0]
             answers = [handle_single_partition_produce(request, self.state)]
         else:
             answers = handle_produce_group(requests, led, self.state)
             self._grouped_produces += len(requests)
+        self.meters.observe(_PRODUCE, time.perf_counter() - started, len(requests))
         self._fast_produces += len(requests)
         version = requests[0].api_version
         for request in requests:  # counted per group: one version per client, bar a mid-read change
@@ -407,9 +417,11 @@ class Dispatcher:
         request = decode_single_partition(frame)
         if request is None:
             return NOT_SERVED_FAST
+        started = time.perf_counter()
         reply = handle_single_partition_produce(request, self.state)
         if reply is NOT_SERVED_FAST:
             return reply
+        self.meters.observe(_PRODUCE, time.perf_counter() - started)
         self._fast_produces += 1
         key = _PRODUCE << _VERSION_BITS | request.api_version
         served[key] = served.get(key, 0) + 1
@@ -420,9 +432,11 @@ class Dispatcher:
         request = decode_single_partition_fetch(frame)
         if request is None:
             return NOT_SERVED_FAST
+        started = time.perf_counter()
         reply = handle_single_partition_fetch(request, self.state)
         if reply is NOT_SERVED_FAST:
             return reply
+        self.meters.observe(_FETCH, time.perf_counter() - started)
         self.fast_fetches += 1
         key = _FETCH << _VERSION_BITS | request.api_version
         served[key] = served.get(key, 0) + 1
@@ -464,21 +478,36 @@ class Dispatcher:
             found = table.setdefault(client, {})
         return found
 
-    async def _encode_later(self, header, pending, throttle_ms: int = 0):
+    async def _encode_later(self, header, pending, throttle_ms: int, started: float):
         body = await pending
         if body is None:
+            self.meters.observe(header.api_key, time.perf_counter() - started)
             return None
         if throttle_ms and hasattr(body, "throttle_time_ms"):
             body.throttle_time_ms = throttle_ms
-        return encode_response(header, body)
+        return self._answered(header, body, started)
 
-    def statistics(self) -> DispatcherStatistics:
+    def _answered(self, header, body, started: float) -> list:
+        """The encoded reply, its latency and its top-level error code counted (broker/meters.py Rule 1)."""
+        api_key = header.api_key
+        code = getattr(body, "error_code", 0)
+        if code:
+            self.meters.error(api_key, code)
+        reply = encode_response(header, body)
+        self.meters.observe(api_key, time.perf_counter() - started)
+        return reply
+
+    def requests_by_api(self) -> dict[str, int]:
+        """{api name: requests served}, summed over the clients (any thread: the tables are copied first)."""
         names: dict[str, int] = {}
-        for packed in self._served.values():
+        for packed in list(self._served.values()):
             for key, count in list(packed.items()):
                 name = api_name(key >> _VERSION_BITS)
                 names[name] = names.get(name, 0) + count
-        return DispatcherStatistics(names, self._unsupported, self._malformed, self._fast_produces, self._grouped_produces,
+        return names
+
+    def statistics(self) -> DispatcherStatistics:
+        return DispatcherStatistics(self.requests_by_api(), self._unsupported, self._malformed, self._fast_produces, self._grouped_produces,
                                     _matrix(self._served), _matrix(self._refused))
 
 

@@ -55,6 +55,8 @@ class ReplicaManagerStatistics:
     isr_writes: int
     fencings: int
     fetchers: tuple
+    isr_shrinks: int = 0  # ISR changes of a led partition (written here or by the controller) that dropped a replica
+    isr_expands: int = 0  # ... that added one
 
 
 def _now_ms() -> int:
@@ -112,6 +114,8 @@ class ReplicaManager:
         self._pending_snapshot = None
         self._applying: asyncio.Task | None = None
         self._isr_writes = 0
+        self._isr_shrinks = 0
+        self._isr_expands = 0
         self._fenced = 0
         self._flusher: concurrent.futures.ThreadPoolExecutor | None = None  # hasten_visibility's fsyncs
         self._following_stopped = False  # controlled shutdown: this broker no longer fetches (stop_following)
@@ -144,7 +148,8 @@ class ReplicaManager:
 
     def statistics(self) -> ReplicaManagerStatistics:
         return ReplicaManagerStatistics(len(self.leaders), sum(1 for led in self.leaders.values() if led.fenced),
-                                        self._isr_writes, self._fenced, tuple(self.fetchers.statistics()))
+                                        self._isr_writes, self._fenced, tuple(self.fetchers.statistics()),
+                                        self._isr_shrinks, self._isr_expands)
 
     # -- snapshots -----------------------------------------------------------------------------------------
 
@@ -188,6 +193,7 @@ class ReplicaManager:
         if old is not None and old.plog is plog and old.leader_epoch == meta.leader_epoch:
             if meta.zk_version > old.zk_version and not old.writing:
                 old.zk_version = meta.zk_version
+                self._count_isr_change(old.state.isr, meta.isr)
                 old.state.set_isr(meta.isr, _now_ms())
             return old
         replicated = len(meta.replicas) > 1
@@ -203,6 +209,12 @@ class ReplicaManager:
                  list(meta.replicas), sorted(state.isr))
         self._advance_hw(led)
         return led
+
+    def _count_isr_change(self, old, new) -> None:
+        """A led partition's ISR changes (written here, or by the controller): a shrink, an expand, or both."""
+        new = set(new)
+        self._isr_shrinks += bool(old - new)
+        self._isr_expands += bool(new - old)
 
     # -- what the handlers ask (loop thread) ----------------------------------------------------------------
 
@@ -328,6 +340,7 @@ class ReplicaManager:
                             list(isr), exc)
                 return
             self._isr_writes += 1
+            self._count_isr_change(led.state.isr, isr)
             log.info("%s-%d: ISR %s -> %s (epoch %d)", led.key[0], led.key[1], sorted(led.state.isr), list(isr),
                      led.leader_epoch)
             led.zk_version = written.zk_version

@@ -126,6 +126,12 @@ class PartitionOffsets:
         keys = held if partitions is None else [tp for tp in partitions if tp in held]
         return {tp: held[tp] for tp in keys if held[tp].offset is not None}
 
+    def all_offsets(self) -> list[tuple[str, TopicPartition, int]]:
+        """(group, partition, committed offset) of every live offset: for the lag metric, from any thread (the
+        dicts are copied before they are walked)."""
+        return [(group, tp, c.offset) for group, held in list(self._groups.items())
+                for tp, c in list(held.items()) if c.offset is not None]
+
     def of_topics(self, topics: Iterable[str]) -> dict[str, list[TopicPartition]]:
         """{group: its live offsets' partitions of `topics`}: what a deletion of those topics removes."""
         topics = set(topics)

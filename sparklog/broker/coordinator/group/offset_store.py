@@ -514,6 +514,12 @@ class TopicOffsetStore:
         self._counts["expired"] += deleted
         return deleted
 
+    def committed_offsets(self) -> list[tuple[str, TopicPartition, int]]:
+        """(group, partition, offset) of every live committed offset of the loaded offsets partitions: the
+        groups this broker coordinates (for the lag metric; any thread)."""
+        return [entry for cache in list(self._caches.values()) if cache.state is CacheState.LOADED
+                for entry in cache.all_offsets()]
+
     def statistics(self) -> OffsetStoreStatistics:
         loaded = [c for c in self._caches.values() if c.state is CacheState.LOADED]
         sizes = [c.statistics() for c in loaded]
