@@ -19,12 +19,13 @@ import logging
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from sparklog.broker.coordinator.group.config import GROUP, GroupConfig, GroupConfigError
 from sparklog.broker.coordinator.transaction.config import TRANSACTION, TransactionConfig, TransactionConfigError
 from sparklog.coordination.connection import split_connect_string
-from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, STRING, WARN, Definitions, Setting
+from sparklog.broker.tls import SSL, TlsConfigError, TlsSettings
+from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, MEDIUM, STRING, WARN, Definitions, Setting
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
 from sparklog.storage.config import DEFINITIONS as TOPIC_CONFIGS
 from sparklog.storage.cleaner_manager import CLEANER_SETTINGS, CleanerConfig
@@ -89,6 +90,12 @@ _IGNORED_KEYS = (
 )
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's SecurityProtocol names
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")  # served over TLS
+# The protocols not served yet, refused at start (check_served), in this one place: SASL lifts its entries.
+UNSERVED_PROTOCOLS = {"SASL_PLAINTEXT": "no SASL yet", "SASL_SSL": "no SASL yet"}
+
+
 class ConfigError(ValueError):
     """A known configuration key has a value the broker cannot use."""
 
@@ -120,11 +127,16 @@ def _ignored(name: str) -> Setting:
 
 BROKER = Definitions("broker", (
     Setting("broker.id", INT, None, "this broker's id, unique in the cluster (required)", HIGH, low=0),
-    Setting("listeners", STRING, f"PLAINTEXT://:{DEFAULT_PORT}", "NAME://host:port of the one listener; its "
-            "security protocol must be PLAINTEXT (anything else is refused at start)", HIGH),
-    Setting("advertised.listeners", STRING, None, "what clients are told (unset: the listeners)", HIGH),
+    Setting("listeners", STRING, f"PLAINTEXT://:{DEFAULT_PORT}", "NAME://host:port,... of the listeners, each "
+            "bound and served with its security protocol (PLAINTEXT or SSL; SASL ones are refused at start)", HIGH),
+    Setting("advertised.listeners", STRING, None, "what clients are told, per listener name (unset: the "
+            "listeners)", HIGH),
     Setting("listener.security.protocol.map", STRING, None, "NAME:PROTOCOL,... (unset: each protocol's name maps "
-            "to itself); every listener must map to PLAINTEXT", LOW),
+            "to itself)", LOW),
+    Setting("inter.broker.listener.name", STRING, None, "the listener other brokers reach this one on "
+            "(unset: the one named as security.inter.broker.protocol)", MEDIUM),
+    Setting("security.inter.broker.protocol", STRING, "PLAINTEXT", "the inter-broker listener's name when "
+            "inter.broker.listener.name is unset", MEDIUM, choices=SECURITY_PROTOCOLS),
     Setting("log.dirs", LIST, None, "directories of the partition logs (required, or log.dir)", HIGH),
     Setting("log.dir", LIST, None, "the same as log.dirs, when that is unset", HIGH),
     Setting("zookeeper.connect", STRING, None, "host:port[,...][/chroot] of ZooKeeper (required)", HIGH),
@@ -176,6 +188,7 @@ BROKER = Definitions("broker", (
             "before stopping"),
     Setting("controlled.shutdown.timeout.ms", LONG, DEFAULT_CONTROLLED_SHUTDOWN_TIMEOUT_MS, "how long a stopping "
             "broker waits for that (Kafka: max.retries x retry.backoff.ms)", low=1, kafka=""),
+    *SSL.values(),
     *SCRUBBER_SETTINGS.values(),
     *CLEANER_SETTINGS.values(),
     *GROUP.values(),
@@ -231,6 +244,14 @@ class BrokerConfig:
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
     # The properties as given: for with_overrides and DescribeConfigs only; everything else reads a typed field.
     raw: Mapping[str, str] = field(default_factory=dict)
+    # Every listener's security protocol (listener.security.protocol.map, Kafka's default when unset), and the
+    # listener other brokers use (inter.broker.listener.name, else security.inter.broker.protocol's name).
+    listener_security_protocol_map: Mapping[str, str] = field(default_factory=lambda: {"PLAINTEXT": "PLAINTEXT"})
+    inter_broker_listener_name: str = "PLAINTEXT"
+    tls: TlsSettings | None = None  # the ssl.* settings (broker/tls.py)
+    # Built (and so checked: a store that does not load is refused here) when a listener speaks SSL.
+    ssl_server_context: Any = field(default=None, compare=False, repr=False)
+    ssl_client_context: Any = field(default=None, compare=False, repr=False)  # inter-broker SSL only
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "BrokerConfig":
@@ -259,7 +280,10 @@ class BrokerConfig:
         advertised = values["advertised.listeners"]
         listeners = parse_listeners(values["listeners"] or BROKER["listeners"].default)
         advertised_listeners = parse_listeners(advertised) if advertised else ()
-        check_served(listeners, advertised_listeners, values["listener.security.protocol.map"])
+        protocols = check_served(listeners, advertised_listeners, values["listener.security.protocol.map"])
+        tls, server_ctx = tls_server_context(props, listeners, protocols)
+        inter_broker = inter_broker_listener(props, values, listeners, protocols)
+        client_ctx = tls_client_context(tls, listeners, protocols, inter_broker)
         return cls(
             broker_id=values["broker.id"],
             listeners=listeners,
@@ -274,6 +298,11 @@ class BrokerConfig:
             scrubber=ScrubberConfig.from_properties(props),
             cleaner=CleanerConfig.from_properties(props),
             raw=dict(props),
+            listener_security_protocol_map={e.name: protocols[e.name] for e in listeners},
+            inter_broker_listener_name=inter_broker,
+            tls=tls,
+            ssl_server_context=server_ctx,
+            ssl_client_context=client_ctx,
             **{name: values[key] for name, key in _FIELD_KEYS.items()},
         )
 
@@ -290,10 +319,16 @@ class BrokerConfig:
             for e in self.listeners
         )
 
+    def protocol(self, listener: str) -> str:
+        """The security protocol a listener speaks."""
+        return self.listener_security_protocol_map[listener]
+
 
 # BrokerConfig fields read straight from their key (`num_partitions` <- `num.partitions`); the others above.
 _SPECIAL_FIELDS = {"broker_id", "listeners", "advertised_listeners", "log_dirs", "zookeeper_connect",
-                   "queued_max_request_bytes", "rack", "log_defaults", "group", "transaction", "scrubber", "cleaner", "raw"}
+                   "queued_max_request_bytes", "rack", "log_defaults", "group", "transaction", "scrubber", "cleaner", "raw",
+                   "listener_security_protocol_map", "inter_broker_listener_name", "tls", "ssl_server_context",
+                   "ssl_client_context"}
 _FIELD_KEYS = {f.name: f.name.replace("_", ".") for f in dataclasses.fields(BrokerConfig)
                if f.name not in _SPECIAL_FIELDS}
 assert set(_FIELD_KEYS.values()) <= KNOWN_KEYS, "every BrokerConfig field has a declared setting"
@@ -327,26 +362,82 @@ def parse_listeners(text: str) -> tuple[Endpoint, ...]:
     return tuple(endpoints)
 
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's SecurityProtocol names
-SERVED_PROTOCOL = "PLAINTEXT"  # the only one sparklog speaks (no TLS, no SASL yet)
 
 
-def check_served(listeners: tuple[Endpoint, ...], advertised: tuple[Endpoint, ...], protocol_map: str | None) -> None:
-    """Refuse, in one ConfigError naming it, a listener the broker would not serve as configured: more than one
-    (only one is bound), or one whose security protocol (listener.security.protocol.map, else its name, as
-    Kafka's default map) is not PLAINTEXT: an SSL:// listener served in plaintext tells clients a lie."""
-    if len(listeners) > 1:
-        raise ConfigError(f"listeners '{','.join(map(str, listeners))}': sparklog serves one listener, not "
-                          f"{len(listeners)}")
+def check_served(listeners: tuple[Endpoint, ...], advertised: tuple[Endpoint, ...],
+                 protocol_map: str | None) -> dict[str, str]:
+    """Refuse, in one ConfigError naming it, a listener the broker would not serve as configured: two listeners
+    with one name or one port, an advertised listener naming no listener, a listener with no security protocol
+    (listener.security.protocol.map, else its name, as Kafka's default map) or with one not served yet
+    (UNSERVED_PROTOCOLS): a SASL_SSL:// listener served any other way would tell clients a lie. Returns the map."""
     protocols = parse_protocol_map(protocol_map)
-    for kind, endpoint in [("listener", e) for e in listeners] + [("advertised listener", e) for e in advertised]:
+    _check_distinct(listeners)
+    names = {e.name for e in listeners}
+    for endpoint in advertised:
+        if endpoint.name not in names:
+            raise ConfigError(f"advertised listener '{endpoint}' names no listener of listeners "
+                              f"({', '.join(sorted(names))}); {endpoint.name} is not served")
+    for endpoint in listeners:
         protocol = protocols.get(endpoint.name)
         if protocol is None:
-            raise ConfigError(f"{kind} '{endpoint}': no security protocol for {endpoint.name} in "
+            raise ConfigError(f"listener '{endpoint}': no security protocol for {endpoint.name} in "
                               f"listener.security.protocol.map")
-        if protocol != SERVED_PROTOCOL:
-            raise ConfigError(f"{kind} '{endpoint}' speaks {protocol}: sparklog serves {SERVED_PROTOCOL} only "
-                              f"(no TLS or SASL yet)")
+        if protocol in UNSERVED_PROTOCOLS:
+            raise ConfigError(f"listener '{endpoint}' speaks {protocol}: sparklog serves PLAINTEXT and SSL only "
+                              f"({UNSERVED_PROTOCOLS[protocol]})")
+    return protocols
+
+
+def _check_distinct(listeners: tuple[Endpoint, ...]) -> None:
+    names = [e.name for e in listeners]
+    ports = [e.port for e in listeners if e.port]
+    if len(set(names)) < len(names) or len(set(ports)) < len(ports):
+        raise ConfigError(f"listeners '{','.join(map(str, listeners))}': each listener needs its own name and "
+                          f"its own port")
+
+
+def inter_broker_listener(props: Mapping[str, str], values: Mapping[str, Any], listeners: tuple[Endpoint, ...],
+                          protocols: Mapping[str, str]) -> str:
+    """inter.broker.listener.name, else the listener named as security.inter.broker.protocol (Kafka's rule);
+    it must be one of the listeners (both keys set at once is refused, as Kafka does)."""
+    name, protocol = values["inter.broker.listener.name"], values["security.inter.broker.protocol"]
+    if name and "security.inter.broker.protocol" in props:
+        raise ConfigError("inter.broker.listener.name and security.inter.broker.protocol are both set; set one")
+    name = (name or protocol).strip().upper()
+    if name not in {e.name for e in listeners}:
+        key = "inter.broker.listener.name" if values["inter.broker.listener.name"] else \
+            "security.inter.broker.protocol"
+        raise ConfigError(f"{key}={name}: no listener of that name in listeners "
+                          f"({', '.join(e.name for e in listeners)}); other brokers could not reach this one")
+    return name
+
+
+def tls_server_context(props: Mapping[str, str], listeners: tuple[Endpoint, ...], protocols: Mapping[str, str]):
+    """The ssl.* settings and, when a listener speaks SSL, the server context: built here, so that a store that
+    cannot be loaded stops the start in one line naming the listener and the store."""
+    try:
+        tls = TlsSettings.from_properties(props)
+    except TlsConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    for endpoint in listeners:
+        if protocols[endpoint.name] in TLS_PROTOCOLS:
+            return tls, _tls_built(tls.server_context, endpoint, protocols)
+    return tls, None
+
+
+def tls_client_context(tls: TlsSettings, listeners: tuple[Endpoint, ...], protocols: Mapping[str, str],
+                       inter_broker: str):
+    """The context of this broker's connections to the others, when the inter-broker listener speaks SSL."""
+    if protocols[inter_broker] not in TLS_PROTOCOLS:
+        return None
+    return _tls_built(tls.client_context, next(e for e in listeners if e.name == inter_broker), protocols)
+
+
+def _tls_built(build, endpoint: Endpoint, protocols: Mapping[str, str]):
+    try:
+        return build()
+    except TlsConfigError as exc:
+        raise ConfigError(f"listener '{endpoint}' speaks {protocols[endpoint.name]}: {exc}") from None
 
 
 def parse_protocol_map(text: str | None) -> dict[str, str]:

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from sparklog.broker.network.inter_broker import PLAINTEXT_REGISTERED, InterBrokerListener
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import MalformedResponse
@@ -135,8 +136,10 @@ class _Counters:
 class ReplicaFetcher:
     """Copies the partitions led by one broker (module docstring)."""
 
-    def __init__(self, broker_id: int, leader_id: int) -> None:
+    def __init__(self, broker_id: int, leader_id: int,
+                 inter_broker: InterBrokerListener = PLAINTEXT_REGISTERED) -> None:
         self.broker_id = broker_id
+        self.inter_broker = inter_broker
         self.leader_id = leader_id
         self._partitions: dict[tuple[str, int], _Partition] = {}
         self._address: tuple[str, int] | None = None
@@ -353,8 +356,7 @@ class ReplicaFetcher:
     async def _connect(self):
         if self._streams is None:
             host, port = self._address
-            self._streams = await asyncio.wait_for(asyncio.open_connection(host, port),
-                                                   REPLICA_SOCKET_TIMEOUT_MS / 1000)
+            self._streams = await self.inter_broker.open_connection(host, port, REPLICA_SOCKET_TIMEOUT_MS / 1000)
         return self._streams
 
     def _disconnect(self) -> None:
@@ -369,6 +371,7 @@ class ReplicaFetcherManager:
 
     broker_id: int
     fetchers: dict[int, ReplicaFetcher] = field(default_factory=dict)
+    inter_broker: InterBrokerListener = PLAINTEXT_REGISTERED  # the leaders' listener fetched from
 
     async def update(self, targets: Mapping[tuple[str, int], FollowTarget], brokers: Mapping) -> None:
         by_leader: dict[int, dict] = {}
@@ -381,10 +384,9 @@ class ReplicaFetcherManager:
         for leader_id, parts in by_leader.items():
             fetcher = self.fetchers.get(leader_id)
             if fetcher is None:
-                fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.broker_id, leader_id)
+                fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.broker_id, leader_id, self.inter_broker)
                 fetcher.start()
-            info = brokers.get(leader_id)
-            fetcher.set_partitions(parts, (info.host, info.port) if info is not None else None)
+            fetcher.set_partitions(parts, self.inter_broker.address(brokers.get(leader_id)))
 
     async def close(self) -> None:
         for fetcher in self.fetchers.values():

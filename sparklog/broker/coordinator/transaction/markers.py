@@ -20,6 +20,7 @@ import logging
 import struct
 from typing import Callable
 
+from sparklog.broker.network.inter_broker import PLAINTEXT_REGISTERED, InterBrokerListener
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import MalformedResponse
@@ -44,8 +45,9 @@ TopicPartition = tuple[str, int]
 class MarkerChannel:
     """`partitions` has `.snapshot` (topics, brokers); `broker_id` names this coordinator to the leaders."""
 
-    def __init__(self, partitions, broker_id: int) -> None:
+    def __init__(self, partitions, broker_id: int, inter_broker: InterBrokerListener = PLAINTEXT_REGISTERED) -> None:
         self.partitions = partitions
+        self.inter_broker = inter_broker  # the leaders' listener the markers go to
         self.client_id = f"txn-coordinator-{broker_id}"
         self._connections: dict[int, _Connection] = {}
         self.requests = 0
@@ -109,11 +111,13 @@ class MarkerChannel:
         return set(tps) - _written(response)
 
     def _connection(self, broker: int) -> "_Connection":
-        node = self.partitions.snapshot.brokers[broker]
+        address = self.inter_broker.address(self.partitions.snapshot.brokers[broker])
+        if address is None:
+            raise OSError(f"broker {broker} has no {self.inter_broker.name} listener")
         conn = self._connections.get(broker)
-        if conn is None or conn.address != (node.host, node.port):
+        if conn is None or conn.address != address:
             self._drop(broker)
-            conn = self._connections[broker] = _Connection((node.host, node.port))
+            conn = self._connections[broker] = _Connection(address, self.inter_broker)
         return conn
 
     def _drop(self, broker: int) -> None:
@@ -142,8 +146,9 @@ def _written(response) -> set[TopicPartition]:
 class _Connection:
     """One connection to a leader broker, one request at a time (Rule 1)."""
 
-    def __init__(self, address: tuple[str, int]) -> None:
+    def __init__(self, address: tuple[str, int], inter_broker: InterBrokerListener = PLAINTEXT_REGISTERED) -> None:
         self.address = address
+        self.inter_broker = inter_broker
         self._streams = None
         self._lock = asyncio.Lock()
         self._correlation = itertools.count(1)
@@ -151,7 +156,7 @@ class _Connection:
     async def call(self, request, client_id: str):
         async with self._lock:
             if self._streams is None:
-                self._streams = await asyncio.wait_for(asyncio.open_connection(*self.address), REQUEST_TIMEOUT_S)
+                self._streams = await self.inter_broker.open_connection(*self.address, REQUEST_TIMEOUT_S)
             reader, writer = self._streams
             correlation_id = next(self._correlation) & 0x7FFFFFFF
             writer.write(encode_request(ApiKey.WRITE_TXN_MARKERS, VERSION, correlation_id, client_id, request))
