@@ -192,6 +192,7 @@ class ServerStatistics:
     tls_handshakes_running: int = 0
     tls_handshake_failures: int = 0  # refused: not TLS, untrusted or no certificate, timed out, unmapped name
     bytes_copied: int = 0  # record-set bytes sent through the copy path (TLS connections)
+    tls_principals: dict | None = None  # TLS connections authenticated by a certificate, per principal
 
 
 class BrokerServer:
@@ -214,6 +215,7 @@ class BrokerServer:
         self._listeners: list[socket.socket] = []
         self._listener_of: dict[socket.socket, tuple[str, TlsListener | None]] = {}  # name, TLS settings
         self._handshaking = 0  # TLS connections accepted whose handshake is still running
+        self.tls_principals: dict[str, int] = {}  # connections authenticated by a certificate, per principal
         self._tasks: set[asyncio.Task] = set()
         self._group: asyncio.TaskGroup | None = None
         self._stopping: asyncio.Event | None = None
@@ -320,6 +322,7 @@ class BrokerServer:
             tls_handshakes_running=self._handshaking,
             tls_handshake_failures=c["tls_handshake_failures"],
             bytes_copied=c["bytes_copied"],
+            tls_principals=dict(self.tls_principals),
         )
 
     # -- accepting --------------------------------------------------------------------------------------
@@ -456,6 +459,8 @@ class Connection(asyncio.Protocol):
             return
         if principal is not None:
             self.session.principal = principal
+            principals = self.server.tls_principals
+            principals[principal] = principals.get(principal, 0) + 1
 
     def connection_lost(self, exc) -> None:
         self.closed = True
