@@ -223,3 +223,31 @@ def test_a_tls_setting_the_broker_cannot_serve_stops_the_start_in_one_line(zk_co
     assert result.returncode == 2, lines
     assert len(lines) == 1 and lines[0].startswith("error: ") and all(w in lines[0] for w in words), lines
     assert not (tmp_path / "logs").exists()
+
+
+def test_three_brokers_with_only_ssl_listeners_replicate_over_inter_broker_tls(zookeeper, pki, tmp_path):
+    """Inter-broker SSL with mutual TLS required: the followers' fetchers present the broker's certificate and
+    verify the leader's; acks=all needs every replica of the ISR, and all three stay in it."""
+    import json
+
+    from sparklog.coordination.connection import close, connect
+
+    zk_connect = f"{zookeeper.connect_string}/ssl3-{uuid.uuid4().hex}"
+    alice = pki.client("CN=alice,OU=eng,O=acme", stem="alice3")
+    with Cluster(zk_connect, tmp_path, brokers=3, overrides={
+            "listeners": "SSL://127.0.0.1:0", "security.inter.broker.protocol": "SSL", **pki.broker_ssl(),
+            "ssl.client.auth": "required", "default.replication.factor": "3", "min.insync.replicas": "3",
+            "replica.lag.time.max.ms": "10000"}) as cluster:
+        bootstrap = ",".join(f"localhost:{_port(b, 'SSL')}" for b in cluster.brokers.values())
+        config = {**_ssl_config(pki, 0), "bootstrap.servers": bootstrap,
+                  "ssl.certificate.location": str(alice.cert), "ssl.key.location": str(alice.key)}
+        _roundtrip_confluent(config, n=30)  # acks=all with min.insync.replicas=3: every follower fetched
+        zk = connect(zk_connect)
+        try:
+            topics = [t for t in zk.get_children("/brokers/topics") if t.startswith("tls-")]
+            state = json.loads(zk.get(f"/brokers/topics/{topics[0]}/partitions/0/state")[0])
+        finally:
+            close(zk)
+        assert sorted(state["isr"]) == [1, 2, 3]
+        stats = [b.statistics()["server"] for b in cluster.brokers.values()]
+        assert sum(s["tls_principals"].get("User:CN=localhost,O=sparklog", 0) for s in stats) >= 2, stats
