@@ -41,7 +41,8 @@ def one_rep(broker, configs: dict, n: int, value: bytes, order: list[str]) -> di
     for protocol in order:
         config = configs[protocol]
         topic = f"sec-{protocol.lower()}-{uuid.uuid4().hex[:6]}"
-        AdminClient(config).create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+        admin = AdminClient(config)  # kept alive until the result arrives
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
         time.sleep(1.0)
         produced = confluent_produce({**config, "acks": 1, "linger.ms": 5}, topic, n, value)
         if produced.acked != n:
