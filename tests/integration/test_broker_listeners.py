@@ -11,10 +11,12 @@ import pytest
 TIMEOUT_S = 60
 
 LISTENERS = {
-    "listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+    "listeners": "EXTERNAL://127.0.0.1:0,INTERNAL://127.0.0.1:0",
     # EXTERNAL clients are told a name no one resolves: which listener a client used shows in the hosts it is
     # told, and a broker following over EXTERNAL rather than the inter-broker listener could not replicate
-    "advertised.listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://external.invalid:0",
+    # (EXTERNAL first: the registration's host/port, Kafka's first PLAINTEXT-protocol endpoint, are EXTERNAL's, so
+    # a fetcher that read host/port rather than the INTERNAL endpoint could not replicate either)
+    "advertised.listeners": "EXTERNAL://external.invalid:0,INTERNAL://127.0.0.1:0",
     "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
     "inter.broker.listener.name": "INTERNAL",
     "default.replication.factor": "2",
@@ -65,10 +67,10 @@ def test_registration_holds_every_endpoint_and_the_protocol_map(named):
         close(zk)
     info = json.loads(data)
     internal, external = (named.brokers[1].listeners()[n] for n in ("INTERNAL", "EXTERNAL"))
-    assert info["endpoints"] == [f"INTERNAL://127.0.0.1:{internal[1]}", f"EXTERNAL://external.invalid:{external[1]}"]
-    assert info["listener_security_protocol_map"] == {"INTERNAL": "PLAINTEXT", "EXTERNAL": "PLAINTEXT"}
+    assert info["endpoints"] == [f"EXTERNAL://external.invalid:{external[1]}", f"INTERNAL://127.0.0.1:{internal[1]}"]
+    assert info["listener_security_protocol_map"] == {"EXTERNAL": "PLAINTEXT", "INTERNAL": "PLAINTEXT"}
     # Kafka's host/port are the PLAINTEXT-protocol listener's: the first of them here
-    assert (info["host"], info["port"]) == ("127.0.0.1", internal[1])
+    assert (info["host"], info["port"]) == ("external.invalid", external[1])
 
 
 def test_replicas_follow_over_the_inter_broker_listener_and_acks_all_completes(named):
