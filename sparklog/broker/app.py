@@ -40,7 +40,8 @@ from dataclasses import dataclass
 
 from sparklog.broker.authorization import Authorization
 from sparklog.broker.security.inter_broker import inter_broker_connector
-from sparklog.broker.config import BrokerConfig
+from sparklog.broker.config import TLS_PROTOCOLS, BrokerConfig
+from sparklog.broker.tls import peer_principal
 from sparklog.broker.replication.controller import Controller, controlled_shutdown
 from sparklog.broker.network.dispatch import Dispatcher
 from sparklog.broker.handlers import BrokerState
@@ -49,7 +50,8 @@ from sparklog.broker.replication.log_faults import LogFaultReporter
 from sparklog.broker.replication.partitions import PartitionManager
 from sparklog.broker.replication.purgatory import Purgatory
 from sparklog.broker.replication.replica_manager import ReplicaManager
-from sparklog.broker.network.server import BrokerServer
+from sparklog.broker.network.inter_broker import InterBrokerListener
+from sparklog.broker.network.server import BrokerServer, TlsListener
 from sparklog.broker.malloc import keep_freed_memory
 from sparklog.broker.metrics import BrokerCollector, MetricsEndpoint, MetricsListenerUnavailable
 from sparklog.broker.services import ServiceGroup, ServiceGroupStatistics
@@ -72,6 +74,8 @@ API_MATRIX_MARKER = "api versions served:"
 STATISTICS_MARKER = "broker statistics:"
 # Logged with the time it took once a controlled shutdown has moved this broker's leaderships away.
 CONTROLLED_SHUTDOWN_MARKER = "controlled shutdown: leadership moved in"
+# Logged once per listener as it is bound (launcher.BrokerProcess.listeners parses it): name, address, protocol.
+LISTENER_MARKER = "listener"
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,9 @@ class Broker:
         self.replicas: ReplicaManager | None = None
         self.executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.address: tuple[str, int] | None = None
+        self.address: tuple[str, int] | None = None  # the first listener's bound address
+        self.advertised: tuple[str, int] | None = None  # ... and what clients are told of it
+        self.endpoints: dict[str, tuple[str, int, str]] = {}  # every listener: advertised host, port, protocol
         self.services: ServiceGroup | None = None  # the owner of every background service (services.py)
         self.metrics: MetricsEndpoint | None = None  # the Prometheus endpoint (metrics.py), if metrics.listener
 
@@ -259,32 +265,51 @@ class Broker:
             receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
             max_in_flight=cfg.queued_max_requests,
         )
-        listener = cfg.listeners[0]
+        self.endpoints = {}
+        for listener in cfg.listeners:
+            bound = self._bind(listener)
+            advertised = next((e for e in cfg.advertised if e.name == listener.name), listener)
+            self.endpoints[listener.name] = (advertised.host, advertised.port or bound[1], cfg.protocol(listener.name))
+            log.info("%s %s on %s:%d (%s), advertised as %s:%d", LISTENER_MARKER, listener.name, *bound,
+                     cfg.protocol(listener.name), *self.endpoints[listener.name][:2])
+            if self.address is None:
+                self.address = bound
+                self.advertised = self.endpoints[listener.name][:2]
+
+    def _bind(self, listener) -> tuple[str, int]:
+        """Bind one listener, served over TLS when its security protocol says so (never less: broker/tls.py)."""
+        cfg = self.config
+        tls = None
+        if cfg.protocol(listener.name) in TLS_PROTOCOLS:
+            mapper = cfg.tls.mapping
+            tls = TlsListener(cfg.ssl_server_context, cfg.tls.handshake_timeout_s,
+                              lambda ssl_object: peer_principal(ssl_object, mapper))
         try:
-            bound_host, bound_port = self.server.bind(listener.host or "0.0.0.0", listener.port)
+            return self.server.bind(listener.host or "0.0.0.0", listener.port, listener.name, tls)
         except OSError as exc:
             raise ListenerUnavailable(f"cannot listen on {listener.host or '0.0.0.0'}:{listener.port}: "
                                       f"{exc.strerror or exc}") from None
-        advertised = cfg.advertised[0]
-        self.advertised = (advertised.host, advertised.port or bound_port)
-        self.address = (bound_host, bound_port)
 
     def _register_and_watch(self) -> None:
         cfg, services = self.config, self.services
         host, port = self.advertised
-        me = broker_registry.BrokerInfo(cfg.broker_id, host, port, cfg.rack, (f"PLAINTEXT://{host}:{port}",))
+        endpoints = broker_registry.broker_info_json(cfg.broker_id, host, port, cfg.rack, self.endpoints)["endpoints"]
+        me = broker_registry.BrokerInfo(cfg.broker_id, host, port, cfg.rack, tuple(endpoints))
         # Joined before the registration (its threads start below), so the registration is withdrawn first.
         self.partitions = services.start("partitions", lambda: PartitionManager(
             self.zk, cfg.broker_id, self.logs, cfg.log_defaults, self_info=me), lambda: self.partitions.close())
         self.registration = services.start("registration", lambda: broker_registry.BrokerRegistration(
-            self.zk, cfg.broker_id, host, port, rack=cfg.rack, on_conflict=self._on_registration_conflict),
+            self.zk, cfg.broker_id, host, port, rack=cfg.rack, on_conflict=self._on_registration_conflict,
+            listeners=self.endpoints),
             lambda: self.registration.close())
         services.adopt("registration", lambda: self.registration.register(
             wait=cfg.zookeeper_session_timeout_ms / 1000.0 + REGISTRATION_GRACE_S))
         purgatory = Purgatory()
+        inter_broker = InterBrokerListener(cfg.inter_broker_listener_name, cfg.ssl_client_context)
         self.replicas = ReplicaManager(self.zk, cfg.broker_id, purgatory, self.executor,
-                                       replica_lag_time_max_ms=cfg.replica_lag_time_max_ms)
-        self.replicas.fetchers.connect = inter_broker_connector(cfg)  # SASL login on a SASL inter-broker listener
+                                       replica_lag_time_max_ms=cfg.replica_lag_time_max_ms, inter_broker=inter_broker)
+        # TLS when the inter-broker listener speaks it, and the SASL login when it is SASL_*
+        self.replicas.fetchers.connect = inter_broker_connector(cfg, inter_broker)
         self.replicas.start(self.loop)
         self.partitions.add_listener(self.replicas.on_snapshot)
         state = BrokerState.build(cfg, self.partitions, cluster_id=self.cluster_id, zk=self.zk, logs=self.logs,
@@ -292,6 +317,9 @@ class Broker:
         if cfg.authorizer_class_name:
             cache = services.start("acls", lambda: AclCache(self.zk).start(), lambda: cache.stop())
             state.authorization = Authorization.from_config(cfg, cache)
+        for table in (state.transactions.markers.connections, state.transactions.verifier.connections):
+            table.inter_broker = inter_broker  # to the other brokers' inter-broker listener, logged in there
+            table.connect = self.replicas.fetchers.connect
         self.dispatcher = Dispatcher(state)
         # client quotas (dispatch Rule 7): a watch on the ZooKeeper client, no thread or resource of its own (it
         # ends with the client), so not a service
@@ -301,8 +329,6 @@ class Broker:
         self.loop.call_soon_threadsafe(offsets.start)
         self.partitions.add_listener(lambda snapshot: self._on_loop(offsets.on_snapshot, snapshot))
         transactions = state.transactions  # loads and drops __transaction_state partitions likewise
-        transactions.markers.connections.connect = self.replicas.fetchers.connect
-        transactions.verifier.connections.connect = self.replicas.fetchers.connect
         self.loop.call_soon_threadsafe(transactions.start)
         self.partitions.add_listener(lambda snapshot: self._on_loop(transactions.on_snapshot, snapshot))
         services.adopt("partitions", self.partitions.start)

@@ -19,14 +19,15 @@ import logging
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from sparklog.broker.authorization import check_authorizer_class_name
 from sparklog.broker.coordinator.group.config import GROUP, GroupConfig, GroupConfigError
 from sparklog.broker.coordinator.transaction.config import TRANSACTION, TransactionConfig, TransactionConfigError
 from sparklog.broker.security.sasl_config import SASL, SaslConfig, SaslConfigError, is_listener_sasl_key
 from sparklog.coordination.connection import split_connect_string
-from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, STRING, WARN, Definitions, Setting
+from sparklog.broker.tls import SSL, TlsConfigError, TlsSettings
+from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, MEDIUM, STRING, WARN, Definitions, Setting
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
 from sparklog.storage.config import DEFINITIONS as TOPIC_CONFIGS
 from sparklog.storage.cleaner_manager import CLEANER_SETTINGS, CleanerConfig
@@ -91,6 +92,12 @@ _IGNORED_KEYS = (
 )
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's SecurityProtocol names
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")  # served over TLS
+# The protocols not served yet, refused at start (check_served), in this one place: SASL lifts its entries.
+UNSERVED_PROTOCOLS: dict[str, str] = {}  # protocol -> why not; all four of Kafka's are served
+
+
 class ConfigError(ValueError):
     """A known configuration key has a value the broker cannot use."""
 
@@ -122,11 +129,16 @@ def _ignored(name: str) -> Setting:
 
 BROKER = Definitions("broker", (
     Setting("broker.id", INT, None, "this broker's id, unique in the cluster (required)", HIGH, low=0),
-    Setting("listeners", STRING, f"PLAINTEXT://:{DEFAULT_PORT}", "NAME://host:port of the one listener; its "
-            "security protocol must be PLAINTEXT (anything else is refused at start)", HIGH),
-    Setting("advertised.listeners", STRING, None, "what clients are told (unset: the listeners)", HIGH),
+    Setting("listeners", STRING, f"PLAINTEXT://:{DEFAULT_PORT}", "NAME://host:port,... of the listeners, each "
+            "bound and served with its security protocol (PLAINTEXT or SSL; SASL ones are refused at start)", HIGH),
+    Setting("advertised.listeners", STRING, None, "what clients are told, per listener name (unset: the "
+            "listeners)", HIGH),
     Setting("listener.security.protocol.map", STRING, None, "NAME:PROTOCOL,... (unset: each protocol's name maps "
-            "to itself); every listener must map to PLAINTEXT", LOW),
+            "to itself)", LOW),
+    Setting("inter.broker.listener.name", STRING, None, "the listener other brokers reach this one on "
+            "(unset: the one named as security.inter.broker.protocol)", MEDIUM),
+    Setting("security.inter.broker.protocol", STRING, "PLAINTEXT", "the inter-broker listener's name when "
+            "inter.broker.listener.name is unset", MEDIUM, choices=SECURITY_PROTOCOLS),
     Setting("log.dirs", LIST, None, "directories of the partition logs (required, or log.dir)", HIGH),
     Setting("log.dir", LIST, None, "the same as log.dirs, when that is unset", HIGH),
     Setting("zookeeper.connect", STRING, None, "host:port[,...][/chroot] of ZooKeeper (required)", HIGH),
@@ -187,6 +199,7 @@ BROKER = Definitions("broker", (
     Setting("quota.window.size.seconds", INT, 1, "the time span of each of those samples", low=1),
     Setting("metrics.listener", STRING, "", "http://HOST:PORT of the Prometheus endpoint (/metrics); empty: none",
             kafka=""),
+    *SSL.values(),
     *SCRUBBER_SETTINGS.values(),
     *CLEANER_SETTINGS.values(),
     *GROUP.values(),
@@ -251,6 +264,14 @@ class BrokerConfig:
     metrics_listener: Endpoint | None = None  # metrics.listener: the Prometheus endpoint (broker/metrics.py)
     # The properties as given: for with_overrides and DescribeConfigs only; everything else reads a typed field.
     raw: Mapping[str, str] = field(default_factory=dict)
+    # Every listener's security protocol (listener.security.protocol.map, Kafka's default when unset), and the
+    # listener other brokers use (inter.broker.listener.name, else security.inter.broker.protocol's name).
+    listener_security_protocol_map: Mapping[str, str] = field(default_factory=lambda: {"PLAINTEXT": "PLAINTEXT"})
+    inter_broker_listener_name: str = "PLAINTEXT"
+    tls: TlsSettings | None = None  # the ssl.* settings (broker/tls.py)
+    # Built (and so checked: a store that does not load is refused here) when a listener speaks SSL.
+    ssl_server_context: Any = field(default=None, compare=False, repr=False)
+    ssl_client_context: Any = field(default=None, compare=False, repr=False)  # inter-broker SSL only
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "BrokerConfig":
@@ -279,12 +300,15 @@ class BrokerConfig:
         advertised = values["advertised.listeners"]
         listeners = parse_listeners(values["listeners"] or BROKER["listeners"].default)
         advertised_listeners = parse_listeners(advertised) if advertised else ()
-        check_served(listeners, advertised_listeners, values["listener.security.protocol.map"])
-        protocols = parse_protocol_map(values["listener.security.protocol.map"])
+        protocols = check_served(listeners, advertised_listeners, values["listener.security.protocol.map"])
+        tls, server_ctx = tls_server_context(props, listeners, protocols)
+        inter_broker = inter_broker_listener(props, values, listeners, protocols)
+        client_ctx = tls_client_context(tls, listeners, protocols, inter_broker)
         listener_protocols = {e.name: protocols[e.name] for e in listeners}
         sasl_listeners = tuple(name for name, protocol in listener_protocols.items() if protocol.startswith("SASL_"))
-        try:  # the one listener is the inter-broker listener too
-            sasl = SaslConfig.from_properties(props, sasl_listeners, sasl_listeners[0] if sasl_listeners else None)
+        try:  # the inter-broker login is that listener's when it speaks SASL
+            sasl = SaslConfig.from_properties(props, sasl_listeners,
+                                              inter_broker if inter_broker in sasl_listeners else None)
         except SaslConfigError as exc:
             raise ConfigError(str(exc)) from None
         return cls(
@@ -304,6 +328,11 @@ class BrokerConfig:
             listener_protocols=listener_protocols,
             metrics_listener=parse_metrics_listener(values["metrics.listener"]),
             raw=dict(props),
+            listener_security_protocol_map={e.name: protocols[e.name] for e in listeners},
+            inter_broker_listener_name=inter_broker,
+            tls=tls,
+            ssl_server_context=server_ctx,
+            ssl_client_context=client_ctx,
             **{name: values[key] for name, key in _FIELD_KEYS.items()},
         )
 
@@ -320,11 +349,16 @@ class BrokerConfig:
             for e in self.listeners
         )
 
+    def protocol(self, listener: str) -> str:
+        """The security protocol a listener speaks."""
+        return self.listener_security_protocol_map[listener]
+
 
 # BrokerConfig fields read straight from their key (`num_partitions` <- `num.partitions`); the others above.
 _SPECIAL_FIELDS = {"broker_id", "listeners", "advertised_listeners", "log_dirs", "zookeeper_connect",
                    "queued_max_request_bytes", "rack", "log_defaults", "group", "transaction", "scrubber", "cleaner", "raw",
-                   "sasl", "listener_protocols", "metrics_listener"}
+                   "sasl", "listener_protocols", "metrics_listener", "listener_security_protocol_map",
+                   "inter_broker_listener_name", "tls", "ssl_server_context", "ssl_client_context"}
 _FIELD_KEYS = {f.name: f.name.replace("_", ".") for f in dataclasses.fields(BrokerConfig)
                if f.name not in _SPECIAL_FIELDS}
 assert set(_FIELD_KEYS.values()) <= KNOWN_KEYS, "every BrokerConfig field has a declared setting"
@@ -369,27 +403,81 @@ def parse_metrics_listener(text: str | None) -> Endpoint | None:
     return Endpoint("HTTP", host[1:-1] if host.startswith("[") and host.endswith("]") else host, int(port))
 
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's SecurityProtocol names
-SERVED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")  # what sparklog speaks (no TLS yet)
-
-
-def check_served(listeners: tuple[Endpoint, ...], advertised: tuple[Endpoint, ...], protocol_map: str | None) -> None:
-    """Refuse, in one ConfigError naming it, a listener the broker would not serve as configured: more than one
-    (only one is bound), or one whose security protocol (listener.security.protocol.map, else its name, as
-    Kafka's default map) is not PLAINTEXT or SASL_PLAINTEXT: an SSL:// listener served in plaintext tells clients a
-    lie."""
-    if len(listeners) > 1:
-        raise ConfigError(f"listeners '{','.join(map(str, listeners))}': sparklog serves one listener, not "
-                          f"{len(listeners)}")
+def check_served(listeners: tuple[Endpoint, ...], advertised: tuple[Endpoint, ...],
+                 protocol_map: str | None) -> dict[str, str]:
+    """Refuse, in one ConfigError naming it, a listener the broker would not serve as configured: two listeners
+    with one name or one port, an advertised listener naming no listener, a listener with no security protocol
+    (listener.security.protocol.map, else its name, as Kafka's default map) or with one not served
+    (UNSERVED_PROTOCOLS): a listener served any other way than its protocol says would tell clients a lie.
+    Returns the map."""
     protocols = parse_protocol_map(protocol_map)
-    for kind, endpoint in [("listener", e) for e in listeners] + [("advertised listener", e) for e in advertised]:
+    _check_distinct(listeners)
+    names = {e.name for e in listeners}
+    for endpoint in advertised:
+        if endpoint.name not in names:
+            raise ConfigError(f"advertised listener '{endpoint}' names no listener of listeners "
+                              f"({', '.join(sorted(names))}); {endpoint.name} is not served")
+    for endpoint in listeners:
         protocol = protocols.get(endpoint.name)
         if protocol is None:
-            raise ConfigError(f"{kind} '{endpoint}': no security protocol for {endpoint.name} in "
+            raise ConfigError(f"listener '{endpoint}': no security protocol for {endpoint.name} in "
                               f"listener.security.protocol.map")
-        if protocol not in SERVED_PROTOCOLS:
-            raise ConfigError(f"{kind} '{endpoint}' speaks {protocol}: sparklog serves "
-                              f"{' and '.join(SERVED_PROTOCOLS)} only (no TLS yet)")
+        if protocol in UNSERVED_PROTOCOLS:
+            raise ConfigError(f"listener '{endpoint}' speaks {protocol}: sparklog does not serve it "
+                              f"({UNSERVED_PROTOCOLS[protocol]})")
+    return protocols
+
+
+def _check_distinct(listeners: tuple[Endpoint, ...]) -> None:
+    names = [e.name for e in listeners]
+    ports = [e.port for e in listeners if e.port]
+    if len(set(names)) < len(names) or len(set(ports)) < len(ports):
+        raise ConfigError(f"listeners '{','.join(map(str, listeners))}': each listener needs its own name and "
+                          f"its own port")
+
+
+def inter_broker_listener(props: Mapping[str, str], values: Mapping[str, Any], listeners: tuple[Endpoint, ...],
+                          protocols: Mapping[str, str]) -> str:
+    """inter.broker.listener.name, else the listener named as security.inter.broker.protocol (Kafka's rule);
+    it must be one of the listeners (both keys set at once is refused, as Kafka does)."""
+    name, protocol = values["inter.broker.listener.name"], values["security.inter.broker.protocol"]
+    if name and "security.inter.broker.protocol" in props:
+        raise ConfigError("inter.broker.listener.name and security.inter.broker.protocol are both set; set one")
+    name = (name or protocol).strip().upper()
+    if name not in {e.name for e in listeners}:
+        key = "inter.broker.listener.name" if values["inter.broker.listener.name"] else \
+            "security.inter.broker.protocol"
+        raise ConfigError(f"{key}={name}: no listener of that name in listeners "
+                          f"({', '.join(e.name for e in listeners)}); other brokers could not reach this one")
+    return name
+
+
+def tls_server_context(props: Mapping[str, str], listeners: tuple[Endpoint, ...], protocols: Mapping[str, str]):
+    """The ssl.* settings and, when a listener speaks SSL, the server context: built here, so that a store that
+    cannot be loaded stops the start in one line naming the listener and the store."""
+    try:
+        tls = TlsSettings.from_properties(props)
+    except TlsConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    for endpoint in listeners:
+        if protocols[endpoint.name] in TLS_PROTOCOLS:
+            return tls, _tls_built(tls.server_context, endpoint, protocols)
+    return tls, None
+
+
+def tls_client_context(tls: TlsSettings, listeners: tuple[Endpoint, ...], protocols: Mapping[str, str],
+                       inter_broker: str):
+    """The context of this broker's connections to the others, when the inter-broker listener speaks SSL."""
+    if protocols[inter_broker] not in TLS_PROTOCOLS:
+        return None
+    return _tls_built(tls.client_context, next(e for e in listeners if e.name == inter_broker), protocols)
+
+
+def _tls_built(build, endpoint: Endpoint, protocols: Mapping[str, str]):
+    try:
+        return build()
+    except TlsConfigError as exc:
+        raise ConfigError(f"listener '{endpoint}' speaks {protocols[endpoint.name]}: {exc}") from None
 
 
 def parse_protocol_map(text: str | None) -> dict[str, str]:

@@ -42,6 +42,8 @@ API_MATRIX = re.compile(r"api versions served: (\{.*\})$", re.M)
 API_MATRIX_TIMEOUT_S = 10.0
 # ... and this (sparklog.broker.app.STATISTICS_MARKER), on the same occasions, just before it.
 STATISTICS = re.compile(r"broker statistics: (\{.*\})$", re.M)
+# ... and this (sparklog.broker.app.LISTENER_MARKER) once per listener as it binds it.
+LISTENER = re.compile(r" listener (\S+) on \S+:(\d+) \((\S+)\), advertised as (\S+):(\d+)$", re.M)
 
 _LIVE: "weakref.WeakSet[BrokerProcess]" = weakref.WeakSet()
 
@@ -100,6 +102,13 @@ class BrokerProcess:
         self.kill()
         raise BrokerStartError(
             f"broker {self.broker_id} did not become ready (exit code {self.proc.returncode}):\n{self.tail()}")
+
+    def listeners(self) -> dict[str, tuple[str, int, str]]:
+        """The listeners of the broker's latest start: {name: (advertised host, port, security protocol)}."""
+        found = {}
+        for name, _, protocol, host, port in LISTENER.findall(self._read_from(0)):
+            found[name] = (host, int(port), protocol)  # a restart's lines come later and win
+        return found
 
     def api_matrix(self, timeout: float = API_MATRIX_TIMEOUT_S) -> dict:
         """The (api, version) pairs this broker served per client: asks a running broker (SIGUSR1) and

@@ -11,6 +11,9 @@ with one line on stderr, `error: ...`, and exit status 1, never a traceback.
 Rule 3: so does a value the command was given that the layer checking it refuses (a ValueError: an address,
 a setting, a name, a partition) and an error a broker answered with (a KafkaError: its Kafka name and what
 it concerned). Anything else is a bug and keeps its traceback.
+Rule 5: every command takes `--command-config FILE`, as Kafka's tools do: a .properties file of client settings
+(librdkafka's names: `security.protocol`, `ssl.*`, ...), taken out of the arguments before they are parsed and
+laid under every client the command opens (`sparklog.client.config.use_command_config`).
 Rule 4: Kafka's tool forms are read as sparklog's (`kafka_tool_form`): kafka-topics.sh and
 kafka-consumer-groups.sh name the action as an option and the object with an option (`topics --describe --topic
 T`, `groups --reset-offsets --group G ...`); a command with exactly one such action and no subcommand becomes
@@ -70,6 +73,21 @@ def kafka_tool_form(argv: list[str]) -> list[str]:
     return [argv[0], actions[given[0]], *([name] if name is not None else []), *rest]
 
 
+def command_config(argv: list[str]) -> list[str]:
+    """Rule 5: `argv` without `--command-config FILE` (or `=FILE`), whose settings now lie under every client."""
+    for i, token in enumerate(argv):
+        if token == "--command-config" or token.startswith("--command-config="):
+            path = token.split("=", 1)[1] if "=" in token else (argv[i + 1] if i + 1 < len(argv) else "")
+            if not path:
+                raise ValueError("--command-config needs a FILE")
+            from sparklog.broker.config import load_properties
+            from sparklog.client.config import use_command_config
+
+            use_command_config(load_properties(path))
+            return argv[:i] + argv[i + (1 if "=" in token else 2):]
+    return argv
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparklog", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -80,7 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(kafka_tool_form(sys.argv[1:] if argv is None else list(argv)))
+    try:
+        argv = command_config(sys.argv[1:] if argv is None else list(argv))
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(kafka_tool_form(argv))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

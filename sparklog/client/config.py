@@ -6,13 +6,14 @@ Rule 2: an unknown name raises `ValueError` naming the nearest known one (Kafka 
 silently changes nothing). Every setting is declared once (`PRODUCER`, `CONSUMER`, `GROUP`, `ADMIN`: tables of
 `sparklog.settings`, with type, default, range, importance and doc); strings are parsed to the declared type,
 so settings may come straight from a command line or Spark, and a bad value names the key, value and rule.
+Rule 3: a CLI command's `--command-config FILE` (`use_command_config`) lies under every client's settings.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from sparklog.settings import BOOLEAN, HIGH, INT, LONG, LOW, STRING, Definitions, Setting
+from sparklog.settings import BOOLEAN, HIGH, INT, LONG, LOW, PASSWORD, STRING, Definitions, Setting
 
 AUTO_OFFSET_RESET = {"smallest": "earliest", "earliest": "earliest", "largest": "latest", "latest": "latest",
                      "none": "none"}
@@ -34,6 +35,10 @@ def _upper(value: Any) -> Any:
     return value.strip().upper() if isinstance(value, str) else value
 
 
+def _lower(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
+
+
 def _setting(name, type_, default, doc, importance=LOW, low=None, **extra) -> Setting:
     return Setting(name, type_, default, doc, importance, low, **extra)
 
@@ -53,10 +58,17 @@ COMMON_SETTINGS = (
     _setting("max.in.flight.requests.per.connection", INT, 5, "requests sent before their responses", low=1),
     _setting("receive.message.max.bytes", INT, 100 * 1024 * 1024 + 512, "the largest response frame accepted",
              low=1, kafka="librdkafka's receive.message.max.bytes"),
+    _setting("security.protocol", STRING, "plaintext", "plaintext, ssl, sasl_plaintext or sasl_ssl (librdkafka's "
+             "names, any case)", HIGH, choices=("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"), convert=_lower),
+    _setting("ssl.ca.location", STRING, None, "PEM file of the CA certificates that verify the brokers "
+             "(unset: the system's)"),
+    _setting("ssl.certificate.location", STRING, None, "PEM file of this client's certificate (mutual TLS)"),
+    _setting("ssl.key.location", STRING, None, "PEM file of this client's private key (mutual TLS)"),
+    _setting("ssl.key.password", PASSWORD, None, "the private key's password"),
+    _setting("ssl.endpoint.identification.algorithm", STRING, "https", "https: check the broker's host name "
+             "against its certificate; none: do not", choices=("https", "none")),
     _setting("zookeeper.connection.timeout.ms", INT, 10_000, "without bootstrap.servers: how long finding the "
              "brokers in ZooKeeper may wait for a ZooKeeper server", low=1),
-    _setting("security.protocol", STRING, "PLAINTEXT", "PLAINTEXT or SASL_PLAINTEXT (SSL and SASL_SSL are refused "
-             "until TLS lands)", HIGH, choices=("PLAINTEXT", "SASL_PLAINTEXT"), convert=_upper),
     _setting("sasl.mechanism", STRING, "GSSAPI", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (librdkafka's name; "
              "GSSAPI and OAUTHBEARER are refused)", HIGH, convert=_upper),
     _setting("sasl.username", STRING, None, "the SASL user (librdkafka's name)", HIGH),
@@ -134,12 +146,28 @@ CONSUMER_DEFAULTS: dict[str, Any] = CONSUMER.defaults()
 GROUP_DEFAULTS: dict[str, Any] = GROUP.defaults()
 
 
+# Rule 3: the settings of a command's `--command-config FILE` (the CLI's, as Kafka's tools take one): laid under
+# every client the process opens, below the settings it is given; each client takes the keys it knows.
+_COMMAND_CONFIG: dict[str, Any] = {}
+
+
+def use_command_config(props: Mapping[str, str]) -> None:
+    """Rule 3: `props` under every client of this process; a key no client knows is refused (ValueError)."""
+    for name in props:
+        if name not in _ALL:
+            known = Definitions("client", _ALL.values(), error=ValueError, listed_in=SETTINGS_LIST)
+            raise ValueError(f"--command-config: {known.unknown_message(name)}")
+    _COMMAND_CONFIG.clear()
+    _COMMAND_CONFIG.update(props)
+
+
 def resolve(defaults: Mapping[str, Any], *sources: Mapping[str, Any] | None) -> dict[str, Any]:
     """Merge `sources` (later wins) over `defaults`, accepting dotted or underscored names; each value is
-    parsed and checked by its declaration (Rule 2)."""
+    parsed and checked by its declaration (Rule 2). The command's config (Rule 3) lies under them."""
     by_underscore = {name.replace(".", "_"): name for name in defaults}
     settings = dict(defaults)
-    for source in sources:
+    command = {name: value for name, value in _COMMAND_CONFIG.items() if name in defaults}
+    for source in (command, *sources):
         for name, value in (source or {}).items():
             dotted = name if name in defaults else by_underscore.get(name)
             if dotted is None:

@@ -18,6 +18,15 @@ backoff (exponential from `reconnect.backoff.ms` to `reconnect.backoff.max.ms`, 
 warning is logged at the first failure and then at most every `UNREACHABLE_WARNING_INTERVAL_S` while the
 failures go on. `unreachable()` is what a caller that gives up puts in its error.
 
+Rule 6 (TLS): with `security.protocol=ssl` or `sasl_ssl` (librdkafka's names: `ssl.ca.location`,
+`ssl.certificate.location`, `ssl.key.location`, `ssl.key.password`, `ssl.endpoint.identification.algorithm` https|none), every connection
+is TLS, its handshake done in `connect()` within the connection timeout, the broker's certificate verified
+against the CA (the system's when `ssl.ca.location` is unset) and its host name checked unless the algorithm
+is none; a failed handshake is a failed connect (Rule 4). No connection falls back to plaintext. Over TLS,
+writes go whole through `SSLSocket.send` (a write OpenSSL asked to repeat is repeated with the same bytes),
+and a read takes the bytes OpenSSL has already decrypted too (the selector does not see them).
+With sasl_ssl the SASL login (client/sasl.py) runs inside the TLS connection, before any request.
+
 Connection states:  NEW --connect ok--> CONNECTED --error / timeout / close--> CLOSED (never reused; the
 next request to that broker opens a new connection, after the reconnect backoff if the last one failed).
 """
@@ -27,6 +36,7 @@ from __future__ import annotations
 import logging
 import selectors
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -124,11 +134,38 @@ class _InFlight:
         self.deadline = deadline
 
 
+# The client's protocols not spoken yet, refused by tls_context in this one place (SASL lifts its entries).
+UNSPOKEN_PROTOCOLS: dict[str, str] = {}  # every Kafka security protocol is spoken
+_WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+
+
+def tls_context(config) -> ssl.SSLContext | None:
+    """The TLS context of a client config's security.protocol and ssl.* settings (Rule 6); None for plaintext.
+    Raises ValueError naming the setting that cannot be used (a file that does not load, an unspoken protocol)."""
+    protocol = config["security.protocol"]
+    if protocol in UNSPOKEN_PROTOCOLS:
+        raise ValueError(f"security.protocol={protocol} is not supported ({UNSPOKEN_PROTOCOLS[protocol]})")
+    if protocol not in ("ssl", "sasl_ssl"):
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    ca, cert, key = config["ssl.ca.location"], config["ssl.certificate.location"], config["ssl.key.location"]
+    try:
+        if ca:
+            ctx.load_verify_locations(cafile=ca)
+        if cert or key:
+            ctx.load_cert_chain(cert or key, key, password=config["ssl.key.password"] or None)
+    except (OSError, ssl.SSLError) as exc:
+        which = "ssl.ca.location" if ca and not ctx.get_ca_certs() else "ssl.certificate.location/ssl.key.location"
+        raise ValueError(f"{which}: cannot load {exc.strerror or exc}") from None
+    ctx.check_hostname = config["ssl.endpoint.identification.algorithm"] == "https"
+    return ctx
+
+
 class BrokerConnection:
     """One TCP connection to one broker; pipelined requests checked by correlation id."""
 
     def __init__(self, node_id: int, host: str, port: int, client_id: str, max_in_flight: int,
-                 max_frame_bytes: int) -> None:
+                 max_frame_bytes: int, ssl_context: ssl.SSLContext | None = None) -> None:
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -143,19 +180,33 @@ class BrokerConnection:
         self.closed = False
         self._next_correlation = 0
         self.throttled_until = 0.0  # Rule 5: nothing is sent before this (monotonic seconds)
+        self.ssl_context = ssl_context
+        self._tls_write: bytes | None = None  # a TLS write OpenSSL asked to repeat (Rule 6)
 
     def connect(self, timeout: float, login: SaslLogin | None = None) -> None:
         """Connect, and log in when `login` is given (client/sasl.py) before any request is sent."""
         sock = socket.create_connection((self.host, self.port), timeout=timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if login is not None:
+            if self.ssl_context is not None:  # the handshake, within the same timeout (the socket still blocks)
+                sock = self.ssl_context.wrap_socket(sock, server_hostname=self.host)
+            if login is not None:  # SASL_SSL: the login runs inside TLS
                 authenticate(sock, login, self.client_id, f"broker {self.node_id} at {self.host}:{self.port}")
         except BaseException:
             sock.close()
             raise
         sock.setblocking(False)
         self.sock = sock
+
+    def _send(self, out: deque) -> int:
+        """Bytes of `out`'s head written now: gathered with sendmsg, or joined for TLS (Rule 6)."""
+        if self.ssl_context is None:
+            return self.sock.sendmsg(list(out)[:_MAX_IOV])
+        if self._tls_write is None:
+            self._tls_write = b"".join(list(out)[:_MAX_IOV])
+        sent = self.sock.send(self._tls_write)  # SSLWantWriteError: the same bytes are sent again next time
+        self._tls_write = None
+        return sent
 
     def can_send(self) -> bool:
         return not self.closed and len(self.in_flight) < self.max_in_flight
@@ -180,8 +231,8 @@ class BrokerConnection:
         out = self.out
         while out:
             try:
-                sent = self.sock.sendmsg(list(out)[:_MAX_IOV])
-            except (BlockingIOError, InterruptedError):
+                sent = self._send(out)
+            except _WOULD_BLOCK:
                 self._complete_acks0(written_all=False)
                 return False
             while sent:
@@ -205,6 +256,13 @@ class BrokerConnection:
             for future in futures:
                 future.set_result(None)
 
+    def _decrypted(self) -> bytes:
+        """What OpenSSL has decrypted beyond the last recv: the selector cannot see it (Rule 6)."""
+        more = b""
+        while self.sock.pending():
+            more += self.sock.recv(self.sock.pending())
+        return more
+
     def receive(self) -> list[tuple[_InFlight, Any]]:
         """Read what is available; return (request, decoded body or exception) per complete response.
 
@@ -213,7 +271,9 @@ class BrokerConnection:
         """
         try:
             data = self.sock.recv(RECV_BYTES)
-        except (BlockingIOError, InterruptedError):
+            if self.ssl_context is not None:
+                data += self._decrypted()
+        except _WOULD_BLOCK:
             return []
         if not data:
             raise KafkaConnectionError(f"broker {self.node_id} at {self.host}:{self.port} closed the connection")
@@ -264,7 +324,8 @@ class NetworkClient:
     def __init__(self, bootstrap: list[tuple[str, int]], client_id: str, max_in_flight: int = 5,
                  request_timeout_ms: float = 30_000, connect_timeout_ms: float = 10_000,
                  max_frame_bytes: int = 100 * 1024 * 1024 + 512,
-                 reconnect_backoff: ExponentialBackoff = RECONNECT_BACKOFF, login: SaslLogin | None = None) -> None:
+                 reconnect_backoff: ExponentialBackoff = RECONNECT_BACKOFF, login: SaslLogin | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         # Bootstrap servers get ids -1, -2, ... until metadata names the real brokers (as kafka-python does).
         self.nodes: dict[int, tuple[str, int]] = {-(i + 1): hp for i, hp in enumerate(bootstrap)}
         self.bootstrap_ids = list(self.nodes)
@@ -275,6 +336,7 @@ class NetworkClient:
         self.max_frame_bytes = max_frame_bytes
         self.reconnect_backoff = reconnect_backoff
         self.login = login  # SASL login of every connection (security.protocol=SASL_PLAINTEXT), else None
+        self.ssl_context = ssl_context  # every connection is TLS when set (Rule 6)
         self._conns: dict[int, BrokerConnection] = {}
         self._retry_at: dict[int, float] = {}  # node -> no new connection before this (reconnect backoff)
         self._connect_failures: dict[int, int] = {}  # node -> failed connects in a row
@@ -300,7 +362,7 @@ class NetworkClient:
         return cls(bootstrap, config["client.id"], config["max.in.flight.requests.per.connection"],
                    config["request.timeout.ms"] if request_timeout_ms is None else request_timeout_ms,
                    config["socket.connection.setup.timeout.ms"], config["receive.message.max.bytes"],
-                   ExponentialBackoff.reconnect(config), login_of(config))
+                   ExponentialBackoff.reconnect(config), login_of(config), tls_context(config))
 
     # -- any thread ---------------------------------------------------------------------------------
 
@@ -441,7 +503,7 @@ class NetworkClient:
             future.set_error(KafkaConnectionError(f"broker {node_id} is backing off after: {reason}"))
             return None
         conn = BrokerConnection(node_id, address[0], address[1], self.client_id, self.max_in_flight,
-                                self.max_frame_bytes)
+                                self.max_frame_bytes, self.ssl_context)
         try:
             conn.connect(self.connect_timeout, self.login)
         except SaslAuthenticationError as exc:

@@ -21,7 +21,7 @@ from sparklog.protocol.sasl_client import CLIENT_MECHANISMS, SaslLoginRefused, l
 
 __all__ = ["SaslLogin", "SaslAuthenticationError", "login_of", "SECURITY_PROTOCOLS"]
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")  # what the client speaks (no TLS yet)
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's, all spoken
 MAX_REPLY_BYTES = 1 << 20
 _SIZE = struct.Struct(">i")
 
@@ -46,7 +46,7 @@ def login_of(config: dict) -> SaslLogin | None:
     if protocol not in SECURITY_PROTOCOLS:
         raise ValueError(f"security.protocol={protocol} is not supported by sparklog's client (one of "
                          f"{', '.join(SECURITY_PROTOCOLS)})")
-    if protocol == "PLAINTEXT":
+    if protocol in ("PLAINTEXT", "SSL"):
         return None
     mechanism = str(config.get("sasl.mechanism") or "").upper()
     if mechanism not in CLIENT_MECHANISMS:

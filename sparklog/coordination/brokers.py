@@ -6,6 +6,9 @@ Value, Kafka's ZK-mode BrokerInfo JSON (version 5)::
      "listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"jmx_port":-1,
      "timestamp":"1700000000000","rack":null,"features":{}}
 
+with one endpoint per listener (`endpoints`, `listener_security_protocol_map`); `host`/`port` are the
+PLAINTEXT listener's (null/-1 when none), as Kafka writes them; `BrokerInfo.address(listener)` reads them.
+
 `BrokerRegistration` state transitions (the session listener runs on kazoo's thread and only flips flags and
 wakes the registration's own thread, which does all the ZooKeeper calls):
 
@@ -26,6 +29,7 @@ session id (our create reached the server before the connection dropped).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import threading
 import time
@@ -68,7 +72,19 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
-    endpoints: tuple[str, ...] = field(default=())
+    endpoints: tuple[str, ...] = field(default=())  # "NAME://host:port", one per listener
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """The host and port of the named listener's endpoint; with no endpoints registered (an older
+        broker's node), `host`/`port` for PLAINTEXT. None when the broker has no such listener."""
+        prefix = f"{listener}://"
+        for endpoint in self.endpoints:
+            if endpoint.upper().startswith(prefix.upper()):
+                host, _, port = endpoint[len(prefix):].rpartition(":")
+                return host.strip("[]"), int(port)
+        if not self.endpoints and listener == DEFAULT_LISTENER:
+            return self.host, self.port
+        return None
 
 
 @dataclass(frozen=True)
@@ -78,14 +94,19 @@ class RegistrationStatistics:
     last_error: str | None
 
 
-def broker_info_json(broker_id: int, host: str, port: int, rack: str | None = None) -> dict:
-    endpoint = f"{DEFAULT_LISTENER}://{host}:{port}"
+def broker_info_json(broker_id: int, host: str, port: int, rack: str | None = None,
+                     listeners: dict[str, tuple[str, int, str]] | None = None) -> dict:
+    """Kafka's BrokerInfo JSON. `listeners`: {name: (host, port, security protocol)}, default one PLAINTEXT
+    listener at host:port; `host`/`port` are those of the listener speaking PLAINTEXT (null/-1 if none),
+    as Kafka writes them for readers that know no endpoints."""
+    listeners = listeners or {DEFAULT_LISTENER: (host, port, DEFAULT_LISTENER)}
+    plain = next((v for v in listeners.values() if v[2] == DEFAULT_LISTENER), (None, -1, None))
     return {
         "version": BROKER_INFO_VERSION,
-        "host": host,
-        "port": port,
-        "endpoints": [endpoint],
-        "listener_security_protocol_map": {DEFAULT_LISTENER: DEFAULT_LISTENER},
+        "host": plain[0],
+        "port": plain[1],
+        "endpoints": [_endpoint(name, h, p) for name, (h, p, _) in listeners.items()],
+        "listener_security_protocol_map": {name: value[2] for name, value in listeners.items()},
         "jmx_port": NO_JMX_PORT,
         "timestamp": str(int(time.time() * 1000)),
         "rack": rack,
@@ -93,15 +114,33 @@ def broker_info_json(broker_id: int, host: str, port: int, rack: str | None = No
     }
 
 
+def for_listener(brokers: dict[int, BrokerInfo], listener: str) -> dict[int, BrokerInfo]:
+    """The brokers as a client that came in on `listener` must reach them: host and port of that listener's
+    endpoint; a broker without such a listener is left out (as Kafka's metadata does). "" (a caller with no
+    listener): the brokers unchanged."""
+    if not listener:
+        return brokers
+    seen = {}
+    for broker_id, info in brokers.items():
+        address = info.address(listener)
+        if address is not None:
+            seen[broker_id] = dataclasses.replace(info, host=address[0], port=address[1])
+    return seen
+
+
+def _endpoint(name: str, host: str, port: int) -> str:
+    return f"{name}://[{host}]:{port}" if ":" in host else f"{name}://{host}:{port}"
+
+
 def parse_broker_info(broker_id: int, data: bytes) -> BrokerInfo:
+    """host/port: the PLAINTEXT listener's, else the first endpoint's (a broker with no plaintext listener)."""
     value = decode(data)
-    return BrokerInfo(
-        id=broker_id,
-        host=value["host"],
-        port=int(value["port"]),
-        rack=value.get("rack"),
-        endpoints=tuple(value.get("endpoints", ())),
-    )
+    endpoints = tuple(value.get("endpoints", ()))
+    info = BrokerInfo(broker_id, value["host"] or "", int(value["port"]), value.get("rack"), endpoints)
+    if value["host"] is None and endpoints:
+        host, port = info.address(endpoints[0].partition("://")[0])
+        info = dataclasses.replace(info, host=host, port=port)
+    return info
 
 
 class BrokerRegistration:
@@ -120,11 +159,13 @@ class BrokerRegistration:
         port: int,
         rack: str | None = None,
         on_conflict: Callable[[BrokerIdInUse], None] | None = None,
+        listeners: dict[str, tuple[str, int, str]] | None = None,
     ) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self.path = paths.broker(broker_id)
         self.host, self.port, self.rack = host, port, rack
+        self.listeners = listeners  # {name: (host, port, protocol)}: broker_info_json
         self.on_conflict = on_conflict
         self._state = RegistrationState.NEW
         self._registrations = 0
@@ -167,7 +208,7 @@ class BrokerRegistration:
         self._thread.start()
 
     def _inner_register(self) -> None:
-        data = encode(broker_info_json(self.broker_id, self.host, self.port, self.rack))
+        data = encode(broker_info_json(self.broker_id, self.host, self.port, self.rack, self.listeners))
         self.zk.ensure_path(paths.BROKER_IDS)
         try:
             self.zk.create(self.path, data, ephemeral=True)

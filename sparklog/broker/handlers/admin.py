@@ -447,7 +447,7 @@ def handle_describe_cluster(request, state) -> DescribeClusterResponse:
                                        error_message="sparklog has no controller quorum: ask for brokers",
                                        endpoint_type=body.endpoint_type, cluster_id=state.cluster_id, brokers=[])
     brokers = [DescribeClusterBroker(broker_id=b.id, host=b.host, port=b.port, rack=b.rack)
-               for _, b in sorted(snapshot.brokers.items())]
+               for _, b in sorted(broker_registry.for_listener(snapshot.brokers, request.listener).items())]
     return DescribeClusterResponse(throttle_time_ms=0, error_code=NONE, endpoint_type=ENDPOINT_BROKERS,
                                    cluster_id=state.cluster_id, controller_id=snapshot.controller_id,
                                    brokers=brokers)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from sparklog.coordination import brokers as broker_registry
 from sparklog.broker.coordinator.group import handlers as group_handlers
 from sparklog.broker.coordinator.group.offset_store import OFFSETS_TOPIC, OffsetStoreError
 from sparklog.broker.coordinator.transaction import handlers as transaction_handlers
@@ -51,23 +52,24 @@ def handle_find_coordinator(request, state):
                                        error_message=f"unknown key type {body.key_type}", node_id=-1, host="",
                                        port=-1)
     if body.key_type == KEY_TYPE_TRANSACTION:
-        return transaction_handlers.find_coordinator(body, state)
+        return transaction_handlers.find_coordinator(body, state, request.listener)
     if body.key_type == KEY_TYPE_GROUP and OFFSETS_TOPIC not in state.partitions.snapshot.topics:
-        return _find_coordinator_after_create(body, state)
-    return _find_coordinator(body, state)
+        return _find_coordinator_after_create(body, state, request.listener)
+    return _find_coordinator(body, state, request.listener)
 
 
-async def _find_coordinator_after_create(body, state) -> FindCoordinatorResponse:
+async def _find_coordinator_after_create(body, state, listener: str) -> FindCoordinatorResponse:
     await ensure_offsets_topic(state)
-    return _find_coordinator(body, state)
+    return _find_coordinator(body, state, listener)
 
 
-def _find_coordinator(body, state) -> FindCoordinatorResponse:
+def _find_coordinator(body, state, listener: str) -> FindCoordinatorResponse:
+    """The coordinator's address on the listener the client came in on (broker_registry.for_listener)."""
     snapshot = state.partitions.snapshot
     node = state.broker_id
     if body.key_type == KEY_TYPE_GROUP:
         node = state.offsets.coordinator_for(body.key, snapshot)
-    coordinator = snapshot.brokers.get(node)
+    coordinator = broker_registry.for_listener(snapshot.brokers, listener).get(node)
     if coordinator is None or state.broker_id not in snapshot.brokers:
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=COORDINATOR_NOT_AVAILABLE, node_id=-1,
                                        host="", port=-1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from sparklog.coordination import brokers as broker_registry
 from sparklog.broker.coordinator.group import offsets_topic
 from sparklog.broker.replication import partition_limits
 from sparklog.broker.coordinator.group.offset_store import OFFSETS_TOPIC
@@ -45,7 +46,7 @@ def handle_metadata(request, state):
     body = request.body
     snapshot = state.partitions.snapshot
     if body.topics is None or (not body.topics and request.api_version == 0):  # v0: empty means every topic
-        return _metadata_response(snapshot, state, list(snapshot.topics), {})
+        return _metadata_response(snapshot, state, list(snapshot.topics), {}, request.listener)
     names = list(dict.fromkeys(t.name for t in body.topics if t.name is not None))
     missing = [n for n in names if n not in snapshot.topics]
     allow = state.config.auto_create_topics_enable and body.allow_auto_topic_creation
@@ -62,11 +63,11 @@ def handle_metadata(request, state):
         else:
             errors_by_name[name] = UNKNOWN_TOPIC_OR_PARTITION
     if not creatable:
-        return _metadata_response(snapshot, state, names, errors_by_name)
-    return _metadata_after_create(state, names, creatable, errors_by_name)
+        return _metadata_response(snapshot, state, names, errors_by_name, request.listener)
+    return _metadata_after_create(state, names, creatable, errors_by_name, request.listener)
 
 
-async def _metadata_after_create(state, names, creatable, errors_by_name) -> MetadataResponse:
+async def _metadata_after_create(state, names, creatable, errors_by_name, listener) -> MetadataResponse:
     cfg = state.config
     for name in creatable:
         if name == OFFSETS_TOPIC:  # created as the coordinator needs it, never with a user topic's defaults
@@ -77,13 +78,14 @@ async def _metadata_after_create(state, names, creatable, errors_by_name) -> Met
             errors_by_name[name] = code
         elif code == TOPIC_ALREADY_EXISTS and name not in state.partitions.snapshot.topics:
             errors_by_name[name] = LEADER_NOT_AVAILABLE  # created elsewhere; our watch has not seen it yet
-    return _metadata_response(state.partitions.snapshot, state, names, errors_by_name)
+    return _metadata_response(state.partitions.snapshot, state, names, errors_by_name, listener)
 
 
-def _metadata_response(snapshot, state, names, errors_by_name) -> MetadataResponse:
+def _metadata_response(snapshot, state, names, errors_by_name, listener: str) -> MetadataResponse:
+    """The brokers' addresses on the listener the client came in on (broker_registry.for_listener)."""
     live = snapshot.brokers
     brokers = [MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
-               for _, b in sorted(live.items())]
+               for _, b in sorted(broker_registry.for_listener(live, listener).items())]
     topics = []
     for name in names:
         meta = snapshot.topics.get(name)

@@ -70,7 +70,7 @@ from sparklog.broker.handlers.produce import (fast_produce_partition, handle_pro
                                               handle_single_partition_produce, is_transactional)
 from sparklog.broker.handlers.security import SECURITY_HANDLERS
 from sparklog.broker.network.server import CloseConnection, Parked
-from sparklog.broker.security.sasl_authenticator import SaslAuthenticator, sasl_listener
+from sparklog.broker.security.sasl_authenticator import SaslAuthenticator, sasl_listeners
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import RemoteProtocolError, UnsupportedVersion
 from sparklog.protocol.frame import NEED_DATA, FrameDecoder
@@ -161,7 +161,9 @@ class Dispatcher:
         if quotas is not None:
             quotas.on_active = self.set_metering
             self.set_metering(quotas.active)
-        self._sasl = sasl_listener(state)  # the listener's SASL settings, None when it is not a SASL listener
+        self._sasl = sasl_listeners(state)  # {listener name: its SASL settings} of the SASL_* listeners
+        listeners = getattr(state.config, "listeners", ())
+        self._default_listener = listeners[0].name if listeners else ""  # for callers that name none
         self._new_decoder: FrameDecoder | None = None
         self.meters = state.request_meters  # latency and error codes per api, for the metrics endpoint
 
@@ -169,11 +171,12 @@ class Dispatcher:
         self._new_decoder = FrameDecoder(self.max_frame_bytes)
         return self._new_decoder
 
-    def new_session(self, peer_ip: str = "") -> ClientSession:
-        """A connection's session; on a SASL listener gated by its authenticator, which bounds the decoder
-        server.py made for the same connection just before (Rule 8)."""
-        sasl = self._sasl
-        session = ClientSession(peer_ip, sasl.name if sasl is not None else "")
+    def new_session(self, peer_ip: str = "", listener: str | None = None) -> ClientSession:
+        """A connection's session on `listener` (the broker's first when None); on a SASL listener gated by its
+        authenticator, which bounds the decoder server.py made for the same connection just before (Rule 8)."""
+        name = self._default_listener if listener is None else listener
+        sasl = self._sasl.get(name)
+        session = ClientSession(peer_ip, name)
         if sasl is not None:
             session.sasl = SaslAuthenticator(sasl, session, self._new_decoder)
         self._new_decoder = None

@@ -7,7 +7,8 @@ protocol beyond the 4-byte size prefix: it hands each frame to an `App` and writ
 The `App` contract (`Dispatcher` in `dispatch.py` is the real one):
 
     app.new_decoder() -> decoder        one per connection (the sans-IO FrameDecoder)
-    app.new_session(peer_ip) -> session one per connection, passed back with each of its frames
+    app.new_session(peer_ip[, listener]) -> session  one per connection (on the named listener when the server
+                                        has several), passed back with each of its frames
     app.handle_frame(frame, session) -> None | Reply | Parked | Awaitable[None | Reply]
 
     None            nothing is sent (a Produce with acks=0)
@@ -74,6 +75,12 @@ Resource handling:
     - Connections idle for `connections.max.idle.ms` are closed, and so is one whose session has a `close_at`
       (time.monotonic() seconds) that has passed (SASL: authentication or session lifetime over), by the same
       reaper.
+    - TLS listeners (`bind(..., tls=TlsListener)`): the handshake runs in a task of its own (the accept loop
+      goes on), bounded by the listener's handshake timeout (a client that never finishes it is dropped) and
+      counted against `max.connections` while it runs; a failed one is logged at debug level and costs
+      nothing more. A TLS connection's record sets take the copy path (`_write_copied`: read from the
+      segment, then encrypted by the transport): `os.sendfile` cannot carry TLS. Plaintext connections keep
+      the zero-copy path below, unchanged (`Connection.tls` is the one branch, in `_write`).
     - Record sets are sent with `os.sendfile` straight from the segment file when the transport's buffer
       is empty, the bytes before them (the response head) sent with MSG_MORE just before, so head and
       records leave in one packet instead of a small one of their own (on loopback the sender pays for the
@@ -101,7 +108,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Iterable, Protocol
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 from sparklog.broker.network.pipeline import InFlight
 from sparklog.broker.network.queued_bytes import QueuedBytes
@@ -129,6 +136,17 @@ def _peer_ip(sock: socket.socket) -> str:
         return ""
 
 
+@dataclass(frozen=True)
+class TlsListener:
+    """How a TLS listener serves: its server context, how long a handshake may take, and the principal of a
+    handshaken connection (`principal(ssl_object)` -> "User:..." or None for none; it raises ValueError to
+    refuse the client, as a certificate no mapping rule matches)."""
+
+    context: Any
+    handshake_timeout_s: float
+    principal: Callable[[Any], str | None]
+
+
 class CloseConnection(Exception):
     """Raised by an App: the peer sent something unanswerable; close this connection only."""
 
@@ -153,7 +171,7 @@ class App(Protocol):
 
     def new_decoder(self) -> Any: ...
 
-    def new_session(self, peer_ip: str) -> Any: ...
+    def new_session(self, peer_ip: str, listener: str = ...) -> Any: ...
 
     def handle_frame(self, frame, session) -> None | Reply | Parked | Awaitable[None | Reply]: ...
 
@@ -178,6 +196,10 @@ class ServerStatistics:
     queue_paused: int  # connections waiting for queued_request_bytes to fall under the limit
     in_flight_requests: int  # read and not yet answered, all connections
     in_flight_bytes: int  # their frame sizes (pipeline.py Rule 3)
+    tls_handshakes_running: int = 0
+    tls_handshake_failures: int = 0  # refused: not TLS, untrusted or no certificate, timed out, unmapped name
+    bytes_copied: int = 0  # record-set bytes sent through the copy path (TLS connections)
+    tls_principals: dict | None = None  # TLS connections authenticated by a certificate, per principal
 
 
 class BrokerServer:
@@ -198,6 +220,9 @@ class BrokerServer:
         self.receive_buffer_bytes = receive_buffer_bytes
         self.connections: set[Connection] = set()
         self._listeners: list[socket.socket] = []
+        self._listener_of: dict[socket.socket, tuple[str, TlsListener | None]] = {}  # name, TLS settings
+        self._handshaking = 0  # TLS connections accepted whose handshake is still running
+        self.tls_principals: dict[str, int] = {}  # connections authenticated by a certificate, per principal
         self._tasks: set[asyncio.Task] = set()
         self._group: asyncio.TaskGroup | None = None
         self._stopping: asyncio.Event | None = None
@@ -205,12 +230,14 @@ class BrokerServer:
         self.started = asyncio.Event()
         self._counters = dict.fromkeys(
             ("accepted", "refused", "overload", "requests", "async_requests", "received", "sendfile",
-             "sendfile_slow", "protocol_errors", "handler_errors", "idle_closed", "deadline_closed"), 0)
+             "sendfile_slow", "protocol_errors", "handler_errors", "idle_closed", "deadline_closed",
+             "tls_handshake_failures", "bytes_copied"), 0)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
-    def bind(self, host: str, port: int) -> tuple[str, int]:
-        """Open one listening socket (port 0 picks a free one); returns the bound address."""
+    def bind(self, host: str, port: int, listener: str = "", tls: TlsListener | None = None) -> tuple[str, int]:
+        """Open one listening socket (port 0 picks a free one); returns the bound address. Its connections'
+        sessions get `listener` as their listener name; with `tls`, they are served over TLS only."""
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -221,6 +248,7 @@ class BrokerServer:
             sock.close()
             raise
         self._listeners.append(sock)
+        self._listener_of[sock] = (listener, tls)
         return sock.getsockname()[:2]
 
     def listen(self) -> None:
@@ -298,12 +326,17 @@ class BrokerServer:
             queue_paused=self.queued.waiting,
             in_flight_requests=sum(len(conn.inflight) for conn in self.connections),
             in_flight_bytes=sum(conn.inflight.bytes for conn in self.connections),
+            tls_handshakes_running=self._handshaking,
+            tls_handshake_failures=c["tls_handshake_failures"],
+            bytes_copied=c["bytes_copied"],
+            tls_principals=dict(self.tls_principals),
         )
 
     # -- accepting --------------------------------------------------------------------------------------
 
     async def _accept_loop(self, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()
+        name, tls = self._listener_of.get(listener, ("", None))
         while True:
             try:
                 sock, _ = await loop.sock_accept(listener)
@@ -315,18 +348,35 @@ class BrokerServer:
                 await asyncio.sleep(ACCEPT_RETRY_DELAY_S)
                 continue
             ip = _peer_ip(sock)
-            if (len(self.connections) >= self.max_connections
+            if (len(self.connections) + self._handshaking >= self.max_connections
                     or self._per_ip.get(ip, 0) >= self.max_connections_per_ip):
                 self._counters["refused"] += 1
                 sock.close()
                 continue
             self._counters["accepted"] += 1
             self._tune(sock)
+            if tls is not None:
+                self._handshaking += 1
+                self.spawn(self._serve_tls(loop, sock, ip, name, tls))
+                continue
             try:
-                await loop.connect_accepted_socket(lambda: Connection(self, ip), sock)
+                await loop.connect_accepted_socket(lambda: Connection(self, ip, name), sock)
             except OSError as exc:  # the peer left between accept() and now
                 log.debug("connection setup failed: %s", exc)
                 sock.close()
+
+    async def _serve_tls(self, loop, sock: socket.socket, ip: str, name: str, tls: TlsListener) -> None:
+        """The TLS handshake of one accepted connection, bounded by the listener's timeout; the connection is
+        served (connection_made) only once it succeeded. A failure costs this task and the socket only."""
+        try:
+            await loop.connect_accepted_socket(lambda: Connection(self, ip, name, tls), sock, ssl=tls.context,
+                                               ssl_handshake_timeout=tls.handshake_timeout_s)
+        except (OSError, ConnectionError, TimeoutError, asyncio.TimeoutError) as exc:  # ssl.SSLError is an OSError
+            self._counters["tls_handshake_failures"] += 1
+            log.debug("TLS handshake with %s on %s failed: %s", ip, name, exc)
+            sock.close()
+        finally:
+            self._handshaking -= 1
 
     def _tune(self, sock: socket.socket) -> None:
         try:
@@ -370,9 +420,9 @@ class Connection(asyncio.Protocol):
 
     __slots__ = ("server", "app", "counters", "transport", "decoder", "session", "busy", "write_paused", "closed",
                  "queue_paused", "ip", "last_active", "inflight", "writing", "_parked", "_fd", "_dup_fd", "_dup_sock",
-                 "_need_data", "_frame_errors", "_run_key", "_scan", "muted", "_mutable", "_unmute_timer")
+                 "_need_data", "_frame_errors", "_run_key", "_scan", "muted", "_mutable", "_unmute_timer", "tls")
 
-    def __init__(self, server: BrokerServer, ip: str = "") -> None:
+    def __init__(self, server: BrokerServer, ip: str = "", listener: str = "", tls: TlsListener | None = None) -> None:
         self.server = server
         self.ip = ip
         self.queue_paused = False  # waiting in server.queued for queued.max.request.bytes
@@ -380,7 +430,8 @@ class Connection(asyncio.Protocol):
         self.counters = server._counters
         self.transport: asyncio.Transport | None = None
         self.decoder = self.app.new_decoder()
-        self.session = self.app.new_session(ip)
+        self.session = self.app.new_session(ip, listener) if listener else self.app.new_session(ip)
+        self.tls = tls  # served over TLS: record sets take the copy path (`_write`)
         self.busy = False  # a request that is not Parked is being answered: read nothing more until it is
         self.inflight = InFlight(server.max_in_flight)  # requests read and not yet answered (pipeline.py)
         self.writing = False  # a record set is being sent by a task: later replies wait for it
@@ -406,6 +457,22 @@ class Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(WRITE_BUFFER_HIGH_WATER, WRITE_BUFFER_LOW_WATER)
         self._fd = transport.get_extra_info("socket").fileno()
         self.server._add(self)
+        if self.tls is not None:
+            self._authenticate(transport.get_extra_info("ssl_object"))
+
+    def _authenticate(self, ssl_object) -> None:
+        """The principal of a TLS client's certificate (TlsListener.principal); a refused one closes."""
+        try:
+            principal = self.tls.principal(ssl_object)
+        except ValueError as exc:
+            self.counters["tls_handshake_failures"] += 1
+            log.info("refusing the TLS client %s: %s", self.ip, exc)
+            self.close()
+            return
+        if principal is not None:
+            self.session.principal = principal
+            principals = self.server.tls_principals
+            principals[principal] = principals.get(principal, 0) + 1
 
     def connection_lost(self, exc) -> None:
         self.closed = True
@@ -713,6 +780,8 @@ class Connection(asyncio.Protocol):
         """Write a reply; returns a coroutine to await if a record set could not be sent at once."""
         if self.closed:
             return None
+        if self.tls is not None:
+            return self._write_copied(chunks)
         if chunks.__class__ is list and len(chunks) == 2 and chunks[0].__class__ is bytes:
             records = chunks[1]
             if records.__class__ not in _BUFFERS:
@@ -738,6 +807,24 @@ class Connection(asyncio.Protocol):
         if pending:
             transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
         return None
+
+    def _write_copied(self, chunks: Iterable) -> None:
+        """A reply on a TLS connection: record sets read from their segments into the buffer the transport
+        encrypts (the copy path; sendfile would send them unencrypted)."""
+        try:
+            data = [chunk if chunk.__class__ in _BUFFERS else self._copied(chunk) for chunk in chunks]
+        except StorageError as exc:  # LogClosedError: the segment was closed before the read
+            log.warning("record set is gone (%s); closing the connection", exc)
+            self.transport.abort()
+            self.closed = True
+            return None
+        self.transport.write(b"".join(data))
+        return None
+
+    def _copied(self, file_slice) -> bytes:
+        data = file_slice.read_bytes()
+        self.counters["bytes_copied"] += len(data)
+        return data
 
     def _write_head_and_records(self, head: bytes, records) -> Awaitable[None] | None:
         """`_write` of a one-partition Fetch reply ([head, record set], the common shape), in one call: the head

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from sparklog.broker.security.inter_broker import open_plain
+from sparklog.broker.network.inter_broker import PLAINTEXT_REGISTERED, InterBrokerListener
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import MalformedResponse
@@ -136,10 +136,14 @@ class _Counters:
 class ReplicaFetcher:
     """Copies the partitions led by one broker (module docstring)."""
 
-    def __init__(self, broker_id: int, leader_id: int, connect=None) -> None:
+    def __init__(self, broker_id: int, leader_id: int,
+                 inter_broker: InterBrokerListener = PLAINTEXT_REGISTERED, connect=None) -> None:
         self.broker_id = broker_id
+        self.inter_broker = inter_broker
         self.leader_id = leader_id
-        self._open = connect or open_plain  # opens (and logs in, on a SASL listener) a connection to the leader
+        # opens a connection to the leader (over TLS, and logged in on a SASL listener: security/inter_broker.py)
+        self._open = connect or (lambda host, port, _client_id, timeout:
+                                 inter_broker.open_connection(host, port, timeout))
         self._partitions: dict[tuple[str, int], _Partition] = {}
         self._address: tuple[str, int] | None = None
         self._wake = asyncio.Event()
@@ -370,7 +374,8 @@ class ReplicaFetcherManager:
 
     broker_id: int
     fetchers: dict[int, ReplicaFetcher] = field(default_factory=dict)
-    connect: Any = None  # security/inter_broker.py's connector for this broker's inter-broker listener
+    inter_broker: InterBrokerListener = PLAINTEXT_REGISTERED  # the leaders' listener fetched from
+    connect: Any = None  # security/inter_broker.py's connector for it (TLS, the SASL login)
 
     async def update(self, targets: Mapping[tuple[str, int], FollowTarget], brokers: Mapping) -> None:
         by_leader: dict[int, dict] = {}
@@ -383,10 +388,10 @@ class ReplicaFetcherManager:
         for leader_id, parts in by_leader.items():
             fetcher = self.fetchers.get(leader_id)
             if fetcher is None:
-                fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.broker_id, leader_id, self.connect)
+                fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.broker_id, leader_id, self.inter_broker,
+                                                                     self.connect)
                 fetcher.start()
-            info = brokers.get(leader_id)
-            fetcher.set_partitions(parts, (info.host, info.port) if info is not None else None)
+            fetcher.set_partitions(parts, self.inter_broker.address(brokers.get(leader_id)))
 
     async def close(self) -> None:
         for fetcher in self.fetchers.values():

@@ -29,15 +29,24 @@ async def open_plain(host: str, port: int, client_id: str, timeout: float):
     return await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
 
 
-def inter_broker_connector(config):
-    """`async connect(host, port, client_id, timeout) -> (reader, writer)` for this broker's configuration."""
-    name = config.listeners[0].name if config.listeners else ""
+def inter_broker_connector(config, listener=None):
+    """`async connect(host, port, client_id, timeout) -> (reader, writer)` for this broker's configuration:
+    opened as the inter-broker `listener` (network/inter_broker.py's InterBrokerListener: TLS when it speaks
+    SSL) and logged in when that listener is SASL_*."""
+    name = config.inter_broker_listener_name or (config.listeners[0].name if config.listeners else "")
+
+    async def open_(host: str, port: int, client_id: str, timeout: float):
+        if listener is None:
+            return await open_plain(host, port, client_id, timeout)
+        return await listener.open_connection(host, port, timeout)
+
     if not config.listener_protocols.get(name, "").startswith("SASL_"):
-        return open_plain
+        return open_
+
     mechanism, username, password = config.sasl.login(name)
 
     async def connect(host: str, port: int, client_id: str, timeout: float):
-        reader, writer = await open_plain(host, port, client_id, timeout)
+        reader, writer = await open_(host, port, client_id, timeout)
         try:
             await asyncio.wait_for(_login(reader, writer, mechanism, username, password, client_id), timeout)
         except BaseException:

@@ -194,12 +194,13 @@ class SaslAuthenticator:
         return later()
 
 
-def sasl_listener(state) -> SaslListener | None:
-    """The SaslListener of the broker's listener when its security protocol is SASL_*, else None; SCRAM
-    credentials come from a CredentialCache over the broker's ZooKeeper (none without one)."""
+def sasl_listeners(state) -> dict[str, SaslListener]:
+    """{listener name: its SaslListener} for each of the broker's listeners whose security protocol is SASL_*
+    (SASL_PLAINTEXT, SASL_SSL); SCRAM credentials come from one CredentialCache over the broker's ZooKeeper
+    (none without one)."""
     config = state.config
-    name = config.listeners[0].name if config.listeners else ""
-    if not config.listener_protocols.get(name, "").startswith("SASL_"):
-        return None
+    names = [e.name for e in config.listeners if config.listener_protocols.get(e.name, "").startswith("SASL_")]
+    if not names:
+        return {}
     lookup = CredentialCache(state.zk).lookup if state.zk is not None else (lambda user, mechanism: None)
-    return SaslListener(name, config.sasl, lookup, config.socket_request_max_bytes)
+    return {name: SaslListener(name, config.sasl, lookup, config.socket_request_max_bytes) for name in names}

@@ -23,6 +23,7 @@ transactional batch of the request's producer id and epoch, and held pending unt
 
 from __future__ import annotations
 
+from sparklog.coordination import brokers as broker_registry
 from sparklog.broker.coordinator.transaction.leader_append import append_replicated
 from sparklog.broker.coordinator.transaction.metadata import KAFKA_NAMES, TxnState
 from sparklog.broker.coordinator.transaction.state_manager import TOPIC as STATE_TOPIC
@@ -69,12 +70,13 @@ def _versioned(code: int, request) -> int:
 
 # -- FindCoordinator (key type 1), InitProducerId ------------------------------------------------------------
 
-async def find_coordinator(body, state) -> FindCoordinatorResponse:
-    """The leader of the id's `__transaction_state` partition, the topic created first if it does not exist."""
+async def find_coordinator(body, state, listener: str = "") -> FindCoordinatorResponse:
+    """The leader of the id's `__transaction_state` partition, the topic created first if it does not exist;
+    its address on the client's listener."""
     coordinator = state.transactions.state
     await coordinator.ensure_topic()
     snapshot = state.partitions.snapshot
-    node = snapshot.brokers.get(coordinator.coordinator_for(body.key, snapshot))
+    node = broker_registry.for_listener(snapshot.brokers, listener).get(coordinator.coordinator_for(body.key, snapshot))
     if node is None or state.broker_id not in snapshot.brokers:
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=COORDINATOR_NOT_AVAILABLE, node_id=-1, host="",
                                        port=-1)

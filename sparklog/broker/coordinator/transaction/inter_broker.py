@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import struct
 
+from sparklog.broker.network.inter_broker import PLAINTEXT_REGISTERED, InterBrokerListener
 from sparklog.protocol.errors import MalformedResponse
 from sparklog.protocol.registry import decode_response, encode_request
 
@@ -22,16 +23,15 @@ MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 _SIZE = struct.Struct(">i")
 
 
-async def _open_plain(host: str, port: int, client_id: str, timeout: float):
-    return await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-
-
 class BrokerConnection:
     """One connection to a broker's `address`, opened at the first call; one request at a time."""
 
-    def __init__(self, address: tuple[str, int], connect=None) -> None:
+    def __init__(self, address: tuple[str, int], connect=None,
+                 inter_broker: InterBrokerListener = PLAINTEXT_REGISTERED) -> None:
         self.address = address
-        self._open = connect or _open_plain  # security/inter_broker.py's connector on a SASL inter-broker listener
+        # security/inter_broker.py's connector (TLS and the SASL login as the inter-broker listener speaks them)
+        self._open = connect or (lambda host, port, _client_id, timeout:
+                                 inter_broker.open_connection(host, port, timeout))
         self._streams = None
         self._lock = asyncio.Lock()
         self._correlation = itertools.count(1)
@@ -66,16 +66,20 @@ class BrokerConnections:
 
     def __init__(self, partitions) -> None:
         self.partitions = partitions
-        self.connect = None  # security/inter_broker.py's connector (SASL login on a SASL inter-broker listener)
+        self.inter_broker = PLAINTEXT_REGISTERED  # the listener the other brokers are reached on (app.py sets it)
+        self.connect = None  # security/inter_broker.py's connector (TLS, SASL login) for that listener
         self._connections: dict[int, BrokerConnection] = {}
 
     def get(self, broker_id: int) -> BrokerConnection:
-        """KeyError when the snapshot has no such broker (gone since it was chosen)."""
-        node = self.partitions.snapshot.brokers[broker_id]
+        """KeyError when the snapshot has no such broker (gone since it was chosen); OSError when it has no
+        endpoint of the inter-broker listener (network/inter_broker.py Rule 1: not reached some other way)."""
+        address = self.inter_broker.address(self.partitions.snapshot.brokers[broker_id])
+        if address is None:
+            raise OSError(f"broker {broker_id} has no {self.inter_broker.name} listener")
         conn = self._connections.get(broker_id)
-        if conn is None or conn.address != (node.host, node.port):
+        if conn is None or conn.address != address:
             self.drop(broker_id)
-            conn = self._connections[broker_id] = BrokerConnection((node.host, node.port), self.connect)
+            conn = self._connections[broker_id] = BrokerConnection(address, self.connect, self.inter_broker)
         return conn
 
     def drop(self, broker_id: int) -> None:
