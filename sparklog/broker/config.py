@@ -439,10 +439,14 @@ def _check_distinct(listeners: tuple[Endpoint, ...]) -> None:
 def inter_broker_listener(props: Mapping[str, str], values: Mapping[str, Any], listeners: tuple[Endpoint, ...],
                           protocols: Mapping[str, str]) -> str:
     """inter.broker.listener.name, else the listener named as security.inter.broker.protocol (Kafka's rule);
-    it must be one of the listeners (both keys set at once is refused, as Kafka does)."""
+    it must be one of the listeners (both keys set at once is refused, as Kafka does). A broker with one
+    listener and neither key set is reached on that one (Kafka would refuse the start, its default PLAINTEXT
+    naming no listener; there is no other listener it could mean)."""
     name, protocol = values["inter.broker.listener.name"], values["security.inter.broker.protocol"]
     if name and "security.inter.broker.protocol" in props:
         raise ConfigError("inter.broker.listener.name and security.inter.broker.protocol are both set; set one")
+    if not name and "security.inter.broker.protocol" not in props and len(listeners) == 1:
+        return listeners[0].name
     name = (name or protocol).strip().upper()
     if name not in {e.name for e in listeners}:
         key = "inter.broker.listener.name" if values["inter.broker.listener.name"] else \

@@ -40,12 +40,13 @@ SALT = b"0123456789abcdef"
 def _dispatcher(**overrides) -> Dispatcher:
     config = BrokerConfig.from_properties({**PROPS, **overrides})
     state = handlers.BrokerState.build(config=config, cluster_id="c" * 22, zk=None,
-                                       partitions=FakePartitions(MetadataSnapshot({}, {1: BrokerInfo(1, "h", 1)}, {})))
+                                       partitions=FakePartitions(MetadataSnapshot(
+                                           {}, {1: BrokerInfo(1, "h", 1, endpoints=("SASL_PLAINTEXT://h:1",))}, {})))
     dispatcher = Dispatcher(state)
     cred = credential_from_salted("SCRAM-SHA-512", SALT, salted_password("SCRAM-SHA-512", "bob-pw", SALT, 4096), 4096)
-    if dispatcher._sasl is not None:
-        dispatcher._sasl.lookup = lambda user, mech: ((cred.salt, cred.stored_key, cred.server_key, 4096)
-                                                      if (user, mech) == ("bob", "SCRAM-SHA-512") else None)
+    for listener in dispatcher._sasl.values():
+        listener.lookup = lambda user, mech: ((cred.salt, cred.stored_key, cred.server_key, 4096)
+                                              if (user, mech) == ("bob", "SCRAM-SHA-512") else None)
     return dispatcher
 
 
@@ -146,7 +147,7 @@ def test_plain_with_a_wrong_password_or_unknown_user_fails_and_then_closes(conn,
     assert reply.error_code == 58 and conn.session.principal == "User:ANONYMOUS"
     with pytest.raises(CloseConnection):
         conn.call(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
-    assert conn.dispatcher._sasl.failures == 1
+    assert conn.dispatcher._sasl["SASL_PLAINTEXT"].failures == 1
 
 
 def test_scram_sha_512_authenticates(conn):
