@@ -234,15 +234,24 @@ def group_consumer(cluster, group: str, **config):
 
 
 def committed_c(cluster, group: str, topic: str, partitions: int) -> list[int]:
-    """The group's committed offsets as confluent-kafka's committed() reports them (-1001: none)."""
-    from confluent_kafka import TopicPartition as CTopicPartition
+    """The group's committed offsets as confluent-kafka's committed() reports them (-1001: none). NOT_COORDINATOR
+    is retried until TIMEOUT_S, as Kafka's clients retry it (a retriable error): librdkafka's committed() returns
+    it at once when the broker FindCoordinator named does not yet see itself as the offsets partition's leader,
+    which happens right after every broker restarted (seen once in a fresh-clone run at load 2)."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition as CTopicPartition
 
-    c = group_consumer(cluster, group)
-    try:
-        return [tp.offset for tp in c.committed([CTopicPartition(topic, p) for p in range(partitions)],
-                                                timeout=TIMEOUT_S)]
-    finally:
-        c.close()
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        c = group_consumer(cluster, group)
+        try:
+            return [tp.offset for tp in c.committed([CTopicPartition(topic, p) for p in range(partitions)],
+                                                    timeout=TIMEOUT_S)]
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.NOT_COORDINATOR or time.monotonic() > deadline:
+                raise
+        finally:
+            c.close()
+        time.sleep(0.5)
 
 
 def consume_all(cluster, group: str, topic: str, count: int) -> list[tuple[int, int]]:
