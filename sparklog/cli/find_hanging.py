@@ -42,7 +42,7 @@ def add_parser(sub) -> None:
 
 
 def run_find_hanging(args: argparse.Namespace) -> int:
-    from sparklog.cli.transactions import _admin
+    from sparklog.cli.transaction_requests import _admin
 
     if args.topic is None and args.broker_id is None:
         raise ValueError("find-hanging requires either --topic or --broker-id to limit the scope of the search")
@@ -75,7 +75,7 @@ def _partitions(admin, args) -> list[tuple[str, int]]:
 
 def _candidates(admin, partitions, older_than_ms: int) -> list:
     """Rule 2: ((topic, partition), producer state) of each open transaction last written before the limit."""
-    from sparklog.cli.transactions import describe_producers
+    from sparklog.cli.transaction_requests import describe_producers
 
     return [((topic, partition), producer) for topic, partition in partitions
             for producer in describe_producers(admin, topic, partition)
@@ -95,7 +95,7 @@ def _hanging(admin, candidates: list) -> list:
 
 
 def _transactional_ids(admin, producer_ids: list[int]) -> dict[int, str]:
-    from sparklog.cli.transactions import LIST_TRANSACTIONS_VERSION, _at
+    from sparklog.cli.transaction_requests import LIST_TRANSACTIONS_VERSION, _at
     from sparklog.protocol import ApiKey, for_code
     from sparklog.protocol.list_transactions import ListTransactionsRequest
 
@@ -112,7 +112,7 @@ def _transactional_ids(admin, producer_ids: list[int]) -> dict[int, str]:
 
 def _describe(admin, tid: str):
     """The id's DescribeTransactions entry, None when its coordinator does not know it."""
-    from sparklog.cli.transactions import DESCRIBE_TRANSACTIONS_VERSION, _at, _coordinator
+    from sparklog.cli.transaction_requests import DESCRIBE_TRANSACTIONS_VERSION, _at, _coordinator
     from sparklog.protocol import ApiKey, for_code
     from sparklog.protocol.describe_transactions import DescribeTransactionsRequest
 
