@@ -187,7 +187,6 @@ class Dispatcher:
             session = self._default_session
         if session.gate is not None:
             return session.gate.handle_frame(frame, lambda request: self._serve(request, session))
-        started = time.perf_counter()
         if session.served is not None and self.fast:
             opening = frame[:2]
             if opening == _PRODUCE_KEY:
@@ -198,7 +197,7 @@ class Dispatcher:
                 reply = self._single_partition_fetch(frame, session.served)
                 if reply is not NOT_SERVED_FAST:
                     return reply
-        return self._general(frame, session, started=started)
+        return self._general(frame, session, started=time.perf_counter())  # the fast paths time their own
 
     def _general(self, frame, session: ClientSession, throttle_ms: int = 0, fetch_cap: int | None = None,
                  started: float | None = None):
