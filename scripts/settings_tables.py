@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from sparklog.broker.config import BROKER
-from sparklog.client.config import CONSUMER, GROUP, PRODUCER
+from sparklog.client.config import CONSUMER, GROUP, KAFKA_GROUP, PRODUCER
 from sparklog.datasource.options import READ_OPTIONS, WRITE_OPTIONS
 from sparklog.storage.config import DEFINITIONS as TOPIC_CONFIGS
 
@@ -31,6 +31,8 @@ SECTIONS = (
      "Dotted names or keywords with underscores (`linger_ms=5`). An unknown name is refused."),
     ("Consumer (`sparklog.client.Consumer`, `sparklog consume --property`)", CONSUMER,
      "As for the producer."),
+    ("Kafka group consumer (`sparklog.client.KafkaGroupConsumer`, `sparklog consume --bootstrap-server ... "
+     "--group G`)", KAFKA_GROUP, "The consumer's settings plus a Kafka group member's."),
     ("ZooKeeper group consumer (`sparklog.client.GroupConsumer`)", GROUP,
      "The consumer's settings plus the paper's ZooKeeper group's."),
     ("Spark source (`spark.readStream.format(\"sparklog\")`, `spark.read`)", READ_OPTIONS,

@@ -3,6 +3,7 @@ groups.py).
 
     sparklog produce TOPIC [--key-separator :] < lines
     sparklog consume TOPIC [--group G] [--from-beginning] [--max-messages N]
+    sparklog consume --bootstrap-server HOST:PORT --topic T --group G     (a Kafka group, as Kafka's tool)
     sparklog consume TOPIC --partition P --offset N|earliest|latest
 
 The topic may also be `--topic TOPIC` and `--property` `--producer-property`/`--consumer-property`, as Kafka's
@@ -35,7 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     consume = subparsers.add_parser("consume", help="print records of a topic")
     _connection_args(consume, "--consumer-property")
     _topic_args(consume)
-    consume.add_argument("--group", help="consume as a member of this ZooKeeper consumer group")
+    consume.add_argument("--group", help="consume as a member of this consumer group: a Kafka group with "
+                         "--bootstrap-server (or --consumer-property group.id=G), else the paper's ZooKeeper group")
     consume.add_argument("--from-beginning", action="store_true",
                          help="start at the smallest offset (new groups, or without --group)")
     consume.add_argument("--max-messages", type=_count, help="exit after this many records")
@@ -217,7 +219,9 @@ def run_produce(args: argparse.Namespace) -> int:
 def run_consume(args: argparse.Namespace) -> int:
     args.check_topic(args)
     args.check_offset(args)
-    _no_kafka_group(args)
+    kafka_group = _kafka_group(args)
+    if kafka_group and args.partition:
+        raise ValueError("--partition is not allowed with a group: the group coordinator assigns the partitions")
     formatter = _tool_properties(args, FORMATTER_PROPERTIES)
     formatter["print.key"] = formatter["print.key"] or args.print_key
     if formatter["print.timestamp"]:
@@ -227,7 +231,12 @@ def run_consume(args: argparse.Namespace) -> int:
     reset = "earliest" if args.from_beginning else "latest"
     out = sys.stdout.buffer
     count = 0
-    consumer = _group_consumer(args, settings, reset) if args.group else _plain_consumer(args, settings, reset)
+    if kafka_group:
+        consumer = _kafka_group_consumer(args, kafka_group, settings, reset)
+    elif args.group:
+        consumer = _group_consumer(args, settings, reset)
+    else:
+        consumer = _plain_consumer(args, settings, reset)
     try:
         for record in consumer if args.max_messages != 0 else ():
             out.write(_formatted(record, formatter))
@@ -235,7 +244,7 @@ def run_consume(args: argparse.Namespace) -> int:
             if args.max_messages is not None and count >= args.max_messages:
                 break
         out.flush()
-        if args.group:
+        if args.group or kafka_group:
             consumer.commit()
     except BrokenPipeError:
         pass
@@ -245,17 +254,16 @@ def run_consume(args: argparse.Namespace) -> int:
     return 0
 
 
-def _no_kafka_group(args: argparse.Namespace) -> None:
-    """kafka-console-consumer's --group (or group.id) with --bootstrap-server joins a Kafka group through the
-    group coordinator. This console consumer has no such member (JoinGroup/SyncGroup/Heartbeat), and reading
-    every partition under a group's name would be a weaker thing under the same name: refused in one line."""
-    named = args.group or next((p.split("=", 1)[1].strip() for p in args.property
-                                if p.split("=", 1)[0].strip() == "group.id"), None)
-    if args.bootstrap_server and named:
-        raise ValueError(f"group {named!r} with --bootstrap-server would be a Kafka consumer group, which sparklog "
-                         "consume cannot join (it has no group member of the Kafka protocol): use a Kafka client "
-                         "(kafka-console-consumer, kcat -G) for that, or --zookeeper HOST:PORT --group G for the "
-                         "paper's ZooKeeper group")
+def _kafka_group(args: argparse.Namespace) -> str | None:
+    """kafka-console-consumer's group: `--group` or the `group.id` consumer property (both: they must agree).
+    With --bootstrap-server it is a Kafka group, joined through the group coordinator (KafkaGroupConsumer);
+    with ZooKeeper only, `--group` is the paper's ZooKeeper group (GroupConsumer)."""
+    named = next((p.split("=", 1)[1].strip() for p in args.property if p.split("=", 1)[0].strip() == "group.id"),
+                 None)
+    if args.group and named and args.group != named:
+        raise ValueError(f"the group ids given by --group ({args.group!r}) and --consumer-property group.id "
+                         f"({named!r}) differ")
+    return (args.group or named) if args.bootstrap_server else None
 
 
 def _formatted(record, formatter: dict) -> bytes:
@@ -301,6 +309,13 @@ def _admin_settings() -> frozenset[str]:
     from sparklog.client.config import ADMIN
 
     return frozenset(ADMIN)
+
+
+def _kafka_group_consumer(args, group: str, settings: dict, reset: str):
+    from sparklog.client.kafka_group_consumer import KafkaGroupConsumer
+
+    settings.update({"group.id": group, "auto.offset.reset": reset})
+    return KafkaGroupConsumer([args.topic], bootstrap_servers=args.bootstrap_server, **settings)
 
 
 def _group_consumer(args, settings: dict, reset: str):

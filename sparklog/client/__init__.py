@@ -1,6 +1,6 @@
-"""Clients: a batching producer, a pull consumer and ZooKeeper consumer groups.
+"""Clients: a batching producer, a pull consumer, Kafka consumer groups and ZooKeeper consumer groups.
 
-    from sparklog.client import Producer, Consumer, GroupConsumer, Message, MessageSet
+    from sparklog.client import Producer, Consumer, KafkaGroupConsumer, GroupConsumer, Message, MessageSet
 
 Names are imported on first use, so a Spark worker that needs only the Consumer does not pay for kazoo
 and the group machinery at start-up.
@@ -16,6 +16,7 @@ _EXPORTS = {
     "RecordFuture": "futures",
     "RecordMetadata": "futures",
     "GroupConsumer": "group",
+    "KafkaGroupConsumer": "kafka_group_consumer",
     "MessageStream": "group",
     "ConsumerRecord": "message",
     "Message": "message",

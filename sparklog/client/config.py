@@ -137,13 +137,30 @@ GROUP = Definitions("ZooKeeper group consumer", (
              low=0, kafka=""),
     _setting("consumer.id", STRING, None, "this member's id (unset: <hostname>-<pid>-<random>)"),
 ))
+KAFKA_GROUP = Definitions("Kafka group consumer", (
+    *CONSUMER.values(),
+    _setting("enable.auto.commit", BOOLEAN, True, "commit processed offsets every auto.commit.interval.ms (and "
+             "before a rebalance and on close)", HIGH),
+    _setting("auto.commit.interval.ms", LONG, 5_000, "how often offsets are committed", low=0),
+    _setting("session.timeout.ms", INT, 45_000, "a member whose heartbeats stop this long leaves the group "
+             "(Kafka >= 3.0's default; within the broker's group.min/max.session.timeout.ms)", HIGH, 1),
+    _setting("heartbeat.interval.ms", INT, 3_000, "how often the member tells the coordinator it is alive "
+             "(a third of the session timeout at most)", HIGH, 1),
+    _setting("max.poll.interval.ms", INT, 300_000, "a member that does not poll for this long leaves the "
+             "group, so its partitions move on; also the rebalance timeout", low=1),
+    _setting("group.instance.id", STRING, None, "a static member's id (KIP-345): a restart within the session "
+             "timeout keeps its partitions without a rebalance"),
+    _setting("partition.assignment.strategy", STRING, "range", "the assignor the leader member runs "
+             "(Kafka's RangeAssignor; the only one)", choices=("range",)),
+))
 ADMIN = Definitions("admin client", COMMON_SETTINGS)
-_ALL = {setting.name: setting for table in (PRODUCER, CONSUMER, GROUP) for setting in table.values()}
+_ALL = {setting.name: setting for table in (PRODUCER, CONSUMER, GROUP, KAFKA_GROUP) for setting in table.values()}
 
 COMMON_DEFAULTS: dict[str, Any] = ADMIN.defaults()
 PRODUCER_DEFAULTS: dict[str, Any] = PRODUCER.defaults()
 CONSUMER_DEFAULTS: dict[str, Any] = CONSUMER.defaults()
 GROUP_DEFAULTS: dict[str, Any] = GROUP.defaults()
+KAFKA_GROUP_DEFAULTS: dict[str, Any] = KAFKA_GROUP.defaults()
 
 
 # Rule 3: the settings of a command's `--command-config FILE` (the CLI's, as Kafka's tools take one): laid under

@@ -146,25 +146,28 @@ class Consumer:
 
     # -- offsets committed through the brokers (the Kafka API; ZooKeeper groups use GroupConsumer) ------
 
-    def commit(self, offsets: dict | None = None, timeout: float | None = None) -> None:
+    def commit(self, offsets: dict | None = None, timeout: float | None = None, member: tuple[int, str] = (-1, ""),
+               ) -> None:
         """Store offsets for `group.id` through a broker (OffsetCommit): by default every assigned
-        partition's position, i.e. everything returned so far. Not fenced: for groups use GroupConsumer."""
+        partition's position, i.e. everything returned so far. `member` is (generation, member id) of a group
+        member (kafka_group_consumer.py), whose commit the coordinator fences; the default (-1, "") is Kafka's
+        member-less commit, accepted only while the group has no members."""
         group = self._group_id()
         if offsets is None:
-            offsets = {tp: s.position for tp, s in self._states.items() if s.position is not None}
+            offsets = self.positions()
         topics: dict[str, list] = {}
         for (topic, partition), offset in offsets.items():
             topics.setdefault(topic, []).append(OffsetCommitRequestPartition(
                 partition_index=partition, committed_offset=int(offset), committed_metadata=""))
         if not topics:
             return
-        request = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+        request = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=member[0], member_id=member[1],
                                       topics=[OffsetCommitRequestTopic(name=t, partitions=p) for t, p in topics.items()])
         def errors(response):
             return [(part.error_code, f"commit of {topic.name}-{part.partition_index}")
                     for topic in response.topics for part in topic.partitions if part.error_code]
 
-        self._at_coordinator(group, ApiKey.OFFSET_COMMIT, OFFSET_COMMIT_VERSION, request, timeout, errors)
+        self.at_coordinator(ApiKey.OFFSET_COMMIT, OFFSET_COMMIT_VERSION, request, timeout, errors)
 
     def committed(self, partitions: Iterable[TopicPartition], timeout: float | None = None) -> dict:
         """{tp: committed offset} for `group.id`; partitions it never committed are left out."""
@@ -180,7 +183,7 @@ class Consumer:
                         if p.error_code == UNSTABLE_OFFSET_COMMIT]
             return [(response.error_code, f"offsets of group {group}")] if response.error_code else unstable
 
-        response = self._at_coordinator(group, ApiKey.OFFSET_FETCH, OFFSET_FETCH_VERSION, request, timeout, errors,
+        response = self.at_coordinator(ApiKey.OFFSET_FETCH, OFFSET_FETCH_VERSION, request, timeout, errors,
                                         retried=COORDINATOR_MOVED_ERRORS | {UNSTABLE_OFFSET_COMMIT})
         return {(t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions
                 if not p.error_code and p.committed_offset >= 0}
@@ -190,10 +193,12 @@ class Consumer:
             raise ValueError("commit() and committed() need the group.id setting")
         return self.config["group.id"]
 
-    def _at_coordinator(self, group: str, api_key: int, version: int, body, timeout: float | None, errors,
-                        retried=COORDINATOR_MOVED_ERRORS):
-        """The answer of the group's coordinator (Rule 3); `errors(response)` lists its (code, what) errors, of
-        which those in `retried` are asked again until the timeout."""
+    def at_coordinator(self, api_key: int, version: int, body, timeout: float | None, errors,
+                       retried=COORDINATOR_MOVED_ERRORS, request_timeout: float | None = None):
+        """The answer of `group.id`'s coordinator (Rule 3); `errors(response)` lists its (code, what) errors, of
+        which those in `retried` are asked again until the timeout. `request_timeout`: how long one request may
+        wait for its answer (a JoinGroup waits for the whole rebalance), by default the client's."""
+        group = self._group_id()
         retry = Retry(self._backoff, self.config["request.timeout.ms"] / 1000 if timeout is None else timeout)
         while True:
             found = self._any_broker(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION,
@@ -203,8 +208,8 @@ class Consumer:
             else:
                 self._client.set_nodes({found.node_id: (found.host, found.port)})
                 try:
-                    response = self._client.submit(found.node_id, api_key, version, body).wait(
-                        max(0.01, retry.remaining()))
+                    response = self._client.submit(found.node_id, api_key, version, body, timeout=request_timeout
+                                                   ).wait(max(0.01, retry.remaining()))
                 except Exception as exc:
                     if not is_retriable(exc) or retry.expired():
                         raise
@@ -263,6 +268,10 @@ class Consumer:
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._states)
+
+    def positions(self) -> dict[TopicPartition, int]:
+        """{tp: position} of every assigned partition that has one (Rule 1): what `commit()` stores."""
+        return {tp: s.position for tp, s in self._states.items() if s.position is not None}
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Make `offset` the next record returned for `partition`."""

@@ -128,6 +128,38 @@ def test_three_clients_share_the_topic_and_a_sigkilled_one_is_replaced_from_comm
     assert not any(m.errors() for m in survivors)
 
 
+def test_sparklogs_own_member_shares_a_group_with_librdkafka_and_kafka_python_and_takes_over_from_committed(
+        cluster, members):
+    """sparklog's KafkaGroupConsumer beside librdkafka and kafka-python (range): a balanced group; SIGKILL the
+    sparklog member, then the librdkafka one: the survivors take their partitions within the session timeout
+    and resume from the committed offsets, and every message is read."""
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
+    written = produce(cluster, topic, 600) | {(p, 0) for p in range(PARTITIONS)}
+    trio = [start(members, cluster, client, topic, group) for client in ("sparklog", "confluent", "kafka-python")]
+    wait_until("a balanced three-member group", lambda: balanced(trio) and all(len(m.assignment()) == 4 for m in trio))
+    for m in trio:  # the range assignor's contiguous runs, whoever was the leader
+        assert m.assignment() == list(range(m.assignment()[0], m.assignment()[0] + 4))
+    wait_until("every message consumed", lambda: set().union(*(m.consumed() for m in trio)) >= written)
+    stable = produce(cluster, topic, 300)  # read and committed in the balanced generation (earlier commits may
+    # have met the rebalances of the members' joins: REBALANCE_IN_PROGRESS, as in Kafka)
+    wait_until("the balanced group's messages consumed", lambda: set().union(*(m.consumed() for m in trio)) >= stable)
+    wait_until("sparklog's member committed", lambda: trio[0].count("committed") > 0)
+    survivors = trio
+    for victim in trio[:2]:
+        survivors = [m for m in survivors if m is not victim]
+        orphaned = set(victim.assignment())
+        victim.stop(signal.SIGKILL)
+        killed_at = time.monotonic()
+        wait_until("the survivors take the victim's partitions", lambda: balanced(survivors))
+        assert time.monotonic() - killed_at < SESSION_MS / 1000 + REJOIN_SLACK_S
+        more = produce(cluster, topic, 300)
+        wait_until("every later message consumed", lambda: set().union(*(m.consumed() for m in survivors)) >= more)
+        reread = {(p, o) for m in survivors for p, o in m.consumed() if p in orphaned} & victim.consumed()
+        assert len(reread) <= 100  # at most the victim's last uncommitted poll batch
+    assert not trio[0].errors()
+    assert not any(m.errors() for m in survivors)
+
+
 def test_a_group_mixing_librdkafka_and_kafka_python_with_the_range_assignor(cluster, members):
     topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
     written = produce(cluster, topic, 240) | {(p, 0) for p in range(PARTITIONS)}

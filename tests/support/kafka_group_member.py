@@ -4,7 +4,7 @@
         [--session-ms N] [--heartbeat-ms N] [--assignor NAME] [--async-commit]
         [--process-ms N] [--wait-for-go]
 
-CLIENT is `confluent` (librdkafka), `kafka-python` or `aiokafka`. The process prints one JSON object per line on
+CLIENT is `confluent` (librdkafka), `kafka-python`, `aiokafka` or `sparklog` (its KafkaGroupConsumer). The process prints one JSON object per line on
 stdout, each with "t", the wall-clock time it was printed: {"assigned": [partitions]} after every rebalance
 (the whole assignment), {"revoked": [partitions]}, {"m": [partition, offset]} per message, {"committed": true}
 after each synchronous commit (one per poll batch), and {"error": "..."} on a fatal client error (then it
@@ -20,6 +20,7 @@ import json
 import signal
 import sys
 import time
+from pathlib import Path
 
 POLL_S = 0.2
 HEARTBEAT_MS = 300  # well under the tests' session timeouts
@@ -166,7 +167,39 @@ def run_aiokafka(args, stopping) -> int:
     return 0
 
 
-RUNNERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}
+def run_sparklog(args, stopping) -> int:
+    """sparklog's own member (sparklog.client.KafkaGroupConsumer); it has no rebalance callbacks, so the
+    assignment is reported whenever a poll finds it changed."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from sparklog.client import KafkaGroupConsumer
+
+    consumer = KafkaGroupConsumer([args.topic], bootstrap_servers=args.bootstrap, **{
+        "group.id": args.group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "session.timeout.ms": args.session_ms, "heartbeat.interval.ms": args.heartbeat_ms,
+        "client.id": f"member-{args.instance or 'dynamic'}", "group.instance.id": args.instance})
+    owned: list[int] = []
+    while not stopping:
+        records = consumer.poll(POLL_S, max_records=100)
+        now = sorted(p for _, p in consumer.assignment())
+        if now != owned:
+            if owned:
+                say(revoked=owned)
+            owned = now
+            say(assigned=owned)
+        for record in records:
+            say(m=[record.partition, record.offset])
+        if records:
+            try:
+                consumer.commit()
+                say(committed=True)
+            except Exception as exc:  # noqa: BLE001
+                say(commit_failed=str(exc))
+    consumer.close()
+    return 0
+
+
+RUNNERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka,
+           "sparklog": run_sparklog}
 
 
 def main() -> int:
