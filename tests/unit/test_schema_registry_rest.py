@@ -274,3 +274,24 @@ def test_listeners_must_be_http_host_port(text):
     with pytest.raises(ListenerError):
         parse_listener(text)
     assert parse_listener("http://0.0.0.0:8081") == ("0.0.0.0", 8081)
+
+
+def test_start_on_a_port_in_use_ends_with_one_line(zk_connect, capsys):
+    import socket
+
+    from sparklog.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["schema-registry", "start", "--zookeeper", zk_connect, "--listeners", f"http://127.0.0.1:{port}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and err[0].startswith(f"error: cannot listen on http://127.0.0.1:{port}")
+
+
+def test_start_with_a_bad_listener_ends_with_one_line(capsys):
+    from sparklog.cli import main
+
+    code = main(["schema-registry", "start", "--zookeeper", "127.0.0.1:1", "--listeners", "tcp://h:1"])
+    assert code == 1 and capsys.readouterr().err == "error: listeners must be http://HOST:PORT, not 'tcp://h:1'\n"
