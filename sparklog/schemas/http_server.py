@@ -11,7 +11,8 @@ so memory per request is bounded.
 Rule 2: every response is JSON with `rest.CONTENT_TYPE`; an unexpected exception in a handler answers 500
 with error_code 50001 naming it, and the server goes on serving.
 Resource handling: one thread (`serve_forever`) owned by the server object, plus one daemon thread per
-connection (ThreadingHTTPServer); `stop()` shuts the loop down, closes the socket and joins the owner thread.
+connection (ThreadingHTTPServer); `stop()` shuts the loop down, closes the listening socket and joins the
+owner thread. A kept-alive connection idle for `IDLE_TIMEOUT_S` is closed, so its thread ends by itself.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sparklog.schemas import rest
 from sparklog.schemas.registry import SchemaRegistry
 
 MAX_BODY_BYTES = 1 << 20  # Avro schemas are small; Confluent's own default request limit is of this order
+IDLE_TIMEOUT_S = 60.0  # a kept-alive connection with no request for this long is closed
 log = logging.getLogger(__name__)
 
 
@@ -84,6 +86,7 @@ class _RegistryHandler(BaseHTTPRequestHandler):
     registry: SchemaRegistry
     protocol_version = "HTTP/1.1"  # keep-alive: the clients reuse their connections
     server_version = "sparklog-schema-registry"
+    timeout = IDLE_TIMEOUT_S  # StreamRequestHandler sets it on the connection's socket
 
     def do_GET(self) -> None:
         self._serve()
