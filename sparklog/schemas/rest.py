@@ -7,6 +7,7 @@
     GET  /subjects/{s}/versions/{v}/schema              the schema itself
     POST /subjects/{s}                 {"schema": ...}  the version of s that schema is (a lookup)
     GET  /schemas/ids/{id}                              {"schema": "<text>"}
+    GET  /schemas/ids/{id}/subjects | /versions         the subjects / [{"subject", "version"}] that have it
     GET  /schemas/types                                 ["AVRO"]
     POST /compatibility/subjects/{s}/versions[/{v}]     {"is_compatible": bool} (+ "messages" when verbose=true)
     GET|PUT|DELETE /config[/{s}]                        {"compatibilityLevel": L}; PUT takes {"compatibility": L}
@@ -209,14 +210,30 @@ def lookup(registry: SchemaRegistry, request: Request) -> dict:
 # -- schemas by id
 
 
-def get_schema(registry: SchemaRegistry, request: Request) -> dict:
-    text = request.path[2]
-    if not text.isdigit():
-        raise RestError(40403, f"Schema {text} not found")
+def _schema_by_id(registry: SchemaRegistry, text: str) -> tuple[int, str]:
     try:
-        return {"schema": registry.schema_text(int(text))}
+        if text.isdigit():
+            return int(text), registry.schema_text(int(text))
     except SchemaRegistryError:
-        raise RestError(40403, f"Schema {text} not found") from None
+        pass
+    raise RestError(40403, f"Schema {text} not found")
+
+
+def get_schema(registry: SchemaRegistry, request: Request) -> dict:
+    return {"schema": _schema_by_id(registry, request.path[2])[1]}
+
+
+def _uses(registry: SchemaRegistry, request: Request) -> list:
+    schema_id, _ = _schema_by_id(registry, request.path[2])
+    return [v for s in registry.subjects() for v in registry.versions(s) if v.schema_id == schema_id]
+
+
+def get_schema_subjects(registry: SchemaRegistry, request: Request) -> list[str]:
+    return sorted({v.subject for v in _uses(registry, request)})
+
+
+def get_schema_versions(registry: SchemaRegistry, request: Request) -> list[dict]:
+    return [{"subject": v.subject, "version": v.version} for v in _uses(registry, request)]
 
 
 def schema_types(registry: SchemaRegistry, request: Request) -> list[str]:
@@ -285,6 +302,8 @@ ROUTES: list[tuple[tuple[str | None, ...], dict[str, Handler]]] = [
     (("subjects", S, "versions", S), {"GET": get_version}),
     (("subjects", S, "versions", S, "schema"), {"GET": get_version_schema}),
     (("schemas", "ids", S), {"GET": get_schema}),
+    (("schemas", "ids", S, "subjects"), {"GET": get_schema_subjects}),
+    (("schemas", "ids", S, "versions"), {"GET": get_schema_versions}),
     (("schemas", "types"), {"GET": schema_types}),
     (("compatibility", "subjects", S, "versions"), {"POST": test_compatibility}),
     (("compatibility", "subjects", S, "versions", S), {"POST": test_compatibility}),

@@ -132,6 +132,17 @@ def test_schema_by_id_and_unknown_ids_are_40403(registry):
     assert call(registry, "GET", "/schemas/types") == (200, ["AVRO"])
 
 
+def test_subjects_and_versions_of_a_schema_id(registry):
+    schema_id = call(registry, "POST", "/subjects/b/versions", schema_body(V1))[1]["id"]
+    call(registry, "POST", "/subjects/a/versions", schema_body(V2))
+    call(registry, "POST", "/subjects/a/versions", schema_body(V1))  # a's version 2 (V1 reads V2's data: BACKWARD)
+    assert call(registry, "GET", f"/schemas/ids/{schema_id}/subjects") == (200, ["a", "b"])
+    assert call(registry, "GET", f"/schemas/ids/{schema_id}/versions") == \
+        (200, [{"subject": "a", "version": 2}, {"subject": "b", "version": 1}])
+    assert error(404, 40403)(call(registry, "GET", "/schemas/ids/42/subjects"))
+    assert error(404, 40403)(call(registry, "GET", "/schemas/ids/x/versions"))
+
+
 # -- compatibility
 
 
