@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "sparklog.cli.transactions",
     "sparklog.cli.acls",
     "sparklog.cli.configs",
+    "sparklog.cli.schema_registry",
     "jobs.demo",  # the pipeline's demo: jobs/ sits on top of every sparklog layer
 )
 

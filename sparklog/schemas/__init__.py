@@ -1,4 +1,5 @@
-"""Avro schemas for sparklog payloads: a registry in ZooKeeper, compatibility rules, and the framing.
+"""Avro schemas for sparklog payloads: a registry in ZooKeeper, compatibility rules, the framing, and the
+Confluent REST API over the registry (`rest`, sans-IO, and its HTTP edge `http_server`).
 
     from sparklog.schemas import SchemaRegistry, IncompatibleSchema, encode, split
 

@@ -5,6 +5,8 @@ of its schema, and the id resolves to the schema through a registry).
     /schemas/ids/<id>                           {"schema": "<canonical JSON>", "fingerprint": "<sha256>"}
     /schemas/fingerprints/<sha256>              {"id": 7}             dedup index: one id per schema
     /schemas/subjects/<subject>/versions/<n>    {"id": 7}             n = 1, 2, ...
+    /schemas/config                             {"compatibilityLevel": "BACKWARD"}   the global level (absent: BACKWARD)
+    /schemas/config/<subject>                   {"compatibilityLevel": "FULL"}       a subject's own level
 
 Rule 1: a schema has one id forever. The id and its dedup entry are created in one multi-op together with
 the counter's versioned set, so two processes registering the same schema at once get the same id (the
@@ -13,9 +15,10 @@ its own registration. Ids are never reused or rewritten.
 Rule 2: "the same schema" means the same canonical form: fastavro's parse with full names, keys sorted,
 no whitespace. Unlike Avro's Parsing Canonical Form it keeps defaults and aliases, which change how data
 resolves, so two schemas differing only in a default get two ids.
-Rule 3: a subject's new version must be backward compatible with its latest version — a reader with the
-new schema reads data written with the old one (`compatibility.can_read`) — or `IncompatibleSchema` is
-raised listing the problems, and nothing is written. (Confluent's default mode, BACKWARD.)
+Rule 3: a subject's new version must be compatible with its earlier versions under the subject's level (its
+own, else the global one, else BACKWARD: a reader with the new schema reads data written with the latest
+one), as `compatibility.problems` checks it, or `IncompatibleSchema` is raised listing the problems, and
+nothing is written. Levels are Confluent's (NONE, BACKWARD, FORWARD, FULL and their _TRANSITIVE variants).
 Rule 4: parsed schemas are cached per id for the life of the registry object: ids are immutable, so the
 cache never goes stale, and a consumer resolves each id once.
 
@@ -38,14 +41,15 @@ from kazoo.retry import ForceRetryError
 
 from sparklog.coordination.connection import close, commit, connect, decode, encode, retrying
 from sparklog.coordination.paths import plain_name
-from sparklog.schemas import framing
-from sparklog.schemas.compatibility import can_read
+from sparklog.schemas import compatibility, framing
+from sparklog.schemas.compatibility import DEFAULT_LEVEL, LEVELS, problems
 
 ROOT = "/schemas"
 LATEST_ID = f"{ROOT}/latest_id"
 IDS = f"{ROOT}/ids"
 FINGERPRINTS = f"{ROOT}/fingerprints"
 SUBJECTS = f"{ROOT}/subjects"
+CONFIG = f"{ROOT}/config"
 FIRST_ID = 1  # Confluent's registry starts at 1 too; 0 is never an id
 
 
@@ -58,15 +62,26 @@ class UnknownSchema(SchemaRegistryError, LookupError):
 
 
 class IncompatibleSchema(SchemaRegistryError):
-    """A new version of a subject cannot read data written with the latest one (Rule 3)."""
+    """A new version of a subject is not compatible with its earlier ones under the subject's level (Rule 3)."""
 
-    def __init__(self, subject: str, version: int, problems: list[str]) -> None:
-        self.subject, self.version, self.problems = subject, version, problems
+    def __init__(self, subject: str, version: int, problems: list[str], level: str = DEFAULT_LEVEL) -> None:
+        self.subject, self.version, self.problems, self.level = subject, version, problems, level
         listed = "\n  ".join(problems)
         super().__init__(
-            f"schema is not backward compatible with version {version} of subject {subject!r} "
-            f"(a reader with the new schema could not read data written with the old one):\n  {listed}"
+            f"schema is not {level.lower().replace('_', ' ')} compatible with version {version} of subject "
+            f"{subject!r} ({_DIRECTION[level.split('_')[0]]}):\n  {listed}"
         )
+
+
+_DIRECTION = {
+    "BACKWARD": "a reader with the new schema could not read data written with the old one",
+    "FORWARD": "a reader with the old schema could not read data written with the new one",
+    "FULL": "the new and the old schema could not read each other's data",
+}
+
+
+class InvalidLevel(SchemaRegistryError):
+    """Not one of Confluent's compatibility levels."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +102,12 @@ def canonical(schema: Any) -> str:
         parsed = fastavro.parse_schema(schema, _write_hint=False)
     except Exception as exc:  # fastavro raises SchemaParseException, UnknownType, ValueError ...
         raise SchemaRegistryError(f"not a valid Avro schema: {exc}") from exc
-    return json.dumps(parsed, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(parsed, sort_keys=True, separators=(",", ":"))
+    try:
+        compatibility.parse(text)  # the compatibility checker must read every registered schema too
+    except Exception as exc:  # avro raises SchemaParseException, AvroException, TypeError ...
+        raise SchemaRegistryError(f"not a valid Avro schema: {exc}") from exc
+    return text
 
 
 def fingerprint(canonical_text: str) -> str:
@@ -198,11 +218,7 @@ class SchemaRegistry:
         for version, schema_id in versions:
             if schema_id == known:
                 return SchemaVersion(subject, version, schema_id)
-        if versions:
-            latest, latest_id = versions[-1]
-            problems = can_read(fastavro.parse_schema(json.loads(text)), self.schema(latest_id))
-            if problems:
-                raise IncompatibleSchema(subject, latest, problems)
+        self._check(subject, text, versions)
         schema_id = known if known is not None else self._inner_register(text, digest)
         number = versions[-1][0] + 1 if versions else 1
         try:
@@ -210,6 +226,23 @@ class SchemaRegistry:
         except NodeExistsError:
             raise ForceRetryError() from None  # a concurrent registration took this version: check again
         return SchemaVersion(subject, number, schema_id)
+
+    def _check(self, subject: str, text: str, versions: list[tuple[int, int]]) -> None:
+        """Rule 3: raise `IncompatibleSchema` if `text` may not follow `versions` under the subject's level."""
+        level = self._level(subject)
+        found = problems(level, text, [self.schema_text(schema_id) for _, schema_id in versions])
+        if found:
+            raise IncompatibleSchema(subject, versions[-1][0], found, level)
+
+    def compatibility_problems(self, subject: str, schema: Any, number: int) -> list[str]:
+        """What stops `schema` from following version `number` of `subject` under the subject's level
+        (the _TRANSITIVE levels check it against every version up to `number`); raises `UnknownSchema`."""
+        text = canonical(schema)
+        upto = [(v.version, v.schema_id) for v in self.versions(subject) if v.version <= number]
+        if not upto or upto[-1][0] != number:
+            raise UnknownSchema(f"subject {subject!r} has no version {number}")
+        level = retrying(self.zk, self._level, subject)
+        return problems(level, text, [self.schema_text(schema_id) for _, schema_id in upto])
 
     def _versions(self, subject: str) -> list[tuple[int, int]]:
         """[(version, schema id)] of `subject`, oldest first."""
@@ -239,6 +272,61 @@ class SchemaRegistry:
                 return found
         raise UnknownSchema(f"subject {subject!r} has no version {number}")
 
+    # -- compatibility levels (Rule 3)
+
+    def level(self, subject: str | None = None) -> str | None:
+        """The level set for `subject` (None: the global one, BACKWARD unless set); None if the subject has none."""
+        if subject is not None:
+            plain_name(subject, "subject")
+        found = retrying(self.zk, self._stored_level, subject)
+        return DEFAULT_LEVEL if found is None and subject is None else found
+
+    def effective_level(self, subject: str) -> str:
+        plain_name(subject, "subject")
+        return retrying(self.zk, self._level, subject)
+
+    def set_level(self, level: str, subject: str | None = None) -> None:
+        if level not in LEVELS:
+            raise InvalidLevel(f"invalid compatibility level {level!r}: one of {', '.join(LEVELS)}")
+        if subject is not None:
+            plain_name(subject, "subject")
+        retrying(self.zk, self._inner_set_level, _config_path(subject), encode({"compatibilityLevel": level}))
+
+    def _inner_set_level(self, path: str, data: bytes) -> None:
+        try:
+            self.zk.set(path, data)
+        except NoNodeError:
+            try:
+                self.zk.create(path, data, makepath=True)
+            except NodeExistsError:
+                raise ForceRetryError() from None  # created meanwhile: set it
+
+    def delete_level(self, subject: str | None = None) -> str | None:
+        """Remove the level set for `subject` (None: the global one, back to BACKWARD); the removed level."""
+        previous = self.level(subject) if subject is not None else retrying(self.zk, self._stored_level, None)
+        if previous is not None:
+            retrying(self.zk, self._inner_delete_level, _config_path(subject))
+        return previous
+
+    def _inner_delete_level(self, path: str) -> None:
+        try:
+            if path == CONFIG:
+                self.zk.set(path, b"")  # the global node parents the subjects' ones
+            else:
+                self.zk.delete(path)
+        except NoNodeError:
+            pass  # already gone: idempotent
+
+    def _stored_level(self, subject: str | None) -> str | None:
+        try:
+            data, _ = self.zk.get(_config_path(subject))
+        except NoNodeError:
+            return None
+        return decode(data)["compatibilityLevel"] if data else None
+
+    def _level(self, subject: str) -> str:
+        return self._stored_level(subject) or self._stored_level(None) or DEFAULT_LEVEL
+
     def subjects(self) -> list[str]:
         try:
             return sorted(retrying(self.zk, self.zk.get_children, SUBJECTS))
@@ -254,3 +342,7 @@ class SchemaRegistry:
         """The datum of a framed payload, read with its writer's schema (resolved to `reader_schema`)."""
         schema_id, body = framing.split(payload)
         return framing.decode_body(body, self.schema(schema_id), reader_schema)
+
+
+def _config_path(subject: str | None) -> str:
+    return CONFIG if subject is None else f"{CONFIG}/{subject}"
