@@ -134,10 +134,10 @@ class OffsetOracle:
 
     def admin(self):
         if self._admin is None:
-            from sparklog.client.admin import AdminClient
+            from sparklog.client.kafka_groups import KafkaGroupAdmin  # an AdminClient that also commits offsets
 
             settings = {k: v for k, v in self.options.connection.settings if k in _ADMIN_SETTINGS}
-            self._admin = AdminClient(self.bootstrap(), **{**settings, "request.timeout.ms": self.options.poll_timeout_ms})
+            self._admin = KafkaGroupAdmin(self.bootstrap(), **{**settings, "request.timeout.ms": self.options.poll_timeout_ms})
         return self._admin
 
     def close(self) -> None:

@@ -16,6 +16,12 @@ offsets going backwards. With `zookeeper.connect` and a query key (`sparklog.que
 Rule 5: `reportLatestOffset()` is the latest offset seen before any rate limit, so Spark's progress shows
 how far the log really is; `offsets_behind_latest(progress)` derives Spark's Kafka source's
 min/max/avgOffsetsBehindLatest from it, since Python sources cannot add source metrics to the progress.
+Rule 6: `commit(end)` records the query's progress under its group (`kafka.group.id`, else `groupIdPrefix`
+and a random suffix, as Spark's source names its group), so lag tools see the query: in the paper's ZooKeeper
+registry with `zookeeper.connect` (progress.py), else as the Kafka group's offsets, committed member-less
+(OffsetCommit with no generation, Kafka's admin commit) to the group's coordinator, where `sparklog groups
+describe`, kafka-consumer-groups and Burrow read them. It is informational: a failure is logged, the
+checkpoint stays the truth, and `sparklog.commitProgress=false` turns it off.
 """
 
 from __future__ import annotations
@@ -172,6 +178,8 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 from sparklog.datasource.progress import commit_progress
 
                 commit_progress(zk, self._group, off.from_json(end), "spark structured streaming")
+            else:  # Rule 6: a Kafka group's offsets, which Kafka's tools read
+                self.oracle.admin().commit_offsets(self._group, off.from_json(end))
         except Exception as exc:  # noqa: BLE001 - progress is informational (the checkpoint is the truth)
             logger.warning("could not record progress of group %s: %s", self._group, exc)
 

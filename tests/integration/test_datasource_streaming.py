@@ -71,3 +71,43 @@ def test_latest_start_is_resolved_once_and_replayed_batches_are_identical(spark,
     assert len(rows[0]) == 50 and rows[0] == rows[1]
     first.stop()
     again.stop()
+
+
+def test_a_query_s_progress_is_a_kafka_group_s_offsets_that_kafka_s_tools_read_as_lag(spark, sparklog_cluster,
+                                                                                       make_topic, tmp_path):
+    """stream_reader Rule 6 without zookeeper.connect: each committed micro-batch's end is committed as the
+    `kafka.group.id` group's offsets, which kafka-consumer-groups' protocol path (confluent-kafka's
+    list_consumer_group_offsets: FindCoordinator, OffsetFetch) and `sparklog groups describe` read; the lag
+    they show is what the query has not yet committed (Spark commits a batch's end when it plans the next)."""
+    import os
+    import subprocess
+    import sys
+
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from support.cluster import REPO
+
+    topic, group = make_topic(partitions=3), f"spark-lag-{uuid.uuid4().hex[:8]}"
+    produce(sparklog_cluster.bootstrap, [topic], 600)
+    df = stream(spark, sparklog_cluster, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger=250,
+                **{"kafka.group.id": group})
+    admin = AdminClient({"bootstrap.servers": sparklog_cluster.bootstrap})
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(3)])
+
+    def committed() -> int:
+        found = admin.list_consumer_group_offsets([request])[group].result(timeout=30)
+        return sum(max(0, tp.offset) for tp in found.topic_partitions)
+
+    assert sum(run_available_now(df, tmp_path / "out", tmp_path / "ckpt")) == 600
+    # Spark commits a batch's end to its source when it plans the next batch: the last one's waits for more
+    assert committed() == 500  # batches of 250, 250 and 100
+    produce(sparklog_cluster.bootstrap, [topic], 90)
+    assert sum(run_available_now(df, tmp_path / "out", tmp_path / "ckpt")) == 90  # resumed: batch 3 commits 2
+    assert committed() == 600
+    described = subprocess.run([sys.executable, "-m", "sparklog.cli", "groups", "--bootstrap-server",
+                                sparklog_cluster.bootstrap, "--describe", "--group", group], capture_output=True,
+                               timeout=60, cwd=str(REPO), env={**os.environ, "COLUMNS": "200"})
+    assert described.returncode == 0, described.stderr.decode()
+    rows = [line.split() for line in described.stdout.decode().splitlines() if topic in line]
+    assert len(rows) == 3 and sum(int(row[5]) for row in rows) == 90, described.stdout.decode()  # LAG
