@@ -156,9 +156,9 @@ async def _offset_fetch(body, state) -> OffsetFetchResponse:
     if body.topics is not None:
         wanted = [(t.name, p) for t in body.topics for p in t.partition_indexes]
         known = [tp for tp in wanted if _in_cluster(snapshot, *tp)]
-    try:
-        found = await state.offsets.fetch(body.group_id, known if wanted is not None else None)
+    try:  # the pending set first: a marker that lands during the fetch's await cannot then hide an old offset
         unstable = _unstable(body, state, known if wanted is not None else None)
+        found = await state.offsets.fetch(body.group_id, known if wanted is not None else None)
     except OffsetStoreError as exc:
         return _offset_fetch_error(body, exc.code)
     if wanted is None:
