@@ -85,6 +85,7 @@ class Claim:
 class OffsetAndMetadata:
     offset: int
     metadata: str = ""
+    leader_epoch: int = -1  # the committed leader epoch (KIP-320), kept by the broker's offset store only
 
 
 def encode_offset(value: OffsetAndMetadata) -> bytes:

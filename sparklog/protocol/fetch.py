@@ -66,7 +66,7 @@ FetchResponse = message("FetchResponse", api_key=ApiKey.FETCH, versions="4-11", 
         F("partitions", "[]PartitionData", "0+", fields=[
             F("partition_index", "int32", "0+"),
             F("error_code", "int16", "0+"),
-            F("high_watermark", "int64", "0+"),
+            F("high_watermark", "int64", "0+", default=-1),
             F("last_stable_offset", "int64", "4+", default=-1),
             F("log_start_offset", "int64", "5+", default=-1),
             F("aborted_transactions", "[]AbortedTransaction", "4+", nullable="4+", fields=[
@@ -74,7 +74,7 @@ FetchResponse = message("FetchResponse", api_key=ApiKey.FETCH, versions="4-11", 
                 F("first_offset", "int64", "4+"),
             ]),
             F("preferred_read_replica", "int32", "11+", default=-1),
-            F("records", "records", "0+", nullable="0+"),
+            F("records", "records", "0+", nullable="0+", default=b""),  # an error partition's: empty, not null
         ]),
     ]),
 ])

@@ -303,6 +303,26 @@ def test_a_deleted_topics_offsets_go_with_it_and_stay_gone_after_a_restart_of_ev
     assert committed_c(cluster, group, topic, parts) == [-1001, -1001]  # the tombstones are in the log
 
 
+def test_a_commit_keeps_its_leader_epoch_which_offset_fetch_answers(cluster):
+    """OffsetCommit v6+ carries the committed leader epoch (KIP-320): it is written in the record's value and
+    OffsetFetch v5+ answers it, as Kafka's does; librdkafka's 0103_transactions compares it."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[CTopicPartition(TOPIC, 0, 42, leader_epoch=7)], asynchronous=False)
+        found = c.committed([CTopicPartition(TOPIC, 0), CTopicPartition(TOPIC, 1)], TIMEOUT_S)
+    finally:
+        c.close()
+    assert [(tp.offset, tp.leader_epoch) for tp in found] == [(42, 7), (-1001, None)]
+    key = CommitKey(group, TOPIC, 0)
+    logged = [v for _, k, v in offsets_records(cluster, offsets_partition(group, TEST_OFFSETS_TOPIC_PARTITIONS))
+              if k == key]
+    assert [(v.offset, v.leader_epoch) for v in logged] == [(42, 7)]
+
+
 def test_committed_offsets_survive_a_restart_of_every_broker(cluster):
     """Runs last in the module: the brokers restart, each coordinator reloads its partitions from the log."""
     groups = [f"g-{uuid.uuid4().hex[:8]}" for _ in range(3)]

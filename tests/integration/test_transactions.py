@@ -42,6 +42,27 @@ def test_offsets_committed_in_a_transaction_appear_and_aborted_ones_do_not(clust
     assert (state.error_code, state.producer_epoch, state.topics) == (0, 0, [])
 
 
+def test_offsets_committed_in_a_transaction_keep_their_leader_epoch(cluster):
+    """TxnOffsetCommit v2+ carries the committed leader epoch: OffsetFetch answers it once the marker committed
+    the offsets, as Kafka's does (librdkafka's 0103_transactions compares it)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    tid, group = f"tx-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    p = producer(cluster, tid)
+    p.init_transactions(TIMEOUT_S)
+    p.begin_transaction()
+    p.send_offsets_to_transaction([TopicPartition("in", 0, 60, leader_epoch=3)], group_metadata(cluster, group),
+                                  TIMEOUT_S)
+    p.commit_transaction(TIMEOUT_S)
+    assert committed_after_markers(cluster, group, [0], {0: 60}) == {0: 60}
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        found = c.committed([TopicPartition("in", 0)], TIMEOUT_S)
+    finally:
+        c.close()
+    assert [(tp.offset, tp.leader_epoch) for tp in found] == [(60, 3)]
+
+
 def test_a_second_instance_fences_the_first_whose_commit_fails(cluster):
     """The zombie: instance 1 has a transaction open when instance 2 calls init_transactions with the same id;
     the coordinator aborts instance 1's transaction (bumping the epoch) and instance 1's commit is fatal."""

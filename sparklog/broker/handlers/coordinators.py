@@ -114,7 +114,8 @@ async def _offset_commit(body, state, unknown) -> OffsetCommitResponse:
             if len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
                 codes[key] = OFFSET_METADATA_TOO_LARGE
             else:
-                offsets[key] = offset_registry.OffsetAndMetadata(part.committed_offset, metadata)
+                offsets[key] = offset_registry.OffsetAndMetadata(part.committed_offset, metadata,
+                                                                 part.committed_leader_epoch)
     if offsets:
         codes.update(await state.offsets.commit(body.group_id, offsets))
     return _offset_commit_response(body, lambda t, p: codes.get((t, p), NONE))
@@ -155,9 +156,9 @@ async def _offset_fetch(body, state) -> OffsetFetchResponse:
     if body.topics is not None:
         wanted = [(t.name, p) for t in body.topics for p in t.partition_indexes]
         known = [tp for tp in wanted if _in_cluster(snapshot, *tp)]
-    try:
-        found = await state.offsets.fetch(body.group_id, known if wanted is not None else None)
+    try:  # the pending set first: a marker that lands during the fetch's await cannot then hide an old offset
         unstable = _unstable(body, state, known if wanted is not None else None)
+        found = await state.offsets.fetch(body.group_id, known if wanted is not None else None)
     except OffsetStoreError as exc:
         return _offset_fetch_error(body, exc.code)
     if wanted is None:
@@ -168,7 +169,7 @@ async def _offset_fetch(body, state) -> OffsetFetchResponse:
         by_topic.setdefault(topic, []).append(OffsetFetchResponsePartition(
             partition_index=partition,
             committed_offset=NO_OFFSET if value is None else value.offset,
-            committed_leader_epoch=-1,
+            committed_leader_epoch=-1 if value is None else value.leader_epoch,
             metadata="" if value is None else value.metadata,
             error_code=UNSTABLE_OFFSET_COMMIT if (topic, partition) in unstable else NONE))
     topics = [OffsetFetchResponseTopic(name=t, partitions=ps) for t, ps in by_topic.items()]

@@ -131,6 +131,18 @@ def test_the_fast_paths_are_checked(dispatcher):
     assert dispatcher.state.partitions.snapshot.leading[("t", 0)].log_end_offset == 1
 
 
+def test_a_fetch_refused_per_partition_answers_kafkas_error_partition_with_empty_records(dispatcher):
+    """The denied partition of a Fetch is answered as Kafka answers an error partition: no high watermark (-1)
+    and empty records, not null records, which librdkafka cannot parse ("invalid MessageSetSize -1": its
+    0119_consumer_auth saw no TOPIC_AUTHORIZATION_FAILED at all)."""
+    fetch = filled(REQUESTS[ApiKey.FETCH], 11)
+    fetch.topics[0].topic, fetch.topics[0].partitions[0].partition = "t", 0
+    answer = call(dispatcher, ApiKey.FETCH, 11, fetch, identified(dispatcher))
+    part = answer.responses[0].partitions[0]
+    assert (part.error_code, part.high_watermark, part.last_stable_offset, part.log_start_offset) == (29, -1, -1, -1)
+    assert (part.preferred_read_replica, bytes(part.records)) == (-1, b"")
+
+
 def test_metadata_hides_what_may_not_be_described(dispatcher):
     read_t = AccessControlEntry(ANONYMOUS, "*", Operation.READ, Permission.ALLOW)
     dispatcher.state.authorization.cache.snapshot = AclSnapshot({ResourcePattern(ResourceType.TOPIC, "t"): {read_t}})

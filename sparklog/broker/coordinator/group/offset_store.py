@@ -206,7 +206,7 @@ class TopicOffsetStore:
         """Append the offsets, wait for the in-sync replicas, then cache them; the error code per partition."""
         self.observe_topics()
         now = self.clock_ms()
-        changes = {tp: Committed(o.offset, o.metadata, now, -1) for tp, o in offsets.items()}
+        changes = {tp: Committed(o.offset, o.metadata, now, -1, o.leader_epoch) for tp, o in offsets.items()}
         code = await self._write(group, changes)
         return dict.fromkeys(offsets, code)
 
@@ -216,7 +216,7 @@ class TopicOffsetStore:
         `producer` (id, epoch), wait for the in-sync replicas, then hold them pending until its marker."""
         self.observe_topics()
         now = self.clock_ms()
-        changes = {tp: Committed(o.offset, o.metadata, now, -1) for tp, o in offsets.items()}
+        changes = {tp: Committed(o.offset, o.metadata, now, -1, o.leader_epoch) for tp, o in offsets.items()}
         code = await self._write(group, changes, producer)
         return dict.fromkeys(offsets, code)
 
@@ -249,7 +249,8 @@ class TopicOffsetStore:
         self.observe_topics()
         cache = self._served_cache(group)
         wanted = None if partitions is None else list(partitions)
-        found = {tp: OffsetAndMetadata(c.offset, c.metadata) for tp, c in cache.offsets(group, wanted).items()}
+        found = {tp: OffsetAndMetadata(c.offset, c.metadata, c.leader_epoch)
+                 for tp, c in cache.offsets(group, wanted).items()}
         unseen = None if wanted is None else [tp for tp in wanted if not cache.seen(group, tp)]
         if self.zk is None or unseen == []:
             return found
@@ -332,7 +333,7 @@ class TopicOffsetStore:
         code = await self._replicated(led, base + len(changes))
         if code == NONE and self._caches.get(partition) is cache:
             for i, (tp, c) in enumerate(changes.items()):
-                placed = Committed(c.offset, c.metadata, c.commit_timestamp, base + i)
+                placed = Committed(c.offset, c.metadata, c.commit_timestamp, base + i, c.leader_epoch)
                 if producer is None:
                     cache.apply(group, tp, placed)
                 else:
@@ -536,7 +537,8 @@ def _key(group: str, tp: TopicPartition) -> bytes:
 def _value(c: Committed) -> bytes | None:
     if c.offset is None:
         return None
-    return records_schema.encode_value(records_schema.CommitValue(c.offset, c.metadata, c.commit_timestamp))
+    return records_schema.encode_value(records_schema.CommitValue(c.offset, c.metadata, c.commit_timestamp,
+                                                                  c.leader_epoch))
 
 
 def _next_sequence(plog, producer_id: int, epoch: int) -> int:

@@ -205,7 +205,8 @@ def handle_txn_offset_commit(request, state):
         code = state.groups.check_commit(body.group_id, body.member_id, body.group_instance_id, body.generation_id)
     unknown = _unknown_partitions([(t.name, p.partition_index) for t in body.topics for p in t.partitions],
                                   state.partitions.snapshot)
-    offsets = {(t.name, p.partition_index): OffsetAndMetadata(p.committed_offset, p.committed_metadata or "")
+    offsets = {(t.name, p.partition_index): OffsetAndMetadata(p.committed_offset, p.committed_metadata or "",
+                                                              p.committed_leader_epoch)
                for t in body.topics for p in t.partitions if (t.name, p.partition_index) not in unknown}
     if code != NONE or not offsets:
         return _txn_offset_commit_response(body, unknown, lambda tp: code)

@@ -250,6 +250,38 @@ def test_require_stable_answers_unstable_offset_commit_for_pending_partitions_on
     scenario(body)
 
 
+def test_require_stable_never_answers_the_old_offset_of_a_transaction_whose_marker_lands_during_the_fetch():
+    """OffsetFetch reads the store's ZooKeeper fallback for a partition the topic has never seen (an await):
+    a marker that commits a pending offset meanwhile must not leave the answer with the offset from before the
+    marker and no UNSTABLE_OFFSET_COMMIT (librdkafka's 0103_transactions read its previous transaction's
+    offset so, right after commit_transaction)."""
+    from sparklog.broker.handlers.coordinators import handle_offset_fetch
+    from sparklog.protocol.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
+
+    t0, u0 = ("t", 0), ("u", 0)
+
+    def body(h):
+        h.partitions.topics(t=None, u=None)
+        assert h.run(h.store.commit("g", {t0: OM(3)})) == {t0: 0}
+        assert h.run(h.store.commit_transactional("g", (7, EPOCH), {t0: OM(5)})) == {t0: 0}
+
+        async def zookeeper_read_while_the_marker_lands(fn, *args):
+            h.store.complete_transaction(0, 7, True)
+            return {}
+
+        h.store.zk, h.store._blocking = object(), zookeeper_read_while_the_marker_lands
+        state = SimpleNamespace(partitions=h.partitions, offsets=h.store, groups=h.store.groups, broker_id=1)
+        request = OffsetFetchRequest(group_id="g", require_stable=True, topics=[
+            OffsetFetchRequestTopic(name=t, partition_indexes=[0]) for t in "tu"])
+        answer = h.run(handle_offset_fetch(SimpleNamespace(body=request, api_version=7), state))
+        found = {(t.name, p.partition_index): (p.committed_offset, p.error_code)
+                 for t in answer.topics for p in t.partitions}
+        assert found[t0] in ((-1, UNSTABLE), (5, 0)), found
+        assert found[u0] == (-1, 0)
+
+    scenario(body)
+
+
 def test_the_store_refuses_to_answer_for_a_partition_it_does_not_lead():
     def body(h):
         h.partitions.lose()
