@@ -38,6 +38,8 @@ def add_parser(subparsers) -> None:
     demo = subparsers.add_parser("demo", help="run the end-to-end pipeline demo on a local cluster")
     demo.add_argument("--events", type=int, default=50_000, help="activity events to publish (%(default)s)")
     demo.add_argument("--brokers", type=int, default=3, help="brokers of the live cluster (%(default)s)")
+    demo.add_argument("--zookeepers", type=int, default=1, choices=(1, 3, 5),
+                      help="ZooKeeper servers of the live cluster: 1, or a replicated ensemble of 3 or 5 (%(default)s)")
     demo.add_argument("--partitions", type=int, default=6, help="partitions of the activity topic (%(default)s)")
     demo.add_argument("--rate", type=float, help="events per second per producer (default: as fast as possible)")
     demo.add_argument("--dir", help="working directory (default: a temporary one, removed at the end)")
@@ -299,7 +301,8 @@ def run(args) -> int:
     topic_config = {"min.insync.replicas": min(2, replication)}
     live_overrides = {"zookeeper.session.timeout.ms": LIVE_SESSION_TIMEOUT_MS}
     try:
-        with LocalCluster(base / "live", brokers=args.brokers, overrides=live_overrides) as cluster, \
+        with LocalCluster(base / "live", brokers=args.brokers, overrides=live_overrides,
+                          zookeepers=args.zookeepers) as cluster, \
                 Cluster(f"{cluster.zookeeper}/offline", base / "offline", brokers=1, first_id=101) as offline:
             offline_zk = f"{cluster.zookeeper}/offline"
             report.facts["live cluster"] = f"ZooKeeper {cluster.zookeeper}, brokers {cluster.bootstrap}"

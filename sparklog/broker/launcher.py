@@ -29,7 +29,7 @@ import weakref
 import threading
 from pathlib import Path
 
-from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper, die_with_parent
+from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperEnsemble, die_with_parent
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
@@ -224,17 +224,22 @@ class Cluster:
 
 
 class LocalCluster(Cluster):
-    """An embedded ZooKeeper and N brokers under `base_dir`: the whole system on one machine.
+    """An embedded ZooKeeper (or a replicated ensemble of `zookeepers` servers) and N brokers under
+    `base_dir`: the whole system on one machine.
 
         with LocalCluster(base_dir, brokers=3) as cluster:
-            cluster.zookeeper       # "127.0.0.1:PORT"
+            cluster.zookeeper       # "127.0.0.1:PORT" ("h:p1,h:p2,h:p3" for an ensemble)
             cluster.bootstrap       # "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
     """
 
     def __init__(self, base_dir: Path, brokers: int = 3, overrides: dict | None = None,
-                 zookeeper_port: int = 0) -> None:
+                 zookeeper_port: int = 0, zookeepers: int = 1) -> None:
         self.base_dir = Path(base_dir)
-        self.zk_server = EmbeddedZooKeeper(port=zookeeper_port, data_dir=str(self.base_dir / "zookeeper"))
+        self.zk_server: EmbeddedZooKeeper | ZooKeeperEnsemble
+        if zookeepers > 1:
+            self.zk_server = ZooKeeperEnsemble(zookeepers, self.base_dir / "zookeeper")
+        else:
+            self.zk_server = EmbeddedZooKeeper(port=zookeeper_port, data_dir=str(self.base_dir / "zookeeper"))
         super().__init__("", self.base_dir, brokers=brokers, overrides=overrides)
 
     @property

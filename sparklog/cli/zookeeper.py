@@ -1,4 +1,7 @@
-"""`sparklog zookeeper start`: run the embedded ZooKeeper in the foreground until Ctrl-C (or SIGTERM)."""
+"""`sparklog zookeeper start`: run the embedded ZooKeeper in the foreground until Ctrl-C (or SIGTERM):
+standalone, or one member of a replicated ensemble (`--id N --servers 1=HOST:2888:3888:2181,2=...,3=...`, one
+command per member, each with its own `--data-dir`; brokers take every member: `--zookeeper h:2181,h:2182,h:2183`).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ import time
 
 DEFAULT_PORT = 2181  # ZooKeeper's standard client port
 POLL_INTERVAL_S = 0.5
+START_TIMEOUT_S = 30  # a standalone server's start
+QUORUM_WAIT_S = 120  # an ensemble member serves once a majority runs: its peers are started by hand
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -21,6 +26,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     start.add_argument(
         "--data-dir", default=None, help="where ZooKeeper keeps its data (default: a temporary directory, removed on exit)"
     )
+    start.add_argument("--id", type=int, help="this server's id in the ensemble (its myid), one of --servers")
+    start.add_argument("--servers", metavar="ID=HOST:QUORUM:ELECTION:CLIENT,...",
+                       help="every ensemble member (ZooKeeper's server.N lines plus each one's client port); "
+                            "with --id and --data-dir, this server is that member and --port is its client port")
     start.set_defaults(func=run_start)
     zookeeper.set_defaults(func=lambda args: _usage(zookeeper))
 
@@ -40,19 +49,28 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def run_start(args: argparse.Namespace) -> int:
     from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper, JavaNotFound, ZooKeeperStartError
 
-    server = EmbeddedZooKeeper(port=args.port, data_dir=args.data_dir, host=args.host)
+    try:
+        server = _server(args, EmbeddedZooKeeper)
+    except ValueError as exc:
+        print(f"sparklog zookeeper: {exc}", file=sys.stderr)
+        return 2
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         try:
-            server.start()
+            if server.peers is not None:
+                print(f"waiting up to {QUORUM_WAIT_S} s for a majority of the ensemble to run", flush=True)
+            server.start(timeout=QUORUM_WAIT_S if server.peers is not None else START_TIMEOUT_S)
         except JavaNotFound as exc:
             print(f"sparklog zookeeper: {exc}", file=sys.stderr)
             return 1
         except ZooKeeperStartError as exc:
             print(f"sparklog zookeeper: {exc}", file=sys.stderr)
             return 1
-        print(f"ZooKeeper is running at {server.connect_string} (data in {server.data_dir}); Ctrl-C stops it.")
-        print(f"  brokers and clients: --zookeeper {server.connect_string}", flush=True)
+        everyone = server.connect_string if server.peers is None else ",".join(
+            peer.connect_string for _, peer in sorted(server.peers.items()))
+        role = "" if server.server_id is None else f" as server {server.server_id} ({server.mode()})"
+        print(f"ZooKeeper is running at {server.connect_string}{role} (data in {server.data_dir}); Ctrl-C stops it.")
+        print(f"  brokers and clients: --zookeeper {everyone}", flush=True)
         while server.running:
             time.sleep(POLL_INTERVAL_S)
         print(f"sparklog zookeeper: the ZooKeeper JVM exited; see {server.log_file}", file=sys.stderr)
@@ -63,6 +81,24 @@ def run_start(args: argparse.Namespace) -> int:
     finally:
         server.stop()
         signal.signal(signal.SIGTERM, previous)
+
+
+def _server(args: argparse.Namespace, server_class):
+    """A standalone server, or with --servers the ensemble member --id (ValueError: one line saying what)."""
+    from sparklog.coordination.zookeeper_server import parse_servers
+
+    if args.servers is None:
+        if args.id is not None:
+            raise ValueError("--id names a member of --servers; give --servers too")
+        return server_class(port=args.port, data_dir=args.data_dir, host=args.host)
+    peers = parse_servers(args.servers)
+    if args.id not in peers:
+        raise ValueError(f"--id must be one of the ids in --servers ({', '.join(map(str, sorted(peers)))}), "
+                         f"not {args.id}")
+    if args.data_dir is None:
+        raise ValueError("an ensemble member needs --data-dir (its myid and data outlive a restart)")
+    me = peers[args.id]
+    return server_class(port=me.client_port, data_dir=args.data_dir, host=me.host, server_id=args.id, peers=peers)
 
 
 def _raise_keyboard_interrupt(signum, frame) -> None:

@@ -1,9 +1,15 @@
-"""A real, single-node ZooKeeper server in a child JVM, from the jars inside the pyspark wheel.
+"""A real ZooKeeper server in a child JVM, from the jars inside the pyspark wheel: standalone
+(`ZooKeeperServerMain`), or a member of a replicated ensemble (`QuorumPeerMain`: `server.N` lines, `myid`,
+quorum and election ports), as the paper's ZooKeeper is a replicated service.
 
 Rule 1: every JVM this module starts is stopped by `stop()`, by the context manager, or, as a fallback, at
 interpreter exit; on Linux a JVM started from the main thread also dies with its parent (PR_SET_DEATHSIG).
 Rule 2: `start()` returns only once the server answers the `srvr` four-letter word, or raises
 `ZooKeeperStartError` carrying the tail of the JVM's log.
+
+Rule 3 (ensemble): a member serves only while a majority of the ensemble is up, so `ZooKeeperEnsemble.start()`
+launches every member before it waits for any; a member killed and started again (a new EmbeddedZooKeeper on the
+same data directory, id and ports) rejoins as a follower and catches up from the leader.
 
 Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED (stop() is idempotent; a STOPPED server is not
 restarted, make a new one). The data directory is a temporary one removed by stop() unless one is given.
@@ -22,7 +28,9 @@ import tempfile
 import threading
 import time
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 # tickTime is ZooKeeper's time unit; sessions may last 2..20 ticks. A short tick (ZooKeeper's default is 2000)
 # lets tests expire sessions within a second or two.
@@ -36,6 +44,10 @@ STOP_TIMEOUT_S = 10.0
 PORT_ATTEMPTS = 3
 LOG_TAIL_CHARS = 4000
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+QUORUM_MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+# Ticks a follower may take to connect and sync to the leader, and to stay in sync (ZooKeeper's own examples)
+INIT_LIMIT_TICKS = 10
+SYNC_LIMIT_TICKS = 5
 _PR_SET_DEATHSIG = 1
 
 _LIVE: "weakref.WeakSet[EmbeddedZooKeeper]" = weakref.WeakSet()
@@ -96,9 +108,46 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> s
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def _zoo_cfg(data_dir: Path, host: str, port: int) -> str:
+@dataclass(frozen=True)
+class QuorumPeer:
+    """One ensemble member's addresses: `server.N=host:quorum_port:election_port` and its client port."""
+
+    host: str
+    client_port: int
+    quorum_port: int
+    election_port: int
+
+    @property
+    def connect_string(self) -> str:
+        return f"{self.host}:{self.client_port}"
+
+
+def parse_servers(text: str) -> dict[int, QuorumPeer]:
+    """`1=host:2888:3888:2181,2=...` (ZooKeeper's server.N value, then the client port) -> {id: QuorumPeer};
+    ValueError naming the bad entry."""
+    peers = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        sid, _, address = item.partition("=")
+        fields = address.rsplit(":", 3)
+        if not sid.isdigit() or len(fields) != 4 or not all(f.isdigit() for f in fields[1:]) or not fields[0]:
+            raise ValueError(f"server {item!r} is not ID=HOST:QUORUM_PORT:ELECTION_PORT:CLIENT_PORT")
+        peers[int(sid)] = QuorumPeer(fields[0], int(fields[3]), int(fields[1]), int(fields[2]))
+    if len(peers) < 3 or len(peers) % 2 == 0:
+        raise ValueError(f"an ensemble has an odd number of servers, at least 3, not {len(peers)}")
+    return peers
+
+
+def _quorum_lines(peers: Mapping[int, QuorumPeer] | None) -> list[str]:
+    if not peers:
+        return []
+    return [f"initLimit={INIT_LIMIT_TICKS}", f"syncLimit={SYNC_LIMIT_TICKS}"] + [
+        f"server.{sid}={peer.host}:{peer.quorum_port}:{peer.election_port}" for sid, peer in sorted(peers.items())]
+
+
+def _zoo_cfg(data_dir: Path, host: str, port: int, peers: Mapping[int, QuorumPeer] | None = None) -> str:
     return "\n".join(
         [
+            *_quorum_lines(peers),
             f"tickTime={TICK_TIME_MS}",
             f"dataDir={data_dir}",
             f"clientPort={port}",
@@ -152,7 +201,12 @@ class EmbeddedZooKeeper:
     `<data_dir>/zookeeper.log`; the JVM's own stdout/stderr go to `<data_dir>/jvm.out`.
     """
 
-    def __init__(self, port: int = 0, data_dir: str | os.PathLike | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(self, port: int = 0, data_dir: str | os.PathLike | None = None, host: str = "127.0.0.1",
+                 server_id: int | None = None, peers: Mapping[int, QuorumPeer] | None = None) -> None:
+        if (server_id is None) != (peers is None) or (peers is not None and server_id not in peers):
+            raise ValueError("an ensemble member needs its server id among the ensemble's peers")
+        self.server_id = server_id
+        self.peers = dict(peers) if peers is not None else None
         self.host = host
         self._requested_port = port
         self.port = port
@@ -179,8 +233,10 @@ class EmbeddedZooKeeper:
     def log_file(self) -> Path:
         return self._require_data_dir() / "zookeeper.log"
 
-    def start(self, timeout: float = START_TIMEOUT_S) -> "EmbeddedZooKeeper":
-        """Start the JVM and wait until it serves requests; return self."""
+    def start(self, timeout: float = START_TIMEOUT_S, wait: bool = True) -> "EmbeddedZooKeeper":
+        """Start the JVM and wait until it serves requests; return self. `wait=False` returns once the JVM is
+        launched (an ensemble member, which serves only once a majority runs: Rule 3); `wait_until_serving`
+        waits then."""
         with self._lock:
             if self._stopped or self._process is not None:
                 raise RuntimeError("an EmbeddedZooKeeper is started once; make a new one")
@@ -191,7 +247,12 @@ class EmbeddedZooKeeper:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             _LIVE.add(self)
             try:
-                self._launch_on_some_port(java, jars, timeout)
+                if self.peers is not None:
+                    self._spawn(java, jars)
+                    if wait:
+                        self.wait_until_serving(timeout)
+                else:
+                    self._launch_on_some_port(java, jars, timeout)
             except BaseException:
                 self._release()
                 raise
@@ -209,9 +270,16 @@ class EmbeddedZooKeeper:
                     raise
 
     def _launch(self, java: str, jars: Path, timeout: float) -> None:
+        self._spawn(java, jars)
+        self.wait_until_serving(timeout)
+
+    def _spawn(self, java: str, jars: Path) -> None:
         data_dir = self._require_data_dir()
         cfg = data_dir / "zoo.cfg"
-        cfg.write_text(_zoo_cfg(data_dir / "data", self.host, self.port))
+        cfg.write_text(_zoo_cfg(data_dir / "data", self.host, self.port, self.peers))
+        if self.server_id is not None:
+            (data_dir / "data").mkdir(parents=True, exist_ok=True)
+            (data_dir / "data" / "myid").write_text(f"{self.server_id}\n")
         log4j = data_dir / "log4j2.properties"
         log4j.write_text(_log4j2_properties(data_dir / "zookeeper.log"))
         command = [
@@ -222,7 +290,7 @@ class EmbeddedZooKeeper:
             "-Dzookeeper.jmx.log4j.disable=true",
             "-cp",
             str(jars / "*"),
-            MAIN_CLASS,
+            MAIN_CLASS if self.peers is None else QUORUM_MAIN_CLASS,
             str(cfg),
         ]
         on_main_thread = threading.current_thread() is threading.main_thread()
@@ -236,9 +304,9 @@ class EmbeddedZooKeeper:
                 # PR_SET_DEATHSIG fires when the *thread* that forked exits, so only from the main thread.
                 preexec_fn=die_with_parent if sys.platform == "linux" and on_main_thread else None,
             )
-        self._wait_until_serving(timeout)
 
-    def _wait_until_serving(self, timeout: float) -> None:
+    def wait_until_serving(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Rule 2: return once the server answers `srvr` as serving, else raise ZooKeeperStartError."""
         deadline = time.monotonic() + timeout
         while True:
             if self._process.poll() is not None:
@@ -255,6 +323,22 @@ class EmbeddedZooKeeper:
                     f"ZooKeeper at {self.connect_string} did not answer within {timeout:.0f}s:\n{self._log_tail()}"
                 )
             time.sleep(0.1)
+
+    def mode(self) -> str | None:
+        """`leader`, `follower` or `standalone` as the server says (`srvr`), or None if it does not serve."""
+        try:
+            answer = four_letter_word(self.host, self.port, "srvr", timeout=1.0)
+        except OSError:
+            return None
+        return next((line.split(":", 1)[1].strip() for line in answer.splitlines() if line.startswith("Mode:")),
+                    None)
+
+    def kill(self) -> None:
+        """SIGKILL the JVM and reap it (a fault, not a stop: the data directory stays)."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Terminate the JVM (SIGTERM, then SIGKILL after `timeout`), reap it, remove a temporary data dir."""
@@ -304,6 +388,66 @@ class EmbeddedZooKeeper:
     def __repr__(self) -> str:
         state = "running" if self.running else ("stopped" if self._stopped else "new")
         return f"EmbeddedZooKeeper({self.connect_string}, {state}, data_dir={self.data_dir})"
+
+
+class ZooKeeperEnsemble:
+    """`size` quorum members on one host (Rule 3), each with its own data directory under `base_dir`.
+
+        with ZooKeeperEnsemble(3, tmp_path) as ensemble:
+            brokers use ensemble.connect_string ("h:p1,h:p2,h:p3")
+            ensemble.kill(ensemble.leader()); ensemble.restart(that id)
+    """
+
+    def __init__(self, size: int = 3, base_dir: str | os.PathLike | None = None, host: str = "127.0.0.1") -> None:
+        if size < 3 or size % 2 == 0:
+            raise ValueError(f"an ensemble has an odd number of servers, at least 3, not {size}")
+        self.host = host
+        self.base_dir = Path(base_dir) if base_dir is not None else Path(tempfile.mkdtemp(prefix="sparklog-zk-"))
+        self._owns_base_dir = base_dir is None
+        self.peers = {sid: QuorumPeer(host, free_port(host), free_port(host), free_port(host))
+                      for sid in range(1, size + 1)}
+        self.members: dict[int, EmbeddedZooKeeper] = {}
+
+    @property
+    def connect_string(self) -> str:
+        return ",".join(peer.connect_string for _, peer in sorted(self.peers.items()))
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> "ZooKeeperEnsemble":
+        try:
+            for sid in self.peers:
+                self.members[sid] = self._member(sid).start(timeout, wait=False)
+            for member in self.members.values():
+                member.wait_until_serving(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _member(self, sid: int) -> EmbeddedZooKeeper:
+        return EmbeddedZooKeeper(self.peers[sid].client_port, self.base_dir / f"zk-{sid}", self.host, sid, self.peers)
+
+    def leader(self) -> int | None:
+        return next((sid for sid, m in self.members.items() if m.running and m.mode() == "leader"), None)
+
+    def kill(self, sid: int) -> None:
+        self.members[sid].kill()
+
+    def restart(self, sid: int, timeout: float = START_TIMEOUT_S) -> None:
+        """Start member `sid` again on its data directory (after `kill`); it rejoins the quorum."""
+        self.members[sid].stop()
+        self.members[sid] = self._member(sid).start(timeout)
+
+    def stop(self) -> None:
+        for member in self.members.values():
+            member.stop()
+        if self._owns_base_dir:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def __enter__(self) -> "ZooKeeperEnsemble":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
 
 
 @atexit.register
