@@ -8,7 +8,8 @@ Starts an embedded ZooKeeper and three brokers (`LocalCluster`, RF 3, min ISR 2)
 (offsets sent in the transaction) while transaction coordinators, partition leaders and workers are SIGKILLed;
 then the output is read read_committed and read_uncommitted to each partition's end and judged
 (`tests/support/transaction_history.py`). Exit status 0 when every input value is committed exactly once and
-nothing else is wrong; 1 on any violation or when no transaction was committed. `--no-offsets` plants a defect
+nothing else is wrong; 1 on any violation, when no transaction was committed, or when the drain after the faults
+did not commit the whole input by its deadline (`transaction_run.py` Rule 4). `--no-offsets` plants a defect
 (workers that do not send their offsets in the transaction) to show the check failing.
 `tests/integration/test_transactions_history.py` runs a short version in the suite.
 """
@@ -16,6 +17,7 @@ nothing else is wrong; 1 on any violation or when no transaction was committed. 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -35,11 +37,13 @@ def main(argv: list[str] | None = None) -> int:
                                       workers=args.workers, seed=args.seed,
                                       worker_args=("--batch", str(args.batch), "--pause", str(args.pause),
                                                    *(("--no-offsets",) if args.no_offsets else ())))
+    print(f"load average before: {os.getloadavg()}", flush=True)
     base = Path(args.base_dir or tempfile.mkdtemp(prefix="sparklog-txn-"))
     (base / "journals").mkdir(parents=True, exist_ok=True)
     with LocalCluster(base / "brokers", brokers=3, overrides=settings.broker_overrides()) as cluster:
         result = run(cluster, cluster.zookeeper, settings, base / "journals")
     print(result.summary())
+    print(f"load average after: {os.getloadavg()}")
     return 0 if result.ok else 1
 
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 # workers are paced (10 records a transaction, 0.3 s between
 # transactions) so that the input lasts past the faults: a fault with nothing in flight tests nothing.
 SETTINGS = TransactionRunSettings(seconds=40, inputs=3000, partitions=3, workers=3, seed=7, min_faults=4,
-                                  drain_s=90, fault_kinds=("coordinator", "group-coordinator", "worker", "leader"),
+                                  fault_kinds=("coordinator", "group-coordinator", "worker", "leader"),
                                   worker_args=("--batch", "10", "--pause", "0.3"))
 
 
@@ -32,4 +32,5 @@ def test_consume_transform_produce_under_kills_is_exactly_once(request, zk_conne
     assert "group-coordinator" in {fault.split()[0] for fault in result.faults}, result.faults
     assert result.left_after_faults > 0, result.summary()  # the workers were busy during every fault
     assert result.report.ok, result.summary()
+    assert result.drain.finished and result.ok, result.summary()
     assert result.report.committed_attempts > 10, result.summary()
