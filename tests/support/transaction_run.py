@@ -116,8 +116,9 @@ class Drain:
 
     def __str__(self) -> str:
         verdict = "finished" if self.finished else f"did NOT finish: {self.still_left} input records left"
-        return (f"drain {verdict} after {self.seconds:.0f} s ({self.left} left at its start, {self.rate:.1f}/s "
-                f"measured, deadline {self.deadline_s:.0f} s)")
+        bound = (f"{self.rate:.1f}/s over its first window, deadline {self.deadline_s:.0f} s" if self.rate else
+                 "within its first window")
+        return f"drain {verdict} after {self.seconds:.0f} s ({self.left} left at its start; {bound})"
 
 
 class Workers:
