@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-MAX_PRINTED = 50
+MAX_PRINTED = 20  # problems of each kind printed
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,8 @@ class Report:
         head = (f"{self.inputs} input values, {self.committed_attempts} transactions visible read_committed"
                 f"{' (none: proves nothing)' * (not self.committed_attempts)}, {self.aborted_attempts} aborted, "
                 f"{len(self.problems)} problems {dict(Counter(p.kind for p in self.problems))}")
-        return "\n".join([head, *map(str, self.problems[:MAX_PRINTED])])
+        kinds = dict.fromkeys(p.kind for p in self.problems)
+        return "\n".join([head, *(str(p) for kind in kinds for p in self.of_kind(kind)[:MAX_PRINTED])])
 
 
 @dataclass(frozen=True)

@@ -131,10 +131,11 @@ class Workers:
 
     def start(self, tid: str) -> None:
         bootstrap = ",".join(b.address for b in self.cluster.brokers.values())
-        self.procs[tid] = subprocess.Popen(
-            [sys.executable, str(WORKER), bootstrap, self.names["in"], self.names["out"], self.names["group"], tid,
-             str(self.journal_dir / f"{tid}.journal"), *self.extra, *(("--drain",) * self.draining)],
-            stderr=subprocess.DEVNULL)
+        with open(self.journal_dir / f"{tid}.log", "ab") as log:  # the worker's stderr, beside its journal
+            self.procs[tid] = subprocess.Popen(
+                [sys.executable, str(WORKER), bootstrap, self.names["in"], self.names["out"], self.names["group"],
+                 tid, str(self.journal_dir / f"{tid}.journal"), *self.extra, *(("--drain",) * self.draining)],
+                stderr=log)
 
     def drain(self) -> None:
         """Rule 4: no more pacing, for the running workers and those started from now on."""

@@ -1,7 +1,7 @@
 """One consume-transform-produce worker of the transaction history run (support/transaction_run.py), a process.
 
     python transaction_worker.py BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID JOURNAL [--no-offsets]
-                                 [--batch N] [--pause S] [--drain]
+                                 [--batch N] [--pause S] [--drain] [--debug CONTEXTS]
 
 Reads INPUT read_committed in GROUP (no auto commit), and for each batch polled (at most --batch records, then
 --pause seconds of sleep, so that the work spans the faults): begin a transaction, write
@@ -10,7 +10,8 @@ every record to OUTPUT as `output_value(input, tag, i, count)`, send the batch's
 `abort <tag>` after abort_transaction returned (flushed at once: the worker may be SIGKILLed at any moment).
 Rule 1: an abortable error aborts the attempt and rewinds the consumer to the group's committed offsets (the
 records are read again); a fatal one (fenced) exits 3 for the run to restart the worker. SIGTERM stops the
-worker between transactions.
+worker between transactions. --debug sets librdkafka's `debug` on both clients (their log is on stderr, which
+the run keeps beside the journal).
 Rule 2 (the drain): SIGUSR1, or --drain at the start, ends the pacing: no pause, DRAIN_BATCH records a
 transaction, so that what the faults left is committed at the worker's full rate.
 Rule 3: the producer retries after RETRY_BACKOFF_MS, not librdkafka's 100 ms: the AddOffsetsToTxn that opens
@@ -48,7 +49,7 @@ def main(argv: list[str]) -> int:
         _drain()
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGUSR1, _drain)
-    consumer, producer = _clients(bootstrap, group, tid)
+    consumer, producer = _clients(bootstrap, group, tid, _option(argv, "--debug", None))
     producer.init_transactions(TIMEOUT_S)
     consumer.subscribe([source])
     with open(journal_path, "a", buffering=1) as journal:
@@ -78,10 +79,10 @@ def _drain(*_):
     pacing.update(batch=DRAIN_BATCH, pause=0.0)
 
 
-def _clients(bootstrap: str, group: str, tid: str):
+def _clients(bootstrap: str, group: str, tid: str, debug: str | None):
     from confluent_kafka import Consumer, Producer
 
-    common = {"bootstrap.servers": bootstrap, "log_level": 2}
+    common = {"bootstrap.servers": bootstrap, "log_level": 2, **({"debug": debug, "log_level": 7} if debug else {})}
     consumer = Consumer({**common, "group.id": group, "isolation.level": "read_committed",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
     producer = Producer({**common, "transactional.id": tid, "transaction.timeout.ms": 20000, "linger.ms": 5,
