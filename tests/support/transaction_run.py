@@ -80,6 +80,7 @@ class RunResult:
     drain: "Drain | None" = None
     report: Report | None = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds each phase took, in order
+    stuck_workers: list[str] = field(default_factory=list)  # did not stop on SIGTERM (their stacks: their logs)
     _lap_start: float = field(default_factory=time.monotonic)
 
     def lap(self, phase: str) -> float:
@@ -96,7 +97,8 @@ class RunResult:
         faults = ", ".join(self.faults[:30]) + (" ..." if len(self.faults) > 30 else "")
         return (f"faults: {len(self.faults)} ({faults})\nworkers exited on their own: {self.worker_exits}; input "
                 f"left when the faults ended: {self.left_after_faults} (committed {self.fault_rate:.1f}/s during "
-                f"the faults)\n{self.drain}\nphases: {', '.join(f'{k} {v:.0f} s' for k, v in self.phases.items())}"
+                f"the faults)\n{self.drain}\nworkers that did not stop on SIGTERM: {self.stuck_workers or 'none'}"
+                f"\nphases: {', '.join(f'{k} {v:.0f} s' for k, v in self.phases.items())}"
                 f"\n{self.report}")
 
 
@@ -155,16 +157,25 @@ class Workers:
         self.procs[tid].wait()
         self.start(tid)
 
-    def stop(self) -> None:
+    def stop(self) -> list[str]:
+        """SIGTERM to each; one still running after STOP_TIMEOUT_S gets SIGABRT (its stack goes to its log), then
+        SIGKILL. The transactional ids of those that did not stop on SIGTERM."""
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
+        stuck = []
+        for tid, proc in self.procs.items():
             try:
                 proc.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                stuck.append(tid)
+                proc.send_signal(signal.SIGABRT)
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        return stuck
 
     def journal_lines(self):
         for path in sorted(self.journal_dir.glob("*.journal")):
@@ -194,7 +205,7 @@ def run(cluster, zk_connect: str, settings: TransactionRunSettings, journal_dir:
             result.fault_rate = (sum(ends.values()) - result.left_after_faults) / faults_s
         result.drain = _drain(cluster, workers, names, ends, settings, result)
     finally:
-        workers.stop()
+        result.stuck_workers = workers.stop()
         heal(cluster)
         result.lap("drain")
     history = TransactionHistory(settings.inputs)

@@ -10,7 +10,7 @@ every record to OUTPUT as `output_value(input, tag, i, count)`, send the batch's
 `abort <tag>` after abort_transaction returned (flushed at once: the worker may be SIGKILLed at any moment).
 Rule 1: an abortable error aborts the attempt and rewinds the consumer to the group's committed offsets (the
 records are read again); a fatal one (fenced) exits 3 for the run to restart the worker. SIGTERM stops the
-worker between transactions. --debug sets librdkafka's `debug` on both clients (their log is on stderr, which
+worker between transactions; SIGABRT prints every thread's Python stack to stderr, then ends it. --debug sets librdkafka's `debug` on both clients (their log is on stderr, which
 the run keeps beside the journal).
 Rule 2 (the drain): SIGUSR1, or --drain at the start, ends the pacing: no pause, DRAIN_BATCH records a
 transaction, so that what the faults left is committed at the worker's full rate.
@@ -23,6 +23,7 @@ part of a transaction (with no faults, one worker at 10 records a transaction: ~
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
@@ -47,6 +48,7 @@ def main(argv: list[str]) -> int:
     pacing.update(batch=int(_option(argv, "--batch", BATCH)), pause=float(_option(argv, "--pause", PAUSE_S)))
     if "--drain" in argv:
         _drain()
+    faulthandler.enable()  # SIGABRT (the run's answer to a worker that ignores SIGTERM) prints where it is stuck
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGUSR1, _drain)
     consumer, producer = _clients(bootstrap, group, tid, _option(argv, "--debug", None))
