@@ -62,6 +62,7 @@ class TransactionRunSettings:
     session_timeout_ms: int = 3000
     worker_args: tuple[str, ...] = ()  # e.g. ("--no-offsets",): a planted defect
     fault_kinds: tuple[str, ...] = FAULT_KINDS
+    fault_interval_s: tuple[float, float] = FAULT_INTERVAL_S  # a fault every so many seconds, uniformly
     spare_group_coordinator: bool = False  # the broker coordinating the group is never killed (Rule 3)
 
     def broker_overrides(self) -> dict[str, str]:
@@ -261,7 +262,7 @@ def _fill(cluster, topic: str, inputs: int) -> dict[int, int]:
 def _nemesis(cluster, workers: Workers, tids, names, settings, rnd: random.Random, result: RunResult) -> None:
     deadline = time.monotonic() + settings.seconds
     while time.monotonic() < deadline or len(result.faults) < settings.min_faults:
-        time.sleep(rnd.uniform(*FAULT_INTERVAL_S))
+        time.sleep(rnd.uniform(*settings.fault_interval_s))
         result.worker_exits += workers.restart_exited()
         kinds = settings.fault_kinds
         kind = kinds[len(result.faults) % len(kinds)]  # in turn: min_faults=len(kinds) makes one of each
