@@ -213,7 +213,8 @@ def run(cluster, zk_connect: str, settings: TransactionRunSettings, journal_dir:
     history.output_partitions = settings.partitions
     history.record_journal(workers.journal_lines())
     _final_reads(cluster, names["out"], settings.partitions, history)
-    history.group_offsets = {p: (offset, ends[p]) for p, offset in _committed(cluster, names, ends).items()}
+    committed = _final_committed(cluster, names, ends)  # {} when unreadable: a problem for every partition
+    history.group_offsets = {p: (committed.get(p), end) for p, end in ends.items()}
     result.report = history.check()
     result.lap("final reads")
     return result
@@ -350,6 +351,14 @@ def _committed(cluster, names, ends: dict[int, int]) -> dict[int, int]:
         return {}
     finally:
         consumer.close()
+
+
+def _final_committed(cluster, names, ends: dict[int, int]) -> dict[int, int]:
+    """The group's offsets, asked again until readable or FINAL_READ_TIMEOUT_S passed ({}: never readable)."""
+    deadline = time.monotonic() + FINAL_READ_TIMEOUT_S
+    while not (committed := _committed(cluster, names, ends)) and time.monotonic() < deadline:
+        time.sleep(1.0)
+    return committed
 
 
 def _final_reads(cluster, topic: str, partitions: int, history: TransactionHistory) -> None:
