@@ -21,10 +21,11 @@ offsets"); before that, one killed between TxnOffsetCommit and the COMMIT marker
 `scripts/transactions_run.py --minutes 3 --seed 1` found 350 duplicates. Both the suite's short run and the
 script kill it.
 Rule 4 (the drain): the workers stop pacing (SIGUSR1, worker Rule 2) and go on until the group's committed
-offsets reach the input's ends. The rate is measured over the drain's first `drain_window_s`; the deadline is
-then `drain_margin` times what is left over that rate, past the window. A window with nothing committed, or the
-deadline passed, ends the drain unfinished: the run fails (`RunResult.ok`) whatever the checker finds, and the
-checker's "missing" and "offsets" then include input never processed.
+offsets reach the input's ends. The rate is measured over the drain's first `drain_window_s` (longer than a
+stuck worker takes to be ended by its watchdog, worker Rule 4, restarted and its partitions rebalanced); the
+deadline is then `drain_margin` times what is left over that rate, past the window. A window with nothing
+committed, or the deadline passed, ends the drain unfinished: the run fails (`RunResult.ok`) whatever the
+checker finds, and the checker's "missing" and "offsets" then include input never processed.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class TransactionRunSettings:
     workers: int = 3
     seed: int | None = None
     min_faults: int = 0
-    drain_window_s: float = 20.0  # Rule 4: the drain's rate is measured over this long
+    drain_window_s: float = 60.0  # Rule 4: the drain's rate is measured over this long
     drain_margin: float = 3.0  # Rule 4: the drain may take this many times what the measured rate predicts
     session_timeout_ms: int = 3000
     worker_args: tuple[str, ...] = ()  # e.g. ("--no-offsets",): a planted defect
@@ -82,6 +83,7 @@ class RunResult:
     report: Report | None = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds each phase took, in order
     stuck_workers: list[str] = field(default_factory=list)  # did not stop on SIGTERM (their stacks: their logs)
+    watchdog_exits: int = 0  # of worker_exits, those the worker's watchdog made (worker Rule 4)
     _lap_start: float = field(default_factory=time.monotonic)
 
     def lap(self, phase: str) -> float:
@@ -96,7 +98,8 @@ class RunResult:
 
     def summary(self) -> str:
         faults = ", ".join(self.faults[:30]) + (" ..." if len(self.faults) > 30 else "")
-        return (f"faults: {len(self.faults)} ({faults})\nworkers exited on their own: {self.worker_exits}; input "
+        return (f"faults: {len(self.faults)} ({faults})\nworkers exited on their own: {self.worker_exits} (their "
+                f"watchdog: {self.watchdog_exits}); input "
                 f"left when the faults ended: {self.left_after_faults} (committed {self.fault_rate:.1f}/s during "
                 f"the faults)\n{self.drain}\nworkers that did not stop on SIGTERM: {self.stuck_workers or 'none'}"
                 f"\nphases: {', '.join(f'{k} {v:.0f} s' for k, v in self.phases.items())}"
@@ -178,6 +181,10 @@ class Workers:
                     proc.wait()
         return stuck
 
+    def watchdog_exits(self) -> int:
+        """Worker processes their watchdog ended (worker Rule 4): faulthandler's "Timeout (...)!" in their logs."""
+        return sum(path.read_text(errors="replace").count("Timeout (") for path in self.journal_dir.glob("*.log"))
+
     def journal_lines(self):
         for path in sorted(self.journal_dir.glob("*.journal")):
             yield from path.read_text().splitlines()
@@ -207,6 +214,7 @@ def run(cluster, zk_connect: str, settings: TransactionRunSettings, journal_dir:
         result.drain = _drain(cluster, workers, names, ends, settings, result)
     finally:
         result.stuck_workers = workers.stop()
+        result.watchdog_exits = workers.watchdog_exits()
         heal(cluster)
         result.lap("drain")
     history = TransactionHistory(settings.inputs)

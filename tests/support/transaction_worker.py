@@ -19,10 +19,18 @@ the next transaction is answered CONCURRENT_TRANSACTIONS until the coordinator h
 markers and CompleteCommit (Kafka's coordinator, as sparklog's), and a 100 ms wait for that was the largest
 part of a transaction (with no faults, one worker at 10 records a transaction: ~40 records/s at 100 ms,
 ~65 at 20 ms). librdkafka doubles the backoff up to retry.backoff.max.ms, so a fault is not hammered.
+Rule 4 (the watchdog): every transactional call that takes a timeout ends the process (exit 1, its Python
+stack on stderr: faulthandler) if it has not returned WATCHDOG_S after it began. librdkafka's
+send_offsets_to_transaction can block past its timeout for good when the group's coordinator went away
+(confluentinc/librdkafka#5456, #5511: the coordinator request's timeout is never checked, and a coordinator
+dropped from the metadata is never asked for again); a worker stuck there holds its input partitions in the
+group (its consumer still heartbeats), so the drain could not finish. The run restarts the worker, as after
+any crash: its successor's InitProducerId aborts the open transaction.
 """
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import signal
@@ -37,6 +45,7 @@ BATCH = 50
 DRAIN_BATCH = 200
 PAUSE_S = 0.0
 TIMEOUT_S = 30
+WATCHDOG_S = TIMEOUT_S + 15  # Rule 4
 RETRY_BACKOFF_MS = 20  # Rule 3: Kafka's Java producer retries AddPartitionsToTxn after 20 ms for the same reason
 stopping = False
 pacing = {"batch": BATCH, "pause": PAUSE_S}
@@ -101,7 +110,9 @@ def _transaction(consumer, producer, sink: str, batch, tag: str, journal, send_o
         for i, message in enumerate(batch):
             producer.produce(sink, output_value(message.value().decode(), tag, i, len(batch)), message.value())
         if send_offsets:
-            producer.send_offsets_to_transaction(_next_offsets(batch), consumer.consumer_group_metadata(), TIMEOUT_S)
+            with _watchdog():
+                producer.send_offsets_to_transaction(_next_offsets(batch), consumer.consumer_group_metadata(),
+                                                     TIMEOUT_S)
         _commit(producer)
         journal.write(f"commit {tag}\n")
     except KafkaException as exc:
@@ -116,7 +127,8 @@ def _commit(producer) -> None:
 
     while True:
         try:
-            return producer.commit_transaction(TIMEOUT_S)
+            with _watchdog():
+                return producer.commit_transaction(TIMEOUT_S)
         except KafkaException as exc:
             if not exc.args[0].retriable() or exc.args[0].txn_requires_abort():
                 raise
@@ -125,13 +137,26 @@ def _commit(producer) -> None:
 def _abort(consumer, producer, tag: str, journal) -> None:
     from confluent_kafka import OFFSET_BEGINNING
 
-    producer.abort_transaction(TIMEOUT_S)
+    with _watchdog():
+        producer.abort_transaction(TIMEOUT_S)
     journal.write(f"abort {tag}\n")
     assignment = consumer.assignment()
     if assignment:
-        for tp in consumer.committed(assignment, TIMEOUT_S):
+        with _watchdog():
+            committed = consumer.committed(assignment, TIMEOUT_S)
+        for tp in committed:
             tp.offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
             consumer.seek(tp)
+
+
+@contextlib.contextmanager
+def _watchdog():
+    """Rule 4: the process ends if the block has not finished within WATCHDOG_S."""
+    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def _next_offsets(batch):
