@@ -10,8 +10,8 @@ every record to OUTPUT as `output_value(input, tag, i, count)`, send the batch's
 `abort <tag>` after abort_transaction returned (flushed at once: the worker may be SIGKILLed at any moment).
 Rule 1: an abortable error aborts the attempt and rewinds the consumer to the group's committed offsets (the
 records are read again); a fatal one (fenced) exits 3 for the run to restart the worker. SIGTERM stops the
-worker between transactions; SIGABRT prints every thread's Python stack to stderr, then ends it. --debug sets librdkafka's `debug` on both clients (their log is on stderr, which
-the run keeps beside the journal).
+worker between transactions; SIGABRT prints every thread's Python stack to stderr, then ends it. --debug sets
+librdkafka's `debug` on both clients (their log is on stderr, which the run keeps beside the journal).
 Rule 2 (the drain): SIGUSR1, or --drain at the start, ends the pacing: no pause, DRAIN_BATCH records a
 transaction, so that what the faults left is committed at the worker's full rate.
 Rule 3: the producer retries after RETRY_BACKOFF_MS, not librdkafka's 100 ms: the AddOffsetsToTxn that opens
