@@ -16,9 +16,11 @@ Rule 2 (the drain): SIGUSR1, or --drain at the start, ends the pacing: no pause,
 transaction, so that what the faults left is committed at the worker's full rate.
 Rule 3: the producer retries after RETRY_BACKOFF_MS, not librdkafka's 100 ms: the AddOffsetsToTxn that opens
 the next transaction is answered CONCURRENT_TRANSACTIONS until the coordinator has written the previous one's
-markers and CompleteCommit (Kafka's coordinator, as sparklog's), and a 100 ms wait for that was the largest
-part of a transaction (with no faults, one worker at 10 records a transaction: ~40 records/s at 100 ms,
-~65 at 20 ms). librdkafka doubles the backoff up to retry.backoff.max.ms, so a fault is not hammered.
+markers and CompleteCommit (Kafka's coordinator, as sparklog's), which takes tens of milliseconds on a loaded
+machine; a 100 ms wait for it was the largest part of a transaction in librdkafka's eos log at load 6 (one worker,
+no faults, 10 records a transaction: 170 ms a transaction in send_offsets_to_transaction, 21 ms in
+commit_transaction). At load 11-16 the gain measured smaller (57 against 53 records/s, alternating in one
+cluster). librdkafka doubles the backoff up to retry.backoff.max.ms, so a fault is not hammered.
 Rule 4 (the watchdog): every transactional call that takes a timeout ends the process (exit 1, its Python
 stack on stderr: faulthandler) if it has not returned WATCHDOG_S after it began. librdkafka's
 send_offsets_to_transaction can block past its timeout for good when the group's coordinator went away
