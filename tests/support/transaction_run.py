@@ -123,7 +123,7 @@ class Drain:
     def __str__(self) -> str:
         verdict = "finished" if self.finished else f"did NOT finish: {self.still_left} input records left"
         bound = (f"{self.rate:.1f}/s over its first window, deadline {self.deadline_s:.0f} s" if self.rate else
-                 "within its first window")
+                 "within its first window" if self.finished else "nothing committed in its first window")
         return f"drain {verdict} after {self.seconds:.0f} s ({self.left} left at its start; {bound})"
 
 
