@@ -27,7 +27,8 @@ input are read too. The final logs are the ground truth. `check()` finds:
 - "phantom": a record read read_committed that the read_uncommitted read of the same partition does not hold at
   that offset (read_committed must be a filter of the log, never something else);
 - "offsets": an input partition whose committed offset in the group is not its end (offsets not sent in the
-  transaction, or lost by the group coordinator).
+  transaction, or lost by the group coordinator), or could not be read at all (None: offsets left pending, the
+  group coordinator answering UNSTABLE_OFFSET_COMMIT for good).
 
 A history with no committed attempt proves nothing and is not ok.
 """
@@ -37,7 +38,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-MAX_PRINTED = 50
+MAX_PRINTED = 20  # problems of each kind printed
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ class Report:
         head = (f"{self.inputs} input values, {self.committed_attempts} transactions visible read_committed"
                 f"{' (none: proves nothing)' * (not self.committed_attempts)}, {self.aborted_attempts} aborted, "
                 f"{len(self.problems)} problems {dict(Counter(p.kind for p in self.problems))}")
-        return "\n".join([head, *map(str, self.problems[:MAX_PRINTED])])
+        kinds = dict.fromkeys(p.kind for p in self.problems)
+        return "\n".join([head, *(str(p) for kind in kinds for p in self.of_kind(kind)[:MAX_PRINTED])])
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ class TransactionHistory:
         self.read_committed: dict[int, FinalLog] = {}
         self.read_uncommitted: dict[int, FinalLog] = {}
         self.unstable: dict[int, tuple[int, int]] = {}  # partition -> (LSO, HW) where they differ at the end
-        self.group_offsets: dict[int, tuple[int, int]] = {}  # input partition -> (committed, end)
+        self.group_offsets: dict[int, tuple[int | None, int]] = {}  # input partition -> (committed or None, end)
         self.output_partitions: int = 0
 
     def record_journal(self, lines) -> None:

@@ -68,6 +68,12 @@ def test_a_read_committed_record_the_log_does_not_hold_is_a_phantom():
     assert kinds(history) == {"phantom"}
 
 
+def test_group_offsets_that_could_not_be_read_are_found():
+    history = clean()
+    history.group_offsets = {0: (None, 4)}
+    assert kinds(history) == {"offsets"}
+
+
 def test_offsets_short_of_the_input_and_a_hanging_transaction_are_found():
     history = clean()
     history.group_offsets = {0: (2, 4)}
