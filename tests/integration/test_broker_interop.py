@@ -332,7 +332,9 @@ def test_list_offsets_and_metadata_through_kafka_python_admin(cluster):
             admin.create_topics([NewTopic("adm-rf", num_partitions=1, replication_factor=5)])
     finally:
         admin.close()
-    confluent_produce(cluster.bootstrap, "adm", messages("adm", 30), "1", "none")
+    # acks=all: acknowledged once readable. An acks=1 ack comes at the append, before the flush that exposes the
+    # records (flush.visibility "flushed", the paper's rule), so the end offsets read next could still be 0
+    confluent_produce(cluster.bootstrap, "adm", messages("adm", 30), "all", "none")
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap)
     try:
         tps = [TopicPartition("adm", p) for p in range(3)]
