@@ -226,20 +226,25 @@ def _metadata(rule: Rule, handler: Callable, request: Any, state: Any) -> Any:
         create = (state.config.auto_create_topics_enable and body.allow_auto_topic_creation
                   and not _quiet_allows(auth, request, Operation.CREATE, CLUSTER, CLUSTER_NAME))
         allowed = []
-        for topic in body.topics:
-            ok = topic.name is None or auth.allows(request, DESCRIBE, TOPIC, topic.name) and (
-                topic.name in known or not create or auth.allows(request, Operation.CREATE, TOPIC, topic.name))
+        for topic in body.topics:  # a topic asked by id (null name) is checked under the name it has
+            name = topic.name if topic.name is not None else state.partitions.snapshot.topic_named_by_id(
+                topic.topic_id)
+            ok = name is None or auth.allows(request, DESCRIBE, TOPIC, name) and (
+                name in known or not create or auth.allows(request, Operation.CREATE, TOPIC, name))
             (allowed if ok else denied).append(topic)
         body.topics = allowed
-        names = {t.name for t in allowed}
+        names = {t.name if t.name is not None else state.partitions.snapshot.topic_named_by_id(t.topic_id)
+                 for t in allowed}
     element = _struct(cls, "topics")
+    unnamed = None if request.api_version >= 12 else ""  # an unknown id's answer (metadata.unnamed_topic)
 
     def finish(response):
         if everything:
             response.topics = [t for t in response.topics if _quiet_allows(auth, request, DESCRIBE, TOPIC, t.name)]
         else:
-            response.topics = [t for t in response.topics if t.name in names]
-            response.topics += [element(name=t.name, error_code=TOPIC_AUTHORIZATION_FAILED) for t in denied]
+            response.topics = [t for t in response.topics if t.name in names or t.name == unnamed]
+            response.topics += [element(name=unnamed if t.name is None else t.name, topic_id=t.topic_id,
+                                        error_code=TOPIC_AUTHORIZATION_FAILED) for t in denied]
         if body.include_topic_authorized_operations:
             for topic in response.topics:
                 topic.topic_authorized_operations = auth.operations(request, TOPIC, topic.name)

@@ -1,10 +1,17 @@
 """The topic registry: replica assignments, partition states and per-topic config (Kafka's ZK-mode layout).
 
-    /brokers/topics/<t>                      {"version":2,"partitions":{"0":[1,2],"1":[2,1]},
-                                              "adding_replicas":{},"removing_replicas":{}}
+    /brokers/topics/<t>                      {"version":3,"partitions":{"0":[1,2],"1":[2,1]},
+                                              "adding_replicas":{},"removing_replicas":{},
+                                              "topic_id":"<22 characters>"}
     /brokers/topics/<t>/partitions/<p>/state {"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,
                                               "isr":[1,2]}
     /config/topics/<t>                       {"version":1,"config":{"retention.ms":"1000"}}
+
+Topic ids (KIP-516, topic_ids.py): `create_topic` draws a random id and writes it with the assignment (a retried
+create compares the same bytes: the id is drawn once, before the retries); every rewrite of the JSON
+(`add_partitions`, reassignment) keeps it. A topic whose JSON has none (created before topic ids) reads as the id
+derived from its znode's czxid, and `assign_missing_topic_ids` (the controller, on election, as Kafka's controller
+does on failover) writes that id into the JSON, version-checked, once.
 
 Partition states are *persistent*, unlike the design notes' (old) ephemeral ones: leadership must outlive a
 broker restart so that a broker killed with -9 finds its partitions' leader and ISR when it comes back; the
@@ -51,7 +58,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotE
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import ForceRetryError
 
-from sparklog.coordination import paths
+from sparklog.coordination import paths, topic_ids
 from sparklog.coordination.brokers import live_brokers
 from sparklog.coordination.connection import commit, decode, encode, retrying
 from sparklog.coordination.paths import InvalidTopicName
@@ -77,13 +84,16 @@ __all__ = [
     "list_topics",
     "get_topic",
     "get_topics",
+    "topic_id",
+    "topic_id_of",
+    "assign_missing_topic_ids",
     "partition_state",
     "set_partition_state",
     "set_topic_config",
     "watch_topics",
 ]
 
-TOPIC_JSON_VERSION = 2  # Kafka's TopicZNode with adding/removing replicas
+TOPIC_JSON_VERSION = 3  # Kafka's TopicZNode with adding/removing replicas and the topic id
 STATE_JSON_VERSION = 1
 CONFIG_JSON_VERSION = 1
 INITIAL_CONTROLLER_EPOCH = 1
@@ -154,6 +164,7 @@ class TopicAssignment:
     partitions: Assignment  # partition -> replicas, the first one the preferred leader
     states: dict[int, PartitionState] = field(default_factory=dict)
     config: dict[str, str] = field(default_factory=dict)
+    topic_id: str | None = None  # topic_ids.py string form; None only where the caller had no znode to read
 
     @property
     def replication_factor(self) -> int:
@@ -293,11 +304,25 @@ def _seed(topic: str) -> int:
 # -- JSON ----------------------------------------------------------------------------------------------------
 
 
-def _assignment_json(assignment: Assignment) -> bytes:
+def _assignment_json(assignment: Assignment, topic_id: str) -> bytes:
     partitions = {str(p): list(replicas) for p, replicas in sorted(assignment.items())}
-    return encode(
-        {"version": TOPIC_JSON_VERSION, "partitions": partitions, "adding_replicas": {}, "removing_replicas": {}}
-    )
+    return encode({"version": TOPIC_JSON_VERSION, "partitions": partitions, "adding_replicas": {},
+                   "removing_replicas": {}, "topic_id": topic_id})
+
+
+def topic_id_of(data: bytes, stat) -> str:
+    """The topic id in a `/brokers/topics/<t>` znode (`data`, `stat`): its `"topic_id"`, or for a topic created
+    before topic ids the one derived from the znode's czxid (topic_ids.py)."""
+    return decode(data).get("topic_id") or topic_ids.from_czxid(stat.czxid)
+
+
+def topic_id(zk: KazooClient, name: str) -> str | None:
+    """The id of the topic's current life; None when it does not exist."""
+    try:
+        data, stat = retrying(zk, zk.get, paths.topic(name))
+    except NoNodeError:
+        return None
+    return topic_id_of(data, stat)
 
 
 def _parse_assignment(data: bytes) -> Assignment:
@@ -347,9 +372,10 @@ def create_topic(
         assignment = place(racks, num_partitions, replication_factor, seed=_seed(name))
     config = {str(k): str(v) for k, v in (config or {}).items()}
     attempts = itertools.count()
-    retrying(zk, _inner_create, zk, name, assignment, config, attempts)
+    new_id = topic_ids.new_topic_id()  # drawn once: a retry writes (and compares) the same bytes
+    retrying(zk, _inner_create, zk, name, assignment, config, attempts, new_id)
     states = {p: PartitionState(leader=r[0], isr=r, zk_version=0) for p, r in assignment.items()}
-    return TopicAssignment(name, assignment, states, config)
+    return TopicAssignment(name, assignment, states, config, new_id)
 
 
 def colliding_topic(name: str, existing) -> str | None:
@@ -368,11 +394,12 @@ def _broker_racks(zk: KazooClient, given) -> dict[int, str | None]:
     return dict.fromkeys(given)
 
 
-def _inner_create(zk: KazooClient, name: str, assignment: Assignment, config: dict, attempts) -> None:
+def _inner_create(zk: KazooClient, name: str, assignment: Assignment, config: dict, attempts,
+                  new_id: str) -> None:
     retry = next(attempts) > 0
     zk.ensure_path(paths.BROKER_TOPICS)
     zk.ensure_path(paths.CONFIG_TOPICS)
-    data = _assignment_json(assignment)
+    data = _assignment_json(assignment, new_id)
     txn = zk.transaction()
     txn.create(paths.topic(name), data)
     txn.create(paths.topic_partitions(name))
@@ -433,7 +460,8 @@ def _inner_add_partitions(zk: KazooClient, name: str, new_total: int, broker_ids
     else:
         added = validate_added_assignment(assignment, new_total - len(current), broker_ids, len(current), rf)
     txn = zk.transaction()
-    txn.set_data(paths.topic(name), _assignment_json({**current, **added}), version=stat.version)
+    grown = _assignment_json({**current, **added}, topic_id_of(data, stat))
+    txn.set_data(paths.topic(name), grown, version=stat.version)
     for p, replicas in added.items():
         txn.create(paths.topic_partition(name, p))
         txn.create(paths.partition_state(name, p), _initial_state(replicas))
@@ -469,6 +497,31 @@ def _inner_delete(zk: KazooClient, name: str, attempts) -> None:
         raise ForceRetryError() from None  # the tree changed while we listed it
 
 
+def assign_missing_topic_ids(zk: KazooClient) -> list[str]:
+    """Write the id into the JSON of every topic created before topic ids (the one `topic_id_of` already
+    reads for it), version-checked so that a concurrent rewrite wins and is looked at again; returns the
+    topics migrated. Kafka's controller does the same on failover for topics created before 2.8."""
+    return [name for name in list_topics(zk) if retrying(zk, _inner_assign_id, zk, name)]
+
+
+def _inner_assign_id(zk: KazooClient, name: str) -> bool:
+    try:
+        data, stat = zk.get(paths.topic(name))
+    except NoNodeError:
+        return False  # deleted meanwhile
+    value = decode(data)
+    if value.get("topic_id"):
+        return False
+    value.update(version=TOPIC_JSON_VERSION, topic_id=topic_id_of(data, stat))
+    try:
+        zk.set(paths.topic(name), encode(value), version=stat.version)
+    except BadVersionError:
+        raise ForceRetryError() from None  # rewritten meanwhile: read it again
+    except NoNodeError:
+        return False
+    return True
+
+
 def _subtree(zk: KazooClient, path: str) -> list[str]:
     """`path` and every node below it, parents before children."""
     nodes = [path]
@@ -490,7 +543,7 @@ def list_topics(zk: KazooClient) -> list[str]:
 def get_topic(zk: KazooClient, name: str) -> TopicAssignment:
     """The topic's assignment, partition states and config overrides; raise UnknownTopic."""
     try:
-        data, _ = retrying(zk, zk.get, paths.topic(name))
+        data, stat = retrying(zk, zk.get, paths.topic(name))
     except NoNodeError:
         raise UnknownTopic(f"unknown topic {name!r}") from None
     assignment = _parse_assignment(data)
@@ -500,7 +553,7 @@ def get_topic(zk: KazooClient, name: str) -> TopicAssignment:
             states[p] = partition_state(zk, name, p)
         except UnknownTopic:
             continue  # deleted while we read
-    return TopicAssignment(name, assignment, states, topic_config(zk, name))
+    return TopicAssignment(name, assignment, states, topic_config(zk, name), topic_id_of(data, stat))
 
 
 def get_topics(zk: KazooClient, names: list[str] | None = None) -> dict[str, TopicAssignment]:
@@ -518,7 +571,8 @@ def _inner_get_topics(zk: KazooClient, names: list[str] | None) -> dict[str, Top
             return {}
     assignments = {n: zk.get_async(paths.topic(n)) for n in names}
     configs = {n: zk.get_async(paths.topic_config(n)) for n in names}
-    parsed = {n: _parse_assignment(data) for n, (data, _) in _results(assignments).items()}
+    found_assignments = _results(assignments)
+    parsed = {n: _parse_assignment(data) for n, (data, _) in found_assignments.items()}
     states = {(n, p): zk.get_async(paths.partition_state(n, p)) for n, a in parsed.items() for p in a}
     found_states = _results(states)
     found_configs = _results(configs)
@@ -527,7 +581,8 @@ def _inner_get_topics(zk: KazooClient, names: list[str] | None) -> dict[str, Top
         partition_states = {p: PartitionState.from_json(decode(data), zk_version=stat.version)
                             for (n, p), (data, stat) in found_states.items() if n == name}
         config = dict(decode(found_configs[name][0]).get("config", {})) if name in found_configs else {}
-        topics[name] = TopicAssignment(name, assignment, partition_states, config)
+        topics[name] = TopicAssignment(name, assignment, partition_states, config,
+                                       topic_id_of(*found_assignments[name]))
     return topics
 
 

@@ -18,6 +18,8 @@ __all__ = [
     "OffsetOutOfRange",
     "OutOfOrderSequence",
     "RecordBatchTooLarge",
+    "RecordValidationError",
+    "rejected_records",
     "StorageError",
 ]
 
@@ -43,14 +45,31 @@ class RecordBatchTooLarge(StorageError):
     """A batch is larger than max.message.bytes (MESSAGE_TOO_LARGE, 10); nothing was appended."""
 
 
-class InvalidTimestampError(StorageError):
+class RecordValidationError(StorageError):
+    """Records refused by the log's validation (Kafka's RecordValidationException), nothing appended:
+    ``record_errors`` names the records at fault as (batch index, message), KIP-467's per-record errors
+    (index 0 is the first record of the append), empty when the fault is not one record's."""
+
+    def __init__(self, message: str, record_errors: tuple[tuple[int, str], ...] = ()):
+        super().__init__(message)
+        self.record_errors = tuple(record_errors)
+
+
+class InvalidTimestampError(RecordValidationError):
     """A CreateTime timestamp lies outside message.timestamp.before/after.max.ms of the broker's clock
     (INVALID_TIMESTAMP, 32); nothing was appended."""
 
 
-class InvalidRecordError(StorageError):
+class InvalidRecordError(RecordValidationError):
     """A record breaks the topic's rules: a null key in a compacted topic (INVALID_RECORD, 87, as Kafka's
     LogValidator answers); nothing was appended."""
+
+
+def rejected_records(record_errors: list[tuple[int, str]]) -> str:
+    """The message of a RecordValidationError with record errors, as Kafka's LogValidator words it."""
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in record_errors[:3])
+    return (f"One or more records have been rejected due to {len(record_errors)} record errors in total, and "
+            f"only showing the first three errors at most: [{shown}]")
 
 
 class TransactionRefusedError(StorageError):

@@ -5,7 +5,8 @@ Rule: validate-before-convert: nothing is converted before it is validated: the 
 and CRC were checked, so a corrupt batch is refused (CorruptRecordError), never re-signed with a fresh CRC.
 Rule: create-time-bounds: with message.timestamp.type=CreateTime, every record's timestamp must lie within
 [now - before, now + after] (message.timestamp.before/after.max.ms, and the older difference.max.ms); one
-outside fails the whole append with InvalidTimestampError (Kafka's INVALID_TIMESTAMP) and nothing is stored.
+outside fails the whole append with InvalidTimestampError (Kafka's INVALID_TIMESTAMP) and nothing is stored;
+its `record_errors` name each record outside (Rule: per-record-errors).
 Rule: log-append-time-stamped: with LogAppendTime, each batch gets the timestampType bit and maxTimestamp = the append
 time, and a new CRC (both fields are inside the CRC); the records' own timestamp deltas stay as sent, as in Kafka's
 in-place path (readers give every record of such a batch its maxTimestamp).
@@ -14,7 +15,13 @@ topic's codec (`uncompressed` is none), keeping its producer id, epoch, sequence
 offset deltas become 0..n-1, as a producer's batch has them already. Control batches are kept as sent.
 Rule: compacted-needs-keys: with cleanup.policy containing `compact`, every record of a data batch must have a key (the
 cleaner keeps the last value per key): a null key fails the whole append with InvalidRecordError (Kafka's
-INVALID_RECORD, "Compacted topic cannot accept message without key"). Control batches are not checked.
+INVALID_RECORD, "Compacted topic cannot accept message without key"), its `record_errors` naming each such
+record. Control batches are not checked.
+Rule: per-record-errors (KIP-467): the checks that fault single records (the two above, as in Kafka's
+LogValidator) name them in the error's `record_errors` as (batch index, message): the index counts the records
+of the append from 0 across its batches (Kafka takes one batch per partition, whose own index it is), and the
+error's message is Kafka's summary of the first three. The Produce answer carries them (KIP-467), so a client
+fails the records named and retries or fails the others on its own terms (librdkafka: _INVALID_DIFFERENT_RECORD).
 Rule: client-log-append-time (a client's batch saying LogAppendTime, which is the broker's to set; Kafka's
 LogValidator): refused with InvalidTimestampError ("Producer should not set timestamp type to LogAppendTime"; Kafka's INVALID_TIMESTAMP)
 when the topic stamps the append time itself or the batch has no timestamp (maxTimestamp -1, which its
@@ -53,7 +60,7 @@ from sparklog.storage.config import (
     LONG_MAX,
     LogConfig,
 )
-from sparklog.storage.errors import InvalidRecordError, InvalidTimestampError
+from sparklog.storage.errors import InvalidRecordError, InvalidTimestampError, rejected_records
 
 _MAX_TIMESTAMP_OFFSET = ATTRIBUTES_OFFSET + struct.calcsize(">hiq")  # after attributes, lastOffsetDelta, baseTimestamp
 _ATTRIBUTES = struct.Struct(">h")
@@ -88,11 +95,9 @@ class AppendConverter:
         Without recompression `data` itself is returned, stamped in place (the log owns it: append copies
         any buffer but a bytearray, whose baseOffset fields it overwrites anyway)."""
         if self.bounded:
-            for position, header in batches:
-                self._check_timestamps(data, position, header, now_ms)
+            self._check_timestamps(data, batches, now_ms)
         if self.keys_required:
-            for position, header in batches:
-                _check_keys(memoryview(data)[position:position + header.size], header)
+            _check_keys(data, batches)
         if self.codec is None or all(h.compression == self.codec or h.is_control for _, h in batches):
             if self.log_append_time:
                 for position, _ in batches:
@@ -110,16 +115,28 @@ class AppendConverter:
             out += raw
         return out
 
-    def _check_timestamps(self, data: bytearray, position: int, header: BatchHeader, now_ms: int) -> None:
-        if header.is_control:
-            return
-        low, high = timestamp_range(memoryview(data)[position:position + header.size], header)
-        if now_ms - low > self.before_ms or high - now_ms > self.after_ms:
-            bad = low if now_ms - low > self.before_ms else high
-            raise InvalidTimestampError(
-                f"timestamp {bad} of the batch is out of range: it must lie within "
-                f"message.timestamp.before.max.ms={self.before_ms} / after.max.ms={self.after_ms} of the "
-                f"broker's clock ({now_ms})")
+    def _check_timestamps(self, data: bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+        """Rule: create-time-bounds; the records outside are looked for only in a batch whose range is out."""
+        record_errors, first = [], 0
+        for position, header in batches:
+            if not header.is_control:
+                raw = memoryview(data)[position:position + header.size]
+                low, high = timestamp_range(raw, header)
+                if now_ms - low > self.before_ms or high - now_ms > self.after_ms:
+                    record_errors += self._outside(raw, first, now_ms)
+            first += header.record_count
+        if record_errors:
+            raise InvalidTimestampError(f"{rejected_records(record_errors)}; a timestamp must lie within "
+                                        f"message.timestamp.before.max.ms={self.before_ms} / after.max.ms="
+                                        f"{self.after_ms} of the broker's clock ({now_ms})", record_errors)
+
+    def _outside(self, raw: memoryview, first: int, now_ms: int) -> list[tuple[int, str]]:
+        """(index in the append, Kafka's message) of each record of one batch outside the bounds."""
+        lowest, highest = now_ms - self.before_ms, now_ms + self.after_ms
+        timestamps = next(iter_batches(raw, check_crc=False)).columns().timestamps
+        return [(first + i, f"Timestamp {t} of message with offset {i} is out of range. The timestamp should be "
+                            f"within [{lowest}, {highest}]") for i, t in enumerate(timestamps)
+                if not lowest <= t <= highest]
 
     def _recompress(self, raw: memoryview, header: BatchHeader) -> bytes:
         batch = next(iter_batches(raw, check_crc=False))
@@ -131,14 +148,20 @@ class AppendConverter:
                            is_transactional=header.is_transactional)
 
 
-def _check_keys(raw: memoryview, header: BatchHeader) -> None:
-    """Rule: compacted-needs-keys: a data batch of a compacted topic holds no record without a key."""
-    if header.is_control:
-        return
-    batch = next(iter_batches(raw, check_crc=False))
-    if None in batch.columns().keys:
-        raise InvalidRecordError(f"Compacted topic cannot accept message without key (the batch at offset "
-                                 f"{header.base_offset} has a record with a null key; cleanup.policy=compact)")
+NULL_KEY_REFUSED = "Compacted topic cannot accept message without key (cleanup.policy=compact)"
+
+
+def _check_keys(data: bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
+    """Rule: compacted-needs-keys: the data batches of a compacted topic hold no record without a key."""
+    record_errors, first = [], 0
+    for position, header in batches:
+        if not header.is_control:
+            batch = next(iter_batches(memoryview(data)[position:position + header.size], check_crc=False))
+            record_errors += [(first + i, NULL_KEY_REFUSED) for i, key in enumerate(batch.columns().keys)
+                              if key is None]
+        first += header.record_count
+    if record_errors:
+        raise InvalidRecordError(rejected_records(record_errors), record_errors)
 
 
 def timestamp_range(raw: memoryview, header: BatchHeader) -> tuple[int, int]:

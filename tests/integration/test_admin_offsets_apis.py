@@ -253,7 +253,7 @@ def test_describe_log_dirs_and_producers_with_kafka_python(cluster, admin):
 
 
 def test_confluent_describe_topics_and_cluster(cluster, admin):
-    """librdkafka answers both from Metadata (v8, the highest we serve: no topic ids, which v10+ would add)."""
+    """librdkafka answers both from Metadata (v12, the highest we serve: with the topic's id, KIP-516)."""
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AdminClient
 
@@ -261,11 +261,12 @@ def test_confluent_describe_topics_and_cluster(cluster, admin):
     confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
     described = confluent.describe_topics(TopicCollection([topic]))[topic].result(TIMEOUT_S)
     assert described.name == topic and [p.id for p in described.partitions] == [0, 1]
+    assert (described.topic_id.get_most_significant_bits(), described.topic_id.get_least_significant_bits()) != (0, 0)
     assert all(p.leader is not None and p.leader.id in cluster.brokers for p in described.partitions)
     info = confluent.describe_cluster().result(TIMEOUT_S)
     assert sorted(n.id for n in info.nodes) == sorted(cluster.brokers) and info.cluster_id
     del confluent
-    assert served_versions(cluster, "Metadata")["confluent-kafka-python"] == {8}
+    assert served_versions(cluster, "Metadata")["confluent-kafka-python"] == {12}
 
 
 def leader_and_isr(bootstrap: str, topic: str) -> tuple[int, tuple[int, ...]]:

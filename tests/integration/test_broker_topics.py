@@ -10,7 +10,7 @@ import time
 import pytest
 
 from support.wire import request
-from sparklog.broker.replication.partition_metadata import FILE_NAME, read, topic_id_from_czxid
+from sparklog.broker.replication.partition_metadata import FILE_NAME, read
 from sparklog.coordination import paths
 from sparklog.coordination import topics as registry
 from sparklog.protocol import ApiKey, PartitionProduceData, ProduceRequest, TopicProduceData
@@ -55,7 +55,7 @@ def log_dir(broker, topic: str, partition: int = 0):
 
 
 def current_topic_id(zk, topic: str) -> str:
-    return topic_id_from_czxid(zk.exists(paths.topic(topic)).czxid)
+    return registry.topic_id(zk, topic)
 
 
 def test_topic_recreated_while_the_broker_was_down_gets_a_fresh_log(one, zk):

@@ -226,7 +226,7 @@ async def _resource_configs(resource, state) -> dict[str, list[tuple[str, str, i
     """{config name: its sources, strongest first, as (name, value, source)}; the first one is in effect."""
     if resource.resource_type == RESOURCE_TOPIC:
         overrides = await _topic_overrides(state, resource.resource_name)
-        return {name: _topic_sources(name, overrides, state) for name in sorted(DEFINITIONS)}
+        return {name: topic_sources(name, overrides, state) for name in sorted(DEFINITIONS)}
     if resource.resource_type == RESOURCE_BROKER:
         _check_broker_resource(resource.resource_name, state)
         return _broker_configs(state)
@@ -251,7 +251,7 @@ async def _topic_overrides(state, name: str) -> dict[str, str]:
     return overrides
 
 
-def _topic_sources(name: str, overrides: dict, state) -> list[tuple[str, str, int]]:
+def topic_sources(name: str, overrides: dict, state) -> list[tuple[str, str, int]]:
     definition = DEFINITIONS[name]
     sources = []
     if name in overrides:

@@ -17,6 +17,7 @@ NONE = 0
 OFFSET_OUT_OF_RANGE = errors.OffsetOutOfRangeError.errno
 CORRUPT_MESSAGE = errors.CorruptMessageError.errno
 UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.errno
+UNKNOWN_TOPIC_ID = errors.UnknownTopicIdError.errno
 LEADER_NOT_AVAILABLE = errors.LeaderNotAvailableError.errno
 NOT_LEADER_OR_FOLLOWER = errors.NotLeaderOrFollowerError.errno
 MESSAGE_TOO_LARGE = errors.MessageTooLargeError.errno

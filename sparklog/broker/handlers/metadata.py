@@ -4,27 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 
 from sparklog.coordination import brokers as broker_registry
 from sparklog.broker.coordinator.group import offsets_topic
 from sparklog.broker.replication import partition_limits
 from sparklog.broker.coordinator.group.offset_store import OFFSETS_TOPIC
+from sparklog.coordination import topic_ids
 from sparklog.coordination import topics as topic_registry
 from sparklog.protocol import errors
 from sparklog.protocol.api_versions import ApiVersionsResponse
-from sparklog.protocol.create_topics import CreatableTopicResult, CreateTopicsResponse
+from sparklog.protocol.create_topics import CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse
 from sparklog.protocol.delete_topics import DeletableTopicResult, DeleteTopicsResponse
 from sparklog.protocol.metadata import (MetadataResponse, MetadataResponseBroker, MetadataResponsePartition,
                                         MetadataResponseTopic)
 from sparklog.protocol.registry import advertised_api_versions
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
-from sparklog.storage.config import LogConfig
+from sparklog.storage.config import DEFINITIONS, LogConfig
 from sparklog.storage.topic_names import validate_topic
+from sparklog.broker.handlers.admin import topic_sources
 from sparklog.broker.handlers.error_codes import (INVALID_CONFIG, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
                                                   INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST, INVALID_TOPIC_EXCEPTION,
                                                   LEADER_NOT_AVAILABLE, NONE, NO_LEADER_EPOCH, REQUEST_TIMED_OUT,
                                                   TOPIC_ALREADY_EXISTS, TOPIC_DELETION_DISABLED,
-                                                  UNKNOWN_TOPIC_OR_PARTITION)
+                                                  UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION)
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +45,42 @@ def handle_api_versions(request, state) -> ApiVersionsResponse:
 
 
 def handle_metadata(request, state):
-    """Brokers and topics from the ZooKeeper-fed snapshot; auto-creates missing topics when allowed."""
+    """Brokers and topics from the ZooKeeper-fed snapshot; auto-creates missing topics when allowed. A topic
+    asked by id (v10+, null name) is answered by its name and id, or UNKNOWN_TOPIC_ID (never created)."""
     body = request.body
     snapshot = state.partitions.snapshot
     if body.topics is None or (not body.topics and request.api_version == 0):  # v0: empty means every topic
         return _metadata_response(snapshot, state, list(snapshot.topics), {}, request.listener)
-    names = list(dict.fromkeys(t.name for t in body.topics if t.name is not None))
+    by_id = [(t.topic_id, snapshot.topic_named_by_id(t.topic_id)) for t in body.topics if t.name is None]
+    unknown_ids = [topic_id for topic_id, name in by_id if name is None]
+    names = list(dict.fromkeys([t.name for t in body.topics if t.name is not None] +
+                               [name for _, name in by_id if name is not None]))
+    if unknown_ids:
+        return _with_unknown_ids(_metadata_by_name(request, state, names), unknown_ids, request.api_version)
+    return _metadata_by_name(request, state, names)
+
+
+def _with_unknown_ids(result, unknown_ids, version: int):
+    def add(response: MetadataResponse) -> MetadataResponse:
+        unnamed = unnamed_topic(version)
+        response.topics += [MetadataResponseTopic(error_code=UNKNOWN_TOPIC_ID, name=unnamed, topic_id=topic_id)
+                            for topic_id in dict.fromkeys(unknown_ids)]
+        return response
+    if asyncio.iscoroutine(result):
+        async def later() -> MetadataResponse:
+            return add(await result)
+        return later()
+    return add(result)
+
+
+def unnamed_topic(version: int) -> str | None:
+    """The name of a Metadata answer for a topic asked by an id it does not reveal: null from v12, "" before."""
+    return None if version >= 12 else ""
+
+
+def _metadata_by_name(request, state, names: list[str]):
+    body = request.body
+    snapshot = state.partitions.snapshot
     missing = [n for n in names if n not in snapshot.topics]
     allow = state.config.auto_create_topics_enable and body.allow_auto_topic_creation
     creatable = []
@@ -96,9 +129,15 @@ def _metadata_response(snapshot, state, names, errors_by_name, listener: str) ->
             continue
         partitions = [_partition_metadata(p, live) for _, p in sorted(meta.partitions.items())]
         topics.append(MetadataResponseTopic(error_code=errors_by_name.get(name, NONE), name=name,
+                                            topic_id=wire_topic_id(meta.topic_id),
                                             is_internal=offsets_topic.is_internal(name), partitions=partitions))
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
                             controller_id=_controller_id(snapshot, state), topics=topics)
+
+
+def wire_topic_id(topic_id: str | None) -> uuid.UUID:
+    """A topic id as the protocol carries it (the all-zero id while it is not known yet)."""
+    return topic_ids.ZERO if topic_id is None else topic_ids.to_uuid(topic_id)
 
 
 def _controller_id(snapshot, state) -> int:
@@ -138,8 +177,36 @@ async def _create_topics(body, state) -> CreateTopicsResponse:
             code, message = INVALID_REQUEST, "the topic appears more than once in the request"
         else:
             code, message = await _create_one(state, topic, body.validate_only)
-        results.append(CreatableTopicResult(name=topic.name, error_code=code, error_message=message))
+        result = CreatableTopicResult(name=topic.name, error_code=code, error_message=message)
+        if code == NONE:
+            _describe_created(result, topic, state, body.validate_only)
+        results.append(result)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _describe_created(result, topic, state, validate_only: bool) -> None:
+    """What CreateTopics v5+ answers for a topic it created or validated (KIP-525: its counts and configs),
+    and v7+ (KIP-516) its id: the all-zero id for validate_only, which creates nothing."""
+    meta = None if validate_only else state.partitions.snapshot.topics.get(topic.name)
+    if meta is None:
+        result.num_partitions, result.replication_factor = _requested_shape(state.config, topic)
+        overrides = {c.name: c.value for c in topic.configs if c.value is not None}
+    else:
+        result.topic_id = wire_topic_id(meta.topic_id)
+        result.num_partitions = len(meta.partitions)
+        result.replication_factor = len(next(iter(meta.assignment.values()), ()))
+        overrides = dict(meta.config)
+    effective = {name: topic_sources(name, overrides, state)[0] for name in sorted(DEFINITIONS)}
+    result.configs = [CreatableTopicConfigs(name=name, value=value, read_only=False, config_source=source,
+                                            is_sensitive=False) for name, (_, value, source) in effective.items()]
+
+
+def _requested_shape(cfg, topic) -> tuple[int, int]:
+    """(partitions, replication factor) a CreatableTopic asks for: from its assignments when it has them."""
+    if topic.assignments:
+        return len(topic.assignments), len(topic.assignments[0].broker_ids)
+    replication = cfg.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+    return _requested_partitions(cfg, topic), replication
 
 
 async def _create_one(state, topic, validate_only: bool) -> tuple[int, str | None]:

@@ -18,8 +18,9 @@ from types import CoroutineType
 from sparklog.broker.coordinator.group import offsets_topic
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.headers import RequestHeader
-from sparklog.protocol.produce import (PartitionProduceResponse, ProduceResponse, SinglePartitionProduce,
-                                       TopicProduceResponse, encode_single_partition_response)
+from sparklog.protocol.produce import (BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse,
+                                       SinglePartitionProduce, TopicProduceResponse,
+                                       encode_single_partition_response)
 from sparklog.protocol.produce_run import encode_produce_replies
 from sparklog.protocol.registry import encode_response
 from sparklog.broker.handlers.error_codes import (INVALID_RECORD, INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION, NONE,
@@ -369,7 +370,10 @@ def _append_error(index: int, exc: Exception, plog) -> PartitionProduceResponse:
         raise exc
     if code in STORAGE_FAULTS:
         log.error("append to %s failed: %s", plog, exc)
-    return _produce_error(index, code, None if code == NOT_LEADER_OR_FOLLOWER else str(exc))
+    part = _produce_error(index, code, None if code == NOT_LEADER_OR_FOLLOWER else str(exc))
+    part.record_errors = [BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=message)
+                          for i, message in getattr(exc, "record_errors", ())]  # KIP-467, v8+
+    return part
 
 
 def _produce_error(index: int, code: int, message: str | None = None) -> PartitionProduceResponse:

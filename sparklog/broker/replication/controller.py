@@ -18,8 +18,10 @@ override) — then the first live replica leads, and we log that acknowledged da
 
 Events and what they do:
 
-    ELECTED(epoch)        reconcile every partition (a partition whose leader died while nobody was
-                          controller gets elected now) and start watching
+    ELECTED(epoch)        give every topic created before topic ids its id (topics.assign_missing_topic_ids;
+                          deterministic, so two controllers racing write the same value), reconcile every
+                          partition (a partition whose leader died while nobody was controller gets elected
+                          now) and start watching
     BROKERS_CHANGED       reconcile: a dead broker's leaderships move in one batch, it leaves every ISR;
                           an offline partition whose ISR member is back gets it as leader
     SHUTDOWN_REQUESTED    `/controlled_shutdown/<id>` appeared: reconcile with those brokers not eligible to
@@ -281,6 +283,7 @@ class Controller:
             if self._watch_generation != event.generation:
                 self._watch_generation = event.generation
                 self._watch(event.generation)
+            self._assign_topic_ids()
             return self._reconcile()
         if event.kind in ("BROKERS_CHANGED", "SHUTDOWN_REQUESTED", "LOG_FAULTS"):
             return self._reconcile()
@@ -293,6 +296,12 @@ class Controller:
         raise ValueError(f"unknown controller event {event.kind}")
 
     # -- decisions -------------------------------------------------------------------------------------------
+
+    def _assign_topic_ids(self) -> None:
+        migrated = topic_registry.assign_missing_topic_ids(self.zk)
+        if migrated:
+            log.info("controller %d: assigned topic ids to %d topics created before topic ids: %s",
+                     self.broker_id, len(migrated), ", ".join(migrated))
 
     def _reconcile(self) -> int:
         """Every partition to its next state under the current live, stopping and damaged brokers (Rule 3)."""

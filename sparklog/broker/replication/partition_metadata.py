@@ -4,11 +4,9 @@ A topic deleted and re-created under the same name (while this broker was down, 
 fired) must not inherit the old log. Kafka gives each topic a UUID (`topic_id` in the `/brokers/topics/<t>`
 JSON) and writes it into every log directory; a log whose id differs from the registry's is deleted.
 
-Our topic registry (sparklog.coordination.topics) does not write a topic id, and the broker cannot add one
-safely (`add_partitions` rewrites that JSON and a retried create compares it byte for byte). So the id is
-derived from what ZooKeeper itself gives each creation: the czxid of the `/brokers/topics/<t>` znode, the
-transaction id that created it, unique within the ensemble and new on every re-creation. It is written in
-Kafka's format and Kafka's 22-character URL-safe base64 form of a 16-byte UUID (the czxid in the low 8).
+The id is the topic registry's (sparklog.coordination.topics, the `"topic_id"` of the topic's JSON; the
+czxid-derived id of coordination/topic_ids.py for a topic created before topic ids, which earlier releases
+wrote here), in Kafka's 22-character URL-safe base64 form of a 16-byte UUID.
 
 File format (Kafka's PartitionMetadataFile, version 0):
 
@@ -20,19 +18,15 @@ Written tmp -> fsync -> rename, so a crash leaves the old file or the new one, n
 
 from __future__ import annotations
 
-import base64
 import os
-import uuid
+
+from sparklog.coordination.topic_ids import from_czxid as topic_id_from_czxid
 
 FILE_NAME = "partition.metadata"
 TMP_SUFFIX = ".tmp"
 VERSION = 0
 
-
-def topic_id_from_czxid(czxid: int) -> str:
-    """The topic id of the topic whose assignment znode was created by transaction `czxid`."""
-    raw = uuid.UUID(int=czxid & ((1 << 128) - 1)).bytes
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+__all__ = ["FILE_NAME", "VERSION", "read", "write", "topic_id_from_czxid"]
 
 
 def read(directory: str) -> str | None:

@@ -11,8 +11,10 @@ is never served to clients: NOT_LEADER_OR_FOLLOWER). `snapshot.leading` and `sna
 the open logs by role; the replica manager (replica_manager.py) listens to every snapshot and starts or
 stops leader state and fetchers on each change of leader or leader epoch.
 
-Rule 3: a log directory belongs to one life of its topic: the topic id (partition_metadata.py, from the
-assignment znode's czxid) is written into it, and a log whose id differs is deleted, never served.
+Rule 3: a log directory belongs to one life of its topic: the topic id (KIP-516, the `"topic_id"` of the
+topic's `/brokers/topics/<t>` JSON, coordination/topic_ids.py) is written into its `partition.metadata` when
+the log is created, and a log whose id differs (left by a deleted topic of the same name) is deleted, never
+served or adopted: one warning line names the directory and both ids.
 
 State transitions of one partition on this broker:
 
@@ -52,14 +54,15 @@ import logging
 import os
 import shutil
 import threading
+import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from sparklog.broker.replication import partition_metadata
 from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination import paths as zk_paths
+from sparklog.coordination import topic_ids
 from sparklog.coordination import topics as topic_registry
-from sparklog.coordination.connection import retrying
 from sparklog.storage.config import CLEANUP_COMPACT
 from sparklog.storage.config import KEYS as LOG_CONFIG_KEYS
 from sparklog.storage.errors import InvalidConfigError, InvalidTopicName
@@ -106,6 +109,13 @@ class MetadataSnapshot:
     def controller_id(self) -> int:
         """Any live broker will do (every broker can create topics); the smallest id is stable."""
         return min(self.brokers) if self.brokers else NO_LEADER
+
+    def topic_named_by_id(self, topic_id: uuid.UUID) -> str | None:
+        """The topic whose id is `topic_id` (KIP-516 requests by id), or None (UNKNOWN_TOPIC_ID)."""
+        if topic_id == topic_ids.ZERO:
+            return None
+        wanted = topic_ids.to_string(topic_id)
+        return next((name for name, meta in self.topics.items() if meta.topic_id == wanted), None)
 
 
 @dataclass(frozen=True)
@@ -279,13 +289,12 @@ class PartitionManager:
         self._apply(topics)
 
     def _topic_id(self, name: str) -> str | None:
-        """The id of the topic's current life (its assignment znode's czxid); None if it does not exist."""
-        stat = retrying(self.zk, self.zk.exists, zk_paths.topic(name))
-        return None if stat is None else partition_metadata.topic_id_from_czxid(stat.czxid)
+        """The id of the topic's current life (topics.topic_id); None if it does not exist."""
+        return topic_registry.topic_id(self.zk, name)
 
     def _read_topic(self, name: str, topic_id: str | None) -> TopicMeta:
         found = topic_registry.get_topic(self.zk, name)
-        return topic_meta(found, topic_id)
+        return topic_meta(found, found.topic_id or topic_id)
 
     def note_topic(self, assignment: topic_registry.TopicAssignment) -> None:
         """A topic this broker just created: serve its metadata (and open its logs) before the watch fires."""
@@ -293,7 +302,7 @@ class PartitionManager:
             self._noted.add(assignment.name)
             topics = dict(self.snapshot.topics)
             try:
-                topic_id = self._topic_id(assignment.name)
+                topic_id = assignment.topic_id or self._topic_id(assignment.name)
             except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the next sync fills the id in
                 log.info("topic %s: id not read yet (%s)", assignment.name, exc)
                 topic_id = None

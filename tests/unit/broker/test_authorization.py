@@ -156,6 +156,30 @@ def test_metadata_hides_what_may_not_be_described(dispatcher):
     assert {(t.name, t.error_code) for t in response.topics} == {("t", 0), ("secret", 29)}
 
 
+def test_metadata_by_id_is_checked_under_the_topics_name_and_a_denied_one_is_not_named(dispatcher):
+    """KIP-516: a topic asked by id (v12) needs DESCRIBE on the topic it names; denied, the answer keeps its
+    name null (the id alone does not reveal it); an unknown id is UNKNOWN_TOPIC_ID."""
+    import dataclasses
+    import uuid
+
+    from sparklog.coordination import topic_ids
+
+    snapshot = dispatcher.state.partitions.snapshot
+    ids = {name: topic_ids.new_topic_id() for name in snapshot.topics}
+    dispatcher.state.partitions.snapshot = dataclasses.replace(snapshot, topics={
+        name: dataclasses.replace(meta, topic_id=ids[name]) for name, meta in snapshot.topics.items()})
+    read_t = AccessControlEntry(ANONYMOUS, "*", Operation.READ, Permission.ALLOW)
+    dispatcher.state.authorization.cache.snapshot = AclSnapshot({ResourcePattern(ResourceType.TOPIC, "t"): {read_t}})
+    unknown = uuid.uuid4()
+    asked = REQUESTS[ApiKey.METADATA](topics=[
+        type(filled(REQUESTS[ApiKey.METADATA], 12).topics[0])(name=None, topic_id=topic_ids.to_uuid(ids[name]))
+        for name in ("secret", "t")])
+    asked.topics.append(type(asked.topics[0])(name=None, topic_id=unknown))
+    response = call(dispatcher, ApiKey.METADATA, 12, asked)
+    assert {(t.name, topic_ids.to_string(t.topic_id), t.error_code) for t in response.topics} == {
+        ("t", ids["t"], 0), (None, ids["secret"], 29), (None, topic_ids.to_string(unknown), 100)}
+
+
 def test_denials_are_logged_at_a_bounded_rate(dispatcher, caplog):
     with caplog.at_level(logging.WARNING, logger="sparklog.broker.authorization"):
         for _ in range(3 * DENIAL_LOG_PER_S):

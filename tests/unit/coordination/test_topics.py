@@ -1,3 +1,4 @@
+import json
 import time
 from collections import Counter
 
@@ -5,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparklog.coordination import topics
+from sparklog.coordination import topic_ids, topics
 from sparklog.coordination.connection import decode
 from sparklog.coordination.topics import (
     InvalidPartitions,
@@ -127,10 +128,11 @@ def test_create_writes_kafkas_znodes_in_one_go(zk):
     created = topics.create_topic(zk, "orders", 3, 2, {"retention.ms": 1000}, live_broker_ids=BROKERS)
     value = decode(zk.get("/brokers/topics/orders")[0])
     assert value == {
-        "version": 2,
+        "version": 3,
         "partitions": {str(p): list(r) for p, r in created.partitions.items()},
         "adding_replicas": {},
         "removing_replicas": {},
+        "topic_id": created.topic_id,
     }
     state = decode(zk.get("/brokers/topics/orders/partitions/0/state")[0])
     replicas = created.partitions[0]
@@ -188,8 +190,8 @@ def test_list_describe_delete(zk):
 def test_retried_create_that_already_landed_is_success(zk):
     assignment = assign_replicas([1], 1, 1)
     attempts = iter([1])  # as if this were the second attempt
-    topics.create_topic(zk, "t", 1, 1, live_broker_ids=[1])
-    topics._inner_create(zk, "t", assignment, {}, attempts)  # no TopicExists
+    made = topics.create_topic(zk, "t", 1, 1, live_broker_ids=[1])
+    topics._inner_create(zk, "t", assignment, {}, attempts, made.topic_id)  # no TopicExists
 
 
 def test_add_partitions(zk):
@@ -285,3 +287,32 @@ def test_get_topics_reads_what_get_topic_reads(zk):
     assert topics.get_topics(zk) == {"one": topics.get_topic(zk, "one"), "two": topics.get_topic(zk, "two")}
     assert topics.get_topics(zk)["one"].states[1].zk_version == 1
     assert topics.get_topics(zk, ["two", "absent"]) == {"two": topics.get_topic(zk, "two")}
+
+
+# -- topic ids (KIP-516) --------------------------------------------------------------------------------------
+
+
+def test_a_topic_id_is_random_kept_when_the_topic_grows_and_new_when_it_is_recreated(zk):
+    first = topics.create_topic(zk, "ids", 2, 1, live_broker_ids=[1])
+    assert topic_ids.to_uuid(first.topic_id) not in (topic_ids.ZERO, topic_ids.METADATA_TOPIC_ID)
+    assert topics.topic_id(zk, "ids") == first.topic_id == topics.get_topics(zk)["ids"].topic_id
+    assert topics.add_partitions(zk, "ids", 4, live_broker_ids=[1]).topic_id == first.topic_id
+    assert decode(zk.get("/brokers/topics/ids")[0])["topic_id"] == first.topic_id
+    topics.delete_topic(zk, "ids")
+    assert topics.topic_id(zk, "ids") is None
+    second = topics.create_topic(zk, "ids", 2, 1, live_broker_ids=[1])
+    assert second.topic_id != first.topic_id and topics.topic_id(zk, "ids") == second.topic_id
+
+
+def test_a_topic_created_before_topic_ids_gets_its_czxid_id_written_once(zk):
+    old = {"version": 2, "partitions": {"0": [1]}, "adding_replicas": {}, "removing_replicas": {}}
+    zk.create("/brokers/topics/legacy", json.dumps(old).encode(), makepath=True)
+    zk.create("/brokers/topics/legacy/partitions/0/state", json.dumps(
+        {"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 0, "isr": [1]}).encode(), makepath=True)
+    derived = topic_ids.from_czxid(zk.exists("/brokers/topics/legacy").czxid)
+    assert topics.get_topic(zk, "legacy").topic_id == derived  # read before the migration: the same id
+    topics.create_topic(zk, "modern", 1, 1, live_broker_ids=[1])
+    assert topics.assign_missing_topic_ids(zk) == ["legacy"]
+    value = decode(zk.get("/brokers/topics/legacy")[0])
+    assert value["topic_id"] == derived and value["version"] == 3 and value["partitions"] == {"0": [1]}
+    assert topics.assign_missing_topic_ids(zk) == []  # once

@@ -17,9 +17,9 @@ from sparklog.protocol.headers import encode_request_header
 
 def test_advertised_table():
     assert API_VERSIONS == {
-        ApiKey.PRODUCE: (3, 8), ApiKey.FETCH: (4, 11), ApiKey.LIST_OFFSETS: (1, 6), ApiKey.METADATA: (0, 8),
+        ApiKey.PRODUCE: (3, 8), ApiKey.FETCH: (4, 11), ApiKey.LIST_OFFSETS: (1, 6), ApiKey.METADATA: (0, 12),
         ApiKey.OFFSET_COMMIT: (2, 7), ApiKey.OFFSET_FETCH: (1, 7), ApiKey.FIND_COORDINATOR: (0, 2),
-        ApiKey.API_VERSIONS: (0, 4), ApiKey.CREATE_TOPICS: (0, 4), ApiKey.DELETE_TOPICS: (0, 3),
+        ApiKey.API_VERSIONS: (0, 4), ApiKey.CREATE_TOPICS: (0, 7), ApiKey.DELETE_TOPICS: (0, 5),
         ApiKey.INIT_PRODUCER_ID: (0, 4), ApiKey.DELETE_RECORDS: (0, 2), ApiKey.DESCRIBE_CONFIGS: (0, 4),
         ApiKey.ALTER_CONFIGS: (0, 2), ApiKey.CREATE_PARTITIONS: (0, 3), ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
         ApiKey.DESCRIBE_CLUSTER: (0, 2), ApiKey.JOIN_GROUP: (0, 5), ApiKey.SYNC_GROUP: (0, 3),
@@ -140,7 +140,7 @@ def test_encoders_refuse_misuse():
     with pytest.raises(LocalProtocolError):  # int16 out of range
         encode_request(ApiKey.PRODUCE, 7, 1, None, ProduceRequest(acks=1 << 20))
     with pytest.raises(LocalProtocolError):  # a version we do not serve
-        encode_request(ApiKey.METADATA, 9, 1, None, MetadataRequest())
+        encode_request(ApiKey.METADATA, 13, 1, None, MetadataRequest())
 
 
 def test_metadata_null_topics_means_all():

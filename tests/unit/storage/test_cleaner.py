@@ -89,6 +89,18 @@ def test_each_key_keeps_its_last_value_in_every_codec_with_headers(tmp_path, flu
     log.close()
 
 
+def test_each_null_key_of_a_compacted_topic_is_named_by_its_index_in_the_append(tmp_path, flusher):
+    """KIP-467: the refusal names exactly the records without a key (a client fails those alone)."""
+    clock = Clock()
+    log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher, **{"flush.visibility": "appended"})
+    with pytest.raises(InvalidRecordError) as refused:
+        append(log, [(b"a", b"1"), (None, b"2"), (b"c", b"3"), (None, b"4")], clock, "zstd")
+    assert [i for i, _ in refused.value.record_errors] == [1, 3]
+    assert {m for _, m in refused.value.record_errors} == {
+        "Compacted topic cannot accept message without key (cleanup.policy=compact)"}
+    assert log.log_end_offset == 0
+
+
 def test_a_null_key_is_refused_in_a_compacted_topic_and_nothing_is_appended(tmp_path, flusher):
     clock = Clock()
     log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher, **{"flush.visibility": "appended"})

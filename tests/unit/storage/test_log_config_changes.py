@@ -186,6 +186,22 @@ def test_timestamps_outside_the_bounds_fail_the_whole_append(tmp_path, flusher):
     assert log.log_end_offset == 2
 
 
+def test_timestamps_outside_the_bounds_are_named_record_by_record(tmp_path, flusher):
+    """KIP-467: the error names each record outside, by its index in the append (across its batches)."""
+    log = open_log(tmp_path, flusher, Clock(BASE_TS), message_timestamp_before_max_ms=1000,
+                   message_timestamp_after_max_ms=100, flush_visibility="appended")
+    first = build_batch([(None, b"a", None, BASE_TS), (None, b"b", None, BASE_TS - 1001)])
+    second = build_batch([(None, b"c", None, BASE_TS + 101), (None, b"d", None, BASE_TS)], compression="gzip")
+    with pytest.raises(InvalidTimestampError) as refused:
+        log.append(first + second)
+    assert [i for i, _ in refused.value.record_errors] == [1, 2]
+    assert refused.value.record_errors[0][1] == (f"Timestamp {BASE_TS - 1001} of message with offset 1 is out of "
+                                                 f"range. The timestamp should be within [{BASE_TS - 1000}, "
+                                                 f"{BASE_TS + 100}]")
+    assert str(refused.value).startswith("One or more records have been rejected due to 2 record errors in total")
+    assert log.log_end_offset == 0
+
+
 def test_log_append_time_topics_ignore_the_timestamp_bounds(tmp_path, flusher):
     log = open_log(tmp_path, flusher, message_timestamp_type="LogAppendTime", message_timestamp_after_max_ms=0)
     assert log.append(build_batch([(None, b"a", None, BASE_TS + 10**9)])) == 0

@@ -11,6 +11,7 @@ import pytest
 from sparklog.broker import handlers
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.replication.partitions import MetadataSnapshot, PartitionMeta, TopicMeta
+from sparklog.coordination import topic_ids
 from sparklog.coordination.brokers import BrokerInfo
 from sparklog.protocol import (
     CreatableTopic,
@@ -377,12 +378,49 @@ def test_metadata_v0_empty_topics_are_all_topics_and_v1_empty_are_none(state):
     assert handlers.handle_metadata(request(MetadataRequest(topics=[]), 3, 1), state).topics == []
 
 
+def with_topic_id(state, topic_id: str):
+    snapshot = state.partitions.snapshot
+    topics = {"t": dataclasses.replace(snapshot.topics["t"], topic_id=topic_id)}
+    state.partitions.snapshot = dataclasses.replace(snapshot, topics=topics)
+    return topic_ids.to_uuid(topic_id)
+
+
+def test_metadata_v12_answers_topic_ids_and_topics_asked_by_id(state):
+    known = with_topic_id(state, topic_ids.new_topic_id())
+    unknown = topic_ids.to_uuid(topic_ids.new_topic_id())
+    body = MetadataRequest(topics=[MetadataRequestTopic(name=None, topic_id=known),
+                                   MetadataRequestTopic(name=None, topic_id=unknown)])
+    found, missing = handlers.handle_metadata(request(body, 3, 12), state).topics
+    assert (found.name, found.topic_id, found.error_code, len(found.partitions)) == ("t", known, 0, 4)
+    assert (missing.name, missing.topic_id, missing.error_code) == (None, unknown, errors.UnknownTopicIdError.errno)
+    everything = handlers.handle_metadata(request(MetadataRequest(topics=None), 3, 12), state)
+    assert [(t.name, t.topic_id) for t in everything.topics] == [("t", known)]
+    by_name = handlers.handle_metadata(request(MetadataRequest(topics=[MetadataRequestTopic(name="t")]), 3, 10),
+                                       state)
+    assert by_name.topics[0].topic_id == known
+    asked_v10 = MetadataRequest(topics=[MetadataRequestTopic(name=None, topic_id=unknown)])
+    assert handlers.handle_metadata(request(asked_v10, 3, 10), state).topics[0].name == ""  # not nullable yet
+
+
 # -- CreateTopics (checks that need no ZooKeeper) ------------------------------------------------------------
 
 
-def create(state, *topics, validate_only=False):
+def create(state, *topics, validate_only=False, version=4):
     body = CreateTopicsRequest(topics=list(topics), timeout_ms=1000, validate_only=validate_only)
-    return asyncio.run(handlers.handle_create_topics(request(body, 19, 4), state))
+    return asyncio.run(handlers.handle_create_topics(request(body, 19, version), state))
+
+
+def test_create_topics_v7_validate_only_answers_the_shape_and_configs_and_no_id(state):
+    from sparklog.protocol.create_topics import CreatableTopicConfig
+
+    response = create(state, CreatableTopic(name="shaped", num_partitions=3, replication_factor=2, configs=[
+        CreatableTopicConfig(name="retention.ms", value="1000")]), validate_only=True, version=7)
+    result = response.topics[0]
+    assert (result.error_code, result.num_partitions, result.replication_factor) == (0, 3, 2)
+    assert result.topic_id == topic_ids.ZERO  # nothing was created
+    configs = {c.name: (c.value, c.config_source) for c in result.configs}
+    assert configs["retention.ms"] == ("1000", 1)  # DYNAMIC_TOPIC_CONFIG
+    assert configs["cleanup.policy"] == ("delete", 5)  # DEFAULT_CONFIG
 
 
 def test_create_topics_errors(state):
