@@ -128,7 +128,7 @@ class AppendConverter:
         if record_errors:
             raise InvalidTimestampError(f"{rejected_records(record_errors)}; a timestamp must lie within "
                                         f"message.timestamp.before.max.ms={self.before_ms} / after.max.ms="
-                                        f"{self.after_ms} of the broker's clock ({now_ms})", record_errors)
+                                        f"{self.after_ms} of the broker's clock ({now_ms})", tuple(record_errors))
 
     def _outside(self, raw: memoryview, first: int, now_ms: int) -> list[tuple[int, str]]:
         """(index in the append, Kafka's message) of each record of one batch outside the bounds."""
@@ -161,7 +161,7 @@ def _check_keys(data: bytearray, batches: list[tuple[int, BatchHeader]]) -> None
                               if key is None]
         first += header.record_count
     if record_errors:
-        raise InvalidRecordError(rejected_records(record_errors), record_errors)
+        raise InvalidRecordError(rejected_records(record_errors), tuple(record_errors))
 
 
 def timestamp_range(raw: memoryview, header: BatchHeader) -> tuple[int, int]:
