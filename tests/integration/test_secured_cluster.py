@@ -76,7 +76,8 @@ def grant(cluster, pki, topic: str, group: str, user: str = ALICE[0]) -> None:
                            AclPermissionType.ALLOW) for op in (AclOperation.WRITE, AclOperation.READ)]
     bindings.append(AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, principal, "*",
                                AclOperation.READ, AclPermissionType.ALLOW))
-    for future in _admin(cluster.bootstrap, pki, *ADMIN).create_acls(bindings).values():
+    admin = _admin(cluster.bootstrap, pki, *ADMIN)  # held: a dropped handle fails its futures (_DESTROY)
+    for future in admin.create_acls(bindings).values():
         future.result(TIMEOUT_S)
     every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY,
                              AclPermissionType.ANY)
