@@ -15,7 +15,7 @@ import time
 from sparklog.client.backoff import ExponentialBackoff, Retry
 from sparklog.client.config import COMMON_DEFAULTS, resolve
 from sparklog.client.connection import IOThread, NetworkClient
-from sparklog.client.errors import NoBrokersAvailable
+from sparklog.client.errors import NoBrokersAvailable, is_retriable
 from sparklog.client.metadata import METADATA_VERSION, NO_LEADER
 from sparklog.client.producer import bootstrap_from
 from sparklog.protocol import (ApiKey, CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
@@ -65,6 +65,8 @@ class AdminClient:
                 try:
                     return self._client.submit(node, api_key, version, body).wait(max(0.01, retry.remaining()))
                 except ConnectionError as exc:
+                    if not is_retriable(exc):  # a refused login: retrying cannot help
+                        raise
                     error = exc
             retry.sleep()
         if not self._client.ever_connected:

@@ -72,7 +72,9 @@ COMMON_SETTINGS = (
     _setting("sasl.mechanism", STRING, "GSSAPI", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (librdkafka's name; "
              "GSSAPI and OAUTHBEARER are refused)", HIGH, convert=_upper),
     _setting("sasl.username", STRING, None, "the SASL user (librdkafka's name)", HIGH),
-    _setting("sasl.password", STRING, None, "the SASL user's password (librdkafka's name)", HIGH),
+    _setting("sasl.password", PASSWORD, None, "the SASL user's password (librdkafka's name)", HIGH),
+    _setting("sasl.jaas.config", PASSWORD, None, "instead of sasl.username/sasl.password: Kafka's Java client "
+             "form, one `ScramLoginModule` (or `PlainLoginModule`) `required username=\"..\" password=\"..\";`"),
 )
 # Where the client settings are listed, for the message that refuses an unknown one
 SETTINGS_LIST = "docs/settings.md (Producer, Consumer), or sparklog.client.config"

@@ -341,6 +341,7 @@ class NetworkClient:
         self._retry_at: dict[int, float] = {}  # node -> no new connection before this (reconnect backoff)
         self._connect_failures: dict[int, int] = {}  # node -> failed connects in a row
         self._connect_errors: dict[int, str] = {}  # node -> "host:port: why" of its last failed connect
+        self.refused_login: SaslAuthenticationError | None = None  # the last connect's, until one logs in
         self._warned_at = -1e9
         self.ever_connected = False
         self._selector = selectors.DefaultSelector()
@@ -508,6 +509,7 @@ class NetworkClient:
             conn.connect(self.connect_timeout, self.login)
         except SaslAuthenticationError as exc:
             self._connect_failed(node_id, address, exc)
+            self.refused_login = exc
             future.set_error(exc)
             return None
         except OSError as exc:
@@ -517,6 +519,7 @@ class NetworkClient:
             logger.info("connected to broker %s at %s:%s", node_id, *address)
         self._connect_errors.pop(node_id, None)
         self.ever_connected = True
+        self.refused_login = None
         self._conns[node_id] = conn
         self._selector.register(conn.sock, selectors.EVENT_READ, conn)
         return conn

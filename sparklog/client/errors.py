@@ -2,7 +2,8 @@
 `sparklog.protocol.errors`).
 
 Rule: `is_retriable(exc)` is the one place that decides whether a failed request is tried again: Kafka
-error codes carry `retriable`; lost connections and request timeouts are retriable too.
+error codes carry `retriable`; lost connections and request timeouts are retriable too, unless their class says
+`retriable = False` (a refused SASL login is a connection that failed, but retrying cannot make it succeed).
 """
 
 from __future__ import annotations
@@ -60,4 +61,5 @@ UNREACHABLE = (ClientError, ConnectionError, TimeoutError)
 
 
 def is_retriable(exc: BaseException) -> bool:
-    return bool(getattr(exc, "retriable", False)) or isinstance(exc, (ConnectionError, TimeoutError))
+    declared = getattr(exc, "retriable", None)
+    return bool(declared) if declared is not None else isinstance(exc, (ConnectionError, TimeoutError))

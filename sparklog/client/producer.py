@@ -353,7 +353,7 @@ class Producer:
             count = metadata.partition_counts.get(topic)
             if count:
                 return count
-            error = metadata.topic_errors.get(topic)
+            error = metadata.topic_errors.get(topic) or (None if metadata.version else self._client.refused_login)
             if error is not None and not is_retriable(error):
                 raise error
             remaining = deadline - time.monotonic()

@@ -6,6 +6,10 @@ the connection carries any request: SaslHandshake v1, then SaslAuthenticate v1 w
 Rule: a refusal (UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED, a server that cannot prove it knows the
 SCRAM credential) raises `SaslAuthenticationError` naming the broker and the reason: not retriable, a wrong
 password does not become a timeout.
+Rule (JAAS): `sasl.jaas.config`, Kafka's Java client form, gives the user and password instead of
+`sasl.username`/`sasl.password` (never both): one entry, the login module of `sasl.mechanism`
+(`ScramLoginModule` for SCRAM-*, `PlainLoginModule` for PLAIN), with `username` and `password`. A refusal names
+the setting, never its text (it holds the password).
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sparklog.client.errors import KafkaConnectionError
+from sparklog.protocol.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasError, parse_jaas
 from sparklog.protocol.registry import decode_response, encode_request
 from sparklog.protocol.sasl_client import CLIENT_MECHANISMS, SaslLoginRefused, login_exchange
 
@@ -36,7 +41,7 @@ class SaslAuthenticationError(KafkaConnectionError):
 class SaslLogin:
     mechanism: str
     username: str
-    password: str
+    password: str = field(repr=False)  # never shown in a log line or an error
 
 
 def login_of(config: dict) -> SaslLogin | None:
@@ -52,9 +57,30 @@ def login_of(config: dict) -> SaslLogin | None:
     if mechanism not in CLIENT_MECHANISMS:
         raise ValueError(f"sasl.mechanism={mechanism or '(unset)'} is not supported by sparklog's client (one of "
                          f"{', '.join(CLIENT_MECHANISMS)})")
+    if config.get("sasl.jaas.config") is not None:
+        return _jaas_login(mechanism, config)
     if config.get("sasl.username") is None or config.get("sasl.password") is None:
-        raise ValueError(f"security.protocol={protocol} needs sasl.username and sasl.password")
+        raise ValueError(f"security.protocol={protocol} needs sasl.username and sasl.password (or sasl.jaas.config)")
     return SaslLogin(mechanism, config["sasl.username"], config["sasl.password"])
+
+
+def _jaas_login(mechanism: str, config: dict) -> SaslLogin:
+    """The Rule (JAAS): the login of `sasl.jaas.config`; ValueError naming the setting, not its text."""
+    if config.get("sasl.username") is not None or config.get("sasl.password") is not None:
+        raise ValueError("sasl.jaas.config and sasl.username/sasl.password are both set: give one of them")
+    module = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
+    try:
+        entries = parse_jaas(str(config["sasl.jaas.config"]))
+    except JaasError:
+        raise ValueError(f"sasl.jaas.config does not parse: expected '{module} required username=\"..\" "
+                         "password=\"..\";'") from None
+    if len(entries) != 1 or entries[0].login_module != module:
+        found = ", ".join(e.login_module for e in entries) or "no entry"
+        raise ValueError(f"sasl.jaas.config must be one {module} entry for sasl.mechanism={mechanism}, not {found}")
+    options = entries[0].options
+    if "username" not in options or "password" not in options:
+        raise ValueError(f"sasl.jaas.config's {module} entry needs username and password")
+    return SaslLogin(mechanism, options["username"], options["password"])
 
 
 def authenticate(sock: socket.socket, login: SaslLogin, client_id: str, where: str) -> None:

@@ -2,7 +2,7 @@
 
 Rule 1: every message names the topic, the partition and the missing offset range.
 Rule 2 (first line): the user reads the message of an error that is theirs to act on (a data loss, an
-option: `options.SparklogOptionError`) first, not under a traceback: raised in a Spark Python worker, it asks
+option: `options.SparklogOptionError`, a refused login: `AuthenticationFailed`) first, not under a traceback: raised in a Spark Python worker, it asks
 pyspark to report it without the traceback (`show_message_first`).
 """
 
@@ -49,3 +49,16 @@ def report_data_loss(fail_on_data_loss: bool, message: str) -> None:
 
 def missing_range(topic: str, partition: int, start: int, end: int) -> str:
     return f"Offsets [{start}, {end}) of {topic}-{partition} are missing"
+
+
+LOGIN_ADVICE = ("Check the options kafka.sasl.username and kafka.sasl.password (or kafka.sasl.jaas.config) and "
+                "kafka.sasl.mechanism")
+
+
+class AuthenticationFailed(PermissionError):
+    """A broker refused the query's SASL login: a wrong password or user is said, never retried into a timeout
+    or zero rows (Rule 2: the first line). The message is the client's, which names the user, never the password."""
+
+    def __init__(self, refusal: BaseException) -> None:
+        super().__init__(f"{refusal}. {LOGIN_ADVICE}")
+        show_message_first()

@@ -56,6 +56,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from sparklog.datasource.options import WriteOptions
+from sparklog.datasource.security import security_of
 from sparklog.datasource.writer import new_producer, send_all
 
 log = logging.getLogger(__name__)
@@ -170,7 +171,8 @@ def end_all(options: WriteOptions, transactions, commit: bool) -> list[str]:
     fenced = []
     for tid, pid, epoch in transactions:
         try:
-            complete_prepared(servers, [PreparedTransaction(tid, pid, epoch)], commit, LEDGER_TIMEOUT_S)
+            complete_prepared(servers, [PreparedTransaction(tid, pid, epoch)], commit, LEDGER_TIMEOUT_S,
+                              **security_of(c.settings))
         except TransactionError as exc:
             if not exc.fatal():
                 raise
@@ -192,7 +194,7 @@ class Ledger:
 
     def _clients(self) -> dict:
         c = self.options.connection
-        return {"bootstrap_servers": c.bootstrap_servers, "zookeeper": c.zookeeper_connect}
+        return {"bootstrap_servers": c.bootstrap_servers, "zookeeper": c.zookeeper_connect, **security_of(c.settings)}
 
     def _ensure_topic(self) -> None:
         from sparklog.client.admin import AdminClient

@@ -18,6 +18,8 @@ import logging
 import time
 from typing import Callable, Iterable, Mapping, TypeVar
 
+from sparklog.client.sasl import SaslAuthenticationError
+from sparklog.datasource.errors import AuthenticationFailed
 from sparklog.datasource.options import (
     EARLIEST,
     LATEST,
@@ -27,6 +29,7 @@ from sparklog.datasource.options import (
     SparklogOptionError,
     Subscription,
 )
+from sparklog.datasource.security import security_of
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +139,8 @@ class OffsetOracle:
         if self._admin is None:
             from sparklog.client.kafka_groups import KafkaGroupAdmin  # an AdminClient that also commits offsets
 
-            settings = {k: v for k, v in self.options.connection.settings if k in _ADMIN_SETTINGS}
+            connection = self.options.connection.settings
+            settings = {**{k: v for k, v in connection if k in _ADMIN_SETTINGS}, **security_of(connection)}
             self._admin = KafkaGroupAdmin(self.bootstrap(), **{**settings, "request.timeout.ms": self.options.poll_timeout_ms})
         return self._admin
 
@@ -166,6 +170,8 @@ class OffsetOracle:
         """{topic: (error code, {partition: has a live leader})} of `topics` (all when None)."""
         try:
             response = self.admin().metadata(topics, timeout=max(0.01, deadline - time.monotonic()))
+        except SaslAuthenticationError as exc:
+            raise AuthenticationFailed(exc) from None
         except (TimeoutError, ConnectionError, OSError) as exc:
             raise self._unreachable("metadata", exc) from exc
         live = {b.node_id for b in response.brokers}
@@ -219,6 +225,8 @@ class OffsetOracle:
         try:
             return with_retries(fn, self.options.fetch_offset_num_retries, self.options.fetch_offset_retry_interval_ms,
                                 what, self._deadline())
+        except SaslAuthenticationError as exc:
+            raise AuthenticationFailed(exc) from None
         except (TimeoutError, ConnectionError, LookupError) as exc:
             raise self._unreachable(what, exc) from exc
 

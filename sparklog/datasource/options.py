@@ -6,9 +6,10 @@ Rule 2: the parsed result is a frozen dataclass of plain values, so readers and 
 picklable (they are shipped to Spark's Python workers).
 
 Rule 3: a `kafka.`-prefixed setting reaches the client when the client knows it (`CONSUMER_DEFAULTS`,
-`PRODUCER_DEFAULTS`); a security setting the client cannot honour (`ssl.*`, `sasl.*`, `security.protocol`
-other than PLAINTEXT) is refused, because ignoring it would send data in the clear; any other unknown one
-is logged as ignored, as Kafka's own clients warn "supplied but isn't a known config".
+`PRODUCER_DEFAULTS`); the security settings (`security.protocol`, `ssl.*`, `sasl.*`) are security.py's to
+accept, map and check, and one it cannot honour is refused, because ignoring it would send data in the clear
+or log in as nobody; any other unknown one is logged as ignored, as Kafka's own clients warn "supplied but
+isn't a known config".
 Rule 4: every error's first line says what is wrong and what to do.
 Rule 5: every option is declared once in `READ_OPTIONS` / `WRITE_OPTIONS` (`sparklog.settings`: type,
 default, range, doc, the Spark Kafka option it mirrors); a bad value names the option, the value and the rule;
@@ -33,6 +34,7 @@ from sparklog.client.config import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 from sparklog.client.config import resolve as resolve_settings
 from sparklog.datasource.errors import show_message_first
 from sparklog.datasource.consumer_pool import DEFAULT_CAPACITY, DEFAULT_IDLE_TIMEOUT_MS, PoolSettings
+from sparklog.datasource.security import is_security_option, security_settings
 from sparklog.settings import BOOLEAN, HIGH, INT, LONG, LOW, MEDIUM, STRING, WARN, Definitions, Setting
 
 logger = logging.getLogger(__name__)
@@ -108,14 +110,11 @@ SOURCE_KAFKA_SETTINGS = frozenset({"bootstrap.servers", "zookeeper.connect", "gr
                                    "zookeeper.connection.timeout.ms"})
 # Client settings a reader or writer passes through (with a `kafka.` or `sparklog.` prefix, Rule 3).
 # `auto.offset.reset` belongs to the source (startingOffsets), never to the user.
-# The client's SASL settings are not carried to executors yet: refused below as before (Rule 3).
-_CLIENT_SECURITY_SETTINGS = frozenset({"security.protocol", "sasl.mechanism", "sasl.username", "sasl.password"})
-CONSUMER_SETTINGS = tuple(sorted(set(CONSUMER_DEFAULTS) - SOURCE_KAFKA_SETTINGS - {"auto.offset.reset"}
-                                 - _CLIENT_SECURITY_SETTINGS))
-PRODUCER_SETTINGS = tuple(sorted(set(PRODUCER_DEFAULTS) - SOURCE_KAFKA_SETTINGS - _CLIENT_SECURITY_SETTINGS))
-# Settings that ask for a secured connection: the client speaks PLAINTEXT only, so these are refused (Rule 3).
-_SECURITY_PREFIXES = ("ssl.", "sasl.")
-PLAINTEXT = "plaintext"
+# The security settings are security.py's (Rule 3): they join the settings after its checks.
+CONSUMER_SETTINGS = tuple(sorted(name for name in set(CONSUMER_DEFAULTS) - SOURCE_KAFKA_SETTINGS - {"auto.offset.reset"}
+                                 if not is_security_option(name)))
+PRODUCER_SETTINGS = tuple(sorted(name for name in set(PRODUCER_DEFAULTS) - SOURCE_KAFKA_SETTINGS
+                                 if not is_security_option(name)))
 
 
 class SparklogOptionError(ValueError):
@@ -434,17 +433,11 @@ def client_settings(opts: Mapping[str, str], known: tuple[str, ...]) -> tuple[tu
                 settings.append((name, opts[prefixed]))
     for option in sorted(k for k in opts if k.startswith("kafka.")):
         name = option[len("kafka."):]
-        if name in known or name in SOURCE_KAFKA_SETTINGS:
+        if name in known or name in SOURCE_KAFKA_SETTINGS or is_security_option(name):
             continue
-        if name.startswith(_SECURITY_PREFIXES) or (name == "security.protocol" and str(opts[option]).lower() != PLAINTEXT):
-            raise SparklogOptionError(
-                f"Option '{option}' cannot be honoured: sparklog's client speaks PLAINTEXT only. Remove the "
-                "option, or connect through a network that does not need TLS or SASL."
-            )
-        if name != "security.protocol":
-            logger.warning("Kafka option '%s' is not a setting of sparklog's client and is ignored", option)
+        logger.warning("Kafka option '%s' is not a setting of sparklog's client and is ignored", option)
     _check_client_values(settings)
-    return tuple(settings)
+    return tuple(settings) + security_settings(opts, SparklogOptionError)
 
 
 def _check_client_values(settings: list[tuple[str, Any]]) -> None:

@@ -94,12 +94,13 @@ class SparklogDataSource(DataSource):
         return SparklogStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from sparklog.datasource.writer import SparklogWriter, validate_schema
+        from sparklog.datasource.writer import SparklogWriter, check_login, validate_schema
 
         if overwrite:
             raise SparklogOptionError(OVERWRITE_REFUSED)
         options = parse_write_options(self.options)
         validate_schema(schema, options)
+        check_login(options)
         if options.delivery_guarantee == EXACTLY_ONCE:
             from sparklog.datasource.exactly_once import ExactlyOnceWriter
 
@@ -107,10 +108,11 @@ class SparklogDataSource(DataSource):
         return SparklogWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from sparklog.datasource.writer import SparklogStreamWriter, validate_schema
+        from sparklog.datasource.writer import SparklogStreamWriter, check_login, validate_schema
 
         options = parse_write_options(self.options)
         validate_schema(schema, options)
+        check_login(options)
         if options.delivery_guarantee == EXACTLY_ONCE:
             from sparklog.datasource.exactly_once import ExactlyOnceStreamWriter
 

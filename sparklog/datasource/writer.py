@@ -8,6 +8,9 @@ raises the first delivery error, so Spark retries the task (at-least-once, as Sp
 producer batches not yet acknowledged are kept between Arrow batches (memory bounded by what is in flight).
 Rule 3: rows reach the producer in bulk, one `Producer.send_many` per Arrow batch (and topic), which puts
 them in the same partitions and order as one `send` per row would.
+Rule 4 (login): with a SASL login configured, the driver logs in once when Spark asks for a writer
+(`check_login`), so a refused login fails `save()`/`start()` with its message as the first line, before any
+task runs; a task's own refusal is `AuthenticationFailed` too, under pyspark's one header line.
 Columns: `value` (binary or string, required), `key` (binary or string), `topic` (string; the `topic`
 option overrides it), `partition` (int), `headers` (array<struct<key: string, value: binary>>); any other
 column is ignored.
@@ -23,7 +26,10 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
+from sparklog.client.sasl import SaslAuthenticationError
+from sparklog.datasource.errors import AuthenticationFailed
 from sparklog.datasource.options import EXACTLY_ONCE, WriteOptions, parse_write_options
+from sparklog.datasource.security import security_of
 
 
 
@@ -82,11 +88,37 @@ def _column(batch: pa.RecordBatch, name: str) -> list | None:
     return column.to_pylist()
 
 
+LOGIN_CHECK_TIMEOUT_S = 30.0
+
+
+def check_login(options: WriteOptions) -> None:
+    """Rule 4: log in once from the driver when the sink has a SASL login; a broker that cannot be reached here
+    is left to the tasks, which report it (Rule 2)."""
+    security = security_of(options.connection.settings)
+    if not str(security.get("security.protocol", "")).startswith("sasl"):
+        return
+    from sparklog.client.admin import AdminClient
+
+    c = options.connection
+    admin = AdminClient(c.bootstrap_servers, c.zookeeper_connect, **security,
+                        **{"zookeeper.connection.timeout.ms": c.zookeeper_timeout_ms})
+    try:
+        admin.metadata([], timeout=LOGIN_CHECK_TIMEOUT_S)
+    except SaslAuthenticationError as exc:
+        raise AuthenticationFailed(exc) from None
+    except (ConnectionError, TimeoutError, OSError):
+        pass  # not a refused login: the tasks reach the brokers themselves or say why not
+    finally:
+        admin.close()
+
+
 def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Send every row with one producer, flush, and raise if any record was not acknowledged (Rule 2)."""
     producer = new_producer(options)
     try:
         return send_all(producer, options, batches)
+    except SaslAuthenticationError as exc:
+        raise AuthenticationFailed(exc) from None
     finally:
         producer.close()
 
@@ -112,6 +144,8 @@ def send_all(producer, options: WriteOptions, batches: Iterator[pa.RecordBatch])
     producer.flush()
     failed = _not_acknowledged(pending)  # after flush() every future is done: these failed
     if failed:
+        if isinstance(failed[0].error, SaslAuthenticationError):
+            raise failed[0].error
         lost = sum(len(f.records) for f in failed)
         raise RuntimeError(
             f"{lost} of {rows} records were not acknowledged; first error: {failed[0].error!r}"

@@ -160,8 +160,8 @@ def test_options_are_checked_at_load_with_what_to_do(spark, sparklog_cluster):
     bootstrap = sparklog_cluster.bootstrap
     with pytest.raises(Exception, match=r"minOffsetPerTrigger\(100\) is higher than the maxOffsetsPerTrigger\(10\)"):
         read(spark, bootstrap, streaming=True, subscribe="t", minOffsetsPerTrigger=100, maxOffsetsPerTrigger=10)
-    with pytest.raises(Exception, match="'kafka.security.protocol' cannot be honoured: sparklog's client speaks"):
-        read(spark, bootstrap, subscribe="t", **{"kafka.security.protocol": "SASL_SSL"})
+    with pytest.raises(Exception, match="Option 'kafka.sasl.mechanism' cannot be used: sasl.mechanism=GSSAPI"):
+        read(spark, bootstrap, subscribe="t", **{"kafka.security.protocol": "SASL_SSL"})  # SASL_SSL is spoken now
     with pytest.raises(Exception, match="One of the following options must be specified"):
         read(spark, bootstrap)
     with pytest.raises(Exception, match="No brokers to connect to: set the option 'kafka.bootstrap.servers'"):

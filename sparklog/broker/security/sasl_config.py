@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from sparklog.broker.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasEntry, JaasError, parse_jaas
+from sparklog.protocol.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasEntry, JaasError, parse_jaas
 from sparklog.settings import INT, LIST, LONG, PASSWORD, STRING, Definitions, Setting
 
 __all__ = ["SASL", "SaslConfig", "SaslConfigError", "SUPPORTED_MECHANISMS", "is_listener_sasl_key"]

@@ -1,4 +1,4 @@
-"""The broker's SASL settings (security/sasl_config.py Rule 1) and the JAAS entries Kafka reads (security/jaas.py):
+"""The broker's SASL settings (security/sasl_config.py Rule 1) and the JAAS entries Kafka reads (protocol/jaas.py):
 what cannot be served is refused at start in one line naming it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparklog.broker.config import BrokerConfig, ConfigError
-from sparklog.broker.security.jaas import JaasError, parse_jaas
+from sparklog.protocol.jaas import JaasError, parse_jaas
 
 PLAIN = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="a" '
          'user_admin="a" user_alice="alice-pw";')

@@ -60,7 +60,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
         m = _TOKEN.match(text, pos)
         if m is None or m.end() == pos:
             raise JaasError(f"JAAS configuration does not parse at character {pos}: {text!r}")
-        kind = m.lastgroup
+        kind = m.lastgroup or ""  # one named group matches whenever the match is not empty
         value = m.group(kind)
         out.append((kind, re.sub(r"\\(.)", r"\1", value) if kind == "quoted" else value))
         pos = m.end()
