@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from support.cluster import started_cluster
+from support.eos_kill import kill_group
 
 pytestmark = pytest.mark.slow
 
@@ -124,12 +124,12 @@ def mirror_with_kills(source, target, topic: str, workdir: Path, kills: int, del
             time.sleep(rng.uniform(*delay_s))
             killed += job.poll() is None
         finally:
-            _kill(job)
+            kill_group(job)
     job = _start(args, env, log)
     try:
         assert job.wait(RUN_TIMEOUT_S) == 0, log.read_text()[-4000:]
     finally:
-        _kill(job)
+        kill_group(job)
     return killed
 
 
@@ -137,14 +137,6 @@ def _start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen(args, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-
-
-def _kill(job: subprocess.Popen) -> None:
-    try:
-        os.killpg(job.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    job.wait(30)
 
 
 def test_the_mirror_killed_again_and_again_mirrors_every_committed_record_once_in_order(clusters, tmp_path):

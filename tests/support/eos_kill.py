@@ -40,7 +40,8 @@ def _start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
                                 env=env, start_new_session=True)
 
 
-def _kill(job: subprocess.Popen) -> None:
+def kill_group(job: subprocess.Popen) -> None:
+    """SIGKILL the job's process group (started with start_new_session) and reap it."""
     try:
         os.killpg(job.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -66,14 +67,14 @@ def run_with_kill(bootstrap: str, workdir: Path, queries: list[tuple[str, str, s
     try:
         _wait_for_stops(job, [markers / f"paused-{q[1]}" for q in queries], kill_after_s, log)
     finally:
-        _kill(job)
+        kill_group(job)
     env["EOS_PAUSE"] = ""
     job = _start(args, env, log)
     try:
         assert job.wait(RUN_TIMEOUT_S) == 0, log.read_text()[-3000:]
     finally:
         if job.poll() is None:
-            _kill(job)
+            kill_group(job)
 
 
 EXECUTOR_MAIN = "CoarseGrainedExecutorBackend"
@@ -99,7 +100,7 @@ def run_with_executor_kills(bootstrap: str, workdir: Path, queries: list[tuple[s
         assert job.wait(RUN_TIMEOUT_S) == 0, log.read_text()[-3000:]
         return killed
     finally:
-        _kill(job)
+        kill_group(job)
 
 
 def _kill_executor_at(stop: Path, job: subprocess.Popen, log: Path) -> int:
