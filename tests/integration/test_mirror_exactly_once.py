@@ -61,6 +61,7 @@ def produce_source(source, topic: str) -> None:
         txn.begin_transaction()
         for i in range(TXN):
             txn.produce(topic, f"{outcome}-{i}".encode(), partition=i % PARTITIONS)
+        assert txn.flush(60) == 0  # in the log before the outcome: librdkafka's abort drops records unsent
         txn.commit_transaction(60) if outcome == "committed" else txn.abort_transaction(60)
     _plain(plain, topic, "b", PLAIN)
 
@@ -71,12 +72,12 @@ def _plain(producer, topic: str, tag: str, count: int) -> None:
     assert producer.flush(60) == 0
 
 
-def read_partitions(cluster, topic: str, expected: int) -> dict[int, list[str]]:
-    """partition -> values read read_committed from the start, until `expected` came and SETTLE_S passed."""
+def read_partitions(cluster, topic: str, expected: int, isolation: str = "read_committed") -> dict[int, list[str]]:
+    """partition -> values read from the start, until `expected` came and SETTLE_S passed."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"r-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+                         "enable.auto.commit": False, "isolation.level": isolation})
     consumer.assign([TopicPartition(topic, p, -2) for p in range(PARTITIONS)])  # -2: the beginning
     found: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
     deadline, settle_until = time.monotonic() + 60, None
@@ -145,6 +146,7 @@ def test_the_mirror_killed_again_and_again_mirrors_every_committed_record_once_i
     produce_source(source, topic)
     want = read_partitions(source, topic, EXPECTED)
     assert sum(map(len, want.values())) == EXPECTED
+    assert sum(map(len, read_partitions(source, topic, EXPECTED + TXN, "read_uncommitted").values())) == EXPECTED + TXN
     assert mirror_with_kills(source, target, topic, tmp_path, 3, EOS_KILL_DELAY_S) == 3
     got = read_partitions(target, topic, EXPECTED)
     assert got == want  # every committed source record once, per-partition order; no aborted one
