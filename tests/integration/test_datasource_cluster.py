@@ -17,7 +17,7 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from support.cluster import wait_until
-from support.spark import COLUMNS, expected_df, produce
+from support.spark import COLUMNS, executors, expected_df, produce
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent
@@ -40,11 +40,6 @@ def run_on_local_cluster(zk_connect: str, topics: str, out: str, checkpoint: str
         print("RESULT " + json.dumps({"sizes": sizes, "executors": executors(spark)}), flush=True)
     finally:
         spark.stop()
-
-
-def executors(spark) -> int:
-    """Executors registered with the driver (the driver's own block manager is counted apart)."""
-    return spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
 
 
 def test_available_now_on_local_cluster(spark, sparklog_cluster, make_topic, tmp_path):

@@ -54,6 +54,7 @@ def test_demo_runs_small_end_to_end(tmp_path):
                  "all checks passed"):
         assert line in out, (line, out[-5000:])
     assert "sparklog.activity: 3,000 rows" in out
+    assert "0 missing, 0 extra" in out  # the mirror's exactly-once check (read_committed on the offline cluster)
     assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert _processes_under(tmp_path / "work") == []
 

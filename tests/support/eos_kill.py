@@ -1,6 +1,7 @@
 """Run the query of support/eos_query.py, SIGKILL its driver (its process group: the JVM and the Python
 workers too) at a chosen stop or after a delay, restart it from its checkpoint until it completes, and count
-what a read_committed reader finds in the output.
+what a read_committed reader finds in the output. `run_with_executor_kills` runs it on local-cluster and
+SIGKILLs the executor JVM of a task stopped mid-batch instead (the driver lives on, Spark retries the task).
 
 Rule: every process started here is killed or has exited when `run_with_kill` returns.
 """
@@ -39,7 +40,8 @@ def _start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
                                 env=env, start_new_session=True)
 
 
-def _kill(job: subprocess.Popen) -> None:
+def kill_group(job: subprocess.Popen) -> None:
+    """SIGKILL the job's process group (started with start_new_session) and reap it."""
     try:
         os.killpg(job.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -65,14 +67,61 @@ def run_with_kill(bootstrap: str, workdir: Path, queries: list[tuple[str, str, s
     try:
         _wait_for_stops(job, [markers / f"paused-{q[1]}" for q in queries], kill_after_s, log)
     finally:
-        _kill(job)
+        kill_group(job)
     env["EOS_PAUSE"] = ""
     job = _start(args, env, log)
     try:
         assert job.wait(RUN_TIMEOUT_S) == 0, log.read_text()[-3000:]
     finally:
         if job.poll() is None:
-            _kill(job)
+            kill_group(job)
+
+
+EXECUTOR_MAIN = "CoarseGrainedExecutorBackend"
+
+
+def run_with_executor_kills(bootstrap: str, workdir: Path, queries: list[tuple[str, str, str, str]],
+                            master: str = "local-cluster[2,1,1024]") -> list[int]:
+    """The `queries` ((input, output, guarantee, prefix)) in one driver on `master`, one after the other; for
+    each, the executor JVM running its first task whose rows are all written (eos_query.py's stop "written")
+    is SIGKILLed there, and the driver runs on to the end. Returns the killed executors' pids; raises with the log's tail if the
+    driver fails or a stop is never reached."""
+    markers = workdir / "markers"
+    markers.mkdir(parents=True, exist_ok=True)
+    log = workdir / "query.log"
+    args = ["--bootstrap", bootstrap, "--checkpoints", str(workdir / "ckpt"), "--master", master, "--one-at-a-time"]
+    for input_topic, output, guarantee, prefix in queries:
+        args += ["--query", f"{input_topic},{output},{guarantee},{prefix}"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)]),
+           "EOS_MARKERS": str(markers), "EOS_PAUSE": ",".join(f"{q[1]}:written" for q in queries)}
+    job = _start(args, env, log)
+    try:
+        killed = [_kill_executor_at(markers / f"paused-{q[1]}", job, log) for q in queries]
+        assert job.wait(RUN_TIMEOUT_S) == 0, log.read_text()[-3000:]
+        return killed
+    finally:
+        kill_group(job)
+
+
+def _kill_executor_at(stop: Path, job: subprocess.Popen, log: Path) -> int:
+    """Wait for the stop's file, SIGKILL the executor JVM whose Python worker wrote its pid there."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not stop.exists():
+        assert job.poll() is None and time.monotonic() < deadline, f"{stop.name} not reached: {log.read_text()[-3000:]}"
+        time.sleep(0.05)
+    executor = _ancestor_running(int(stop.read_text()), EXECUTOR_MAIN)
+    os.kill(executor, signal.SIGKILL)
+    return executor
+
+
+def _ancestor_running(pid: int, main_class: str) -> int:
+    """The nearest ancestor of `pid` (itself included) whose command line names `main_class`."""
+    while pid > 1:
+        proc = Path(f"/proc/{pid}")
+        if main_class.encode() in (proc / "cmdline").read_bytes():
+            return pid
+        pid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])  # field 4: the parent's pid
+    raise AssertionError(f"no ancestor process runs {main_class}")
 
 
 def _wait_for_stops(job: subprocess.Popen, stops: list[Path], kill_after_s: float | None, log: Path) -> None:

@@ -8,6 +8,12 @@ killer, where `EOS_PAUSE` ("output:stop,...", environment, read where Spark runs
 topic: "before" the driver decides, "deciding" (the decision recorded, no EndTxn sent yet), or "after" the
 commit (before Spark's commit log records the batch); absent, it never stops. At the stop it creates the file
 `paused-<output>` in `EOS_MARKERS` and sleeps until killed. Exit status 0 once every query has read everything.
+
+The stop "written" is a task's, on an executor (`--master local-cluster[2,1,1024]`: executor JVMs of their own):
+the first task of the query whose rows are all written (acknowledged, or its transaction prepared), before
+Spark hears of it, writes its Python worker's pid into `paused-<output>` and sleeps until its executor is
+killed (support/eos_kill.py `run_with_executor_kills`); its retry and every other task pass. `EOS_PAUSE_BATCH`
+does not apply (a task knows no batch id): it is the query's first written task.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from sparklog.datasource import exactly_once
 from sparklog.datasource.source import SparklogDataSource
 
 PAUSE_S = 600
+EXECUTORS_TIMEOUT_S = 180  # executor JVMs start beside the driver: seconds quiet, a minute at load 16
 
 
 def _pause_here(output: str, point: str, batch_id: int) -> None:
@@ -33,12 +40,31 @@ def _pause_here(output: str, point: str, batch_id: int) -> None:
         time.sleep(PAUSE_S)
 
 
+def _pause_once_written(output: str) -> None:
+    """The "written" stop: the pid goes into a file of its own, then is renamed to `paused-<output>`, so the
+    killer never reads a half-written pid; a file already there means the stop was taken."""
+    stops = dict(item.split(":") for item in os.environ.get("EOS_PAUSE", "").split(",") if item)
+    if stops.get(output) != "written":
+        return
+    markers = Path(os.environ["EOS_MARKERS"])
+    try:
+        fd = os.open(markers / f"taken-{output}", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    os.link(markers / f"taken-{output}", markers / f"paused-{output}")
+    time.sleep(PAUSE_S)
+
+
 class PausingWriter(DataSourceStreamArrowWriter):
     def __init__(self, inner) -> None:
         self.inner = inner
 
     def write(self, iterator):
-        return self.inner.write(iterator)
+        message = self.inner.write(iterator)
+        _pause_once_written(self.inner.options.topic)
+        return message
 
     def commit(self, messages, batchId):
         output = self.inner.options.topic
@@ -76,19 +102,39 @@ def main(argv=None) -> int:
     parser.add_argument("--checkpoints", required=True)
     parser.add_argument("--query", action="append", required=True, help="input,output,guarantee,prefix")
     parser.add_argument("--per-trigger", type=int, default=100)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--one-at-a-time", action="store_true",
+                        help="start each query once the one before ended (on a starved machine a query's source "
+                        "process started beside another query's tasks misses Spark's 10 s to connect back)")
     args = parser.parse_args(argv)
-    from support.spark import new_session
-
-    spark = new_session(app_name="eos-query")
+    spark = _session(args.master)
     spark.dataSource.register(PausingSparklog)
-    queries = [_start(spark, args, *spec.split(",")) for spec in args.query]
-    failures = []
-    for query in queries:
-        query.awaitTermination()
-        if query.exception() is not None:
-            failures.append(str(query.exception()))
+    if args.one_at_a_time:
+        failures = [_failure(_start(spark, args, *spec.split(","))) for spec in args.query]
+    else:
+        failures = [_failure(q) for q in [_start(spark, args, *spec.split(",")) for spec in args.query]]
+    failures = [f for f in failures if f]
     print("\n".join(failures), file=sys.stderr)
     return 1 if failures else 0
+
+
+def _failure(query) -> str:
+    """Wait for the query's end; its failure, or "" when it completed."""
+    query.awaitTermination()
+    return "" if query.exception() is None else str(query.exception())
+
+
+def _session(master: str):
+    """A session on `master`; on local-cluster, once its executors registered (support/spark.py: a query's
+    source process must connect back within Spark's fixed 10 s, so it is not started beside executor JVMs)."""
+    from support.cluster import wait_until
+    from support.spark import executors, new_session
+
+    spark = new_session(master, "eos-query", {"spark.executor.memory": "512m"} if "cluster" in master else None)
+    if master.startswith("local-cluster["):
+        wanted = int(master[len("local-cluster["):].split(",")[0])
+        wait_until(lambda: executors(spark) == wanted, f"{wanted} executors registered", EXECUTORS_TIMEOUT_S)
+    return spark
 
 
 def _start(spark, args, input_topic: str, output: str, guarantee: str, prefix: str):

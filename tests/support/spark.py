@@ -36,6 +36,11 @@ def new_session(master: str = "local[2]", app_name: str = "sparklog-tests", conf
     return spark
 
 
+def executors(spark) -> int:
+    """Executors registered with the driver (the driver's own block manager is counted apart)."""
+    return spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+
+
 # -- helpers shared by the data source integration tests ---------------------------------------------
 
 COLUMNS = ["topic", "partition", "offset", "key", "value"]
