@@ -443,10 +443,12 @@ NEGOTIATED = {
                        "LeaveGroup": {1}, "OffsetCommit": {7}, "OffsetFetch": {5}},
     "aiokafka-0.14": {"FindCoordinator": {1}, "JoinGroup": {5}, "SyncGroup": {3}, "Heartbeat": {1},
                       "LeaveGroup": {1}, "OffsetCommit": {3}, "OffsetFetch": {3}},
+    # its admin (sparklog groups: OffsetFetch v5) and its KafkaGroupConsumer (a member: OffsetFetch v7)
     "sparklog-python": {"FindCoordinator": {2}, "ListGroups": {2}, "DescribeGroups": {4}, "DeleteGroups": {1},
-                        "OffsetFetch": {5}, "OffsetCommit": {7}},
+                        "OffsetFetch": {5, 7}, "OffsetCommit": {7}, "JoinGroup": {5}, "SyncGroup": {3},
+                        "Heartbeat": {3}, "LeaveGroup": {3}},
 }
-MEMBERS = ("confluent-kafka-python 2.16", "kafka-python 3.0", "librdkafka 2.0", "aiokafka-0.14")
+MEMBERS = ("confluent-kafka-python 2.16", "kafka-python 3.0", "librdkafka 2.0", "aiokafka-0.14", "sparklog-python")
 GROUP_APIS = {"FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit",
               "OffsetFetch", "DescribeGroups", "ListGroups", "DeleteGroups"}
 

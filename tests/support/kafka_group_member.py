@@ -176,7 +176,7 @@ def run_sparklog(args, stopping) -> int:
     consumer = KafkaGroupConsumer([args.topic], bootstrap_servers=args.bootstrap, **{
         "group.id": args.group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
         "session.timeout.ms": args.session_ms, "heartbeat.interval.ms": args.heartbeat_ms,
-        "client.id": f"member-{args.instance or 'dynamic'}", "group.instance.id": args.instance})
+        "client.id": f"sparklog-python-member-{args.instance or 'dynamic'}", "group.instance.id": args.instance})
     owned: list[int] = []
     while not stopping:
         records = consumer.poll(POLL_S, max_records=100)
