@@ -51,6 +51,12 @@ REQUEST_BYTES = 64  # request_loop's request: about a one-partition Fetch v11 fr
 TOPIC_OPEN_S = 1.0  # after creating topics: the broker learns of them from ZooKeeper and opens their logs
 
 
+# A one-broker cluster's internal topics at one replica, so transactions can run on it (transactions.py,
+# spark_sink_eos.py)
+ONE_BROKER_TRANSACTIONS = {"transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+                           "transaction.state.log.num.partitions": "3", "offsets.topic.replication.factor": "1"}
+
+
 def payload(size: int, seed: int = 2011) -> bytes:
     """The peers' fixed printable payload (../shared/peers bench_common.payload), so rows compare."""
     rnd = random.Random(seed)

@@ -30,8 +30,7 @@ sys.path.insert(0, str(HERE))
 
 import measure  # noqa: E402
 
-BROKER_SETTINGS = {"transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
-                   "transaction.state.log.num.partitions": "3", "offsets.topic.replication.factor": "1"}
+BROKER_SETTINGS = measure.ONE_BROKER_TRANSACTIONS  # the transaction log on the one broker
 MODES = ("at-least-once", "exactly-once")
 WRITE_DEADLINE_S = 600.0
 
