@@ -13,6 +13,8 @@ Redpanda's one-noun files; each part's docstring states the rules it keeps, by n
   leader-stamps-epoch, Rule: follower-appends-verbatim);
 - visibility.py: the high watermark and what a reader of each isolation level may read (Rule:
   readers-below-visibility, Rule: replicated-hw-from-outside, Rule: hw-moves-forward, Rule: isolation-limit);
+- log_retention.py and log_truncation.py: the head and the tail removed (Rule: log-start-forward, Rule:
+  truncation-removes-whole-batches);
 - verification.py: Rule: verify-before-first-use;
 - transactions.py: transactions, the LSO, `.txnindex` (LogTransactions; Rule: transactions-tracked and on).
 This module holds the log's state and locks, and the rules that span the parts:
@@ -55,6 +57,7 @@ from sparklog.storage.flusher import Flusher, default_flusher
 from sparklog.storage.leader_epochs import LeaderEpochCache
 from sparklog.storage.log_loader import LogLoader
 from sparklog.storage.log_retention import LogRetention
+from sparklog.storage.log_truncation import LogTruncation
 from sparklog.storage.producer_state import ProducerStateManager
 from sparklog.storage.segment import LogSegment, TimestampOffset
 from sparklog.storage.segment_set import FileSlice, LogSegments
@@ -147,6 +150,7 @@ class PartitionLog(LogTransactions):
         self._loader = LogLoader(self)
         self._verifier = SegmentVerifier(self, self._loader)
         self._retention = LogRetention(self)
+        self._truncation = LogTruncation(self)
 
     def _use_config(self, config: LogConfig) -> None:
         self.config = config
@@ -490,37 +494,10 @@ class PartitionLog(LogTransactions):
         return True
 
     def truncate_to(self, offset: int) -> None:
-        """Remove every batch whose last offset is >= `offset` (for a follower's log divergence).
-
-        A batch straddling `offset` is removed whole, so the LEO may end up below `offset`. Below the log
-        start, the log is emptied and restarts at `offset` (Kafka's truncateFullyAndStartAt).
-        """
-        holder = self._segment_set.holding(offset) or self._segments[0]
-        if not holder.verified:
-            self._verify(holder)
-        with self._flush_lock:
-            with self._lock:
-                if offset >= self._leo:
-                    return
-                doomed = self._truncate_locked(offset)
-                self._fences.clip(self._segment_set.bases[0], self._leo)
-                self._rebuild_producer_state()
-                cut = self._segments[-1]
-            self._segment_set.schedule_deletes(doomed, self.config.file_delete_delay_ms)
-            self.flush()  # fsyncs the directory (the renames) and rewrites the checkpoint if it named removed offsets
-            self._files.fsync(cut.fd)  # the cut itself: flush() skips a segment the cut left empty
-
-    def _truncate_locked(self, offset: int) -> list[LogSegment]:
-        if offset <= self._segments[0].base_offset or offset < self._log_start:  # Kafka's truncateFullyAndStartAt
-            doomed = self._segment_set.restart_at(offset, self.config)
-            self._log_start = offset
-        else:
-            doomed = self._segment_set.truncate(offset)
-        active = self._segments[-1]
-        self._leo = active.next_offset
-        self._visibility.cut_to(Visible(self._leo, active.base_offset, active.size))
-        self._recovery_point = min(self._recovery_point, self._leo)
-        return doomed
+        """Remove every batch whose last offset is >= `offset` (for a follower's log divergence; Rule:
+        truncation-removes-whole-batches, log_truncation.py): the LEO may end up below `offset`; below the log
+        start, the log is emptied and restarts at `offset` (Kafka's truncateFullyAndStartAt)."""
+        self._truncation.truncate_to(offset)
 
     def close(self) -> None:
         """Flush, checkpoint the recovery point (so the next open skips the replay) and close the files."""
@@ -597,19 +574,8 @@ class PartitionLog(LogTransactions):
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and restart it at `offset`, which may lie past the LEO (Kafka's
-        truncateFullyAndStartAt): a follower whose whole log is below its leader's log start."""
-        with self._flush_lock:
-            with self._lock:
-                if self._closed:
-                    raise LogClosedError(f"{self.name} is closed")
-                doomed = self._segment_set.restart_at(offset, self.config)
-                self._leo = offset
-                self._visibility.reset(Visible(offset, offset, 0))
-                self._recovery_point = min(self._recovery_point, offset)
-                self._fences.clip(offset, offset)  # no damaged range is left
-                self._rebuild_producer_state()  # every snapshot and producer is below `offset`: none is left
-            self._segment_set.schedule_deletes(doomed, self.config.file_delete_delay_ms)
-            self.flush()
+        truncateFullyAndStartAt, log_truncation.py): a follower whose whole log is below its leader's log start."""
+        self._truncation.truncate_fully_and_start_at(offset)
         self.leader_epochs.clear()
 
     def read_replica(self, offset: int, max_bytes: int) -> FileSlice:

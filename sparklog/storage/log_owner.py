@@ -1,6 +1,7 @@
 """What each part of a partition log needs of the log that owns it: one Protocol per part.
 
-The log's parts (append.py, log_loader.py, log_retention.py, verification.py) hold no state of their own:
+The log's parts (append.py, log_loader.py, log_retention.py, log_truncation.py,
+verification.py) hold no state of their own:
 each reads and moves its owner's (log.py's PartitionLog) through the narrow view named here, so a part
 imports this module and never log.py (which imports every part), and the type checker proves at
 PartitionLog's construction of each part that the log offers all the part uses.
@@ -26,7 +27,7 @@ from sparklog.storage.segment_set import LogSegments
 from sparklog.storage.transactions import TransactionTracker, TransactionVerifier
 from sparklog.storage.visibility import Visibility
 
-__all__ = ["AppendOwner", "LoaderOwner", "RetentionOwner", "VerifierOwner"]
+__all__ = ["AppendOwner", "LoaderOwner", "RetentionOwner", "TruncationOwner", "VerifierOwner"]
 
 
 class _Owner(Protocol):
@@ -75,6 +76,22 @@ class RetentionOwner(_LockedOwner, Protocol):
     def _roll_locked(self) -> LogSegment: ...
 
     def _verify(self, segment: LogSegment) -> int: ...
+
+
+class TruncationOwner(_LockedOwner, Protocol):
+    """log_truncation.LogTruncation's view: the log's tail (LEO, recovery point, log start), the fences it
+    clips and the producer state it rebuilds."""
+
+    _leo: int
+    _recovery_point: int
+    _log_start: int
+    _fences: FencedRanges
+
+    def _rebuild_producer_state(self) -> None: ...
+
+    def _verify(self, segment: LogSegment) -> int: ...
+
+    def flush(self) -> None: ...
 
 
 class VerifierOwner(_LockedOwner, Protocol):
