@@ -1,5 +1,5 @@
 """The slow sendfile path against segment deletion: a record set being drained by a slow client keeps
-its file open (server.py `_write_rest` pins the FileSlice), so no other file's bytes can go out."""
+its file open (reply_writer.py `_write_rest` pins the FileSlice), so no other file's bytes can go out."""
 
 from __future__ import annotations
 
