@@ -46,3 +46,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         pure and print('setup: running pure-Python twins (a C compiler builds the kernels):', i.describe(pure), sep='\n')" >&2
     echo "$want" > "$stamp"
 fi
+# Bytecode for the checkout's modules: every broker, ZooKeeper-group member and Spark Python worker a run starts
+# imports sparklog, and with PYTHONDONTWRITEBYTECODE set (CI images set it) each would compile it again.
+.venv/bin/python -m compileall -q -j 0 sparklog pyspark_sparklog jobs >/dev/null
