@@ -26,6 +26,7 @@ from sparklog.broker.coordinator.group.config import GROUP, GroupConfig, GroupCo
 from sparklog.broker.coordinator.transaction.config import TRANSACTION, TransactionConfig, TransactionConfigError
 from sparklog.broker.security.sasl_config import SASL, SaslConfig, SaslConfigError, is_listener_sasl_key
 from sparklog.coordination.connection import split_connect_string
+from sparklog.coordination.zookeeper_security import ZooKeeperSecurity, ZooKeeperSecurityError
 from sparklog.broker.tls import SSL, TlsConfigError, TlsSettings
 from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, MEDIUM, STRING, WARN, Definitions, Setting
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
@@ -146,6 +147,9 @@ BROKER = Definitions("broker", (
             HIGH),
     Setting("zookeeper.connection.timeout.ms", INT, DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS, "how long startup "
             "waits for a ZooKeeper server before giving up (Kafka: unset, the session timeout)", low=1),
+    Setting("zookeeper.set.acl", BOOLEAN, False, "create znodes writable only by this broker's ZooKeeper login "
+            "(SCRAM credentials readable only by it); needs the JAAS Client section of KAFKA_OPTS' "
+            "-Djava.security.auth.login.config", HIGH),
     Setting("num.partitions", INT, DEFAULT_NUM_PARTITIONS, "partitions of an auto-created topic", low=1),
     Setting("default.replication.factor", INT, DEFAULT_REPLICATION_FACTOR, "replicas of an auto-created topic",
             low=1),
@@ -220,6 +224,7 @@ class BrokerConfig:
     zookeeper_connect: str
     zookeeper_session_timeout_ms: int = DEFAULT_ZOOKEEPER_SESSION_TIMEOUT_MS
     zookeeper_connection_timeout_ms: int = DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS
+    zookeeper_set_acl: bool = False  # the login itself is the environment's (coordination/zookeeper_security.py)
     num_partitions: int = DEFAULT_NUM_PARTITIONS
     default_replication_factor: int = DEFAULT_REPLICATION_FACTOR
     auto_create_topics_enable: bool = True
@@ -289,6 +294,7 @@ class BrokerConfig:
             split_connect_string(values["zookeeper.connect"])  # refused here, not after the logs are open
         except ValueError as exc:
             raise ConfigError(f"zookeeper.connect: {exc}") from None
+        check_zookeeper_login(values["zookeeper.set.acl"])
         try:
             group = GroupConfig.from_properties(props)
         except GroupConfigError as exc:
@@ -362,6 +368,15 @@ _SPECIAL_FIELDS = {"broker_id", "listeners", "advertised_listeners", "log_dirs",
 _FIELD_KEYS = {f.name: f.name.replace("_", ".") for f in dataclasses.fields(BrokerConfig)
                if f.name not in _SPECIAL_FIELDS}
 assert set(_FIELD_KEYS.values()) <= KNOWN_KEYS, "every BrokerConfig field has a declared setting"
+
+
+def check_zookeeper_login(set_acl: bool) -> None:
+    """ConfigError (one line) for a ZooKeeper login that cannot be used, or zookeeper.set.acl without one
+    (zookeeper_security Rules 1 and 3): refused at start, as Kafka's broker refuses it."""
+    try:
+        ZooKeeperSecurity.from_environment(set_acl=set_acl).require_login()
+    except ZooKeeperSecurityError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def topic_defaults(props: Mapping[str, str]) -> dict[str, str]:

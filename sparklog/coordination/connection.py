@@ -99,6 +99,12 @@ class _SecuredClient(KazooClient):
     def __init__(self, security: ZooKeeperSecurity, **kwargs: Any) -> None:
         super().__init__(**kwargs, **security.kazoo_options())
         self.security = security
+        self.login_refused = False  # kazoo passes through AUTH_FAILED to CLOSED: its state cannot tell later
+
+    def _session_callback(self, state):
+        if state == KeeperState.AUTH_FAILED:
+            self.login_refused = True
+        return super()._session_callback(state)
 
     def create_async(self, path, value=b"", acl=None, *args, **kwargs):
         return super().create_async(path, value, self._acl(path, acl), *args, **kwargs)
@@ -150,14 +156,14 @@ def _start(hosts: str, timeout: float, session_timeout: float, security: ZooKeep
     next_warning = time.monotonic() + interval
     while not connected.wait(min(AUTH_POLL_S, max(0.0, deadline - time.monotonic()))):
         now = time.monotonic()
-        if now >= deadline or client.client_state == KeeperState.AUTH_FAILED:
+        if now >= deadline or client.login_refused:
             break
         if now >= next_warning:
             logger.warning("cannot reach ZooKeeper at %s; retrying", describe(hosts))
             next_warning = now + interval
     if client.connected and security.authenticated:
         _await_login(client)
-    if client.client_state == KeeperState.AUTH_FAILED:
+    if client.login_refused:
         close(client)
         raise ZooKeeperAuthenticationFailed(f"ZooKeeper at {hosts} refused the login of {security.describe()} "
                                             "(wrong password, unknown user, or a server without SASL?)")
@@ -172,7 +178,7 @@ def _start(hosts: str, timeout: float, session_timeout: float, security: ZooKeep
 
 def _await_login(client: KazooClient) -> None:
     """kazoo reports CONNECTED before its SASL exchange: a first request, queued behind that exchange, answers
-    only once the login is done (Rule 3); a refused login leaves the client AUTH_FAILED."""
+    only once the login is done (Rule 3); a refused login sets `login_refused`."""
     try:
         client.exists("/")
     except KazooException:

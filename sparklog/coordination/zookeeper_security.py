@@ -39,7 +39,7 @@ from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 from sparklog.protocol.jaas import JaasError, parse_jaas_file
 
-__all__ = ["ZooKeeperSecurity", "ZooKeeperSecurityError", "acls_for", "DIGEST_LOGIN_MODULE", "PERSISTENT_PATHS",
+__all__ = ["ZooKeeperSecurity", "ZooKeeperSecurityError", "acls_for", "create_persistent_paths", "DIGEST_LOGIN_MODULE", "PERSISTENT_PATHS",
            "SENSITIVE_ROOTS"]
 
 DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
@@ -114,6 +114,12 @@ def acls_for(path: str) -> list:
     if _under(path, SENSITIVE_ROOTS):
         return list(CREATOR_ALL_ACL)
     return list(CREATOR_ALL_ACL) + list(READ_ACL_UNSAFE)
+
+
+def create_persistent_paths(zk) -> None:
+    """Rule 4: each of `PERSISTENT_PATHS`, created with its ACL if missing (a path that exists keeps its ACL)."""
+    for path in PERSISTENT_PATHS:
+        zk.retry(zk.ensure_path, path)
 
 
 def _under(path: str, roots: tuple[str, ...]) -> bool:
