@@ -39,7 +39,7 @@ from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 from sparklog.protocol.jaas import JaasError, parse_jaas_file
 
-__all__ = ["ZooKeeperSecurity", "ZooKeeperSecurityError", "acls_for", "create_persistent_paths", "DIGEST_LOGIN_MODULE", "PERSISTENT_PATHS",
+__all__ = ["NOT_AUTHORIZED_HINT", "ZooKeeperSecurity", "ZooKeeperSecurityError", "acls_for", "create_persistent_paths", "DIGEST_LOGIN_MODULE", "PERSISTENT_PATHS",
            "SENSITIVE_ROOTS"]
 
 DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
@@ -54,6 +54,11 @@ PERSISTENT_PATHS = ("/consumers", "/brokers/ids", "/brokers/topics", "/config/ch
                     "/config/clients", "/config/users", "/config/brokers", "/admin", "/kafka-acl",
                     "/kafka-acl-changes", "/kafka-acl-extended", "/kafka-acl-extended-changes", "/cluster",
                     "/log_faults", "/log_cleaner", "/controlled_shutdown")
+
+
+# What a tool says when ZooKeeper refuses it a znode (Rule 2: only the brokers' login may write, or read credentials)
+NOT_AUTHORIZED_HINT = (f"log in as the brokers' ZooKeeper identity (a JAAS '{DEFAULT_CLIENT_SECTION}' section named "
+                       f"by {OPTS_VARIABLE}=-D{LOGIN_CONFIG_PROPERTY}=FILE)")
 
 
 class ZooKeeperSecurityError(ValueError):

@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 from kazoo.exceptions import NoAuthError
+from kazoo.security import OPEN_ACL_UNSAFE
 
 from sparklog.coordination.connection import close, connect
 from sparklog.coordination.zookeeper_security import ZooKeeperSecurity
@@ -188,3 +189,49 @@ def test_set_acl_without_a_zookeeper_login_refuses_to_start_with_one_line(secure
     assert done.returncode == 2
     [line] = _error_lines(done)
     assert "zookeeper.set.acl is true" in line and "java.security.auth.login.config" in line
+
+
+def _without_login() -> dict:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "KAFKA_OPTS"}
+
+
+def test_the_cli_with_the_brokers_login_writes_and_reads_users_and_without_it_is_refused_in_one_line(secured):
+    user = ("configs", "--zookeeper", secured[1], "--entity-type", "users", "--entity-name", ALICE[0])
+    altered = sparklog_cli(*user, "--alter", "--add-config", "producer_byte_rate=1048576")
+    assert altered.returncode == 0, altered.stderr
+    args = (*user, "--describe")
+    described = sparklog_cli(*args)
+    assert described.returncode == 0 and "producer_byte_rate" in described.stdout, described.stderr
+    for command in (args, ("configs", "--zookeeper", secured[1], "--alter", "--entity-type", "users",
+                           "--entity-name", "mallory", "--add-config", "SCRAM-SHA-256=[password=m]")):
+        refused = sparklog_cli(*command, env=_without_login())
+        assert refused.returncode == 1
+        assert _error_lines(refused) == ["error: ZooKeeper refused access to a znode: log in as the brokers' "
+                                         "ZooKeeper identity (a JAAS 'Client' section named by "
+                                         "KAFKA_OPTS=-Djava.security.auth.login.config=FILE)"], refused.stderr
+
+
+def test_a_zookeeper_group_consumer_logs_in_and_its_registry_stays_open_to_any_member(secured, anonymous):
+    """The Spark source's ZooKeeper group mode: its members register under /consumers (Kafka leaves it open)."""
+    from confluent_kafka import Producer
+
+    from sparklog.client.group import GroupConsumer
+
+    topic = f"g-{uuid.uuid4().hex[:8]}"
+    producer = Producer(alice_config(secured[2], acks="all"))
+    for i in range(3):
+        producer.produce(topic, f"r{i}".encode())
+    assert producer.flush(60) == 0
+    security = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": ALICE[0], "sasl.password": ALICE[1]}
+    with GroupConsumer([topic], "zkgroup", secured[1], **{"bootstrap.servers": secured[2].bootstrap},
+                       **security) as consumer:
+        got = []
+        for record in consumer:
+            got.append(record.value)
+            if len(got) == 3:
+                break
+    assert got == [f"r{i}".encode() for i in range(3)]
+    assert anonymous.get_acls("/consumers/zkgroup")[0] == list(OPEN_ACL_UNSAFE)
