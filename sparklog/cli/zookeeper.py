@@ -30,6 +30,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     start.add_argument("--servers", metavar="ID=HOST:QUORUM:ELECTION:CLIENT,...",
                        help="every ensemble member (ZooKeeper's server.N lines plus each one's client port); "
                             "with --id and --data-dir, this server is that member and --port is its client port")
+    start.add_argument("--jaas", metavar="FILE", help="serve SASL DIGEST-MD5 logins: a JAAS file whose Server "
+                       'section is a DigestLoginModule with user_<name>="<password>" entries, as ZooKeeper reads it')
+    start.add_argument("--require-sasl", action="store_true", help="with --jaas: refuse every request of a client "
+                       "that has not logged in (ZooKeeper's enforce.auth.enabled)")
     start.set_defaults(func=run_start)
     zookeeper.set_defaults(func=lambda args: _usage(zookeeper))
 
@@ -85,12 +89,15 @@ def run_start(args: argparse.Namespace) -> int:
 
 def _server(args: argparse.Namespace, server_class):
     """A standalone server, or with --servers the ensemble member --id (ValueError: one line saying what)."""
-    from sparklog.coordination.zookeeper_server import parse_servers
+    from sparklog.coordination.zookeeper_server import parse_servers, sasl_users_of_jaas
 
+    if args.require_sasl and not args.jaas:
+        raise ValueError("--require-sasl needs --jaas (the users who may log in)")
+    sasl = dict(sasl_users=sasl_users_of_jaas(args.jaas), require_sasl=args.require_sasl) if args.jaas else {}
     if args.servers is None:
         if args.id is not None:
             raise ValueError("--id names a member of --servers; give --servers too")
-        return server_class(port=args.port, data_dir=args.data_dir, host=args.host)
+        return server_class(port=args.port, data_dir=args.data_dir, host=args.host, **sasl)
     peers = parse_servers(args.servers)
     if args.id not in peers:
         raise ValueError(f"--id must be one of the ids in --servers ({', '.join(map(str, sorted(peers)))}), "
@@ -98,7 +105,8 @@ def _server(args: argparse.Namespace, server_class):
     if args.data_dir is None:
         raise ValueError("an ensemble member needs --data-dir (its myid and data outlive a restart)")
     me = peers[args.id]
-    return server_class(port=me.client_port, data_dir=args.data_dir, host=me.host, server_id=args.id, peers=peers)
+    return server_class(port=me.client_port, data_dir=args.data_dir, host=me.host, server_id=args.id, peers=peers,
+                        **sasl)
 
 
 def _raise_keyboard_interrupt(signum, frame) -> None:

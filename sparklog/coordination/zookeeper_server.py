@@ -169,6 +169,22 @@ def _zoo_cfg(data_dir: Path, host: str, port: int, peers: Mapping[int, QuorumPee
     )
 
 
+def sasl_users_of_jaas(path: str | os.PathLike) -> dict[str, str]:
+    """The `user_<name>="<password>"` entries of a JAAS file's `Server` section (Rule 4); ValueError (one line)
+    for a file that cannot be read or parsed, or whose Server section is not one DigestLoginModule with users."""
+    from sparklog.protocol.jaas import JaasError, parse_jaas_file
+
+    try:
+        entries = parse_jaas_file(Path(path).read_text()).get("Server", [])
+    except (OSError, JaasError) as exc:
+        raise ValueError(f"JAAS file {path}: {exc}") from None
+    users = {k[len("user_"):]: v for e in entries for k, v in e.options.items() if k.startswith("user_")}
+    if len(entries) != 1 or entries[0].login_module != DIGEST_LOGIN_MODULE or not users:
+        raise ValueError(f"JAAS file {path}: its Server section must be one {DIGEST_LOGIN_MODULE} with "
+                         'user_<name>="<password>" entries')
+    return users
+
+
 def _sasl_cfg_lines(sasl_users: Mapping[str, str] | None, require_sasl: bool) -> list[str]:
     """zoo.cfg lines of Rule 4."""
     if not sasl_users:

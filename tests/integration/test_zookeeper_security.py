@@ -235,3 +235,19 @@ def test_a_zookeeper_group_consumer_logs_in_and_its_registry_stays_open_to_any_m
                 break
     assert got == [f"r{i}".encode() for i in range(3)]
     assert anonymous.get_acls("/consumers/zkgroup")[0] == list(OPEN_ACL_UNSAFE)
+
+
+def test_a_zookeeper_requiring_sasl_serves_the_login_and_refuses_an_anonymous_client_everything():
+    from kazoo.exceptions import SessionClosedRequireSaslError
+
+    with EmbeddedZooKeeper(sasl_users={ZK_USER: ZK_PASSWORD}, require_sasl=True) as server:
+        broker = connect(server.connect_string + "/required", security=ZooKeeperSecurity(ZK_USER, ZK_PASSWORD, True))
+        anonymous = connect(server.connect_string, security=ZooKeeperSecurity())
+        try:
+            broker.ensure_path("/brokers/ids")
+            assert broker.get_children("/") == ["brokers"]
+            with pytest.raises(SessionClosedRequireSaslError):
+                anonymous.get_children("/")
+        finally:
+            close(anonymous)
+            close(broker)
