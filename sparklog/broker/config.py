@@ -150,6 +150,8 @@ BROKER = Definitions("broker", (
     Setting("zookeeper.set.acl", BOOLEAN, False, "create znodes writable only by this broker's ZooKeeper login "
             "(SCRAM credentials readable only by it); needs the JAAS Client section of KAFKA_OPTS' "
             "-Djava.security.auth.login.config", HIGH),
+    Setting("zookeeper.ssl.client.enable", BOOLEAN, False, "TLS to ZooKeeper: not served, so true is refused at "
+            "start (log in with SASL instead: zookeeper.set.acl)", LOW),
     Setting("num.partitions", INT, DEFAULT_NUM_PARTITIONS, "partitions of an auto-created topic", low=1),
     Setting("default.replication.factor", INT, DEFAULT_REPLICATION_FACTOR, "replicas of an auto-created topic",
             low=1),
@@ -225,6 +227,7 @@ class BrokerConfig:
     zookeeper_session_timeout_ms: int = DEFAULT_ZOOKEEPER_SESSION_TIMEOUT_MS
     zookeeper_connection_timeout_ms: int = DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS
     zookeeper_set_acl: bool = False  # the login itself is the environment's (coordination/zookeeper_security.py)
+    zookeeper_ssl_client_enable: bool = False  # refused when true: no silent downgrade to plaintext
     num_partitions: int = DEFAULT_NUM_PARTITIONS
     default_replication_factor: int = DEFAULT_REPLICATION_FACTOR
     auto_create_topics_enable: bool = True
@@ -295,6 +298,9 @@ class BrokerConfig:
         except ValueError as exc:
             raise ConfigError(f"zookeeper.connect: {exc}") from None
         check_zookeeper_login(values["zookeeper.set.acl"])
+        if values["zookeeper.ssl.client.enable"]:
+            raise ConfigError("zookeeper.ssl.client.enable=true: TLS to ZooKeeper is not served; log in with SASL "
+                              "(a JAAS Client section) and zookeeper.set.acl instead")
         try:
             group = GroupConfig.from_properties(props)
         except GroupConfigError as exc:
