@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -19,6 +18,7 @@ from kazoo.security import OPEN_ACL_UNSAFE
 from sparklog.coordination.connection import close, connect
 from sparklog.coordination.zookeeper_security import ZooKeeperSecurity
 from sparklog.coordination.zookeeper_server import EmbeddedZooKeeper
+from integration.test_broker_sasl import confluent_round_trip
 from support.cluster import Cluster, wait_until
 
 ZK_USER, ZK_PASSWORD = "kafka", "zk-secret"
@@ -85,23 +85,7 @@ def alice_config(cluster, **extra) -> dict:
 
 
 def test_the_broker_serves_produce_and_consume_with_credentials_only_it_can_read(secured):
-    from confluent_kafka import Consumer, Producer, TopicPartition
-
-    topic = f"t-{uuid.uuid4().hex[:8]}"
-    producer = Producer(alice_config(secured[2], acks="all"))
-    for i in range(5):
-        producer.produce(topic, f"v{i}".encode())
-    assert producer.flush(60) == 0
-    consumer = Consumer(alice_config(secured[2], **{"group.id": "g", "enable.auto.commit": False}))
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(got) < 5 and time.monotonic() < deadline:
-        message = consumer.poll(1.0)
-        if message is not None and message.error() is None:
-            got.append(message.value())
-    consumer.close()
-    assert got == [f"v{i}".encode() for i in range(5)]
+    assert confluent_round_trip(secured[2], "SCRAM-SHA-256", *ALICE) == [f"v{i}".encode() for i in range(5)]
 
 
 def test_an_anonymous_client_reads_what_is_world_readable(secured, anonymous):
