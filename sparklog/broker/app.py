@@ -59,7 +59,7 @@ from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination.acl_store import AclCache
 from sparklog.coordination import cluster as cluster_registry
 from sparklog.coordination import connection as zk_connection
-from sparklog.coordination.zookeeper_security import ZooKeeperSecurity, create_persistent_paths
+from sparklog.coordination.zookeeper_security import create_persistent_paths
 from sparklog.coordination.client_quotas import QuotaConfigWatch
 from sparklog.storage.dir_lock import LogDirInUse, lock_log_dirs
 
@@ -225,7 +225,7 @@ class Broker:
         cfg, services = self.config, self.services
         self.dir_locks = lock_log_dirs(cfg.log_dirs)
         services.add("log dir locks", self.dir_locks.release)
-        security = ZooKeeperSecurity.from_environment(set_acl=cfg.zookeeper_set_acl)
+        security = cfg.zookeeper_security
         self.zk = services.start("zookeeper", lambda: zk_connection.connect(
             cfg.zookeeper_connect, timeout=cfg.zookeeper_connection_timeout_ms / 1000.0,
             session_timeout=cfg.zookeeper_session_timeout_ms / 1000.0, security=security),

@@ -16,6 +16,11 @@ DigestLoginModule `user_<name>="<password>"` entries, `authProvider.sasl=SASLAut
 znodes created with CREATOR_ALL belong to `sasl:<name>`; `require_sasl=True` also refuses every request of a
 client that has not logged in (`enforce.auth.enabled`, ZooKeeper 3.7+).
 
+Rule 5 (TLS): `tls=ServerTls(keystore, truststore)` also serves a TLS client port (`secure_port`,
+`secure_connect_string`: Netty, PEM stores, client certificates required and made logins by the
+X509AuthenticationProvider, so a znode created with CREATOR_ALL belongs to `x509:<subject>`). The plaintext
+client port stays (the four-letter words of Rule 2 use it); with `require_sasl` nothing is served there anonymously.
+
 Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED (stop() is idempotent; a STOPPED server is not
 restarted, make a new one). The data directory is a temporary one removed by stop() unless one is given.
 """
@@ -169,6 +174,28 @@ def _zoo_cfg(data_dir: Path, host: str, port: int, peers: Mapping[int, QuorumPee
     )
 
 
+X509_AUTH_PROVIDER = "org.apache.zookeeper.server.auth.X509AuthenticationProvider"
+NETTY_FACTORY = "org.apache.zookeeper.server.NettyServerCnxnFactory"
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """Rule 5's stores: `keystore` is one PEM file of the server's key and certificate chain, `truststore` the
+    PEM CA certificates a client certificate must be signed by."""
+
+    keystore: str
+    truststore: str
+
+
+def _tls_cfg_lines(tls: ServerTls | None, host: str, secure_port: int) -> list[str]:
+    if tls is None:
+        return []
+    return [f"secureClientPort={secure_port}", f"secureClientPortAddress={host}",
+            f"serverCnxnFactory={NETTY_FACTORY}", f"ssl.keyStore.location={tls.keystore}", "ssl.keyStore.type=PEM",
+            f"ssl.trustStore.location={tls.truststore}", "ssl.trustStore.type=PEM", "ssl.clientAuth=need",
+            f"authProvider.x509={X509_AUTH_PROVIDER}"]
+
+
 def sasl_users_of_jaas(path: str | os.PathLike) -> dict[str, str]:
     """The `user_<name>="<password>"` entries of a JAAS file's `Server` section (Rule 4); ValueError (one line)
     for a file that cannot be read or parsed, or whose Server section is not one DigestLoginModule with users."""
@@ -243,7 +270,10 @@ class EmbeddedZooKeeper:
 
     def __init__(self, port: int = 0, data_dir: str | os.PathLike | None = None, host: str = "127.0.0.1",
                  server_id: int | None = None, peers: Mapping[int, QuorumPeer] | None = None,
-                 sasl_users: Mapping[str, str] | None = None, require_sasl: bool = False) -> None:
+                 sasl_users: Mapping[str, str] | None = None, require_sasl: bool = False,
+                 tls: ServerTls | None = None) -> None:
+        self.tls = tls
+        self.secure_port = 0  # chosen by start() with tls
         if require_sasl and not sasl_users:
             raise ValueError("require_sasl needs sasl_users: no client could log in")
         self.sasl_users = dict(sasl_users) if sasl_users else None
@@ -265,6 +295,13 @@ class EmbeddedZooKeeper:
     def connect_string(self) -> str:
         """`host:port`, as kazoo and `sparklog --zookeeper` take it."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def secure_connect_string(self) -> str:
+        """`host:secure_port` of Rule 5's TLS client port."""
+        if self.tls is None:
+            raise RuntimeError("this ZooKeeper serves no TLS port (tls=None)")
+        return f"{self.host}:{self.secure_port}"
 
     @property
     def running(self) -> bool:
@@ -307,6 +344,7 @@ class EmbeddedZooKeeper:
         attempts = PORT_ATTEMPTS if self._requested_port == 0 else 1
         for attempt in range(attempts):
             self.port = self._requested_port or free_port(self.host)
+            self.secure_port = 0  # Rule 5's port is chosen afresh with each attempt
             try:
                 return self._launch(java, jars, timeout)
             except ZooKeeperStartError:
@@ -321,8 +359,11 @@ class EmbeddedZooKeeper:
     def _spawn(self, java: str, jars: Path) -> None:
         data_dir = self._require_data_dir()
         cfg = data_dir / "zoo.cfg"
+        if self.tls is not None and not self.secure_port:
+            self.secure_port = free_port(self.host)
         cfg.write_text(_zoo_cfg(data_dir / "data", self.host, self.port, self.peers)
-                       + "\n".join(_sasl_cfg_lines(self.sasl_users, self.require_sasl) + [""]))
+                       + "\n".join(_sasl_cfg_lines(self.sasl_users, self.require_sasl)
+                                   + _tls_cfg_lines(self.tls, self.host, self.secure_port) + [""]))
         if self.server_id is not None:
             (data_dir / "data").mkdir(parents=True, exist_ok=True)
             (data_dir / "data" / "myid").write_text(f"{self.server_id}\n")

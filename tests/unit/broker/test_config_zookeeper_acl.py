@@ -29,10 +29,3 @@ def test_an_unreadable_login_file_is_refused_even_without_set_acl(monkeypatch, t
     monkeypatch.setenv("KAFKA_OPTS", f"-Djava.security.auth.login.config={tmp_path / 'missing.conf'}")
     with pytest.raises(ConfigError, match="java.security.auth.login.config .*missing.conf: cannot read it"):
         BrokerConfig.from_properties(BASE)
-
-
-def test_tls_to_zookeeper_is_refused_not_ignored():
-    with pytest.raises(ConfigError, match="^zookeeper.ssl.client.enable=true: TLS to ZooKeeper is not served"):
-        BrokerConfig.from_properties({**BASE, "zookeeper.ssl.client.enable": "true"})
-    assert BrokerConfig.from_properties({**BASE, "zookeeper.ssl.client.enable": "false"}).zookeeper_ssl_client_enable \
-        is False

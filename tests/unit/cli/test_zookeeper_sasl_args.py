@@ -15,7 +15,8 @@ SERVER = f'Server {{\n  {DIGEST_LOGIN_MODULE} required\n  user_kafka="k-pw"\n  u
 
 def args(**given) -> argparse.Namespace:
     return argparse.Namespace(**{"port": 2181, "host": "127.0.0.1", "data_dir": None, "id": None, "servers": None,
-                                 "jaas": None, "require_sasl": False, **given})
+                                 "jaas": None, "require_sasl": False,
+                                 "ssl_keystore": None, "ssl_truststore": None, **given})
 
 
 def test_the_server_section_users_log_in(tmp_path):
@@ -43,3 +44,16 @@ def test_a_jaas_file_that_names_no_users_is_one_line(tmp_path, text, message):
 def test_require_sasl_needs_users():
     with pytest.raises(ValueError, match="--require-sasl needs --jaas"):
         _server(args(require_sasl=True), EmbeddedZooKeeper)
+
+
+def test_a_tls_port_takes_both_stores(tmp_path):
+    (tmp_path / "k.pem").write_text("x")
+    (tmp_path / "ca.pem").write_text("x")
+    server = _server(args(ssl_keystore=str(tmp_path / "k.pem"), ssl_truststore=str(tmp_path / "ca.pem")),
+                     EmbeddedZooKeeper)
+    assert server.tls is not None and server.tls.truststore == str(tmp_path / "ca.pem")
+    with pytest.raises(ValueError, match="--ssl-keystore and --ssl-truststore go together"):
+        _server(args(ssl_keystore=str(tmp_path / "k.pem")), EmbeddedZooKeeper)
+    with pytest.raises(ValueError, match="missing.pem: no such file"):
+        _server(args(ssl_keystore=str(tmp_path / "missing.pem"), ssl_truststore=str(tmp_path / "ca.pem")),
+                EmbeddedZooKeeper)

@@ -122,3 +122,34 @@ def test_any_client_section_round_trips(sections):
                    for name, (user, pw) in sections.items())
     parsed = parse_jaas_file(text)
     assert {name: (e[0].options["username"], e[0].options["password"]) for name, e in parsed.items()} == sections
+
+
+TLS = {"zookeeper.ssl.client.enable": "true", "zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNetty"}
+
+
+def test_tls_from_the_brokers_settings_over_kafka_opts(tmp_path):
+    ca, store = tmp_path / "ca.pem", tmp_path / "me.pem"
+    ca.write_text("x")
+    store.write_text("x")
+    environ = {"KAFKA_OPTS": f"-Dzookeeper.client.secure=true -Dzookeeper.clientCnxnSocket={TLS['zookeeper.clientCnxnSocket']}"
+                             f" -Dzookeeper.ssl.trustStore.location={ca} -Dzookeeper.ssl.hostnameVerification=false"}
+    from_opts = ZooKeeperSecurity.from_environment(environ)
+    assert from_opts.tls is not None and from_opts.tls.truststore == str(ca) and not from_opts.tls.check_hostname
+    assert not from_opts.authenticated and not from_opts.set_acl  # no certificate: no login
+    given = ZooKeeperSecurity.from_environment(environ, settings={"zookeeper.ssl.keystore.location": str(store),
+                                                                  "unrelated.key": "x"})
+    assert given.authenticated and given.set_acl and given.tls.keystore == str(store)
+    assert given.kazoo_options()["certfile"] == given.kazoo_options()["keyfile"] == str(store)
+    assert ZooKeeperSecurity.from_environment({}, settings={"zookeeper.ssl.client.enable": "false"}).tls is None
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNIO"}, "needs zookeeper.clientCnxnSocket="),
+    ({}, "needs zookeeper.ssl.truststore.location"),
+    ({"zookeeper.ssl.truststore.location": "/nonexistent/ca.pem"}, "truststore.location /nonexistent/ca.pem: no such"),
+    ({"zookeeper.ssl.keystore.type": "JKS"}, "^zookeeper.ssl.keystore.type=JKS: only PEM stores are read$"),
+    ({"zookeeper.ssl.truststore.type": "PKCS12"}, "^zookeeper.ssl.truststore.type=PKCS12: only PEM"),
+])
+def test_tls_that_cannot_be_served_as_given_is_one_line(settings, message):
+    with pytest.raises(ZooKeeperSecurityError, match=message):
+        ZooKeeperSecurity.from_environment({}, settings={**TLS, **settings})
