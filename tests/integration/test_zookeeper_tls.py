@@ -114,3 +114,25 @@ def test_a_store_type_sparklog_does_not_read_stops_the_broker_with_one_line(tls_
                           capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == ["error: zookeeper.ssl.keystore.type=JKS: only PEM stores are read"]
+
+
+def test_a_tool_takes_tls_from_kafka_opts_and_writes_as_the_brokers_certificate(tls_cluster, plaintext_client):
+    pki, server, chroot, _ = tls_cluster
+    broker = pki.client(BROKER_SUBJECT)
+    opts = (f"-Dzookeeper.client.secure=true -Dzookeeper.clientCnxnSocket={NETTY_SOCKET} "
+            f"-Dzookeeper.ssl.keyStore.location={broker.keystore} -Dzookeeper.ssl.trustStore.location={pki.ca}")
+    done = subprocess.run([sys.executable, "-m", "sparklog.cli", "configs", "--zookeeper",
+                           server.secure_connect_string + chroot, "--alter", "--entity-type", "users",
+                           "--entity-name", "alice", "--add-config", "SCRAM-SHA-256=[password=alice-pw]"],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ, KAFKA_OPTS=opts))
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(NoAuthError):
+        plaintext_client.get("/config/users/alice")
+    as_broker = connect(server.secure_connect_string + chroot,
+                        security=ZooKeeperSecurity(tls=ZooKeeperTls(str(pki.ca), str(broker.keystore))))
+    try:
+        assert b"SCRAM-SHA-256" in as_broker.get("/config/users/alice")[0]
+        owners = {(acl.id.scheme, acl.id.id) for acl in as_broker.get_acls("/config/users/alice")[0]}
+        assert owners == {("x509", BROKER_SUBJECT)}
+    finally:
+        close(as_broker)
