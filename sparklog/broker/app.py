@@ -59,6 +59,7 @@ from sparklog.coordination import brokers as broker_registry
 from sparklog.coordination.acl_store import AclCache
 from sparklog.coordination import cluster as cluster_registry
 from sparklog.coordination import connection as zk_connection
+from sparklog.coordination.zookeeper_security import create_persistent_paths
 from sparklog.coordination.client_quotas import QuotaConfigWatch
 from sparklog.storage.dir_lock import LogDirInUse, lock_log_dirs
 
@@ -224,9 +225,13 @@ class Broker:
         cfg, services = self.config, self.services
         self.dir_locks = lock_log_dirs(cfg.log_dirs)
         services.add("log dir locks", self.dir_locks.release)
+        security = cfg.zookeeper_security
         self.zk = services.start("zookeeper", lambda: zk_connection.connect(
             cfg.zookeeper_connect, timeout=cfg.zookeeper_connection_timeout_ms / 1000.0,
-            session_timeout=cfg.zookeeper_session_timeout_ms / 1000.0), lambda: zk_connection.close(self.zk))
+            session_timeout=cfg.zookeeper_session_timeout_ms / 1000.0, security=security),
+            lambda: zk_connection.close(self.zk))
+        if security.set_acl:
+            create_persistent_paths(self.zk)
         self.cluster_id = cluster_registry.get_or_create_cluster_id(self.zk)
         faults = LogFaultReporter(self.zk, cfg.broker_id)  # for `sparklog topics describe`
         self.logs = services.start("logs", lambda: LogManager(

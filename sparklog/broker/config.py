@@ -26,6 +26,7 @@ from sparklog.broker.coordinator.group.config import GROUP, GroupConfig, GroupCo
 from sparklog.broker.coordinator.transaction.config import TRANSACTION, TransactionConfig, TransactionConfigError
 from sparklog.broker.security.sasl_config import SASL, SaslConfig, SaslConfigError, is_listener_sasl_key
 from sparklog.coordination.connection import split_connect_string
+from sparklog.coordination.zookeeper_security import ZOOKEEPER_TLS, ZooKeeperSecurity, ZooKeeperSecurityError
 from sparklog.broker.tls import SSL, TlsConfigError, TlsSettings
 from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, MEDIUM, STRING, WARN, Definitions, Setting
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
@@ -146,6 +147,9 @@ BROKER = Definitions("broker", (
             HIGH),
     Setting("zookeeper.connection.timeout.ms", INT, DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS, "how long startup "
             "waits for a ZooKeeper server before giving up (Kafka: unset, the session timeout)", low=1),
+    Setting("zookeeper.set.acl", BOOLEAN, False, "create znodes writable only by this broker's ZooKeeper login "
+            "(SCRAM credentials readable only by it); needs the JAAS Client section of KAFKA_OPTS' "
+            "-Djava.security.auth.login.config", HIGH),
     Setting("num.partitions", INT, DEFAULT_NUM_PARTITIONS, "partitions of an auto-created topic", low=1),
     Setting("default.replication.factor", INT, DEFAULT_REPLICATION_FACTOR, "replicas of an auto-created topic",
             low=1),
@@ -200,6 +204,7 @@ BROKER = Definitions("broker", (
     Setting("metrics.listener", STRING, "", "http://HOST:PORT of the Prometheus endpoint (/metrics); empty: none",
             kafka=""),
     *SSL.values(),
+    *ZOOKEEPER_TLS.values(),
     *SCRUBBER_SETTINGS.values(),
     *CLEANER_SETTINGS.values(),
     *GROUP.values(),
@@ -220,6 +225,9 @@ class BrokerConfig:
     zookeeper_connect: str
     zookeeper_session_timeout_ms: int = DEFAULT_ZOOKEEPER_SESSION_TIMEOUT_MS
     zookeeper_connection_timeout_ms: int = DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS
+    zookeeper_set_acl: bool = False  # the login itself is the environment's (coordination/zookeeper_security.py)
+    # the login (KAFKA_OPTS' JAAS Client section, zookeeper.ssl.*) and ACLs of this broker's ZooKeeper client
+    zookeeper_security: ZooKeeperSecurity = field(default_factory=ZooKeeperSecurity, compare=False, repr=False)
     num_partitions: int = DEFAULT_NUM_PARTITIONS
     default_replication_factor: int = DEFAULT_REPLICATION_FACTOR
     auto_create_topics_enable: bool = True
@@ -289,6 +297,7 @@ class BrokerConfig:
             split_connect_string(values["zookeeper.connect"])  # refused here, not after the logs are open
         except ValueError as exc:
             raise ConfigError(f"zookeeper.connect: {exc}") from None
+        zookeeper_security = zookeeper_login(values["zookeeper.set.acl"], props)
         try:
             group = GroupConfig.from_properties(props)
         except GroupConfigError as exc:
@@ -331,6 +340,7 @@ class BrokerConfig:
             listener_security_protocol_map={e.name: protocols[e.name] for e in listeners},
             inter_broker_listener_name=inter_broker,
             tls=tls,
+            zookeeper_security=zookeeper_security,
             ssl_server_context=server_ctx,
             ssl_client_context=client_ctx,
             **{name: values[key] for name, key in _FIELD_KEYS.items()},
@@ -358,10 +368,23 @@ class BrokerConfig:
 _SPECIAL_FIELDS = {"broker_id", "listeners", "advertised_listeners", "log_dirs", "zookeeper_connect",
                    "queued_max_request_bytes", "rack", "log_defaults", "group", "transaction", "scrubber", "cleaner", "raw",
                    "sasl", "listener_protocols", "metrics_listener", "listener_security_protocol_map",
-                   "inter_broker_listener_name", "tls", "ssl_server_context", "ssl_client_context"}
+                   "inter_broker_listener_name", "tls", "ssl_server_context", "ssl_client_context",
+                   "zookeeper_security"}
 _FIELD_KEYS = {f.name: f.name.replace("_", ".") for f in dataclasses.fields(BrokerConfig)
                if f.name not in _SPECIAL_FIELDS}
 assert set(_FIELD_KEYS.values()) <= KNOWN_KEYS, "every BrokerConfig field has a declared setting"
+
+
+def zookeeper_login(set_acl: bool, props: Mapping[str, str]) -> ZooKeeperSecurity:
+    """The ZooKeeper client's login and ACLs; ConfigError (one line) for a login or TLS setting that cannot be
+    used, or zookeeper.set.acl without a login (zookeeper_security Rules 1, 1b and 3), as Kafka's broker refuses
+    them at start."""
+    try:
+        security = ZooKeeperSecurity.from_environment(set_acl=set_acl, settings=props)
+        security.require_login()
+    except ZooKeeperSecurityError as exc:
+        raise ConfigError(str(exc)) from None
+    return security
 
 
 def topic_defaults(props: Mapping[str, str]) -> dict[str, str]:

@@ -108,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from kazoo.exceptions import NoAuthError
+
     from sparklog.client.errors import UNREACHABLE
+    from sparklog.coordination.zookeeper_security import NOT_AUTHORIZED_HINT
     from sparklog.protocol.errors import KafkaError
 
     try:
@@ -117,5 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except (*UNREACHABLE, ValueError, KafkaError) as exc:  # Rules 2 and 3
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except NoAuthError:  # a znode of secured brokers (coordination/zookeeper_security.py)
+        print(f"error: ZooKeeper refused access to a znode: {NOT_AUTHORIZED_HINT}", file=sys.stderr)
         return 1
 

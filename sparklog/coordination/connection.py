@@ -8,6 +8,10 @@ back until the first connection), and its error says the same.
 Rule 2: registries call ZooKeeper through `retrying(zk, fn, ...)`, which uses a *copy* of the client's
 KazooRetry: one KazooRetry instance keeps its attempt counter in itself and is not safe to share between
 threads, and brokers call registries from several threads.
+Rule 3: `connect()` is the one place sparklog builds kazoo clients; each logs in as `security` says (by default
+`ZooKeeperSecurity.from_environment()`: zookeeper_security.py) and creates every znode with the ACL that module's
+Rule 2 gives its path. A login ZooKeeper refuses raises `ZooKeeperAuthenticationFailed` at once (one line), never
+a wait for the timeout.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ import logging
 import time
 from typing import Any, Callable, TypeVar
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import RolledBackError, RuntimeInconsistency
+from kazoo.client import KazooClient, TransactionRequest
+from kazoo.protocol.states import KeeperState
+from kazoo.exceptions import KazooException, RolledBackError, RuntimeInconsistency
 from kazoo.retry import KazooRetry
 
 from sparklog.coordination.reachability import describe
+from sparklog.coordination.zookeeper_security import ZooKeeperSecurity
 
 T = TypeVar("T")
 
@@ -29,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 10.0
 UNREACHABLE_WARNING_INTERVAL_S = 3.0  # while connect() waits for a server that does not answer
+AUTH_POLL_S = 0.1  # how often connect() looks whether ZooKeeper refused the login while it waits
 SESSION_TIMEOUT_S = 10.0  # kazoo's default; the server clamps it to [2, 20] ticks
 # Reconnect forever (a broker must survive a ZooKeeper restart), backing off up to 2s.
 CONNECTION_RETRY = dict(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0)
@@ -38,6 +45,10 @@ COMMAND_RETRY = dict(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0, deadline
 
 class ZooKeeperUnavailable(ConnectionError):
     """No ZooKeeper server answered within the timeout."""
+
+
+class ZooKeeperAuthenticationFailed(ZooKeeperUnavailable):
+    """ZooKeeper refused this client's login (Rule 3)."""
 
 
 def split_connect_string(zookeeper: str) -> tuple[str, str]:
@@ -61,20 +72,56 @@ def split_connect_string(zookeeper: str) -> tuple[str, str]:
 
 
 def connect(
-    zookeeper: str, timeout: float = CONNECT_TIMEOUT_S, session_timeout: float = SESSION_TIMEOUT_S
+    zookeeper: str, timeout: float = CONNECT_TIMEOUT_S, session_timeout: float = SESSION_TIMEOUT_S,
+    security: ZooKeeperSecurity | None = None,
 ) -> KazooClient:
     """A started KazooClient for `host:port[,host:port][/chroot]`; raises `ZooKeeperUnavailable`.
 
+    `security=None` is the environment's login (Rule 3); `ZooKeeperSecurityError` if that is unusable.
     The caller owns the client and must `stop()` and `close()` it.
     """
     hosts, chroot = split_connect_string(zookeeper)
+    security = security if security is not None else ZooKeeperSecurity.from_environment()
     if chroot:
-        root = _start(hosts, timeout, session_timeout)
+        root = _start(hosts, timeout, session_timeout, security)
         try:
             root.retry(root.ensure_path, chroot)
         finally:
             close(root)
-    return _start(hosts + chroot, timeout, session_timeout)
+    return _start(hosts + chroot, timeout, session_timeout, security)
+
+
+class _SecuredClient(KazooClient):
+    """A KazooClient that logs in as `security` says and, when it sets ACLs, gives every znode it creates its
+    path's ACL (zookeeper_security Rule 2), parents made by `makepath`/`ensure_path` included: sparklog never
+    names an ACL itself."""
+
+    def __init__(self, security: ZooKeeperSecurity, **kwargs: Any) -> None:
+        super().__init__(**kwargs, **security.kazoo_options())
+        self.security = security
+        self.login_refused = False  # kazoo passes through AUTH_FAILED to CLOSED: its state cannot tell later
+
+    def _session_callback(self, state):
+        if state == KeeperState.AUTH_FAILED:
+            self.login_refused = True
+        return super()._session_callback(state)
+
+    def create_async(self, path, value=b"", acl=None, *args, **kwargs):
+        return super().create_async(path, value, self._acl(path, acl), *args, **kwargs)
+
+    def ensure_path_async(self, path, acl=None):
+        return super().ensure_path_async(path, None if self.security.set_acl else acl)
+
+    def transaction(self) -> TransactionRequest:
+        return _SecuredTransaction(self)
+
+    def _acl(self, path: str, acl: Any) -> Any:
+        return self.security.acls(path) if self.security.set_acl else acl
+
+
+class _SecuredTransaction(TransactionRequest):
+    def create(self, path, value=b"", acl=None, ephemeral=False, sequence=False):
+        super().create(path, value, self.client._acl(path, acl), ephemeral, sequence)
 
 
 class _UntilConnected(logging.LoggerAdapter):
@@ -93,9 +140,10 @@ class _UntilConnected(logging.LoggerAdapter):
         self.log(logging.WARNING, msg, *args, **kwargs)
 
 
-def _start(hosts: str, timeout: float, session_timeout: float) -> KazooClient:
+def _start(hosts: str, timeout: float, session_timeout: float, security: ZooKeeperSecurity) -> KazooClient:
     quiet = _UntilConnected()
-    client = KazooClient(
+    client = _SecuredClient(
+        security,
         hosts=hosts,
         timeout=session_timeout,
         connection_retry=dict(CONNECTION_RETRY),
@@ -105,10 +153,20 @@ def _start(hosts: str, timeout: float, session_timeout: float) -> KazooClient:
     connected = client.start_async()
     deadline = time.monotonic() + timeout
     interval = min(UNREACHABLE_WARNING_INTERVAL_S, timeout / 2)
-    while not connected.wait(min(interval, max(0.0, deadline - time.monotonic()))):
-        if time.monotonic() >= deadline:
+    next_warning = time.monotonic() + interval
+    while not connected.wait(min(AUTH_POLL_S, max(0.0, deadline - time.monotonic()))):
+        now = time.monotonic()
+        if now >= deadline or client.login_refused:
             break
-        logger.warning("cannot reach ZooKeeper at %s; retrying", describe(hosts))
+        if now >= next_warning:
+            logger.warning("cannot reach ZooKeeper at %s; retrying", describe(hosts))
+            next_warning = now + interval
+    if client.connected and security.authenticated:
+        _await_login(client)
+    if client.login_refused:
+        close(client)
+        raise ZooKeeperAuthenticationFailed(f"ZooKeeper at {hosts} refused the login of {security.describe()} "
+                                            "(wrong password, unknown user, or a server without SASL?)")
     if not client.connected:
         reason = describe(hosts)
         close(client)
@@ -116,6 +174,15 @@ def _start(hosts: str, timeout: float, session_timeout: float) -> KazooClient:
                                    "(is it running? `sparklog zookeeper start` runs one)")
     quiet.connected = True
     return client
+
+
+def _await_login(client: KazooClient) -> None:
+    """kazoo reports CONNECTED before its SASL exchange: a first request, queued behind that exchange, answers
+    only once the login is done (Rule 3); a refused login sets `login_refused`."""
+    try:
+        client.exists("/")
+    except KazooException:
+        pass  # the caller reads the state
 
 
 def close(client: KazooClient) -> None:

@@ -11,6 +11,16 @@ Rule 3 (ensemble): a member serves only while a majority of the ensemble is up, 
 launches every member before it waits for any; a member killed and started again (a new EmbeddedZooKeeper on the
 same data directory, id and ports) rejoins as a follower and catches up from the leader.
 
+Rule 4 (SASL): `sasl_users={"kafka": "pw"}` serves SASL DIGEST-MD5 logins (a JAAS `Server` section of
+DigestLoginModule `user_<name>="<password>"` entries, `authProvider.sasl=SASLAuthenticationProvider`), so that
+znodes created with CREATOR_ALL belong to `sasl:<name>`; `require_sasl=True` also refuses every request of a
+client that has not logged in (`enforce.auth.enabled`, ZooKeeper 3.7+).
+
+Rule 5 (TLS): `tls=ServerTls(keystore, truststore)` also serves a TLS client port (`secure_port`,
+`secure_connect_string`: Netty, PEM stores, client certificates required and made logins by the
+X509AuthenticationProvider, so a znode created with CREATOR_ALL belongs to `x509:<subject>`). The plaintext
+client port stays (the four-letter words of Rule 2 use it); with `require_sasl` nothing is served there anonymously.
+
 Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED (stop() is idempotent; a STOPPED server is not
 restarted, make a new one). The data directory is a temporary one removed by stop() unless one is given.
 """
@@ -49,6 +59,8 @@ QUORUM_MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 INIT_LIMIT_TICKS = 10
 SYNC_LIMIT_TICKS = 5
 _PR_SET_DEATHSIG = 1
+SASL_AUTH_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
+DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
 
 _LIVE: "weakref.WeakSet[EmbeddedZooKeeper]" = weakref.WeakSet()
 
@@ -162,6 +174,61 @@ def _zoo_cfg(data_dir: Path, host: str, port: int, peers: Mapping[int, QuorumPee
     )
 
 
+X509_AUTH_PROVIDER = "org.apache.zookeeper.server.auth.X509AuthenticationProvider"
+NETTY_FACTORY = "org.apache.zookeeper.server.NettyServerCnxnFactory"
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """Rule 5's stores: `keystore` is one PEM file of the server's key and certificate chain, `truststore` the
+    PEM CA certificates a client certificate must be signed by."""
+
+    keystore: str
+    truststore: str
+
+
+def _tls_cfg_lines(tls: ServerTls | None, host: str, secure_port: int) -> list[str]:
+    if tls is None:
+        return []
+    return [f"secureClientPort={secure_port}", f"secureClientPortAddress={host}",
+            f"serverCnxnFactory={NETTY_FACTORY}", f"ssl.keyStore.location={tls.keystore}", "ssl.keyStore.type=PEM",
+            f"ssl.trustStore.location={tls.truststore}", "ssl.trustStore.type=PEM", "ssl.clientAuth=need",
+            f"authProvider.x509={X509_AUTH_PROVIDER}"]
+
+
+def sasl_users_of_jaas(path: str | os.PathLike) -> dict[str, str]:
+    """The `user_<name>="<password>"` entries of a JAAS file's `Server` section (Rule 4); ValueError (one line)
+    for a file that cannot be read or parsed, or whose Server section is not one DigestLoginModule with users."""
+    from sparklog.protocol.jaas import JaasError, parse_jaas_file
+
+    try:
+        entries = parse_jaas_file(Path(path).read_text()).get("Server", [])
+    except (OSError, JaasError) as exc:
+        raise ValueError(f"JAAS file {path}: {exc}") from None
+    users = {k[len("user_"):]: v for e in entries for k, v in e.options.items() if k.startswith("user_")}
+    if len(entries) != 1 or entries[0].login_module != DIGEST_LOGIN_MODULE or not users:
+        raise ValueError(f"JAAS file {path}: its Server section must be one {DIGEST_LOGIN_MODULE} with "
+                         'user_<name>="<password>" entries')
+    return users
+
+
+def _sasl_cfg_lines(sasl_users: Mapping[str, str] | None, require_sasl: bool) -> list[str]:
+    """zoo.cfg lines of Rule 4."""
+    if not sasl_users:
+        return []
+    lines = [f"authProvider.sasl={SASL_AUTH_PROVIDER}"]
+    return lines + (["enforce.auth.enabled=true", "enforce.auth.schemes=sasl"] if require_sasl else [])
+
+
+def _server_jaas(sasl_users: Mapping[str, str]) -> str:
+    """The JAAS `Server` section of Rule 4, values quoted with JAAS's escapes."""
+    def quoted(value: str) -> str:
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    users = "\n".join(f"    user_{name}={quoted(password)}" for name, password in sasl_users.items())
+    return f"Server {{\n  {DIGEST_LOGIN_MODULE} required\n{users};\n}};\n"
+
+
 def _log4j2_properties(log_file: Path) -> str:
     # The pyspark wheel routes slf4j to log4j2; everything goes to a file so that stdout stays quiet.
     return "\n".join(
@@ -202,7 +269,15 @@ class EmbeddedZooKeeper:
     """
 
     def __init__(self, port: int = 0, data_dir: str | os.PathLike | None = None, host: str = "127.0.0.1",
-                 server_id: int | None = None, peers: Mapping[int, QuorumPeer] | None = None) -> None:
+                 server_id: int | None = None, peers: Mapping[int, QuorumPeer] | None = None,
+                 sasl_users: Mapping[str, str] | None = None, require_sasl: bool = False,
+                 tls: ServerTls | None = None) -> None:
+        self.tls = tls
+        self.secure_port = 0  # chosen by start() with tls
+        if require_sasl and not sasl_users:
+            raise ValueError("require_sasl needs sasl_users: no client could log in")
+        self.sasl_users = dict(sasl_users) if sasl_users else None
+        self.require_sasl = require_sasl
         if (server_id is None) != (peers is None) or (peers is not None and server_id not in peers):
             raise ValueError("an ensemble member needs its server id among the ensemble's peers")
         self.server_id = server_id
@@ -220,6 +295,13 @@ class EmbeddedZooKeeper:
     def connect_string(self) -> str:
         """`host:port`, as kazoo and `sparklog --zookeeper` take it."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def secure_connect_string(self) -> str:
+        """`host:secure_port` of Rule 5's TLS client port."""
+        if self.tls is None:
+            raise RuntimeError("this ZooKeeper serves no TLS port (tls=None)")
+        return f"{self.host}:{self.secure_port}"
 
     @property
     def running(self) -> bool:
@@ -262,6 +344,7 @@ class EmbeddedZooKeeper:
         attempts = PORT_ATTEMPTS if self._requested_port == 0 else 1
         for attempt in range(attempts):
             self.port = self._requested_port or free_port(self.host)
+            self.secure_port = 0  # Rule 5's port is chosen afresh with each attempt
             try:
                 return self._launch(java, jars, timeout)
             except ZooKeeperStartError:
@@ -276,7 +359,11 @@ class EmbeddedZooKeeper:
     def _spawn(self, java: str, jars: Path) -> None:
         data_dir = self._require_data_dir()
         cfg = data_dir / "zoo.cfg"
-        cfg.write_text(_zoo_cfg(data_dir / "data", self.host, self.port, self.peers))
+        if self.tls is not None and not self.secure_port:
+            self.secure_port = free_port(self.host)
+        cfg.write_text(_zoo_cfg(data_dir / "data", self.host, self.port, self.peers)
+                       + "\n".join(_sasl_cfg_lines(self.sasl_users, self.require_sasl)
+                                   + _tls_cfg_lines(self.tls, self.host, self.secure_port) + [""]))
         if self.server_id is not None:
             (data_dir / "data").mkdir(parents=True, exist_ok=True)
             (data_dir / "data" / "myid").write_text(f"{self.server_id}\n")
@@ -288,6 +375,7 @@ class EmbeddedZooKeeper:
             "-XX:+UseSerialGC",  # two cores are shared by everything; no parallel GC threads
             f"-Dlog4j2.configurationFile={log4j}",
             "-Dzookeeper.jmx.log4j.disable=true",
+            *self._jaas_options(data_dir),
             "-cp",
             str(jars / "*"),
             MAIN_CLASS if self.peers is None else QUORUM_MAIN_CLASS,
@@ -304,6 +392,14 @@ class EmbeddedZooKeeper:
                 # PR_SET_DEATHSIG fires when the *thread* that forked exits, so only from the main thread.
                 preexec_fn=die_with_parent if sys.platform == "linux" and on_main_thread else None,
             )
+
+    def _jaas_options(self, data_dir: Path) -> list[str]:
+        if not self.sasl_users:
+            return []
+        jaas = data_dir / "zookeeper_jaas.conf"
+        jaas.write_text(_server_jaas(self.sasl_users))
+        jaas.chmod(0o600)
+        return [f"-Djava.security.auth.login.config={jaas}"]
 
     def wait_until_serving(self, timeout: float = START_TIMEOUT_S) -> None:
         """Rule 2: return once the server answers `srvr` as serving, else raise ZooKeeperStartError."""

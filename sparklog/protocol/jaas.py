@@ -6,6 +6,8 @@ Grammar (one entry; a `KafkaServer { ... };` file section holds the same entries
     FLAG    := required | requisite | sufficient | optional
     option  := KEY "=" ( '"' chars with \\" and \\\\ escapes '"' | bare-word )
 
+A JAAS file (`parse_jaas_file`) is named sections, each `Name { entry... };`, with `//` and `/* */` comments.
+
 Rule: anything that does not parse raises `JaasError` with one line naming where; an unknown login module is
 refused by the caller (sasl_config.py), never ignored.
 """
@@ -15,11 +17,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["JaasEntry", "JaasError", "parse_jaas", "PLAIN_LOGIN_MODULE", "SCRAM_LOGIN_MODULE"]
+__all__ = ["JaasEntry", "JaasError", "parse_jaas", "parse_jaas_file", "PLAIN_LOGIN_MODULE", "SCRAM_LOGIN_MODULE"]
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _FLAGS = ("required", "requisite", "sufficient", "optional")
+_SECTION = re.compile(r'\s*(?P<name>[A-Za-z0-9_.$\-]+)\s*\{(?P<body>(?:[^"}]|"(?:[^"\\]|\\.)*")*)\}\s*;')
+_COMMENT = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/', re.DOTALL)
 _TOKEN = re.compile(r'\s*(?:(?P<word>[A-Za-z0-9_.$\-]+)|(?P<eq>=)|(?P<semi>;)|"(?P<quoted>(?:[^"\\]|\\.)*)")')
 
 
@@ -52,6 +56,23 @@ def parse_jaas(text: str) -> list[JaasEntry]:
         tokens.pop(0)
         entries.append(JaasEntry(module[1], flag[1], options))
     return entries
+
+
+def parse_jaas_file(text: str) -> dict[str, list[JaasEntry]]:
+    """A JAAS file's sections, by name (`KafkaServer`, `Client` ...); JaasError naming where it stops parsing."""
+    text = _COMMENT.sub(lambda m: m.group(0) if m.group(0).startswith('"') else " ", text).strip()
+    sections, pos = {}, 0
+    while pos < len(text):
+        m = _SECTION.match(text, pos)
+        if m is None:
+            raise JaasError(f"JAAS file does not parse as 'Name {{ entries }};' at character {pos}")
+        if m.group("name") in sections:
+            raise JaasError(f"JAAS file names section {m.group('name')} twice")
+        sections[m.group("name")] = parse_jaas(m.group("body"))
+        pos = m.end()
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+    return sections
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:

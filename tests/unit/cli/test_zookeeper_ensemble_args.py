@@ -14,6 +14,8 @@ SERVERS = "1=127.0.0.1:2888:3888:2181,2=127.0.0.1:2889:3889:2182,3=127.0.0.1:289
 
 def args(**given) -> argparse.Namespace:
     return argparse.Namespace(**{"port": 2181, "host": "127.0.0.1", "data_dir": None, "id": None, "servers": None,
+                                 "jaas": None, "require_sasl": False,
+                                 "ssl_keystore": None, "ssl_truststore": None,
                                  **given})
 
 
