@@ -9,7 +9,10 @@ heartbeat acknowledges it, and the coordinator gives the partition away only aft
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -18,8 +21,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from support.cluster import Cluster
+from support.cluster import REPO, Cluster
 from support.group_members import Member
+from integration.test_kafka_groups import columns
 
 pytestmark = pytest.mark.slow
 
@@ -171,12 +175,40 @@ def test_the_range_assignor_and_a_classic_member_refused(cluster, members):
 
 
 def test_describe_shows_the_consumer_group(cluster, members):
+    """librdkafka's describe_consumer_groups (ConsumerGroupDescribe) and `sparklog groups list|describe`: the
+    group is kafka-consumer, Stable, its assignor the strategy, each member with its partitions, the offsets
+    its members committed (with the member epoch as the generation) without lag."""
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
-    produce(cluster, topic, PARTITIONS)
+    written = produce(cluster, topic, 60)
     pair = [start(members, cluster, topic, group) for _ in range(2)]
     wait_until("two members sharing every partition", lambda: covering(pair))
+    wait_until("every record read", lambda: set().union(*(m.consumed() for m in pair)) >= written)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     described = admin.describe_consumer_groups([group])[group].result(timeout=TIMEOUT_S)
     assert len(described.members) == 2
     assigned = sorted(tp.partition for m in described.members for tp in m.assignment.topic_partitions)
     assert assigned == list(range(PARTITIONS))
+
+    base = ("groups", "--bootstrap-server", cluster.bootstrap)
+    listed = {r["GROUP"]: r for r in columns(sparklog(*base, "list").stdout.decode(), "GROUP")}
+    assert listed[group] == {"GROUP": group, "TYPE": "kafka-consumer", "STATE": "Stable", "#MEMBERS": "2"}
+    [state] = columns(sparklog(*base, "describe", group, "--state").stdout.decode(), "GROUP")
+    assert (state["TYPE"], state["STATE"], state["ASSIGNMENT-STRATEGY"], state["#MEMBERS"]) == (
+        "kafka-consumer", "Stable", "uniform", "2")
+    shown = columns(sparklog(*base, "describe", group, "--members").stdout.decode(), "GROUP")
+    assert sorted(r["ASSIGNMENT"] for r in shown) == sorted(",".join(f"{topic}-{p}" for p in m.assignment())
+                                                            for m in pair)
+    ends = {p: 1 + max(o for q, o in written if q == p) for p in range(PARTITIONS)}
+    wait_until("every offset committed", lambda: _lags(base, group, ends) == [0] * PARTITIONS)
+
+
+def _lags(base, group: str, ends: dict[int, int]) -> list[int]:
+    rows = columns(sparklog(*base, "describe", group).stdout.decode(), "GROUP")
+    assert all(int(r["LOG-END-OFFSET"]) == ends[int(r["PARTITION"])] for r in rows)
+    return [int(r["LAG"]) if r["LAG"] != "-" else -1 for r in rows]
+
+
+def sparklog(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "sparklog.cli", *args], capture_output=True, timeout=60,
+                          cwd=str(REPO), env=env)

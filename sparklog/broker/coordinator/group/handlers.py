@@ -1,11 +1,12 @@
 """The group apis, one function per api as in handlers.py: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-DescribeGroups, ListGroups, DeleteGroups, OffsetDelete. They translate between the wire messages and the broker's
+DescribeGroups, ListGroups, DeleteGroups, OffsetDelete (the consumer protocol's are in consumer_handlers.py). They translate between the wire messages and the broker's
 `GroupCoordinator` (`state.groups`); placement and offsets go through `state.offsets` (offset_store.py).
 
 Rule 1: a request for a group this broker does not coordinate gets NOT_COORDINATOR (the client asks
 FindCoordinator again), COORDINATOR_LOAD_IN_PROGRESS while it loads the group's offsets partition,
 COORDINATOR_NOT_AVAILABLE while there is no offsets topic (offset_store.py's `status`); an invalid group id
-gets INVALID_GROUP_ID.
+gets INVALID_GROUP_ID. DescribeGroups of a consumer-protocol group (KIP-848) gets GROUP_ID_NOT_FOUND, as in
+Kafka: ConsumerGroupDescribe describes it.
 Rule 2: JoinGroup and SyncGroup may wait for the rest of the group: they return a coroutine (handlers.py's
 Rule 1), bounded by the group's rebalance timeout.
 Rule 3 (OffsetDelete, Kafka's `GroupCoordinator.handleDeleteOffsets`): a group is known by its members or by
@@ -128,6 +129,9 @@ def handle_describe_groups(request, state) -> DescribeGroupsResponse:
 
 def _describe(state, group_id: str) -> DescribedGroup:
     code = group_error(state, group_id)
+    if code == NONE and state.groups.consumer_groups.describe(group_id) is not None:  # Kafka 4's answer
+        return DescribedGroup(error_code=GROUP_ID_NOT_FOUND, group_id=group_id, group_state=DEAD, protocol_type="",
+                              protocol_data="", members=[])
     found = state.groups.describe(group_id) if code == NONE else None
     if found is None:  # Kafka: a group known only by its committed offsets is Empty
         known = code == NONE and group_id in state.offsets.groups_with_offsets(group_id)
