@@ -212,3 +212,20 @@ def sparklog(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "sparklog.cli", *args], capture_output=True, timeout=60,
                           cwd=str(REPO), env=env)
+
+
+def test_a_regex_subscription_is_evaluated_by_the_broker(cluster, members):
+    """librdkafka sends `^prefix.*` as SubscribedTopicRegex (it does not expand it): the coordinator assigns
+    every partition of the matching topics, and those of a matching topic created later."""
+    prefix = f"r{uuid.uuid4().hex[:6]}-"
+    for name in ("a", "b"):
+        produce(cluster, prefix + name, PARTITIONS)
+    produce(cluster, f"other-{prefix}", PARTITIONS)  # does not match
+    member = start(members, cluster, f"^{prefix}.*", f"g-{uuid.uuid4().hex[:8]}")
+    # the member prints partitions without their topics: count the records read (one per partition per topic)
+    wait_until("the records of the two matching topics read", lambda: member.count("m") >= 2 * PARTITIONS)
+    time.sleep(2)
+    assert member.count("m") == 2 * PARTITIONS  # nothing of the topic that does not match
+    produce(cluster, prefix + "c", PARTITIONS)
+    wait_until("the records of a matching topic created later read", lambda: member.count("m") >= 3 * PARTITIONS)
+    assert not member.errors()

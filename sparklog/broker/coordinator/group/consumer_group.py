@@ -242,8 +242,9 @@ class ConsumerGroup:
         if req.subscribed_topic_names is not None and tuple(sorted(req.subscribed_topic_names)) != \
                 member.subscribed_topic_names:
             member.subscribed_topic_names, changed = tuple(sorted(req.subscribed_topic_names)), True
-        if req.subscribed_topic_regex is not None and req.subscribed_topic_regex != member.subscribed_topic_regex:
-            member.subscribed_topic_regex, changed = req.subscribed_topic_regex or None, True
+        regex = req.subscribed_topic_regex or None  # librdkafka sends "" for "no regex"
+        if req.subscribed_topic_regex is not None and regex != member.subscribed_topic_regex:
+            member.subscribed_topic_regex, changed = regex, True
         if req.server_assignor is not None and req.server_assignor != member.server_assignor:
             member.server_assignor, changed = req.server_assignor, True
         if req.rebalance_timeout_ms >= 0:

@@ -197,6 +197,13 @@ def test_the_server_assignor_and_bad_requests():
     assert group.assignor == "range"
 
 
+def test_an_empty_regex_is_no_regex():
+    group = new_group()
+    result = join(group, "x", regex="")
+    again = group.heartbeat(0, HeartbeatRequest("x", result.member_epoch, subscribed_topic_regex=""), TOPICS)
+    assert again.member_epoch == result.member_epoch == group.group_epoch == 1
+
+
 def test_a_regex_subscription_follows_new_topics():
     group = new_group()
     result = join(group, "x", topics=(), regex="a|c")
