@@ -9,10 +9,7 @@ heartbeat acknowledges it, and the coordinator gives the partition away only aft
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -21,13 +18,12 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from support.cluster import REPO, Cluster
+from support.cluster import Cluster
 from support.group_members import Member
-from integration.test_kafka_groups import columns
+from integration.test_kafka_groups import PARTITIONS, columns, produce, sparklog, wait_until
 
 pytestmark = pytest.mark.slow
 
-PARTITIONS = 12
 SESSION_MS = 4000
 HEARTBEAT_MS = 500
 TIMEOUT_S = 60
@@ -60,28 +56,6 @@ def start(members, cluster, topic, group, assignor="uniform") -> Member:
     member = Member(cluster.bootstrap, "confluent-848", topic, group, "--assignor", assignor)
     members.append(member)
     return member
-
-
-def wait_until(what: str, predicate, timeout: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
-def produce(cluster, topic: str, count: int) -> set[tuple[int, int]]:
-    written: set[tuple[int, int]] = set()
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5})
-
-    def delivered(err, msg):
-        assert err is None, err
-        written.add((msg.partition(), msg.offset()))
-
-    for i in range(count):
-        producer.produce(topic, f"v{i}".encode(), partition=i % PARTITIONS, on_delivery=delivered)
-    assert producer.flush(TIMEOUT_S) == 0
-    return written
 
 
 def covering(group: list[Member]) -> bool:
@@ -208,12 +182,6 @@ def _lags(base, group: str, ends: dict[int, int]) -> list[int]:
     return [int(r["LAG"]) if r["LAG"] != "-" else -1 for r in rows]
 
 
-def sparklog(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "sparklog.cli", *args], capture_output=True, timeout=60,
-                          cwd=str(REPO), env=env)
-
-
 def test_a_regex_subscription_is_evaluated_by_the_broker(cluster, members):
     """librdkafka sends `^prefix.*` as SubscribedTopicRegex (it does not expand it): the coordinator assigns
     every partition of the matching topics, and those of a matching topic created later."""
@@ -229,3 +197,25 @@ def test_a_regex_subscription_is_evaluated_by_the_broker(cluster, members):
     produce(cluster, prefix + "c", PARTITIONS)
     wait_until("the records of a matching topic created later read", lambda: member.count("m") >= 3 * PARTITIONS)
     assert not member.errors()
+
+
+def test_a_static_member_comes_back_to_its_partitions(cluster, members):
+    """A static member (group.instance.id) that closes leaves with epoch -2: its partitions wait for it for
+    the session timeout, nobody else is given them or revokes anything, and the restarted process with the
+    same instance id gets them back (its interpreter started beforehand, so it rejoins well within it)."""
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    produce(cluster, topic, PARTITIONS)
+    static = Member(cluster.bootstrap, "confluent-848", topic, group, "--assignor", "uniform", "--instance", "i1")
+    members.append(static)
+    other = start(members, cluster, topic, group)
+    wait_until("two members sharing every partition", lambda: covering([static, other]))
+    mine, theirs, revoked_before = set(static.assignment()), set(other.assignment()), revoked(other)
+    back = Member(cluster.bootstrap, "confluent-848", topic, group, "--assignor", "uniform", "--instance", "i1",
+                  "--wait-for-go")
+    members.append(back)
+    wait_until("the new process ready", lambda: back.count("ready"))
+    static.stop(signal.SIGTERM)  # closes the consumer: a static member's leave heartbeat (epoch -2)
+    back.go()
+    wait_until("the static member back with its partitions", lambda: set(back.assignment() or []) == mine)
+    assert set(other.assignment()) == theirs and revoked(other) == revoked_before
+    assert not back.errors()

@@ -270,6 +270,10 @@ class ConsumerGroup:
             names.update(t for t in topics if not t.startswith("__") and pattern.fullmatch(t))
         return frozenset(names)
 
+    def subscribed_topics(self) -> set[str]:
+        """Every topic a member subscribes to by name, and those its regex matched at the last assignment."""
+        return {t for m in self.members.values() for t in m.subscribed_topic_names} | set(self.subscribed_metadata)
+
     def _maybe_assign(self, topics: Mapping[str, int]) -> None:
         if self.group_epoch <= self.assignment_epoch:
             return

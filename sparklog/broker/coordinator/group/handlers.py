@@ -14,7 +14,8 @@ its committed offsets (else GROUP_ID_NOT_FOUND, top-level, and no partitions lis
 lacks is UNKNOWN_TOPIC_OR_PARTITION and left alone. An Empty group loses the named offsets; a consumer-protocol
 group with members keeps those of the topics its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC: every topic,
 while their subscriptions cannot be read) and loses the others; a group of another protocol with members is
-NON_EMPTY_GROUP. A partition without a committed offset is deleted without error, as in Kafka.
+NON_EMPTY_GROUP. A partition without a committed offset is deleted without error, as in Kafka. A consumer group
+of KIP-848's protocol keeps the offsets of the topics its members subscribe to (by name or regex).
 """
 
 from __future__ import annotations
@@ -211,9 +212,15 @@ async def _offset_delete(state, body, codes: dict[tuple[str, int], int]) -> Offs
     group_id = body.group_id
     found = state.groups.describe(group_id)
     members = found is not None and found.state != GroupState.EMPTY.value and bool(found.members)
-    if found is None and group_id not in state.offsets.groups_with_offsets(group_id):
+    consumer = state.groups.consumer_groups.describe(group_id)  # KIP-848: its members' topics are kept
+    if found is None and consumer is None and group_id not in state.offsets.groups_with_offsets(group_id):
         return OffsetDeleteResponse(error_code=GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
-    if members:
+    if consumer is not None:
+        subscribed_now = consumer.subscribed_topics()
+        for tp, code in codes.items():
+            if code == NONE and tp[0] in subscribed_now:
+                codes[tp] = GROUP_SUBSCRIBED_TO_TOPIC
+    elif members:
         if found.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return OffsetDeleteResponse(error_code=NON_EMPTY_GROUP, throttle_time_ms=0, topics=[])
         subscribed = subscribed_topics(found)

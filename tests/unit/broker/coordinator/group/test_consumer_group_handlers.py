@@ -20,6 +20,7 @@ from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.consumer_group import (ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
                                               HeartbeatTopicPartitions)
 from sparklog.protocol.group_admin import DescribeGroupsRequest, ListGroupsRequest
+from sparklog.protocol.offset_delete import OffsetDeleteRequest, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic
 from sparklog.broker.coordinator.group.offset_store import OFFSETS_TOPIC
 
 from unit.broker.coordinator.group.test_group_handlers import (ME, OTHER, MemoryOffsets, call, commit_code,
@@ -144,5 +145,23 @@ def test_refusals(state):
         [described] = call(state, ConsumerGroupDescribeRequest(group_ids=[mine]), ApiKey.CONSUMER_GROUP_DESCRIBE,
                            0).groups
         assert described.error_code == errors.GroupIdNotFoundError.errno
+
+    asyncio.run(scenario())
+
+
+def test_offset_delete_keeps_the_subscribed_topics_of_a_consumer_group(state):
+    group = group_on(ME, "d")
+
+    async def scenario():
+        heartbeat(state, group, "m1", 0, topics=["t"])
+        assert await commit_code(state, group, 1, "m1") == 0
+        state.offsets.committed[(group, "u", 0)] = 3
+        body = OffsetDeleteRequest(group_id=group, topics=[
+            OffsetDeleteRequestTopic(name=name, partitions=[OffsetDeleteRequestPartition(partition_index=0)])
+            for name in ("t", "u")])
+        result = await call(state, body, ApiKey.OFFSET_DELETE, 0)
+        codes = {t.name: t.partitions[0].error_code for t in result.topics}
+        assert codes == {"t": errors.GroupSubscribedToTopicError.errno, "u": 0}
+        assert state.offsets.committed == {(group, "t", 0): 5}
 
     asyncio.run(scenario())
