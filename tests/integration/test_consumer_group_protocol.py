@@ -215,6 +215,8 @@ def test_a_static_member_comes_back_to_its_partitions(cluster, members):
     members.append(back)
     wait_until("the new process ready", lambda: back.count("ready"))
     static.stop(signal.SIGTERM)  # closes the consumer: a static member's leave heartbeat (epoch -2)
+    time.sleep(4 * HEARTBEAT_MS / 1000)  # the other member heartbeats meanwhile: nothing is given to it
+    assert set(other.assignment()) == theirs
     back.go()
     wait_until("the static member back with its partitions", lambda: set(back.assignment() or []) == mine)
     assert set(other.assignment()) == theirs and revoked(other) == revoked_before
