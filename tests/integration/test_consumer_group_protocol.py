@@ -20,7 +20,8 @@ from confluent_kafka.admin import AdminClient
 
 from support.cluster import Cluster
 from support.group_members import Member
-from integration.test_kafka_groups import PARTITIONS, columns, produce, sparklog, wait_until
+from integration.test_kafka_groups import (PARTITIONS, columns, members, produce, sparklog,  # noqa: F401 - members: the fixture
+                                           wait_until)
 
 pytestmark = pytest.mark.slow
 
@@ -42,14 +43,6 @@ def cluster(request, zookeeper, tmp_path_factory):
     request.addfinalizer(c.stop)
     c.start()
     return c
-
-
-@pytest.fixture
-def members():
-    started: list[Member] = []
-    yield started
-    for m in started:
-        m.stop(signal.SIGKILL)
 
 
 def start(members, cluster, topic, group, assignor="uniform") -> Member:
