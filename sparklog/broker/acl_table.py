@@ -182,6 +182,9 @@ TABLE: dict[int, Rule] = {
     ApiKey.ALTER_CLIENT_QUOTAS: Rule((_CLUSTER[ALTER_CONFIGS],), special="alter_client_quotas"),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Rule((_CLUSTER[DESCRIBE],)),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Rule((_CLUSTER[ALTER],), special="alter_user_scram"),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Rule((_GROUP_READ,)),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Rule((), Each(DESCRIBE, GROUP, "group_ids", None, "groups", "group_id",
+                                                  GROUP_AUTHORIZATION_FAILED)),
 }
 CONFIG_CHECKS = {  # DescribeConfigs / AlterConfigs resource_type -> (resource, its name, error code)
     CONFIG_RESOURCE_TOPIC: (TOPIC, None, TOPIC_AUTHORIZATION_FAILED),

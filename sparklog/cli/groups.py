@@ -13,7 +13,8 @@ Two kinds of group share the name space (docs/architecture.md):
 - Kafka groups (`subscribe()` of any Kafka client), coordinated by a broker: read and changed over the Kafka
   protocol only (client/kafka_groups.py: ListGroups, DescribeGroups, OffsetFetch, OffsetCommit, DeleteGroups,
   OffsetDelete),
-  wherever the coordinator keeps their offsets.
+  wherever the coordinator keeps their offsets. Those of the consumer protocol (KIP-848,
+  `group.protocol=consumer`) show as kafka-consumer (ConsumerGroupDescribe: the assignor as the strategy).
 - ZooKeeper groups (the paper's, `GroupConsumer`): consumers, owners and offsets in the ZooKeeper registry
   (`/consumers/<g>/ids|owners|offsets`), read and written as they always were.
 Log end offsets come from ListOffsets at each partition's leader for both.
@@ -62,6 +63,7 @@ if TYPE_CHECKING:  # the command loads its clients when it runs (cli.py)
     from sparklog.client.kafka_groups import GroupMember
 
 KAFKA, ZOOKEEPER, OFFSETS_ONLY = "kafka", "zookeeper", "offsets"
+KAFKA_CONSUMER = "kafka-consumer"  # a Kafka group of the consumer protocol (KIP-848, group.protocol=consumer)
 NAMED_RESETS = {"earliest": 0, "smallest": 0, "latest": 1, "largest": 1}  # index into (log start, log end)
 DEFAULT_TIMEOUT_MS = 30_000  # the admin client's request.timeout.ms (Kafka's default 30000)
 
@@ -224,8 +226,14 @@ def find_group(session: Session, name: str) -> GroupView | None:
 
 def _kafka_view(session: Session, found) -> GroupView:
     committed = session.admin.committed_offsets(found.group_id)
-    return GroupView(found.group_id, KAFKA, found.state, found.protocol_type, found.protocol,
+    return GroupView(found.group_id, _kind(found), found.state, found.protocol_type, found.protocol,
                      session.node_text(found.coordinator), list(found.members), committed)
+
+
+def _kind(found) -> str:
+    from sparklog.client.kafka_groups import CONSUMER
+
+    return KAFKA_CONSUMER if found.group_type == CONSUMER else KAFKA
 
 
 def _zookeeper_view(zk, name: str) -> GroupView:
@@ -270,7 +278,7 @@ def run_list(args: argparse.Namespace) -> int:
             if name in kafka:
                 found = session.admin.describe_group(name)
                 state, members = (found.state, len(found.members)) if found else ("Dead", 0)
-                rows.append((name, KAFKA, state, str(members)))
+                rows.append((name, _kind(found) if found else KAFKA, state, str(members)))
             elif registry.is_registered_group(session.zk, name):
                 members = len(registry.list_consumers(session.zk, name))
                 rows.append((name, ZOOKEEPER, "Active" if members else "Empty", str(members)))

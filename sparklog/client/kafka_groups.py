@@ -23,6 +23,7 @@ from sparklog.client.errors import COORDINATOR_MOVED_ERRORS
 from sparklog.client.metadata import METADATA_VERSION
 from sparklog.protocol import (ApiKey, MetadataRequest, OffsetCommitRequest, OffsetCommitRequestPartition,
                                OffsetCommitRequestTopic, OffsetFetchRequest, for_code)
+from sparklog.protocol.consumer_group import ConsumerGroupDescribeRequest
 from sparklog.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, MalformedConsumerProtocol, assigned_partitions
 from sparklog.protocol.find_coordinator import KEY_TYPE_GROUP, FindCoordinatorRequest
 from sparklog.protocol.group_admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
@@ -32,6 +33,9 @@ from sparklog.protocol.offset_delete import (OffsetDeleteRequest, OffsetDeleteRe
 FIND_COORDINATOR_VERSION = 2
 LIST_GROUPS_VERSION = 2
 DESCRIBE_GROUPS_VERSION = 4
+CONSUMER_GROUP_DESCRIBE_VERSION = 0
+GROUP_ID_NOT_FOUND = 69  # DescribeGroups' answer for a consumer-protocol group (KIP-848): ask ConsumerGroupDescribe
+CLASSIC, CONSUMER = "classic", "consumer"  # a Kafka group's protocol: JoinGroup's, or KIP-848's heartbeat
 DELETE_GROUPS_VERSION = 1
 OFFSET_DELETE_VERSION = 0
 OFFSET_FETCH_VERSION = 5
@@ -64,6 +68,7 @@ class KafkaGroup:
     protocol: str
     members: tuple[GroupMember, ...]
     coordinator: int = -1
+    group_type: str = CLASSIC
 
 
 class CoordinatorMoved(Exception):
@@ -127,6 +132,8 @@ class KafkaGroupAdmin(AdminClient):
         """The group as its coordinator sees it; None when the coordinator has no such group."""
         def answer(response, node):
             found = response.groups[0]
+            if found.error_code == GROUP_ID_NOT_FOUND:
+                return self._describe_consumer_group(group)
             _check(found.error_code, f"DescribeGroups {group!r}")
             if found.group_state == DEAD:
                 return None
@@ -137,6 +144,22 @@ class KafkaGroupAdmin(AdminClient):
 
         return self._at_coordinator(group, ApiKey.DESCRIBE_GROUPS, DESCRIBE_GROUPS_VERSION,
                                     DescribeGroupsRequest(groups=[group]), answer)
+
+    def _describe_consumer_group(self, group: str) -> KafkaGroup | None:
+        """A KIP-848 group: its assignor as the protocol, members with their current assignments."""
+        def answer(response, node):
+            found = response.groups[0]
+            if found.error_code == GROUP_ID_NOT_FOUND:
+                return None
+            _check(found.error_code, f"ConsumerGroupDescribe {group!r}")
+            members = tuple(GroupMember(m.member_id, m.instance_id, m.client_id, m.client_host, tuple(
+                (t.topic_name, p) for t in m.assignment.topic_partitions for p in t.partitions))
+                for m in found.members)
+            return KafkaGroup(group, found.group_state, CONSUMER_PROTOCOL_TYPE, found.assignor_name, members, node,
+                              CONSUMER)
+
+        return self._at_coordinator(group, ApiKey.CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_DESCRIBE_VERSION,
+                                    ConsumerGroupDescribeRequest(group_ids=[group]), answer)
 
     def committed_offsets(self, group: str) -> dict[TopicPartition, int]:
         """{(topic, partition): committed offset} of every partition the group committed (OffsetFetch, all)."""

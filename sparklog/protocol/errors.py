@@ -235,6 +235,13 @@ _CODES = [
     (100, "UnknownTopicIdError", "UNKNOWN_TOPIC_ID", True, "this server does not host this topic id"),
     (105, "TransactionalIdNotFoundError", "TRANSACTIONAL_ID_NOT_FOUND", False,
      "the transactional id is not known to its coordinator"),
+    (110, "FencedMemberEpochError", "FENCED_MEMBER_EPOCH", False,
+     "the member epoch is fenced: the member must abandon its partitions and rejoin"),
+    (111, "UnreleasedInstanceIdError", "UNRELEASED_INSTANCE_ID", False,
+     "the instance id is still used by another member of the consumer group"),
+    (112, "UnsupportedAssignorError", "UNSUPPORTED_ASSIGNOR", False, "the consumer group does not support the assignor"),
+    (113, "StaleMemberEpochError", "STALE_MEMBER_EPOCH", False, "the member epoch is stale"),
+    (128, "InvalidRegularExpressionError", "INVALID_REGULAR_EXPRESSION", False, "the regular expression is not valid"),
 ]
 
 for _row in _CODES:

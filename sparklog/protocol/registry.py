@@ -27,7 +27,7 @@ from sparklog.protocol import (acls, add_offsets_to_txn, add_partitions_to_txn, 
                                txn_offset_commit, write_txn_markers,
                                incremental_alter_configs, init_producer_id, list_offsets, list_partition_reassignments,
                                metadata, offset_commit,
-                               offset_delete, offset_fetch, offset_for_leader_epoch, produce, sasl,
+                               offset_delete, offset_fetch, consumer_group, offset_for_leader_epoch, produce, sasl,
                                scram_credentials)
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import (LocalProtocolError, MalformedRequest, MalformedResponse,
@@ -71,6 +71,8 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
      incremental_alter_configs.IncrementalAlterConfigsResponse),
     (describe_cluster.DescribeClusterRequest, describe_cluster.DescribeClusterResponse),
     (offset_delete.OffsetDeleteRequest, offset_delete.OffsetDeleteResponse),
+    (consumer_group.ConsumerGroupHeartbeatRequest, consumer_group.ConsumerGroupHeartbeatResponse),
+    (consumer_group.ConsumerGroupDescribeRequest, consumer_group.ConsumerGroupDescribeResponse),
     (describe_log_dirs.DescribeLogDirsRequest, describe_log_dirs.DescribeLogDirsResponse),
     (describe_producers.DescribeProducersRequest, describe_producers.DescribeProducersResponse),
     (elect_leaders.ElectLeadersRequest, elect_leaders.ElectLeadersResponse),

@@ -82,7 +82,8 @@ class Versions:
 class F:
     """One field of a spec: name (snake_case), type ("int32", "string", "[]int32", "[]StructName"),
     versions, and the optional ``nullable`` versions, ``default``, ``tag`` + ``tagged`` versions, and
-    ``fields`` for a struct array."""
+    ``fields`` for a struct array or a single struct (a nullable single struct is preceded on the wire by
+    an int8 marker, -1 for null and 1 otherwise, as Kafka's generated code writes it)."""
 
     __slots__ = ("name", "type", "versions", "nullable", "default", "tag", "tagged", "fields",
                  "struct_cls", "is_array", "elem")
@@ -101,10 +102,10 @@ class F:
         self.is_array = type.startswith("[]")
         self.elem = type[2:] if self.is_array else type
         self.struct_cls = None
-        if fields is not None and not self.is_array:
-            raise TypeError(f"{name}: only struct arrays are supported, not single structs")
         if fields is None and self.elem not in TYPES:
             raise TypeError(f"{name}: unknown type {type!r}")
+        if default is _NO_DEFAULT and fields is not None and not self.is_array:
+            default = None  # a single struct: given by the caller, or null where nullable
         if default is _NO_DEFAULT:
             default = _LIST_DEFAULT if self.is_array else TYPES[self.elem].zero
             if self.elem == "uuid" and not self.is_array:
@@ -147,7 +148,7 @@ class Struct(metaclass=_StructType):
         for f in self._fields:
             v = getattr(self, f.name)
             if f.fields is not None and v is not None:
-                v = [e.to_dict() for e in v]
+                v = [e.to_dict() for e in v] if f.is_array else v.to_dict()
             out[f.name] = v
         return out
 
@@ -302,6 +303,8 @@ def min_wire_size(fields: Sequence[F], version: int, flex: bool) -> int:
 def _min_field_size(f: F, flex: bool) -> int:
     if f.is_array:
         return 1 if flex else 4
+    if f.struct_cls is not None:  # a single struct: its int8 null marker at least (or one empty struct)
+        return 1
     prim = TYPES[f.elem]
     if prim.fmt:
         return prim.size
@@ -422,7 +425,22 @@ def _gen_decode_value(g: _Gen, f: F, version: int, flex: bool, ind: int) -> str:
             e = _gen_decode_scalar(g, f.elem, f, version, flex, ind + 2, element=True)
         g.emit(ind + 2, f"{out}.append({e})")
         return out
+    if f.struct_cls is not None:
+        return _gen_decode_single_struct(g, f, version, flex, ind, out)
     return _gen_decode_scalar(g, f.elem, f, version, flex, ind, out=out)
+
+
+def _gen_decode_single_struct(g: _Gen, f: F, version: int, flex: bool, ind: int, out: str) -> str:
+    if version in f.nullable:
+        g.emit(ind, "if pos >= end: raise _Bad('struct marker past the end')")
+        g.emit(ind, "if buf[pos] >= 128:")
+        g.emit(ind + 1, f"{out} = None; pos += 1")
+        g.emit(ind, "else:")
+        g.emit(ind + 1, "pos += 1")
+        ind += 1
+    e = _gen_decode_struct(g, f.struct_cls, f.struct_cls._fields, version, flex, ind)
+    g.emit(ind, f"{out} = {e}")
+    return out
 
 
 def _gen_decode_scalar(g: _Gen, typ: str, f: F, version: int, flex: bool, ind: int, out: str | None = None,
@@ -547,7 +565,22 @@ def _gen_encode_value(g: _Gen, f: F, x0: str, version: int, flex: bool, ind: int
         else:
             _gen_encode_scalar(g, f, e, version, flex, ind + 2, b, element=True)
         return
+    if f.struct_cls is not None:
+        _gen_encode_single_struct(g, f, x, version, flex, ind, b)
+        return
     _gen_encode_scalar(g, f, x, version, flex, ind, b)
+
+
+def _gen_encode_single_struct(g: _Gen, f: F, x: str, version: int, flex: bool, ind: int, b: str) -> None:
+    if version in f.nullable:
+        g.emit(ind, f"if {x} is None:")
+        g.emit(ind + 1, f"{b} += b'\\xff'")
+        g.emit(ind, "else:")
+        g.emit(ind + 1, f"{b} += b'\\x01'")
+        ind += 1
+    else:
+        g.emit(ind, f"if {x} is None: raise TypeError('{f.name} is not nullable in version {version}')")
+    _gen_encode_struct(g, x, f.struct_cls._fields, version, flex, ind, b)
 
 
 def _gen_encode_scalar(g: _Gen, f: F, x: str, version: int, flex: bool, ind: int, b: str,

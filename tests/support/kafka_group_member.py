@@ -4,7 +4,8 @@
         [--session-ms N] [--heartbeat-ms N] [--assignor NAME] [--async-commit]
         [--process-ms N] [--wait-for-go]
 
-CLIENT is `confluent` (librdkafka), `kafka-python`, `aiokafka` or `sparklog` (its KafkaGroupConsumer). The process prints one JSON object per line on
+CLIENT is `confluent` (librdkafka), `confluent-848` (librdkafka with group.protocol=consumer, KIP-848: --assignor
+is then the broker's, `uniform` or `range`), `kafka-python`, `aiokafka` or `sparklog` (its KafkaGroupConsumer). The process prints one JSON object per line on
 stdout, each with "t", the wall-clock time it was printed: {"assigned": [partitions]} after every rebalance
 (the whole assignment), {"revoked": [partitions]}, {"m": [partition, offset]} per message, {"committed": true}
 after each synchronous commit (one per poll batch), and {"error": "..."} on a fatal client error (then it
@@ -30,6 +31,10 @@ def say(**event) -> None:
     print(json.dumps({**event, "t": time.time()}), flush=True)
 
 
+# librdkafka refuses these with group.protocol=consumer: the coordinator owns them (KIP-848)
+_CLASSIC_ONLY = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
+
+
 def run_confluent(args, stopping) -> int:
     from confluent_kafka import Consumer, KafkaError
 
@@ -37,6 +42,9 @@ def run_confluent(args, stopping) -> int:
               "enable.auto.commit": False, "session.timeout.ms": args.session_ms,
               "heartbeat.interval.ms": args.heartbeat_ms, "partition.assignment.strategy": args.assignor,
               "client.id": f"member-{args.instance or 'dynamic'}"}
+    if args.client == "confluent-848":  # KIP-848: the broker assigns and sets the session and heartbeat
+        config = {k: v for k, v in config.items() if k not in _CLASSIC_ONLY}
+        config.update({"group.protocol": "consumer", "group.remote.assignor": args.assignor})
     if args.instance:
         config["group.instance.id"] = args.instance
     fatal: list[str] = []
@@ -45,7 +53,7 @@ def run_confluent(args, stopping) -> int:
     if args.wait_for_go:
         say(ready=True)
         sys.stdin.readline()
-    cooperative = args.assignor == "cooperative-sticky"
+    cooperative = args.assignor == "cooperative-sticky" or args.client == "confluent-848"
     owned: set[int] = set()
 
     def on_assign(c, parts):
@@ -198,8 +206,8 @@ def run_sparklog(args, stopping) -> int:
     return 0
 
 
-RUNNERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka,
-           "sparklog": run_sparklog}
+RUNNERS = {"confluent": run_confluent, "confluent-848": run_confluent, "kafka-python": run_kafka_python,
+           "aiokafka": run_aiokafka, "sparklog": run_sparklog}
 
 
 def main() -> int:

@@ -43,6 +43,7 @@ coordinator); FindCoordinator, OffsetCommit and OffsetFetch are here, over `stat
 
 from __future__ import annotations
 
+from sparklog.broker.coordinator.group import consumer_handlers
 from sparklog.broker.coordinator.group import handlers as group_handlers
 from sparklog.broker.handlers.coordinators import (handle_find_coordinator, handle_init_producer_id, handle_offset_commit,
                                                    handle_offset_fetch)
@@ -69,6 +70,7 @@ HANDLERS = {
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
     **group_handlers.HANDLERS,
+    **consumer_handlers.HANDLERS,
     ApiKey.API_VERSIONS: handle_api_versions,
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.DELETE_TOPICS: handle_delete_topics,

@@ -125,7 +125,8 @@ def _commit_membership_error(body, state) -> int:
     """A member's commit is checked by its coordinator (generation, member id, group state); a member-less
     commit (generation -1, no member id) of a group without members here goes straight to the store."""
     generation, member_id = body.generation_id_or_member_epoch, body.member_id
-    if generation < 0 and not member_id and body.group_id not in state.groups.groups:
+    if generation < 0 and not member_id and body.group_id not in state.groups.groups and \
+            state.groups.consumer_groups.describe(body.group_id) is None:
         return NONE
     return state.groups.check_commit(body.group_id, member_id, body.group_instance_id, generation)
 

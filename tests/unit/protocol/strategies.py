@@ -29,7 +29,9 @@ def _scalar(typ: str):
 
 
 def _value(f: F, version: int):
-    if f.fields is not None:
+    if f.fields is not None and not f.is_array:
+        inner = struct_of(f.struct_cls, version)
+    elif f.fields is not None:
         inner = st.lists(struct_of(f.struct_cls, version), max_size=2)
     elif f.is_array:
         inner = st.lists(_scalar(f.elem), max_size=3)

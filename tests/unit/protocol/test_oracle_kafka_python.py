@@ -35,7 +35,11 @@ def _kafka_python_classes():
 
 
 THEIRS = _kafka_python_classes()
-CASES = [(key, v) for key, (lo, hi) in ALL_VERSIONS.items() for v in range(lo, hi + 1)]
+# kafka-python 3.0 has no classes for the KIP-848 apis (it names their keys only): their codecs are checked
+# against librdkafka instead (tests/integration/test_consumer_group_protocol.py).
+NOT_IN_KAFKA_PYTHON = {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
+CASES = [(key, v) for key, (lo, hi) in ALL_VERSIONS.items() for v in range(lo, hi + 1)
+         if key not in NOT_IN_KAFKA_PYTHON]
 IDS = [f"{key.name}-v{v}" for key, v in CASES]
 
 
@@ -68,7 +72,7 @@ def _comparable(value):
 
 
 def test_kafka_python_covers_every_api():
-    for key in ALL_VERSIONS:
+    for key in set(ALL_VERSIONS) - NOT_IN_KAFKA_PYTHON:
         assert (int(key), "request") in THEIRS and (int(key), "response") in THEIRS
 
 

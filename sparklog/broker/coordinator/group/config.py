@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from sparklog.settings import INT, Definitions, Setting
+from sparklog.settings import INT, LIST, Definitions, Setting
 
 DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS = 3000  # group.initial.rebalance.delay.ms
 DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS = 6000  # group.min.session.timeout.ms
@@ -23,6 +23,10 @@ DEFAULT_OFFSETS_RETENTION_MINUTES = 10080  # offsets.retention.minutes (7 days)
 DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600000  # offsets.retention.check.interval.ms (10 minutes)
 DEFAULT_OFFSETS_COMMIT_TIMEOUT_MS = 5000  # offsets.commit.timeout.ms
 DEFAULT_OFFSETS_LOAD_BUFFER_SIZE = 5242880  # offsets.load.buffer.size (5 MiB read at a time while loading)
+DEFAULT_GROUP_CONSUMER_SESSION_TIMEOUT_MS = 45000  # group.consumer.session.timeout.ms (KIP-848)
+DEFAULT_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS = 5000  # group.consumer.heartbeat.interval.ms
+DEFAULT_GROUP_CONSUMER_ASSIGNORS = "uniform,range"  # group.consumer.assignors: the first is the default
+DEFAULT_GROUP_CONSUMER_MAX_SIZE = 2147483647  # group.consumer.max.size
 
 
 class GroupConfigError(ValueError):
@@ -53,6 +57,15 @@ GROUP = Definitions("group coordinator", (
             "how long a commit waits for the offsets topic's in-sync replicas before it fails", low=1),
     Setting("offsets.load.buffer.size", INT, DEFAULT_OFFSETS_LOAD_BUFFER_SIZE,
             "bytes read at a time when loading an offsets partition into the cache", low=1),
+    Setting("group.consumer.session.timeout.ms", INT, DEFAULT_GROUP_CONSUMER_SESSION_TIMEOUT_MS,
+            "how long a member of a consumer-protocol group (KIP-848) lives without a heartbeat", low=1),
+    Setting("group.consumer.heartbeat.interval.ms", INT, DEFAULT_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
+            "the heartbeat interval the coordinator gives the members of consumer-protocol groups", low=1),
+    Setting("group.consumer.assignors", LIST, DEFAULT_GROUP_CONSUMER_ASSIGNORS,
+            "the server-side assignors consumer-protocol groups may use; the first is the default",
+            choices=("uniform", "range")),
+    Setting("group.consumer.max.size", INT, DEFAULT_GROUP_CONSUMER_MAX_SIZE,
+            "members a consumer-protocol group may have", low=1),
 ), error=GroupConfigError)
 GROUP_KEYS = set(GROUP)
 
@@ -70,6 +83,10 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS
     offsets_commit_timeout_ms: int = DEFAULT_OFFSETS_COMMIT_TIMEOUT_MS
     offsets_load_buffer_size: int = DEFAULT_OFFSETS_LOAD_BUFFER_SIZE
+    consumer_session_timeout_ms: int = DEFAULT_GROUP_CONSUMER_SESSION_TIMEOUT_MS
+    consumer_heartbeat_interval_ms: int = DEFAULT_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS
+    consumer_assignors: str = DEFAULT_GROUP_CONSUMER_ASSIGNORS
+    consumer_max_size: int = DEFAULT_GROUP_CONSUMER_MAX_SIZE
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "GroupConfig":
@@ -77,5 +94,11 @@ class GroupConfig:
         if config.min_session_timeout_ms > config.max_session_timeout_ms:
             raise GroupConfigError(f"group.min.session.timeout.ms={config.min_session_timeout_ms} is above "
                                    f"group.max.session.timeout.ms={config.max_session_timeout_ms}")
+        if not config.consumer_assignors:
+            raise GroupConfigError("group.consumer.assignors must name at least one assignor (uniform, range)")
+        if config.consumer_heartbeat_interval_ms >= config.consumer_session_timeout_ms:
+            raise GroupConfigError(f"group.consumer.heartbeat.interval.ms={config.consumer_heartbeat_interval_ms} "
+                                   f"must be below group.consumer.session.timeout.ms="
+                                   f"{config.consumer_session_timeout_ms}")
         return config
 

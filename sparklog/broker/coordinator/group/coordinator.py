@@ -13,6 +13,10 @@ again) and cancels the timers.
 Rule 5: when this broker stops leading an offsets partition, `unload` forgets the groups placed on it (Kafka's
 onResignation): their waiters are answered NOT_COORDINATOR, and every later request of theirs is answered
 NOT_COORDINATOR by the handlers, so members find the new coordinator and rejoin there.
+Rule 6: the consumer-protocol groups (KIP-848) live beside the classic ones in `consumer_groups`
+(consumer_coordinator.py, whose Rule 2 says how the two share group ids): a JoinGroup for a consumer group
+with members is INCONSISTENT_GROUP_PROTOCOL, an empty one converts; commits, lists, deletes and unloads
+cover both.
 """
 
 from __future__ import annotations
@@ -25,11 +29,14 @@ from typing import Callable
 from sparklog.broker.coordinator.group.group import (COORDINATOR_NOT_AVAILABLE, NONE, UNKNOWN_MEMBER_ID, Delayed, Group,
                                    GroupSettings, GroupState, JoinRequest, JoinResult, SyncResult, random_member_id)
 from sparklog.broker.coordinator.group.config import GroupConfig
+from sparklog.broker.coordinator.group.consumer_coordinator import ConsumerGroups
 from sparklog.protocol import errors
 
 INVALID_SESSION_TIMEOUT = errors.InvalidSessionTimeoutError.errno
 GROUP_ID_NOT_FOUND = errors.GroupIdNotFoundError.errno
 NON_EMPTY_GROUP = errors.NonEmptyGroupError.errno
+INCONSISTENT_GROUP_PROTOCOL = errors.InconsistentGroupProtocolError.errno
+CONSUMER_GROUP_TYPE = "consumer"  # ListGroups' protocol type of a consumer-protocol group (Kafka's)
 
 _JOIN, _SYNC = "join", "sync"
 
@@ -75,6 +82,7 @@ class GroupCoordinator:
         self._waiting: dict[tuple[str, str, str], deque[asyncio.Future]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._rebalances = 0
+        self.consumer_groups = ConsumerGroups(config, clock_ms)
 
     def now_ms(self) -> int:
         if self._clock_ms is not None:
@@ -86,6 +94,9 @@ class GroupCoordinator:
     async def join(self, group_id: str, req: JoinRequest) -> JoinResult:
         if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
             return JoinResult(INVALID_SESSION_TIMEOUT, member_id=req.member_id)
+        if self.consumer_groups.refuses_classic(group_id):  # Rule 6
+            return JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
+        self.consumer_groups.unload(lambda g: g == group_id)  # an empty consumer group converts
         group = self.groups.get(group_id)
         if group is None:
             if req.member_id:  # Kafka: a member id of a group we do not know
@@ -122,7 +133,11 @@ class GroupCoordinator:
         return code
 
     def check_commit(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> int:
-        """May this commit go to the offset store? A group we do not know accepts member-less commits only."""
+        """May this commit go to the offset store? A group we do not know accepts member-less commits only;
+        a consumer group's member commits with its member epoch as the generation (Rule 6)."""
+        consumer = self.consumer_groups.check_commit(group_id, member_id, generation)
+        if consumer is not None:
+            return consumer
         group = self.groups.get(group_id)
         if group is None:
             return NONE if generation < 0 and not member_id else UNKNOWN_MEMBER_ID
@@ -142,10 +157,14 @@ class GroupCoordinator:
 
     def list(self) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) of every group this coordinator knows."""
-        return sorted((g, group.protocol_type or "", group.state.value) for g, group in self.groups.items())
+        classic = [(g, group.protocol_type or "", group.state.value) for g, group in self.groups.items()]
+        consumer = [(g, CONSUMER_GROUP_TYPE, state) for g, state in self.consumer_groups.list()]
+        return sorted(classic + consumer)
 
     def delete(self, group_id: str) -> int:
         """DeleteGroups' membership half: NON_EMPTY_GROUP while members are in it (offsets are the caller's)."""
+        if self.consumer_groups.refuses_classic(group_id):
+            return NON_EMPTY_GROUP
         group = self.groups.get(group_id)
         if group is None:
             return NONE
@@ -156,11 +175,22 @@ class GroupCoordinator:
 
     def has_members(self, group_id: str) -> bool:
         """Offset expiry's question (offset_cache Rule 3): does the group have members now?"""
+        return self.has_classic_members(group_id) or self.consumer_groups.refuses_classic(group_id)
+
+    def has_classic_members(self, group_id: str) -> bool:
+        """Rule 6, for a consumer heartbeat: does a classic group of this id have members (or joiners)?"""
         group = self.groups.get(group_id)
         return group is not None and bool(group.members or group.pending)
 
+    def forget_empty_classic(self, group_id: str) -> None:
+        """Rule 6: an empty classic group converts to a consumer group (its offsets stay)."""
+        group = self.groups.get(group_id)
+        if group is not None and not (group.members or group.pending):
+            self._forget(group_id)
+
     def unload(self, placed_here: Callable[[str], bool], code: int) -> int:
         """Rule 5: forget the groups `placed_here` says moved away; their waiters get `code`. How many."""
+        self.consumer_groups.unload(placed_here)
         gone = [g for g in self.groups if placed_here(g)]
         for group_id in gone:
             self._answer_waiters(lambda key: key[0] == group_id, code)
@@ -173,6 +203,7 @@ class GroupCoordinator:
             waiting_requests=sum(len(q) for q in self._waiting.values()), rebalances=self._rebalances)
 
     def close(self) -> None:
+        self.consumer_groups.close()
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()

@@ -1,11 +1,12 @@
 """The group apis, one function per api as in handlers.py: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-DescribeGroups, ListGroups, DeleteGroups, OffsetDelete. They translate between the wire messages and the broker's
+DescribeGroups, ListGroups, DeleteGroups, OffsetDelete (the consumer protocol's are in consumer_handlers.py). They translate between the wire messages and the broker's
 `GroupCoordinator` (`state.groups`); placement and offsets go through `state.offsets` (offset_store.py).
 
 Rule 1: a request for a group this broker does not coordinate gets NOT_COORDINATOR (the client asks
 FindCoordinator again), COORDINATOR_LOAD_IN_PROGRESS while it loads the group's offsets partition,
 COORDINATOR_NOT_AVAILABLE while there is no offsets topic (offset_store.py's `status`); an invalid group id
-gets INVALID_GROUP_ID.
+gets INVALID_GROUP_ID. DescribeGroups of a consumer-protocol group (KIP-848) gets GROUP_ID_NOT_FOUND, as in
+Kafka: ConsumerGroupDescribe describes it.
 Rule 2: JoinGroup and SyncGroup may wait for the rest of the group: they return a coroutine (handlers.py's
 Rule 1), bounded by the group's rebalance timeout.
 Rule 3 (OffsetDelete, Kafka's `GroupCoordinator.handleDeleteOffsets`): a group is known by its members or by
@@ -13,7 +14,8 @@ its committed offsets (else GROUP_ID_NOT_FOUND, top-level, and no partitions lis
 lacks is UNKNOWN_TOPIC_OR_PARTITION and left alone. An Empty group loses the named offsets; a consumer-protocol
 group with members keeps those of the topics its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC: every topic,
 while their subscriptions cannot be read) and loses the others; a group of another protocol with members is
-NON_EMPTY_GROUP. A partition without a committed offset is deleted without error, as in Kafka.
+NON_EMPTY_GROUP. A partition without a committed offset is deleted without error, as in Kafka. A consumer group
+of KIP-848's protocol keeps the offsets of the topics its members subscribe to (by name or regex).
 """
 
 from __future__ import annotations
@@ -128,6 +130,9 @@ def handle_describe_groups(request, state) -> DescribeGroupsResponse:
 
 def _describe(state, group_id: str) -> DescribedGroup:
     code = group_error(state, group_id)
+    if code == NONE and state.groups.consumer_groups.describe(group_id) is not None:  # Kafka 4's answer
+        return DescribedGroup(error_code=GROUP_ID_NOT_FOUND, group_id=group_id, group_state=DEAD, protocol_type="",
+                              protocol_data="", members=[])
     found = state.groups.describe(group_id) if code == NONE else None
     if found is None:  # Kafka: a group known only by its committed offsets is Empty
         known = code == NONE and group_id in state.offsets.groups_with_offsets(group_id)
@@ -207,9 +212,15 @@ async def _offset_delete(state, body, codes: dict[tuple[str, int], int]) -> Offs
     group_id = body.group_id
     found = state.groups.describe(group_id)
     members = found is not None and found.state != GroupState.EMPTY.value and bool(found.members)
-    if found is None and group_id not in state.offsets.groups_with_offsets(group_id):
+    consumer = state.groups.consumer_groups.describe(group_id)  # KIP-848: its members' topics are kept
+    if found is None and consumer is None and group_id not in state.offsets.groups_with_offsets(group_id):
         return OffsetDeleteResponse(error_code=GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
-    if members:
+    if consumer is not None:
+        subscribed_now = consumer.subscribed_topics()
+        for tp, code in codes.items():
+            if code == NONE and tp[0] in subscribed_now:
+                codes[tp] = GROUP_SUBSCRIBED_TO_TOPIC
+    elif members:
         if found.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return OffsetDeleteResponse(error_code=NON_EMPTY_GROUP, throttle_time_ms=0, topics=[])
         subscribed = subscribed_topics(found)

@@ -1,0 +1,125 @@
+"""The consumer-protocol half of the group coordinator (KIP-848): owns the `ConsumerGroup`s (consumer_group.py)
+this broker coordinates and is their asyncio edge: reads the loop's clock and runs one timer per group at its
+`next_deadline()` (session expiry, revocation timeout). A heartbeat is answered at once: nothing waits.
+
+Rule 1: every call runs on the event loop; nothing here blocks or touches ZooKeeper.
+Rule 2 (coexistence, Kafka's rules with online migration off): a group id is either classic or consumer. The
+classic `GroupCoordinator` asks `refuses_classic` before a JoinGroup (a consumer group with members answers
+INCONSISTENT_GROUP_PROTOCOL; an empty one is forgotten, converted); the heartbeat handler checks the classic
+side before calling here (a classic group with members answers GROUP_ID_NOT_FOUND; an empty one converts).
+Offsets are the group id's, in `__consumer_offsets`, whichever protocol commits them.
+Rule 3: an empty consumer group is forgotten at once (its offsets stay in the offset store, as for classic).
+Rule 4: `unload` and `close` forget groups as the classic coordinator does; their members' next heartbeat
+gets NOT_COORDINATOR (from the handlers) and finds the new coordinator, where they rejoin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from sparklog.broker.coordinator.group.config import GroupConfig
+from sparklog.broker.coordinator.group.consumer_group import (NONE, UNKNOWN_MEMBER_ID, ConsumerGroup,
+                                                              ConsumerGroupSettings, HeartbeatRequest,
+                                                              HeartbeatResult, random_member_id)
+
+
+@dataclass(frozen=True)
+class ConsumerGroupsStatistics:
+    groups: int
+    members: int
+    expired_members: int
+
+
+class ConsumerGroups:
+    """See the module docstring. `clock_ms` defaults to the running loop's monotonic clock."""
+
+    def __init__(self, config: GroupConfig, clock_ms: Callable[[], int] | None = None,
+                 new_member_id: Callable[[], str] = random_member_id) -> None:
+        self.settings = ConsumerGroupSettings(
+            session_timeout_ms=config.consumer_session_timeout_ms,
+            heartbeat_interval_ms=config.consumer_heartbeat_interval_ms,
+            assignors=tuple(config.consumer_assignors.split(",")), max_size=config.consumer_max_size)
+        self._clock_ms = clock_ms
+        self._new_member_id = new_member_id
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._topics: dict[str, Mapping[str, int]] = {}  # the topics each group last saw, for its timer
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._expired = 0
+
+    def now_ms(self) -> int:
+        if self._clock_ms is not None:
+            return self._clock_ms()
+        return int(asyncio.get_running_loop().time() * 1000)
+
+    def heartbeat(self, group_id: str, req: HeartbeatRequest, topics: Mapping[str, int]) -> HeartbeatResult:
+        group = self.groups.get(group_id)
+        if group is None:
+            if req.member_epoch != 0:
+                return HeartbeatResult(UNKNOWN_MEMBER_ID, error_message=f"member {req.member_id} is not in group "
+                                       f"{group_id}")
+            group = self.groups[group_id] = ConsumerGroup(group_id, self.settings, self._new_member_id)
+        self._topics[group_id] = topics
+        result = group.heartbeat(self.now_ms(), req, topics)
+        self._after(group)
+        return result
+
+    def refuses_classic(self, group_id: str) -> bool:
+        """Rule 2, for a classic JoinGroup: True while the consumer group has members."""
+        return group_id in self.groups and bool(self.groups[group_id].members)
+
+    def check_commit(self, group_id: str, member_id: str, member_epoch: int) -> int | None:
+        """The consumer group's answer to a commit, or None when the group is not a consumer group here."""
+        group = self.groups.get(group_id)
+        return None if group is None else group.check_commit(member_id, member_epoch)
+
+    def describe(self, group_id: str) -> ConsumerGroup | None:
+        return self.groups.get(group_id)
+
+    def list(self) -> list[tuple[str, str]]:
+        """(group id, state) of every consumer group here."""
+        return sorted((g, group.state.value) for g, group in self.groups.items())
+
+    def unload(self, placed_here: Callable[[str], bool]) -> int:
+        gone = [g for g in self.groups if placed_here(g)]
+        for group_id in gone:
+            self._forget(group_id)
+        return len(gone)
+
+    def close(self) -> None:
+        for group_id in list(self.groups):
+            self._forget(group_id)
+
+    def statistics(self) -> ConsumerGroupsStatistics:
+        return ConsumerGroupsStatistics(groups=len(self.groups),
+                                        members=sum(len(g.members) for g in self.groups.values()),
+                                        expired_members=self._expired)
+
+    def _after(self, group: ConsumerGroup) -> None:
+        """Re-arm the group's timer; forget it when empty (Rule 3)."""
+        timer = self._timers.pop(group.group_id, None)
+        if timer is not None:
+            timer.cancel()
+        deadline = group.next_deadline()
+        if deadline is None:
+            self._forget(group.group_id)
+            return
+        delay_s = max(0.0, (deadline - self.now_ms()) / 1000)
+        self._timers[group.group_id] = asyncio.get_running_loop().call_later(delay_s, self._tick, group)
+
+    def _tick(self, group: ConsumerGroup) -> None:
+        self._timers.pop(group.group_id, None)
+        if self.groups.get(group.group_id) is group:
+            self._expired += len(group.expire(self.now_ms(), self._topics.get(group.group_id, {})))
+            self._after(group)
+
+    def _forget(self, group_id: str) -> None:
+        self.groups.pop(group_id, None)
+        self._topics.pop(group_id, None)
+        timer = self._timers.pop(group_id, None)
+        if timer is not None:
+            timer.cancel()
+
+
+__all__ = ["ConsumerGroups", "ConsumerGroupsStatistics", "NONE"]
