@@ -10,6 +10,12 @@ the broker's own, the group coordinator's (`group_config.GROUP`), the transactio
 (`coordinator/transaction/config.TRANSACTION`), the scrubber's, the cleaner's, and the
 `log.*` defaults of the topic configs, derived from the storage's table. Adding a setting is one `Setting(...)` line there plus
 its `BrokerConfig` field.
+Rule 4: a setting marked `dynamic` in `BROKER` is one Kafka lets `IncrementalAlterConfigs`/`AlterConfigs` on a
+BROKER resource change at runtime and that sparklog applies without a restart (broker/dynamic_config.py): the
+`log.*` defaults of the topic configs (laid under every topic's overrides, at once on open logs), except
+`log.message.format.version` (Kafka's exclusion) and `unclean.leader.election.enable` (read by the controller at
+start here). `DYNAMIC_KEYS` is derived from that flag; every other key is refused with Kafka's
+`Cannot update these configs dynamically: ...`. Their coarse spellings (`log.retention.hours`) stay static.
 """
 
 from __future__ import annotations
@@ -115,12 +121,17 @@ class Endpoint:
         return f"{self.name}://{host}:{self.port}"
 
 
+# Topic-config defaults that stay static (Rule 4).
+_STATIC_SYNONYMS = frozenset({"log.message.format.version", "unclean.leader.election.enable"})
+
+
 def _synonym(broker_key: str, topic_key: str) -> Setting:
-    """The broker-level default of a topic config: the topic config's type, default and rule (Rule 3)."""
+    """The broker-level default of a topic config: the topic config's type, default and rule (Rule 3),
+    dynamic unless named in _STATIC_SYNONYMS (Rule 4)."""
     topic = TOPIC_CONFIGS[topic_key]
     return Setting(broker_key, topic.type, topic.default, f"default of the topic config `{topic_key}`: {topic.doc}",
                    topic.importance, topic.low, topic.high, topic.choices, topic.rule, topic.kafka,
-                   convert=topic.convert)
+                   convert=topic.convert, dynamic=broker_key not in _STATIC_SYNONYMS)
 
 
 def _ignored(name: str) -> Setting:
@@ -209,6 +220,7 @@ BROKER = Definitions("broker", (
     *(_ignored(name) for name in _IGNORED_KEYS),
 ), error=ConfigError, unknown=WARN)
 KNOWN_KEYS = frozenset(BROKER)
+DYNAMIC_KEYS = frozenset(key for key in BROKER if BROKER[key].dynamic)  # Rule 4
 
 
 @dataclass(frozen=True)
