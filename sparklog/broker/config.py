@@ -14,7 +14,8 @@ Rule 4: a setting marked `dynamic` in `BROKER` is one Kafka lets `IncrementalAlt
 BROKER resource change at runtime and that sparklog applies without a restart (broker/dynamic_config.py): the
 `log.*` defaults of the topic configs (laid under every topic's overrides, at once on open logs), except
 `log.message.format.version` (Kafka's exclusion) and `unclean.leader.election.enable` (read by the controller at
-start here). `DYNAMIC_KEYS` is derived from that flag; every other key is refused with Kafka's
+start here), and Kafka's GSSAPI login timings (accepted, no effect: sparklog serves no GSSAPI). `DYNAMIC_KEYS` is
+derived from that flag; every other key is refused with Kafka's
 `Cannot update these configs dynamically: ...`. Their coarse spellings (`log.retention.hours`) stay static.
 """
 
@@ -33,7 +34,7 @@ from sparklog.broker.coordinator.transaction.config import TRANSACTION, Transact
 from sparklog.broker.security.sasl_config import SASL, SaslConfig, SaslConfigError, is_listener_sasl_key
 from sparklog.coordination.connection import split_connect_string
 from sparklog.broker.tls import SSL, TlsConfigError, TlsSettings
-from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, MEDIUM, STRING, WARN, Definitions, Setting
+from sparklog.settings import BOOLEAN, DOUBLE, HIGH, INT, LIST, LONG, LOW, MEDIUM, STRING, WARN, Definitions, Setting
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
 from sparklog.storage.config import DEFINITIONS as TOPIC_CONFIGS
 from sparklog.storage.cleaner_manager import CLEANER_SETTINGS, CleanerConfig
@@ -138,6 +139,13 @@ def _ignored(name: str) -> Setting:
     return Setting(name, STRING, None, "accepted from a stock server.properties; no effect in sparklog", LOW)
 
 
+def _kerberos(name: str, type_: str, default: Any) -> Setting:
+    """A GSSAPI (Kerberos) login setting: dynamic in Kafka, and so accepted by a dynamic alter (librdkafka's
+    admin tests set one); sparklog serves no GSSAPI, so it has no effect here."""
+    return Setting(name, type_, default, "Kafka's GSSAPI login setting; sparklog serves no GSSAPI: no effect",
+                   LOW, low=0, dynamic=True)
+
+
 BROKER = Definitions("broker", (
     Setting("broker.id", INT, None, "this broker's id, unique in the cluster (required)", HIGH, low=0),
     Setting("listeners", STRING, f"PLAINTEXT://:{DEFAULT_PORT}", "NAME://host:port,... of the listeners, each "
@@ -218,6 +226,9 @@ BROKER = Definitions("broker", (
     *SASL.values(),
     *(_synonym(broker_key, topic_key) for broker_key, topic_key in TOPIC_CONFIG_BROKER_KEYS.items()),
     *(_ignored(name) for name in _IGNORED_KEYS),
+    _kerberos("sasl.kerberos.min.time.before.relogin", LONG, 60000),
+    _kerberos("sasl.kerberos.ticket.renew.jitter", DOUBLE, 0.05),
+    _kerberos("sasl.kerberos.ticket.renew.window.factor", DOUBLE, 0.8),
 ), error=ConfigError, unknown=WARN)
 KNOWN_KEYS = frozenset(BROKER)
 DYNAMIC_KEYS = frozenset(key for key in BROKER if BROKER[key].dynamic)  # Rule 4
