@@ -206,3 +206,28 @@ def test_acl_apis_answer_security_disabled_without_an_authorizer(dispatcher):
     plain = Dispatcher(dispatcher.state)
     for api_key in (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS):
         assert codes(call(plain, api_key, 1)) == {54}
+
+
+def test_delete_topics_v6_by_id_is_checked_under_the_topics_name_and_a_denied_one_is_not_named(dispatcher):
+    """KIP-516: DeleteTopics v6 names topics by id too; the id is checked as the DELETE of the topic it names
+    (denied: answered without the name), an unknown id is left to the handler (UNKNOWN_TOPIC_ID)."""
+    import dataclasses
+    import uuid
+
+    from sparklog.coordination import topic_ids
+
+    snapshot = dispatcher.state.partitions.snapshot
+    ids = {name: topic_ids.new_topic_id() for name in snapshot.topics}
+    dispatcher.state.partitions.snapshot = dataclasses.replace(snapshot, topics={
+        name: dataclasses.replace(meta, topic_id=ids[name]) for name, meta in snapshot.topics.items()})
+    delete_t = AccessControlEntry(ANONYMOUS, "*", Operation.DELETE, Permission.ALLOW)
+    dispatcher.state.authorization.cache.snapshot = AclSnapshot({ResourcePattern(ResourceType.TOPIC, "t"): {delete_t}})
+    state_cls = type(filled(REQUESTS[ApiKey.DELETE_TOPICS], 6).topics[0])
+    unknown = uuid.uuid4()
+    asked = REQUESTS[ApiKey.DELETE_TOPICS](timeout_ms=100, topics=[
+        *(state_cls(name=None, topic_id=topic_ids.to_uuid(ids[name])) for name in ("secret", "t")),
+        state_cls(name=None, topic_id=unknown)])
+    response = call(dispatcher, ApiKey.DELETE_TOPICS, 6, asked)
+    found = {topic_ids.to_string(t.topic_id): (t.name, t.error_code) for t in response.responses}
+    assert found[ids["secret"]] == (None, 29) and found[topic_ids.to_string(unknown)] == (None, 100)
+    assert found[ids["t"]][0] == "t" and found[ids["t"]][1] != 29  # allowed: the handler's answer, by name
