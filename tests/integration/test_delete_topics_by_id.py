@@ -86,3 +86,17 @@ def test_a_name_and_an_id_at_once_is_refused_and_deletes_nothing(cluster):
     assert (result.error_code, result.error_message) == (INVALID_REQUEST,
                                                          "You may not specify both topic name and topic id.")
     assert topic_id(cluster, name) == its_id
+
+
+def test_kafka_python_deletes_a_topic_by_its_uuid(cluster):
+    """kafka-python's admin client deletes by a uuid.UUID through DeleteTopics v6 (the version it takes now)."""
+    from kafka.admin import KafkaAdminClient
+
+    name = f"kp-{uuid.uuid4().hex[:8]}"
+    its_id = created(cluster, name)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        admin.delete_topics([its_id], timeout_ms=10_000)
+    finally:
+        admin.close()
+    gone(cluster, name)
