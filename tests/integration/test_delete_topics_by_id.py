@@ -16,16 +16,15 @@ from sparklog.protocol.metadata import MetadataRequest, MetadataRequestTopic
 TIMEOUT_S = 30.0
 UNKNOWN_TOPIC_ID, INVALID_REQUEST = 100, 42
 
+SESSION_TIMEOUT_MS = 18000  # Kafka's default
+
 
 @pytest.fixture(scope="module")
 def cluster(request, zookeeper, tmp_path_factory):
-    from support.cluster import Cluster
+    from support.cluster import started_cluster
 
-    cluster = Cluster(f"{zookeeper.connect_string}/delid-{uuid.uuid4().hex}", tmp_path_factory.mktemp("delid"),
-                      brokers=1, overrides={"auto.create.topics.enable": "false"})
-    request.addfinalizer(cluster.stop)
-    cluster.start()
-    return cluster
+    return started_cluster(request, f"{zookeeper.connect_string}/delid-{uuid.uuid4().hex}",
+                           tmp_path_factory.mktemp("delid"), 1, SESSION_TIMEOUT_MS, **{"auto.create.topics.enable": "false"})
 
 
 def call(cluster, api_key, version, body):

@@ -13,17 +13,15 @@ BIG, SMALL = b"b" * 5000, b"s" * 500
 LIMIT = "2000"  # message.max.bytes: the big record's batch is above it, the small one's below
 APPLY_S = 30.0  # generous: the change travels through a ZooKeeper notification and a partition sync
 
+SESSION_TIMEOUT_MS = 18000  # Kafka's default
+
 
 @pytest.fixture(scope="module")
 def cluster(request, zookeeper, tmp_path_factory):
-    from support.cluster import Cluster, wait_until_every_broker_knows_all
+    from support.cluster import started_cluster
 
-    cluster = Cluster(f"{zookeeper.connect_string}/dyncfg-{uuid.uuid4().hex}", tmp_path_factory.mktemp("dyncfg"),
-                      brokers=2)
-    request.addfinalizer(cluster.stop)
-    cluster.start()
-    wait_until_every_broker_knows_all(cluster)
-    return cluster
+    return started_cluster(request, f"{zookeeper.connect_string}/dyncfg-{uuid.uuid4().hex}",
+                           tmp_path_factory.mktemp("dyncfg"), 2, SESSION_TIMEOUT_MS)
 
 
 def configs(capsys, *argv) -> tuple[int, str, str]:

@@ -14,16 +14,15 @@ from sparklog.records import compression, legacy
 
 TIMEOUT_S = 30
 
+SESSION_TIMEOUT_MS = 18000  # Kafka's default
+
 
 @pytest.fixture(scope="module")
 def cluster(request, zookeeper, tmp_path_factory):
-    from support.cluster import Cluster
+    from support.cluster import started_cluster
 
-    cluster = Cluster(f"{zookeeper.connect_string}/legacy-{uuid.uuid4().hex}", tmp_path_factory.mktemp("legacy"),
-                      brokers=1)
-    request.addfinalizer(cluster.stop)
-    cluster.start()
-    return cluster
+    return started_cluster(request, f"{zookeeper.connect_string}/legacy-{uuid.uuid4().hex}",
+                           tmp_path_factory.mktemp("legacy"), 1, SESSION_TIMEOUT_MS)
 
 
 def new_topic(cluster) -> str:
