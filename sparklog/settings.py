@@ -68,6 +68,7 @@ class Setting:
     kafka: str | None = None
     synonym: str | None = None
     convert: Callable[[Any], Any] | None = None  # a value of a form only this setting accepts -> its type
+    dynamic: bool = False  # a broker setting Kafka lets IncrementalAlterConfigs change at runtime (broker/config.py)
 
     @property
     def type_code(self) -> int:

@@ -142,7 +142,8 @@ TABLE: dict[int, Rule] = {
     ApiKey.API_VERSIONS: Rule(),
     ApiKey.CREATE_TOPICS: Rule((), _topics(CREATE, "topics", "name", "topics", "name", None),
                                special="create_topics"),
-    ApiKey.DELETE_TOPICS: Rule((), _topics(DELETE, "topic_names", None, "responses", "name", None)),
+    ApiKey.DELETE_TOPICS: Rule((), _topics(DELETE, "topic_names", None, "responses", "name", None),
+                               special="delete_topics"),  # v6 names topics by id too
     ApiKey.DELETE_RECORDS: Rule((), _topics(DELETE, "topics", "name", "topics", "name", _PER_PARTITION)),
     ApiKey.INIT_PRODUCER_ID: Rule((_TXN_WRITE, Whole(IDEMPOTENT_WRITE, CLUSTER, _without_transactional_id,
                                                      CLUSTER_AUTHORIZATION_FAILED))),

@@ -61,6 +61,8 @@ from sparklog.coordination import cluster as cluster_registry
 from sparklog.coordination import connection as zk_connection
 from sparklog.coordination.zookeeper_security import create_persistent_paths
 from sparklog.coordination.client_quotas import QuotaConfigWatch
+from sparklog.coordination.broker_configs import BrokerConfigWatch
+from sparklog.broker.dynamic_config import DynamicBrokerConfig
 from sparklog.storage.dir_lock import LogDirInUse, lock_log_dirs
 
 log = logging.getLogger(__name__)
@@ -329,6 +331,9 @@ class Broker:
         # client quotas (dispatch Rule 7): a watch on the ZooKeeper client, no thread or resource of its own (it
         # ends with the client), so not a service
         QuotaConfigWatch(self.zk, lambda entity, quotas: self._on_loop(state.quotas.update, entity, quotas)).start()
+        dynamic = DynamicBrokerConfig(cfg, self.partitions.set_log_defaults,
+                                      lambda config: self._on_loop(setattr, state, "config", config))
+        BrokerConfigWatch(self.zk, cfg.broker_id, dynamic.on_change).start()  # dynamic broker configs, likewise
         self.server.app = self.dispatcher
         offsets = state.offsets  # loads and drops __consumer_offsets partitions after the replica manager's turn
         self.loop.call_soon_threadsafe(offsets.start)

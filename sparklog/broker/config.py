@@ -10,6 +10,13 @@ the broker's own, the group coordinator's (`group_config.GROUP`), the transactio
 (`coordinator/transaction/config.TRANSACTION`), the scrubber's, the cleaner's, and the
 `log.*` defaults of the topic configs, derived from the storage's table. Adding a setting is one `Setting(...)` line there plus
 its `BrokerConfig` field.
+Rule 4: a setting marked `dynamic` in `BROKER` is one Kafka lets `IncrementalAlterConfigs`/`AlterConfigs` on a
+BROKER resource change at runtime and that sparklog applies without a restart (broker/dynamic_config.py): the
+`log.*` defaults of the topic configs (laid under every topic's overrides, at once on open logs), except
+`log.message.format.version` (Kafka's exclusion) and `unclean.leader.election.enable` (read by the controller at
+start here), and Kafka's GSSAPI login timings (accepted, no effect: sparklog serves no GSSAPI). `DYNAMIC_KEYS` is
+derived from that flag; every other key is refused with Kafka's
+`Cannot update these configs dynamically: ...`. Their coarse spellings (`log.retention.hours`) stay static.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from sparklog.broker.security.sasl_config import SASL, SaslConfig, SaslConfigErr
 from sparklog.coordination.connection import split_connect_string
 from sparklog.coordination.zookeeper_security import ZOOKEEPER_TLS, ZooKeeperSecurity, ZooKeeperSecurityError
 from sparklog.broker.tls import SSL, TlsConfigError, TlsSettings
-from sparklog.settings import BOOLEAN, HIGH, INT, LIST, LONG, LOW, MEDIUM, STRING, WARN, Definitions, Setting
+from sparklog.settings import BOOLEAN, DOUBLE, HIGH, INT, LIST, LONG, LOW, MEDIUM, STRING, WARN, Definitions, Setting
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
 from sparklog.storage.config import DEFINITIONS as TOPIC_CONFIGS
 from sparklog.storage.cleaner_manager import CLEANER_SETTINGS, CleanerConfig
@@ -116,16 +123,28 @@ class Endpoint:
         return f"{self.name}://{host}:{self.port}"
 
 
+# Topic-config defaults that stay static (Rule 4).
+_STATIC_SYNONYMS = frozenset({"log.message.format.version", "unclean.leader.election.enable"})
+
+
 def _synonym(broker_key: str, topic_key: str) -> Setting:
-    """The broker-level default of a topic config: the topic config's type, default and rule (Rule 3)."""
+    """The broker-level default of a topic config: the topic config's type, default and rule (Rule 3),
+    dynamic unless named in _STATIC_SYNONYMS (Rule 4)."""
     topic = TOPIC_CONFIGS[topic_key]
     return Setting(broker_key, topic.type, topic.default, f"default of the topic config `{topic_key}`: {topic.doc}",
                    topic.importance, topic.low, topic.high, topic.choices, topic.rule, topic.kafka,
-                   convert=topic.convert)
+                   convert=topic.convert, dynamic=broker_key not in _STATIC_SYNONYMS)
 
 
 def _ignored(name: str) -> Setting:
     return Setting(name, STRING, None, "accepted from a stock server.properties; no effect in sparklog", LOW)
+
+
+def _kerberos(name: str, type_: str, default: Any) -> Setting:
+    """A GSSAPI (Kerberos) login setting: dynamic in Kafka, and so accepted by a dynamic alter (librdkafka's
+    admin tests set one); sparklog serves no GSSAPI, so it has no effect here."""
+    return Setting(name, type_, default, "Kafka's GSSAPI login setting; sparklog serves no GSSAPI: no effect",
+                   LOW, low=0, dynamic=True)
 
 
 BROKER = Definitions("broker", (
@@ -212,8 +231,12 @@ BROKER = Definitions("broker", (
     *SASL.values(),
     *(_synonym(broker_key, topic_key) for broker_key, topic_key in TOPIC_CONFIG_BROKER_KEYS.items()),
     *(_ignored(name) for name in _IGNORED_KEYS),
+    _kerberos("sasl.kerberos.min.time.before.relogin", LONG, 60000),
+    _kerberos("sasl.kerberos.ticket.renew.jitter", DOUBLE, 0.05),
+    _kerberos("sasl.kerberos.ticket.renew.window.factor", DOUBLE, 0.8),
 ), error=ConfigError, unknown=WARN)
 KNOWN_KEYS = frozenset(BROKER)
+DYNAMIC_KEYS = frozenset(key for key in BROKER if BROKER[key].dynamic)  # Rule 4
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@
 
 Rule 1: each --entity-type pairs with the --entity-name or --entity-default that follows it, as kafka-configs
 reads them; `users` then `clients` is the (user, client-id) entity. Quotas go through DescribeClientQuotas and
-AlterClientQuotas (KIP-546), topics through DescribeConfigs and IncrementalAlterConfigs; with --zookeeper the
+AlterClientQuotas (KIP-546), topics and brokers (dynamic broker configs: a broker id, or --entity-default for
+the cluster-wide default) through DescribeConfigs and IncrementalAlterConfigs; with --zookeeper the
 quota configs are read and written in ZooKeeper directly (coordination.client_quotas, with its change
 notification), so users can be set up before any broker runs.
 Rule 2: every quota value is checked before anything is sent (client_quotas' quota-values rule): a negative,
@@ -26,6 +27,7 @@ ENTITY_TYPES = ("users", "clients", "topics", "brokers")
 QUOTA_TYPES = {"users": "user", "clients": "client-id"}  # --entity-type -> KIP-546's entity type
 SCRAM_PREFIX = "SCRAM-SHA-"
 TOPIC_OVERRIDE = 1  # DescribeConfigs' config_source of a topic's own override
+DYNAMIC_BROKER_SOURCES = (2, 3)  # DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG
 
 
 def store_scram_credentials(args: argparse.Namespace, user: str, mechanism: str, params: dict[str, str]) -> None:
@@ -229,23 +231,42 @@ def _components_text(components) -> str:
 def _resource(args, kind: str, name: str | None) -> int:
     if args.zookeeper:
         raise ValueError(f"{kind} with --zookeeper: give --bootstrap-server (topic configs go through the brokers)")
-    if not name:
-        raise ValueError(f"--entity-type {kind} needs --entity-name")
+    if not name and not (kind == "brokers" and name is None):
+        raise ValueError(f"--entity-type {kind} needs --entity-name" + (" or --entity-default" if kind == "brokers"
+                                                                        else ""))
+    if kind == "brokers":
+        return _brokers(args, name or "")
     with _admin(args) as admin:
         if args.describe:
-            configs = admin.describe_configs(name, broker=kind == "brokers")
-            shown = {k: v for k, (v, source) in configs.items() if kind == "brokers" or source == TOPIC_OVERRIDE}
-            print(f"Dynamic configs for {kind[:-1]} {name} are:")
-            for key, value in sorted(shown.items()):
-                print(f"  {key}={value}")
+            configs = admin.describe_configs(name)
+            _print_dynamic(f"Dynamic configs for topic {name} are:", {k: v for k, (v, source) in configs.items() if source == TOPIC_OVERRIDE})
             return 0
-        if kind == "brokers":
-            raise ValueError("brokers: sparklog has no dynamic broker configs (set them in server.properties)")
         from sparklog.cli.topic_rules import checked_overrides
 
         admin.alter_configs(name, checked_overrides(parse_add_config(args.add_config)), _deleted(args))
     print(f"Completed updating config for topic {name}.")
     return 0
+
+
+def _brokers(args, name: str) -> int:
+    """Broker `name`'s dynamic configs ("": the cluster-wide default, --entity-default), as kafka-configs: the
+    describe lists the dynamic ones (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG)."""
+    label = f"broker {name}" if name else "the default broker"
+    with _admin(args) as admin:
+        if args.describe:
+            configs = admin.describe_configs(name, broker=True)
+            header = f"Dynamic configs for {label} are:" if name else "Default configs for brokers in the cluster are:"
+            _print_dynamic(header, {k: v for k, (v, s) in configs.items() if s in DYNAMIC_BROKER_SOURCES})
+            return 0
+        admin.alter_configs(name, parse_add_config(args.add_config), _deleted(args), broker=True)
+    print(f"Completed updating config for {label}.")
+    return 0
+
+
+def _print_dynamic(header: str, shown: dict) -> None:
+    print(header)
+    for key, value in sorted(shown.items()):
+        print(f"  {key}={value}")
 
 
 def _admin(args):

@@ -56,11 +56,12 @@ class AdminClient:
         self._thread = IOThread("sparklog-admin-io", self._client, lambda: None)
         self._thread.start()
 
-    def _call(self, api_key: int, version: int, body, timeout: float | None = None):
+    def _call(self, api_key: int, version: int, body, timeout: float | None = None, node_id: int | None = None):
+        """Send to `node_id` (any broker when None), retrying while no broker answers."""
         retry = Retry(self._backoff, timeout or self.timeout)
         error: BaseException | None = None
         while not retry.expired():
-            node = self._client.least_loaded_node()
+            node = self._client.least_loaded_node() if node_id is None else node_id
             if node is not None:
                 try:
                     return self._client.submit(node, api_key, version, body).wait(max(0.01, retry.remaining()))
@@ -114,20 +115,32 @@ class AdminClient:
         resource = DescribeConfigsResource(resource_type=RESOURCE_BROKER if broker else RESOURCE_TOPIC,
                                            resource_name=name, configuration_keys=None)
         response = self._call(ApiKey.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_VERSION,
-                              DescribeConfigsRequest(resources=[resource]))
+                              DescribeConfigsRequest(resources=[resource]), node_id=self._broker_node(name, broker))
         _raise_first(response.results, name)
         return {c.name: (c.value, c.config_source) for r in response.results for c in r.configs}
 
     def alter_configs(self, name: str, settings: dict | None = None, delete: tuple = (),
-                      validate_only: bool = False) -> None:
-        """Set and delete a topic's config overrides (IncrementalAlterConfigs); all or nothing."""
+                      validate_only: bool = False, broker: bool = False) -> None:
+        """Set and delete a topic's config overrides (IncrementalAlterConfigs); all or nothing. With
+        broker=True, broker `name`'s dynamic configs ("": the cluster-wide default), asked of that broker."""
         configs = [IncrementalAlterableConfig(name=k, config_operation=OP_SET, value=str(v))
                    for k, v in (settings or {}).items()]
         configs += [IncrementalAlterableConfig(name=k, config_operation=OP_DELETE, value=None) for k in delete]
         request = IncrementalAlterConfigsRequest(validate_only=validate_only, resources=[
-            IncrementalAlterConfigsResource(resource_type=RESOURCE_TOPIC, resource_name=name, configs=configs)])
-        response = self._call(ApiKey.INCREMENTAL_ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS_VERSION, request)
+            IncrementalAlterConfigsResource(resource_type=RESOURCE_BROKER if broker else RESOURCE_TOPIC,
+                                            resource_name=name, configs=configs)])
+        response = self._call(ApiKey.INCREMENTAL_ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS_VERSION, request,
+                              node_id=self._broker_node(name, broker))
         _raise_first(response.responses, name)
+
+    def _broker_node(self, name: str, broker: bool) -> int | None:
+        """The broker a BROKER resource is asked of: the one it names (its address learnt from metadata)."""
+        if not broker or not name:
+            return None
+        if not name.isdigit():
+            raise ValueError(f"broker {name!r} is not a broker id")
+        self.describe([])
+        return int(name)
 
     def delete_records(self, name: str, before: dict[int, int]) -> dict[int, int]:
         """Move each partition's log start offset to `before[partition]` (-1: the high watermark), asking

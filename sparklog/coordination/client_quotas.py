@@ -271,8 +271,7 @@ class QuotaConfigWatch:
         with self._lock:
             children = retrying(self.zk, self.zk.get_children, CONFIG_CHANGES)
             self._seen = max((_sequence(c) for c in children), default=-1)
-            for entity, quotas in read_all(self.zk).items():
-                self.on_change(entity, quotas)
+            self._read_all()
         ChildrenWatch(self.zk, CONFIG_CHANGES, self._on_children)
 
     def close(self) -> None:
@@ -288,16 +287,23 @@ class QuotaConfigWatch:
                     self._seen = _sequence(child)
         return True
 
+    def _read_all(self) -> None:
+        """At start: tell `on_change` of every entity (a subclass watching other entities overrides this)."""
+        for entity, quotas in read_all(self.zk).items():
+            self.on_change(entity, quotas)
+
     def _apply(self, child: str) -> None:
         try:
             data, _ = self.zk.get(f"{CONFIG_CHANGES}/{child}")
-            path = decode(data)["entity_path"]
-            if not path.startswith(("clients/", "users/")):
-                return  # a topic's or broker's change: not a quota
-            entity = entity_from_path(path)
+            self._on_path(decode(data)["entity_path"])
         except (NoNodeError, KeyError, ValueError, TypeError) as exc:
             log.warning("ignoring config change %s: %s", child, exc)
-            return
+
+    def _on_path(self, path: str) -> None:
+        """One notification's entity path: re-read that entity and tell `on_change` (ValueError: not one)."""
+        if not path.startswith(("clients/", "users/")):
+            return  # a topic's or broker's change: not a quota
+        entity = entity_from_path(path)
         self.on_change(entity, _entity_quotas(self.zk, entity))
 
 

@@ -1,8 +1,8 @@
-"""DeleteTopics (key 20), versions 0-5 served, flexible from v4. Transcribed from Kafka's DeleteTopicsRequest.json
+"""DeleteTopics (key 20), versions 0-6 served, flexible from v4. Transcribed from Kafka's DeleteTopicsRequest.json
 and DeleteTopicsResponse.json (v0 differs from v1 only by the response's throttle_time_ms).
 
-By version: v4 flexible; v5 error_message. v6 (topics named by name or by id, KIP-516: ``topics`` replaces
-``topic_names``) is declared but not served: the authorizer checks ``topic_names`` (acl_table.py).
+By version: v4 flexible; v5 error_message; v6 (KIP-516) ``topics`` replaces ``topic_names``: each names a topic by
+name or by id, and each result carries the topic's id (the authorizer resolves ids to names, authorization.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from sparklog.protocol.schema import F, message
 
 __all__ = ["DeleteTopicsRequest", "DeleteTopicsResponse", "DeletableTopicResult", "DeleteTopicState"]
 
-DeleteTopicsRequest = message("DeleteTopicsRequest", api_key=ApiKey.DELETE_TOPICS, versions="0-5",
+DeleteTopicsRequest = message("DeleteTopicsRequest", api_key=ApiKey.DELETE_TOPICS, versions="0-6",
                               flexible="4+", module=__name__, fields=[
     F("topics", "[]DeleteTopicState", "6+", fields=[
         F("name", "string", "6+", nullable="6+", default=None),
@@ -22,7 +22,7 @@ DeleteTopicsRequest = message("DeleteTopicsRequest", api_key=ApiKey.DELETE_TOPIC
     F("timeout_ms", "int32", "0+"),
 ])
 
-DeleteTopicsResponse = message("DeleteTopicsResponse", api_key=ApiKey.DELETE_TOPICS, versions="0-5",
+DeleteTopicsResponse = message("DeleteTopicsResponse", api_key=ApiKey.DELETE_TOPICS, versions="0-6",
                                flexible="4+", module=__name__, fields=[
     F("throttle_time_ms", "int32", "1+"),
     F("responses", "[]DeletableTopicResult", "0+", fields=[

@@ -1,13 +1,15 @@
-"""Produce (key 0), versions 3-8, none flexible. Transcribed from Kafka's ProduceRequest.json and
+"""Produce (key 0), versions 0-8, none flexible. Transcribed from Kafka's ProduceRequest.json and
 ProduceResponse.json.
 
-By version: v3 transactional_id (and RecordBatch v2 only); v5 log_start_offset; v8 record_errors and
-error_message. ``records`` is passed through untouched: decoded as a memoryview of the request frame.
+By version: v0-v2 carry legacy message sets (magic 0 and 1, records/legacy.py; the handler up-converts them);
+v1 throttle_time_ms; v2 log_append_time_ms; v3 transactional_id (and RecordBatch v2 only); v5
+log_start_offset; v8 record_errors and error_message. ``records`` is passed through untouched: decoded as a
+memoryview of the request frame.
 
 The one-partition fast path (the common Produce: one topic, one partition, a record set) is hand-written
 beside the declarations, for the broker's hot path:
 Rule 1: ``decode_single_partition(frame)`` returns a ``SinglePartitionProduce`` only for a Produce request
-of a version served here whose body is exactly one topic with one partition and a non-null record set, and
+of a version in FAST_PATH_VERSIONS (v3-v8) whose body is exactly one topic with one partition and a non-null record set, and
 which the general decoder (registry.decode_request) would decode without error to the same values; for
 anything else it returns None and the caller uses the general path (which raises or answers as before).
 Rule 2: ``encode_single_partition_response`` gives the bytes ``registry.encode_response`` gives for a
@@ -24,11 +26,11 @@ from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.schema import F, message
 from sparklog.records import BytesLike
 
-__all__ = ["SinglePartitionProduce", "decode_single_partition", "encode_single_partition_response",
+__all__ = ["FAST_PATH_VERSIONS", "SinglePartitionProduce", "decode_single_partition", "encode_single_partition_response",
            "ProduceRequest", "ProduceResponse", "TopicProduceData", "PartitionProduceData",
            "TopicProduceResponse", "PartitionProduceResponse", "BatchIndexAndErrorMessage"]
 
-ProduceRequest = message("ProduceRequest", api_key=ApiKey.PRODUCE, versions="3-8", module=__name__, fields=[
+ProduceRequest = message("ProduceRequest", api_key=ApiKey.PRODUCE, versions="0-8", module=__name__, fields=[
     F("transactional_id", "string", "3+", nullable="3+", default=None),
     F("acks", "int16", "0+"),
     F("timeout_ms", "int32", "0+"),
@@ -41,7 +43,7 @@ ProduceRequest = message("ProduceRequest", api_key=ApiKey.PRODUCE, versions="3-8
     ]),
 ])
 
-ProduceResponse = message("ProduceResponse", api_key=ApiKey.PRODUCE, versions="3-8", module=__name__, fields=[
+ProduceResponse = message("ProduceResponse", api_key=ApiKey.PRODUCE, versions="0-8", module=__name__, fields=[
     F("responses", "[]TopicProduceResponse", "0+", fields=[
         F("name", "string", "0-12"),
         F("partition_responses", "[]PartitionProduceResponse", "0+", fields=[
@@ -85,6 +87,8 @@ _RESPONSE_TAIL = {  # partition_responses count (1), index, error_code, base_off
     8: struct.Struct(">iihqqqihi"),  # ... log_start_offset, record_errors count (0), error_message (null), throttle
 }
 _NULL_STRING = -1
+# The versions the fast path reads (Rule 1): v0-v2 (legacy message sets, up-converted) take the general path.
+FAST_PATH_VERSIONS = (min(_RESPONSE_TAIL), max(_RESPONSE_TAIL))
 
 
 class SinglePartitionProduce(NamedTuple):

@@ -350,8 +350,9 @@ def test_list_offsets_and_metadata_through_kafka_python_admin(cluster):
 # Older versions, driven by a real client pinned to an older broker version
 
 # kafka-python with `api_version` pinned: the versions it then uses, as observed. It names itself by client_id
-# (ApiVersions below v3 carries no software name). Not pinnable here: kafka-python's 0.10.x (Produce v2, message
-# format v1, which a RecordBatch-v2-only broker does not serve), and librdkafka, whose
+# (ApiVersions below v3 carries no software name). Not pinnable here: kafka-python's 0.10.x (it produces with
+# Produce v2, served since legacy message sets are up-converted: test_produce_legacy.py; but it fetches with Fetch
+# v2-v3, not served), and librdkafka, whose
 # `broker.version.fallback` with `api.version.request=false` holds only below 0.10 (message format v0/v1) and
 # otherwise negotiates through ApiVersions anyway. Versions no client exercised are "codec-only" in the
 # run's matrix (support/broker_matrix.py).

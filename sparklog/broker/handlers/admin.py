@@ -13,8 +13,9 @@ UNKNOWN_TOPIC_OR_PARTITION because this broker's metadata lags) and reports ever
 (source DYNAMIC_TOPIC_CONFIG), else the broker's server.properties value of its `log.` synonym
 (STATIC_BROKER_CONFIG), else Kafka's default (DEFAULT_CONFIG); with synonyms when asked, in that order, as
 Kafka's brokers list them.
-Rule 3: broker resources are described (their server.properties and the log defaults) but not altered:
-sparklog has no dynamic broker configs, so an alter of one is INVALID_REQUEST saying so.
+Rule 3: broker resources (dynamic broker configs) are described and altered as broker_configs.py says; a
+topic's broker-level sources include the dynamic ones (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG)
+before server.properties.
 Rule 4: CreatePartitions obeys CreateTopics' partition limits (partition_limits.py) before any ZooKeeper write:
 the new total against max.partitions.per.topic, the partitions added against max.broker.partitions and, over
 the whole request, max.partitions.per.request. The internal `__consumer_offsets` keeps its partition count
@@ -52,7 +53,9 @@ import os
 
 from sparklog.broker.coordinator.group import offsets_topic
 from sparklog.broker.replication import partition_limits
-from sparklog.broker.config import BROKER
+from sparklog.broker.config import BROKER, topic_defaults
+from sparklog.broker.dynamic_config import unknown_message
+from sparklog.broker.handlers import broker_configs
 from sparklog.broker.handlers.error_codes import (INVALID_CONFIG, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
                                                   INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, NONE, REQUEST_TIMED_OUT,
                                                   UNKNOWN_TOPIC_OR_PARTITION)
@@ -209,7 +212,7 @@ async def _describe_configs(body, version: int, state) -> DescribeConfigsRespons
                                                  resource_name=resource.resource_name))
             continue
         wanted = resource.configuration_keys
-        entries = [_entry(name, sources, body, version) for name, sources in configs.items()
+        entries = [_entry(name, sources, body, resource.resource_type) for name, sources in configs.items()
                    if wanted is None or name in wanted]
         results.append(DescribeConfigsResult(error_code=NONE, resource_type=resource.resource_type,
                                              resource_name=resource.resource_name, configs=entries))
@@ -224,12 +227,19 @@ class _ResourceError(Exception):
 
 async def _resource_configs(resource, state) -> dict[str, list[tuple[str, str, int]]]:
     """{config name: its sources, strongest first, as (name, value, source)}; the first one is in effect."""
+    try:
+        if resource.resource_type == RESOURCE_BROKER:
+            broker_configs.entity(resource.resource_name, state.broker_id)
+        default, own = await broker_configs.read_dynamic(state)
+    except broker_configs.BrokerResourceError as exc:
+        raise _ResourceError(exc.code, exc.message) from None
     if resource.resource_type == RESOURCE_TOPIC:
         overrides = await _topic_overrides(state, resource.resource_name)
-        return {name: topic_sources(name, overrides, state) for name in sorted(DEFINITIONS)}
+        return {name: topic_sources(name, overrides, state, default, own) for name in sorted(DEFINITIONS)}
+    if resource.resource_type == RESOURCE_BROKER and not resource.resource_name:
+        return broker_configs.default_resource(default)
     if resource.resource_type == RESOURCE_BROKER:
-        _check_broker_resource(resource.resource_name, state)
-        return _broker_configs(state)
+        return broker_configs.with_dynamic(_broker_configs(state), default, own)
     raise _ResourceError(INVALID_REQUEST, f"resource type {resource.resource_type} is not supported (topics "
                                           f"are {RESOURCE_TOPIC}, brokers {RESOURCE_BROKER})")
 
@@ -251,21 +261,20 @@ async def _topic_overrides(state, name: str) -> dict[str, str]:
     return overrides
 
 
-def topic_sources(name: str, overrides: dict, state) -> list[tuple[str, str, int]]:
+def topic_sources(name: str, overrides: dict, state, default: dict | None = None,
+                  own: dict | None = None) -> list[tuple[str, str, int]]:
     definition = DEFINITIONS[name]
     sources = []
     if name in overrides:
         sources.append((name, str(overrides[name]), SOURCE_TOPIC))
     broker_key = definition.synonym
-    if broker_key is not None and name in state.config.log_defaults:  # log.retention.hours counts, in ms
-        sources.append((broker_key, str(state.config.log_defaults[name]), SOURCE_STATIC_BROKER))
+    if broker_key is not None:
+        sources += broker_configs.dynamic_sources(broker_key, default or {}, own or {})
+    static = topic_defaults(state.config.raw)
+    if broker_key is not None and name in static:  # log.retention.hours counts, in ms
+        sources.append((broker_key, str(static[name]), SOURCE_STATIC_BROKER))
     sources.append((broker_key or name, definition.format(definition.default), SOURCE_DEFAULT))
     return sources
-
-
-def _check_broker_resource(name: str, state) -> None:
-    if name and name != str(state.broker_id):
-        raise _ResourceError(INVALID_REQUEST, f"this is broker {state.broker_id}; ask broker {name} itself")
 
 
 def _broker_configs(state) -> dict[str, list[tuple[str, str, int]]]:
@@ -281,13 +290,14 @@ def _broker_configs(state) -> dict[str, list[tuple[str, str, int]]]:
     return configs
 
 
-def _entry(name: str, sources, body, version: int) -> DescribeConfigsResourceResult:
+def _entry(name: str, sources, body, resource_type: int) -> DescribeConfigsResourceResult:
     _, value, source = sources[0]
     definition = DEFINITIONS.get(name)
     synonyms = [DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in sources] \
         if body.include_synonyms else []
     return DescribeConfigsResourceResult(
-        name=name, value=value, read_only=False, config_source=source, is_default=source == SOURCE_DEFAULT,
+        name=name, value=value, read_only=resource_type == RESOURCE_BROKER and broker_configs.read_only(name),
+        config_source=source, is_default=source == SOURCE_DEFAULT,
         is_sensitive=False, synonyms=synonyms, config_type=definition.type_code if definition else 0,
         documentation=definition.doc if definition and body.include_documentation else None)
 
@@ -325,8 +335,7 @@ async def _alter_configs(body, state, incremental: bool):
 
 async def _alter_one(resource, state, incremental: bool, validate_only: bool) -> tuple[int, str | None]:
     if resource.resource_type == RESOURCE_BROKER:
-        return INVALID_REQUEST, ("sparklog has no dynamic broker configs: set them in server.properties (or "
-                                 "--override) and restart the broker")
+        return await broker_configs.alter(resource, state, incremental, validate_only, _broker_ops)
     if resource.resource_type != RESOURCE_TOPIC:
         return INVALID_REQUEST, f"resource type {resource.resource_type} cannot be altered"
     name = resource.resource_name
@@ -354,15 +363,18 @@ async def _alter_one(resource, state, incremental: bool, validate_only: bool) ->
     return NONE, None
 
 
-def apply_config_ops(current: dict[str, str], configs, incremental: bool) -> dict[str, str]:
+def apply_config_ops(current: dict[str, str], configs, incremental: bool, definitions=DEFINITIONS,
+                     unknown=None) -> dict[str, str]:
     """The topic's overrides after the request's operations (AlterConfigs: exactly the configs given, a null
     value meaning "no override", a config given twice taking its last value as in Kafka's Properties). Raises
-    ValueError naming a config that is unknown or misused."""
+    ValueError naming a config that is unknown (`unknown(name)` says so; the topic configs by default) or
+    misused. A broker's dynamic configs pass `definitions=BROKER`."""
     wanted = dict(current) if incremental else {}
     for config in configs:
-        definition = DEFINITIONS.get(config.name)
+        definition = definitions.get(config.name)
         if definition is None:
-            raise ValueError(f"unknown topic config {config.name!r}; known: {', '.join(sorted(DEFINITIONS))}")
+            raise ValueError(unknown(config.name) if unknown else
+                             f"unknown topic config {config.name!r}; known: {', '.join(sorted(DEFINITIONS))}")
         operation = config.config_operation if incremental else OP_SET
         if operation == OP_DELETE or (operation == OP_SET and config.value is None):
             wanted.pop(config.name, None)
@@ -373,6 +385,10 @@ def apply_config_ops(current: dict[str, str], configs, incremental: bool) -> dic
         else:
             raise ValueError(f"unknown config operation {operation} for {config.name!r}")
     return wanted
+
+
+def _broker_ops(current: dict[str, str], configs, incremental: bool) -> dict[str, str]:
+    return apply_config_ops(current, configs, incremental, BROKER, unknown_message)
 
 
 def _list_op(definition, wanted: dict, config, operation: int) -> str:

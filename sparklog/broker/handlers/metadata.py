@@ -303,6 +303,8 @@ async def create_topic(state, name, partitions, replication, overrides, validate
 
 
 def handle_delete_topics(request, state):
+    if request.api_version >= 6:
+        return _delete_topics_v6(request.body, state)
     return _delete_topics(request.body, state)
 
 
@@ -311,6 +313,30 @@ async def _delete_topics(body, state) -> DeleteTopicsResponse:
     for name in body.topic_names:
         results.append(DeletableTopicResult(name=name, error_code=await _delete_one(state, name)))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+async def _delete_topics_v6(body, state) -> DeleteTopicsResponse:
+    """v6 (KIP-516): each topic named by name or by id (an id this broker's metadata does not know is
+    UNKNOWN_TOPIC_ID; both at once INVALID_REQUEST, as Kafka); each result carries the topic's id."""
+    results = []
+    for topic in body.topics:
+        results.append(await _delete_named_or_by_id(state, topic.name, topic.topic_id))
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+async def _delete_named_or_by_id(state, name: str | None, topic_id: uuid.UUID) -> DeletableTopicResult:
+    snapshot = state.partitions.snapshot
+    if name is not None and topic_id != topic_ids.ZERO:
+        return DeletableTopicResult(name=name, topic_id=topic_id, error_code=INVALID_REQUEST,
+                                    error_message="You may not specify both topic name and topic id.")
+    if name is None:
+        name = snapshot.topic_named_by_id(topic_id)
+        if name is None:
+            return DeletableTopicResult(name=None, topic_id=topic_id, error_code=UNKNOWN_TOPIC_ID,
+                                        error_message=f"no topic has id {topic_ids.to_string(topic_id)}")
+    else:
+        topic_id = wire_topic_id(snapshot.topics[name].topic_id) if name in snapshot.topics else topic_ids.ZERO
+    return DeletableTopicResult(name=name, topic_id=topic_id, error_code=await _delete_one(state, name))
 
 
 async def _delete_one(state, name: str) -> int:

@@ -5,6 +5,10 @@ leader must verify first (coordinator/transaction/verifier.py Rule 1) is left by
 (NOT_SERVED_FAST) to the general path, which verifies it with the transaction coordinator before it appends
 (verifier.py Rule 3): a partition refused is answered with the verifier's error and nothing is appended to
 it; the other partitions of the request are appended as usual.
+Rule 7 (legacy message sets): Produce v0-v2 may carry magic 0 or 1 message sets (records/legacy.py); each is
+up-converted to one RecordBatch v2 before the append, as Kafka's LogValidator does, and a set that cannot be read
+(CRC mismatch, truncated, a size past its bytes) is that partition's CORRUPT_MESSAGE with the one-line reason,
+nothing appended. They are never transactional (Rule 6 looks at v3+ only).
 """
 
 from __future__ import annotations
@@ -23,12 +27,13 @@ from sparklog.protocol.produce import (BatchIndexAndErrorMessage, PartitionProdu
                                        encode_single_partition_response)
 from sparklog.protocol.produce_run import encode_produce_replies
 from sparklog.protocol.registry import encode_response
-from sparklog.broker.handlers.error_codes import (INVALID_RECORD, INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION, NONE,
+from sparklog.broker.handlers.error_codes import (CORRUPT_MESSAGE, INVALID_RECORD, INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION, NONE,
                                                   NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, NOT_SERVED_FAST,
                                                   NO_OFFSET, NO_TIMESTAMP, REQUEST_TIMED_OUT, STORAGE_FAULTS,
                                                   storage_error_code)
 from sparklog.broker.handlers.leadership import not_led_error
 from sparklog.broker.coordinator.transaction.verifier import Wanted
+from sparklog.records import legacy
 from sparklog.records.batch import ATTRIBUTES_OFFSET, LAST_OFFSET_DELTA_OFFSET, TRANSACTIONAL_MASK
 
 log = logging.getLogger(__name__)
@@ -39,6 +44,7 @@ NOT_REPLICATED = "not replicated to the in-sync replicas within the request's ti
 _ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes' low byte: its transactional bit
 _PRODUCER_AND_EPOCH = struct.Struct(">qh")  # producerId, producerEpoch, after delta and two timestamps
 _PRODUCER_ID_OFFSET = LAST_OFFSET_DELTA_OFFSET + struct.calcsize(">iqq")
+LEGACY_PRODUCE_VERSIONS = range(0, 3)  # Produce v0-v2: legacy message sets allowed (Rule 7)
 
 
 def produce_target(replicas, snapshot, topic: str, index: int, acks: int):
@@ -87,7 +93,7 @@ def handle_produce(request, state):
     the purgatory until the HW passes each batch (a coroutine then), or answers at once when it already has.
     Transactional record sets the leader must verify first make it a coroutine that verifies, then appends
     (Rule 6)."""
-    wanted = _transactional(request.body, state)
+    wanted = _transactional(request.body, state) if request.api_version not in LEGACY_PRODUCE_VERSIONS else []
     if wanted:
         return _verify_then_produce(request, state, wanted)
     return _produce(request, state, {})
@@ -136,7 +142,13 @@ def _produce(request, state, refused: dict):
             if refused and (name, index) in refused:
                 parts.append(_produce_error(index, *refused[(name, index)]))
                 continue
-            result = _append(led, index, part.records)
+            records = part.records
+            if request.api_version in LEGACY_PRODUCE_VERSIONS and legacy.is_legacy(records):
+                records = _up_converted(records)
+                if records.__class__ is str:
+                    parts.append(_metered_error(state, name, _produce_error(index, CORRUPT_MESSAGE, records)))
+                    continue
+            result = _append(led, index, records)
             parts.append(result)
             if result.error_code != NONE:
                 _metered_error(state, name, result)
@@ -152,6 +164,14 @@ def _produce(request, state, refused: dict):
     if delayed and not _settle_produces(delayed, replicas):
         return _await_replication(state, response, delayed, body.timeout_ms)
     return response
+
+
+def _up_converted(records) -> bytes | str:
+    """Rule 7: the legacy set as one RecordBatch v2, or why it cannot be read."""
+    try:
+        return legacy.up_convert(records)
+    except legacy.CorruptMessageSet as exc:
+        return f"legacy message set: {exc}"
 
 
 def _settle_produces(delayed: list, replicas) -> bool:

@@ -31,6 +31,7 @@ State transitions of one partition on this broker:
     LEADER|REMOTE --topic re-created (new id)--------------> UNKNOWN, then as a new topic
     LEADER   --/config/topics/<t> changes------------------> LEADER: the open log is reconfigured at once
                                                              (see below); made compacted, the cleaner wakes
+    LEADER|FOLLOWER --the broker's log defaults change----> the same: reconfigured likewise (set_log_defaults)
 
 At startup, once the registry has been read successfully (never before: ZooKeeper being away must not
 look like "every topic was deleted"), log directories of topics or partitions absent from it, or whose
@@ -216,6 +217,15 @@ class PartitionManager:
                 self._pending = self._assignments
         self._wake.set()
         return None
+
+    def set_log_defaults(self, log_defaults: Mapping[str, str]) -> None:
+        """New broker-level log defaults (dynamic broker configs): every open log is checked on the next sync
+        and reconfigured where its settings change (topics' own overrides still win); new logs open with them."""
+        with self._lock:
+            self.log_defaults = dict(log_defaults)
+            if self._pending is None and self._assignments is not None:
+                self._pending = self._assignments
+        self._wake.set()
 
     def _on_brokers(self, live: dict) -> None:
         with self._lock:

@@ -156,11 +156,9 @@ def test_metadata_hides_what_may_not_be_described(dispatcher):
     assert {(t.name, t.error_code) for t in response.topics} == {("t", 0), ("secret", 29)}
 
 
-def test_metadata_by_id_is_checked_under_the_topics_name_and_a_denied_one_is_not_named(dispatcher):
-    """KIP-516: a topic asked by id (v12) needs DESCRIBE on the topic it names; denied, the answer keeps its
-    name null (the id alone does not reveal it); an unknown id is UNKNOWN_TOPIC_ID."""
+def with_topic_ids(dispatcher) -> dict[str, str]:
+    """Give every topic of the dispatcher's metadata an id; {name: id}."""
     import dataclasses
-    import uuid
 
     from sparklog.coordination import topic_ids
 
@@ -168,6 +166,17 @@ def test_metadata_by_id_is_checked_under_the_topics_name_and_a_denied_one_is_not
     ids = {name: topic_ids.new_topic_id() for name in snapshot.topics}
     dispatcher.state.partitions.snapshot = dataclasses.replace(snapshot, topics={
         name: dataclasses.replace(meta, topic_id=ids[name]) for name, meta in snapshot.topics.items()})
+    return ids
+
+
+def test_metadata_by_id_is_checked_under_the_topics_name_and_a_denied_one_is_not_named(dispatcher):
+    """KIP-516: a topic asked by id (v12) needs DESCRIBE on the topic it names; denied, the answer keeps its
+    name null (the id alone does not reveal it); an unknown id is UNKNOWN_TOPIC_ID."""
+    import uuid
+
+    from sparklog.coordination import topic_ids
+
+    ids = with_topic_ids(dispatcher)
     read_t = AccessControlEntry(ANONYMOUS, "*", Operation.READ, Permission.ALLOW)
     dispatcher.state.authorization.cache.snapshot = AclSnapshot({ResourcePattern(ResourceType.TOPIC, "t"): {read_t}})
     unknown = uuid.uuid4()
@@ -206,3 +215,24 @@ def test_acl_apis_answer_security_disabled_without_an_authorizer(dispatcher):
     plain = Dispatcher(dispatcher.state)
     for api_key in (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS):
         assert codes(call(plain, api_key, 1)) == {54}
+
+
+def test_delete_topics_v6_by_id_is_checked_under_the_topics_name_and_a_denied_one_is_not_named(dispatcher):
+    """KIP-516: DeleteTopics v6 names topics by id too; the id is checked as the DELETE of the topic it names
+    (denied: answered without the name), an unknown id is left to the handler (UNKNOWN_TOPIC_ID)."""
+    import uuid
+
+    from sparklog.coordination import topic_ids
+
+    ids = with_topic_ids(dispatcher)
+    delete_t = AccessControlEntry(ANONYMOUS, "*", Operation.DELETE, Permission.ALLOW)
+    dispatcher.state.authorization.cache.snapshot = AclSnapshot({ResourcePattern(ResourceType.TOPIC, "t"): {delete_t}})
+    state_cls = type(filled(REQUESTS[ApiKey.DELETE_TOPICS], 6).topics[0])
+    unknown = uuid.uuid4()
+    asked = REQUESTS[ApiKey.DELETE_TOPICS](timeout_ms=100, topics=[
+        *(state_cls(name=None, topic_id=topic_ids.to_uuid(ids[name])) for name in ("secret", "t")),
+        state_cls(name=None, topic_id=unknown)])
+    response = call(dispatcher, ApiKey.DELETE_TOPICS, 6, asked)
+    found = {topic_ids.to_string(t.topic_id): (t.name, t.error_code) for t in response.responses}
+    assert found[ids["secret"]] == (None, 29) and found[topic_ids.to_string(unknown)] == (None, 100)
+    assert found[ids["t"]][0] == "t" and found[ids["t"]][1] != 29  # allowed: the handler's answer, by name

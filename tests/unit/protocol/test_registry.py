@@ -17,9 +17,9 @@ from sparklog.protocol.headers import encode_request_header
 
 def test_advertised_table():
     assert API_VERSIONS == {
-        ApiKey.PRODUCE: (3, 8), ApiKey.FETCH: (4, 11), ApiKey.LIST_OFFSETS: (1, 6), ApiKey.METADATA: (0, 12),
+        ApiKey.PRODUCE: (0, 8), ApiKey.FETCH: (4, 11), ApiKey.LIST_OFFSETS: (1, 6), ApiKey.METADATA: (0, 12),
         ApiKey.OFFSET_COMMIT: (2, 7), ApiKey.OFFSET_FETCH: (1, 7), ApiKey.FIND_COORDINATOR: (0, 2),
-        ApiKey.API_VERSIONS: (0, 4), ApiKey.CREATE_TOPICS: (0, 7), ApiKey.DELETE_TOPICS: (0, 5),
+        ApiKey.API_VERSIONS: (0, 4), ApiKey.CREATE_TOPICS: (0, 7), ApiKey.DELETE_TOPICS: (0, 6),
         ApiKey.INIT_PRODUCER_ID: (0, 4), ApiKey.DELETE_RECORDS: (0, 2), ApiKey.DESCRIBE_CONFIGS: (0, 4),
         ApiKey.ALTER_CONFIGS: (0, 2), ApiKey.CREATE_PARTITIONS: (0, 3), ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
         ApiKey.DESCRIBE_CLUSTER: (0, 2), ApiKey.JOIN_GROUP: (0, 5), ApiKey.SYNC_GROUP: (0, 3),
@@ -78,8 +78,8 @@ def test_unknown_api_key_is_unsupported():
     with pytest.raises(UnsupportedVersion) as info:
         decode_request(encode_request_header(999, 0, 5, None, False))
     assert info.value.api_key == 999 and info.value.correlation_id == 5
-    with pytest.raises(UnsupportedVersion):  # Produce v2 is below our range
-        decode_request(encode_request_header(0, 2, 5, None, False) + b"\x00" * 20)
+    with pytest.raises(UnsupportedVersion):  # Fetch v3 is below our range
+        decode_request(encode_request_header(1, 3, 5, None, False) + b"\x00" * 20)
 
 
 class FakeFileSlice:

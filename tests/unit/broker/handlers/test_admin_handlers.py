@@ -87,10 +87,10 @@ def describe(state, name="t", keys=None, synonyms=True, version=4, resource_type
     return result
 
 
-def incremental(state, *ops, name="t", validate_only=False):
+def incremental(state, *ops, name="t", validate_only=False, resource_type=RESOURCE_TOPIC):
     configs = [IncrementalAlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops]
     body = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsResource(
-        resource_type=RESOURCE_TOPIC, resource_name=name, configs=configs)], validate_only=validate_only)
+        resource_type=resource_type, resource_name=name, configs=configs)], validate_only=validate_only)
     (result,) = call(admin_handlers.handle_incremental_alter_configs, body, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
                      state).responses
     return result
@@ -194,9 +194,10 @@ def test_alter_configs_replaces_every_override(state, zk):
     assert result.error_code == 0
     assert topic_registry.topic_config(zk, "t") == {"segment.ms": "5000"}
     broker = AlterConfigsRequest(resources=[AlterConfigsResource(resource_type=RESOURCE_BROKER, resource_name="1",
-                                                                 configs=[])])
+                                                                 configs=[AlterableConfig(name="num.partitions",
+                                                                                          value="3")])])
     (refused,) = call(admin_handlers.handle_alter_configs, broker, ApiKey.ALTER_CONFIGS, 0, state).responses
-    assert refused.error_code == handlers.INVALID_REQUEST and "server.properties" in refused.error_message
+    assert refused.error_code == handlers.INVALID_REQUEST and "dynamically: num.partitions" in refused.error_message
 
 
 # -- CreatePartitions ------------------------------------------------------------------------------------------
