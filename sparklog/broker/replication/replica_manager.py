@@ -32,6 +32,7 @@ from typing import Any
 
 from sparklog.broker.network.inter_broker import PLAINTEXT_REGISTERED, InterBrokerListener
 from sparklog.broker.replication.purgatory import Purgatory
+from sparklog.broker.quota.replication import ReplicationThrottles
 from sparklog.broker.replication.replica_fetcher import FollowTarget, ReplicaFetcherManager
 from sparklog.broker.replication.replica_state import LeaderState
 from sparklog.coordination import topics as topic_registry
@@ -103,14 +104,16 @@ class ReplicaManager:
 
     def __init__(self, zk, broker_id: int, purgatory: Purgatory, executor=None, *,
                  replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
-                 inter_broker: InterBrokerListener = PLAINTEXT_REGISTERED) -> None:
+                 inter_broker: InterBrokerListener = PLAINTEXT_REGISTERED,
+                 throttles: ReplicationThrottles | None = None) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self.purgatory = purgatory
         self.executor = executor
         self.lag_time_max_ms = replica_lag_time_max_ms
         self.leaders: dict[tuple[str, int], LedPartition] = {}
-        self.fetchers = ReplicaFetcherManager(broker_id, inter_broker=inter_broker)
+        self.throttles = throttles or ReplicationThrottles(broker_id)  # replication throttles (broker/quota/replication.py)
+        self.fetchers = ReplicaFetcherManager(broker_id, inter_broker=inter_broker, throttles=self.throttles)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._isr_task: asyncio.Task | None = None
         self._pending_snapshot = None
