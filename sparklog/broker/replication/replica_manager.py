@@ -4,7 +4,8 @@ It listens to the partition manager's snapshots (partitions.py Rule 4) and, on t
 - for each LEADER partition keeps a `LedPartition`: the log, a `LeaderState` (replica_state.py), the
   state znode's version; min.insync.replicas is the log's own typed config. Becoming leader, or a new leader
   epoch, records the epoch's start in the log's epoch cache; with more than one replica the log's HW is then
-  set by replication only.
+  set by replication only. A new replica set in the same epoch (a reassignment's STARTED step) makes a new
+  `LeaderState` too, so the replicas it adds are followers (they read past the HW and may join the ISR).
 - hands the FOLLOWER partitions to the replica fetchers (replica_fetcher.py), one per leader broker.
 
 ISR changes (Kafka's maybeShrinkIsr / maybeExpandIsr):
@@ -195,7 +196,10 @@ class ReplicaManager:
 
     def _leader_for(self, key, plog, meta) -> LedPartition:
         old = self.leaders.get(key)
-        if old is not None and old.plog is plog and old.leader_epoch == meta.leader_epoch:
+        # a reassignment changes the replicas in the same epoch (reassignment.py STARTED): a new state, so that
+        # the replicas it adds are followers here (read past the HW, join the ISR) and those it drops are not
+        if (old is not None and old.plog is plog and old.leader_epoch == meta.leader_epoch
+                and old.state.replicas == tuple(meta.replicas)):
             if meta.zk_version > old.zk_version and not old.writing:
                 old.zk_version = meta.zk_version
                 self._count_isr_change(old.state.isr, meta.isr)
