@@ -174,3 +174,42 @@ def _latest():
 
     return OffsetSpec.latest()
 
+
+def test_alter_partition_reassignments_from_kafka_python_moves_a_partition_under_load(cluster):
+    """confluent-kafka 2.16's AdminClient has no alter_partition_reassignments; kafka-python's sends
+    AlterPartitionReassignments v0: the partition moves from broker 1 to broker 2 while an acks=all producer
+    writes, ListPartitionReassignments shows it moving, and no acknowledged record is lost. A cancellation of a
+    partition no longer moving is NO_REASSIGNMENT_IN_PROGRESS."""
+    from confluent_kafka import TopicPartition as Tp
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import NoReassignmentInProgressError
+
+    from support.cluster import wait_until
+
+    topic = f"apr-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1]])])[topic].result(TIMEOUT_S)
+    writer = Writer(cluster.bootstrap, topic)
+    writer.start()
+    kafka_python = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    tp = TopicPartition(topic, 0)
+    try:
+        wait_until(lambda: len(writer.acked) > 20, "writes before the move", TIMEOUT_S)
+        assert kafka_python.alter_partition_reassignments({tp: [2]}) == {tp: None}
+        wait_until(lambda: admin.list_topics(topic).topics[topic].partitions[0].replicas == [2],
+                   "the partition to move to broker 2", 120)
+        wait_until(lambda: kafka_python.list_partition_reassignments() == {}, "nothing moving any more", 60)
+        acked_after_move = len(writer.acked)
+        wait_until(lambda: len(writer.acked) > acked_after_move + 20, "writes after the move", 60)
+        assert kafka_python.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
+    finally:
+        writer.stopping.set()
+        writer.join(180)
+        kafka_python.close()
+    assert not writer.errors, writer.errors[:3]
+    end = admin.list_offsets({Tp(topic, 0): _latest()})[Tp(topic, 0)].result(TIMEOUT_S)
+    missing = writer.acked - read_all(cluster.bootstrap, topic, end.offset)
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:3]}"
+    print(f"AlterPartitionReassignments move: {len(writer.acked)} acknowledged writes, none lost")
