@@ -154,7 +154,8 @@ def test_a_throttled_reassignment_moves_a_partition_at_the_set_rate_and_loses_no
             wait_until(lambda: verified.append(sparklog(*zk_args, "--verify")) or verified[-1].returncode == 0,
                        "the reassignment to finish", 120)
         finally:
-            print(verified[-1].stdout, verified[-1].stderr, admin.list_topics(topic).topics[topic].partitions)
+            if verified:
+                print(verified[-1].stdout, verified[-1].stderr)
     finally:
         writer.stopping.set()
         writer.join(180)
@@ -213,3 +214,43 @@ def test_alter_partition_reassignments_from_kafka_python_moves_a_partition_under
     missing = writer.acked - read_all(cluster.bootstrap, topic, end.offset)
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:3]}"
     print(f"AlterPartitionReassignments move: {len(writer.acked)} acknowledged writes, none lost")
+
+
+def test_groups_describe_shows_each_member_s_client_quota(cluster):
+    """A confluent-kafka member of a group with client.id "quoted": after `sparklog configs --alter` sets its
+    consumer_byte_rate (and a default request_percentage), `sparklog groups describe --members` shows both in
+    its QUOTA column; the other member's client-id gets the default alone."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from integration.test_kafka_groups import columns
+    from support.cluster import wait_until
+
+    topic, group = f"gq-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    quoted = f"quoted-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(TIMEOUT_S)
+    configs = ("configs", "--bootstrap-server", cluster.bootstrap, "--entity-type", "clients")
+    for args in (("--entity-name", quoted, "--alter", "--add-config", "consumer_byte_rate=2097152"),
+                 ("--entity-default", "--alter", "--add-config", "request_percentage=50")):
+        done = sparklog(*configs, *args)
+        assert done.returncode == 0, done.stderr
+    members = [Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "client.id": client,
+                         "session.timeout.ms": 10000}) for client in (quoted, "plain")]
+    try:
+        for member in members:
+            member.subscribe([topic])
+
+        def described():
+            for member in members:
+                member.poll(0.2)
+            done = sparklog("groups", "--bootstrap-server", cluster.bootstrap, "describe", group, "--members")
+            rows = columns(done.stdout, "GROUP") if done.returncode == 0 and "CLIENT-ID" in done.stdout else []
+            return {r["CLIENT-ID"]: r["QUOTA"] for r in rows} if len(rows) == 2 else None
+
+        quotas = wait_until(described, "both members in the group", 60)
+    finally:
+        for member in members:
+            member.close()
+        sparklog(*configs, "--entity-default", "--alter", "--delete-config", "request_percentage")
+    assert quotas == {quoted: "consumer_byte_rate=2097152,request_percentage=50", "plain": "request_percentage=50"}

@@ -42,3 +42,24 @@ def test_the_replication_throttles_show_their_bound_only_when_set_and_count_thro
     assert value(found, "sparklog_replication_throttled_bytes_total", side="leader") == 1234
     assert value(found, "sparklog_replication_throttled_bytes_total", side="follower") == 0
     assert value(found, "sparklog_replication_throttle_rate_bytes", side="leader") > 0
+
+
+def test_a_broker_scrape_carries_the_quota_sections(tmp_path):
+    """metrics.BrokerCollector reads the dispatcher's quota manager and the replica manager's throttles."""
+    from types import SimpleNamespace
+
+    from sparklog.broker.metrics import BrokerCollector
+    from unit.broker.handlers.test_produce_fast_path import broker
+
+    dispatcher = broker(str(tmp_path))
+    try:
+        quotas = dispatcher.state.quotas
+        quotas.update(Entity(client="noisy"), {PRODUCER_BYTE_RATE: 1000.0})
+        quotas.client_quota("User:ANONYMOUS", "noisy").record_produce(50_000, quotas.clock())  # 5x over 10 s
+        dispatcher.state.replicas.throttles.set_dynamic(BROKER_SCOPE, {LEADER_RATE: "7000"})
+        collector = BrokerCollector(SimpleNamespace(dispatcher=dispatcher, replicas=dispatcher.state.replicas))
+        found = samples(collector._quotas())
+        assert value(found, "sparklog_client_quota_throttle_ms", kind="produce", user="", client_id="noisy") > 0
+        assert value(found, "sparklog_replication_throttle_bound_bytes", side="leader") == 7000
+    finally:
+        dispatcher.state.logs.close()
