@@ -28,13 +28,12 @@ from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
 from sparklog.coordination import topics as topic_registry
-from sparklog.coordination.client_quotas import notify
-from sparklog.coordination.connection import decode, encode, retrying
+from sparklog.coordination.client_quotas import alter_config_node, notify
+from sparklog.coordination.connection import decode, retrying
 from sparklog.storage.throttled_replicas import format_pairs
 
 CONFIG_BROKERS = "/config/brokers"
 DEFAULT_BROKER = "<default>"
-CONFIG_VERSION = 1
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
@@ -71,24 +70,8 @@ def _config_of(data: bytes | None) -> dict[str, str]:
 def alter_broker_config(zk: KazooClient, broker: int | str, set_: Mapping[str, str], remove: Iterable[str] = ()) -> None:
     """Set and remove keys of `/config/brokers/<broker>`, then post Kafka's change notification."""
     path = broker_path(broker)
-    retrying(zk, _inner_alter, zk, path, dict(set_), tuple(remove))
+    retrying(zk, alter_config_node, zk, path, dict(set_), tuple(remove))
     notify(zk, path[len("/config/"):])
-
-
-def _inner_alter(zk: KazooClient, path: str, set_: dict, remove: tuple) -> None:
-    try:
-        data, stat = zk.get(path)
-        config, version = _config_of(data), stat.version
-    except NoNodeError:
-        config, version = {}, None
-    config.update(set_)
-    for key in remove:
-        config.pop(key, None)
-    value = encode({"version": CONFIG_VERSION, "config": config})
-    if version is None:
-        zk.create(path, value, makepath=True)
-    else:
-        zk.set(path, value, version=version)
 
 
 def throttled_pairs(plan: Mapping[PartitionKey, Sequence[int]],
