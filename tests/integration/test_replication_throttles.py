@@ -254,3 +254,43 @@ def test_groups_describe_shows_each_member_s_client_quota(cluster):
             member.close()
         sparklog(*configs, "--entity-default", "--alter", "--delete-config", "request_percentage")
     assert quotas == {quoted: "consumer_byte_rate=2097152,request_percentage=50", "plain": "request_percentage=50"}
+
+
+def test_in_sync_replicas_of_a_throttled_partition_are_never_held_back(cluster, zk):
+    """Both lists "*" and both rates at 10000 B/s on both brokers, on a partition whose two replicas are in
+    sync: 600 kB of acks=all writes are acknowledged in well under the minute the throttle would take (an
+    in-sync follower is exempt on both sides, so the high watermark keeps up) and the ISR stays whole."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from integration.test_admin_offsets_apis import leader_and_isr
+    from sparklog.coordination import replication_throttles as rt
+    from sparklog.coordination.topics import set_topic_config
+    from support.cluster import wait_until
+
+    topic = f"isr-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2]])])[topic].result(TIMEOUT_S)
+    wait_until(lambda: leader_and_isr(cluster.bootstrap, topic) == (1, (1, 2)), "both replicas in sync", 60)
+    set_topic_config(zk, topic, {rt.LEADER_REPLICAS: "*", rt.FOLLOWER_REPLICAS: "*"})
+    for broker in (1, 2):
+        rt.alter_broker_config(zk, broker, {rt.LEADER_RATE: "10000", rt.FOLLOWER_RATE: "10000"})
+    time.sleep(1)  # the brokers' watches
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    acked, isrs = [], set()
+    try:
+        started = time.monotonic()
+        for n in range(600):
+            producer.produce(topic, os.urandom(VALUE_BYTES), on_delivery=lambda err, msg: acked.append(err))
+            producer.poll(0.005)
+            if n % 100 == 0:
+                isrs.add(leader_and_isr(cluster.bootstrap, topic))
+        left = producer.flush(90)
+        elapsed = time.monotonic() - started
+        isrs.add(leader_and_isr(cluster.bootstrap, topic))
+    finally:
+        rt.clear_throttles(zk, [topic], (1, 2))
+    assert left == 0 and acked == [None] * 600, f"{left} unacknowledged, errors {[e for e in acked if e][:3]}"
+    assert elapsed < 20, f"600 kB took {elapsed:.1f} s to acknowledge: held to the 10000 B/s throttle"
+    assert isrs == {(1, (1, 2))}, isrs
+    print(f"in-sync under a 10000 B/s throttle: 600 kB acknowledged (acks=all) in {elapsed:.1f} s, ISR {isrs}")

@@ -101,6 +101,17 @@ def _leader_holds_back(state, led, partition: int, replica_id: int) -> bool:
             and throttles.leader.exceeded())
 
 
+def _partition_bytes(state, led, partition: int, replica_id: int, part, budget: int) -> int:
+    """What one partition may take of the response; a throttled out-of-sync follower's at most the leader's
+    fetch_cap (quota/replication.py Rule: replication-rate)."""
+    size = max(0, min(part.partition_max_bytes, budget))
+    throttles = state.replicas.throttles if replica_id >= 0 else None
+    if (throttles is not None and replica_id not in led.state.isr
+            and throttles.leader_throttled(led.plog, partition)):
+        size = min(size, throttles.leader.fetch_cap())
+    return size
+
+
 def _record_throttled(response: FetchResponse, state) -> None:
     """The bytes a follower's fetch takes of leader-throttled partitions count against the leader's quota."""
     throttles = state.replicas.throttles
@@ -181,8 +192,8 @@ def _fetch_once(body, state):
             elif budget > 0 or min_one:
                 try:
                     records, stable, aborted = read_records(
-                        led, part.fetch_offset, max(0, min(part.partition_max_bytes, budget)), replica_id,
-                        body.isolation_level)
+                        led, part.fetch_offset, _partition_bytes(state, led, index, replica_id, part, budget),
+                        replica_id, body.isolation_level)
                 except StorageError as exc:
                     error = _read_error(plog, exc)
                     failed = True

@@ -14,8 +14,9 @@ Rule: replication-rate. Each side has one sampled rate (rate.py) over `replicati
 `replication.quota.window.size.seconds`. Every byte of a throttled partition served (leader) or appended
 (follower) is recorded, whoever fetched it; while the rate is above the bound, throttled partitions of
 out-of-sync replicas are left out (the leader answers them with no records, the follower does not ask for them),
-so over the windows the bytes of throttled partitions stay at the bound. A fetch already asked for is answered
-whole (up to replica.fetch.max.bytes a partition), as in Kafka.
+so over the windows the bytes of throttled partitions stay at the bound. Such a partition takes at most one
+window's worth of the bound in one fetch (`fetch_cap`; at least one batch, KIP-74), on both sides: Kafka lets it
+take replica.fetch.max.bytes (1 MiB), which overshoots any rate below about 1 MiB per span.
 Rule: throttle-rate-precedence. The bound of each side is `/config/brokers/<this broker>`'s
 `leader.replication.throttled.rate` / `follower.replication.throttled.rate` if set, else `/config/brokers/<default>`'s,
 else the broker's own setting (Kafka's default Long.MAX_VALUE: unthrottled); changes apply at once.
@@ -64,6 +65,10 @@ class ReplicationQuota:
 
     def rate(self) -> float:
         return self.sensor.rate(self.clock())
+
+    def fetch_cap(self) -> int:
+        """Most bytes of one throttled partition in one fetch: a window's worth of the bound (Rule: replication-rate)."""
+        return max(1, int(min(self.bound, 2 ** 62) * self.sensor.window_s))
 
     def delay_s(self) -> float:
         """How long until the rate is back at the bound (0 within it)."""

@@ -24,6 +24,7 @@ Rule 5: replication throttles (broker/quota/replication.py): while the follower'
 bound, a partition its topic's follower.replication.throttled.replicas names for this broker is left out of
 the Fetch unless it is in sync (its last fetch left it at the leader's high watermark: Kafka's
 isReplicaInSync); when every ready partition is left out, the fetcher waits until the rate is back at the bound.
+Such a partition asks for at most the throttle's fetch_cap (a window's worth of the rate) in one Fetch.
 """
 
 from __future__ import annotations
@@ -239,6 +240,12 @@ class ReplicaFetcher:
         in_sync = part.lag is not None and part.lag <= 0
         return not in_sync and self.throttles.follower_throttled(part.target.plog, key[1])
 
+    def _max_bytes(self, key, part: _Partition) -> int:
+        """replica.fetch.max.bytes, or the follower's fetch_cap for a throttled partition behind (Rule 5)."""
+        if self.throttles.follower.unbounded or not self._held_back(key, part):
+            return REPLICA_FETCH_MAX_BYTES
+        return min(REPLICA_FETCH_MAX_BYTES, self.throttles.follower.fetch_cap())
+
     async def _wait_for_throttle(self) -> None:
         """Every ready partition is held back: wait until the follower's rate is back at its bound (or a change)."""
         delay = min(max(self.throttles.follower.delay_s(), 0.05), REPLICA_FETCH_BACKOFF_MS / 1000)
@@ -322,7 +329,7 @@ class ReplicaFetcher:
             self._repair(plog)
             by_topic.setdefault(topic, []).append(FetchPartition(
                 partition=index, current_leader_epoch=part.target.leader_epoch, fetch_offset=plog.log_end_offset,
-                log_start_offset=plog.log_start_offset, partition_max_bytes=REPLICA_FETCH_MAX_BYTES))
+                log_start_offset=plog.log_start_offset, partition_max_bytes=self._max_bytes((topic, index), part)))
         request = FetchRequest(
             replica_id=self.broker_id, max_wait_ms=REPLICA_FETCH_WAIT_MAX_MS, min_bytes=REPLICA_FETCH_MIN_BYTES,
             max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,

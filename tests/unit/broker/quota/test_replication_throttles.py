@@ -140,3 +140,30 @@ def test_the_reassignment_throttles_name_current_replicas_as_leaders_and_new_one
     leader, follower = throttled_pairs(plan, assignments)
     assert leader == {"t": {(0, 1), (0, 2), (2, 3), (2, 1)}}
     assert follower == {"t": {(0, 3), (2, 4), (2, 5)}}
+
+
+def test_a_throttled_partition_behind_takes_at_most_a_window_of_the_rate_per_fetch():
+    """Rule: replication-rate's fetch_cap on both sides; in-sync and unlisted partitions keep the full size."""
+    from sparklog.broker.handlers.fetch import _partition_bytes
+    from sparklog.broker.replication.replica_fetcher import REPLICA_FETCH_MAX_BYTES
+
+    throttles = ReplicationThrottles(1, leader_rate=5000, follower_rate=7000, windows=QuotaWindows(4, 2))
+    assert (throttles.leader.fetch_cap(), throttles.follower.fetch_cap()) == (10_000, 14_000)
+    state = SimpleNamespace(replicas=SimpleNamespace(throttles=throttles))
+    part = SimpleNamespace(partition_max_bytes=1 << 20)
+    assert _partition_bytes(state, led_partition({1}), 0, 3, part, 1 << 30) == 10_000
+    assert _partition_bytes(state, led_partition({1, 3}), 0, 3, part, 1 << 30) == 1 << 20  # in sync
+    assert _partition_bytes(state, led_partition({1}, leader_list="0:2"), 0, 3, part, 1 << 30) == 1 << 20
+    assert _partition_bytes(state, led_partition({1}), 0, -1, part, 1 << 30) == 1 << 20  # a consumer
+
+    async def follower_side():
+        fetcher = ReplicaFetcher(1, 2, throttles=throttles)
+        fetcher.set_partitions({("t", 0): FollowTarget(plog_with(follower="0:1"), 2, 0),
+                                ("u", 0): FollowTarget(plog_with(), 2, 0)}, None)
+        parts = fetcher.partitions
+        assert fetcher._max_bytes(("t", 0), parts[("t", 0)]) == 14_000
+        assert fetcher._max_bytes(("u", 0), parts[("u", 0)]) == REPLICA_FETCH_MAX_BYTES
+        parts[("t", 0)].lag = 0
+        assert fetcher._max_bytes(("t", 0), parts[("t", 0)]) == REPLICA_FETCH_MAX_BYTES
+
+    asyncio.run(follower_side())
