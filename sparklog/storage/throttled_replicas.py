@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Iterable
 
 WILDCARD = "*"
 _PAIR = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*")
@@ -65,6 +66,6 @@ def problem(value: str) -> str | None:
     return None
 
 
-def format_pairs(pairs) -> str:
+def format_pairs(pairs: Iterable[tuple[int, int]]) -> str:
     """`partition:broker,...` of (partition, broker) pairs, sorted (what the reassignment tool writes)."""
     return ",".join(f"{p}:{b}" for p, b in sorted(set(pairs)))
