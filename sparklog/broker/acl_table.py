@@ -167,6 +167,7 @@ TABLE: dict[int, Rule] = {
                                         GROUP_AUTHORIZATION_FAILED)),
     ApiKey.ELECT_LEADERS: Rule((_CLUSTER[ALTER],)),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Rule((_CLUSTER[DESCRIBE],)),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Rule((_CLUSTER[ALTER],)),
     ApiKey.OFFSET_DELETE: Rule((Whole(DELETE, GROUP, _field("group_id"), GROUP_AUTHORIZATION_FAILED),),
                                _topics(READ, "topics", "name", "topics", "name", _PER_PARTITION)),
     ApiKey.DESCRIBE_CLUSTER: Rule(special="describe_cluster"),

@@ -63,6 +63,9 @@ from sparklog.coordination.zookeeper_security import create_persistent_paths
 from sparklog.coordination.client_quotas import QuotaConfigWatch
 from sparklog.coordination.broker_configs import BrokerConfigWatch
 from sparklog.broker.dynamic_config import DynamicBrokerConfig
+from sparklog.broker.quota.manager import QuotaWindows
+from sparklog.broker.quota.replication import ReplicationThrottles
+from sparklog.coordination.replication_throttles import RateWatch
 from sparklog.storage.dir_lock import LogDirInUse, lock_log_dirs
 
 log = logging.getLogger(__name__)
@@ -313,8 +316,15 @@ class Broker:
             wait=cfg.zookeeper_session_timeout_ms / 1000.0 + REGISTRATION_GRACE_S))
         purgatory = Purgatory()
         inter_broker = InterBrokerListener(cfg.inter_broker_listener_name, cfg.ssl_client_context)
+        throttles = ReplicationThrottles(cfg.broker_id, cfg.leader_replication_throttled_rate,
+                                         cfg.follower_replication_throttled_rate, QuotaWindows(
+                                             cfg.replication_quota_window_num, cfg.replication_quota_window_size_seconds))
         self.replicas = ReplicaManager(self.zk, cfg.broker_id, purgatory, self.executor,
-                                       replica_lag_time_max_ms=cfg.replica_lag_time_max_ms, inter_broker=inter_broker)
+                                       replica_lag_time_max_ms=cfg.replica_lag_time_max_ms, inter_broker=inter_broker,
+                                       throttles=throttles)
+        # replication throttles' rates set in /config/brokers (quota/replication.py): a watch, like the quotas'
+        RateWatch(self.zk, cfg.broker_id, lambda scope, config: self._on_loop(throttles.set_dynamic, scope,
+                                                                               config)).start()
         # TLS when the inter-broker listener speaks it, and the SASL login when it is SASL_*
         self.replicas.fetchers.connect = inter_broker_connector(cfg, inter_broker)
         self.replicas.start(self.loop)

@@ -35,7 +35,8 @@ from sparklog.broker.security.sasl_config import SASL, SaslConfig, SaslConfigErr
 from sparklog.coordination.connection import split_connect_string
 from sparklog.coordination.zookeeper_security import ZOOKEEPER_TLS, ZooKeeperSecurity, ZooKeeperSecurityError
 from sparklog.broker.tls import SSL, TlsConfigError, TlsSettings
-from sparklog.settings import BOOLEAN, DOUBLE, HIGH, INT, LIST, LONG, LOW, MEDIUM, STRING, WARN, Definitions, Setting
+from sparklog.settings import (BOOLEAN, DOUBLE, HIGH, INT, LIST, LONG, LONG_MAX, LOW, MEDIUM, STRING, WARN,
+                               Definitions, Setting)
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
 from sparklog.storage.config import DEFINITIONS as TOPIC_CONFIGS
 from sparklog.storage.cleaner_manager import CLEANER_SETTINGS, CleanerConfig
@@ -220,6 +221,13 @@ BROKER = Definitions("broker", (
     Setting("allow.everyone.if.no.acl.found", BOOLEAN, False, "allow an operation on a resource no ACL names"),
     Setting("quota.window.num", INT, 11, "samples a client quota's rate is measured over", low=2),
     Setting("quota.window.size.seconds", INT, 1, "the time span of each of those samples", low=1),
+    Setting("leader.replication.throttled.rate", LONG, LONG_MAX, "bytes/s this broker serves, as a leader, to "
+            "follower fetches of the replicas its topics' leader.replication.throttled.replicas name", low=1, dynamic=True),
+    Setting("follower.replication.throttled.rate", LONG, LONG_MAX, "bytes/s this broker fetches, as a follower, "
+            "for the replicas its topics' follower.replication.throttled.replicas name", low=1, dynamic=True),
+    Setting("replication.quota.window.num", INT, 11, "samples a replication throttle's rate is measured over",
+            low=2),
+    Setting("replication.quota.window.size.seconds", INT, 1, "the time span of each of those samples", low=1),
     Setting("metrics.listener", STRING, "", "http://HOST:PORT of the Prometheus endpoint (/metrics); empty: none",
             kafka=""),
     *SSL.values(),
@@ -283,6 +291,10 @@ class BrokerConfig:
     allow_everyone_if_no_acl_found: bool = False
     quota_window_num: int = 11  # quota.window.num
     quota_window_size_seconds: int = 1  # quota.window.size.seconds
+    leader_replication_throttled_rate: int = LONG_MAX  # broker/quota/replication.py
+    follower_replication_throttled_rate: int = LONG_MAX
+    replication_quota_window_num: int = 11
+    replication_quota_window_size_seconds: int = 1
     # Topic-level defaults for the storage (`segment.bytes`, `retention.ms`, `min.insync.replicas`, ...), from
     # the log.* keys and the other synonyms of topic configs: the storage's LogConfig types them (one default each).
     log_defaults: Mapping[str, str] = field(default_factory=dict)

@@ -31,6 +31,7 @@ from prometheus_client.registry import CollectorRegistry
 from sparklog.broker.meters import (BYTES_IN, BYTES_OUT, FAILED_FETCH, FAILED_PRODUCE, LATENCY_BUCKETS, MESSAGES_IN,
                                     RequestMeters, TopicMeters)
 from sparklog.broker.network.dispatch import api_name
+from sparklog.broker.quota.exposition import client_quota_families, replication_throttle_families
 from sparklog.protocol.errors import for_code
 
 log = logging.getLogger(__name__)
@@ -214,7 +215,7 @@ class BrokerCollector:
     def collect(self) -> Iterator[Metric]:
         failed = 0
         for section in (self._topics, self._requests, self._server, self._replication, self._controller,
-                        self._zookeeper, self._logs, self._storage, self._lag):
+                        self._zookeeper, self._logs, self._storage, self._lag, self._quotas):
             try:
                 families = list(section())
             except Exception as exc:  # noqa: BLE001 - Rule 2: one section's failure leaves out only its series
@@ -269,6 +270,11 @@ class BrokerCollector:
             plog = logs.get(topic, partition)
             return None if plog is None else plog.high_watermark
         return lag_families(self.broker.dispatcher.state.offsets.committed_offsets(), end_of)
+
+
+    def _quotas(self) -> Iterator[Metric]:
+        yield from client_quota_families(self.broker.dispatcher.state.quotas.throttles())
+        yield from replication_throttle_families(self.broker.replicas.throttles.statistics())
 
 
 class MetricsEndpoint:

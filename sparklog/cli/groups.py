@@ -45,6 +45,11 @@ Rule 5: delete-offsets is Kafka's `kafka-consumer-groups --delete-offsets`: Offs
 Kafka group, which decides per partition (a topic its members consume is refused, GROUP_SUBSCRIBED_TO_TOPIC);
 one line per partition with its outcome, exit status 1 if any was refused. A ZooKeeper group's offsets are
 not touched (reset-offsets or delete them; the one line says so).
+Rule 6: `describe --members` of a Kafka group shows each member's client quota (issue 25) in a QUOTA column: for
+each quota key, the value of `clients/<its client-id>`, else of `clients/<default>` (DescribeClientQuotas),
+"-" when neither sets one. DescribeGroups does not name a member's principal, so the user levels of the
+precedence (which come first for an authenticated member) are not resolved here; the throttle each broker
+gives a (user, client-id) now is its `sparklog_client_quota_throttle_ms` series (docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -330,7 +335,7 @@ def _describe(session: Session, args: argparse.Namespace, group: GroupView) -> N
     if args.state:
         print_state(group)
     elif args.members:
-        print_members(group)
+        print_members(group, member_quotas(session.admin, group.members) if group.kind == KAFKA else None)
     else:
         print_offsets(group, offset_rows(group, session.admin.log_ends(described_partitions(group))))
 
@@ -365,13 +370,35 @@ def print_offsets(group: GroupView, rows: list[dict]) -> None:
                                      if unknown else ""))
 
 
-def print_members(group: GroupView) -> None:
+def print_members(group: GroupView, quotas: dict[str, str] | None = None) -> None:
+    """One row per member; with `quotas` ({client-id: text}, `member_quotas`) a QUOTA column (Rule 6)."""
     if not group.members:
         print(f"Consumer group {group.name!r} has no active members.")
         return
-    print_columns(("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"),
-                  [(group.name, m.member_id, m.instance_id, m.client_host, m.client_id, len(m.assignment),
-                    ",".join(f"{t}-{p}" for t, p in m.assignment)) for m in group.members])
+    headers = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")
+    rows = [(group.name, m.member_id, m.instance_id, m.client_host, m.client_id, len(m.assignment),
+             ",".join(f"{t}-{p}" for t, p in m.assignment)) for m in group.members]
+    if quotas is not None:
+        headers += ("QUOTA",)
+        rows = [(*row, quotas.get(m.client_id)) for row, m in zip(rows, group.members)]
+    print_columns(headers, rows)
+
+
+def member_quotas(admin, members) -> dict[str, str]:
+    """{client-id: "consumer_byte_rate=2097152,..."} of the client-id quotas each member's client-id gets
+    (clients/<client-id>, else clients/<default>, key by key: Rule 6), from DescribeClientQuotas."""
+    from sparklog.coordination.client_quotas import QUOTA_KEYS
+    from sparklog.protocol.client_quotas import CLIENT_ID, MATCH_ANY
+
+    configs = {dict(components).get(CLIENT_ID): values
+               for components, values in admin.describe_client_quotas([(CLIENT_ID, MATCH_ANY, None)], strict=True)}
+    found = {}
+    for client in {m.client_id for m in members}:
+        applied = {key: next((configs[name][key] for name in (client, None) if key in configs.get(name, {})), None)
+                   for key in QUOTA_KEYS}
+        found[client] = ",".join(f"{key}={int(value) if value == int(value) else value}"
+                                 for key, value in applied.items() if value is not None)
+    return found
 
 
 def print_state(group: GroupView) -> None:

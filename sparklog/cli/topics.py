@@ -10,6 +10,9 @@ one line naming it; `alter` writes the new overrides in one set, which the broke
 `elect-leaders` writes Kafka's `/admin/preferred_replica_election` request, and `reassign --plan FILE` (the
 JSON of kafka-reassign-partitions) its `/admin/reassign_partitions` request; the controller acts on both.
 `reassign --verify` exits 0 once every partition of the plan has exactly its target replicas, 1 before.
+`reassign --throttle BYTES_PER_SEC` first writes the replication throttles for the moving replicas, as
+kafka-reassign-partitions does (coordination/replication_throttles.py Rule: reassignment-throttles); the
+`--verify` that finds the plan done removes them.
 The internal `__consumer_offsets` is neither grown nor deleted here, as `kafka-topics.sh` refuses (its group
 -> partition mapping is offsets.topic.num.partitions; the brokers refuse the same through the admin APIs).
 """
@@ -70,7 +73,10 @@ def add_parser(subparsers) -> None:
     reassign = topics_sub.add_parser("reassign", help="move partitions to other brokers (kafka-reassign-partitions)")
     reassign.add_argument("--plan", required=True, metavar="FILE",
                           help='{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,3]}]}')
-    reassign.add_argument("--verify", action="store_true", help="report whether the plan has been carried out")
+    reassign.add_argument("--verify", action="store_true", help="report whether the plan has been carried out "
+                          "(and, once it has, remove the replication throttles)")
+    reassign.add_argument("--throttle", type=_positive_rate, metavar="BYTES_PER_SEC",
+                          help="bound the replication of the moving replicas to this rate (kafka-reassign-partitions)")
     reassign.set_defaults(func=_zookeeper_only(_topics_reassign))
     delete = topics_sub.add_parser("delete", help="delete a topic (brokers delete their local logs)")
     delete.add_argument("name")
@@ -246,7 +252,7 @@ def _topics_elect_leaders(args) -> int:
 def _topics_reassign(args) -> int:
     from pathlib import Path
 
-    from sparklog.coordination import brokers, reassignment, topics
+    from sparklog.coordination import brokers, reassignment, replication_throttles, topics
 
     try:
         plan = reassignment.parse_plan(Path(args.plan).read_text(encoding="utf-8"))
@@ -264,13 +270,42 @@ def _topics_reassign(args) -> int:
                 complete = assignments.get(t, {}).get(p) == tuple(target) and (t, p) not in pending
                 outcome.append(complete)
                 print(f"Reassignment of partition {t}-{p} is {'complete' if complete else 'still in progress'}.")
+            if all(outcome):
+                _clear_throttles(zk, plan)
             return
         reassignment.validate_plan(plan, assignments, set(brokers.live_brokers(zk)))
+        if args.throttle is not None:
+            if reassignment.pending_reassignment(zk) is not None:
+                raise reassignment.ReassignmentPending("a partition reassignment is in progress; check it with "
+                                                       "--verify")
+            throttled = replication_throttles.set_throttles(zk, plan, assignments, args.throttle)
+            print(f"The inter-broker throttle limit was set to {args.throttle} B/s on brokers "
+                  f"{','.join(map(str, sorted(throttled)))}.")
         reassignment.request_reassignment(zk, plan)
         print(f"Started the reassignment of {len(plan)} partitions; check it with --verify.")
 
     code = _with_zk(args, act, (reassignment.InvalidPlan, reassignment.ReassignmentPending, topics.UnknownTopic))
     return code if code or all(outcome) else 1
+
+
+def _positive_rate(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of bytes per second, not {text!r}")
+    return value
+
+
+def _clear_throttles(zk, plan) -> None:
+    """kafka-reassign-partitions --verify once done: the rates off every broker, the lists off the plan's topics."""
+    from sparklog.coordination import brokers, replication_throttles
+
+    known = set(brokers.live_brokers(zk)) | {b for target in plan.values() for b in target}
+    replication_throttles.clear_throttles(zk, {t for t, _ in plan}, known)
+    print(f"Clearing broker-level throttles on brokers {','.join(map(str, sorted(known)))}")
+    print(f"Clearing topic-level throttles on topic {','.join(sorted({t for t, _ in plan}))}")
 
 
 def _with_zk(args, action, errors: tuple) -> int:

@@ -199,8 +199,16 @@ def alter_entity_config(zk: KazooClient, entity: Entity, set_: Mapping[str, str]
 
 
 def _alter(zk: KazooClient, entity: Entity, set_: dict, remove: tuple) -> dict[str, str]:
+    config = alter_config_node(zk, entity.znode, set_, remove)
+    notify(zk, entity.path)
+    return config
+
+
+def alter_config_node(zk: KazooClient, znode: str, set_: Mapping[str, str], remove: tuple = ()) -> dict[str, str]:
+    """Set and remove keys of a `{"version":1,"config":{...}}` node (created if absent), version-checked: a
+    concurrent write raises (BadVersionError, NodeExistsError) for the caller's retry. Returns the config."""
     try:
-        data, stat = zk.get(entity.znode)
+        data, stat = zk.get(znode)
         config, version = _stored(data), stat.version
     except NoNodeError:
         config, version = {}, None
@@ -209,10 +217,9 @@ def _alter(zk: KazooClient, entity: Entity, set_: dict, remove: tuple) -> dict[s
         config.pop(key, None)
     value = encode({"version": CONFIG_VERSION, "config": config})
     if version is None:
-        zk.create(entity.znode, value, makepath=True)
+        zk.create(znode, value, makepath=True)
     else:
-        zk.set(entity.znode, value, version=version)
-    notify(zk, entity.path)
+        zk.set(znode, value, version=version)
     return config
 
 

@@ -18,6 +18,12 @@ Rule 1: `next_step` is pure: given the topic's assignment, its in-flight adding/
 state and the live brokers, it returns what to write next (or that the partition is waiting or done).
 Rule 2: the request is deleted by the controller once every partition in it is DONE; `--verify` compares
 the assignments with the plan.
+Rule 3: AlterPartitionReassignments (KIP-455) changes the request rather than refusing while one is pending:
+`altered_plan` lays each partition's new target over the pending plan; a cancellation (target None) of a
+partition already STARTED makes its target its original replicas (the topic znode's replicas less those being
+added), which the same two steps restore, and of one not started yet drops it from the plan. The request
+znode is rewritten with its version checked (`write_plan`), so a controller finishing the old plan meanwhile
+makes the write retry against what it left; an empty plan deletes the request.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from dataclasses import dataclass, replace
 from typing import AbstractSet, Mapping, Sequence
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from sparklog.coordination import paths
 from sparklog.coordination.connection import decode, encode, retrying
@@ -114,10 +120,61 @@ def pending_reassignment(zk: KazooClient) -> dict[PartitionKey, tuple[int, ...]]
     return parse_plan(data)
 
 
-def finish_reassignment(zk: KazooClient) -> None:
+Ongoing = Mapping[PartitionKey, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
+
+
+def pending_with_version(zk: KazooClient) -> tuple[dict[PartitionKey, tuple[int, ...]], int | None]:
+    """The pending plan ({} when there is none) and its znode's version (None: no request)."""
     try:
-        retrying(zk, zk.delete, paths.REASSIGN_PARTITIONS)
+        data, stat = retrying(zk, zk.get, paths.REASSIGN_PARTITIONS)
     except NoNodeError:
+        return {}, None
+    return parse_plan(data), stat.version
+
+
+def altered_plan(pending: Mapping[PartitionKey, Sequence[int]], ongoing: Ongoing,
+                 changes: Mapping[PartitionKey, Sequence[int] | None]) -> dict[PartitionKey, tuple[int, ...]]:
+    """The plan after `changes` (Rule 3): pure."""
+    plan = {key: tuple(target) for key, target in pending.items()}
+    for key, target in changes.items():
+        if target is not None:
+            plan[key] = tuple(target)
+        elif key in ongoing:
+            replicas, adding, _removing = ongoing[key]
+            plan[key] = tuple(b for b in replicas if b not in adding)
+        else:
+            plan.pop(key, None)
+    return plan
+
+
+def write_plan(zk: KazooClient, plan: Mapping[PartitionKey, Sequence[int]], version: int | None) -> None:
+    """Replace the request with `plan` if it is still at `version` (None: absent); raise BadVersionError or
+    NodeExistsError when it changed meanwhile (Rule 3)."""
+    if version is None:
+        if plan:
+            retrying(zk, zk.ensure_path, paths.REASSIGN_PARTITIONS.rsplit("/", 1)[0])
+            retrying(zk, zk.create, paths.REASSIGN_PARTITIONS, plan_json(plan))
+        return
+    try:
+        if plan:
+            retrying(zk, zk.set, paths.REASSIGN_PARTITIONS, plan_json(plan), version=version)
+        else:
+            retrying(zk, zk.delete, paths.REASSIGN_PARTITIONS, version=version)
+    except NoNodeError:
+        raise BadVersionError() from None
+
+
+def finish_reassignment(zk: KazooClient, plan: Mapping[PartitionKey, Sequence[int]] | None = None) -> None:
+    """Delete the request; given the `plan` carried out, only if the request still is that plan (an
+    AlterPartitionReassignments may have changed it meanwhile: Rule 3)."""
+    try:
+        if plan is None:
+            retrying(zk, zk.delete, paths.REASSIGN_PARTITIONS)
+            return
+        stored, version = pending_with_version(zk)
+        if version is not None and stored == {key: tuple(target) for key, target in plan.items()}:
+            retrying(zk, zk.delete, paths.REASSIGN_PARTITIONS, version=version)
+    except (NoNodeError, BadVersionError):
         pass
 
 

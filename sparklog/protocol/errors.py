@@ -222,6 +222,8 @@ _CODES = [
     (83, "EligibleLeadersNotAvailableError", "ELIGIBLE_LEADERS_NOT_AVAILABLE", True,
      "no replica the election may choose is available"),
     (84, "ElectionNotNeededError", "ELECTION_NOT_NEEDED", True, "the partition already has the leader asked for"),
+    (85, "NoReassignmentInProgressError", "NO_REASSIGNMENT_IN_PROGRESS", False,
+     "no partition reassignment is in progress"),
     (86, "GroupSubscribedToTopicError", "GROUP_SUBSCRIBED_TO_TOPIC", False,
      "a member of the group consumes the topic: its offsets cannot be deleted"),
     (87, "InvalidRecordError", "INVALID_RECORD", False, "a record failed the broker's validation"),

@@ -19,7 +19,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from sparklog.protocol import (acls, add_offsets_to_txn, add_partitions_to_txn, alter_configs, api_versions,
+from sparklog.protocol import (acls, add_offsets_to_txn, add_partitions_to_txn, alter_configs,
+                               alter_partition_reassignments, api_versions,
                                client_quotas,
                                create_partitions, create_topics, delete_records, delete_topics, describe_cluster,
                                describe_configs, describe_log_dirs, describe_producers, describe_transactions,
@@ -78,6 +79,8 @@ _PAIRS: list[tuple[type[Message], type[Message]]] = [
     (elect_leaders.ElectLeadersRequest, elect_leaders.ElectLeadersResponse),
     (list_partition_reassignments.ListPartitionReassignmentsRequest,
      list_partition_reassignments.ListPartitionReassignmentsResponse),
+    (alter_partition_reassignments.AlterPartitionReassignmentsRequest,
+     alter_partition_reassignments.AlterPartitionReassignmentsResponse),
     (add_partitions_to_txn.AddPartitionsToTxnRequest, add_partitions_to_txn.AddPartitionsToTxnResponse),
     (add_offsets_to_txn.AddOffsetsToTxnRequest, add_offsets_to_txn.AddOffsetsToTxnResponse),
     (end_txn.EndTxnRequest, end_txn.EndTxnResponse),
@@ -120,11 +123,15 @@ ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX = add_partitions_to_txn.FIRST_BROKER_VERSIO
 # The ACL APIs likewise up to v1 (Kafka 2.0's, what librdkafka and kafka-python send): their v2-v3 name Kafka 2.5+
 # to kafka-python. v2-v3 are still decoded and answered.
 ACLS_ADVERTISED_MAX = 1
+# AlterPartitionReassignments up to v0 (Kafka 2.4's, with ListPartitionReassignments v0): v1 (KIP-860) names Kafka 4.0
+# to kafka-python. v1 is still decoded and answered.
+ALTER_PARTITION_REASSIGNMENTS_ADVERTISED_MAX = 0
 UNADVERTISED = (ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS)
 API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **{key: versions for key, versions in ALL_VERSIONS.items() if key not in UNADVERTISED},
     ApiKey.LIST_OFFSETS: (ALL_VERSIONS[ApiKey.LIST_OFFSETS][0], LIST_OFFSETS_ADVERTISED_MAX),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, ALTER_PARTITION_REASSIGNMENTS_ADVERTISED_MAX),
     **{key: (0, ACLS_ADVERTISED_MAX) for key in (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS)}}
 
 _SIZE = struct.Struct(">i")

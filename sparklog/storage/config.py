@@ -25,6 +25,7 @@ from typing import Any, Mapping
 from sparklog.settings import (BOOLEAN, DOUBLE, HIGH, INT, INT32_MAX, LIST, LONG, LONG_MAX, LOW, MEDIUM, STRING,
                                TYPE_CODES, Definitions, Setting)
 from sparklog.storage.errors import InvalidConfigError
+from sparklog.storage import throttled_replicas
 
 DEFAULT_SEGMENT_BYTES = 1024**3  # segment.bytes: Kafka's 1 GiB
 DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000  # segment.ms: Kafka's 7 days
@@ -230,8 +231,10 @@ DEFINITIONS = Definitions("log", (
            "down-convert for old consumers (sparklog serves RecordBatch v2 only)", LOW),
     _topic("message.format.version", STRING, "log.message.format.version", None, None, "ignored since Kafka 3.0: "
            "batches are always v2", LOW),
-    _topic("follower.replication.throttled.replicas", LIST, None, None, None, "throttled follower replicas", LOW),
-    _topic("leader.replication.throttled.replicas", LIST, None, None, None, "throttled leader replicas", LOW),
+    _topic("follower.replication.throttled.replicas", LIST, None, None, None, "partition:broker pairs (or *) "
+           "whose follower fetches are throttled (throttled_replicas.py)", LOW, rule=throttled_replicas.problem),
+    _topic("leader.replication.throttled.replicas", LIST, None, None, None, "partition:broker pairs (or *) "
+           "whose leader throttles follower fetches (throttled_replicas.py)", LOW, rule=throttled_replicas.problem),
     _topic("local.retention.ms", LONG, "log.local.retention.ms", -2, _L, "tiered storage: local retention time",
            LOW),
     _topic("local.retention.bytes", LONG, "log.local.retention.bytes", -2, _L, "tiered storage: local retention "

@@ -41,8 +41,8 @@ ELECTION_NOT_NEEDED for a partition with a live leader; for one without, ELIGIBL
 controller elects outside the ISR only for a topic that sets unclean.leader.election.enable.
 Rule 8: ListPartitionReassignments lists, from ZooKeeper, the partitions a reassignment is moving now (their
 topic znode names replicas being added or removed), as Kafka's controller lists its ongoing ones; the others
-are left out. AlterPartitionReassignments is not served: the controller takes one whole plan at a time
-(`sparklog topics reassign`), with neither Kafka's merging of concurrent requests nor cancellation.
+are left out. AlterPartitionReassignments is served by reassignments.py (merged into the pending plan, with
+cancellation).
 """
 
 from __future__ import annotations

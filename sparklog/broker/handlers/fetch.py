@@ -80,6 +80,8 @@ def _fetch_now(body, state):
 def _metered(response: FetchResponse, replica_id: int, state) -> FetchResponse:
     """Count the answer's partitions in the metrics (broker/meters.py Rule 1): bytes a consumer reads, and
     every partition's error; a follower's reads are replication, not bytes out."""
+    if replica_id >= 0:
+        _record_throttled(response, state)
     topics, requests = state.topic_meters, state.request_meters
     for topic in response.responses:
         name = topic.topic
@@ -90,6 +92,38 @@ def _metered(response: FetchResponse, replica_id: int, state) -> FetchResponse:
             elif replica_id < 0 and part.records:
                 topics.fetched(name, len(part.records))
     return response
+
+
+def _leader_holds_back(state, led, partition: int, replica_id: int) -> bool:
+    """quota/replication.py Rule: in-sync-exempt and Rule: replication-rate, the leader's side."""
+    throttles = state.replicas.throttles
+    return (replica_id not in led.state.isr and throttles.leader_throttled(led.plog, partition)
+            and throttles.leader.exceeded())
+
+
+def _partition_bytes(state, led, partition: int, replica_id: int, part, budget: int) -> int:
+    """What one partition may take of the response; a throttled out-of-sync follower's at most the leader's
+    fetch_cap (quota/replication.py Rule: replication-rate)."""
+    size = max(0, min(part.partition_max_bytes, budget))
+    throttles = state.replicas.throttles if replica_id >= 0 else None
+    if (throttles is not None and replica_id not in led.state.isr
+            and throttles.leader_throttled(led.plog, partition)):
+        size = min(size, throttles.leader.fetch_cap())
+    return size
+
+
+def _record_throttled(response: FetchResponse, state) -> None:
+    """The bytes a follower's fetch takes of leader-throttled partitions count against the leader's quota."""
+    throttles = state.replicas.throttles
+    if throttles.leader.unbounded:
+        return
+    snapshot, replicas = state.partitions.snapshot, state.replicas
+    for topic in response.responses:
+        for part in topic.partitions:
+            if part.records:
+                led = replicas.leader_of(snapshot, (topic.topic, part.partition_index))
+                if led is not None and throttles.leader_throttled(led.plog, part.partition_index):
+                    throttles.leader.record(len(part.records))
 
 
 def _unverified_reads(body, state) -> list:
@@ -153,11 +187,13 @@ def _fetch_once(body, state):
             records = b""
             error = NONE
             stable, aborted = high_watermark, None
-            if budget > 0 or min_one:
+            if replica_id >= 0 and _leader_holds_back(state, led, index, replica_id):
+                pass  # replication-throttled: no records this time (quota/replication.py Rule: replication-rate)
+            elif budget > 0 or min_one:
                 try:
                     records, stable, aborted = read_records(
-                        led, part.fetch_offset, max(0, min(part.partition_max_bytes, budget)), replica_id,
-                        body.isolation_level)
+                        led, part.fetch_offset, _partition_bytes(state, led, index, replica_id, part, budget),
+                        replica_id, body.isolation_level)
                 except StorageError as exc:
                     error = _read_error(plog, exc)
                     failed = True

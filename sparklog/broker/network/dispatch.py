@@ -61,6 +61,7 @@ from types import CoroutineType
 from sparklog.broker.authorization import guarded
 from sparklog.broker.handlers.acls import ACL_HANDLERS
 from sparklog.broker.handlers.admin import ADMIN_HANDLERS
+from sparklog.broker.handlers.reassignments import REASSIGNMENT_HANDLERS
 from sparklog.broker.handlers.client_quotas import QUOTA_HANDLERS
 from sparklog.broker.coordinator.transaction.handlers import TRANSACTION_HANDLERS
 from sparklog.broker.handlers import HANDLERS as _HANDLERS
@@ -92,7 +93,8 @@ _PRODUCE = int(ApiKey.PRODUCE)
 _PRODUCE_KEY = _PRODUCE.to_bytes(2, "big")  # the int16 api_key a request frame opens with
 _FETCH = int(ApiKey.FETCH)
 _FETCH_KEY = _FETCH.to_bytes(2, "big")
-HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS, **TRANSACTION_HANDLERS, **ACL_HANDLERS, **QUOTA_HANDLERS, **SECURITY_HANDLERS}
+HANDLERS = {**_HANDLERS, **ADMIN_HANDLERS, **TRANSACTION_HANDLERS, **ACL_HANDLERS, **QUOTA_HANDLERS, **SECURITY_HANDLERS,
+            **REASSIGNMENT_HANDLERS}
 _SASL_APIS = frozenset({int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)})
 _VERSION_BITS = 16  # (api_key, version) is recorded as one int: api_key << 16 | version
 # Apis whose coroutines only wait in the purgatory, the request having taken effect (handlers Rule 1):

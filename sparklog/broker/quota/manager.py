@@ -173,6 +173,19 @@ class QuotaManager:
                 del self.sensors[group]
             self._invalidate()
 
+    def throttles(self, now: float | None = None) -> dict[tuple[str, str, str], tuple[float, float, int]]:
+        """{(kind, user, client-id): (bound, measured rate, throttle ms it owes now)} of every group a cached
+        lookup meters (Rule: quota-groups; "" for a component the quota does not name): the throttle per client
+        for the metrics endpoint. Reads a copy, so a scrape on another thread sees a consistent snapshot."""
+        now = self.clock() if now is None else now
+        found = {}
+        for quota in list(self._clients.values()):
+            for metered in (() if quota is None else (quota.produce, quota.fetch, quota.request)):
+                if metered is not None and metered.group not in found:
+                    sensor = metered.sensor
+                    found[metered.group] = (metered.bound, sensor.rate(now), sensor.throttle_ms(metered.bound, now))
+        return found
+
     def throttle_of(self, group: tuple) -> float:
         """The measured rate of one group's sensor (0 when it has none): for statistics and tests."""
         sensor = self.sensors.get(group)

@@ -345,7 +345,7 @@ class Controller:
             wrote += written
             all_done &= done
         if all_done:
-            reassignment.finish_reassignment(self.zk)
+            reassignment.finish_reassignment(self.zk, plan)
             log.info("partition reassignment of %d partitions is complete", len(plan))
         else:
             _later(REASSIGNMENT_CHECK_S, self._queue, "REASSIGN", generation)

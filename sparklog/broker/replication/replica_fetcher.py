@@ -20,6 +20,11 @@ byte-identical to the leader's. Meanwhile its LEO lags, so the leader takes it o
 follower it serves no consumer (reads step over fences in any case).
 Rule 4: the fetchers only run on the broker's event loop; `update()` is called there too, so a partition
 removed from a fetcher (it became leader, or its leader moved) is never appended to after it returns.
+Rule 5: replication throttles (broker/quota/replication.py): while the follower's throttled rate is over its
+bound, a partition its topic's follower.replication.throttled.replicas names for this broker is left out of
+the Fetch unless it is in sync (its last fetch left it at the leader's high watermark: Kafka's
+isReplicaInSync); when every ready partition is left out, the fetcher waits until the rate is back at the bound.
+Such a partition asks for at most the throttle's fetch_cap (a window's worth of the rate) in one Fetch.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from sparklog.broker.network.inter_broker import PLAINTEXT_REGISTERED, InterBrokerListener
+from sparklog.broker.quota.replication import ReplicationThrottles
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import MalformedResponse
@@ -108,6 +114,7 @@ class _Partition:
     target: FollowTarget
     truncating: bool = True
     retry_at: float = 0.0
+    lag: int | None = None  # the leader's HW minus this log's end after the last fetch (Rule 5)
 
 
 @dataclass(frozen=True)
@@ -137,8 +144,10 @@ class ReplicaFetcher:
     """Copies the partitions led by one broker (module docstring)."""
 
     def __init__(self, broker_id: int, leader_id: int,
-                 inter_broker: InterBrokerListener = PLAINTEXT_REGISTERED, connect=None) -> None:
+                 inter_broker: InterBrokerListener = PLAINTEXT_REGISTERED, connect=None,
+                 throttles: ReplicationThrottles | None = None) -> None:
         self.broker_id = broker_id
+        self.throttles = throttles if throttles is not None else ReplicationThrottles(broker_id)
         self.inter_broker = inter_broker
         self.leader_id = leader_id
         # opens a connection to the leader (over TLS, and logged in on a SASL listener: security/inter_broker.py)
@@ -202,8 +211,10 @@ class ReplicaFetcher:
             try:
                 if any(p.truncating for p in self._ready()):
                     await self._truncate()
-                elif self._ready():
+                elif self._fetchable():
                     await self._fetch()
+                elif self._ready():
+                    await self._wait_for_throttle()
                 else:
                     await self._sleep_until_ready()
             except Exception as exc:  # noqa: BLE001 - not even a bug here may end replication from this leader
@@ -216,6 +227,33 @@ class ReplicaFetcher:
     def _ready(self) -> list[_Partition]:
         now = time.monotonic()
         return [p for p in self._partitions.values() if p.retry_at <= now]
+
+    def _fetchable(self) -> dict[tuple[str, int], _Partition]:
+        """The ready partitions, less those the follower's throttle holds back now (Rule 5)."""
+        throttles = self.throttles
+        held = not throttles.follower.unbounded and throttles.follower.exceeded()
+        now = time.monotonic()
+        return {key: p for key, p in self._partitions.items() if p.retry_at <= now
+                and not (held and self._held_back(key, p))}
+
+    def _held_back(self, key, part: _Partition) -> bool:
+        in_sync = part.lag is not None and part.lag <= 0
+        return not in_sync and self.throttles.follower_throttled(part.target.plog, key[1])
+
+    def _max_bytes(self, key, part: _Partition) -> int:
+        """replica.fetch.max.bytes, or the follower's fetch_cap for a throttled partition behind (Rule 5)."""
+        if self.throttles.follower.unbounded or not self._held_back(key, part):
+            return REPLICA_FETCH_MAX_BYTES
+        return min(REPLICA_FETCH_MAX_BYTES, self.throttles.follower.fetch_cap())
+
+    async def _wait_for_throttle(self) -> None:
+        """Every ready partition is held back: wait until the follower's rate is back at its bound (or a change)."""
+        delay = min(max(self.throttles.follower.delay_s(), 0.05), REPLICA_FETCH_BACKOFF_MS / 1000)
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
 
     async def _sleep_until_ready(self) -> None:
         wake_at = min(p.retry_at for p in self._partitions.values())
@@ -284,14 +322,14 @@ class ReplicaFetcher:
     # -- fetching ------------------------------------------------------------------------------------------
 
     async def _fetch(self) -> None:
-        asking = {key: p for key, p in self._partitions.items() if p.retry_at <= time.monotonic()}
+        asking = self._fetchable()
         by_topic: dict[str, list] = {}
         for (topic, index), part in asking.items():
             plog = part.target.plog
             self._repair(plog)
             by_topic.setdefault(topic, []).append(FetchPartition(
                 partition=index, current_leader_epoch=part.target.leader_epoch, fetch_offset=plog.log_end_offset,
-                log_start_offset=plog.log_start_offset, partition_max_bytes=REPLICA_FETCH_MAX_BYTES))
+                log_start_offset=plog.log_start_offset, partition_max_bytes=self._max_bytes((topic, index), part)))
         request = FetchRequest(
             replica_id=self.broker_id, max_wait_ms=REPLICA_FETCH_WAIT_MAX_MS, min_bytes=REPLICA_FETCH_MIN_BYTES,
             max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
@@ -327,6 +365,8 @@ class ReplicaFetcher:
             if records is not None and len(records):
                 plog.append_replicated(records)
                 self._counters.appended_bytes += len(records)
+                if self.throttles.follower_throttled(plog, key[1]):
+                    self.throttles.follower.record(len(records))
         except OffsetsNotContiguous as exc:
             self._note_error(str(exc))
             part.truncating = True
@@ -338,6 +378,7 @@ class ReplicaFetcher:
         except LogClosedError:
             return
         plog.set_high_watermark(min(data.high_watermark, plog.log_end_offset))
+        part.lag = max(0, data.high_watermark - plog.log_end_offset)
 
     # -- the connection ------------------------------------------------------------------------------------
 
@@ -376,6 +417,7 @@ class ReplicaFetcherManager:
     fetchers: dict[int, ReplicaFetcher] = field(default_factory=dict)
     inter_broker: InterBrokerListener = PLAINTEXT_REGISTERED  # the leaders' listener fetched from
     connect: Any = None  # security/inter_broker.py's connector for it (TLS, the SASL login)
+    throttles: ReplicationThrottles | None = None  # the follower's replication throttle (Rule 5)
 
     async def update(self, targets: Mapping[tuple[str, int], FollowTarget], brokers: Mapping) -> None:
         by_leader: dict[int, dict] = {}
@@ -389,7 +431,7 @@ class ReplicaFetcherManager:
             fetcher = self.fetchers.get(leader_id)
             if fetcher is None:
                 fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.broker_id, leader_id, self.inter_broker,
-                                                                     self.connect)
+                                                                     self.connect, self.throttles)
                 fetcher.start()
             fetcher.set_partitions(parts, self.inter_broker.address(brokers.get(leader_id)))
 

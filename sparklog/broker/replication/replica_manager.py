@@ -4,7 +4,8 @@ It listens to the partition manager's snapshots (partitions.py Rule 4) and, on t
 - for each LEADER partition keeps a `LedPartition`: the log, a `LeaderState` (replica_state.py), the
   state znode's version; min.insync.replicas is the log's own typed config. Becoming leader, or a new leader
   epoch, records the epoch's start in the log's epoch cache; with more than one replica the log's HW is then
-  set by replication only.
+  set by replication only. A new replica set in the same epoch (a reassignment's STARTED step) makes a new
+  `LeaderState` too, so the replicas it adds are followers (they read past the HW and may join the ISR).
 - hands the FOLLOWER partitions to the replica fetchers (replica_fetcher.py), one per leader broker.
 
 ISR changes (Kafka's maybeShrinkIsr / maybeExpandIsr):
@@ -32,6 +33,7 @@ from typing import Any
 
 from sparklog.broker.network.inter_broker import PLAINTEXT_REGISTERED, InterBrokerListener
 from sparklog.broker.replication.purgatory import Purgatory
+from sparklog.broker.quota.replication import ReplicationThrottles
 from sparklog.broker.replication.replica_fetcher import FollowTarget, ReplicaFetcherManager
 from sparklog.broker.replication.replica_state import LeaderState
 from sparklog.coordination import topics as topic_registry
@@ -103,14 +105,16 @@ class ReplicaManager:
 
     def __init__(self, zk, broker_id: int, purgatory: Purgatory, executor=None, *,
                  replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
-                 inter_broker: InterBrokerListener = PLAINTEXT_REGISTERED) -> None:
+                 inter_broker: InterBrokerListener = PLAINTEXT_REGISTERED,
+                 throttles: ReplicationThrottles | None = None) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self.purgatory = purgatory
         self.executor = executor
         self.lag_time_max_ms = replica_lag_time_max_ms
         self.leaders: dict[tuple[str, int], LedPartition] = {}
-        self.fetchers = ReplicaFetcherManager(broker_id, inter_broker=inter_broker)
+        self.throttles = throttles or ReplicationThrottles(broker_id)  # replication throttles (broker/quota/replication.py)
+        self.fetchers = ReplicaFetcherManager(broker_id, inter_broker=inter_broker, throttles=self.throttles)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._isr_task: asyncio.Task | None = None
         self._pending_snapshot = None
@@ -192,7 +196,10 @@ class ReplicaManager:
 
     def _leader_for(self, key, plog, meta) -> LedPartition:
         old = self.leaders.get(key)
-        if old is not None and old.plog is plog and old.leader_epoch == meta.leader_epoch:
+        # a reassignment changes the replicas in the same epoch (reassignment.py STARTED): a new state, so that
+        # the replicas it adds are followers here (read past the HW, join the ISR) and those it drops are not
+        if (old is not None and old.plog is plog and old.leader_epoch == meta.leader_epoch
+                and old.state.replicas == tuple(meta.replicas)):
             if meta.zk_version > old.zk_version and not old.writing:
                 old.zk_version = meta.zk_version
                 self._count_isr_change(old.state.isr, meta.isr)

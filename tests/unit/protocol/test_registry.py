@@ -27,6 +27,7 @@ def test_advertised_table():
         ApiKey.LIST_GROUPS: (0, 4), ApiKey.DELETE_GROUPS: (0, 1), ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.OFFSET_DELETE: (0, 0), ApiKey.DESCRIBE_LOG_DIRS: (0, 4), ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.ELECT_LEADERS: (0, 2), ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
         ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.ADD_OFFSETS_TO_TXN: (0, 4), ApiKey.END_TXN: (0, 4),
         ApiKey.WRITE_TXN_MARKERS: (0, 1), ApiKey.TXN_OFFSET_COMMIT: (0, 3), ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         ApiKey.LIST_TRANSACTIONS: (0, 1), ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2),
@@ -37,6 +38,7 @@ def test_advertised_table():
             ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),  # v4-v5 (brokers') decoded, not advertised
             ApiKey.DESCRIBE_ACLS: (0, 3), ApiKey.CREATE_ACLS: (0, 3),  # v2-v3 decoded, not advertised
             ApiKey.DELETE_ACLS: (0, 3),
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # v1 (KIP-860) decoded, not advertised
             ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1), ApiKey.ALTER_CLIENT_QUOTAS: (0, 1)} == ALL_VERSIONS  # not advertised
 
 

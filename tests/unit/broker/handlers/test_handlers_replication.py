@@ -365,3 +365,28 @@ def test_a_leader_alone_in_its_isr_serves_around_its_fence(state, logs):
     part = fetch(state, "one", fenced, replica_id=-1)
     assert part.error_code == 0
     assert [b.base_offset for b in iter_batches(part.records.read_bytes())] == [fenced + 1]
+
+
+def test_a_replica_a_reassignment_adds_in_the_same_leader_epoch_becomes_a_follower_of_the_leader(state, logs):
+    """A reassignment's STARTED step writes the new replicas and keeps the leader and its epoch: the leader
+    must track the new replica (it reads past the HW, its fetches count for the ISR), or the move never
+    completes (it never joins the ISR). Likewise a replica dropped leaves the followers."""
+    async def scenario():
+        produce(state, "one", [b"a", b"b"], acks=1)
+        snapshot = state.partitions.snapshot
+        topics = dict(snapshot.topics)
+        topics["one"] = TopicMeta("one", {0: PartitionMeta(0, ME, EPOCH, (OTHER, ME), (ME,))})
+        state.partitions.snapshot = MetadataSnapshot(topics, snapshot.brokers, snapshot.leading)
+        state.replicas.apply(state.partitions.snapshot)
+        led = state.replicas.leader_of(state.partitions.snapshot, ("one", 0))
+        assert set(led.state.followers) == {OTHER}
+        assert fetch(state, "one", 0, replica_id=OTHER, current_leader_epoch=EPOCH).records.length > 0
+        fetch(state, "one", 2, replica_id=OTHER, current_leader_epoch=EPOCH)
+        assert led.state.to_expand(2) == {OTHER}
+        topics["one"] = TopicMeta("one", {0: PartitionMeta(0, ME, EPOCH, (ME,), (ME,))})
+        state.partitions.snapshot = MetadataSnapshot(topics, snapshot.brokers, snapshot.leading)
+        state.replicas.apply(state.partitions.snapshot)
+        assert not state.replicas.leader_of(state.partitions.snapshot, ("one", 0)).state.followers
+        await state.replicas.close()
+
+    asyncio.run(scenario())

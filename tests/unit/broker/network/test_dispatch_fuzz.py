@@ -49,6 +49,8 @@ from sparklog.protocol import (
     TopicProduceData,
 )
 from sparklog.protocol.errors import LocalProtocolError, RemoteProtocolError
+from sparklog.protocol.alter_partition_reassignments import (AlterPartitionReassignmentsRequest,
+                                                             ReassignablePartition, ReassignableTopic)
 from sparklog.protocol.registry import ALL_VERSIONS, REQUESTS, decode_request, decode_response, encode_request
 from sparklog.storage import LogManager
 from sparklog.records.batch import build_batch
@@ -110,6 +112,10 @@ def _bodies() -> dict[int, list]:
         ApiKey.CREATE_TOPICS: [CreateTopicsRequest(topics=[CreatableTopic(name="c", num_partitions=2,
                                                                           replication_factor=1)], timeout_ms=100)],
         ApiKey.DELETE_TOPICS: [DeleteTopicsRequest(topic_names=["t-gone"], timeout_ms=100)],
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: [AlterPartitionReassignmentsRequest(
+            timeout_ms=100, allow_replication_factor_change=False, topics=[ReassignableTopic(name="t", partitions=[
+                ReassignablePartition(partition_index=0, replicas=[ME, OTHER]),
+                ReassignablePartition(partition_index=1, replicas=None)])])],
     }
 
 
