@@ -438,7 +438,9 @@ def _gen_decode_single_struct(g: _Gen, f: F, version: int, flex: bool, ind: int,
         g.emit(ind, "else:")
         g.emit(ind + 1, "pos += 1")
         ind += 1
-    e = _gen_decode_struct(g, f.struct_cls, f.struct_cls._fields, version, flex, ind)
+    struct_cls = f.struct_cls
+    assert struct_cls is not None  # a single struct's field always names its class
+    e = _gen_decode_struct(g, struct_cls, struct_cls._fields, version, flex, ind)
     g.emit(ind, f"{out} = {e}")
     return out
 
@@ -580,6 +582,7 @@ def _gen_encode_single_struct(g: _Gen, f: F, x: str, version: int, flex: bool, i
         ind += 1
     else:
         g.emit(ind, f"if {x} is None: raise TypeError('{f.name} is not nullable in version {version}')")
+    assert f.struct_cls is not None  # a single struct's field always names its class
     _gen_encode_struct(g, x, f.struct_cls._fields, version, flex, ind, b)
 
 

@@ -97,7 +97,8 @@ def decode(buffer: BytesLike) -> list[LegacyMessage]:
 def _entries(view: memoryview, where: str) -> list[_Raw]:
     if not len(view):
         raise CorruptMessageSet(f"{where}: the message set is empty")
-    found, position = [], 0
+    found: list[_Raw] = []
+    position = 0
     while position < len(view):
         label = f"{where} {len(found)} (byte {position})"
         if len(view) - position < _ENTRY.size:
