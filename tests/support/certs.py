@@ -5,6 +5,7 @@ localhost/127.0.0.1 signed by it, client certificates, an expired one, and a sec
     pki.ca                 # PEM path of the trusted CA
     pki.broker             # Bundle: .cert, .key (PEM paths), .keystore (key + chain in one PEM file)
     pki.client("CN=alice,OU=eng,O=acme")   # a client Bundle signed by the CA (subject in RFC 4514 form)
+    pki.server("CN=localhost,OU=internal")  # another server Bundle for localhost/127.0.0.1 signed by the CA
     pki.expired, pki.untrusted             # bundles for localhost: expired; signed by another CA
     pki.pkcs12(bundle, password)           # the bundle as a PKCS12 key store file
 """
@@ -91,6 +92,10 @@ class Pki:
 
     def client(self, subject: str, stem: str | None = None) -> Bundle:
         return self._issue(stem or subject.split(",")[0].split("=")[1], subject, self._ca_key, self._ca_cert)
+
+    def server(self, subject: str, stem: str | None = None) -> Bundle:
+        return self._issue(stem or subject.split(",")[1].split("=")[1], subject, self._ca_key, self._ca_cert,
+                           hosts=True)
 
     def pkcs12(self, bundle: Bundle, password: str) -> Path:
         data = pkcs12.serialize_key_and_certificates(b"sparklog", bundle._key, bundle._cert, None,
