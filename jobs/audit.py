@@ -21,7 +21,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python jobs/audit.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.common import job_session  # noqa: E402
+from jobs.common import job_session, security_options  # noqa: E402
 from jobs.events import ACTIVITY_TOPIC, MONITORING_TOPIC, subject  # noqa: E402
 
 SHOWN_ROWS = 40  # longest table printed; discrepancies are shown first
@@ -57,23 +57,24 @@ class AuditReport:
         return sum(r.received for r in self.rows)
 
 
-def _read(spark, zookeeper: str, topic: str):
+def _read(spark, zookeeper: str, topic: str, security: dict | None = None):
     return (spark.read.format("sparklog").option("zookeeper.connect", zookeeper).option("subscribe", topic)
             .option("startingOffsets", "earliest").option("valueFormat", "avro").option("subject", subject(topic))
-            .load().select("value.*"))
+            .options(**security_options(security)).load().select("value.*"))
 
 
-def audit(spark, zookeeper: str, topics=(ACTIVITY_TOPIC,), monitoring_topic: str = MONITORING_TOPIC) -> AuditReport:
+def audit(spark, zookeeper: str, topics=(ACTIVITY_TOPIC,), monitoring_topic: str = MONITORING_TOPIC,
+          security: dict | None = None) -> AuditReport:
     """Compare reported and received counts per (producer, topic, window) (Rules 1 and 2)."""
     from pyspark.sql import functions as F
 
-    reports = (_read(spark, zookeeper, monitoring_topic).where(F.col("topic").isin(list(topics)))
+    reports = (_read(spark, zookeeper, monitoring_topic, security).where(F.col("topic").isin(list(topics)))
                .groupBy("producer", "topic", F.unix_millis("window_start").alias("window_start_ms"), "window_ms")
                .agg(F.sum("count").alias("reported")))
     window_lengths = [r["window_ms"] for r in reports.select("window_ms").distinct().collect()]
     received = None
     for topic in topics:
-        events = _read(spark, zookeeper, topic).select(F.col("server").alias("producer"),
+        events = _read(spark, zookeeper, topic, security).select(F.col("server").alias("producer"),
                                                        F.unix_millis("timestamp").alias("ts"))
         for length in window_lengths:
             counted = (events.groupBy("producer", (F.col("ts") - F.col("ts") % length).alias("window_start_ms"))

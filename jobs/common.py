@@ -13,8 +13,9 @@ LEADER_WAIT_S = 30.0
 
 
 def ensure_topic(zookeeper: str, topic: str, partitions: int = DEFAULT_PARTITIONS, replication: int = 1,
-                 config: dict | None = None) -> bool:
-    """Create `topic` unless it exists; wait until every partition has a leader. True when created."""
+                 config: dict | None = None, security: dict | None = None) -> bool:
+    """Create `topic` unless it exists; wait until every partition has a leader (asking the brokers as a client
+    with the `security` settings). True when created."""
     from sparklog.coordination.connection import close, connect
     from sparklog.coordination.topics import TopicExists, create_topic
 
@@ -25,17 +26,17 @@ def ensure_topic(zookeeper: str, topic: str, partitions: int = DEFAULT_PARTITION
             created = True
         except TopicExists:
             created = False
-        _wait_for_leaders(zookeeper, topic)
+        _wait_for_leaders(zookeeper, topic, security)
         return created
     finally:
         close(zk)
 
 
-def _wait_for_leaders(zookeeper: str, topic: str) -> None:
+def _wait_for_leaders(zookeeper: str, topic: str, security: dict | None = None) -> None:
     """Until the brokers' metadata lists a leader for every partition (a fresh topic takes a moment)."""
     from sparklog.client.consumer import Consumer
 
-    consumer = Consumer(zookeeper=zookeeper)
+    consumer = Consumer(zookeeper=zookeeper, **(security or {}))
     try:
         deadline = time.monotonic() + LEADER_WAIT_S
         while True:
@@ -48,6 +49,11 @@ def _wait_for_leaders(zookeeper: str, topic: str) -> None:
                 time.sleep(0.2)
     finally:
         consumer.close()
+
+
+def security_options(security: dict | None) -> dict[str, str]:
+    """The data source's options of a client's security settings (librdkafka's names, `kafka.`-prefixed)."""
+    return {f"kafka.{name}": str(value) for name, value in (security or {}).items()}
 
 
 # What pyspark 4.3's PythonWorkerFactory.createSimpleWorker raises when the Python process it started has not

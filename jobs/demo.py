@@ -11,6 +11,9 @@ mirrors the topics to the offline cluster exactly once (`jobs.mirror`: a transac
 produce step, read_committed in, transactions out), checking that the offline cluster's read_committed
 readers find every live record once. It prints a summary with rates and writes a
 PNG chart of page views per minute. Everything it started is stopped on the way out, Ctrl-C included.
+With `--secure` both clusters serve only SASL_SSL (SCRAM-SHA-256, TLS with a certificate authority made in the
+demo's directory, inter-broker traffic too, the ACL authorizer with the demo's user the super user) and every
+client of the demo, Spark's included, logs in over it (`jobs/secure.py`).
 
 The steps live in `jobs/` (the repo checkout, which the editable install puts on the path).
 """
@@ -49,6 +52,8 @@ def add_parser(subparsers) -> None:
     demo.add_argument("--replication-factor", type=int, help="replicas of each topic (default: min(3, brokers))")
     demo.add_argument("--no-kill", action="store_true", help="do not kill a broker while the producers run")
     demo.add_argument("--no-spark", action="store_true", help="skip the Spark steps")
+    demo.add_argument("--secure", action="store_true", help="SASL_SSL listeners only (SCRAM-SHA-256, TLS), the "
+                      "ACL authorizer; every client and Spark job logs in (jobs/secure.py)")
     demo.set_defaults(func=run)
 
 
@@ -75,7 +80,8 @@ class Report:
             self.failures.append(what)
 
 
-def produce(zookeeper: str, events: int, partitions: int, rate: float | None, progress, on_progress=None):
+def produce(zookeeper: str, events: int, partitions: int, rate: float | None, progress, on_progress=None,
+            security: dict | None = None):
     """The front ends publish in parallel, each its share of the events (jobs.generate_events)."""
     from jobs.generate_events import generate
 
@@ -94,7 +100,7 @@ def produce(zookeeper: str, events: int, partitions: int, rate: float | None, pr
         try:
             reports[server] = generate(zookeeper, count, rate=rate, server=server, partitions=partitions,
                                        start_ms=start_ms, span_ms=SPAN_MS, seed=hash(server) % 1000,
-                                       progress=advance)
+                                       progress=advance, security=security)
         except BaseException as exc:  # reported by the caller
             errors.append(exc)
 
@@ -176,7 +182,7 @@ def _wait_until_fully_replicated(zookeeper: str, timeout_s: float) -> bool:
         close(zk)
 
 
-def consume_group(zookeeper: str, expected: int, progress) -> tuple[Step, dict]:
+def consume_group(zookeeper: str, expected: int, progress, security: dict | None = None) -> tuple[Step, dict]:
     """Three members of one group read the topic once between them; each reports its partitions."""
     from jobs.events import ACTIVITY_TOPIC
     from sparklog.client import GroupConsumer
@@ -190,7 +196,7 @@ def consume_group(zookeeper: str, expected: int, progress) -> tuple[Step, dict]:
         seen: Counter = Counter()
         try:
             with GroupConsumer([ACTIVITY_TOPIC], "demo-readers", zookeeper, auto_offset_reset="smallest",
-                               **{"consumer.timeout.ms": IDLE_STOP_MS}) as consumer:
+                               **{"consumer.timeout.ms": IDLE_STOP_MS}, **(security or {})) as consumer:
                 for record in consumer:
                     seen[record.partition] += 1
                     if sum(seen.values()) % 1_000 == 0:
@@ -222,27 +228,29 @@ def spark_session(base: Path):
                                           "spark.driver.memory": "1g", "spark.python.worker.reuse": "true"})
 
 
-def spark_steps(spark, live: str, offline: str, base: Path, produced: int, chart: Path, report: Report, progress):
+def spark_steps(spark, live: str, offline: str, base: Path, produced: int, chart: Path, report: Report, progress,
+                security: dict | None = None):
     """Warehouse load, page-view counts, audit and mirror, each one step of the progress display."""
     from jobs import audit, load_warehouse, mirror, pageview_counts
     from jobs.events import ACTIVITY_TOPIC, MONITORING_TOPIC
 
     warehouse, checkpoints = str(base / "warehouse"), base / "checkpoints"
     task = progress.add_task("Spark: warehouse load", total=4)
-    [table] = load_warehouse.load(spark, live, warehouse, str(checkpoints), [ACTIVITY_TOPIC])
+    [table] = load_warehouse.load(spark, live, warehouse, str(checkpoints), [ACTIVITY_TOPIC],
+                                 security=security)
     report.steps.append(Step("warehouse load: Avro -> Parquet by date/hour", table.loaded, table.seconds))
     report.facts["warehouse table"] = f"{table.table}: {table.rows:,} rows at {table.path}"
     report.check(table.rows == produced, f"warehouse has {table.rows} rows, {produced} were produced")
     progress.update(task, advance=1, description="Spark: page views per minute")
 
-    counts = pageview_counts.run(spark, live, warehouse, str(checkpoints / "pageview_counts"))
+    counts = pageview_counts.run(spark, live, warehouse, str(checkpoints / "pageview_counts"), security=security)
     report.steps.append(Step("aggregate: page views per minute (watermark)", counts.views, counts.seconds))
     report.facts["derived feed"] = (f"{counts.windows} closed (minute, page) windows -> topic "
                                     f"{pageview_counts.FEED_TOPIC} and table {counts.table}")
     progress.update(task, advance=1, description="Spark: audit")
 
     started = time.perf_counter()
-    result = audit.audit(spark, live, [ACTIVITY_TOPIC], MONITORING_TOPIC)
+    result = audit.audit(spark, live, [ACTIVITY_TOPIC], MONITORING_TOPIC, security=security)
     report.steps.append(Step("audit: monitoring counts vs received", result.received, time.perf_counter() - started))
     report.facts["audit"] = (f"{len(result.rows)} (producer, window) pairs, {len(result.discrepancies)} "
                              f"discrepancies; reported {result.reported:,}, received {result.received:,}")
@@ -250,23 +258,23 @@ def spark_steps(spark, live: str, offline: str, base: Path, produced: int, chart
     progress.update(task, advance=1, description="Spark: mirror to the offline cluster")
 
     topics = [ACTIVITY_TOPIC, MONITORING_TOPIC]
-    mirrored = mirror.mirror(spark, live, offline, topics, str(checkpoints / "mirror"))
+    mirrored = mirror.mirror(spark, live, offline, topics, str(checkpoints / "mirror"), security=security)
     report.steps.append(Step("mirror: live -> offline cluster, exactly once (read_committed in, transactions out)",
                              mirrored.mirrored, mirrored.seconds))
     report.check(mirrored.mirrored >= produced, f"mirrored {mirrored.mirrored} of {produced}")
-    mirror_check(spark, live, offline, topics, report)
+    mirror_check(spark, live, offline, topics, report, security)
     progress.update(task, advance=1, description="Spark: done")
 
     minutes = chart_views_per_minute(spark, table.table, chart)
     report.facts["chart"] = f"{chart} ({minutes} minutes of page views)"
 
 
-def mirror_check(spark, live: str, offline: str, topics, report: Report) -> None:
+def mirror_check(spark, live: str, offline: str, topics, report: Report, security: dict | None = None) -> None:
     """The transactional step's check: the offline cluster's read_committed readers find every live record once."""
     from jobs import mirror
 
     started = time.perf_counter()
-    found = mirror.check(spark, live, offline, topics)
+    found = mirror.check(spark, live, offline, topics, security)
     report.facts["exactly once"] = (f"read_committed on the offline cluster: {found.target:,} records for "
                                     f"{found.source:,} live ones, {found.missing} missing, {found.extra} extra "
                                     f"(checked in {time.perf_counter() - started:.1f} s)")
@@ -303,9 +311,10 @@ def run(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from sparklog.broker.launcher import Cluster, LocalCluster
+    from sparklog.broker.launcher import LocalCluster
     from jobs.common import ensure_topic
     from jobs.events import ACTIVITY_TOPIC, MONITORING_TOPIC
+    from jobs.secure import SecureDemo
 
     console = Console()
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="sparklog-demo-"))
@@ -317,15 +326,18 @@ def run(args) -> int:
     replication = args.replication_factor or min(3, args.brokers)
     topic_config = {"min.insync.replicas": min(2, replication)}
     live_overrides = {"zookeeper.session.timeout.ms": LIVE_SESSION_TIMEOUT_MS}
+    secure = SecureDemo.make(base / "pki") if args.secure else None
+    security = secure.client_settings() if secure else None
+    broker_security = secure.broker_overrides() if secure else {}
     try:
-        with LocalCluster(base / "live", brokers=args.brokers, overrides=live_overrides,
-                          zookeepers=args.zookeepers) as cluster, \
-                Cluster(f"{cluster.zookeeper}/offline", base / "offline", brokers=1, first_id=101) as offline:
+        with LocalCluster(base / "live", brokers=args.brokers, overrides={**live_overrides, **broker_security},
+                          zookeepers=args.zookeepers, before_brokers=secure.store_user if secure else None) as cluster, \
+                offline_cluster(cluster.zookeeper, base, secure) as offline:
             offline_zk = f"{cluster.zookeeper}/offline"
             report.facts["live cluster"] = f"ZooKeeper {cluster.zookeeper}, brokers {cluster.bootstrap}"
             report.facts["offline cluster"] = f"ZooKeeper {offline_zk}, broker {offline.bootstrap}"
-            ensure_topic(cluster.zookeeper, ACTIVITY_TOPIC, args.partitions, replication, topic_config)
-            ensure_topic(cluster.zookeeper, MONITORING_TOPIC, 1, replication, topic_config)
+            ensure_topic(cluster.zookeeper, ACTIVITY_TOPIC, args.partitions, replication, topic_config, security)
+            ensure_topic(cluster.zookeeper, MONITORING_TOPIC, 1, replication, topic_config, security)
             report.facts["replication"] = (f"{replication} replicas per partition, min.insync.replicas "
                                            f"{topic_config['min.insync.replicas']}, producers acks=all")
             bounce = None
@@ -335,19 +347,22 @@ def run(args) -> int:
                        TimeElapsedColumn())
             with Progress(*columns, console=console) as progress:
                 step, producers = produce(cluster.zookeeper, args.events, args.partitions, args.rate, progress,
-                                          on_progress=bounce.observe if bounce else None)
+                                          on_progress=bounce.observe if bounce else None, security=security)
                 report.steps.append(step)
                 if bounce is not None:
                     report.facts["broker failure"] = bounce.restart()
                     report.check(bounce.victim is not None, "no broker was killed while the producers ran")
                 produced = step.messages
                 report.check(produced == args.events, f"produced {produced} of {args.events}")
-                step, members = consume_group(cluster.zookeeper, produced, progress)
+                step, members = consume_group(cluster.zookeeper, produced, progress, security)
                 report.steps.append(step)
                 report.check(step.messages == produced, f"the group consumed {step.messages} of {produced}")
                 if not args.no_spark:
                     spark = spark_session(base)
-                    spark_steps(spark, cluster.zookeeper, offline_zk, base, produced, chart, report, progress)
+                    spark_steps(spark, cluster.zookeeper, offline_zk, base, produced, chart, report, progress,
+                                security)
+            if secure is not None:
+                report_security(report, cluster.zookeeper, offline_zk)
             for name, seen in sorted(members.items()):
                 report.facts[name] = f"partitions {sorted(seen)}: {sum(seen.values()):,} messages"
             stored = log_bytes(base) / replication
@@ -366,6 +381,28 @@ def run(args) -> int:
             shutil.rmtree(base, ignore_errors=True)
     print_summary(console, report, time.perf_counter() - wall)
     return 1 if report.failures else 0
+
+
+def offline_cluster(zookeeper: str, base: Path, secure):
+    """The offline cluster's one broker (its own ZooKeeper chroot), not started; with `--secure` it is secured as
+    the live one and the demo's user is stored there first."""
+    from sparklog.broker.launcher import Cluster
+
+    connect = f"{zookeeper}/offline"
+    if secure is not None:
+        secure.store_user(connect)
+    return Cluster(connect, base / "offline", brokers=1, first_id=101,
+                   overrides=secure.broker_overrides() if secure else None)
+
+
+def report_security(report: Report, *zookeepers: str) -> None:
+    """`--secure`: every endpoint the clusters registered is SASL_SSL (jobs/secure.py Rule 4)."""
+    from jobs.secure import MECHANISM, PROTOCOL, USER, plaintext_endpoints
+
+    others = [endpoint for zookeeper in zookeepers for endpoint in plaintext_endpoints(zookeeper)]
+    report.facts["security"] = (f"every broker listener {PROTOCOL} ({MECHANISM} as User:{USER}, TLS with the "
+                                f"demo's own CA), ACL authorizer; endpoints not {PROTOCOL}: {len(others)}")
+    report.check(not others, f"endpoints not {PROTOCOL}: {', '.join(others)}")
 
 
 def print_summary(console, report: Report, wall_seconds: float) -> None:

@@ -53,16 +53,18 @@ class GenerateReport:
 def generate(zookeeper: str, events: int, *, bootstrap: str | None = None, rate: float | None = None,
              topic: str = ACTIVITY_TOPIC, monitoring_topic: str = MONITORING_TOPIC, server: str = "frontend-1",
              start_ms: int | None = None, span_ms: int = DEFAULT_SPAN_MS, window_ms: int = WINDOW_MS,
-             seed: int = 7, lose: int = 0, partitions: int = DEFAULT_PARTITIONS, progress=None) -> GenerateReport:
+             seed: int = 7, lose: int = 0, partitions: int = DEFAULT_PARTITIONS, progress=None,
+             security: dict | None = None) -> GenerateReport:
     """Produce `events` activity events and their monitoring counts; see the module rules.
 
-    `rate` is events per second (None: as fast as the producer goes); `progress(n)` is called as events go.
+    `rate` is events per second (None: as fast as the producer goes); `progress(n)` is called as events go;
+    `security` is the producer's security settings (librdkafka's names; `sparklog demo --secure`).
     """
     from sparklog.client import Producer
     from sparklog.schemas import SchemaRegistry
 
     for name in (topic, monitoring_topic):
-        ensure_topic(zookeeper, name, partitions)
+        ensure_topic(zookeeper, name, partitions, security=security)
     with SchemaRegistry.open(zookeeper) as registry:
         activity_id = registry.register_version(subject(topic), ACTIVITY_SCHEMA).schema_id
         monitoring_id = registry.register_version(subject(monitoring_topic), MONITORING_SCHEMA).schema_id
@@ -72,7 +74,7 @@ def generate(zookeeper: str, events: int, *, bootstrap: str | None = None, rate:
         dropped = _planted_losses(events, lose)
         headers = [("server", server.encode())]
         futures = []
-        producer = Producer(bootstrap_servers=bootstrap, zookeeper=zookeeper, **PRODUCER_SETTINGS)
+        producer = Producer(bootstrap_servers=bootstrap, zookeeper=zookeeper, **PRODUCER_SETTINGS, **(security or {}))
         try:
             started = time.perf_counter()
             open_window = None

@@ -25,7 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python jobs/load_warehouse.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.common import job_session, run_to_completion, start_query  # noqa: E402
+from jobs.common import job_session, run_to_completion, security_options, start_query  # noqa: E402
 from jobs.events import ACTIVITY_TOPIC, subject  # noqa: E402
 
 DEFAULT_DATABASE = "sparklog"
@@ -48,20 +48,22 @@ class TableLoad:
 
 
 def load(spark, zookeeper: str, warehouse: str, checkpoints: str, topics=(ACTIVITY_TOPIC,),
-         database: str = DEFAULT_DATABASE, max_offsets_per_trigger: int | None = None) -> list[TableLoad]:
+         database: str = DEFAULT_DATABASE, max_offsets_per_trigger: int | None = None,
+         security: dict | None = None) -> list[TableLoad]:
     """Run the load of every topic to completion (Rule 1) and register its table; one TableLoad each."""
     warehouse_dir = Path(warehouse).resolve()
     spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}` LOCATION '{warehouse_dir / (database + '.db')}'")
     return [_load_topic(spark, zookeeper, warehouse_dir, Path(checkpoints).resolve(), topic, database,
-                        max_offsets_per_trigger) for topic in topics]
+                        max_offsets_per_trigger, security) for topic in topics]
 
 
-def source(spark, zookeeper: str, topic: str, max_offsets_per_trigger: int | None = None):
+def source(spark, zookeeper: str, topic: str, max_offsets_per_trigger: int | None = None,
+           security: dict | None = None):
     """The topic as a stream of typed rows (Rule 2)."""
     from pyspark.sql import functions as F
 
     reader = (spark.readStream.format("sparklog").option("zookeeper.connect", zookeeper).option("subscribe", topic)
-              .option("startingOffsets", "earliest").option("valueFormat", "avro").option("subject", subject(topic)))
+              .option("startingOffsets", "earliest").option("valueFormat", "avro").option("subject", subject(topic)).options(**security_options(security)))
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", max_offsets_per_trigger)
     df = reader.load()
@@ -76,11 +78,11 @@ def source(spark, zookeeper: str, topic: str, max_offsets_per_trigger: int | Non
 
 
 def _load_topic(spark, zookeeper: str, warehouse: Path, checkpoints: Path, topic: str, database: str,
-                max_offsets_per_trigger: int | None) -> TableLoad:
+                max_offsets_per_trigger: int | None, security: dict | None) -> TableLoad:
     path = warehouse / f"{database}.db" / topic
     table = f"`{database}`.`{topic}`"
     started = time.perf_counter()
-    query = start_query(source(spark, zookeeper, topic, max_offsets_per_trigger).writeStream.format("parquet")
+    query = start_query(source(spark, zookeeper, topic, max_offsets_per_trigger, security).writeStream.format("parquet")
                         .partitionBy("event_date", "event_hour").option("checkpointLocation", str(checkpoints / topic))
                         .trigger(availableNow=True).queryName(f"load_{topic}"), str(path))
     progress = run_to_completion(query, f"loading {topic}", QUERY_TIMEOUT_S)

@@ -38,7 +38,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python jobs/mirror.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.common import ensure_topic, job_session, run_to_completion, start_query  # noqa: E402
+from jobs.common import ensure_topic, job_session, run_to_completion, security_options, start_query  # noqa: E402
 
 QUERY_TIMEOUT_S = 1800
 EXACTLY_ONCE, AT_LEAST_ONCE = "exactly-once", "at-least-once"
@@ -70,12 +70,12 @@ class MirrorCheck:
         return self.missing == 0 and self.extra == 0 and self.source == self.target
 
 
-def check(spark, source_zookeeper: str, target_zookeeper: str, topics) -> MirrorCheck:
+def check(spark, source_zookeeper: str, target_zookeeper: str, topics, security: dict | None = None) -> MirrorCheck:
     """Compare what read_committed readers find in the target with the source (every record exactly once)."""
     def committed(zookeeper: str):
         return (spark.read.format("sparklog").option("zookeeper.connect", zookeeper)
                 .option("subscribe", ",".join(topics)).option("startingOffsets", "earliest")
-                .option("kafka.isolation.level", "read_committed").load()
+                .option("kafka.isolation.level", "read_committed").options(**security_options(security)).load()
                 .select("topic", "partition", "key", "value").cache())
 
     source, target = committed(source_zookeeper), committed(target_zookeeper)
@@ -107,20 +107,21 @@ def default_prefix(topics) -> str:
 
 def start(spark, source_zookeeper: str, target_zookeeper: str, topics, checkpoint: str,
           interval: str | None = None, max_offsets_per_trigger: int | None = None,
-          guarantee: str = EXACTLY_ONCE, transactional_id_prefix: str | None = None):
+          guarantee: str = EXACTLY_ONCE, transactional_id_prefix: str | None = None, security: dict | None = None):
     """Start the mirror query (creating missing target topics, Rule 1); the caller awaits or stops it."""
     if guarantee not in (EXACTLY_ONCE, AT_LEAST_ONCE):
         raise ValueError(f"unknown delivery guarantee {guarantee!r}: {EXACTLY_ONCE} or {AT_LEAST_ONCE}")
     for topic, partitions in partition_counts(source_zookeeper, topics).items():
-        ensure_topic(target_zookeeper, topic, partitions)
+        ensure_topic(target_zookeeper, topic, partitions, security=security)
     reader = (spark.readStream.format("sparklog").option("zookeeper.connect", source_zookeeper)
               .option("subscribe", ",".join(topics)).option("startingOffsets", "earliest")
-              .option("includeHeaders", "true").option("kafka.isolation.level", "read_committed"))
+              .option("includeHeaders", "true").option("kafka.isolation.level", "read_committed")
+              .options(**security_options(security)))
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", max_offsets_per_trigger)
     writer = (reader.load().select("key", "value", "topic", "partition", "headers").writeStream
               .format("sparklog").option("zookeeper.connect", target_zookeeper)
-              .option("checkpointLocation", checkpoint).queryName("mirror"))
+              .options(**security_options(security)).option("checkpointLocation", checkpoint).queryName("mirror"))
     if guarantee == EXACTLY_ONCE:
         writer = (writer.option("deliveryGuarantee", EXACTLY_ONCE)
                   .option("transactionalIdPrefix", transactional_id_prefix or default_prefix(topics)))
@@ -130,12 +131,12 @@ def start(spark, source_zookeeper: str, target_zookeeper: str, topics, checkpoin
 
 def mirror(spark, source_zookeeper: str, target_zookeeper: str, topics, checkpoint: str,
            max_offsets_per_trigger: int | None = None, guarantee: str = EXACTLY_ONCE,
-           transactional_id_prefix: str | None = None) -> MirrorReport:
+           transactional_id_prefix: str | None = None, security: dict | None = None) -> MirrorReport:
     """Mirror everything the topics hold now, then stop (Trigger.AvailableNow)."""
     started = time.perf_counter()
     query = start(spark, source_zookeeper, target_zookeeper, list(topics), checkpoint,
                   max_offsets_per_trigger=max_offsets_per_trigger, guarantee=guarantee,
-                  transactional_id_prefix=transactional_id_prefix)
+                  transactional_id_prefix=transactional_id_prefix, security=security)
     progress = run_to_completion(query, "mirror", QUERY_TIMEOUT_S)
     return MirrorReport(tuple(topics), sum(p["numInputRows"] for p in progress), len(progress),
                         time.perf_counter() - started)

@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python jobs/pageview_counts.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.common import ensure_topic, job_session, run_to_completion, start_query  # noqa: E402
+from jobs.common import ensure_topic, job_session, run_to_completion, security_options, start_query  # noqa: E402
 from jobs.events import ACTIVITY_TOPIC, subject  # noqa: E402
 
 FEED_TOPIC = "pageview_counts"
@@ -44,13 +44,13 @@ class CountsReport:
 
 
 def counts(spark, zookeeper: str, topic: str = ACTIVITY_TOPIC, window: str = DEFAULT_WINDOW,
-           watermark: str = DEFAULT_WATERMARK):
+           watermark: str = DEFAULT_WATERMARK, security: dict | None = None):
     """The streaming DataFrame of (window_start, window_end, page, views) (Rule 1)."""
     from pyspark.sql import functions as F
 
     events = (spark.readStream.format("sparklog").option("zookeeper.connect", zookeeper).option("subscribe", topic)
               .option("startingOffsets", "earliest").option("valueFormat", "avro").option("subject", subject(topic))
-              .load().select("value.kind", "value.page", F.col("value.timestamp").alias("event_time")))
+              .options(**security_options(security)).load().select("value.kind", "value.page", F.col("value.timestamp").alias("event_time")))
     return (events.where(F.col("kind") == "page_view").withWatermark("event_time", watermark)
             .groupBy(F.window("event_time", window), "page").count()
             .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"), "page",
@@ -59,11 +59,11 @@ def counts(spark, zookeeper: str, topic: str = ACTIVITY_TOPIC, window: str = DEF
 
 def run(spark, zookeeper: str, warehouse: str, checkpoint: str, topic: str = ACTIVITY_TOPIC,
         feed_topic: str = FEED_TOPIC, database: str = "sparklog", window: str = DEFAULT_WINDOW,
-        watermark: str = DEFAULT_WATERMARK) -> CountsReport:
+        watermark: str = DEFAULT_WATERMARK, security: dict | None = None) -> CountsReport:
     """One `Trigger.AvailableNow` run of the aggregation into the feed and the table (Rule 2)."""
     from pyspark.sql import functions as F
 
-    ensure_topic(zookeeper, feed_topic, 1)
+    ensure_topic(zookeeper, feed_topic, 1, security=security)
     path = Path(warehouse).resolve() / f"{database}.db" / feed_topic
     emitted = {"windows": 0, "views": 0}
 
@@ -75,7 +75,7 @@ def run(spark, zookeeper: str, warehouse: str, checkpoint: str, topic: str = ACT
                 F.date_format("window_end", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_end"),
                 "page", "views")).alias("value"))
              .write.format("sparklog").option("zookeeper.connect", zookeeper).option("topic", feed_topic)
-             .mode("append").save())
+             .options(**security_options(security)).mode("append").save())
             (batch.withColumn("batch_id", F.lit(batch_id)).write.mode("overwrite").partitionBy("batch_id")
              .option("partitionOverwriteMode", "dynamic").parquet(str(path)))
             summary = batch.agg(F.count("*").alias("n"), F.sum("views").alias("v")).first()
@@ -85,7 +85,7 @@ def run(spark, zookeeper: str, warehouse: str, checkpoint: str, topic: str = ACT
             batch.unpersist()
 
     started = time.perf_counter()
-    query = start_query(counts(spark, zookeeper, topic, window, watermark).writeStream.outputMode("append")
+    query = start_query(counts(spark, zookeeper, topic, window, watermark, security).writeStream.outputMode("append")
                         .foreachBatch(write).option("checkpointLocation", checkpoint).trigger(availableNow=True)
                         .queryName("pageview_counts"))
     progress = run_to_completion(query, "pageview counts", QUERY_TIMEOUT_S)

@@ -291,8 +291,9 @@ class Broker:
         cfg = self.config
         tls = None
         if cfg.protocol(listener.name) in TLS_PROTOCOLS:
-            mapper = cfg.tls.mapping
-            tls = TlsListener(cfg.ssl_server_context, cfg.tls.handshake_timeout_s,
+            settings = cfg.listener_tls[listener.name]  # its own listener.name.<l>.ssl.* (broker/tls.py Rule 6)
+            mapper = settings.mapping
+            tls = TlsListener(cfg.ssl_server_contexts[listener.name], settings.handshake_timeout_s,
                               lambda ssl_object: peer_principal(ssl_object, mapper))
         try:
             return self.server.bind(listener.host or "0.0.0.0", listener.port, listener.name, tls)

@@ -34,7 +34,7 @@ from sparklog.broker.coordinator.transaction.config import TRANSACTION, Transact
 from sparklog.broker.security.sasl_config import SASL, SaslConfig, SaslConfigError, is_listener_sasl_key
 from sparklog.coordination.connection import split_connect_string
 from sparklog.coordination.zookeeper_security import ZOOKEEPER_TLS, ZooKeeperSecurity, ZooKeeperSecurityError
-from sparklog.broker.tls import SSL, TlsConfigError, TlsSettings
+from sparklog.broker.tls import SSL, TlsConfigError, TlsSettings, is_listener_ssl_key, listener_tls_settings
 from sparklog.settings import (BOOLEAN, DOUBLE, HIGH, INT, LIST, LONG, LONG_MAX, LOW, MEDIUM, STRING, WARN,
                                Definitions, Setting)
 from sparklog.storage.config import BROKER_KEYS as TOPIC_CONFIG_BROKER_KEYS
@@ -312,15 +312,18 @@ class BrokerConfig:
     listener_security_protocol_map: Mapping[str, str] = field(default_factory=lambda: {"PLAINTEXT": "PLAINTEXT"})
     inter_broker_listener_name: str = "PLAINTEXT"
     tls: TlsSettings | None = None  # the ssl.* settings (broker/tls.py)
-    # Built (and so checked: a store that does not load is refused here) when a listener speaks SSL.
-    ssl_server_context: Any = field(default=None, compare=False, repr=False)
+    # Each TLS listener's: ssl.* with its listener.name.<l>.ssl.* laid over (broker/tls.py Rule 6).
+    listener_tls: Mapping[str, TlsSettings] = field(default_factory=dict)
+    # Built (and so checked: a store that does not load is refused here) per listener that speaks SSL.
+    ssl_server_contexts: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     ssl_client_context: Any = field(default=None, compare=False, repr=False)  # inter-broker SSL only
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "BrokerConfig":
         """Build from Kafka-named string properties; warns about unknown keys."""
         props = {k.strip(): str(v).strip() for k, v in props.items()}
-        values = BROKER.parse({k: v for k, v in props.items() if not is_listener_sasl_key(k)})  # (Rule 2)
+        values = BROKER.parse({k: v for k, v in props.items()
+                               if not is_listener_sasl_key(k) and not is_listener_ssl_key(k)})  # (Rule 2)
         if values["broker.id"] is None:
             raise ConfigError("broker.id must be set to a non-negative integer")
         log_dirs = values["log.dirs"] or values["log.dir"]
@@ -345,9 +348,9 @@ class BrokerConfig:
         listeners = parse_listeners(values["listeners"] or BROKER["listeners"].default)
         advertised_listeners = parse_listeners(advertised) if advertised else ()
         protocols = check_served(listeners, advertised_listeners, values["listener.security.protocol.map"])
-        tls, server_ctx = tls_server_context(props, listeners, protocols)
+        tls, listener_tls, server_contexts = tls_server_contexts(props, listeners, protocols)
         inter_broker = inter_broker_listener(props, values, listeners, protocols)
-        client_ctx = tls_client_context(tls, listeners, protocols, inter_broker)
+        client_ctx = tls_client_context(listener_tls, listeners, protocols, inter_broker)
         listener_protocols = {e.name: protocols[e.name] for e in listeners}
         sasl_listeners = tuple(name for name, protocol in listener_protocols.items() if protocol.startswith("SASL_"))
         try:  # the inter-broker login is that listener's when it speaks SASL
@@ -376,7 +379,8 @@ class BrokerConfig:
             inter_broker_listener_name=inter_broker,
             tls=tls,
             zookeeper_security=zookeeper_security,
-            ssl_server_context=server_ctx,
+            listener_tls=listener_tls,
+            ssl_server_contexts=server_contexts,
             ssl_client_context=client_ctx,
             **{name: values[key] for name, key in _FIELD_KEYS.items()},
         )
@@ -398,12 +402,17 @@ class BrokerConfig:
         """The security protocol a listener speaks."""
         return self.listener_security_protocol_map[listener]
 
+    @property
+    def ssl_server_context(self) -> Any:
+        """The first TLS listener's server context (None without one)."""
+        return next(iter(self.ssl_server_contexts.values()), None)
+
 
 # BrokerConfig fields read straight from their key (`num_partitions` <- `num.partitions`); the others above.
 _SPECIAL_FIELDS = {"broker_id", "listeners", "advertised_listeners", "log_dirs", "zookeeper_connect",
                    "queued_max_request_bytes", "rack", "log_defaults", "group", "transaction", "scrubber", "cleaner", "raw",
                    "sasl", "listener_protocols", "metrics_listener", "listener_security_protocol_map",
-                   "inter_broker_listener_name", "tls", "ssl_server_context", "ssl_client_context",
+                   "inter_broker_listener_name", "tls", "listener_tls", "ssl_server_contexts", "ssl_client_context",
                    "zookeeper_security"}
 _FIELD_KEYS = {f.name: f.name.replace("_", ".") for f in dataclasses.fields(BrokerConfig)
                if f.name not in _SPECIAL_FIELDS}
@@ -514,25 +523,28 @@ def inter_broker_listener(props: Mapping[str, str], values: Mapping[str, Any], l
     return name
 
 
-def tls_server_context(props: Mapping[str, str], listeners: tuple[Endpoint, ...], protocols: Mapping[str, str]):
-    """The ssl.* settings and, when a listener speaks SSL, the server context: built here, so that a store that
-    cannot be loaded stops the start in one line naming the listener and the store."""
+def tls_server_contexts(props: Mapping[str, str], listeners: tuple[Endpoint, ...], protocols: Mapping[str, str]):
+    """The ssl.* settings, each TLS listener's own (listener.name.<l>.ssl.* over ssl.*) and its server context:
+    built here, so that a store that cannot be loaded stops the start in one line naming the listener and the
+    store."""
     try:
         tls = TlsSettings.from_properties(props)
+        per_listener = listener_tls_settings(props, {e.name: protocols[e.name] for e in listeners}, TLS_PROTOCOLS)
     except TlsConfigError as exc:
         raise ConfigError(str(exc)) from None
-    for endpoint in listeners:
-        if protocols[endpoint.name] in TLS_PROTOCOLS:
-            return tls, _tls_built(tls.server_context, endpoint, protocols)
-    return tls, None
+    contexts = {e.name: _tls_built(per_listener[e.name].server_context, e, protocols)
+                for e in listeners if e.name in per_listener}
+    return tls, per_listener, contexts
 
 
-def tls_client_context(tls: TlsSettings, listeners: tuple[Endpoint, ...], protocols: Mapping[str, str],
-                       inter_broker: str):
-    """The context of this broker's connections to the others, when the inter-broker listener speaks SSL."""
+def tls_client_context(listener_tls: Mapping[str, TlsSettings], listeners: tuple[Endpoint, ...],
+                       protocols: Mapping[str, str], inter_broker: str):
+    """The context of this broker's connections to the others, when the inter-broker listener speaks SSL: built
+    from that listener's settings."""
     if protocols[inter_broker] not in TLS_PROTOCOLS:
         return None
-    return _tls_built(tls.client_context, next(e for e in listeners if e.name == inter_broker), protocols)
+    endpoint = next(e for e in listeners if e.name == inter_broker)
+    return _tls_built(listener_tls[inter_broker].client_context, endpoint, protocols)
 
 
 def _tls_built(build, endpoint: Endpoint, protocols: Mapping[str, str]):

@@ -233,8 +233,11 @@ class LocalCluster(Cluster):
     """
 
     def __init__(self, base_dir: Path, brokers: int = 3, overrides: dict | None = None,
-                 zookeeper_port: int = 0, zookeepers: int = 1) -> None:
+                 zookeeper_port: int = 0, zookeepers: int = 1, before_brokers=None) -> None:
+        """`before_brokers(connect_string)`, if given, runs once ZooKeeper serves and before any broker starts
+        (SCRAM credentials are stored then, as Kafka bootstraps them)."""
         self.base_dir = Path(base_dir)
+        self.before_brokers = before_brokers
         self.zk_server: EmbeddedZooKeeper | ZooKeeperEnsemble
         if zookeepers > 1:
             self.zk_server = ZooKeeperEnsemble(zookeepers, self.base_dir / "zookeeper")
@@ -251,6 +254,8 @@ class LocalCluster(Cluster):
         for broker in self.brokers.values():
             broker.zk_connect = self.zookeeper
         try:
+            if self.before_brokers is not None:
+                self.before_brokers(self.zookeeper)
             super().start()
         except BaseException:
             self.zk_server.stop()

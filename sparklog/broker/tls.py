@@ -19,6 +19,11 @@ connection's principal is "User:<that name>". A name no rule matches is refused 
 Rule 5 (inter-broker): when the inter-broker listener speaks SSL, the broker's own connections to other
 brokers (replica fetchers, transaction markers) verify them with the same trust store, present the same key
 store, and check the host name unless `ssl.endpoint.identification.algorithm` is empty.
+Rule 6 (per listener): `listener.name.<listener>.ssl.<setting>` (Kafka's listener prefix, the listener name in
+any case) overrides `ssl.<setting>` for that listener alone, key by key; its server context, handshake timeout
+and principal mapping are built from the result, and the inter-broker client context from the inter-broker
+listener's. A prefixed key naming no `ssl.*` setting, no listener of `listeners`, or a listener that does not
+speak TLS is refused at start, one line naming the key: a setting that would be silently unused is refused.
 """
 
 from __future__ import annotations
@@ -92,6 +97,13 @@ class TlsSettings:
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "TlsSettings":
         return cls(SSL.parse({k: v for k, v in props.items() if k in SSL}, policy="ignore"))
+
+    def overridden(self, overrides: Mapping[str, str], prefix: str) -> "TlsSettings":
+        """These settings with a listener's prefixed ones laid over them, each parsed and named with its
+        prefixed key (Rule 6)."""
+        label = prefix + "{}"
+        return TlsSettings({**self.values, **{key: SSL[key].parse(value, TlsConfigError, label)
+                                              for key, value in overrides.items()}})
 
     @property
     def handshake_timeout_s(self) -> float:
@@ -184,6 +196,44 @@ class TlsSettings:
         if not ctx.get_ca_certs():
             raise TlsConfigError(f"{what}: the {kind} trust store holds no certificate")
         return True
+
+
+LISTENER_PREFIX = "listener.name."
+
+
+def is_listener_ssl_key(key: str) -> bool:
+    """`listener.name.<listener>.ssl.<setting>` (Rule 6)."""
+    return key.startswith(LISTENER_PREFIX) and ".ssl." in key[len(LISTENER_PREFIX):]
+
+
+def listener_tls_settings(props: Mapping[str, str], protocols: Mapping[str, str],
+                          tls_protocols: tuple[str, ...]) -> dict[str, TlsSettings]:
+    """The TlsSettings of each listener whose protocol (`protocols`: listener name -> protocol) is one of
+    `tls_protocols`: the unprefixed ssl.* with that listener's prefixed keys laid over them (Rule 6)."""
+    base = TlsSettings.from_properties(props)
+    overrides = _listener_overrides(props, protocols, tls_protocols)
+    return {name: base.overridden(overrides.get(name, {}), f"{LISTENER_PREFIX}{name.lower()}.")
+            for name, protocol in protocols.items() if protocol in tls_protocols}
+
+
+def _listener_overrides(props: Mapping[str, str], protocols: Mapping[str, str],
+                        tls_protocols: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    found: dict[str, dict[str, str]] = {}
+    for key, value in props.items():
+        if not is_listener_ssl_key(key):
+            continue
+        listener, _, setting = key[len(LISTENER_PREFIX):].partition(".")
+        listener = listener.upper()
+        if setting not in SSL:
+            raise TlsConfigError(f"{key}: {SSL.unknown_message(setting)}")
+        if listener not in protocols:
+            raise TlsConfigError(f"{key}: no listener {listener} in listeners ({', '.join(protocols)}); the "
+                                 f"setting would be unused")
+        if protocols[listener] not in tls_protocols:
+            raise TlsConfigError(f"{key}: listener {listener} speaks {protocols[listener]}, not TLS; the setting "
+                                 f"would be unused")
+        found.setdefault(listener, {})[setting] = value
+    return found
 
 
 def _check_type(key: str, kind: str) -> None:

@@ -8,8 +8,10 @@ Grammar (one entry; a `KafkaServer { ... };` file section holds the same entries
 
 A JAAS file (`parse_jaas_file`) is named sections, each `Name { entry... };`, with `//` and `/* */` comments.
 
-Rule: anything that does not parse raises `JaasError` with one line naming where; an unknown login module is
-refused by the caller (sasl_config.py), never ignored.
+Rule: anything that does not parse raises `JaasError` with one line naming where (a character position, an
+option's place), never quoting the text: it holds passwords. The login module, the flag and each option's key are
+bare words (as Kafka's parser wants); a value is bare or quoted. An unknown login module is refused by the caller
+(sasl_config.py), never ignored.
 """
 
 from __future__ import annotations
@@ -42,19 +44,11 @@ def parse_jaas(text: str) -> list[JaasEntry]:
     tokens = _tokens(text)
     entries = []
     while tokens:
-        module, flag = tokens.pop(0), tokens.pop(0) if tokens else ("", "")
+        module, flag = tokens.pop(0), tokens.pop(0) if tokens else ("", "", len(text))
         if module[0] != "word" or flag[0] != "word" or flag[1] not in _FLAGS:
-            raise JaasError(f"JAAS entry must open with LoginModuleClass and one of {', '.join(_FLAGS)}: {text!r}")
-        options = {}
-        while tokens and tokens[0][0] != "semi":
-            if len(tokens) < 3 or tokens[0][0] != "word" or tokens[1][0] != "eq" or tokens[2][0] == "semi":
-                raise JaasError(f"JAAS option of {module[1]} is not key=value: {text!r}")
-            options[tokens[0][1]] = tokens[2][1]
-            del tokens[:3]
-        if not tokens:
-            raise JaasError(f"JAAS entry of {module[1]} does not end with ';'")
-        tokens.pop(0)
-        entries.append(JaasEntry(module[1], flag[1], options))
+            raise JaasError(f"JAAS entry at character {module[2]} must open with LoginModuleClass and one of "
+                            f"{', '.join(_FLAGS)}")
+        entries.append(JaasEntry(module[1], flag[1], _options(module[1], tokens)))
     return entries
 
 
@@ -75,16 +69,34 @@ def parse_jaas_file(text: str) -> dict[str, list[JaasEntry]]:
     return sections
 
 
-def _tokens(text: str) -> list[tuple[str, str]]:
+def _options(module: str, tokens: list[tuple[str, str, int]]) -> dict[str, str]:
+    """The options of one entry up to its ';' (consumed from `tokens`); a message names the option by its place,
+    never by its text, which may hold a password (Rule)."""
+    options: dict[str, str] = {}
+    while tokens and tokens[0][0] != "semi":
+        if len(tokens) < 3 or tokens[0][0] != "word" or tokens[1][0] != "eq" or tokens[2][0] not in ("word",
+                                                                                                     "quoted"):
+            raise JaasError(f"JAAS option {len(options) + 1} of {module} (character {tokens[0][2]}) is not "
+                            f"key=value")
+        options[tokens[0][1]] = tokens[2][1]
+        del tokens[:3]
+    if not tokens:
+        raise JaasError(f"JAAS entry of {module} does not end with ';'")
+    tokens.pop(0)
+    return options
+
+
+def _tokens(text: str) -> list[tuple[str, str, int]]:
+    """(kind, value, character) of each token: word, eq, semi or quoted (unescaped)."""
     out, pos, text = [], 0, text.strip()
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None or m.end() == pos:
-            raise JaasError(f"JAAS configuration does not parse at character {pos}: {text!r}")
+            raise JaasError(f"JAAS configuration does not parse at character {pos}")
         kind = m.lastgroup or ""  # one named group matches whenever the match is not empty
         value = m.group(kind)
-        out.append((kind, re.sub(r"\\(.)", r"\1", value) if kind == "quoted" else value))
+        out.append((kind, re.sub(r"\\(.)", r"\1", value) if kind == "quoted" else value, pos))
         pos = m.end()
         while pos < len(text) and text[pos].isspace():
             pos += 1
-    return [("word", v) if k == "quoted" else (k, v) for k, v in out]
+    return out

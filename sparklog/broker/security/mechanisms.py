@@ -4,6 +4,11 @@ RFC 7677; the exchange is `scramp`'s, the credentials sparklog's, from ZooKeeper
 Contract: `step(token) -> (reply_token, user)`; `user` is None while more tokens are expected, the authenticated
 name once the exchange is complete. Any refusal raises `AuthenticationFailed` with the reason for the broker's
 log (the client is told only that authentication failed). A mechanism takes no token after it completed.
+Rule (SCRAM nonce): the client-final's nonce must be the server's combined nonce (client's + server's, RFC 5802),
+or, in exactly one other form, the client's nonce followed by that combined nonce: librdkafka before 2.6.1
+(Debian's kcat, librdkafka 2.0) sends that (confluentinc/librdkafka#4895) and Kafka 3.8.1-3.9 accept it. Both
+hold the server's nonce whole, so a replayed exchange is refused either way; the proof is checked over the
+message as sent.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import hmac
 from typing import Callable
 
 from scramp import ScramException, ScramMechanism
+from scramp.core import Nonce
 
 __all__ = ["AuthenticationFailed", "PlainServer", "ScramServer", "new_mechanism"]
 
@@ -74,11 +80,20 @@ class ScramServer:
                 self._server.set_client_first(text)
                 return self._server.get_server_first().encode(), None
             if self._step == 2:
+                self._accept_librdkafka_nonce(text)
                 self._server.set_client_final(text)
                 return self._server.get_server_final().encode(), self._user
         except (ScramException, UnicodeDecodeError, ValueError) as exc:
             raise AuthenticationFailed(f"{self._mechanism}: {exc}") from None
         raise AuthenticationFailed(f"{self._mechanism} takes two tokens")
+
+    def _accept_librdkafka_nonce(self, client_final: str) -> None:
+        """The old librdkafka form (Rule (SCRAM nonce)) becomes the nonce scramp expects; nothing else does."""
+        echoed = next((part[2:] for part in client_final.split(",") if part.startswith("r=")), None)
+        combined = str(self._server.nonce)
+        client_nonce = combined[:len(combined) - len(str(self._server.s_nonce))]
+        if echoed == client_nonce + combined:
+            self._server.nonce = Nonce(echoed)
 
 
 def new_mechanism(mechanism: str, plain_users: dict[str, str], lookup: Lookup):

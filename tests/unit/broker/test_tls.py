@@ -94,3 +94,50 @@ def test_ciphers_naming_no_tls13_suite_cap_the_version_at_tls12(pki):
     cfg = _config(**{"listeners": "SSL://:0", "security.inter.broker.protocol": "SSL", **pki.broker_ssl(),
                      "ssl.cipher.suites": "ECDHE-ECDSA-AES128-GCM-SHA256"})
     assert cfg.ssl_server_context.maximum_version == ssl.TLSVersion.TLSv1_2
+
+
+def _two_tls_listeners(pki, **props) -> BrokerConfig:
+    internal = pki.server("CN=localhost,OU=internal", stem="internal")
+    return _config(**{"listeners": "INTERNAL://:0,EXTERNAL://:0", "inter.broker.listener.name": "INTERNAL",
+                      "listener.security.protocol.map": "INTERNAL:SSL,EXTERNAL:SASL_SSL", **pki.broker_ssl(),
+                      "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                      "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                          'username="a" password="b" user_a="b";',
+                      "listener.name.internal.ssl.keystore.location": str(internal.keystore),
+                      "listener.name.internal.ssl.client.auth": "required",
+                      "listener.name.INTERNAL.ssl.principal.mapping.rules": "RULE:^CN=([^,]+).*$/$1/", **props})
+
+
+def test_listener_prefixed_ssl_settings_override_the_unprefixed_for_that_listener_alone(pki):
+    cfg = _two_tls_listeners(pki)
+    internal, external = cfg.listener_tls["INTERNAL"].values, cfg.listener_tls["EXTERNAL"].values
+    assert internal["ssl.keystore.location"].endswith("internal.keystore.pem")
+    assert external["ssl.keystore.location"] == str(pki.broker.keystore)
+    assert (internal["ssl.client.auth"], external["ssl.client.auth"]) == ("required", "none")
+    assert cfg.ssl_server_contexts["INTERNAL"].verify_mode == ssl.CERT_REQUIRED
+    assert cfg.ssl_server_contexts["EXTERNAL"].verify_mode == ssl.CERT_NONE
+    assert cfg.listener_tls["INTERNAL"].mapping.name("CN=b1,O=x") == "b1"
+    assert cfg.listener_tls["EXTERNAL"].mapping.name("CN=b1,O=x") == "CN=b1,O=x"
+    # the inter-broker client presents the INTERNAL listener's key store
+    assert cfg.ssl_client_context is not None and cfg.tls.values["ssl.client.auth"] == "none"
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("listener.name.internal.ssl.keystore.locaton", "x", ["listener.name.internal.ssl.keystore.locaton",
+                                                          "did you mean 'ssl.keystore.location'"]),
+    ("listener.name.intrenal.ssl.client.auth", "required", ["listener.name.intrenal.ssl.client.auth",
+                                                             "no listener INTRENAL"]),
+    ("listener.name.internal.ssl.client.auth", "always", ["listener.name.internal.ssl.client.auth", "always"]),
+    ("listener.name.external.ssl.keystore.type", "JKS", ["EXTERNAL", "ssl.keystore.type=JKS"]),
+])
+def test_a_listener_prefixed_ssl_key_that_cannot_be_served_is_refused_in_one_line(pki, key, value, words):
+    with pytest.raises(ConfigError) as refused:
+        _two_tls_listeners(pki, **{key: value})
+    assert all(w in str(refused.value) for w in words) and "\n" not in str(refused.value), refused.value
+
+
+def test_a_listener_prefixed_ssl_key_of_a_plaintext_listener_is_refused(pki):
+    with pytest.raises(ConfigError, match="listener.name.plaintext.ssl.client.auth: listener PLAINTEXT speaks "
+                                          "PLAINTEXT"):
+        _config(**{"listeners": "PLAINTEXT://:0,SSL://:0", **pki.broker_ssl(),
+                   "listener.name.plaintext.ssl.client.auth": "required"})

@@ -122,6 +122,26 @@ def test_the_hand_made_proof_is_right_when_the_nonce_is():
     assert server.step(f"{without_proof},p={_proof(without_proof)}".encode())[1] == "user"
 
 
+def test_librdkafka_before_2_6_1s_client_final_echoing_the_client_nonce_twice_is_accepted():
+    """librdkafka < 2.6.1 (Debian's kcat: 2.0.2) sends r=<client nonce><client nonce><server nonce>
+    (confluentinc/librdkafka#4895), with a valid proof over that message; Kafka 3.8.1-3.9 accept it."""
+    without_proof = f"c=biws,r={C_NONCE}{C_NONCE}{S_NONCE}"
+    server = _server()
+    server.step(CLIENT_FIRST.encode())
+    reply, user = server.step(f"{without_proof},p={_proof(without_proof)}".encode())
+    assert user == "user" and reply.startswith(b"v=")
+
+
+@pytest.mark.parametrize("nonce", [f"x{C_NONCE}{S_NONCE}", f"{C_NONCE}{C_NONCE}{S_NONCE[:-1]}",
+                                   f"{C_NONCE}{C_NONCE}{C_NONCE}{S_NONCE}", f"{S_NONCE}{C_NONCE}{S_NONCE}"])
+def test_no_other_nonce_than_the_servers_or_librdkafkas_old_form_is_accepted_even_with_a_valid_proof(nonce):
+    without_proof = f"c=biws,r={nonce}"
+    server = _server()
+    server.step(CLIENT_FIRST.encode())
+    with pytest.raises(AuthenticationFailed):
+        server.step(f"{without_proof},p={_proof(without_proof)}".encode())
+
+
 def test_scram_takes_no_third_token():
     server = _server()
     server.step(CLIENT_FIRST.encode())

@@ -69,3 +69,31 @@ def test_jaas_parsing_of_any_text_gives_entries_or_one_jaas_error(text):
         assert "\n" not in str(exc).replace(repr(text), "")
     else:
         assert all(entry.flag in ("required", "requisite", "sufficient", "optional") for entry in entries)
+
+
+_BROKEN_JAAS = (
+    'org.a.ScramLoginModule required username="u" password="{}"',  # no ';'
+    'org.a.ScramLoginModule required username="u" password="{}" bare;',  # an option not key=value
+    'org.a.ScramLoginModule required password="{}" username=;',
+    'password="{}";',  # no login module
+    'org.a.ScramLoginModule required password="{}" @;',  # does not tokenize
+    'org.a.ScramLoginModule required password="{}',  # unterminated quote
+    'org.a.ScramLoginModule required password={} x;',  # a bare-word password
+    '"{}" required;',
+)
+
+
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=8, max_size=24),
+       st.sampled_from(_BROKEN_JAAS))
+def test_a_jaas_error_never_quotes_a_secret(secret, template):
+    with pytest.raises(JaasError) as refused:
+        parse_jaas(template.format(secret))
+    assert secret not in str(refused.value), refused.value
+
+
+def test_a_broker_refusing_a_jaas_config_names_the_key_and_prints_no_password():
+    broken = PLAIN.replace('user_alice="alice-pw";', 'user_alice="alice-pw" oops;')
+    with pytest.raises(ConfigError) as refused:
+        BrokerConfig.from_properties({**BASE, "listener.name.sasl_plaintext.plain.sasl.jaas.config": broken})
+    message = str(refused.value)
+    assert "listener.name.sasl_plaintext.plain.sasl.jaas.config" in message and "alice-pw" not in message, message
