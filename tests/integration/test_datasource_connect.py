@@ -112,25 +112,29 @@ def test_a_batch_write_and_read_over_connect(remote, cluster, guarantee):
 
 def test_register_and_activate_work_on_a_connect_session_from_any_thread(remote, cluster):
     """`register(spark)` sends the class to the server (pickled by reference: the server's workers import
-    sparklog); `activate(spark)` has nothing to do there, the server runs each request with its session active,
-    so a write from a thread other than the session's works."""
+    sparklog); a write from a thread other than the session's works with or without `activate(spark)`, which
+    does nothing there (the server runs each request with its session active), where a classic session's
+    fails without it (test_datasource_user.py)."""
     from sparklog.datasource import activate, register
 
     topic = f"thread-{uuid.uuid4().hex[:8]}"
     register(remote)
     failures: list[BaseException] = []
 
-    def write() -> None:
+    def write(use_activate: bool) -> None:
         try:
-            activate(remote)
+            if use_activate:
+                activate(remote)
             remote.range(50).selectExpr("CAST(id AS STRING) AS value").write.format("sparklog") \
                 .option("kafka.bootstrap.servers", cluster.bootstrap).option("topic", topic).mode("append").save()
         except BaseException as failure:  # noqa: BLE001 - reported by the test's thread
             failures.append(failure)
 
-    thread = threading.Thread(target=write)
-    thread.start()
-    thread.join(QUERY_TIMEOUT_S)
-    assert not thread.is_alive() and failures == []
+    for use_activate in (False, True):
+        thread = threading.Thread(target=write, args=(use_activate,))
+        thread.start()
+        thread.join(QUERY_TIMEOUT_S)
+        assert not thread.is_alive()
+    assert failures == []
     values = reader(remote, cluster, topic).selectExpr("CAST(value AS STRING) AS v").collect()
-    assert sorted(int(row.v) for row in values) == list(range(50))
+    assert sorted(int(row.v) for row in values) == sorted(list(range(50)) * 2)
