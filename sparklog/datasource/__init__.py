@@ -44,5 +44,16 @@ def activate(spark) -> None:
     thread other than the one that built the session has none: the write fails with DATA_SOURCE_NOT_FOUND
     before any sparklog code runs, so no registration can help (reads, which go through another lookup, and
     `register(spark)` alike). pyspark sets the active session this way itself (`createDataFrame`).
+
+    A Spark Connect session (`SparkSession.builder.remote(...)`) needs nothing and has no JVM here to ask: the
+    Connect server runs each request of the session with that session active, whatever thread sent it.
     """
+    if is_connect(spark):
+        return
     spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+
+def is_connect(spark) -> bool:
+    """Whether `spark` is a Spark Connect client session (told by its class, without importing Connect's
+    client, which needs grpcio)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect.")
