@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 
 from sparklog.protocol.fetch import (FetchableTopicResponse, FetchResponse, PartitionData, SinglePartitionFetch,
                                      encode_single_partition_head as encode_single_partition_fetch_head)
@@ -57,24 +58,30 @@ def _read_error(plog, exc: StorageError) -> int:
 
 
 def handle_fetch(request, state):
-    """Every requested partition, records as FileSlices; long-polls when fewer than min_bytes are ready.
+    """Every partition the fetch session names (fetch_sessions.py: the request's own for a full fetch), records
+    as FileSlices; long-polls when fewer than min_bytes are ready; the answer filtered by the session.
 
     A follower's fetch (replica_id >= 0) reads up to the log end offset, not the HW, and its fetch offsets
-    are the follower's LEOs, recorded first: they move the HW and the ISR (replica_manager.py)."""
-    body = request.body
+    are the follower's LEOs, recorded first (those a session remembers too): they move the HW and the ISR
+    (replica_manager.py)."""
+    context = state.fetch_sessions.begin(request.body, int(time.monotonic() * 1000))
+    if context.__class__ is int:
+        state.request_meters.error(_FETCH, context)
+        return FetchResponse(throttle_time_ms=0, error_code=context, session_id=0, responses=[])
+    body = context.fetch
     if body.replica_id >= 0:
         _record_follower_fetch(body, state)
     verifications = _unverified_reads(body, state)
     if verifications:
-        return verified_first(state, verifications, functools.partial(_fetch_now, body, state))
-    return _fetch_now(body, state)
+        return verified_first(state, verifications, functools.partial(_fetch_now, body, state, context))
+    return _fetch_now(body, state, context)
 
 
-def _fetch_now(body, state):
+def _fetch_now(body, state, context):
     response, ready, plogs, failed = _fetch_once(body, state)
     if ready >= body.min_bytes or body.max_wait_ms <= 0 or failed or not plogs:
-        return _metered(response, body.replica_id, state)
-    return _fetch_long_poll(body, state, plogs)
+        return _metered(context.finish(response), body.replica_id, state)
+    return _fetch_long_poll(body, state, plogs, context)
 
 
 def _metered(response: FetchResponse, replica_id: int, state) -> FetchResponse:
@@ -112,7 +119,7 @@ def _record_follower_fetch(body, state) -> None:
                 replicas.record_follower_fetch(led, body.replica_id, part.fetch_offset)
 
 
-async def _fetch_long_poll(body, state, plogs) -> FetchResponse:
+async def _fetch_long_poll(body, state, plogs, context) -> FetchResponse:
     loop = asyncio.get_running_loop()
     state.counters["fetch_waits"] += 1
     last = []
@@ -123,7 +130,7 @@ async def _fetch_long_poll(body, state, plogs) -> FetchResponse:
         return ready >= body.min_bytes or failed
 
     await state.waiters.wait_until(plogs, enough, loop.time() + body.max_wait_ms / 1000.0)
-    return _metered(last[0], body.replica_id, state)
+    return _metered(context.finish(last[0]), body.replica_id, state)
 
 
 def _fetch_once(body, state):

@@ -20,6 +20,12 @@ byte-identical to the leader's. Meanwhile its LEO lags, so the leader takes it o
 follower it serves no consumer (reads step over fences in any case).
 Rule 4: the fetchers only run on the broker's event loop; `update()` is called there too, so a partition
 removed from a fetcher (it became leader, or its leader moved) is never appended to after it returns.
+Rule 5: each fetcher keeps an incremental fetch session (KIP-227) with its leader
+(protocol/fetch_session_handler.py): after the first full Fetch, a request names only the partitions whose fetch
+offset, leader epoch or log start moved and forgets those no longer asked for (in backoff, or gone); the leader
+answers only partitions with records, an error or a moved high watermark. A session error or a lost connection
+starts over with a full Fetch. A leader with no slot for it (its
+max.incremental.fetch.session.cache.slots, 0 included) answers session id 0, and every request stays full.
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ from sparklog.broker.network.inter_broker import PLAINTEXT_REGISTERED, InterBrok
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import MalformedResponse
-from sparklog.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
+from sparklog.protocol.fetch import FetchPartition, FetchRequest
+from sparklog.protocol.fetch_session_handler import FetchSessionHandler
 from sparklog.protocol.offset_for_leader_epoch import (OffsetForLeaderEpochRequest, OffsetForLeaderPartition,
                                                        OffsetForLeaderTopic)
 from sparklog.protocol.registry import decode_response, encode_request
@@ -152,6 +159,7 @@ class ReplicaFetcher:
         self._streams = None
         self._correlation = itertools.count()
         self._counters = _Counters()
+        self.session = FetchSessionHandler()  # Rule 5
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -285,20 +293,24 @@ class ReplicaFetcher:
 
     async def _fetch(self) -> None:
         asking = {key: p for key, p in self._partitions.items() if p.retry_at <= time.monotonic()}
-        by_topic: dict[str, list] = {}
-        for (topic, index), part in asking.items():
+        wanted = {}
+        for key, part in asking.items():
             plog = part.target.plog
             self._repair(plog)
-            by_topic.setdefault(topic, []).append(FetchPartition(
-                partition=index, current_leader_epoch=part.target.leader_epoch, fetch_offset=plog.log_end_offset,
-                log_start_offset=plog.log_start_offset, partition_max_bytes=REPLICA_FETCH_MAX_BYTES))
+            wanted[key] = FetchPartition(
+                partition=key[1], current_leader_epoch=part.target.leader_epoch, fetch_offset=plog.log_end_offset,
+                log_start_offset=plog.log_start_offset, partition_max_bytes=REPLICA_FETCH_MAX_BYTES)
+        session_id, epoch, topics, forgotten = self.session.build(wanted)
         request = FetchRequest(
             replica_id=self.broker_id, max_wait_ms=REPLICA_FETCH_WAIT_MAX_MS, min_bytes=REPLICA_FETCH_MIN_BYTES,
-            max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[], rack_id="")
+            max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES, isolation_level=0, session_id=session_id,
+            session_epoch=epoch, topics=topics, forgotten_topics_data=forgotten, rack_id="")
         response = await self._call(ApiKey.FETCH, FETCH_VERSION, request)
         self._counters.fetches += 1
+        if not self.session.handle(response):
+            self._note_error(f"fetch session {session_id}: {errors.for_code(response.error_code).__name__}; "
+                             "starting over with a full fetch")
+            return
         for topic in response.responses:
             for data in topic.partitions:
                 key = (topic.topic, data.partition_index)
@@ -363,6 +375,7 @@ class ReplicaFetcher:
         return self._streams
 
     def _disconnect(self) -> None:
+        self.session.lost()  # a request may have been cut off: the session starts over (Rule 5)
         if self._streams is not None:
             self._streams[1].close()
             self._streams = None
