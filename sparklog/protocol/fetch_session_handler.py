@@ -47,6 +47,7 @@ class FetchSessionHandler:
         self.full_requests = 0
         self.incremental_requests = 0
         self.restarts = 0
+        self.session_errors: list[int] = []  # the top-level error codes answered, in order
 
     @property
     def incremental(self) -> bool:
@@ -72,6 +73,7 @@ class FetchSessionHandler:
         """Rule 3 for the answer to the last request built: False when it is a session error (its partitions
         are none; the next request starts over)."""
         if response.error_code != 0:
+            self.session_errors.append(response.error_code)
             self._restart(keep_id=response.error_code != _NOT_FOUND)
             return False
         if not self.enabled:

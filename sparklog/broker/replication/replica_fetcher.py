@@ -311,6 +311,9 @@ class ReplicaFetcher:
             self._note_error(f"fetch session {session_id}: {errors.for_code(response.error_code).__name__}; "
                              "starting over with a full fetch")
             return
+        if epoch == 0 and self.session.session_id:
+            log.info("fetch session %d with leader %d: incremental fetches from now on", self.session.session_id,
+                     self.leader_id)
         for topic in response.responses:
             for data in topic.partitions:
                 key = (topic.topic, data.partition_index)
