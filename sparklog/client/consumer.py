@@ -715,14 +715,15 @@ class Fetcher:
         self.in_flight_nodes.discard(node_id)
         answered = {}
         in_session = session_error = False
+        session = self.sessions.setdefault(node_id, FetchSessionHandler())
         if future.error is None:
-            session_error = not self.sessions[node_id].handle(future.value)
+            session_error = not session.handle(future.value)
             in_session = future.value.session_id != 0
             for topic in future.value.responses:
                 for part in topic.partitions:
                     answered[(topic.topic, part.partition_index)] = part
         else:
-            self.sessions[node_id].lost()
+            session.lost()
             if not is_retriable(future.error):
                 logger.warning("fetch from broker %s failed: %s", node_id, future.error)
         if session_error:
