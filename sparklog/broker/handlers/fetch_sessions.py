@@ -128,6 +128,12 @@ class FetchContext:
 
     __slots__ = ("fetch", "_cache", "_session", "_create", "_now_ms")
 
+    @property
+    def last_answers(self) -> dict | None:
+        """In an incremental session, (topic, partition) -> what Rule 3 last answered for it (None: answer it);
+        else None."""
+        return None if self._session is None else self._session.answered
+
     def __init__(self, fetch, cache: FetchSessionCache, session: FetchSession | None, create: bool, now_ms: int):
         self.fetch = fetch
         self._cache = cache

@@ -200,3 +200,13 @@ class SessionCacheMachine(RuleBasedStateMachine):
 
 TestSessionCacheMachine = SessionCacheMachine.TestCase
 TestSessionCacheMachine.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+
+
+def test_a_consumer_displaces_a_smaller_consumer_session_only_once_it_is_old():
+    cache = FetchSessionCache(slots=1)
+    small = open_session(cache, PARTS[:1])
+    assert open_session(cache, PARTS, now=10) == 0  # worth more, but the small session is young
+    context = cache.begin(request(small, 1), EVICTION_MS + 5)  # used when older than EVICTION_MS
+    context.finish(response(context.fetch))
+    assert open_session(cache, PARTS, now=EVICTION_MS + 6) != 0  # old now, and worth less: displaced
+    assert small not in cache.sessions
