@@ -14,6 +14,9 @@ moves the epoch on, or ends the session if its session_id is 0. What the request
 holds only on an answer. `lost()` (the connection failed mid-request: whether the broker saw it is unknown) ends
 the session as an error does.
 Rule 4: with sessions off (`enabled=False`) every request is full and sessionless (session_epoch -1).
+Rule 5: outside a session, a request of at most one partition is sessionless too (epoch -1, closing the session
+named if any): one partition gains nothing from a session, and the broker's one-partition fast path serves only
+fetches outside sessions (protocol/fetch.py Rule 1). A later request of more partitions asks for a session.
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ class FetchSessionHandler:
         self._pending = pending
         if not self.incremental:
             self.full_requests += 1
-            return self.session_id, self.epoch, _topics(wanted.items()), []
+            epoch = FINAL_EPOCH if len(wanted) <= 1 else self.epoch  # Rule 5
+            return self.session_id, epoch, _topics(wanted.items()), []
         self.incremental_requests += 1
         held = self._held
         changed = [(key, part) for key, part in wanted.items() if held.get(key) != pending[key]]

@@ -106,3 +106,14 @@ def test_the_fetcher_reads_what_a_sessionless_fetch_would(steps):
             continue
         assert {key for key in offsets if known.get(key) != hw[key]} <= set(read)
         known = {key: v for key, v in {**known, **read}.items() if key in offsets}
+
+
+def test_one_partition_is_fetched_sessionless_and_more_ask_for_a_session():
+    """Rule 5: a one-partition fetch stays on the broker's one-partition fast path (outside any session)."""
+    handler, cache = FetchSessionHandler(), FetchSessionCache()
+    body, resp, _ = round_trip(handler, cache, {("t", 0): 0})
+    assert (body.session_id, body.session_epoch) == (0, -1) and resp.session_id == 0 and len(cache) == 0
+    body, resp, _ = round_trip(handler, cache, {("t", 0): 0, ("t", 1): 0})
+    assert body.session_epoch == 0 and resp.session_id != 0 and len(cache) == 1
+    body, _, _ = round_trip(handler, cache, {("t", 0): 0})  # in a session: incremental, the other forgotten
+    assert body.session_epoch == 1 and body.forgotten_topics_data[0].partitions == [1]
