@@ -53,6 +53,7 @@ DEFAULT_NUM_PARTITIONS = 1  # num.partitions
 DEFAULT_REPLICATION_FACTOR = 1  # default.replication.factor
 DEFAULT_MESSAGE_MAX_BYTES = 1048588  # message.max.bytes (1 MiB + the 12-byte log overhead)
 DEFAULT_SOCKET_REQUEST_MAX_BYTES = 104857600  # socket.request.max.bytes (100 MiB)
+DEFAULT_FETCH_SESSION_CACHE_SLOTS = 1000  # max.incremental.fetch.session.cache.slots: Kafka's default
 DEFAULT_FETCH_MAX_BYTES = 57671680  # fetch.max.bytes (55 MiB): cap of one Fetch response's records
 DEFAULT_QUEUED_MAX_REQUESTS = 500  # queued.max.requests: here per connection, then reading pauses
 DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600000  # connections.max.idle.ms (10 minutes)
@@ -181,6 +182,8 @@ BROKER = Definitions("broker", (
     Setting("socket.send.buffer.bytes", INT, -1, "SO_SNDBUF (-1: the OS default and its autotuning)"),
     Setting("socket.receive.buffer.bytes", INT, -1, "SO_RCVBUF (-1: the OS default and its autotuning)"),
     Setting("fetch.max.bytes", INT, DEFAULT_FETCH_MAX_BYTES, "cap of one Fetch response's records", low=1),
+    Setting("max.incremental.fetch.session.cache.slots", INT, DEFAULT_FETCH_SESSION_CACHE_SLOTS, "incremental fetch "
+            "sessions kept (KIP-227; 0: every fetch is full)", low=0),
     Setting("queued.max.requests", INT, DEFAULT_QUEUED_MAX_REQUESTS, "requests in progress per connection before "
             "reading pauses (Kafka's is per broker)", HIGH, low=1),
     Setting("connections.max.idle.ms", LONG, DEFAULT_CONNECTIONS_MAX_IDLE_MS, "close a connection idle this long"),
@@ -268,6 +271,7 @@ class BrokerConfig:
     socket_send_buffer_bytes: int = -1  # Kafka: 102400; -1 keeps the OS default (and Linux autotuning)
     socket_receive_buffer_bytes: int = -1
     fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
+    max_incremental_fetch_session_cache_slots: int = DEFAULT_FETCH_SESSION_CACHE_SLOTS
     queued_max_requests: int = DEFAULT_QUEUED_MAX_REQUESTS
     connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
     max_connections: int = DEFAULT_MAX_CONNECTIONS

@@ -35,6 +35,11 @@ Rule 4 (isolation.level): read_committed fetches with isolation_level 1: the bro
 stable offset with the aborted transactions of the range, whose data batches the application never gets
 (records/aborted.py); control batches (markers) are never records, in either mode. A reset to latest asks
 for the last stable offset.
+Rule 5 (fetch sessions, KIP-227): the fetcher keeps an incremental fetch session with each broker
+(protocol/fetch_session_handler.py): after a full Fetch, a request names only the partitions whose fetch offset
+moved (and forgets those it stopped fetching); a partition missing from an answer in a session has nothing new. A
+session error (FETCH_SESSION_ID_NOT_FOUND after an eviction, INVALID_FETCH_SESSION_EPOCH) or a failed request
+starts over with a full Fetch at once; a broker that makes no session is fetched from in full each time.
 The consumer is not thread-safe (like Kafka's): one application thread uses it; `close()` may come from another.
 """
 
@@ -54,10 +59,11 @@ from sparklog.client.errors import (COORDINATOR_MOVED_ERRORS, METADATA_REFRESH_E
 from sparklog.client.message import ConsumerRecord
 from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
 from sparklog.client.producer import bootstrap_from
-from sparklog.protocol import (ApiKey, FetchPartition, FetchRequest, FetchTopic, ListOffsetsPartition,
+from sparklog.protocol import (ApiKey, FetchPartition, FetchRequest, ListOffsetsPartition,
                                ListOffsetsRequest, ListOffsetsTopic, OffsetCommitRequest,
                                OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetFetchRequest,
                                OffsetFetchRequestTopic, for_code)
+from sparklog.protocol.fetch_session_handler import FetchSessionHandler
 from sparklog.protocol.find_coordinator import KEY_TYPE_GROUP, FindCoordinatorRequest
 from sparklog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from sparklog.records.aborted import AbortedTransactions
@@ -593,6 +599,7 @@ class Fetcher:
         self.in_flight_nodes: set[int] = set()
         self.waiting_for_space = False
         self.fetches = 0
+        self.sessions: dict[int, FetchSessionHandler] = {}  # per broker (Rule 5)
 
     def run_once(self) -> float | None:
         now = time.monotonic()
@@ -685,18 +692,20 @@ class Fetcher:
         return busy
 
     def _send_fetch(self, node_id: int, group: list[_PartitionState]) -> None:
-        topics: dict[str, list] = {}
+        wanted = {}
         sent = []
         for state in group:
             state.in_flight = True
             with self.lock:
                 epoch, offset = state.epoch, state.fetch_offset
             sent.append((state, epoch, offset))
-            topics.setdefault(state.tp[0], []).append(FetchPartition(
-                partition=state.tp[1], fetch_offset=offset, partition_max_bytes=self.partition_max_bytes))
+            wanted[state.tp] = FetchPartition(partition=state.tp[1], fetch_offset=offset,
+                                              partition_max_bytes=self.partition_max_bytes)
+        session = self.sessions.setdefault(node_id, FetchSessionHandler())
+        session_id, session_epoch, topics, forgotten = session.build(wanted)
         request = FetchRequest(replica_id=-1, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
-                               max_bytes=self.max_bytes, isolation_level=self.isolation,
-                               topics=[FetchTopic(topic=t, partitions=p) for t, p in topics.items()])
+                               max_bytes=self.max_bytes, isolation_level=self.isolation, session_id=session_id,
+                               session_epoch=session_epoch, topics=topics, forgotten_topics_data=forgotten)
         self.in_flight_nodes.add(node_id)
         self.fetches += 1
         self.client.submit(node_id, ApiKey.FETCH, FETCH_VERSION, request,
@@ -705,17 +714,28 @@ class Fetcher:
     def _on_fetch(self, future, node_id: int, sent: list) -> None:
         self.in_flight_nodes.discard(node_id)
         answered = {}
+        in_session = session_error = False
+        session = self.sessions.setdefault(node_id, FetchSessionHandler())
         if future.error is None:
+            session_error = not session.handle(future.value)
+            in_session = future.value.session_id != 0
             for topic in future.value.responses:
                 for part in topic.partitions:
                     answered[(topic.topic, part.partition_index)] = part
-        elif not is_retriable(future.error):
-            logger.warning("fetch from broker %s failed: %s", node_id, future.error)
+        else:
+            session.lost()
+            if not is_retriable(future.error):
+                logger.warning("fetch from broker %s failed: %s", node_id, future.error)
+        if session_error:
+            logger.info("fetch session with broker %s: %s; starting over with a full fetch", node_id,
+                        for_code(future.value.error_code).__name__)
         for state, epoch, offset in sent:
             state.in_flight = False
-            if state.epoch != epoch:
+            if state.epoch != epoch or session_error:
                 continue
             part = answered.get(state.tp)
+            if part is None and in_session:
+                continue  # nothing new (Rule 5)
             if part is None:
                 self._back_off(state)
                 self.metadata.request_update()

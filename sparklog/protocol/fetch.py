@@ -12,8 +12,9 @@ chunk of its own. Decoded, it is a memoryview of the frame.
 The one-partition fast path (a consumer's common Fetch: one topic, one partition) is hand-written beside the
 declarations, for the broker's hot path, as produce.py's is:
 Rule 1: ``decode_single_partition(frame)`` returns a ``SinglePartitionFetch`` only for a Fetch request of a
-version served here whose body is exactly one topic with one partition and no forgotten topics, and which
-the general decoder (registry.decode_request) would decode without error to the same values; for anything
+version served here whose body is exactly one topic with one partition and no forgotten topics, outside any
+fetch session (session_id 0, session_epoch 0 or -1: a full fetch, answered session_id 0), and which the general
+decoder (registry.decode_request) would decode without error to the same values; for anything
 else it returns None and the caller uses the general path.
 Rule 2: ``encode_single_partition_head(...)`` gives the bytes ``registry.encode_response`` gives for a
 FetchResponse of that one partition, error_code 0, up to its records, which follow as they are (a FileSlice
@@ -145,6 +146,8 @@ def decode_single_partition(frame: BytesLike) -> SinglePartitionFetch | None:
         fields = head.unpack_from(buf, pos)
         pos += head.size
         topics, n = fields[-2], fields[-1]
+        if version >= 7 and (fields[5] != 0 or fields[6] not in (0, -1)):  # in a session: the general path
+            return None
         if topics != 1 or n < 0 or pos + n > end:
             return None
         topic = str(buf[pos:pos + n], "utf-8")

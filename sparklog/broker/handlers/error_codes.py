@@ -44,6 +44,8 @@ REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno
 UNSUPPORTED_VERSION = errors.UnsupportedVersionError.errno
 NOT_ENOUGH_REPLICAS = errors.NotEnoughReplicasError.errno
 OFFSET_NOT_AVAILABLE = errors.OffsetNotAvailableError.errno
+FETCH_SESSION_ID_NOT_FOUND = errors.FetchSessionIdNotFoundError.errno
+INVALID_FETCH_SESSION_EPOCH = errors.InvalidFetchSessionEpochError.errno
 
 # Rule 1's table. OSError is a disk's refusal (EIO, ENOSPC): the partition is answered KAFKA_STORAGE_ERROR, as
 # Kafka answers a failed log dir.

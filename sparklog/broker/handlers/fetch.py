@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 
-from sparklog.protocol.fetch import (FetchableTopicResponse, FetchResponse, PartitionData, SinglePartitionFetch,
+from sparklog.protocol.fetch import (FetchableTopicResponse, FetchResponse, FetchTopic, PartitionData,
+                                     SinglePartitionFetch,
                                      encode_single_partition_head as encode_single_partition_fetch_head)
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.storage.errors import StorageError
@@ -57,24 +59,30 @@ def _read_error(plog, exc: StorageError) -> int:
 
 
 def handle_fetch(request, state):
-    """Every requested partition, records as FileSlices; long-polls when fewer than min_bytes are ready.
+    """Every partition the fetch session names (fetch_sessions.py: the request's own for a full fetch), records
+    as FileSlices; long-polls when fewer than min_bytes are ready; the answer filtered by the session.
 
     A follower's fetch (replica_id >= 0) reads up to the log end offset, not the HW, and its fetch offsets
-    are the follower's LEOs, recorded first: they move the HW and the ISR (replica_manager.py)."""
-    body = request.body
+    are the follower's LEOs, recorded first (those a session remembers too): they move the HW and the ISR
+    (replica_manager.py)."""
+    context = state.fetch_sessions.begin(request.body, int(time.monotonic() * 1000))
+    if context.__class__ is int:
+        state.request_meters.error(_FETCH, context)
+        return FetchResponse(throttle_time_ms=0, error_code=context, session_id=0, responses=[])
+    body = context.fetch
     if body.replica_id >= 0:
         _record_follower_fetch(body, state)
     verifications = _unverified_reads(body, state)
     if verifications:
-        return verified_first(state, verifications, functools.partial(_fetch_now, body, state))
-    return _fetch_now(body, state)
+        return verified_first(state, verifications, functools.partial(_fetch_now, body, state, context))
+    return _fetch_now(body, state, context)
 
 
-def _fetch_now(body, state):
-    response, ready, plogs, failed = _fetch_once(body, state)
+def _fetch_now(body, state, context):
+    response, ready, plogs, failed = _fetch_pass(body, state, context)
     if ready >= body.min_bytes or body.max_wait_ms <= 0 or failed or not plogs:
-        return _metered(response, body.replica_id, state)
-    return _fetch_long_poll(body, state, plogs)
+        return _metered(context.finish(response), body.replica_id, state)
+    return _fetch_long_poll(body, state, plogs, context)
 
 
 def _metered(response: FetchResponse, replica_id: int, state) -> FetchResponse:
@@ -146,18 +154,51 @@ def _record_follower_fetch(body, state) -> None:
                 replicas.record_follower_fetch(led, body.replica_id, part.fetch_offset)
 
 
-async def _fetch_long_poll(body, state, plogs) -> FetchResponse:
+async def _fetch_long_poll(body, state, plogs, context) -> FetchResponse:
     loop = asyncio.get_running_loop()
     state.counters["fetch_waits"] += 1
     last = []
 
     def enough() -> bool:
-        response, ready, _, failed = _fetch_once(body, state)
+        response, ready, _, failed = _fetch_pass(body, state, context)
         last[:] = [response]
         return ready >= body.min_bytes or failed
 
     await state.waiters.wait_until(plogs, enough, loop.time() + body.max_wait_ms / 1000.0)
-    return _metered(last[0], body.replica_id, state)
+    return _metered(context.finish(last[0]), body.replica_id, state)
+
+
+def _fetch_pass(body, state, context):
+    """One pass of the core over the partitions worth reading: in an incremental session, those that are not
+    quiet (`_quiet`), whose answer fetch_sessions.py Rule 3 would drop; the quiet ones' logs are still waited on."""
+    last = context.last_answers
+    if last is None:
+        return _fetch_once(body, state)
+    snapshot, topics, quiet = state.partitions.snapshot, [], []
+    for topic in body.topics:
+        name, parts = topic.topic, []
+        for part in topic.partitions:
+            led = fetch_target(state, snapshot, name, part.partition, part.current_leader_epoch, part.fetch_offset)
+            if led.__class__ is not int and _quiet(led, part, last.get((name, part.partition)), body):
+                quiet.append(led.plog)
+            else:
+                parts.append(part)
+        if parts:
+            topics.append(FetchTopic(topic=name, partitions=parts))
+    response, ready, plogs, failed = _fetch_once(body._replace(topics=topics), state)
+    return response, ready, plogs + quiet, failed
+
+
+def _quiet(led, part, last, body) -> bool:
+    """Would the core answer this partition exactly as last answered in the session, with no records: served
+    (`fetch_target` admitted it), read_uncommitted, its fetch offset at the end it may read to (a follower's: the
+    log end; a consumer's: the HW), and HW (= its LSO for these readers) and log start as last answered."""
+    if last is None or body.isolation_level == read_committed.READ_COMMITTED:
+        return False
+    plog = led.plog
+    high_watermark = plog.high_watermark
+    end = plog.log_end_offset if body.replica_id in led.state.followers else high_watermark
+    return part.fetch_offset == end and last == (high_watermark, high_watermark, plog.log_start_offset)
 
 
 def _fetch_once(body, state):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sparklog.broker.config import BrokerConfig
+from sparklog.broker.handlers.fetch_sessions import FetchSessionCache
 from sparklog.broker.coordinator.group.coordinator import GroupCoordinator
 from sparklog.broker.coordinator.group.offset_store import TopicOffsetStore
 from sparklog.broker.coordinator.transaction.coordinator import TransactionCoordinator
@@ -64,6 +65,7 @@ class BrokerState:
         ("produced_batches_bytes", "produce_errors", "fetch_waits", "zookeeper_calls"), 0))
     topic_meters: TopicMeters = field(default_factory=TopicMeters)  # per topic, for the metrics endpoint
     request_meters: RequestMeters = field(default_factory=RequestMeters)  # per api (broker/meters.py)
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)  # KIP-227 (fetch_sessions.py)
 
     @classmethod
     def build(cls, config: BrokerConfig, partitions: Partitions, *, cluster_id: str, zk: KazooClient | None = None,
@@ -82,7 +84,8 @@ class BrokerState:
         state = cls(config=config, broker_id=config.broker_id, cluster_id=cluster_id, zk=zk, logs=logs,
                     partitions=partitions, executor=executor, loop=loop, producer_ids=producer_ids, waiters=waiters,
                     replicas=replicas, groups=groups, offsets=offsets,
-                    quotas=QuotaManager(QuotaWindows(config.quota_window_num, config.quota_window_size_seconds)))
+                    quotas=QuotaManager(QuotaWindows(config.quota_window_num, config.quota_window_size_seconds)),
+                    fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots))
         state.transactions = TransactionCoordinator(
             config.transaction, partitions, replicas, producer_ids, lambda *topic: _create_topic(state, *topic),
             config.broker_id, executor)

@@ -25,6 +25,12 @@ bound, a partition its topic's follower.replication.throttled.replicas names for
 the Fetch unless it is in sync (its last fetch left it at the leader's high watermark: Kafka's
 isReplicaInSync); when every ready partition is left out, the fetcher waits until the rate is back at the bound.
 Such a partition asks for at most the throttle's fetch_cap (a window's worth of the rate) in one Fetch.
+Rule 6: each fetcher keeps an incremental fetch session (KIP-227) with its leader
+(protocol/fetch_session_handler.py): after the first full Fetch, a request names only the partitions whose fetch
+offset, leader epoch or log start moved and forgets those no longer asked for (in backoff, or gone); the leader
+answers only partitions with records, an error or a moved high watermark. A session error or a lost connection
+starts over with a full Fetch. A leader with no slot for it (its
+max.incremental.fetch.session.cache.slots, 0 included) answers session id 0, and every request stays full.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ from sparklog.broker.quota.replication import ReplicationThrottles
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import MalformedResponse
-from sparklog.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
+from sparklog.protocol.fetch import FetchPartition, FetchRequest
+from sparklog.protocol.fetch_session_handler import FetchSessionHandler
 from sparklog.protocol.offset_for_leader_epoch import (OffsetForLeaderEpochRequest, OffsetForLeaderPartition,
                                                        OffsetForLeaderTopic)
 from sparklog.protocol.registry import decode_response, encode_request
@@ -161,6 +168,7 @@ class ReplicaFetcher:
         self._streams = None
         self._correlation = itertools.count()
         self._counters = _Counters()
+        self.session = FetchSessionHandler()  # Rule 6
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -323,20 +331,27 @@ class ReplicaFetcher:
 
     async def _fetch(self) -> None:
         asking = self._fetchable()
-        by_topic: dict[str, list] = {}
-        for (topic, index), part in asking.items():
+        wanted = {}
+        for key, part in asking.items():
             plog = part.target.plog
             self._repair(plog)
-            by_topic.setdefault(topic, []).append(FetchPartition(
-                partition=index, current_leader_epoch=part.target.leader_epoch, fetch_offset=plog.log_end_offset,
-                log_start_offset=plog.log_start_offset, partition_max_bytes=self._max_bytes((topic, index), part)))
+            wanted[key] = FetchPartition(
+                partition=key[1], current_leader_epoch=part.target.leader_epoch, fetch_offset=plog.log_end_offset,
+                log_start_offset=plog.log_start_offset, partition_max_bytes=self._max_bytes(key, part))
+        session_id, epoch, topics, forgotten = self.session.build(wanted)
         request = FetchRequest(
             replica_id=self.broker_id, max_wait_ms=REPLICA_FETCH_WAIT_MAX_MS, min_bytes=REPLICA_FETCH_MIN_BYTES,
-            max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[], rack_id="")
+            max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES, isolation_level=0, session_id=session_id,
+            session_epoch=epoch, topics=topics, forgotten_topics_data=forgotten, rack_id="")
         response = await self._call(ApiKey.FETCH, FETCH_VERSION, request)
         self._counters.fetches += 1
+        if not self.session.handle(response):
+            self._note_error(f"fetch session {session_id}: {errors.for_code(response.error_code).__name__}; "
+                             "starting over with a full fetch")
+            return
+        if epoch == 0 and self.session.session_id:
+            log.info("fetch session %d with leader %d: incremental fetches from now on", self.session.session_id,
+                     self.leader_id)
         for topic in response.responses:
             for data in topic.partitions:
                 key = (topic.topic, data.partition_index)
@@ -404,6 +419,7 @@ class ReplicaFetcher:
         return self._streams
 
     def _disconnect(self) -> None:
+        self.session.lost()  # a request may have been cut off: the session starts over (Rule 6)
         if self._streams is not None:
             self._streams[1].close()
             self._streams = None

@@ -103,7 +103,7 @@ def _answer(**part):
     from types import SimpleNamespace as NS
 
     part = NS(partition_index=0, error_code=0, **part)
-    return NS(error=None, value=NS(topics=[NS(name="t", partitions=[part])],
+    return NS(error=None, value=NS(topics=[NS(name="t", partitions=[part])], error_code=0, session_id=0,
                                    responses=[NS(topic="t", partitions=[part])]))
 
 

@@ -26,10 +26,10 @@ def frame_of(version, correlation_id, client_id, body) -> memoryview:
 
 @st.composite
 def single_partition(draw):
-    """A valid one-topic, one-partition Fetch request frame."""
+    """A valid one-topic, one-partition Fetch request frame outside any fetch session (Rule 1)."""
     return draw(VERSIONS), draw(INT32), draw(CLIENT_IDS), FetchRequest(
         replica_id=draw(INT32), max_wait_ms=draw(INT32), min_bytes=draw(INT32), max_bytes=draw(INT32),
-        isolation_level=draw(INT8), session_id=draw(INT32), session_epoch=draw(INT32),
+        isolation_level=draw(INT8), session_id=0, session_epoch=draw(st.sampled_from((0, -1))),
         topics=[FetchTopic(topic=draw(st.text(max_size=10)), partitions=[FetchPartition(
             partition=draw(INT32), current_leader_epoch=draw(INT32), fetch_offset=draw(INT64),
             log_start_offset=draw(INT64), partition_max_bytes=draw(INT32))])],
@@ -60,7 +60,8 @@ def test_any_other_shape_is_left_to_the_general_path(case):
     version, body = case
     fast = decode_single_partition(frame_of(version, 1, "c", body))
     one = (len(body.topics) == 1 and len(body.topics[0].partitions) == 1
-           and (version < 7 or not body.forgotten_topics_data))
+           and (version < 7 or not body.forgotten_topics_data)
+           and (version < 7 or (body.session_id == 0 and body.session_epoch in (0, -1))))
     assert (fast is not None) == one
 
 
@@ -71,6 +72,16 @@ def test_the_isolation_level_is_read():
     assert decode_single_partition(frame_of(11, 1, "c", body)).isolation_level == 1
     body.isolation_level = 0
     assert decode_single_partition(frame_of(11, 1, "c", body)).isolation_level == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(single_partition(), INT32, INT32)
+def test_a_fetch_in_a_session_is_left_to_the_general_path(case, session_id, epoch):
+    """An incremental fetch or one naming a session: the fetch session cache decides what it reads and answers."""
+    version, correlation_id, client_id, body = case
+    body.session_id, body.session_epoch = session_id, epoch
+    fast = decode_single_partition(frame_of(version, correlation_id, client_id, body))
+    assert (fast is not None) == (version < 7 or (session_id == 0 and epoch in (0, -1)))
 
 
 def test_forgotten_topics_are_left_to_the_general_path():

@@ -579,3 +579,67 @@ def test_a_read_committed_fetch_is_served_fast_only_when_nothing_is_unstable_or_
     assert fast(0) is handlers.NOT_SERVED_FAST and fast(1) is handlers.NOT_SERVED_FAST
     produce(state, [(0, batch(b"b"))])
     assert fast(3) is not handlers.NOT_SERVED_FAST  # nothing aborted from offset 3 on
+
+
+# -- Fetch sessions (fetch_sessions.py) ----------------------------------------------------------------------
+
+
+def session_fetch(state, offsets, session_id, epoch, **kw):
+    body = fetch_body(offsets, **kw)
+    body.session_id, body.session_epoch = session_id, epoch
+    return handlers.handle_fetch(request(body, 1, 11), state)
+
+
+def answer_of(part) -> tuple:
+    return (part.partition_index, part.error_code, part.high_watermark, part.last_stable_offset,
+            part.log_start_offset, values(part.records))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_incremental_fetch_answers_the_sessionless_answer_less_what_is_unchanged(state, seed):
+    """Rule 3 through the handler, the quiet partitions it does not read included: each incremental answer is the
+    sessionless answer of the same offsets less the partitions with no records, no error and the same HW, LSO and
+    log start as last answered (a partition that is not led here is answered every time, with its error)."""
+    import random
+
+    rng = random.Random(seed)
+    keys = [("t", 0), ("t", 1), ("t", 2)]
+    offsets = {key: 0 for key in keys}
+    first = session_fetch(state, [(t, p, offsets[(t, p)]) for t, p in keys], 0, 0)
+    session_id = first.session_id
+    last = {(t.topic, p.partition_index): answer_of(p)[1:5] for t in first.responses for p in t.partitions}
+    for epoch in range(1, 25):
+        if rng.random() < 0.4:
+            produce(state, [(rng.choice([0, 1]), batch(b"v%d" % epoch))])
+        moved = [key for key in keys if rng.random() < 0.3 and key != ("t", 2)]
+        for key in moved:
+            offsets[key] = state.logs.get(*key).high_watermark
+        whole = fetch(state, [(t, p, offsets[(t, p)]) for t, p in keys])
+        answer = session_fetch(state, [(t, p, offsets[(t, p)]) for t, p in moved], session_id, epoch)
+        assert answer.error_code == 0 and answer.session_id == session_id
+        expected = [answer_of(p) for p in parts_of(whole)
+                    if p.error_code or len(p.records) or answer_of(p)[1:5] != last[("t", p.partition_index)]]
+        assert [answer_of(p) for p in parts_of(answer)] == expected
+        last.update({("t", p.partition_index): answer_of(p)[1:5] for p in parts_of(answer)})
+
+
+def test_an_incremental_long_poll_waits_on_its_quiet_partitions_and_wakes_on_append(state):
+    produce(state, [(0, batch(b"a")), (1, batch(b"b"))])
+    first = session_fetch(state, [("t", 0, 1), ("t", 1, 1)], 0, 0)
+    assert first.session_id != 0 and [len(p.records) for p in parts_of(first)] == [0, 0]
+
+    async def scenario():
+        task = asyncio.ensure_future(session_fetch(state, [], first.session_id, 1, max_wait_ms=600_000))
+        await asyncio.sleep(0.05)
+        assert not task.done()  # both partitions quiet: waited on, not answered at once
+        produce(state, [(1, batch(b"late"))])
+        return await asyncio.wait_for(task, 60)
+
+    response = asyncio.run(scenario())
+    assert [(p.partition_index, values(p.records)) for p in parts_of(response)] == [(1, [b"late"])]
+
+
+def test_a_session_error_answers_no_partition(state):
+    response = session_fetch(state, [("t", 0, 0)], 12345, 1)
+    assert response.error_code == errors.FetchSessionIdNotFoundError.errno
+    assert response.responses == [] and response.session_id == 0

@@ -33,6 +33,7 @@ from sparklog.protocol import (
     FetchPartition,
     FetchRequest,
     FetchTopic,
+    ForgottenTopic,
     FindCoordinatorRequest,
     ListOffsetsPartition,
     ListOffsetsRequest,
@@ -96,7 +97,12 @@ def _bodies() -> dict[int, list]:
         ApiKey.PRODUCE: [produce(acks, name) for acks in (0, 1, -1) for name in ("t", "new")],
         ApiKey.FETCH: [FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=10_000, topics=[FetchTopic(
             topic="t", partitions=[FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=500)
-                                   for p, o in ((0, 0), (0, 2), (1, 0), (2, 0), (0, 99))])])],
+                                   for p, o in ((0, 0), (0, 2), (1, 0), (2, 0), (0, 99))])],
+            session_id=session_id, session_epoch=epoch, forgotten_topics_data=[ForgottenTopic(topic=t, partitions=ps)
+                                                                              for t, ps in forgotten])
+            # sessionless; a new session; incremental in an unknown session; a session closed (fetch_sessions.py)
+            for session_id, epoch, forgotten in ((0, -1, ()), (0, 0, ()), (12345, 1, (("t", [1]), ("gone", [0]))),
+                                                 (12345, -1, ()))],
         ApiKey.LIST_OFFSETS: [ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsTopic(name="t", partitions=[
             ListOffsetsPartition(partition_index=p, timestamp=ts) for p in (0, 1, 2) for ts in (-2, -1, 0)])])],
         ApiKey.METADATA: [MetadataRequest(topics=None),

@@ -1,0 +1,247 @@
+"""The incremental fetch session cache (KIP-227): which partitions a Fetch reads, and which its answer carries.
+
+Sans-IO: the caller passes the time (`now_ms`) and gets back what to fetch and, after the read, the answer to
+send; nothing here reads a log or a socket. The Fetch handler is the one caller (handlers/fetch.py); the
+per-partition read stays in its core.
+
+A request names a session by (session_id, session_epoch):
+Rule 1 (full fetches): epoch 0 (INITIAL) or -1 (FINAL) is a full fetch of the request's partitions. A full fetch
+naming a session id other than 0 first removes that session (a client closes or restarts its session so). Epoch -1
+is sessionless (no session is made: what every Fetch was before sessions). Epoch 0 asks for a new session: one is
+made (id a random positive int32 not in use, next epoch 1) if the cache has a free slot or an eviction (Rule 4)
+frees one, and its id is answered in the response's session_id; else session_id 0 (the client keeps full fetches).
+Rule 2 (incremental fetches): any other epoch is incremental. An unknown session id (never made, removed or
+evicted) is answered FETCH_SESSION_ID_NOT_FOUND, a known one with an epoch other than the one it expects
+INVALID_FETCH_SESSION_EPOCH, both in the response's top-level error_code with no partitions, the session left as
+it was; the client starts over with a full fetch (Rule 1). Otherwise the request's partitions are added to the
+session or replace its entry (fetch offset, leader epoch, max bytes), its forgotten_topics_data are removed, the
+expected epoch advances (after 2^31-1 it wraps to 1), and the fetch reads every partition of the session. A
+session left empty is removed and the fetch is sessionless.
+Rule 3 (incremental answers): an incremental response carries only the partitions with records, an error, or a
+high watermark, last stable offset or log start offset other than the one last answered for it in this session
+(a partition answered with an error is answered again when the error clears; a newly added one is answered).
+Rule 4 (eviction, Kafka's FetchSessionCache): at most `max.incremental.fetch.session.cache.slots` sessions (0: no
+sessions, every fetch is full). A session is privileged when a follower made it (replica_id >= 0). A new session
+when the cache is full may take the slot of
+  (a) the session unused longest, if it has been unused more than EVICTION_MS, whoever asks; else
+  (b) the least valuable evictable session, if the newcomer is not less valuable than it. Value orders by
+      (privileged, partitions, id): an unprivileged session is worth less than any privileged one, then fewer
+      partitions are worth less. Evictable by a privileged newcomer: an unprivileged session, or any session that
+      was older than EVICTION_MS when last used; by an unprivileged newcomer: only a session older than
+      EVICTION_MS when last used. So a consumer never displaces a recently made session, and a follower displaces
+      consumers' sessions but not another follower's young one.
+  Otherwise no session is made (Rule 1's session_id 0). A fetch that uses a session (Rule 2) marks it used.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from sparklog.broker.handlers.error_codes import FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, NONE
+from sparklog.protocol.fetch import FetchResponse, FetchTopic
+
+__all__ = ["FetchSessionCache", "FetchContext", "EVICTION_MS", "INITIAL_EPOCH", "FINAL_EPOCH", "INVALID_SESSION_ID",
+           "DEFAULT_SLOTS", "next_epoch"]
+
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+EVICTION_MS = 120_000  # Kafka's min incremental fetch session eviction time
+DEFAULT_SLOTS = 1000  # max.incremental.fetch.session.cache.slots: Kafka's default
+_MAX_EPOCH = 0x7FFFFFFF
+
+
+def next_epoch(epoch: int) -> int:
+    """The epoch after `epoch` (Rule 2): 1 after 2^31-1, FINAL stays FINAL."""
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch == _MAX_EPOCH else epoch + 1
+
+
+class SessionFetch(NamedTuple):
+    """What the core reads for an incremental fetch: the request's settings over the session's partitions."""
+
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    topics: list
+
+
+@dataclass(eq=False)
+class FetchSession:
+    id: int
+    privileged: bool
+    created_ms: int
+    last_used_ms: int
+    epoch: int = 1  # the epoch the next incremental request must carry
+    # topic -> partition index -> the request's FetchPartition last given for it (fetch offset, epoch, max bytes)
+    partitions: dict = field(default_factory=dict)
+    answered: dict = field(default_factory=dict)  # (topic, index) -> (hw, lso, log start) last answered, or None
+
+    @property
+    def size(self) -> int:
+        return len(self.answered)
+
+    def value(self) -> tuple:
+        """Rule 4's order of worth: (privileged, partitions, id)."""
+        return self.privileged, self.size, self.id
+
+    def evictable_by(self, privileged: bool, eviction_ms: int) -> bool:
+        old = self.last_used_ms - self.created_ms > eviction_ms
+        return old or (privileged and not self.privileged)
+
+    def update(self, body) -> None:
+        """Rule 2: add or replace the request's partitions, drop its forgotten ones."""
+        for topic in body.topics:
+            parts = self.partitions.setdefault(topic.topic, {})
+            for part in topic.partitions:
+                parts[part.partition] = part
+                self.answered.setdefault((topic.topic, part.partition), None)
+        for gone in body.forgotten_topics_data or ():
+            parts = self.partitions.get(gone.topic, {})
+            for index in gone.partitions:
+                parts.pop(index, None)
+                self.answered.pop((gone.topic, index), None)
+            if not parts:
+                self.partitions.pop(gone.topic, None)
+
+    def fetch_of(self, body) -> SessionFetch:
+        topics = [FetchTopic(topic=name, partitions=list(parts.values())) for name, parts in self.partitions.items()]
+        return SessionFetch(body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes, body.isolation_level,
+                            topics)
+
+
+def _answer(part) -> tuple | None:
+    """What Rule 3 compares of a partition's answer; None for an error (answered again once it clears)."""
+    if part.error_code != NONE:
+        return None
+    return part.high_watermark, part.last_stable_offset, part.log_start_offset
+
+
+class FetchContext:
+    """One Fetch's use of the cache: `fetch` is what the core reads (the request itself, or the session's
+    partitions), `finish(response)` the response to send (session id set, filtered by Rule 3)."""
+
+    __slots__ = ("fetch", "_cache", "_session", "_create", "_now_ms")
+
+    @property
+    def last_answers(self) -> dict | None:
+        """In an incremental session, (topic, partition) -> what Rule 3 last answered for it (None: answer it);
+        else None."""
+        return None if self._session is None else self._session.answered
+
+    def __init__(self, fetch, cache: FetchSessionCache, session: FetchSession | None, create: bool, now_ms: int):
+        self.fetch = fetch
+        self._cache = cache
+        self._session = session
+        self._create = create
+        self._now_ms = now_ms
+
+    def finish(self, response: FetchResponse) -> FetchResponse:
+        session = self._session
+        if session is not None:
+            response.session_id = session.id
+            response.responses = _changed(session, response.responses)
+        elif self._create:
+            response.session_id = self._cache.create(self.fetch, response, self._now_ms)
+        return response
+
+
+def _changed(session: FetchSession, responses: list) -> list:
+    """Rule 3: the partitions to answer, each one's answer remembered."""
+    answered, kept = session.answered, []
+    for topic in responses:
+        name, parts = topic.topic, []
+        for part in topic.partitions:
+            now = _answer(part)
+            key = (name, part.partition_index)
+            if now is None or part.records or answered.get(key) != now:
+                parts.append(part)
+                if key in answered:
+                    answered[key] = now
+        if parts:
+            topic.partitions = parts
+            kept.append(topic)
+    return kept
+
+
+class FetchSessionCache:
+    """The sessions of one broker (module docstring)."""
+
+    def __init__(self, slots: int = DEFAULT_SLOTS, eviction_ms: int = EVICTION_MS,
+                 rng: random.Random | None = None) -> None:
+        self.slots = slots
+        self.eviction_ms = eviction_ms
+        self._rng = rng or random.Random()
+        self.sessions: dict[int, FetchSession] = {}
+        self.evictions = 0
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    def begin(self, body, now_ms: int) -> FetchContext | int:
+        """The context of the Fetch `body` (Rules 1 and 2), or its top-level error code (Rule 2)."""
+        session_id, epoch = body.session_id, body.session_epoch
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                self.sessions.pop(session_id, None)
+            return FetchContext(body, self, None, epoch == INITIAL_EPOCH and self.slots > 0, now_ms)
+        session = self.sessions.get(session_id)
+        if session is None:
+            return FETCH_SESSION_ID_NOT_FOUND
+        if session.epoch != epoch:
+            return INVALID_FETCH_SESSION_EPOCH
+        session.update(body)
+        if not session.answered:
+            del self.sessions[session.id]
+            return FetchContext(body, self, None, False, now_ms)
+        session.last_used_ms = now_ms
+        session.epoch = next_epoch(session.epoch)
+        return FetchContext(session.fetch_of(body), self, session, False, now_ms)
+
+    def create(self, body, response: FetchResponse, now_ms: int) -> int:
+        """Rule 1's new session for the full fetch `body` answered `response`: its id, or 0 when Rule 4 finds no
+        slot."""
+        privileged = body.replica_id >= 0
+        size = sum(len(topic.partitions) for topic in body.topics)
+        if len(self.sessions) >= self.slots and not self._evict(privileged, size, now_ms):
+            return INVALID_SESSION_ID
+        session = FetchSession(self._new_id(), privileged, now_ms, now_ms)
+        session.update(body)
+        for topic in response.responses:
+            for part in topic.partitions:
+                key = (topic.topic, part.partition_index)
+                if key in session.answered:
+                    session.answered[key] = _answer(part)
+        self.sessions[session.id] = session
+        return session.id
+
+    def _evict(self, privileged: bool, size: int, now_ms: int) -> bool:
+        """Rule 4: free one slot for a newcomer, or say there is none."""
+        if not self.sessions:
+            return False
+        stale = min(self.sessions.values(), key=lambda s: (s.last_used_ms, s.id))
+        if now_ms - stale.last_used_ms > self.eviction_ms:
+            return self._remove(stale)
+        evictable = [s for s in self.sessions.values() if s.evictable_by(privileged, self.eviction_ms)]
+        if not evictable:
+            return False
+        cheapest = min(evictable, key=FetchSession.value)
+        if (privileged, size, 0) < cheapest.value():
+            return False
+        return self._remove(cheapest)
+
+    def _remove(self, session: FetchSession) -> bool:
+        del self.sessions[session.id]
+        self.evictions += 1
+        return True
+
+    def _new_id(self) -> int:
+        while True:
+            session_id = self._rng.randint(1, _MAX_EPOCH)
+            if session_id not in self.sessions:
+                return session_id
