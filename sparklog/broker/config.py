@@ -152,7 +152,7 @@ def _kerberos(name: str, type_: str, default: Any) -> Setting:
 BROKER = Definitions("broker", (
     Setting("broker.id", INT, None, "this broker's id, unique in the cluster (required)", HIGH, low=0),
     Setting("listeners", STRING, f"PLAINTEXT://:{DEFAULT_PORT}", "NAME://host:port,... of the listeners, each "
-            "bound and served with its security protocol (PLAINTEXT or SSL; SASL ones are refused at start)", HIGH),
+            "bound and served with its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)", HIGH),
     Setting("advertised.listeners", STRING, None, "what clients are told, per listener name (unset: the "
             "listeners)", HIGH),
     Setting("listener.security.protocol.map", STRING, None, "NAME:PROTOCOL,... (unset: each protocol's name maps "
