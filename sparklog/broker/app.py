@@ -74,6 +74,9 @@ log = logging.getLogger(__name__)
 ZOOKEEPER_WORKERS = 4
 # A restarted broker waits this much longer than the session timeout for its predecessor's node to expire.
 REGISTRATION_GRACE_S = 5.0
+# a shutdown waits this long for the ZooKeeper session's close (its ephemeral nodes go at once); while
+# ZooKeeper is unreachable kazoo would wait a session timeout, past the launcher's stop timeout (issue 26)
+ZOOKEEPER_CLOSE_TIMEOUT_S = 3.0
 # Prefix of the log line holding the versions served per client (tests/support/cluster.py parses it).
 API_MATRIX_MARKER = "api versions served:"
 # Prefix of the log line holding the server's statistics (launcher.BrokerProcess.statistics parses it).
@@ -234,7 +237,7 @@ class Broker:
         self.zk = services.start("zookeeper", lambda: zk_connection.connect(
             cfg.zookeeper_connect, timeout=cfg.zookeeper_connection_timeout_ms / 1000.0,
             session_timeout=cfg.zookeeper_session_timeout_ms / 1000.0, security=security),
-            lambda: zk_connection.close(self.zk))
+            lambda: zk_connection.close(self.zk, timeout=ZOOKEEPER_CLOSE_TIMEOUT_S))
         if security.set_acl:
             create_persistent_paths(self.zk)
         self.cluster_id = cluster_registry.get_or_create_cluster_id(self.zk)

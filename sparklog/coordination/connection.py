@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from typing import Any, Callable, TypeVar
 
@@ -185,8 +186,22 @@ def _await_login(client: KazooClient) -> None:
         pass  # the caller reads the state
 
 
-def close(client: KazooClient) -> None:
-    """Stop and close a client; safe to call twice."""
+def close(client: KazooClient, timeout: float | None = None) -> None:
+    """Stop and close a client; safe to call twice. With `timeout`, return after at most that many seconds:
+    kazoo's stop() waits up to a session timeout (10 s at least) for its connection thread while ZooKeeper is
+    unreachable, and a process on its way out need not wait for that (the server expires the session)."""
+    if timeout is None:
+        _stop_and_close(client)
+        return
+    closing = threading.Thread(target=_stop_and_close, args=(client,), name="zookeeper-close", daemon=True)
+    closing.start()
+    closing.join(timeout)
+    if closing.is_alive():
+        logger.warning("ZooKeeper session not closed within %.0f s (ZooKeeper unreachable?): leaving it to expire",
+                    timeout)
+
+
+def _stop_and_close(client: KazooClient) -> None:
     try:
         client.stop()
     finally:

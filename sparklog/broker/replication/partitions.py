@@ -73,6 +73,7 @@ log = logging.getLogger(__name__)
 
 NO_LEADER = -1
 SYNC_RETRY_DELAY_S = 1.0  # after a ZooKeeper error the sync thread tries again after this
+SYNC_JOIN_TIMEOUT_S = 2.0  # how long close() waits for the sync thread (it is a daemon)
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,9 @@ class PartitionManager:
             watch.stop()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            # a sync waiting on an unreachable ZooKeeper ends when the session closes, later in the shutdown:
+            # waiting for it here held a SIGTERMed broker past the launcher's stop timeout (issue 26)
+            self._thread.join(timeout=SYNC_JOIN_TIMEOUT_S)
 
     def add_listener(self, fn: Callable[[MetadataSnapshot], None]) -> None:
         """`fn(snapshot)` after each change (called on the sync or kazoo thread)."""
