@@ -64,8 +64,7 @@ from sparklog.coordination.client_quotas import QuotaConfigWatch
 from sparklog.coordination.broker_configs import BrokerConfigWatch
 from sparklog.broker.dynamic_config import DynamicBrokerConfig
 from sparklog.broker.quota.manager import QuotaWindows
-from sparklog.broker.quota.replication import ReplicationThrottles
-from sparklog.coordination.replication_throttles import RateWatch
+from sparklog.broker.quota.replication import BROKER_SCOPE, DEFAULT_SCOPE, ReplicationThrottles
 from sparklog.storage.dir_lock import LogDirInUse, lock_log_dirs
 
 log = logging.getLogger(__name__)
@@ -326,9 +325,6 @@ class Broker:
         self.replicas = ReplicaManager(self.zk, cfg.broker_id, purgatory, self.executor,
                                        replica_lag_time_max_ms=cfg.replica_lag_time_max_ms, inter_broker=inter_broker,
                                        throttles=throttles)
-        # replication throttles' rates set in /config/brokers (quota/replication.py): a watch, like the quotas'
-        RateWatch(self.zk, cfg.broker_id, lambda scope, config: self._on_loop(throttles.set_dynamic, scope,
-                                                                               config)).start()
         # TLS when the inter-broker listener speaks it, and the SASL login when it is SASL_*
         self.replicas.fetchers.connect = inter_broker_connector(cfg, inter_broker)
         self.replicas.start(self.loop)
@@ -347,7 +343,13 @@ class Broker:
         QuotaConfigWatch(self.zk, lambda entity, quotas: self._on_loop(state.quotas.update, entity, quotas)).start()
         dynamic = DynamicBrokerConfig(cfg, self.partitions.set_log_defaults,
                                       lambda config: self._on_loop(setattr, state, "config", config))
-        BrokerConfigWatch(self.zk, cfg.broker_id, dynamic.on_change).start()  # dynamic broker configs, likewise
+        throttles = self.replicas.throttles
+
+        def on_broker_configs(default: dict[str, str], own: dict[str, str]) -> None:
+            dynamic.on_change(default, own)  # and the replication throttles' rates (quota/replication.py)
+            self._on_loop(throttles.set_dynamic, DEFAULT_SCOPE, default)
+            self._on_loop(throttles.set_dynamic, BROKER_SCOPE, own)
+        BrokerConfigWatch(self.zk, cfg.broker_id, on_broker_configs).start()  # dynamic broker configs, likewise
         self.server.app = self.dispatcher
         offsets = state.offsets  # loads and drops __consumer_offsets partitions after the replica manager's turn
         self.loop.call_soon_threadsafe(offsets.start)

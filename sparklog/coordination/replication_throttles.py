@@ -14,26 +14,24 @@ leader list names every current replica (any of them may lead while it moves) an
 target replica not among them; both rates are set on every broker either list names. A topic's lists are
 replaced, not merged, as the tool does. `clear_throttles` removes both rates from the brokers given and both
 lists from the topics given (`--verify`, once the plan is done).
-Rule: rate-watch. `RateWatch` tells its callback the config of `/config/brokers/<id>` and of
-`/config/brokers/<default>` at start and whenever either node is written, created or deleted (a data watch:
-it needs no change notification). Callbacks run on kazoo's thread.
+The rates reach a running broker through the dynamic broker configs' watch
+(broker_configs.BrokerConfigWatch): `alter_broker_config` posts the same change notification.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
-from kazoo.recipe.watchers import DataWatch
 
+from sparklog.coordination import broker_configs
 from sparklog.coordination import topics as topic_registry
 from sparklog.coordination.client_quotas import alter_config_node, notify
-from sparklog.coordination.connection import decode, retrying
+from sparklog.coordination.connection import retrying
 from sparklog.storage.throttled_replicas import format_pairs
 
-CONFIG_BROKERS = "/config/brokers"
-DEFAULT_BROKER = "<default>"
+CONFIG_BROKERS = broker_configs.CONFIG_BROKERS
+DEFAULT_BROKER = broker_configs.DEFAULT
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
@@ -51,20 +49,7 @@ def broker_path(broker: int | str) -> str:
 
 
 def broker_config(zk: KazooClient, broker: int | str) -> dict[str, str]:
-    try:
-        data, _ = retrying(zk, zk.get, broker_path(broker))
-    except NoNodeError:
-        return {}
-    return _config_of(data)
-
-
-def _config_of(data: bytes | None) -> dict[str, str]:
-    if not data:
-        return {}
-    try:
-        return {str(k): str(v) for k, v in dict(decode(data).get("config") or {}).items()}
-    except (ValueError, AttributeError, TypeError):
-        return {}
+    return broker_configs.read(zk, broker_path(broker)[len(CONFIG_BROKERS) + 1:])
 
 
 def alter_broker_config(zk: KazooClient, broker: int | str, set_: Mapping[str, str], remove: Iterable[str] = ()) -> None:
@@ -114,29 +99,3 @@ def clear_throttles(zk: KazooClient, topics: Iterable[str], brokers: Iterable[in
     for broker in sorted(set(brokers)):
         if set(broker_config(zk, broker)) & {LEADER_RATE, FOLLOWER_RATE}:
             alter_broker_config(zk, broker, {}, (LEADER_RATE, FOLLOWER_RATE))
-
-
-class RateWatch:
-    """Rule: rate-watch for one broker: `on_change(scope, config)`, scope "broker" or "default"."""
-
-    def __init__(self, zk: KazooClient, broker_id: int, on_change: Callable[[str, dict[str, str]], None]) -> None:
-        self.zk = zk
-        self.broker_id = broker_id
-        self.on_change = on_change
-        self._closed = False
-
-    def start(self) -> "RateWatch":
-        for scope, node in (("default", DEFAULT_BROKER), ("broker", self.broker_id)):
-            DataWatch(self.zk, broker_path(node), self._watcher(scope))
-        return self
-
-    def close(self) -> None:
-        self._closed = True
-
-    def _watcher(self, scope: str):
-        def changed(data, _stat) -> bool:
-            if self._closed:
-                return False
-            self.on_change(scope, _config_of(data))
-            return True
-        return changed
