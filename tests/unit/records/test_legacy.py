@@ -102,12 +102,13 @@ def raw_entry(magic: int, attributes: int, value: bytes, size: int | None = None
     (raw_entry(2, 0, b"v"), "magic 2 is not a legacy message"),
     (raw_entry(1, 4, b"v"), "compression 4 is not one of the legacy codecs"),
     (raw_entry(0, 1, legacy.encode([(None, b"x", 0)], 0, compression.GZIP)[26:] + b"junk"), "gzip"),
-    (raw_entry(1, 1, gzip.compress(legacy.encode([(None, b"x", 0)], 1, compression.GZIP))),
+    (raw_entry(1, 1, gzip.compress(legacy.encode([(None, b"x", 0)], 1, compression.GZIP), mtime=0)),
      "a compressed message inside a compressed one"),
-    (raw_entry(1, 1, gzip.compress(legacy.encode([(None, b"x", 0)], 0))), "inner magic 0 differs"),
-    (raw_entry(1, 1, gzip.compress(b"")), "the message set is empty"),
+    (raw_entry(1, 1, gzip.compress(legacy.encode([(None, b"x", 0)], 0), mtime=0)), "inner magic 0 differs"),
+    (raw_entry(1, 1, gzip.compress(b"", mtime=0)), "the message set is empty"),
     (b"", "the message set is empty"),
-])
+], ids=["absurd-size", "crc", "magic-2", "codec-4", "junk-gzip", "nested-compression", "inner-magic",
+        "empty-compressed", "empty"])
 def test_corrupt_sets_name_what_is_wrong(blob, message):
     with pytest.raises(legacy.CorruptMessageSet, match=message) as caught:
         legacy.decode(blob)
