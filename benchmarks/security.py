@@ -11,11 +11,16 @@ taken; CPU is the broker's user+system from /proc over the consume, divided by t
 received (CPU-s/GB). Printed: the median of the repetitions per row and the ratios TLS/plaintext (goals,
 issue 24: consume >= 0.5x, produce >= 0.7x), with the load average. A short row fails the run (measure.py Rule 4).
 TLS serves record sets by copying them (server.py: sendfile cannot carry TLS); plaintext keeps sendfile.
+Where a produce's time goes, per protocol: the broker's CPU (/proc) and the client's (this process: the
+producing loop and librdkafka's threads, getrusage) over the produce, per GB of record values acknowledged.
+Over TLS both sides pay the record layer on the same cores: the client encrypts (librdkafka writes each
+buffer segment as a TLS record of its own) and the broker decrypts on its event loop (asyncio's SSL protocol).
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import sys
 import tempfile
@@ -44,7 +49,9 @@ def one_rep(broker, configs: dict, n: int, value: bytes, order: list[str]) -> di
         admin = AdminClient(config)  # kept alive until the result arrives
         admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
         time.sleep(1.0)
+        broker_before, client_before = cpu_seconds(broker.proc.pid), own_cpu_seconds()
         produced = confluent_produce({**config, "acks": 1, "linger.ms": 5}, topic, n, value)
+        produce_cpu = {"broker": cpu_seconds(broker.proc.pid) - broker_before, "client": own_cpu_seconds() - client_before}
         if produced.acked != n:
             shortfall(f"{protocol} produce: {produced.acked} of {n} acknowledged{produced.note()}")
         before = cpu_seconds(broker.proc.pid)
@@ -53,9 +60,18 @@ def one_rep(broker, configs: dict, n: int, value: bytes, order: list[str]) -> di
         if consumed.got != n or consumed.errors:
             shortfall(f"{protocol} consume: {consumed.got} of {n}, {consumed.errors} errors")
         gigabytes = consumed.got * len(value) / 1e9
+        produced_gb = produced.acked * len(value) / 1e9
         rows[protocol] = {"produce": produced.acked / produced.seconds, "consume": consumed.got / consumed.seconds,
-                          "cpu": cpu / gigabytes if gigabytes else float("nan")}
+                          "cpu": cpu / gigabytes if gigabytes else float("nan"),
+                          **{f"{side} produce cpu": seconds / produced_gb if produced_gb else float("nan")
+                             for side, seconds in produce_cpu.items()}}
     return rows
+
+
+def own_cpu_seconds() -> float:
+    """User + system CPU seconds of this process (the client: the producing loop and librdkafka's threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -90,8 +106,11 @@ def main() -> int:
     return 0
 
 
+PRODUCE_CPU = ("broker produce cpu", "client produce cpu")
+
+
 def report(reps: list[dict]) -> None:
-    median = {p: {k: statistics.median(r[p][k] for r in reps) for k in ("produce", "consume", "cpu")}
+    median = {p: {k: statistics.median(r[p][k] for r in reps) for k in ("produce", "consume", "cpu", *PRODUCE_CPU)}
               for p in ("PLAINTEXT", "SSL")}
     print(f"{'':10} {'produce rec/s':>14} {'consume rec/s':>14} {'broker CPU-s/GB consumed':>26}")
     for protocol, row in median.items():
@@ -100,6 +119,10 @@ def report(reps: list[dict]) -> None:
         ratio = median["SSL"][kind] / median["PLAINTEXT"][kind]
         print(f"TLS/plaintext {kind}: {ratio:.2f}x (goal >= {goal}x: {'met' if ratio >= goal else 'NOT met'})")
     print(f"TLS/plaintext broker CPU per GB consumed: {median['SSL']['cpu'] / median['PLAINTEXT']['cpu']:.2f}x")
+    for key in PRODUCE_CPU:
+        side = key.split()[0]
+        print(f"{side} CPU-s per GB produced: plaintext {median['PLAINTEXT'][key]:.2f}, TLS {median['SSL'][key]:.2f} "
+              f"({median['SSL'][key] / median['PLAINTEXT'][key]:.2f}x)")
 
 
 if __name__ == "__main__":
