@@ -30,6 +30,7 @@ import tempfile
 import time
 from asyncio import sslproto
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -37,6 +38,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from measure import load, run, shortfall  # noqa: E402
 
+Contexts = tuple[ssl.SSLContext, ssl.SSLContext]  # the server's, the client's
 READ = 256 * 1024  # the selector transport's read size, as the broker's sockets read
 MIB = 1 << 20
 BLOCK = bytes(range(256)) * 8  # 2 KiB of plaintext
@@ -50,7 +52,7 @@ class KeepingApp(asyncio.Protocol):
     def __init__(self) -> None:
         self.received = 0
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         pass
 
     def data_received(self, data: bytes) -> None:
@@ -64,7 +66,7 @@ class BufferedApp(asyncio.BufferedProtocol):
         self.received = 0
         self.buffer = memoryview(bytearray(2 * READ))
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         pass
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -81,10 +83,10 @@ class Wire(asyncio.Transport):
         super().__init__()
         self.sent = bytearray()
 
-    def write(self, data) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         self.sent += data
 
-    def get_extra_info(self, name, default=None):
+    def get_extra_info(self, name: str, default: object = None) -> object:
         return default
 
     def is_closing(self) -> bool:
@@ -103,7 +105,7 @@ class Wire(asyncio.Transport):
 class Session:
     """One TLS 1.3 session: a client SSLObject over memory BIOs, the broker's SSL protocol on the other side."""
 
-    def __init__(self, loop, contexts, app) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, contexts: Contexts, app: asyncio.BaseProtocol) -> None:
         server_context, client_context = contexts
         self.loop, self.app, self.wire = loop, app, Wire()
         self.done = loop.create_future()
@@ -153,16 +155,18 @@ def ciphertext(client: ssl.SSLObject, outgoing: ssl.MemoryBIO, mib: int, mixed: 
     return [wire[i:i + READ] for i in range(0, len(wire), READ)]
 
 
-def asyncio_row(loop, contexts, app_class, mib: int, mixed: bool) -> tuple[float, int]:
-    session = Session(loop, contexts, app_class())
+def asyncio_row(loop: asyncio.AbstractEventLoop, contexts: Contexts, app_class: type[KeepingApp | BufferedApp],
+                mib: int, mixed: bool) -> tuple[float, int]:
+    app = app_class()
+    session = Session(loop, contexts, app)
     reads = ciphertext(session.client, session.outgoing, mib, mixed)
     started = time.thread_time()
     for chunk in reads:
         session.feed(chunk)
-    return time.thread_time() - started, session.app.received
+    return time.thread_time() - started, app.received
 
 
-def decrypt_only_row(contexts, mib: int, mixed: bool) -> tuple[float, int]:
+def decrypt_only_row(contexts: Contexts, mib: int, mixed: bool) -> tuple[float, int]:
     """Rule 3's floor: the server SSLObject of a session reading straight into one buffer."""
     server_context, client_context = contexts
     reads_in, reads_out, client_in, client_out = (ssl.MemoryBIO() for _ in range(4))
@@ -184,13 +188,13 @@ def decrypt_only_row(contexts, mib: int, mixed: bool) -> tuple[float, int]:
         reads_in.write(chunk)
         try:
             while count := server.read(len(buffer), buffer):
-                received += count
+                received += int(count)  # (typeshed: bytes; with a buffer, SSLObject.read gives a count)
         except ssl.SSLWantReadError:
             pass
     return time.thread_time() - started, received
 
 
-def contexts_for_run():
+def contexts_for_run() -> Contexts:
     from sparklog.broker.local_pki import make_pki
 
     pki = make_pki(Path(tempfile.mkdtemp(prefix="sparklog-tls-receive-")) / "pki")
@@ -208,7 +212,7 @@ def main() -> int:
     args = parser.parse_args()
     contexts = contexts_for_run()
     loop = asyncio.new_event_loop()
-    rows = {"copied (the broker's)": lambda mixed: asyncio_row(loop, contexts, KeepingApp, args.mb, mixed),
+    rows: dict[str, Callable[[bool], tuple[float, int]]] = {"copied (the broker's)": lambda mixed: asyncio_row(loop, contexts, KeepingApp, args.mb, mixed),
             "buffered": lambda mixed: asyncio_row(loop, contexts, BufferedApp, args.mb, mixed),
             "decrypt only": lambda mixed: decrypt_only_row(contexts, args.mb, mixed)}
     print(f"load before: {load()}; {args.mb} MiB per session, best of {args.reps}; {ssl.OPENSSL_VERSION}")
