@@ -197,11 +197,12 @@ def decrypt_only_row(contexts: Contexts, mib: int, mixed: bool) -> tuple[float, 
 def contexts_for_run() -> Contexts:
     from sparklog.broker.local_pki import make_pki
 
-    pki = make_pki(Path(tempfile.mkdtemp(prefix="sparklog-tls-receive-")) / "pki")
-    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_context.load_cert_chain(str(pki.broker.keystore))
-    client_context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    client_context.load_verify_locations(str(pki.ca))
+    with tempfile.TemporaryDirectory(prefix="sparklog-tls-receive-") as directory:  # loaded, then removed
+        pki = make_pki(Path(directory) / "pki")
+        server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_context.load_cert_chain(str(pki.broker.keystore))
+        client_context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        client_context.load_verify_locations(str(pki.ca))
     return server_context, client_context
 
 
