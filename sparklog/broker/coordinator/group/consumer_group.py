@@ -277,13 +277,13 @@ class ConsumerGroup:
     def _maybe_assign(self, topics: Mapping[str, int]) -> None:
         if self.group_epoch <= self.assignment_epoch:
             return
-        self.assignor = self._chosen_assignor()
+        self.assignor = self.chosen_assignor()
         active = {m.member_id: self.subscription(m, topics) for m in self.members.values()}
         self.subscribed_metadata = self._subscribed_metadata(topics)
         self.target = ASSIGNORS[self.assignor](active, self.subscribed_metadata, self.target)
         self.assignment_epoch = self.group_epoch
 
-    def _chosen_assignor(self) -> str:
+    def chosen_assignor(self) -> str:
         """Kafka's rule: the assignor most members ask for (ties: the first offered), else the default."""
         asked = [m.server_assignor for m in self.members.values() if m.server_assignor]
         if not asked:
