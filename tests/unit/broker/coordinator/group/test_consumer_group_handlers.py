@@ -165,3 +165,21 @@ def test_offset_delete_keeps_the_subscribed_topics_of_a_consumer_group(state):
         assert state.offsets.committed == {(group, "t", 0): 5}
 
     asyncio.run(scenario())
+
+
+def test_a_commit_with_epoch_minus_one_and_a_member_id_goes_to_a_group_without_members(state):
+    """librdkafka's consumer of `group.protocol=consumer` that assign()s (no group membership) commits with its
+    own member id and epoch -1 (librdkafka's 0030_offset_commit): Kafka's coordinator accepts a commit of a
+    negative epoch or generation to a group without members, whatever the member id (a "simple" group), and
+    refuses it while the group has members."""
+    group = group_on(ME, "s")
+
+    async def scenario():
+        assert await commit_code(state, group, -1, "its-own-member-id") == 0  # no such group yet
+        joined = heartbeat(state, group, "m1", 0, topics=["t"])
+        assert joined.error_code == 0
+        assert await commit_code(state, group, -1, "its-own-member-id") == errors.UnknownMemberIdError.errno
+        assert heartbeat(state, group, "m1", -1).error_code == 0  # the last member leaves
+        assert await commit_code(state, group, -1, "its-own-member-id") == 0
+
+    asyncio.run(scenario())
