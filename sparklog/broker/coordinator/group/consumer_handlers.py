@@ -25,7 +25,7 @@ from sparklog.broker.handlers.metadata import wire_topic_id
 from sparklog.coordination import topic_ids
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
-from sparklog.protocol.consumer_group import (AssignedTopicPartitions, ConsumerGroupDescribeResponse,
+from sparklog.protocol.consumer_group import (CONSUMER_MEMBER_TYPE, AssignedTopicPartitions, ConsumerGroupDescribeResponse,
                                               ConsumerGroupHeartbeatResponse, DescribedAssignment,
                                               DescribedConsumerGroup, DescribedConsumerGroupMember,
                                               DescribedTopicPartitions, HeartbeatAssignment)
@@ -128,7 +128,8 @@ def _member(group: ConsumerGroup, member, by_name) -> DescribedConsumerGroupMemb
         subscribed_topic_names=list(member.subscribed_topic_names),
         subscribed_topic_regex=member.subscribed_topic_regex,
         assignment=_described(member.assigned, by_name),
-        target_assignment=_described(group.target.get(member.member_id, frozenset()), by_name))
+        target_assignment=_described(group.target.get(member.member_id, frozenset()), by_name),
+        member_type=CONSUMER_MEMBER_TYPE)  # v1: every member here speaks the consumer protocol
 
 
 def _described(partitions: frozenset[TopicPartition], by_name: Mapping[str, object]) -> DescribedAssignment:
