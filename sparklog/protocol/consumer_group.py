@@ -1,4 +1,4 @@
-"""ConsumerGroupHeartbeat (key 68), versions 0-1, and ConsumerGroupDescribe (key 69), version 0, all flexible
+"""ConsumerGroupHeartbeat (key 68), versions 0-1, and ConsumerGroupDescribe (key 69), versions 0-1, all flexible
 (KIP-848, the consumer group protocol). Transcribed from Kafka's ConsumerGroupHeartbeatRequest.json,
 ConsumerGroupHeartbeatResponse.json, ConsumerGroupDescribeRequest.json and ConsumerGroupDescribeResponse.json.
 
@@ -7,6 +7,9 @@ heartbeats with its current epoch and the partitions it owns (topic ids), leaves
 member that will come back). Every "null" field means "unchanged since the last heartbeat". By version: v1
 SubscribedTopicRegex (librdkafka sends v1 only). The response's ``assignment`` is a nullable single struct:
 null when unchanged, else every partition the member may own now.
+
+ConsumerGroupDescribe v1 (KIP-1099) adds each member's MemberType: -1 unknown, 0 a classic member (a member of
+the classic protocol in a consumer group, online migration), 1 a consumer member; the request is unchanged.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from sparklog.protocol.schema import F, message
 __all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ConsumerGroupDescribeRequest",
            "ConsumerGroupDescribeResponse", "HeartbeatTopicPartitions", "HeartbeatAssignment", "AssignedTopicPartitions",
            "DescribedConsumerGroup", "DescribedConsumerGroupMember", "DescribedAssignment",
-           "DescribedTopicPartitions", "JOIN_EPOCH", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH"]
+           "DescribedTopicPartitions", "JOIN_EPOCH", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "UNKNOWN_MEMBER_TYPE",
+           "CLASSIC_MEMBER_TYPE", "CONSUMER_MEMBER_TYPE"]
 
 JOIN_EPOCH = 0  # a member's first heartbeat
 LEAVE_EPOCH = -1  # the member leaves the group
 STATIC_LEAVE_EPOCH = -2  # a static member leaves and will rejoin under its instance id
+UNKNOWN_MEMBER_TYPE, CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = -1, 0, 1  # ConsumerGroupDescribe v1's MemberType
 
 ConsumerGroupHeartbeatRequest = message(
     "ConsumerGroupHeartbeatRequest", api_key=ApiKey.CONSUMER_GROUP_HEARTBEAT, versions="0-1", flexible="0+",
@@ -59,7 +64,7 @@ ConsumerGroupHeartbeatResponse = message(
     ])
 
 ConsumerGroupDescribeRequest = message(
-    "ConsumerGroupDescribeRequest", api_key=ApiKey.CONSUMER_GROUP_DESCRIBE, versions="0", flexible="0+",
+    "ConsumerGroupDescribeRequest", api_key=ApiKey.CONSUMER_GROUP_DESCRIBE, versions="0-1", flexible="0+",
     module=__name__, fields=[
         F("group_ids", "[]string", "0+"),
         F("include_authorized_operations", "bool", "0+"),
@@ -77,7 +82,7 @@ def _assignment() -> list[F]:
 
 
 ConsumerGroupDescribeResponse = message(
-    "ConsumerGroupDescribeResponse", api_key=ApiKey.CONSUMER_GROUP_DESCRIBE, versions="0", flexible="0+",
+    "ConsumerGroupDescribeResponse", api_key=ApiKey.CONSUMER_GROUP_DESCRIBE, versions="0-1", flexible="0+",
     module=__name__, fields=[
         F("throttle_time_ms", "int32", "0+"),
         F("groups", "[]DescribedGroup", "0+", fields=[
@@ -99,6 +104,7 @@ ConsumerGroupDescribeResponse = message(
                 F("subscribed_topic_regex", "string", "0+", nullable="0+", default=None),
                 F("assignment", "Assignment", "0+", fields=_assignment()),
                 F("target_assignment", "Assignment", "0+", fields=_assignment()),
+                F("member_type", "int8", "1+", default=UNKNOWN_MEMBER_TYPE),
             ]),
             F("authorized_operations", "int32", "0+", default=-2147483648),
         ]),

@@ -29,7 +29,8 @@ owned partitions within its assignment (a lost response), gets FENCED_MEMBER_EPO
 an epoch above 0 gets UNKNOWN_MEMBER_ID; an instance id held by an active member UNRELEASED_INSTANCE_ID.
 Rule 3: a member's epoch never goes down while it is in the group; the group epoch never goes down.
 Rule 4: a commit (OffsetCommit) from a member must carry its current member epoch (STALE_MEMBER_EPOCH
-otherwise); a commit without member id and epoch -1 is accepted only while the group is empty.
+otherwise); a commit of epoch -1 (no member: an admin client, or a consumer that assign()s, with or without
+a member id) is accepted only while the group is empty.
 Rule 5: the response carries the member's assignment when it joins, when the assignment changed since the
 last response, or when the member's owned partitions differ from it; null otherwise (unchanged).
 """
@@ -277,13 +278,13 @@ class ConsumerGroup:
     def _maybe_assign(self, topics: Mapping[str, int]) -> None:
         if self.group_epoch <= self.assignment_epoch:
             return
-        self.assignor = self._chosen_assignor()
+        self.assignor = self.chosen_assignor()
         active = {m.member_id: self.subscription(m, topics) for m in self.members.values()}
         self.subscribed_metadata = self._subscribed_metadata(topics)
         self.target = ASSIGNORS[self.assignor](active, self.subscribed_metadata, self.target)
         self.assignment_epoch = self.group_epoch
 
-    def _chosen_assignor(self) -> str:
+    def chosen_assignor(self) -> str:
         """Kafka's rule: the assignor most members ask for (ties: the first offered), else the default."""
         asked = [m.server_assignor for m in self.members.values() if m.server_assignor]
         if not asked:
@@ -366,7 +367,7 @@ class ConsumerGroup:
 
     def check_commit(self, member_id: str, member_epoch: int) -> int:
         """Rule 4."""
-        if not member_id and member_epoch < 0:
+        if member_epoch < 0:
             return NONE if not self.members else UNKNOWN_MEMBER_ID
         member = self.members.get(member_id)
         if member is None:

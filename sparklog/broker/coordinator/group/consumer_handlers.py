@@ -10,6 +10,9 @@ an empty classic group is converted (forgotten: its offsets stay). ConsumerGroup
 not a consumer group here gets GROUP_ID_NOT_FOUND, as in Kafka.
 Rule 3: owned partitions of a topic id the cluster does not know (a deleted topic) are left out: nobody else
 can be given them; an assignment names only topics the snapshot has.
+Rule 4 (consumer_coordinator Rule 5): a heartbeat that changed its group is answered once the group's changed
+records are on the in-sync replicas of `__consumer_offsets` (a coroutine, handlers.py's Rule 1); if they
+are not, with the write's error instead.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from sparklog.broker.handlers.metadata import wire_topic_id
 from sparklog.coordination import topic_ids
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
-from sparklog.protocol.consumer_group import (AssignedTopicPartitions, ConsumerGroupDescribeResponse,
+from sparklog.protocol.consumer_group import (CONSUMER_MEMBER_TYPE, AssignedTopicPartitions, ConsumerGroupDescribeResponse,
                                               ConsumerGroupHeartbeatResponse, DescribedAssignment,
                                               DescribedConsumerGroup, DescribedConsumerGroupMember,
                                               DescribedTopicPartitions, HeartbeatAssignment)
@@ -63,8 +66,18 @@ def handle_consumer_group_heartbeat(request, state) -> ConsumerGroupHeartbeatRes
         subscribed_topic_regex=body.subscribed_topic_regex, server_assignor=body.server_assignor, owned=owned,
         client_id=request.header.client_id or "", client_host=request.client_host)
     state.groups.forget_empty_classic(body.group_id)  # Rule 2: an empty classic group converts
-    result = state.groups.consumer_groups.heartbeat(body.group_id, req, _topics(snapshot))
-    return _heartbeat_response(result, by_name)
+    consumer_groups = state.groups.consumer_groups
+    result = consumer_groups.heartbeat(body.group_id, req, _topics(snapshot))
+    write = consumer_groups.write_changes(body.group_id)
+    if write is None:
+        return _heartbeat_response(result, by_name)
+    return _written(write, result, by_name)
+
+
+async def _written(write, result: HeartbeatResult, by_name: Mapping[str, object]) -> ConsumerGroupHeartbeatResponse:
+    """Rule 4."""
+    code = await write
+    return _heartbeat_response(result if code == NONE else HeartbeatResult(code), by_name)
 
 
 def _heartbeat_response(result: HeartbeatResult, by_name: Mapping[str, object]) -> ConsumerGroupHeartbeatResponse:
@@ -115,7 +128,8 @@ def _member(group: ConsumerGroup, member, by_name) -> DescribedConsumerGroupMemb
         subscribed_topic_names=list(member.subscribed_topic_names),
         subscribed_topic_regex=member.subscribed_topic_regex,
         assignment=_described(member.assigned, by_name),
-        target_assignment=_described(group.target.get(member.member_id, frozenset()), by_name))
+        target_assignment=_described(group.target.get(member.member_id, frozenset()), by_name),
+        member_type=CONSUMER_MEMBER_TYPE)  # v1: every member here speaks the consumer protocol
 
 
 def _described(partitions: frozenset[TopicPartition], by_name: Mapping[str, object]) -> DescribedAssignment:

@@ -133,14 +133,16 @@ class GroupCoordinator:
         return code
 
     def check_commit(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> int:
-        """May this commit go to the offset store? A group we do not know accepts member-less commits only;
-        a consumer group's member commits with its member epoch as the generation (Rule 6)."""
+        """May this commit go to the offset store? A group we do not know accepts member-less commits only
+        (a negative generation, whatever the member id: Kafka's "simple" group, e.g. librdkafka's consumer of
+        group.protocol=consumer that assign()s, which sends its own member id); a consumer group's member
+        commits with its member epoch as the generation (Rule 6)."""
         consumer = self.consumer_groups.check_commit(group_id, member_id, generation)
         if consumer is not None:
             return consumer
         group = self.groups.get(group_id)
         if group is None:
-            return NONE if generation < 0 and not member_id else UNKNOWN_MEMBER_ID
+            return NONE if generation < 0 else UNKNOWN_MEMBER_ID
         return group.check_commit(member_id, instance_id, generation)
 
     # ---- reading and deleting

@@ -338,8 +338,9 @@ class Group:
         return REBALANCE_IN_PROGRESS if self.state is GroupState.PREPARING_REBALANCE else NONE
 
     def check_commit(self, member_id: str, instance_id: str | None, generation: int) -> int:
-        """May this member commit offsets now? Member-less commits (generation -1) only to an empty group."""
-        if generation < 0 and not member_id and self.state is GroupState.EMPTY:
+        """May this member commit offsets now? Member-less commits (generation -1, whatever the member id, as
+        Kafka's `ClassicGroup.validateOffsetCommit`) only to an empty group."""
+        if generation < 0 and self.state is GroupState.EMPTY:
             return NONE
         code = self.check_member(member_id, instance_id, generation)
         if code == NONE and self.state is GroupState.COMPLETING_REBALANCE:  # Rule 3

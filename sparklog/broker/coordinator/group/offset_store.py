@@ -72,6 +72,12 @@ kept). While the partition has an undecided transaction its LSO stays behind it,
     pending --COMMIT marker replicated--> committed (unless the key has a later record: offset_cache Rule 1)
     pending --ABORT marker replicated--> dropped
 
+Consumer groups of the consumer group protocol (KIP-848, consumer_coordinator Rule 5): their records
+(consumer_group_state.py) share the group's partition with its offsets. `append_records` appends them as a
+commit is appended and acknowledges once the in-sync replicas have them; a load reads them with the offsets
+(the last record of each key, a tombstone deleting it) and hands them to the consumer groups in the same
+step of the loop that marks the partition LOADED, so no heartbeat is served before its group is rebuilt.
+
 Rule 1: everything here runs on the event loop; reading logs (a load) and ZooKeeper calls run on the
 executor, so the loop never waits for them. A commit's append runs on the loop, as a Produce's does
 (handlers.produce): one write of one small batch to the page cache (fsynced by the flusher, unless the topic sets
@@ -83,12 +89,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from sparklog.broker.coordinator.group.config import GroupConfig
+from sparklog.broker.coordinator.group.consumer_group_state import GroupRecordSet
 from sparklog.broker.coordinator.group.offset_cache import CacheState, Committed, PartitionOffsets
 from sparklog.coordination import offsets as offset_registry
+from sparklog.coordination import topic_ids as topic_id_codec
 from sparklog.protocol import consumer_offsets as records_schema
 from sparklog.protocol import errors
 from sparklog.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, build_batch, iter_batches, next_fetch_offset
@@ -174,6 +183,7 @@ class TopicOffsetStore:
         self._topic_ids: dict[str, str | None] = {}  # topic -> its id, in the snapshot last observed
         self._topics_seen = None  # that snapshot's `topics` (compared by identity: observed once)
         self._deleted_while_loading: dict[int, set[str]] = {}  # loading partition -> topics deleted meanwhile
+        groups.consumer_groups.sink = self  # KIP-848 groups' records go here ("Consumer groups")
 
     # -- placement ------------------------------------------------------------------------------------------
 
@@ -295,6 +305,20 @@ class TopicOffsetStore:
             return NONE
         return await self._write(group, self._tombstones(dict.fromkeys(doomed)))
 
+    async def append_records(self, group: str, records: list[tuple[bytes, bytes | None]]) -> int:
+        """A consumer group's records ("Consumer groups"): appended as one batch, NONE once the in-sync
+        replicas have them, else the error (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, ...)."""
+        now = self.clock_ms()
+        code, led, base = self._append_records(group, [(k, v, None, now) for k, v in records])
+        if code != NONE:
+            return code
+        return await self._replicated(led, base + len(records))
+
+    def topic_ids(self) -> dict[str, uuid.UUID]:
+        """The cluster's topic ids by name, in the newest snapshot (topics without an id left out)."""
+        return {name: topic_id_codec.to_uuid(meta.topic_id) for name, meta in self.partitions.snapshot.topics.items()
+                if meta.topic_id is not None}
+
     def groups_with_offsets(self, group: str | None = None) -> list[str]:
         """Groups with committed offsets in the partitions loaded here (of `group`'s partition only, if given)."""
         if group is not None:
@@ -346,6 +370,12 @@ class TopicOffsetStore:
         -1). `acks_all` refuses first when the in-sync replicas are fewer than min.insync.replicas. A
         transactional batch of `producer` takes the sequence after the producer's last one in this log (the
         store is the log's only writer, on the loop: nothing comes between); a fenced epoch is refused."""
+        records = [(_key(group, tp), _value(c), None, c.commit_timestamp) for tp, c in changes.items()]
+        return self._append_records(group, records, acks_all, producer)
+
+    def _append_records(self, group: str, records: list, acks_all: bool = True,
+                        producer: tuple[int, int] | None = None) -> tuple[int, object, int]:
+        """`_append` of records already built: (key, value, headers, timestamp) each."""
         code = self.status(group)
         if code != NONE:
             return code, None, -1
@@ -355,7 +385,6 @@ class TopicOffsetStore:
             return NOT_COORDINATOR, None, -1
         if acks_all and led.below_min_insync:
             return COORDINATOR_NOT_AVAILABLE, None, -1  # Kafka's mapping of NOT_ENOUGH_REPLICAS
-        records = [(_key(group, tp), _value(c), None, c.commit_timestamp) for tp, c in changes.items()]
         batch = build_batch(records) if producer is None else build_batch(
             records, producer_id=producer[0], producer_epoch=producer[1], is_transactional=True,
             base_sequence=_next_sequence(led.plog, *producer))
@@ -454,8 +483,10 @@ class TopicOffsetStore:
     async def _load(self, partition: int, plog, cache: PartitionOffsets) -> None:
         started = time.monotonic()
         while self._caches.get(partition) is cache:
+            consumer_groups = GroupRecordSet()
             try:
-                found = await self._blocking(read_offsets, plog, self.config.offsets_load_buffer_size)
+                found = await self._blocking(read_offsets, plog, self.config.offsets_load_buffer_size,
+                                             consumer_groups)
             except (OSError, StorageError, ValueError) as exc:
                 log.warning("loading %s-%d failed (%s); retrying in %.0fs", OFFSETS_TOPIC, partition, exc,
                             LOAD_RETRY_S)
@@ -465,14 +496,23 @@ class TopicOffsetStore:
                 return  # unloaded meanwhile
             cache.take_over(found)
             cache.loaded()
+            rebuilt = self._load_consumer_groups(consumer_groups)
             self._counts["loads"] += 1
             deleted = self._deleted_while_loading.pop(partition, None)
             if deleted:
                 self._drop_topics(cache, deleted)
             groups, offsets = cache.statistics()
-            log.info("%s-%d loaded: %d offsets of %d groups in %.0f ms", OFFSETS_TOPIC, partition, offsets, groups,
-                     (time.monotonic() - started) * 1000)
+            log.info("%s-%d loaded: %d offsets of %d groups, %d consumer groups, in %.0f ms", OFFSETS_TOPIC,
+                     partition, offsets, groups, rebuilt, (time.monotonic() - started) * 1000)
             return
+
+    def _load_consumer_groups(self, loaded: GroupRecordSet) -> int:
+        """Hand the consumer groups' records just read to the consumer groups ("Consumer groups")."""
+        if not loaded.decoded:
+            return 0
+        topics = self.partitions.snapshot.topics
+        names = {topic_id: name for name, topic_id in self.topic_ids().items()}
+        return self.groups.consumer_groups.load(loaded, names, {n: len(m.partitions) for n, m in topics.items()})
 
     def _unload(self, partition: int) -> None:
         self._caches.pop(partition, None)
@@ -549,13 +589,14 @@ def _next_sequence(plog, producer_id: int, epoch: int) -> int:
     return 0
 
 
-def read_offsets(plog, buffer_size: int) -> PartitionOffsets:
+def read_offsets(plog, buffer_size: int, consumer_groups: GroupRecordSet | None = None) -> PartitionOffsets:
     """Blocking: the offsets of `plog` from its start to its end now, replayed into a fresh cache ("Load and
     unload"): each key's last offset commit or tombstone (as compaction would leave it: memory grows with the
     keys, not with the records read), and transactional offsets per producer id, pending until a marker in
     the log commits or drops them (offset_cache Rule: transactional-offsets-pending); those still undecided at
-    the end stay pending. Records of other types (group metadata) are skipped; a record that does not decode
-    is logged and skipped (one bad record must not make a whole partition's groups unreachable)."""
+    the end stay pending. The consumer groups' records go to `consumer_groups` ("Consumer groups"); records of
+    other types (a classic group's metadata) are skipped; a record that does not decode is logged and skipped
+    (one bad record must not make a whole partition's groups unreachable)."""
     replayed = PartitionOffsets(-1)
     replayed.loaded()  # decides markers as it meets them
     offset, end = plog.log_start_offset, plog.log_end_offset
@@ -566,12 +607,13 @@ def read_offsets(plog, buffer_size: int) -> PartitionOffsets:
             break
         for batch in iter_batches(data):
             if batch.last_offset >= offset:
-                _replay_batch(replayed, batch, offset)
+                _replay_batch(replayed, batch, offset, consumer_groups)
         offset = following
     return replayed
 
 
-def _replay_batch(replayed: PartitionOffsets, batch, start: int) -> None:
+def _replay_batch(replayed: PartitionOffsets, batch, start: int, consumer_groups: GroupRecordSet | None = None
+                  ) -> None:
     if batch.attributes & CONTROL_MASK:
         try:
             marker = parse_marker(batch.raw)
@@ -582,14 +624,25 @@ def _replay_batch(replayed: PartitionOffsets, batch, start: int) -> None:
         return
     producer_id = batch.producer_id if batch.attributes & TRANSACTIONAL_MASK else None
     for record in batch.records():
-        found = _decoded(record) if record.offset >= start and record.key is not None else None
+        if record.offset < start or record.key is None:
+            continue
+        found = _decoded(record)
         if found is None:
+            if producer_id is None and consumer_groups is not None:
+                _replay_group_record(consumer_groups, record)
             continue
         group, tp, committed = found
         if producer_id is None:
             replayed.apply(group, tp, committed)
         else:
             replayed.add_pending(producer_id, group, tp, committed)
+
+
+def _replay_group_record(consumer_groups: GroupRecordSet, record) -> None:
+    try:
+        consumer_groups.apply(record.key, record.value)
+    except ValueError as exc:
+        log.warning("%s record at offset %d skipped: %s", OFFSETS_TOPIC, record.offset, exc)
 
 
 def _decoded(record) -> tuple[str, TopicPartition, Committed] | None:

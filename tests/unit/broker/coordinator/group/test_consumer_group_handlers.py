@@ -17,7 +17,8 @@ from sparklog.coordination import topic_ids
 from sparklog.coordination.brokers import BrokerInfo
 from sparklog.protocol import errors
 from sparklog.protocol.api_keys import ApiKey
-from sparklog.protocol.consumer_group import (ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
+from sparklog.protocol.consumer_group import (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
+                                              ConsumerGroupHeartbeatRequest,
                                               HeartbeatTopicPartitions)
 from sparklog.protocol.group_admin import DescribeGroupsRequest, ListGroupsRequest
 from sparklog.protocol.offset_delete import OffsetDeleteRequest, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic
@@ -61,6 +62,14 @@ def heartbeat(state, group, member_id, epoch, topics=None, owned=None, assignor=
     return call(state, body, ApiKey.CONSUMER_GROUP_HEARTBEAT, version)
 
 
+def on_the_wire(response, version: int):
+    """The response as a client decodes it at `version`."""
+    data = bytes(ConsumerGroupDescribeResponse.encoder(version)(response, bytearray(), []))
+    decoded, end = ConsumerGroupDescribeResponse.decoder(version)(memoryview(data), 0, len(data))
+    assert end == len(data)
+    return decoded
+
+
 def assigned(response):
     return {t.topic_id: sorted(t.partitions) for t in response.assignment.topic_partitions}
 
@@ -86,6 +95,11 @@ def test_join_by_topic_ids_commit_with_the_member_epoch_and_describe(state):
         [member] = described.members
         assert {(t.topic_name, tuple(t.partitions)) for t in member.assignment.topic_partitions} == {
             ("t", (0, 1)), ("u", (0,))}
+        for version, member_type in ((0, -1), (1, 1)):  # v1 (KIP-1099): a consumer member; v0 has no MemberType
+            response = call(state, ConsumerGroupDescribeRequest(group_ids=[group]), ApiKey.CONSUMER_GROUP_DESCRIBE,
+                            version)
+            [[on_wire]] = [g.members for g in on_the_wire(response, version).groups]
+            assert on_wire.member_type == member_type and on_wire.member_id == "m1"
         classic = call(state, DescribeGroupsRequest(groups=[group]), 15, 4).groups[0]
         assert classic.error_code == errors.GroupIdNotFoundError.errno  # Kafka 4: not a classic group
         listed = {g.group_id: (g.protocol_type, g.group_state) for g in call(state, ListGroupsRequest(), 16, 4).groups}
@@ -163,5 +177,23 @@ def test_offset_delete_keeps_the_subscribed_topics_of_a_consumer_group(state):
         codes = {t.name: t.partitions[0].error_code for t in result.topics}
         assert codes == {"t": errors.GroupSubscribedToTopicError.errno, "u": 0}
         assert state.offsets.committed == {(group, "t", 0): 5}
+
+    asyncio.run(scenario())
+
+
+def test_a_commit_with_epoch_minus_one_and_a_member_id_goes_to_a_group_without_members(state):
+    """librdkafka's consumer of `group.protocol=consumer` that assign()s (no group membership) commits with its
+    own member id and epoch -1 (librdkafka's 0030_offset_commit): Kafka's coordinator accepts a commit of a
+    negative epoch or generation to a group without members, whatever the member id (a "simple" group), and
+    refuses it while the group has members."""
+    group = group_on(ME, "s")
+
+    async def scenario():
+        assert await commit_code(state, group, -1, "its-own-member-id") == 0  # no such group yet
+        joined = heartbeat(state, group, "m1", 0, topics=["t"])
+        assert joined.error_code == 0
+        assert await commit_code(state, group, -1, "its-own-member-id") == errors.UnknownMemberIdError.errno
+        assert heartbeat(state, group, "m1", -1).error_code == 0  # the last member leaves
+        assert await commit_code(state, group, -1, "its-own-member-id") == 0
 
     asyncio.run(scenario())
