@@ -72,8 +72,7 @@ def _handle_fetch(request, state):
     A follower's fetch (replica_id >= 0) reads up to the log end offset, not the HW, and its fetch offsets
     are the follower's LEOs, recorded first (those a session remembers too): they move the HW and the ISR
     (replica_manager.py)."""
-    if request.body.replica_state is not None:  # v15+ (KIP-903): the fetcher's replica id moved there
-        request.body.replica_id = request.body.replica_state.replica_id
+    fetch_topic_ids.adopt_replica_state(request.body)
     context = state.fetch_sessions.begin(request.body, int(time.monotonic() * 1000))
     if context.__class__ is int:
         state.request_meters.error(_FETCH, context)

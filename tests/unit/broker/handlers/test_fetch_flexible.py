@@ -1,7 +1,7 @@
 """Fetch v12-v16 and Produce v9-v11 through the dispatcher (real partition logs, a hand-made snapshot as in
 test_fetch_fast_path.py): topics by id resolved per fetch (fetch_topic_ids.py), a re-created topic is another
 topic to a fetch or a session by the old id, sessions keyed by id, the diverging epoch (fetch_divergence.py),
-the leader hints (leader_hints.py), the v15 replica_state."""
+the leader hints (leader_hints.py), the v15 replica_state, a fetch by id behind the authorizer."""
 
 from __future__ import annotations
 
@@ -11,8 +11,12 @@ import uuid
 
 import pytest
 
+from sparklog.broker.authorization import Authorization
+from sparklog.broker.network.dispatch import Dispatcher
 from sparklog.broker.replication.partitions import MetadataSnapshot
 from sparklog.coordination import topic_ids
+from sparklog.coordination.acl import (AccessControlEntry, AclSnapshot, Authorizer, Operation, Permission,
+                                       ResourcePattern, ResourceType)
 from sparklog.protocol import ApiKey, FetchPartition, FetchRequest, FetchTopic
 from sparklog.protocol.fetch import ForgottenTopic, ReplicaState
 from sparklog.protocol.produce import PartitionProduceData, ProduceRequest, TopicProduceData
@@ -20,6 +24,7 @@ from sparklog.protocol.registry import decode_response, encode_request
 from sparklog.records.batch import build_batch
 
 from unit.broker.handlers.test_fetch_fast_path import BATCHES, filled, materialised
+from unit.broker.test_authorization import StaticAcls
 from unit.broker.handlers.test_produce_fast_path import ME, OTHER, T_ID, identified_session
 
 NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_ID = 6, 100
@@ -194,3 +199,18 @@ def test_a_v15_follower_is_named_by_its_replica_state(broker):
     error, size = read(ReplicaState(replica_id=OTHER, replica_epoch=-1))
     assert error == 0 and size > 0
     assert ME != OTHER
+
+
+def test_behind_an_authorizer_a_fetch_by_id_is_checked_by_the_topics_name(broker):
+    """ACLs name topics: a v16 fetch of t by id passes an ACL on "t"; an unknown id, which no ACL can name, is
+    refused, and answered under its id."""
+    dispatcher, _ = broker
+    state = dispatcher.state
+    anyone = AccessControlEntry("User:ANONYMOUS", "*", Operation.ALL, Permission.ALLOW)
+    state.authorization = Authorization(StaticAcls(AclSnapshot({ResourcePattern(ResourceType.TOPIC, "t"): {anyone}})),
+                                        Authorizer())
+    guarded = (Dispatcher(state), dispatcher.new_session())
+    served = answers(ask(guarded, ApiKey.FETCH, 16, fetch()))
+    assert served[(T, 0)][0] == 0 and served[(T, 0)][1] > 0
+    stranger = uuid.uuid4()
+    assert answers(ask(guarded, ApiKey.FETCH, 16, fetch(topic_id=stranger))) == {(stranger, 0): (29, 0)}
