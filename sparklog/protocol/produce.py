@@ -1,9 +1,10 @@
-"""Produce (key 0), versions 0-8, none flexible. Transcribed from Kafka's ProduceRequest.json and
+"""Produce (key 0), versions 0-11, flexible from v9 (KIP-482). Transcribed from Kafka's ProduceRequest.json and
 ProduceResponse.json.
 
 By version: v0-v2 carry legacy message sets (magic 0 and 1, records/legacy.py; the handler up-converts them);
 v1 throttle_time_ms; v2 log_append_time_ms; v3 transactional_id (and RecordBatch v2 only); v5
-log_start_offset; v8 record_errors and error_message. ``records`` is passed through untouched: decoded as a
+log_start_offset; v8 record_errors and error_message; v9 flexible; v10 the response's current_leader and
+node_endpoints tagged fields (KIP-951); v11 the same (the TRANSACTION_ABORTABLE error, KIP-890). ``records`` is passed through untouched: decoded as a
 memoryview of the request frame.
 
 The one-partition fast path (the common Produce: one topic, one partition, a record set) is hand-written
@@ -28,9 +29,11 @@ from sparklog.records import BytesLike
 
 __all__ = ["FAST_PATH_VERSIONS", "SinglePartitionProduce", "decode_single_partition", "encode_single_partition_response",
            "ProduceRequest", "ProduceResponse", "TopicProduceData", "PartitionProduceData",
-           "TopicProduceResponse", "PartitionProduceResponse", "BatchIndexAndErrorMessage"]
+           "TopicProduceResponse", "PartitionProduceResponse", "BatchIndexAndErrorMessage", "LeaderIdAndEpoch",
+           "NodeEndpoint"]
 
-ProduceRequest = message("ProduceRequest", api_key=ApiKey.PRODUCE, versions="0-8", module=__name__, fields=[
+ProduceRequest = message("ProduceRequest", api_key=ApiKey.PRODUCE, versions="0-11", flexible="9+", module=__name__,
+                         fields=[
     F("transactional_id", "string", "3+", nullable="3+", default=None),
     F("acks", "int16", "0+"),
     F("timeout_ms", "int32", "0+"),
@@ -43,7 +46,8 @@ ProduceRequest = message("ProduceRequest", api_key=ApiKey.PRODUCE, versions="0-8
     ]),
 ])
 
-ProduceResponse = message("ProduceResponse", api_key=ApiKey.PRODUCE, versions="0-8", module=__name__, fields=[
+ProduceResponse = message("ProduceResponse", api_key=ApiKey.PRODUCE, versions="0-11", flexible="9+", module=__name__,
+                          fields=[
     F("responses", "[]TopicProduceResponse", "0+", fields=[
         F("name", "string", "0-12"),
         F("partition_responses", "[]PartitionProduceResponse", "0+", fields=[
@@ -57,9 +61,19 @@ ProduceResponse = message("ProduceResponse", api_key=ApiKey.PRODUCE, versions="0
                 F("batch_index_error_message", "string", "8+", nullable="8+", default=None),
             ]),
             F("error_message", "string", "8+", nullable="8+", default=None),
+            F("current_leader", "LeaderIdAndEpoch", "10+", tag=0, tagged="10+", fields=[
+                F("leader_id", "int32", "10+", default=-1),
+                F("leader_epoch", "int32", "10+", default=-1),
+            ]),
         ]),
     ]),
     F("throttle_time_ms", "int32", "1+", default=0),
+    F("node_endpoints", "[]NodeEndpoint", "10+", tag=0, tagged="10+", fields=[
+        F("node_id", "int32", "10+"),
+        F("host", "string", "10+"),
+        F("port", "int32", "10+"),
+        F("rack", "string", "10+", nullable="10+", default=None),
+    ]),
 ])
 
 TopicProduceData = ProduceRequest.TopicProduceData
@@ -67,6 +81,8 @@ PartitionProduceData = TopicProduceData.PartitionProduceData
 TopicProduceResponse = ProduceResponse.TopicProduceResponse
 PartitionProduceResponse = TopicProduceResponse.PartitionProduceResponse
 BatchIndexAndErrorMessage = PartitionProduceResponse.BatchIndexAndErrorMessage
+LeaderIdAndEpoch = PartitionProduceResponse.LeaderIdAndEpoch
+NodeEndpoint = ProduceResponse.NodeEndpoint
 
 
 # ---- the one-partition fast path (Rules 1 and 2)

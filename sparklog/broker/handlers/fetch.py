@@ -7,14 +7,15 @@ import functools
 import logging
 import time
 
-from sparklog.protocol.fetch import (FetchableTopicResponse, FetchResponse, FetchTopic, PartitionData,
-                                     SinglePartitionFetch,
+from sparklog.protocol.fetch import (FIRST_TOPIC_ID_VERSION, FetchableTopicResponse, FetchResponse, FetchTopic,
+                                     PartitionData, SinglePartitionFetch, single_partition_end,
                                      encode_single_partition_head as encode_single_partition_fetch_head)
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.storage.errors import StorageError
 from sparklog.broker.handlers.error_codes import (NONE, NOT_LEADER_OR_FOLLOWER, NOT_SERVED_FAST, NO_OFFSET,
                                                   OFFSET_OUT_OF_RANGE, STORAGE_FAULTS, storage_error_code)
-from sparklog.broker.handlers import read_committed
+from sparklog.broker.handlers import fetch_divergence, fetch_topic_ids, leader_hints, read_committed
+from sparklog.broker.handlers.fetch_sessions import topic_key
 from sparklog.broker.handlers.leadership import fenced_here_whole_elsewhere, leader_in_epoch, verified_first
 
 log = logging.getLogger(__name__)
@@ -59,16 +60,25 @@ def _read_error(plog, exc: StorageError) -> int:
 
 
 def handle_fetch(request, state):
+    """`_handle_fetch`, its answer from v12 on naming the current leader of a partition it does not serve
+    (leader_hints.py)."""
+    return leader_hints.hinted(_handle_fetch(request, state), request, state, leader_hints.FETCH)
+
+
+def _handle_fetch(request, state):
     """Every partition the fetch session names (fetch_sessions.py: the request's own for a full fetch), records
     as FileSlices; long-polls when fewer than min_bytes are ready; the answer filtered by the session.
 
     A follower's fetch (replica_id >= 0) reads up to the log end offset, not the HW, and its fetch offsets
     are the follower's LEOs, recorded first (those a session remembers too): they move the HW and the ISR
     (replica_manager.py)."""
+    fetch_topic_ids.adopt_replica_state(request.body)
     context = state.fetch_sessions.begin(request.body, int(time.monotonic() * 1000))
     if context.__class__ is int:
         state.request_meters.error(_FETCH, context)
         return FetchResponse(throttle_time_ms=0, error_code=context, session_id=0, responses=[])
+    if request.api_version >= FIRST_TOPIC_ID_VERSION:
+        context = fetch_topic_ids.named(context, state.partitions.snapshot)
     body = context.fetch
     if body.replica_id >= 0:
         _record_follower_fetch(body, state)
@@ -176,15 +186,15 @@ def _fetch_pass(body, state, context):
         return _fetch_once(body, state)
     snapshot, topics, quiet = state.partitions.snapshot, [], []
     for topic in body.topics:
-        name, parts = topic.topic, []
+        name, key, parts = topic.topic, topic_key(topic), []
         for part in topic.partitions:
             led = fetch_target(state, snapshot, name, part.partition, part.current_leader_epoch, part.fetch_offset)
-            if led.__class__ is not int and _quiet(led, part, last.get((name, part.partition)), body):
+            if led.__class__ is not int and _quiet(led, part, last.get((key, part.partition)), body):
                 quiet.append(led.plog)
             else:
                 parts.append(part)
         if parts:
-            topics.append(FetchTopic(topic=name, partitions=parts))
+            topics.append(FetchTopic(topic=name, topic_id=topic.topic_id, partitions=parts))
     response, ready, plogs, failed = _fetch_once(body._replace(topics=topics), state)
     return response, ready, plogs + quiet, failed
 
@@ -195,6 +205,8 @@ def _quiet(led, part, last, body) -> bool:
     log end; a consumer's: the HW), and HW (= its LSO for these readers) and log start as last answered."""
     if last is None or body.isolation_level == read_committed.READ_COMMITTED:
         return False
+    if part.last_fetched_epoch >= 0 and fetch_divergence.diverging(led.plog, part) is not None:
+        return False  # a diverging epoch is always answered (fetch_sessions.py Rule 3)
     plog = led.plog
     high_watermark = plog.high_watermark
     end = plog.log_end_offset if body.replica_id in led.state.followers else high_watermark
@@ -225,6 +237,11 @@ def _fetch_once(body, state):
             plogs.append(plog)
             high_watermark = plog.high_watermark
             log_start = plog.log_start_offset
+            if part.last_fetched_epoch >= 0:  # Fetch v12+ (KIP-320): a log that diverged is not read
+                diverging = fetch_divergence.diverging(plog, part)
+                if diverging is not None:
+                    parts.append(fetch_divergence.diverged(index, diverging, high_watermark, log_start))
+                    continue
             records = b""
             error = NONE
             stable, aborted = high_watermark, None
@@ -249,7 +266,7 @@ def _fetch_once(body, state):
             parts.append(PartitionData(partition_index=index, error_code=error, high_watermark=high_watermark,
                                        last_stable_offset=min(stable, high_watermark), log_start_offset=log_start,
                                        aborted_transactions=aborted, preferred_read_replica=-1, records=records))
-        responses.append(FetchableTopicResponse(topic=name, partitions=parts))
+        responses.append(FetchableTopicResponse(topic=name, topic_id=topic.topic_id, partitions=parts))
     response = FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=0, responses=responses)
     return response, ready, plogs, failed
 
@@ -261,15 +278,20 @@ def handle_single_partition_fetch(request: SinglePartitionFetch, state):
     the same bytes or the error, or long-polls): a follower's fetch (replica_id >= 0, which moves the HW),
     a partition not led here or a stale epoch, a segment still to verify, a fenced range (Rule 4), a read
     that raises, fewer than min_bytes ready with max_wait_ms > 0, no byte of budget, or a read_committed
-    fetch with something unstable or aborted to answer (read_committed.fast_limit)."""
-    if request.replica_id >= 0:
+    fetch with something unstable or aborted to answer (read_committed.fast_limit), a v12+ fetch with a last fetched
+    epoch (the general path checks it for divergence), a v13+ topic id not known here."""
+    if request.replica_id >= 0 or request.last_fetched_epoch >= 0:
         return NOT_SERVED_FAST
     budget = min(request.max_bytes, state.config.fetch_max_bytes, request.partition_max_bytes)
     if budget <= 0:
         return NOT_SERVED_FAST
     offset = request.fetch_offset
-    led = fetch_target(state, state.partitions.snapshot, request.topic, request.partition,
-                       request.current_leader_epoch, offset)
+    snapshot, topic = state.partitions.snapshot, request.topic
+    if request.topic_id is not None:  # v13+
+        topic = snapshot.names_by_topic_id.get(request.topic_id)
+        if topic is None:
+            return NOT_SERVED_FAST
+    led = fetch_target(state, snapshot, topic, request.partition, request.current_leader_epoch, offset)
     if led.__class__ is int:
         return NOT_SERVED_FAST
     plog = led.plog
@@ -290,10 +312,11 @@ def handle_single_partition_fetch(request: SinglePartitionFetch, state):
     if size < request.min_bytes and request.max_wait_ms > 0:
         return NOT_SERVED_FAST
     head = encode_single_partition_fetch_head(request, high_watermark, log_start, size)
+    end = single_partition_end(request.api_version)  # v12+: the tags after the records
     if size:
-        state.topic_meters.fetched(request.topic, size)
-        return [head, records]
-    return [head]
+        state.topic_meters.fetched(topic, size)
+        return [head, records, end] if end else [head, records]
+    return [head + end]
 
 
 def _fetch_error(index: int, code: int) -> PartitionData:

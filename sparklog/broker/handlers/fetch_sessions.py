@@ -1,5 +1,8 @@
 """The incremental fetch session cache (KIP-227): which partitions a Fetch reads, and which its answer carries.
 
+A session names a topic by its id from Fetch v13 on, by its name before (`topic_key`, as Kafka's sessions do):
+a topic deleted and re-created under the same name is another topic to a session of ids.
+
 Sans-IO: the caller passes the time (`now_ms`) and gets back what to fetch and, after the read, the answer to
 send; nothing here reads a log or a socket. The Fetch handler is the one caller (handlers/fetch.py); the
 per-partition read stays in its core.
@@ -17,8 +20,8 @@ it was; the client starts over with a full fetch (Rule 1). Otherwise the request
 session or replace its entry (fetch offset, leader epoch, max bytes), its forgotten_topics_data are removed, the
 expected epoch advances (after 2^31-1 it wraps to 1), and the fetch reads every partition of the session. A
 session left empty is removed and the fetch is sessionless.
-Rule 3 (incremental answers): an incremental response carries only the partitions with records, an error, or a
-high watermark, last stable offset or log start offset other than the one last answered for it in this session
+Rule 3 (incremental answers): an incremental response carries only the partitions with records, an error, a
+diverging epoch (Fetch v12+, KIP-320), or a high watermark, last stable offset or log start offset other than the one last answered for it in this session
 (a partition answered with an error is answered again when the error clears; a newly added one is answered).
 Rule 4 (eviction, Kafka's FetchSessionCache): at most `max.incremental.fetch.session.cache.slots` sessions (0: no
 sessions, every fetch is full). A session is privileged when a follower made it (replica_id >= 0). A new session
@@ -36,6 +39,7 @@ when the cache is full may take the slot of
 from __future__ import annotations
 
 import random
+import uuid
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -43,7 +47,7 @@ from sparklog.broker.handlers.error_codes import FETCH_SESSION_ID_NOT_FOUND, INV
 from sparklog.protocol.fetch import FetchResponse, FetchTopic
 
 __all__ = ["FetchSessionCache", "FetchContext", "EVICTION_MS", "INITIAL_EPOCH", "FINAL_EPOCH", "INVALID_SESSION_ID",
-           "DEFAULT_SLOTS", "next_epoch"]
+           "DEFAULT_SLOTS", "next_epoch", "topic_key"]
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -58,6 +62,20 @@ def next_epoch(epoch: int) -> int:
     if epoch < 0:
         return FINAL_EPOCH
     return 1 if epoch == _MAX_EPOCH else epoch + 1
+
+
+def topic_key(topic) -> str | uuid.UUID:
+    """What a session names a topic by, as Kafka's does (KIP-516): from Fetch v13 on its id (a request's topic,
+    forgotten topic or answered topic carries one then, so a re-created topic is another topic), before that
+    its name."""
+    topic_id = topic.topic_id
+    return topic.topic if topic_id.int == 0 else topic_id
+
+
+def _fetch_topic(key: str | uuid.UUID, partitions: list) -> FetchTopic:
+    if key.__class__ is str:
+        return FetchTopic(topic=key, partitions=partitions)
+    return FetchTopic(topic="", topic_id=key, partitions=partitions)  # the Fetch handler names it by its id
 
 
 class SessionFetch(NamedTuple):
@@ -78,9 +96,10 @@ class FetchSession:
     created_ms: int
     last_used_ms: int
     epoch: int = 1  # the epoch the next incremental request must carry
-    # topic -> partition index -> the request's FetchPartition last given for it (fetch offset, epoch, max bytes)
+    # topic (topic_key) -> partition index -> the request's FetchPartition last given for it (fetch offset, epoch,
+    # max bytes)
     partitions: dict = field(default_factory=dict)
-    answered: dict = field(default_factory=dict)  # (topic, index) -> (hw, lso, log start) last answered, or None
+    answered: dict = field(default_factory=dict)  # (topic key, index) -> (hw, lso, log start) last answered, or None
 
     @property
     def size(self) -> int:
@@ -97,20 +116,22 @@ class FetchSession:
     def update(self, body) -> None:
         """Rule 2: add or replace the request's partitions, drop its forgotten ones."""
         for topic in body.topics:
-            parts = self.partitions.setdefault(topic.topic, {})
+            key = topic_key(topic)
+            parts = self.partitions.setdefault(key, {})
             for part in topic.partitions:
                 parts[part.partition] = part
-                self.answered.setdefault((topic.topic, part.partition), None)
+                self.answered.setdefault((key, part.partition), None)
         for gone in body.forgotten_topics_data or ():
-            parts = self.partitions.get(gone.topic, {})
+            key = topic_key(gone)
+            parts = self.partitions.get(key, {})
             for index in gone.partitions:
                 parts.pop(index, None)
-                self.answered.pop((gone.topic, index), None)
+                self.answered.pop((key, index), None)
             if not parts:
-                self.partitions.pop(gone.topic, None)
+                self.partitions.pop(key, None)
 
     def fetch_of(self, body) -> SessionFetch:
-        topics = [FetchTopic(topic=name, partitions=list(parts.values())) for name, parts in self.partitions.items()]
+        topics = [_fetch_topic(key, list(parts.values())) for key, parts in self.partitions.items()]
         return SessionFetch(body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes, body.isolation_level,
                             topics)
 
@@ -155,11 +176,11 @@ def _changed(session: FetchSession, responses: list) -> list:
     """Rule 3: the partitions to answer, each one's answer remembered."""
     answered, kept = session.answered, []
     for topic in responses:
-        name, parts = topic.topic, []
+        name, parts = topic_key(topic), []
         for part in topic.partitions:
             now = _answer(part)
             key = (name, part.partition_index)
-            if now is None or part.records or answered.get(key) != now:
+            if now is None or part.records or answered.get(key) != now or part.diverging_epoch is not None:
                 parts.append(part)
                 if key in answered:
                     answered[key] = now
@@ -214,7 +235,7 @@ class FetchSessionCache:
         session.update(body)
         for topic in response.responses:
             for part in topic.partitions:
-                key = (topic.topic, part.partition_index)
+                key = (topic_key(topic), part.partition_index)
                 if key in session.answered:
                     session.answered[key] = _answer(part)
         self.sessions[session.id] = session

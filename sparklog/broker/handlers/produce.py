@@ -31,6 +31,7 @@ from sparklog.broker.handlers.error_codes import (CORRUPT_MESSAGE, INVALID_RECOR
                                                   NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, NOT_SERVED_FAST,
                                                   NO_OFFSET, NO_TIMESTAMP, REQUEST_TIMED_OUT, STORAGE_FAULTS,
                                                   storage_error_code)
+from sparklog.broker.handlers import leader_hints
 from sparklog.broker.handlers.leadership import not_led_error
 from sparklog.broker.coordinator.transaction.verifier import Wanted
 from sparklog.records import legacy
@@ -89,6 +90,12 @@ def _needs_verification(led, topic: str, index: int, records, state) -> bool:
 
 
 def handle_produce(request, state):
+    """`_handle_produce`, its answer from v10 on naming the current leader of a partition not led here
+    (leader_hints.py)."""
+    return leader_hints.hinted(_handle_produce(request, state), request, state, leader_hints.PRODUCE)
+
+
+def _handle_produce(request, state):
     """Append each partition's record set in one call; acks=0 gets no response (None); acks=all waits in
     the purgatory until the HW passes each batch (a coroutine then), or answers at once when it already has.
     Transactional record sets the leader must verify first make it a coroutine that verifies, then appends

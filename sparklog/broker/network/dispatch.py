@@ -66,6 +66,7 @@ from sparklog.broker.handlers.client_quotas import QUOTA_HANDLERS
 from sparklog.broker.coordinator.transaction.handlers import TRANSACTION_HANDLERS
 from sparklog.broker.handlers import HANDLERS as _HANDLERS
 from sparklog.broker.handlers.error_codes import NOT_SERVED_FAST
+from sparklog.broker.handlers import fetch_topic_ids
 from sparklog.broker.handlers.fetch import handle_single_partition_fetch
 from sparklog.broker.handlers.produce import (fast_produce_partition, handle_produce_group,
                                               handle_single_partition_produce, is_transactional)
@@ -156,6 +157,8 @@ class Dispatcher:
         self._default_session = ClientSession()  # for callers without a connection (tests, tools)
         # With an authorizer every request is checked, and the fast paths are declined (authorization Rule 4)
         self.handlers = HANDLERS if state.authorization is None else guarded(HANDLERS)
+        if state.authorization is not None:  # Fetch v13+ names topics by id: named for the ACLs first
+            self.handlers[ApiKey.FETCH] = fetch_topic_ids.named_first(self.handlers[ApiKey.FETCH])
         self.fast = state.authorization is None
         self.metering = False  # Rule 7: some quota is configured; handle_frame is then _metered
         self.throttled = 0  # responses that carried a throttle (Rule 7)

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparklog.protocol import ApiKey, FetchPartition, FetchRequest, FetchTopic
-from sparklog.protocol.fetch import (FetchableTopicResponse, FetchResponse, ForgottenTopic, PartitionData,
-                                     decode_single_partition, encode_single_partition_head)
+from sparklog.protocol.fetch import (FetchableTopicResponse, FetchResponse, ForgottenTopic, PartitionData, ReplicaState,
+                                     decode_single_partition, encode_single_partition_head, single_partition_end)
 from sparklog.protocol.headers import RequestHeader
 from sparklog.protocol.registry import ALL_VERSIONS, decode_request, encode_request, encode_response
 
@@ -30,19 +30,24 @@ def single_partition(draw):
     return draw(VERSIONS), draw(INT32), draw(CLIENT_IDS), FetchRequest(
         replica_id=draw(INT32), max_wait_ms=draw(INT32), min_bytes=draw(INT32), max_bytes=draw(INT32),
         isolation_level=draw(INT8), session_id=0, session_epoch=draw(st.sampled_from((0, -1))),
-        topics=[FetchTopic(topic=draw(st.text(max_size=10)), partitions=[FetchPartition(
+        topics=[FetchTopic(topic=draw(st.text(max_size=10)), topic_id=draw(st.uuids()), partitions=[FetchPartition(
             partition=draw(INT32), current_leader_epoch=draw(INT32), fetch_offset=draw(INT64),
-            log_start_offset=draw(INT64), partition_max_bytes=draw(INT32))])],
-        forgotten_topics_data=[], rack_id=draw(st.text(max_size=6)))
+            last_fetched_epoch=draw(INT32), log_start_offset=draw(INT64), partition_max_bytes=draw(INT32))])],
+        forgotten_topics_data=[], rack_id=draw(st.text(max_size=6)),
+        cluster_id=draw(st.none() | st.text(max_size=6)),  # v12+ tagged fields of the body
+        replica_state=draw(st.none() | st.builds(ReplicaState, replica_id=INT32, replica_epoch=INT64)))
 
 
 def general_values(request) -> tuple:
     body = request.body
+    version = request.header.api_version
     part = body.topics[0].partitions[0]
-    epoch = part.current_leader_epoch if request.header.api_version >= 9 else -1
-    return (request.header.api_version, request.header.correlation_id, body.replica_id, body.max_wait_ms,
+    epoch = part.current_leader_epoch if version >= 9 else -1
+    replica_id = body.replica_id if body.replica_state is None else body.replica_state.replica_id  # v15+
+    topic_id = body.topics[0].topic_id if version >= 13 else None
+    return (version, request.header.correlation_id, replica_id, body.max_wait_ms,
             body.min_bytes, body.max_bytes, body.topics[0].topic, part.partition, epoch, part.fetch_offset,
-            part.partition_max_bytes, body.isolation_level)
+            part.partition_max_bytes, body.isolation_level, topic_id, part.last_fetched_epoch)
 
 
 @settings(max_examples=150, deadline=None)
@@ -119,11 +124,12 @@ def test_the_fast_response_is_the_general_response(case, high_watermark, log_sta
     request = decode_single_partition(frame_of(version, correlation_id, client_id, body))
     general = encode_response(RequestHeader(ApiKey.FETCH, version, correlation_id, client_id), FetchResponse(
         throttle_time_ms=0, error_code=0, session_id=0, responses=[FetchableTopicResponse(
-            topic=request.topic, partitions=[PartitionData(
+            topic=request.topic, topic_id=request.topic_id, partitions=[PartitionData(
                 partition_index=request.partition, error_code=0, high_watermark=high_watermark,
                 last_stable_offset=high_watermark, log_start_offset=log_start, aborted_transactions=None,
                 preferred_read_replica=-1, records=records)])]))
-    fast = encode_single_partition_head(request, high_watermark, log_start, len(records)) + records
+    fast = (encode_single_partition_head(request, high_watermark, log_start, len(records)) + records
+            + single_partition_end(version))
     assert fast == b"".join(bytes(chunk) for chunk in general)
 
 

@@ -50,8 +50,8 @@ def ours_as_dict(obj, version):
         if version not in f.versions:
             continue
         v = getattr(obj, f.name)
-        if f.fields is not None and v is not None:
-            v = [ours_as_dict(e, version) for e in v]
+        if f.fields is not None and v is not None:  # a struct array, or a single (tagged) struct
+            v = [ours_as_dict(e, version) for e in v] if f.is_array else ours_as_dict(v, version)
         elif isinstance(v, memoryview):
             v = bytes(v)
         out[f.name] = v

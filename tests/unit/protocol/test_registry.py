@@ -39,6 +39,7 @@ def test_advertised_table():
             ApiKey.DESCRIBE_ACLS: (0, 3), ApiKey.CREATE_ACLS: (0, 3),  # v2-v3 decoded, not advertised
             ApiKey.DELETE_ACLS: (0, 3),
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # v1 (KIP-860) decoded, not advertised
+            ApiKey.FETCH: (4, 16), ApiKey.PRODUCE: (0, 11),  # the flexible versions decoded, not advertised
             ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1), ApiKey.ALTER_CLIENT_QUOTAS: (0, 1)} == ALL_VERSIONS  # not advertised
 
 

@@ -29,6 +29,9 @@ ME, OTHER = 1, 2
 MAX_MESSAGE_BYTES = 600  # small, so that some drawn batches are refused (MESSAGE_TOO_LARGE)
 
 
+T_ID = "AAECAwQFBgcICQoLDA0ODw"  # topic t's id (Fetch v13+ asks by id)
+
+
 def broker(log_dir: str, overrides: dict | None = None) -> Dispatcher:
     logs = LogManager([log_dir], {"flush.visibility": "appended", "max.message.bytes": str(MAX_MESSAGE_BYTES)})
     config = BrokerConfig.from_properties({"broker.id": str(ME), "log.dirs": log_dir, "zookeeper.connect": "unused:1",
@@ -37,7 +40,7 @@ def broker(log_dir: str, overrides: dict | None = None) -> Dispatcher:
                ("r", 0): logs.get_or_create("r", 0, {"min.insync.replicas": "2"}),
                ("r", 1): logs.get_or_create("r", 1, {"min.insync.replicas": "2"})}
     topics = {"t": TopicMeta("t", {0: PartitionMeta(0, ME, 0, (ME,), (ME,)), 1: PartitionMeta(1, ME, 0, (ME,), (ME,)),
-                                   2: PartitionMeta(2, OTHER, 0, (OTHER,), (OTHER,))}),
+                                   2: PartitionMeta(2, OTHER, 0, (OTHER,), (OTHER,))}, topic_id=T_ID),
               # replicated: 0 has its follower in the ISR (acks=all waits for it), 1 is below min.insync.replicas
               "r": TopicMeta("r", {0: PartitionMeta(0, ME, 0, (ME, OTHER), (ME, OTHER)),
                                    1: PartitionMeta(1, ME, 0, (ME, OTHER), (ME,))}, config={"min.insync.replicas": "2"})}

@@ -1,0 +1,98 @@
+"""Fetch v13+ (KIP-516): topics asked by id, resolved to the names the Fetch core reads.
+
+Rule: ids-resolved-per-fetch: the ids a fetch reads (the request's, or its incremental session's, which fetch_sessions.py
+keys by id from v13 on) are resolved against the current metadata snapshot on every fetch, never remembered as
+names: a topic deleted and re-created under the same name has a new id, so a fetcher still on the old id is
+answered UNKNOWN_TOPIC_ID (and refreshes its metadata), never the new topic's records.
+Rule: named-before-authorization: behind an authorizer (ACLs name topics), a v13+ request's topics are named by
+their ids before the checks (`named_first`; an unknown id keeps the empty name, which no ACL grants) and a v15+
+request's replica id is taken from its replica_state (a follower's CLUSTER_ACTION); the topics the authorizer
+answers itself get their ids back in the answer.
+Rule: unknown-ids-answered: every partition of an id no topic has here (the all-zero id included) is answered
+UNKNOWN_TOPIC_ID, with no records, under its id; it stays in the fetch session (an error is answered on every
+incremental fetch, fetch_sessions.py Rule 3) until the client forgets it.
+"""
+
+from __future__ import annotations
+
+from sparklog.broker.authorization import then
+from sparklog.broker.handlers.error_codes import NO_OFFSET, UNKNOWN_TOPIC_ID
+from sparklog.broker.handlers.fetch_sessions import SessionFetch
+from sparklog.protocol.fetch import FIRST_TOPIC_ID_VERSION, FetchableTopicResponse, FetchResponse, PartitionData
+
+__all__ = ["named", "named_first", "adopt_replica_state"]
+
+
+class _WithUnknownIds:
+    """A FetchContext whose fetch leaves out the topics of unknown ids, and whose answer carries them (Rule:
+    unknown-ids-answered) before the session filters it."""
+
+    __slots__ = ("fetch", "_context", "_unknown")
+
+    def __init__(self, fetch, context, unknown: list) -> None:
+        self.fetch = fetch
+        self._context = context
+        self._unknown = unknown
+
+    @property
+    def last_answers(self) -> dict | None:
+        return self._context.last_answers
+
+    def finish(self, response: FetchResponse) -> FetchResponse:
+        response.responses += self._unknown
+        return self._context.finish(response)
+
+
+def named(context, snapshot):
+    """`context` (fetch_sessions.FetchContext) with each topic of its fetch named by its id (Rule:
+    ids-resolved-per-fetch), or wrapped to answer the unknown ones (Rule: unknown-ids-answered)."""
+    body, names = context.fetch, snapshot.names_by_topic_id
+    known, unknown = [], []
+    for topic in body.topics:
+        name = names.get(topic.topic_id)
+        if name is None:
+            unknown.append(FetchableTopicResponse(topic="", topic_id=topic.topic_id, partitions=[
+                _unknown_id(part.partition) for part in topic.partitions]))
+        else:
+            topic.topic = name
+            known.append(topic)
+    if not unknown:
+        return context
+    fetch = SessionFetch(body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes, body.isolation_level,
+                         known)
+    return _WithUnknownIds(fetch, context, unknown)
+
+
+def _unknown_id(index: int) -> PartitionData:
+    return PartitionData(partition_index=index, error_code=UNKNOWN_TOPIC_ID, high_watermark=NO_OFFSET,
+                         last_stable_offset=NO_OFFSET, log_start_offset=NO_OFFSET, aborted_transactions=None,
+                         preferred_read_replica=-1, records=b"")
+
+
+def adopt_replica_state(body) -> None:
+    """Fetch v15+ (KIP-903): the fetcher's replica id is its replica_state's (replica_id is then not sent)."""
+    if body.replica_state is not None:
+        body.replica_id = body.replica_state.replica_id
+
+
+def named_first(guarded_fetch):
+    """The Fetch handler behind the authorizer, `guarded_fetch`, with Rule: named-before-authorization."""
+    def handle(request, state):
+        body = request.body
+        adopt_replica_state(body)
+        if request.api_version < FIRST_TOPIC_ID_VERSION:
+            return guarded_fetch(request, state)
+        names = state.partitions.snapshot.names_by_topic_id
+        ids = {}
+        for topic in body.topics:
+            topic.topic = names.get(topic.topic_id, "")
+            ids[topic.topic] = topic.topic_id
+        return then(guarded_fetch(request, state), lambda response: _with_ids(response, ids))
+    return handle
+
+
+def _with_ids(response: FetchResponse, ids: dict) -> FetchResponse:
+    for topic in response.responses:
+        if topic.topic_id.int == 0:
+            topic.topic_id = ids.get(topic.topic, topic.topic_id)
+    return response
