@@ -17,9 +17,10 @@ it was; the client starts over with a full fetch (Rule 1). Otherwise the request
 session or replace its entry (fetch offset, leader epoch, max bytes), its forgotten_topics_data are removed, the
 expected epoch advances (after 2^31-1 it wraps to 1), and the fetch reads every partition of the session. A
 session left empty is removed and the fetch is sessionless.
-Rule 3 (incremental answers): an incremental response carries only the partitions with records, an error, or a
-high watermark, last stable offset or log start offset other than the one last answered for it in this session
-(a partition answered with an error is answered again when the error clears; a newly added one is answered).
+Rule 3 (incremental answers): an incremental response carries only the partitions with records, an error, a
+preferred read replica (KIP-392, follower_reads.py), or a high watermark, last stable offset or log start offset
+other than the one last answered for it in this session (a partition answered with an error is answered again
+when the error clears; a newly added one is answered).
 Rule 4 (eviction, Kafka's FetchSessionCache): at most `max.incremental.fetch.session.cache.slots` sessions (0: no
 sessions, every fetch is full). A session is privileged when a follower made it (replica_id >= 0). A new session
 when the cache is full may take the slot of
@@ -116,8 +117,9 @@ class FetchSession:
 
 
 def _answer(part) -> tuple | None:
-    """What Rule 3 compares of a partition's answer; None for an error (answered again once it clears)."""
-    if part.error_code != NONE:
+    """What Rule 3 compares of a partition's answer; None for an error (answered again once it clears) or a
+    preferred read replica (answered every time, as Kafka's session does)."""
+    if part.error_code != NONE or part.preferred_read_replica >= 0:
         return None
     return part.high_watermark, part.last_stable_offset, part.log_start_offset
 
