@@ -61,25 +61,27 @@ def _value(i: int) -> bytes:
     return f"{i:08d}".encode().ljust(VALUE_BYTES, b".")
 
 
-def _topic_led_by_a(cluster, records: int = RECORDS) -> str:
-    """A new topic of one partition on brokers 1, 2, 3 (leader 1, rack a), `records` records in, ISR full."""
+def _topic_led_by_a(cluster, records: int = RECORDS, partitions: int = 1) -> str:
+    """A new topic on brokers 1, 2, 3 (leader 1, rack a), `records` records in (round robin), ISR full."""
     topic = f"kip392-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[LEADER, REPLICA_B, REPLICA_C]])])[topic].result(TIMEOUT_S)
-    _produce(cluster, topic, range(records))
-    wait_until(lambda: _isr(admin, topic) == (LEADER, (1, 2, 3)), f"{topic}'s ISR to be full", TIMEOUT_S)
+    admin.create_topics([NewTopic(topic, partitions, replica_assignment=[[LEADER, REPLICA_B, REPLICA_C]] * partitions)
+                         ])[topic].result(TIMEOUT_S)
+    _produce(cluster, topic, range(records), partitions)
+    wait_until(lambda: _isrs(admin, topic) == [(LEADER, (1, 2, 3))] * partitions, f"{topic}'s ISRs to be full",
+               TIMEOUT_S)
     return topic
 
 
-def _isr(admin, topic: str):
-    part = admin.list_topics(topic, timeout=10).topics[topic].partitions.get(0)
-    return None if part is None else (part.leader, tuple(sorted(part.isrs)))
+def _isrs(admin, topic: str):
+    parts = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    return [(part.leader, tuple(sorted(part.isrs))) for _, part in sorted(parts.items())]
 
 
-def _produce(cluster, topic: str, indexes) -> None:
+def _produce(cluster, topic: str, indexes, partitions: int = 1) -> None:
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
     for i in indexes:
-        producer.produce(topic, _value(i), partition=0)
+        producer.produce(topic, _value(i), partition=i % partitions)
     assert producer.flush(TIMEOUT_S) == 0
 
 
@@ -131,10 +133,11 @@ def test_confluent_kafka_with_client_rack_reads_every_record_from_the_rack_b_bro
 
 
 def test_sparklog_consumer_with_client_rack_reads_every_record_from_the_rack_b_broker(cluster):
-    topic = _topic_led_by_a(cluster)
+    """Two partitions: the consumer's fetch session with each broker carries the rack (fetch_sessions.py)."""
+    topic = _topic_led_by_a(cluster, partitions=2)
     with Consumer(bootstrap_servers=cluster.bootstrap, **{"client.rack": "b", "auto.offset.reset": "earliest"}) as consumer:
-        consumer.assign([(topic, 0)])
-        assert _read_sparklog(consumer, RECORDS) == list(range(RECORDS))
+        consumer.assign([(topic, 0), (topic, 1)])
+        assert sorted(_read_sparklog(consumer, RECORDS)) == list(range(RECORDS))
     out = _bytes_out_by_broker(cluster, topic)
     assert out[REPLICA_B] >= RECORDS * VALUE_BYTES and out[LEADER] == 0 and out[REPLICA_C] == 0, out
 

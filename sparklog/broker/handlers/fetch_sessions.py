@@ -70,6 +70,7 @@ class SessionFetch(NamedTuple):
     max_bytes: int
     isolation_level: int
     topics: list
+    rack_id: str = ""  # a consumer's rack (KIP-392, follower_reads.py)
 
 
 @dataclass(eq=False)
@@ -113,7 +114,7 @@ class FetchSession:
     def fetch_of(self, body) -> SessionFetch:
         topics = [FetchTopic(topic=name, partitions=list(parts.values())) for name, parts in self.partitions.items()]
         return SessionFetch(body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes, body.isolation_level,
-                            topics)
+                            topics, body.rack_id)
 
 
 def _answer(part) -> tuple | None:

@@ -97,3 +97,24 @@ def test_past_the_followers_end_but_not_the_leaders_high_watermark_is_offset_not
     assert follower_reads.follower_error(state, led(), 50, OFFSET_OUT_OF_RANGE) == OFFSET_OUT_OF_RANGE  # a leader's
     unknown = broker_state(leader_hw=-1)  # not fetched from the leader yet: nothing is known to exist
     assert follower_reads.follower_error(unknown, target, 50, OFFSET_OUT_OF_RANGE) == OFFSET_OUT_OF_RANGE
+
+
+def test_an_incremental_session_fetch_keeps_the_consumers_rack():
+    """Rule 2 in a fetch session (fetch_sessions.py): what the core reads of an incremental fetch names the rack."""
+    from sparklog.broker.handlers.fetch_sessions import FetchSessionCache
+    from sparklog.protocol.fetch import (FetchableTopicResponse, FetchPartition, FetchRequest, FetchResponse,
+                                         FetchTopic, PartitionData)
+
+    def request(session_id: int, epoch: int, topics: list) -> FetchRequest:
+        return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, session_id=session_id, session_epoch=epoch,
+                            rack_id="b", topics=topics, forgotten_topics_data=[])
+
+    cache = FetchSessionCache()
+    parts = [FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=100) for p in (0, 1)]
+    context = cache.begin(request(0, 0, [FetchTopic(topic="t", partitions=parts)]), 0)
+    answered = context.finish(FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=[
+        FetchableTopicResponse(topic="t", partitions=[PartitionData(partition_index=p, error_code=0, high_watermark=0)
+                                                      for p in (0, 1)])]))
+    assert answered.session_id > 0
+    incremental = cache.begin(request(answered.session_id, 1, []), 1)
+    assert incremental.fetch.rack_id == "b" and incremental.fetch.replica_id == -1
