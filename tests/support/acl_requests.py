@@ -16,8 +16,8 @@ def filled(cls, version: int):
     for f in cls._fields:
         if version not in f.versions:
             continue
-        if f.struct_cls is not None:
-            values[f.name] = [filled(f.struct_cls, version)]
+        if f.struct_cls is not None:  # a struct array, or a single struct (a cursor)
+            values[f.name] = [filled(f.struct_cls, version)] if f.is_array else filled(f.struct_cls, version)
         elif f.is_array:
             values[f.name] = ["t"] if f.elem == "string" else [0]
         elif f.elem == "string":

@@ -50,7 +50,9 @@ def ours_as_dict(obj, version):
         if version not in f.versions:
             continue
         v = getattr(obj, f.name)
-        if f.fields is not None and v is not None:
+        if f.fields is not None and v is not None and not f.type.startswith("[]"):  # a single struct
+            v = ours_as_dict(v, version)
+        elif f.fields is not None and v is not None:
             v = [ours_as_dict(e, version) for e in v]
         elif isinstance(v, memoryview):
             v = bytes(v)
