@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sparklog.broker.authorization import check_authorizer_class_name
+from sparklog.broker.replica_selector import check_replica_selector_class
 from sparklog.broker.coordinator.group.config import GROUP, GroupConfig, GroupConfigError
 from sparklog.broker.coordinator.transaction.config import TRANSACTION, TransactionConfig, TransactionConfigError
 from sparklog.broker.security.sasl_config import SASL, SaslConfig, SaslConfigError, is_listener_sasl_key
@@ -204,7 +205,13 @@ BROKER = Definitions("broker", (
     Setting("log.retention.minutes", LONG, None, "log.retention.ms in minutes (the finer key wins)", low=-1),
     Setting("log.retention.hours", LONG, None, "log.retention.ms in hours (the finer key wins)", low=-1),
     Setting("log.roll.hours", LONG, None, "log.roll.ms in hours (the finer key wins)", low=1),
-    Setting("broker.rack", STRING, None, "this broker's rack, for rack-aware replica placement"),
+    Setting("broker.rack", STRING, None, "this broker's rack, for rack-aware replica placement and the "
+            "rack-aware replica selector"),
+    Setting("replica.selector.class", STRING, "", "who serves a consumer that names its rack (KIP-392): Kafka's "
+            "org.apache.kafka.common.replica.RackAwareReplicaSelector sends it to an in-sync replica in its rack; "
+            "empty or org.apache.kafka.common.replica.LeaderSelector: the leader", rule=check_replica_selector_class),
+    Setting("max.request.partition.size.limit", INT, 2000, "partitions one DescribeTopicPartitions answer carries "
+            "at most (KIP-966)", low=1),
     Setting("replica.lag.time.max.ms", LONG, DEFAULT_REPLICA_LAG_TIME_MAX_MS, "a follower that has not caught up "
             "for this long leaves the ISR", HIGH, low=1),
     Setting("auto.leader.rebalance.enable", BOOLEAN, DEFAULT_AUTO_LEADER_REBALANCE_ENABLE, "move leadership back "
@@ -283,6 +290,8 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = DEFAULT_LOG_RETENTION_CHECK_INTERVAL_MS
     log_flush_scheduler_interval_ms: int = DEFAULT_LOG_FLUSH_SCHEDULER_INTERVAL_MS
     rack: str | None = None
+    replica_selector_class: str = ""  # broker/replica_selector.py
+    max_request_partition_size_limit: int = 2000  # DescribeTopicPartitions' page (handlers/describe_topic_partitions.py)
     replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
     unclean_leader_election_enable: bool = DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE
     auto_leader_rebalance_enable: bool = DEFAULT_AUTO_LEADER_REBALANCE_ENABLE

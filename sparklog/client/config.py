@@ -119,6 +119,8 @@ CONSUMER = Definitions("consumer", (
              kafka="the 0.8 consumer's queued.max.message.chunks"),
     _setting("isolation.level", STRING, "read_uncommitted", "read_committed hides aborted transactions",
              choices=("read_uncommitted", "read_committed")),
+    _setting("client.rack", STRING, "", "this consumer's rack: brokers with the rack-aware replica.selector.class "
+             "send its fetches to a replica in that rack (KIP-392, client/read_replica.py)"),
 ))
 GROUP = Definitions("ZooKeeper group consumer", (
     *(setting for setting in CONSUMER.values()

@@ -40,6 +40,9 @@ Rule 5 (fetch sessions, KIP-227): the fetcher keeps an incremental fetch session
 moved (and forgets those it stopped fetching); a partition missing from an answer in a session has nothing new. A
 session error (FETCH_SESSION_ID_NOT_FOUND after an eviction, INVALID_FETCH_SESSION_EPOCH) or a failed request
 starts over with a full Fetch at once; a broker that makes no session is fetched from in full each time.
+Rule 6 (fetch from the closest replica, KIP-392): with `client.rack` set, fetches name the rack and a partition
+is fetched from the replica its leader prefers, back to the leader when that replica fails
+(client/read_replica.py).
 The consumer is not thread-safe (like Kafka's): one application thread uses it; `close()` may come from another.
 """
 
@@ -58,6 +61,7 @@ from sparklog.client.errors import (COORDINATOR_MOVED_ERRORS, METADATA_REFRESH_E
                                     UnknownTopic, is_retriable)
 from sparklog.client.message import ConsumerRecord
 from sparklog.client.metadata import NO_LEADER, ClusterMetadata, send_metadata_request
+from sparklog.client.read_replica import ReadReplicas
 from sparklog.client.producer import bootstrap_from
 from sparklog.protocol import (ApiKey, FetchPartition, FetchRequest, ListOffsetsPartition,
                                ListOffsetsRequest, ListOffsetsTopic, OffsetCommitRequest,
@@ -600,6 +604,8 @@ class Fetcher:
         self.waiting_for_space = False
         self.fetches = 0
         self.sessions: dict[int, FetchSessionHandler] = {}  # per broker (Rule 5)
+        self.rack = config["client.rack"]  # Rule 6
+        self.read_replicas = ReadReplicas(config["metadata.max.age.ms"] / 1000)
 
     def run_once(self) -> float | None:
         now = time.monotonic()
@@ -684,9 +690,10 @@ class Fetcher:
                 self.metadata.request_update()
                 busy = True
                 continue
-            if leader in self.in_flight_nodes:
+            node = self.read_replicas.node_for(state.tp, leader, self.metadata.brokers, now)  # Rule 6
+            if node in self.in_flight_nodes:
                 continue
-            by_node.setdefault(leader, []).append(state)
+            by_node.setdefault(node, []).append(state)
         for node_id, group in by_node.items():
             self._send_fetch(node_id, group)
         return busy
@@ -705,7 +712,8 @@ class Fetcher:
         session_id, session_epoch, topics, forgotten = session.build(wanted)
         request = FetchRequest(replica_id=-1, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
                                max_bytes=self.max_bytes, isolation_level=self.isolation, session_id=session_id,
-                               session_epoch=session_epoch, topics=topics, forgotten_topics_data=forgotten)
+                               session_epoch=session_epoch, topics=topics, forgotten_topics_data=forgotten,
+                               rack_id=self.rack)
         self.in_flight_nodes.add(node_id)
         self.fetches += 1
         self.client.submit(node_id, ApiKey.FETCH, FETCH_VERSION, request,
@@ -724,6 +732,7 @@ class Fetcher:
                     answered[(topic.topic, part.partition_index)] = part
         else:
             session.lost()
+            self.read_replicas.fetch_failed([state.tp for state, _, _ in sent], node_id)  # Rule 6
             if not is_retriable(future.error):
                 logger.warning("fetch from broker %s failed: %s", node_id, future.error)
         if session_error:
@@ -740,11 +749,16 @@ class Fetcher:
                 self._back_off(state)
                 self.metadata.request_update()
             elif part.error_code:
-                self._fetch_error(state, epoch, offset, part.error_code)
+                if not self.read_replicas.partition_failed(state.tp, node_id, part.error_code):  # Rule 6
+                    self._fetch_error(state, epoch, offset, part.error_code)
             else:
                 self._fetched(state, epoch, offset, part)
 
     def _fetched(self, state: _PartitionState, epoch: int, offset: int, part) -> None:
+        if part.preferred_read_replica >= 0:  # Rule 6
+            self.read_replicas.prefer(state.tp, part.preferred_read_replica, time.monotonic())
+            if part.preferred_read_replica not in self.metadata.brokers:
+                self.metadata.request_update()
         state.high_watermark = part.high_watermark
         state.failures = 0
         view = part.records

@@ -48,6 +48,7 @@ from sparklog.broker.coordinator.group import handlers as group_handlers
 from sparklog.broker.handlers.coordinators import (handle_find_coordinator, handle_init_producer_id, handle_offset_commit,
                                                    handle_offset_fetch)
 from sparklog.broker.handlers.error_codes import *  # noqa: F403 - the codes, as handlers.X for the tests
+from sparklog.broker.handlers.describe_topic_partitions import handle_describe_topic_partitions
 from sparklog.broker.handlers.fetch import handle_fetch, handle_single_partition_fetch
 from sparklog.broker.handlers.metadata import (handle_api_versions, handle_create_topics, handle_delete_topics,
                                                handle_metadata)
@@ -76,5 +77,6 @@ HANDLERS = {
     ApiKey.DELETE_TOPICS: handle_delete_topics,
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
 }
 

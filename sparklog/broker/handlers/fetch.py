@@ -14,7 +14,7 @@ from sparklog.protocol.api_keys import ApiKey
 from sparklog.storage.errors import StorageError
 from sparklog.broker.handlers.error_codes import (NONE, NOT_LEADER_OR_FOLLOWER, NOT_SERVED_FAST, NO_OFFSET,
                                                   OFFSET_OUT_OF_RANGE, STORAGE_FAULTS, storage_error_code)
-from sparklog.broker.handlers import fetch_divergence, fetch_topic_ids, leader_hints, read_committed
+from sparklog.broker.handlers import fetch_divergence, fetch_topic_ids, follower_reads, leader_hints, read_committed
 from sparklog.broker.handlers.fetch_sessions import topic_key
 from sparklog.broker.handlers.leadership import fenced_here_whole_elsewhere, leader_in_epoch, verified_first
 
@@ -22,15 +22,19 @@ log = logging.getLogger(__name__)
 _FETCH = int(ApiKey.FETCH)
 
 
-def fetch_target(state, snapshot, topic: str, partition: int, current_leader_epoch: int, offset: int):
+def fetch_target(state, snapshot, topic: str, partition: int, current_leader_epoch: int, offset: int,
+                 rack_id: str = ""):
     """Rule 6, the one place a Fetch of (topic, partition) at `offset` is admitted, for every entry point (the
     general path and its long polls, the one-partition fast path, whose FileSlice the server sends with
     sendfile): not led here, led in a state that moved on, a stale or unknown leader epoch (Rule 3,
-    leadership.leader_in_epoch), an offset in a fenced range another in-sync
+    leadership.leader_in_epoch), unless a follower serves a consumer naming `rack_id` (follower_reads.py
+    Rule 2: a FollowedPartition, read as a led partition is), an offset in a fenced range another in-sync
     replica holds whole (Rule 4). A segment still to verify is replayed before the read, off the event loop
     (`_unverified_reads`; the fast path leaves such a read to the general path). The led partition, or, as an
     int, the partition's error code (no pair to build: the fast path pays for every call)."""
     led = leader_in_epoch(state.replicas, snapshot, topic, partition, current_leader_epoch)
+    if rack_id and led.__class__ is int:
+        return follower_reads.follower_target(state, snapshot, topic, partition, current_leader_epoch, rack_id, led)
     if led.__class__ is not int and fenced_here_whole_elsewhere(led, offset):
         return NOT_LEADER_OR_FOLLOWER
     return led
@@ -185,10 +189,12 @@ def _fetch_pass(body, state, context):
     if last is None:
         return _fetch_once(body, state)
     snapshot, topics, quiet = state.partitions.snapshot, [], []
+    rack = body.rack_id if body.replica_id < 0 else ""
     for topic in body.topics:
         name, key, parts = topic.topic, topic_key(topic), []
         for part in topic.partitions:
-            led = fetch_target(state, snapshot, name, part.partition, part.current_leader_epoch, part.fetch_offset)
+            led = fetch_target(state, snapshot, name, part.partition, part.current_leader_epoch, part.fetch_offset,
+                               rack)
             if led.__class__ is not int and _quiet(led, part, last.get((key, part.partition)), body):
                 quiet.append(led.plog)
             else:
@@ -217,6 +223,7 @@ def _fetch_once(body, state):
     """(response, bytes ready, logs read, whether any partition failed) for one pass over the request."""
     snapshot = state.partitions.snapshot
     replica_id = body.replica_id
+    rack = body.rack_id if replica_id < 0 else ""  # a consumer's rack (follower_reads.py)
     budget = min(body.max_bytes, state.config.fetch_max_bytes)
     min_one = True  # KIP-74 (Kafka's minOneMessage): the first batch read is served whatever the budget
     ready = 0
@@ -228,10 +235,15 @@ def _fetch_once(body, state):
         parts = []
         for part in topic.partitions:
             index = part.partition
-            led = fetch_target(state, snapshot, name, index, part.current_leader_epoch, part.fetch_offset)
+            led = fetch_target(state, snapshot, name, index, part.current_leader_epoch, part.fetch_offset, rack)
             if led.__class__ is int:
                 failed = True
                 parts.append(_fetch_error(index, led))
+                continue
+            preferred = follower_reads.preferred_replica(state, led, rack, part.fetch_offset) if rack else -1
+            if preferred >= 0:  # answered at once, with no records (follower_reads.py Rule 1)
+                failed = True
+                parts.append(follower_reads.redirect(index, led, preferred, body.isolation_level))
                 continue
             plog = led.plog
             plogs.append(plog)
@@ -253,7 +265,7 @@ def _fetch_once(body, state):
                         led, part.fetch_offset, _partition_bytes(state, led, index, replica_id, part, budget),
                         replica_id, body.isolation_level)
                 except StorageError as exc:
-                    error = _read_error(plog, exc)
+                    error = follower_reads.follower_error(state, led, part.fetch_offset, _read_error(plog, exc))
                     failed = True
                 else:
                     size = len(records)
@@ -261,7 +273,7 @@ def _fetch_once(body, state):
                     ready += size
                     budget -= size
             elif not log_start <= part.fetch_offset <= plog.log_end_offset:
-                error = OFFSET_OUT_OF_RANGE
+                error = follower_reads.follower_error(state, led, part.fetch_offset, OFFSET_OUT_OF_RANGE)
                 failed = True
             parts.append(PartitionData(partition_index=index, error_code=error, high_watermark=high_watermark,
                                        last_stable_offset=min(stable, high_watermark), log_start_offset=log_start,
@@ -276,11 +288,14 @@ def handle_single_partition_fetch(request: SinglePartitionFetch, state):
     ready, without building request or response objects: [the response head, the FileSlice]. NOT_SERVED_FAST,
     having done nothing but a read, for everything else (the caller runs the general path, which answers
     the same bytes or the error, or long-polls): a follower's fetch (replica_id >= 0, which moves the HW),
+    a Fetch v11+ to a broker whose replica selector may redirect it (follower_reads.py Rule 1),
     a partition not led here or a stale epoch, a segment still to verify, a fenced range (Rule 4), a read
     that raises, fewer than min_bytes ready with max_wait_ms > 0, no byte of budget, or a read_committed
     fetch with something unstable or aborted to answer (read_committed.fast_limit), a v12+ fetch with a last fetched
     epoch (the general path checks it for divergence), a v13+ topic id not known here."""
     if request.replica_id >= 0 or request.last_fetched_epoch >= 0:
+        return NOT_SERVED_FAST
+    if request.api_version >= 11 and follower_reads.redirects(state):  # the rack_id is not decoded here
         return NOT_SERVED_FAST
     budget = min(request.max_bytes, state.config.fetch_max_bytes, request.partition_max_bytes)
     if budget <= 0:

@@ -21,8 +21,9 @@ session or replace its entry (fetch offset, leader epoch, max bytes), its forgot
 expected epoch advances (after 2^31-1 it wraps to 1), and the fetch reads every partition of the session. A
 session left empty is removed and the fetch is sessionless.
 Rule 3 (incremental answers): an incremental response carries only the partitions with records, an error, a
-diverging epoch (Fetch v12+, KIP-320), or a high watermark, last stable offset or log start offset other than the one last answered for it in this session
-(a partition answered with an error is answered again when the error clears; a newly added one is answered).
+diverging epoch (Fetch v12+, KIP-320), a preferred read replica (KIP-392, follower_reads.py), or a high watermark,
+last stable offset or log start offset other than the one last answered for it in this session (a partition
+answered with an error is answered again when the error clears; a newly added one is answered).
 Rule 4 (eviction, Kafka's FetchSessionCache): at most `max.incremental.fetch.session.cache.slots` sessions (0: no
 sessions, every fetch is full). A session is privileged when a follower made it (replica_id >= 0). A new session
 when the cache is full may take the slot of
@@ -87,6 +88,7 @@ class SessionFetch(NamedTuple):
     max_bytes: int
     isolation_level: int
     topics: list
+    rack_id: str = ""  # a consumer's rack (KIP-392, follower_reads.py)
 
 
 @dataclass(eq=False)
@@ -133,12 +135,13 @@ class FetchSession:
     def fetch_of(self, body) -> SessionFetch:
         topics = [_fetch_topic(key, list(parts.values())) for key, parts in self.partitions.items()]
         return SessionFetch(body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes, body.isolation_level,
-                            topics)
+                            topics, body.rack_id)
 
 
 def _answer(part) -> tuple | None:
-    """What Rule 3 compares of a partition's answer; None for an error (answered again once it clears)."""
-    if part.error_code != NONE:
+    """What Rule 3 compares of a partition's answer; None for an error (answered again once it clears) or a
+    preferred read replica (answered every time, as Kafka's session does)."""
+    if part.error_code != NONE or part.preferred_read_replica >= 0:
         return None
     return part.high_watermark, part.last_stable_offset, part.log_start_offset
 

@@ -6,8 +6,8 @@ when ZooKeeper is unreachable, so the broker keeps serving what it leads while Z
 Rule 2: a partition is served (Produce, Fetch, ListOffsets) only if its state names this broker as leader
 and its log is open; the log's high watermark alone decides what consumers may see.
 Rule 4 (replication): every partition whose replicas include this broker has its log open: LEADER when its
-state names this broker as leader, FOLLOWER otherwise (the replica fetcher copies it from the leader; it
-is never served to clients: NOT_LEADER_OR_FOLLOWER). `snapshot.leading` and `snapshot.following` hold
+state names this broker as leader, FOLLOWER otherwise (the replica fetcher copies it from the leader; it is
+served to clients only as KIP-392 allows, handlers/follower_reads.py: else NOT_LEADER_OR_FOLLOWER). `snapshot.leading` and `snapshot.following` hold
 the open logs by role; the replica manager (replica_manager.py) listens to every snapshot and starts or
 stops leader state and fetchers on each change of leader or leader epoch.
 

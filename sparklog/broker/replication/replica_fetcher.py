@@ -122,6 +122,7 @@ class _Partition:
     truncating: bool = True
     retry_at: float = 0.0
     lag: int | None = None  # the leader's HW minus this log's end after the last fetch (Rule 5)
+    leader_high_watermark: int = -1  # the leader's HW in its last answer (handlers/follower_reads.py Rule 3)
 
 
 @dataclass(frozen=True)
@@ -394,6 +395,7 @@ class ReplicaFetcher:
             return
         plog.set_high_watermark(min(data.high_watermark, plog.log_end_offset))
         part.lag = max(0, data.high_watermark - plog.log_end_offset)
+        part.leader_high_watermark = data.high_watermark
 
     # -- the connection ------------------------------------------------------------------------------------
 
@@ -459,3 +461,9 @@ class ReplicaFetcherManager:
 
     def statistics(self) -> list[ReplicaFetcherStatistics]:
         return [f.statistics() for f in self.fetchers.values()]
+
+    def leader_high_watermark(self, key: tuple[str, int], leader_id: int) -> int:
+        """The HW `leader_id` last answered this broker's fetcher for `key`; -1 when not known."""
+        fetcher = self.fetchers.get(leader_id)
+        part = None if fetcher is None else fetcher.partitions.get(key)
+        return -1 if part is None else part.leader_high_watermark

@@ -102,7 +102,7 @@ def _answer(**part):
     """A decoded response as the I/O thread's callbacks get it: `future.value.<topics>[].partitions[]`."""
     from types import SimpleNamespace as NS
 
-    part = NS(partition_index=0, error_code=0, **part)
+    part = NS(partition_index=0, error_code=0, preferred_read_replica=-1, **part)  # -1: as Fetch v11 decodes it
     return NS(error=None, value=NS(topics=[NS(name="t", partitions=[part])], error_code=0, session_id=0,
                                    responses=[NS(topic="t", partitions=[part])]))
 

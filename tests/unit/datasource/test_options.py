@@ -198,6 +198,11 @@ def test_a_passed_through_value_the_client_refuses_fails_at_parse():
         parse_write_options({"bootstrap.servers": "h:1", "kafka.acks": "7"})
 
 
+def test_kafka_client_rack_reaches_the_executors_consumers():
+    """KIP-392: a Spark executor's consumer names its rack (client/read_replica.py)."""
+    assert dict(read(**{"kafka.client.rack": "b"}).connection.settings) == {"client.rack": "b"}
+
+
 def test_kafka_isolation_level_reaches_the_client_and_a_bad_one_is_refused():
     o = read(**{"kafka.isolation.level": "read_committed"})
     assert dict(o.connection.settings) == {"isolation.level": "read_committed"}
