@@ -34,6 +34,10 @@ TIMEOUT_S = 40
 # machine. Well under the survivors' rebalance timeout (max.poll.interval.ms, 300 s): a dead member is found
 # by its session, not by a rebalance that waits for it.
 REJOIN_SLACK_S = 20
+# The static member's session: its restart (a "go", then FindCoordinator, JoinGroup, SyncGroup) must land inside
+# it, which took over 3 s in a fresh-clone run at load 25 and rightly rebalanced the group.
+STATIC_SESSION_MS = 10000
+STATIC_SESSION = ("--session-ms", str(STATIC_SESSION_MS))
 JOIN_HEARTBEAT_MS = 1000  # the old members learn of a join within this (two rounds for cooperative-sticky)
 
 
@@ -186,20 +190,21 @@ def test_kcat_balanced_consumer(cluster):
 
 def test_static_member_restarted_within_its_session_keeps_its_assignment_without_a_rebalance(cluster, members):
     topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:8]}"
-    static = start(members, cluster, "confluent", topic, group, "--instance", "static-1")
+    static = start(members, cluster, "confluent", topic, group, "--instance", "static-1", *STATIC_SESSION)
     other = start(members, cluster, "confluent", topic, group)
     wait_until("a balanced group", lambda: balanced([static, other]))
     before, revokes = static.assignment(), other.count("revoked")
     # The restart's process is started beforehand and joins on a word: an interpreter and confluent-kafka
     # starting on a loaded machine can take longer than the session, which would rightly rebalance the group.
-    again = start(members, cluster, "confluent", topic, group, "--instance", "static-1", "--wait-for-go")
+    again = start(members, cluster, "confluent", topic, group, "--instance", "static-1", "--wait-for-go",
+                  *STATIC_SESSION)
     wait_until("the restart's process ready to join", lambda: again.count("ready"))
     static.stop(signal.SIGKILL)  # a crash: no LeaveGroup
     killed_at = time.monotonic()
     again.go()
     wait_until("the restarted static member's assignment", lambda: again.assignment() is not None)
     assert again.assignment() == before
-    time.sleep(max(0.0, killed_at + SESSION_MS / 1000 + 1 - time.monotonic()))  # past the old session
+    time.sleep(max(0.0, killed_at + STATIC_SESSION_MS / 1000 + 1 - time.monotonic()))  # past the old session
     assert other.count("revoked") == revokes and other.count("assigned") == 1
     assert str(describe(cluster, group).state).endswith("STABLE")
     # the same generation: the other member's commits, which carry the generation it joined, still succeed
