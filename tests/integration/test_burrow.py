@@ -21,7 +21,7 @@ import uuid
 
 import pytest
 
-from support.cluster import wait_until
+from support.cluster import TEST_OFFSETS_TOPIC_PARTITIONS, wait_until
 from support.spark import produce, run_available_now, stream
 
 pytestmark = pytest.mark.slow
@@ -73,10 +73,35 @@ class-name="caching"
 """
 
 
+def _offsets_topic_served(bootstrap: str) -> None:
+    """Until every `__consumer_offsets` partition answers ListOffsets at its leader. The topic is made on the
+    first FindCoordinator (as Kafka's is); Burrow 1.2 exits if a partition of it is not served yet when it
+    starts ("failed to start consumer"), as it would against a fresh Kafka cluster."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "burrow-warm-up"})
+
+    def served() -> bool:
+        try:
+            _committed_via(admin, "burrow-warm-up", "__consumer_offsets")  # FindCoordinator: the topic is made
+            for p in range(TEST_OFFSETS_TOPIC_PARTITIONS):
+                consumer.get_watermark_offsets(TopicPartition("__consumer_offsets", p), timeout=5)
+        except KafkaException:
+            return False
+        return True
+    try:
+        wait_until(served, "__consumer_offsets served at its leaders", TIMEOUT_S)
+    finally:
+        consumer.close()
+
+
 @pytest.fixture
 def burrow(zookeeper, sparklog_cluster, tmp_path):
     """A Burrow process on the cluster; yields its HTTP address; stopped (SIGTERM, then SIGKILL) after."""
     assert BURROW, "Debian's burrow package is not installed (scripts/setup.sh installs it)"
+    _offsets_topic_served(sparklog_cluster.bootstrap)
     work = tmp_path / "burrow"
     work.mkdir()
     port = _free_port()
@@ -117,12 +142,16 @@ def _burrow_lag(api: str, group: str) -> dict[int, tuple[int, int]] | None:
 
 def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     """The group's committed offsets as Kafka's OffsetFetch answers them (confluent-kafka's admin)."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient
 
+    return _committed_via(AdminClient({"bootstrap.servers": bootstrap}), group, topic)
+
+
+def _committed_via(admin, group: str, topic: str) -> dict[int, int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until its future is answered
-    found = admin.list_consumer_group_offsets([request])[group].result(timeout=30)
+    found = admin.list_consumer_group_offsets([request])[group].result(timeout=30)  # admin alive till answered
     return {tp.partition: tp.offset for tp in found.topic_partitions}
 
 
