@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import urllib.request
 import uuid
 
 import pytest
 
+from sparklog.coordination.zookeeper_server import free_port
 from support.cluster import TEST_OFFSETS_TOPIC_PARTITIONS, wait_until
 from support.spark import produce, run_available_now, stream
 
@@ -31,12 +31,6 @@ KAFKA_VERSION = "2.1.0"  # the newest Burrow 1.2 knows: sarama's Fetch v10 and M
 CLUSTER = "sparklog"
 TIMEOUT_S = 90
 PARTITIONS = 3
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _burrow_config(zookeeper: str, bootstrap: str, port: int, work) -> str:
@@ -104,7 +98,7 @@ def burrow(zookeeper, sparklog_cluster, tmp_path):
     _offsets_topic_served(sparklog_cluster.bootstrap)
     work = tmp_path / "burrow"
     work.mkdir()
-    port = _free_port()
+    port = free_port()
     (work / "burrow.toml").write_text(_burrow_config(zookeeper.connect_string, sparklog_cluster.bootstrap, port,
                                                      work))
     log = open(work / "burrow.log", "wb")
