@@ -19,6 +19,8 @@ apt_install() {
 command -v java >/dev/null 2>&1 || apt_install openjdk-17-jre-headless
 # the metrics endpoint's test scrapes three brokers with a real Prometheus server
 command -v prometheus >/dev/null 2>&1 || apt_install --no-install-recommends prometheus
+# Burrow (LinkedIn's lag monitor) reads a Spark query's group lag in tests/integration/test_burrow.py
+command -v Burrow >/dev/null 2>&1 || apt_install --no-install-recommends burrow
 command -v kcat >/dev/null 2>&1 || { apt_install kcat; command -v kcat >/dev/null 2>&1; } || echo "setup: kcat not installed; its interop tests will fail" >&2
 
 if [ ! -x .venv/bin/python ]; then

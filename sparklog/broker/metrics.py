@@ -14,6 +14,10 @@ scrape; 0 otherwise. Dashboards and alerts read it beside the values.
 Rule 4 (lifecycle): the endpoint is bound before anything else starts (a scrape during startup answers with
 `sparklog_metrics_stale` 1); an address that cannot be bound stops the broker with one line
 (`MetricsListenerUnavailable`); it closes last, with the broker.
+Rule 5 (no per-scrape rebuild of label sets): the label dicts of the per-partition and per-group series
+(thousands at scale) are made once and kept across scrapes (`LabelSets`); a scrape appends one sample per
+series with them, and drops the dicts of series it no longer exports. Scrapes of one collector take turns
+(one lock) so that they share the label sets safely.
 Names are prefixed `sparklog_`, label names are lower-case, units are in the names (`_bytes`, `_seconds`,
 `_total`). docs/metrics.md documents every series; docs/grafana/sparklog.json is built on them.
 """
@@ -27,6 +31,7 @@ from typing import Callable, Iterable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import CollectorRegistry
+from prometheus_client.samples import Sample
 
 from sparklog.broker.meters import (BYTES_IN, BYTES_OUT, FAILED_FETCH, FAILED_PRODUCE, LATENCY_BUCKETS, MESSAGES_IN,
                                     RequestMeters, TopicMeters)
@@ -50,6 +55,34 @@ def error_name(code: int) -> str:
         return for_code(code).message
     except (KeyError, ValueError):
         return str(code)
+
+
+class LabelSets:
+    """Rule 5: the label dicts of the per-partition and per-group series, kept from one scrape to the next.
+    A scrape reads them through `labels(key)`, which makes a missing one; `prune()` at the scrape's end
+    drops those it did not read (a partition gone, a group deleted), so the cache holds what is exported."""
+
+    __slots__ = ("names", "_sets", "_read")
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self._sets: dict[tuple, dict[str, str]] = {}
+        self._read: dict[tuple, dict[str, str]] = {}
+
+    def labels(self, key: tuple) -> dict[str, str]:
+        found = self._read.get(key)
+        if found is None:
+            found = self._sets.get(key) or dict(zip(self.names, map(str, key)))
+            self._read[key] = found
+        return found
+
+    def prune(self) -> None:
+        self._sets, self._read = self._read, {}
+
+
+def _append(family: Metric, labels: dict[str, str], value: float) -> None:
+    """add_metric without its per-sample dict(zip(...)): the label dict is LabelSets' (Rule 5)."""
+    family.samples.append(Sample(family.name, labels, value))
 
 
 # -- sections: each a function of what it reads, yielding metric families ---------------------------------
@@ -150,22 +183,23 @@ def zookeeper_families(state: str | None) -> Iterator[Metric]:
     yield family
 
 
-def log_families(logs: Iterable) -> Iterator[Metric]:
+def log_families(logs: Iterable, label_sets: LabelSets | None = None) -> Iterator[Metric]:
     """Per partition hosted here (led or followed): size and segments, and producer ids where it keeps any
     (a partition without producer state has no such series: at thousands of partitions every series costs
-    the scrape); flushes summed over the logs."""
+    the scrape); flushes summed over the logs. `label_sets`: the scrapes' (topic, partition) label dicts."""
+    sets = label_sets or LabelSets(("topic", "partition"))
     size = GaugeMetricFamily(PREFIX + "log_size_bytes", "bytes of a partition's segments", labels=["topic", "partition"])
     segments = GaugeMetricFamily(PREFIX + "log_segments", "a partition's segments", labels=["topic", "partition"])
     pids = GaugeMetricFamily(PREFIX + "log_producer_ids", "producer ids a partition keeps state for (partitions "
                              "with none have no series)", labels=["topic", "partition"])
     flushes = flush_seconds = 0.0
     for plog in logs:
-        labels = [plog.topic, str(plog.partition)]
-        size.add_metric(labels, plog.size_bytes)
-        segments.add_metric(labels, len(plog.segments))
+        labels = sets.labels((plog.topic, plog.partition))
+        _append(size, labels, plog.size_bytes)
+        _append(segments, labels, len(plog.segments))
         producers = len(plog.producer_state.producers)
         if producers:
-            pids.add_metric(labels, producers)
+            _append(pids, labels, producers)
         count, seconds = plog.flush_totals
         flushes += count
         flush_seconds += seconds
@@ -189,16 +223,17 @@ def storage_families(cleaner, scrubber) -> Iterator[Metric]:
 
 
 def lag_families(committed: Iterable[tuple[str, tuple[str, int], int]],
-                 end_of: Callable[[str, int], int | None]) -> Iterator[Metric]:
+                 end_of: Callable[[str, int], int | None], label_sets: LabelSets | None = None) -> Iterator[Metric]:
     """`committed`: (group, (topic, partition), offset) of the groups coordinated here; `end_of(topic,
     partition)`: the partition's high watermark if a replica is hosted here, else None (no series: the lag is
-    reported by a broker that hosts both, or not at all)."""
+    reported by a broker that hosts both, or not at all). `label_sets`: the scrapes' label dicts."""
+    sets = label_sets or LabelSets(("group", "topic", "partition"))
     lag = GaugeMetricFamily(PREFIX + "consumer_group_lag", "high watermark minus the group's committed offset",
                             labels=["group", "topic", "partition"])
     for group, (topic, partition), offset in committed:
         end = end_of(topic, partition)
         if end is not None:
-            lag.add_metric([group, topic, str(partition)], max(0, end - offset))
+            _append(lag, sets.labels((group, topic, partition)), max(0, end - offset))
     yield lag
 
 
@@ -210,9 +245,18 @@ class BrokerCollector:
     def __init__(self, broker) -> None:
         self.broker = broker
         self._errors = 0
-        self._lock = threading.Lock()  # scrapes run on threads of their own: the error count is shared
+        self._lock = threading.Lock()  # scrapes run on threads of their own: Rule 5, one at a time
+        self._log_labels = LabelSets(("topic", "partition"))
+        self._lag_labels = LabelSets(("group", "topic", "partition"))
 
     def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            families = list(self._collect())
+            self._log_labels.prune()
+            self._lag_labels.prune()
+        return iter(families)
+
+    def _collect(self) -> Iterator[Metric]:
         failed = 0
         for section in (self._topics, self._requests, self._server, self._replication, self._controller,
                         self._zookeeper, self._logs, self._storage, self._lag, self._quotas):
@@ -223,9 +267,8 @@ class BrokerCollector:
                 failed += 1
                 continue
             yield from families
-        with self._lock:
-            self._errors += failed
-            errors = self._errors
+        self._errors += failed
+        errors = self._errors
         yield CounterMetricFamily(PREFIX + "metrics_collect_errors", "scrape sections that failed (their "
                                   "series left out of that scrape)", value=errors)
         yield GaugeMetricFamily(PREFIX + "metrics_stale", "1 while values may be stale or partial (not serving, "
@@ -257,7 +300,7 @@ class BrokerCollector:
         return zookeeper_families(None if zk is None else str(zk.state))
 
     def _logs(self) -> Iterator[Metric]:
-        return log_families(self.broker.logs.logs())
+        return log_families(self.broker.logs.logs(), self._log_labels)
 
     def _storage(self) -> Iterator[Metric]:
         logs = self.broker.logs  # not logs.statistics(): that walks every log
@@ -269,7 +312,7 @@ class BrokerCollector:
         def end_of(topic: str, partition: int) -> int | None:
             plog = logs.get(topic, partition)
             return None if plog is None else plog.high_watermark
-        return lag_families(self.broker.dispatcher.state.offsets.committed_offsets(), end_of)
+        return lag_families(self.broker.dispatcher.state.offsets.committed_offsets(), end_of, self._lag_labels)
 
 
     def _quotas(self) -> Iterator[Metric]:

@@ -1,7 +1,8 @@
-"""ListOffsets (key 2), versions 1-10 decoded (1-6 advertised: registry.py); v6+ flexible. Transcribed from
+"""ListOffsets (key 2), versions 0-10 decoded (1-6 advertised: registry.py); v6+ flexible. Transcribed from
 Kafka's ListOffsetsRequest.json and ListOffsetsResponse.json.
 
-By version: v1 one (timestamp, offset) per partition; v2 isolation_level and throttle_time_ms;
+By version: v0 up to max_num_offsets offsets per partition, old_style_offsets, at segment boundaries (Kafka's
+legacy answer: storage/legacy_offsets.py); v1 one (timestamp, offset) per partition; v2 isolation_level and throttle_time_ms;
 v4 current_leader_epoch (request) and leader_epoch (response); v5 as v4 (the OFFSET_NOT_AVAILABLE error);
 v6 flexible; v7 as v6, the first to define MAX_TIMESTAMP (-3, KIP-734); v8 EARLIEST_LOCAL_TIMESTAMP (-4,
 KIP-405); v9 LATEST_TIERED_TIMESTAMP (-5, KIP-1005); v10 the request's timeout_ms, how long a broker may wait
@@ -29,7 +30,7 @@ LATEST_TIERED_TIMESTAMP = -5  # KIP-1005: the last offset copied to tiered stora
 TIMESTAMP_MIN_VERSION = {LATEST_TIMESTAMP: 1, EARLIEST_TIMESTAMP: 1, MAX_TIMESTAMP: 7,
                          EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
 
-ListOffsetsRequest = message("ListOffsetsRequest", api_key=ApiKey.LIST_OFFSETS, versions="1-10",
+ListOffsetsRequest = message("ListOffsetsRequest", api_key=ApiKey.LIST_OFFSETS, versions="0-10",
                              flexible="6+", module=__name__, fields=[
     F("replica_id", "int32", "0+"),
     F("isolation_level", "int8", "2+"),
@@ -39,12 +40,13 @@ ListOffsetsRequest = message("ListOffsetsRequest", api_key=ApiKey.LIST_OFFSETS, 
             F("partition_index", "int32", "0+"),
             F("current_leader_epoch", "int32", "4+", default=-1),
             F("timestamp", "int64", "0+"),
+            F("max_num_offsets", "int32", "0", default=1),
         ]),
     ]),
     F("timeout_ms", "int32", "10+", default=0),
 ])
 
-ListOffsetsResponse = message("ListOffsetsResponse", api_key=ApiKey.LIST_OFFSETS, versions="1-10",
+ListOffsetsResponse = message("ListOffsetsResponse", api_key=ApiKey.LIST_OFFSETS, versions="0-10",
                               flexible="6+", module=__name__, fields=[
     F("throttle_time_ms", "int32", "2+"),
     F("topics", "[]ListOffsetsTopicResponse", "0+", fields=[
@@ -52,6 +54,7 @@ ListOffsetsResponse = message("ListOffsetsResponse", api_key=ApiKey.LIST_OFFSETS
         F("partitions", "[]ListOffsetsPartitionResponse", "0+", fields=[
             F("partition_index", "int32", "0+"),
             F("error_code", "int16", "0+"),
+            F("old_style_offsets", "[]int64", "0"),
             F("timestamp", "int64", "1+", default=-1),
             F("offset", "int64", "1+", default=-1),
             F("leader_epoch", "int32", "4+", default=-1),

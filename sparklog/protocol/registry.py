@@ -122,6 +122,10 @@ ALL_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 # for Kafka 2.6 (and would send that release's Metadata v9). Both are decoded and answered (sparklog's admin client
 # and `sparklog configs` send them unasked).
 LIST_OFFSETS_ADVERTISED_MAX = 6
+# ListOffsets v0 (the legacy answer at segment boundaries) is decoded and answered, not advertised: sarama sends it
+# to any broker for an OffsetRequest built without a version (Burrow 1.2's end offsets), and Kafka 4.0 (KIP-896)
+# no longer advertises it, so a client that reads ApiVersions never picks it.
+LIST_OFFSETS_ADVERTISED_MIN = 1
 ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX = add_partitions_to_txn.FIRST_BROKER_VERSION - 1
 # The ACL APIs likewise up to v1 (Kafka 2.0's, what librdkafka and kafka-python send): their v2-v3 name Kafka 2.5+
 # to kafka-python. v2-v3 are still decoded and answered.
@@ -139,7 +143,7 @@ PRODUCE_ADVERTISED_MAX = 8
 UNADVERTISED = (ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS)
 API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **{key: versions for key, versions in ALL_VERSIONS.items() if key not in UNADVERTISED},
-    ApiKey.LIST_OFFSETS: (ALL_VERSIONS[ApiKey.LIST_OFFSETS][0], LIST_OFFSETS_ADVERTISED_MAX),
+    ApiKey.LIST_OFFSETS: (LIST_OFFSETS_ADVERTISED_MIN, LIST_OFFSETS_ADVERTISED_MAX),
     ApiKey.FETCH: (ALL_VERSIONS[ApiKey.FETCH][0], FETCH_ADVERTISED_MAX),
     ApiKey.PRODUCE: (ALL_VERSIONS[ApiKey.PRODUCE][0], PRODUCE_ADVERTISED_MAX),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX),

@@ -247,6 +247,11 @@ class LogSegment:
         """
         if self.max_timestamp != NO_TIMESTAMP:
             return self.max_timestamp
+        return self.last_modified_ms
+
+    @property
+    def last_modified_ms(self) -> int:
+        """The .log file's last-modified time (Kafka's LogSegment.lastModified)."""
         return self._files.modified_ms(self.fd)
 
     @property

@@ -12,6 +12,7 @@ from sparklog.protocol.offset_for_leader_epoch import (EpochEndOffset, OffsetFor
 from sparklog.broker.handlers.error_codes import (INVALID_REQUEST, LEADER_NOT_AVAILABLE, NONE, NO_LEADER_EPOCH,
                                                   NO_OFFSET, NO_TIMESTAMP, OFFSET_NOT_AVAILABLE, UNSUPPORTED_VERSION)
 from sparklog.broker.handlers import read_committed
+from sparklog.storage import legacy_offsets
 from sparklog.broker.handlers.leadership import (led_or_error, verified_first)
 
 
@@ -48,6 +49,9 @@ def _list_offsets(request, state) -> ListOffsetsResponse:
             if led is None:
                 parts.append(ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=code))
                 continue
+            if version == 0:
+                parts.append(_legacy_answer(led, part, request.body.replica_id))
+                continue
             timestamp, offset = _offset_for(led.plog, part.timestamp)
             if request.body.isolation_level == read_committed.READ_COMMITTED:
                 timestamp, offset = read_committed.list_offset(led.plog, part.timestamp, (timestamp, offset))
@@ -62,6 +66,16 @@ def _list_offsets(request, state) -> ListOffsetsResponse:
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
+def _legacy_answer(led, part, replica_id: int) -> ListOffsetsPartitionResponse:
+    """v0: offsets at segment boundaries (storage/legacy_offsets.py), the high watermark's cap for consumers."""
+    offsets = legacy_offsets.offsets_before(legacy_offsets.segment_points(led.plog), part.timestamp,
+                                            part.max_num_offsets)
+    if replica_id < 0:
+        offsets = legacy_offsets.visible_to_consumer(offsets, led.plog.high_watermark)
+    return ListOffsetsPartitionResponse(partition_index=part.partition_index, error_code=NONE,
+                                        old_style_offsets=offsets)
+
+
 def _repeated(items) -> set:
     seen, repeated = set(), set()
     for item in items:
@@ -72,8 +86,9 @@ def _repeated(items) -> set:
 def _timestamp_error(timestamp: int, version: int) -> int:
     """UNSUPPORTED_VERSION for a negative timestamp Kafka does not define at this version (its
     `isListOffsetsTimestampUnsupported`), except MAX_TIMESTAMP (-3): defined from v7, but answered at any
-    version, as Kafka's brokers before 4.0 did and as librdkafka asks brokers that offer no v7."""
-    if timestamp >= 0 or timestamp == MAX_TIMESTAMP:
+    version, as Kafka's brokers before 4.0 did and as librdkafka asks brokers that offer no v7. v0's legacy
+    answer takes any timestamp (one below every segment's time finds no offsets)."""
+    if timestamp >= 0 or timestamp == MAX_TIMESTAMP or version == 0:
         return NONE
     first = TIMESTAMP_MIN_VERSION.get(timestamp)
     return NONE if first is not None and version >= first else UNSUPPORTED_VERSION

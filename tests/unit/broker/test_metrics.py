@@ -14,8 +14,8 @@ from prometheus_client.registry import CollectorRegistry
 from sparklog.broker import meters as meters_module
 from sparklog.broker.app import Broker
 from sparklog.broker.config import BrokerConfig
-from sparklog.broker.metrics import (BrokerCollector, MetricsEndpoint, MetricsListenerUnavailable, lag_families,
-                                     log_families, request_families, topic_families)
+from sparklog.broker.metrics import (BrokerCollector, LabelSets, MetricsEndpoint, MetricsListenerUnavailable,
+                                     lag_families, log_families, request_families, topic_families)
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.records.batch import build_batch
 from sparklog.storage import LogManager
@@ -163,6 +163,28 @@ def test_group_lag_is_the_high_watermark_minus_the_commit_and_absent_without_a_l
     assert value(found, "sparklog_consumer_group_lag", group="g", topic="t", partition="0") == 20
     assert value(found, "sparklog_consumer_group_lag", group="g", topic="t", partition="1") == 0
     assert value(found, "sparklog_consumer_group_lag", group="g", topic="elsewhere", partition="0") is None
+
+
+def test_label_sets_are_kept_across_scrapes_and_dropped_with_their_series():
+    """broker/metrics.py Rule 5: a series' label dict is made once, read by later scrapes as the same object,
+    and dropped once a scrape no longer exports the series (a group gone); the values stay each scrape's."""
+    sets = LabelSets(("group", "topic", "partition"))
+    ends = {("t", 0): 120, ("t", 1): 7}
+
+    def scrape(committed):
+        (family,) = lag_families(committed, lambda topic, partition: ends.get((topic, partition)), sets)
+        sets.prune()
+        return {tuple(s.labels.values()): (s.labels, s.value) for s in family.samples}
+
+    first = scrape([("g", ("t", 0), 100), ("h", ("t", 1), 2)])
+    ends[("t", 0)] = 130
+    second = scrape([("g", ("t", 0), 100)])
+    assert second[("g", "t", "0")][0] is first[("g", "t", "0")][0]
+    assert (first[("g", "t", "0")][1], second[("g", "t", "0")][1]) == (20, 30)
+    assert ("h", "t", "1") not in second
+    third = scrape([("h", ("t", 1), 2)])
+    assert third[("h", "t", "1")][0] is not first[("h", "t", "1")][0]  # made again: it was dropped
+    assert third[("h", "t", "1")][0] == {"group": "h", "topic": "t", "partition": "1"}
 
 
 def unstarted_broker(tmp_path) -> Broker:

@@ -35,7 +35,7 @@ def test_advertised_table():
         ApiKey.DESCRIBE_ACLS: (0, 1), ApiKey.CREATE_ACLS: (0, 1), ApiKey.DELETE_ACLS: (0, 1),
         ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1), ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0)}
-    assert {**API_VERSIONS, ApiKey.LIST_OFFSETS: (1, 10),  # v7-v10 decoded, not advertised
+    assert {**API_VERSIONS, ApiKey.LIST_OFFSETS: (0, 10),  # v0 and v7-v10 decoded, not advertised
             ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),  # v4-v5 (brokers') decoded, not advertised
             ApiKey.DESCRIBE_ACLS: (0, 3), ApiKey.CREATE_ACLS: (0, 3),  # v2-v3 decoded, not advertised
             ApiKey.DELETE_ACLS: (0, 3),

@@ -318,6 +318,33 @@ def test_list_offsets_special_timestamps_by_version(state, version):
         assert (got[-5].timestamp, got[-5].leader_epoch) == (-1, -1)
 
 
+def list_offsets_v0(state, partition, timestamp, max_num_offsets, replica_id=-1):
+    body = ListOffsetsRequest(replica_id=replica_id, topics=[ListOffsetsTopic(name="t", partitions=[
+        ListOffsetsPartition(partition_index=partition, timestamp=timestamp, max_num_offsets=max_num_offsets)])])
+    return handlers.handle_list_offsets(request(body, 2, 0), state).topics[0].partitions[0]
+
+
+def test_list_offsets_v0_answers_segment_boundaries_as_kafka_s_legacy_lookup(state):
+    """sarama sends ListOffsets v0 for an OffsetRequest built without a version (Burrow 1.2's end offsets):
+    the broker closed the connection (v0 not served). v0 answers old_style_offsets: the log end for latest,
+    the log start for earliest, segment base offsets (largest first) up to max_num_offsets, by the segments'
+    last-modified times for a timestamp (storage/legacy_offsets.py)."""
+    plog = state.replicas.leader_of(state.partitions.snapshot, ("t", 0)).plog
+    produce(state, [(0, batch(b"a", b"b"))])
+    plog.roll()
+    produce(state, [(0, batch(b"c"))])
+    plog.roll()
+    produce(state, [(0, batch(b"d", b"e"))])
+    now_ms = int(time.time() * 1000)
+    answers = {(ts, n): list_offsets_v0(state, 0, ts, n) for ts, n in
+               ((-1, 1), (-2, 1), (-1, 10), (now_ms + 60_000, 2), (1, 5))}
+    assert {k: (p.error_code, p.old_style_offsets) for k, p in answers.items()} == {
+        (-1, 1): (0, [5]), (-2, 1): (0, [0]), (-1, 10): (0, [5, 3, 2, 0]), (now_ms + 60_000, 2): (0, [5, 3]),
+        (1, 5): (0, [])}
+    assert list_offsets_v0(state, 2, -1, 1).error_code == handlers.NOT_LEADER_OR_FOLLOWER
+    assert list_offsets_v0(state, 1, -1, 1).old_style_offsets == [0]  # an empty log: its end
+
+
 def test_list_offsets_max_timestamp_is_the_record_with_the_largest_timestamp_not_the_first(state):
     """librdkafka's list_offsets(OffsetSpec.max_timestamp()) asks with timestamp -3: it was taken as a time
     and answered offset 0 with the first record's timestamp."""
