@@ -1,8 +1,11 @@
 """AppendPipeline: the one way batches enter a partition log; every append rule is written here, once.
 
 Entry points (PartitionLog's methods of the same names call them); each reads its record sets into `_Set`s
-(stage 1) and hands them to the one write sequence, `_commit` (stages 2 and 3): a single append is a group
-of one.
+(stage 1) and hands them to the one write sequence, `_commit` (stages 2 and 3): a group, a follower's set,
+a marker, a plain set of several batches and a client's set check_leader_set leaves are groups of one. Two
+lone sequences stay beside it, for speed alone (a group of one through `_commit` cost about 3 us more CPU
+per append: `_append_one`, a plain append of one batch, and `_append_plain`, a client's set
+check_leader_set takes); each applies the rules of the stages `_commit` names, in the same order.
     append(batches)                      a plain append: offsets assigned, the batches' epochs kept
     append_as_leader(batches, epoch)     a client's record set: checked as a client's, epoch stamped
     append_group_as_leader(sets, epoch)  pipelined record sets of one partition: per set, what a lone
@@ -12,7 +15,7 @@ of one.
 (recovery replays the producer state from the batch headers: PartitionLog._rebuild_producer_state).
 
 Each goes through the same stages; the stage named is the one place its rule lives:
- 1. read, outside the lock  -- `_append_set` (one batch: one header unpack, the CRC in C; several: `_validate`)
+ 1. read, outside the lock  -- `_append_set` / `append` (one batch: one header unpack, the CRC in C; several: `_validate`)
     (Rule: append-is-whole-batch: size against max.message.bytes, magic, CRC-32C of every batch before any
     byte is written); for a client's set, `_leader_set` (check_leader_set's one walk, or `_client_rules` +
     `_check_records`: Rule: client-batches-checked) and the config's conversion (log_validator, Rule:
@@ -92,6 +95,7 @@ from sparklog.storage.producer_state import ProducerEntry
 from sparklog.storage.segment import LogSegment
 from sparklog.storage.transactions import TXN_BITS
 
+_pack_base_offset = struct.Struct(">q").pack_into  # baseOffset is the first field, outside the CRC
 _ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes' low byte: codec, timestamp type, transactional, control
 _CONTROL_REFUSED = "Clients are not allowed to write control records"  # Kafka's LogValidator, verbatim
 _REFUSED_FROM_CLIENTS = CONTROL_MASK  # attributes a client's batch may not carry: markers are the leader's
@@ -188,14 +192,105 @@ class AppendPipeline:
     # -- entry points ------------------------------------------------------------------------------
 
     def append(self, batches: Any, append_time_ms: int | None = None) -> int:
-        """PartitionLog.append: a group of one plain set."""
-        return self._lone(self._append_set(batches, append_time_ms), KEEP_EPOCH)[0]
+        """PartitionLog.append: one batch is the lone hot path (`_append_one`: one header unpack, the CRC in C,
+        one clock read for segment.ms, one write); a set of several batches is a group of one (`_commit`)."""
+        data = batches if type(batches) is bytearray else bytearray(batches)
+        converter = self.converter
+        if converter is not None:  # the config asks for LogAppendTime, timestamp bounds or a codec
+            now = self.log._clock() if append_time_ms is None else append_time_ms
+            data = converter.convert(data, self._validate(memoryview(data))[0], now)
+        size = len(data)
+        if size >= HEADER_SIZE:
+            fields = _APPEND_FIELDS.unpack_from(data)
+            length, magic, crc, _, flags, delta, _, _, _, _, count = fields
+            if length + LOG_OVERHEAD == size:  # one batch
+                if size > self.max_message_bytes:  # Rule: append-is-whole-batch, for one batch (_validate's)
+                    self._too_large(size)
+                if (magic != MAGIC or delta < 0 or count < 0 or flags & COMPRESSION_MASK > MAX_CODEC
+                        or crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]) != crc):
+                    validate_batch(data)  # raises CorruptRecordError, with the reason
+                return self._append_one(data, fields)
+        headers, offsets = self._validate(memoryview(data))  # several batches, or malformed bytes (raises)
+        return self._lone(_headers_set(data, headers, offsets, -1), KEEP_EPOCH)[0]
+
+    def _append_one(self, data: bytearray, fields: tuple[int, ...]) -> int:
+        """append() of one checked batch: the lone sequence kept beside `_commit` because a group of one
+        through it measured slower (the report of branch lone: about 3 us more CPU per append, 0.36-0.80x of
+        this path in benchmarks/storage.py); every rule it applies is the stage `_commit` names."""
+        log = self.log
+        size = len(data)
+        _, _, _, _, flags, delta, max_timestamp, producer_id, epoch, sequence, count = fields
+        control = flags & CONTROL_MASK
+        with log._lock:
+            if log._closed:
+                raise LogClosedError(f"{log.name} is closed")
+            if producer_id >= 0 and not control:  # Rule: producer-state-in-append
+                duplicate = log._producers.check(producer_id, epoch, sequence, delta)
+                if duplicate is not None:
+                    return duplicate
+            first = log._leo
+            next_offset = first + delta + 1
+            segment = self._segment_for(size, next_offset, max_timestamp)
+            _pack_base_offset(data, 0, first)
+            segment.append_batch(data, first, next_offset, max_timestamp)
+            if producer_id >= 0 and not control:
+                log._producers.update(producer_id, epoch, sequence, delta, first, max_timestamp)
+            if flags & TXN_BITS:
+                log._txns.apply(parse_header(data), data)  # transactions.py Rule: transactions-tracked
+            moved = self._appended(segment, next_offset, count, size)
+        self._after_append(moved, next_offset)
+        return first
 
     def append_as_leader(self, batches: Any, leader_epoch: int, append_time_ms: int | None = None) -> int:
-        """PartitionLog.append_as_leader: a group of one client's set (`_leader_set`)."""
-        read = self._leader_set(batches, append_time_ms)
+        """PartitionLog.append_as_leader: a set check_leader_set takes (the common one) is the lone sequence
+        `_append_plain`; any other is a group of one client's set (`_leader_set`, `_commit`)."""
+        if self.converter is None:
+            plain = check_leader_set(batches, self.max_message_bytes)
+            if plain is not None:
+                return self._append_plain(batches, plain, leader_epoch)
+        return self._lone(self._leader_set(batches, append_time_ms), leader_epoch)[0]
+
+    def _append_plain(self, batches: Any, plain: LeaderSet, leader_epoch: int) -> int:
+        """append_as_leader of a set check_leader_set took: the lone sequence kept beside `_commit` (see
+        `_append_one`): offsets and the leader epoch stamped and the indexes kept in one compiled walk
+        (LogSegment.append_set), one write."""
+        log = self.log
+        entries, offset_count, messages, idempotent = plain
+        data = batches if type(batches) is bytearray else bytearray(batches)
         self._note_leader_epoch(leader_epoch)
-        return self._lone(read, leader_epoch)[0]
+        with log._lock:
+            if log._closed:
+                raise LogClosedError(f"{log.name} is closed")
+            if idempotent:
+                producers = _checked_set(data, plain)[6]
+                duplicate = self._check_producers(producers, len(entries) == 1)
+                if duplicate is not None:
+                    return duplicate
+            first = log._leo
+            segment = self._segment_for(len(data), first + offset_count, entries[0][3], len(entries))
+            offset = segment.append_set(data, first, leader_epoch)
+            if idempotent:
+                update = log._producers.update
+                for producer_id, epoch, sequence, delta, at, max_timestamp in producers:
+                    update(producer_id, epoch, sequence, delta, first + at, max_timestamp)
+            moved = self._appended(segment, offset, messages, len(data))
+        self._after_append(moved, offset)
+        return first
+
+    def _segment_for(self, size: int, next_offset: int, first_timestamp: int, batches: int = 1) -> LogSegment:
+        """The segment a lone append of `size` bytes and `batches` batches ending at `next_offset` goes to: the
+        active one, or a new one rolled first (Rule: roll-before-overfill, the limits `_commit` reads),
+        whose roll deadline then counts from `first_timestamp`."""
+        log = self.log
+        segment = log._segment_set.segments[-1]
+        if segment.size:
+            room = segment.index_room
+            if (room < batches or log._clock() >= segment.roll_at_ms or size > self.segment_bytes - segment.size
+                    or next_offset > segment.offset_limit):
+                segment = log._roll_locked()
+        if not segment.size:
+            self._set_lag_deadline(segment, first_timestamp)
+        return segment
 
     def append_group_as_leader(self, record_sets: list[Any], leader_epoch: int,
                                append_time_ms: int | None = None) -> list[Outcome]:
@@ -207,7 +302,6 @@ class AppendPipeline:
         outcomes: list[Outcome] = [None] * len(record_sets)
         sets: list[tuple[int, _Set]] = []
         checked = check_sets(record_sets, self.max_message_bytes) if self.converter is None else None
-        self._note_leader_epoch(leader_epoch)
         for i, records in enumerate(record_sets):
             fields = None if checked is None else checked[i]
             if fields is not None and records[_ATTRIBUTES_LOW] & TIMESTAMP_TYPE_MASK:
@@ -388,6 +482,8 @@ class AppendPipeline:
         leader's sets get `leader_epoch` stamped (KEEP_EPOCH: each keeps its own)."""
         if not sets:
             return
+        if leader_epoch != KEEP_EPOCH:
+            self._note_leader_epoch(leader_epoch)  # Rule: leader-stamps-epoch, for sets read whole
         log = self.log
         moved = False  # the HW moved
         with log._lock:

@@ -20,6 +20,7 @@ from sparklog.storage.config import INT32_MAX, LogConfig
 from sparklog.storage.errors import CorruptIndexError, CorruptSegmentError, LogClosedError
 from sparklog.storage.files import Files
 from sparklog.storage.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
+from sparklog.records import BytesLike
 from sparklog.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -161,6 +162,24 @@ class LogSegment:
             self._track(entry.base_offset, entry.max_timestamp, start + entry.position, entry.size)
         self.size = start + size  # size before next_offset: lock-free readers rely on this order
         self.next_offset = batches[-1].next_offset
+
+    def append_batch(self, data: BytesLike, base_offset: int, next_offset: int, max_timestamp: int) -> None:
+        """`append` of exactly one batch, its offset stamped already: a lone plain append's write
+        (append.py's `_append_one`), without a BatchEntry or a compiled walk."""
+        position, size = self.size, len(data)
+        try:
+            self._files.pwrite(self.fd, data, position)
+        except OSError:
+            self._cut_failed_write(position)
+            raise
+        if max_timestamp > self.max_timestamp:  # _track, inlined: this runs once per produce request
+            self.max_timestamp = max_timestamp
+            self._offset_of_max_timestamp = base_offset
+        if self._bytes_since_index > self._interval:
+            self._add_index_entry(base_offset, position)
+        self._bytes_since_index += size
+        self.size = position + size
+        self.next_offset = next_offset
 
     def append_set(self, data: bytearray, first_offset: int, leader_epoch: int) -> int:
         """Write a record set of whole, checked batches at the end with one write: its batches get consecutive
