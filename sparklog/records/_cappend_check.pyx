@@ -7,7 +7,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyOb
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport int8_t
-from libc.stdint cimport INT32_MAX, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT32_MAX, INT32_MIN, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 from sparklog.records._walk cimport *
 
@@ -124,8 +124,8 @@ def check_leader_set(records, Py_ssize_t max_message_bytes):
 
 def stamp_leader_set(data, int64_t first_offset, int32_t leader_epoch, int64_t since, int64_t interval,
                      int64_t max_timestamp, int64_t offset_of_max):
-    """append_check.stamp_leader_set (Rule 4): offsets and the leader's epoch stamped into a checked set's
-    batches, and where a segment's indexes take entries, in one walk."""
+    """append_check.stamp_leader_set (Rule 4): offsets and the leader's epoch (unless KEEP_EPOCH, INT32_MIN)
+    stamped into a checked set's batches, and where a segment's indexes take entries, in one walk."""
     cdef Py_buffer view
     cdef uint8_t* p
     cdef Py_ssize_t position = 0, size, total
@@ -142,8 +142,9 @@ def stamp_leader_set(data, int64_t first_offset, int32_t leader_epoch, int64_t s
                 raise ValueError(f"not a checked record set: batch length at byte {position}")
             for i in range(8):
                 p[i] = <uint8_t>(<uint64_t>offset >> (56 - 8 * i))
-            for i in range(4):
-                p[12 + i] = <uint8_t>(<uint32_t>leader_epoch >> (24 - 8 * i))
+            if leader_epoch != INT32_MIN:  # append_check.KEEP_EPOCH: the batch keeps its own
+                for i in range(4):
+                    p[12 + i] = <uint8_t>(<uint32_t>leader_epoch >> (24 - 8 * i))
             timestamp = <int64_t>get_be(p + 35, 8)
             if timestamp > max_timestamp:
                 max_timestamp = timestamp

@@ -28,9 +28,10 @@ Rule 3: `check_leader_set(records, max_message_bytes)` -> `(entries, offset coun
 Rule 4: `stamp_leader_set(data, first offset, leader epoch, since, interval, max timestamp, its offset)` ->
         `(next offset, since, max timestamp, its offset, points)`: a set check_leader_set took, in a writable
         buffer, gets consecutive offsets from `first offset` and the leader's epoch (fields outside the
-        CRC), and a segment's index bookkeeping is run over its batches as LogSegment._track runs it (its
-        `since` bytes since the last entry against index.interval.bytes, its max timestamp and the offset
-        of the batch that has it): `points` are the index entries due, `(base offset, position in data, max
+        CRC; KEEP_EPOCH, below any epoch, leaves each batch's own: a plain or a follower's append), and a
+        segment's index bookkeeping is run over its batches as LogSegment._track runs it (its `since`
+        bytes since the last entry against index.interval.bytes, its max timestamp and the offset of the
+        batch that has it): `points` are the index entries due, `(base offset, position in data, max
         timestamp, its offset)`, in order. ValueError for a buffer whose batch lengths do not fill it.
 """
 
@@ -50,11 +51,12 @@ _KERNEL = _implementation.RecordKernel("sparklog.records._cappend_check", "leade
                                        ("check_sets", "check_leader_set", "stamp_leader_set"))
 
 __all__ = ["APPEND_FIELDS", "check_leader_set", "check_sets", "py_check_leader_set", "py_check_sets",
-           "py_stamp_leader_set", "stamp_leader_set", "REFUSED_ATTRIBUTES", "REFUSED_SIZE", "CORRUPT"]
+           "py_stamp_leader_set", "stamp_leader_set", "KEEP_EPOCH", "REFUSED_ATTRIBUTES", "REFUSED_SIZE", "CORRUPT"]
 
 REFUSED_ATTRIBUTES = 1
 REFUSED_SIZE = 2
 CORRUPT = 3
+KEEP_EPOCH = -(1 << 31)  # Rule 4: stamp_leader_set leaves the batches' partitionLeaderEpoch as it is (int32 min)
 # Rule 3: attribute bits of a batch check_leader_set leaves to the general append
 NOT_PLAIN = CONTROL_MASK | TRANSACTIONAL_MASK | TIMESTAMP_TYPE_MASK
 
@@ -174,7 +176,8 @@ def py_stamp_leader_set(data: bytearray | memoryview, first_offset: int, leader_
         if size < HEADER_SIZE or size > total - position:
             raise ValueError(f"not a checked record set: batch length at byte {position}")
         _BASE_OFFSET.pack_into(data, position, offset)
-        _LEADER_EPOCH.pack_into(data, position + 12, leader_epoch)
+        if leader_epoch != KEEP_EPOCH:
+            _LEADER_EPOCH.pack_into(data, position + 12, leader_epoch)
         _, _, _, _, _, delta, timestamp, _, _, _, _ = APPEND_FIELDS.unpack_from(data, position)
         if timestamp > max_timestamp:
             max_timestamp, offset_of_max = timestamp, offset

@@ -144,30 +144,28 @@ class LogSegment:
         self._offset_of_max_timestamp = self.base_offset
         self._bytes_since_index = 0
         self.flushed_size = flushed_size
-        self.indexes_full = self.index.is_full or self.time_index.is_full  # then the next append rolls
+        self._count_index_room()
 
     # -- writing (under the log's lock) ----------------------------------------------------------
 
-    def append(self, data: Any, batches: list[BatchEntry], size: int = -1) -> None:
-        """Write `data` (whole batches, offsets assigned) at the end with one write, then index them. With
-        `size`, `data` is a list of buffers holding those `size` bytes one behind the other (one pwritev)."""
+    def append(self, data: Any, batches: list[BatchEntry]) -> None:
+        """Write `data` (whole batches, offsets assigned) at the end with one write, then index them (the
+        cleaner's write of a cleaned segment; appends write with `append_set`)."""
         start = self.size
         try:
-            if size < 0:
-                self._files.pwrite(self.fd, data, start)
-                size = len(data)
-            else:
-                self._files.pwritev(self.fd, data, start, size)
+            self._files.pwrite(self.fd, data, start)
         except OSError:
             self._cut_failed_write(start)
             raise
+        size = len(data)
         for entry in batches:
             self._track(entry.base_offset, entry.max_timestamp, start + entry.position, entry.size)
         self.size = start + size  # size before next_offset: lock-free readers rely on this order
         self.next_offset = batches[-1].next_offset
 
     def append_batch(self, data: BytesLike, base_offset: int, next_offset: int, max_timestamp: int) -> None:
-        """`append` of exactly one batch: the producer's common case, without building a BatchEntry."""
+        """`append` of exactly one batch, its offset stamped already: a lone plain append's write
+        (append.py's `_append_one`), without a BatchEntry or a compiled walk."""
         position, size = self.size, len(data)
         try:
             self._files.pwrite(self.fd, data, position)
@@ -183,10 +181,11 @@ class LogSegment:
         self.size = position + size
         self.next_offset = next_offset
 
-    def append_leader_set(self, data: bytearray, first_offset: int, leader_epoch: int) -> int:
-        """`append` of a record set append_check.check_leader_set took: its batches get consecutive offsets
-        from `first_offset` and the leader's epoch, are written with one write and tracked as `_track`
-        tracks them, the walk in one call (append_check.stamp_leader_set); returns the next offset."""
+    def append_set(self, data: bytearray, first_offset: int, leader_epoch: int) -> int:
+        """Write a record set of whole, checked batches at the end with one write: its batches get consecutive
+        offsets from `first_offset` and `leader_epoch` (KEEP_EPOCH: each keeps its own), stamped in place,
+        and are tracked as `_track` tracks them, the walk in one call (append_check.stamp_leader_set);
+        returns the next offset. The appends of append.py (every entry point) write here."""
         start = self.size
         next_offset, since, max_timestamp, offset_of_max, points = stamp_leader_set(
             data, first_offset, leader_epoch, self._bytes_since_index, self._interval, self.max_timestamp,
@@ -196,11 +195,12 @@ class LogSegment:
         except OSError:
             self._cut_failed_write(start)
             raise
-        for base_offset, position, timestamp, timestamp_offset in points:  # one per index.interval.bytes
-            self.index.append(base_offset, start + position)
-            self.time_index.maybe_append(timestamp, timestamp_offset)
-            self.indexes_full = len(self.index) >= self.index.max_entries or (
-                len(self.time_index) >= self.time_index.max_entries)
+        if points:  # one per index.interval.bytes
+            index, time_index = self.index, self.time_index
+            for base_offset, position, timestamp, timestamp_offset in points:
+                index.append(base_offset, start + position)
+                time_index.maybe_append(timestamp, timestamp_offset)
+            self.index_room = min(index.max_entries - len(index), time_index.max_entries - len(time_index))
         self.max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
         self._bytes_since_index = since
         self.size = start + len(data)  # size before next_offset: lock-free readers rely on this order
@@ -230,13 +230,19 @@ class LogSegment:
         index.append(base_offset, position)
         time_index.maybe_append(self.max_timestamp, self._offset_of_max_timestamp)
         self._bytes_since_index = 0
-        self.indexes_full = len(index) >= index.max_entries or len(time_index) >= time_index.max_entries
+        self._count_index_room()
+
+    def _count_index_room(self) -> None:
+        """`index_room`: the entries the fuller of the two indexes has left; 0: the next append rolls (a batch
+        adds at most one entry to each)."""
+        index, time_index = self.index, self.time_index
+        self.index_room = min(index.max_entries - len(index), time_index.max_entries - len(time_index))
 
     def seal_time_index(self) -> None:
         """Make the time index's last entry carry the segment's max timestamp (at flush, roll and close)."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self._offset_of_max_timestamp)
-            self.indexes_full = self.index.is_full or self.time_index.is_full
+            self._count_index_room()
 
     @property
     def largest_timestamp(self) -> int:

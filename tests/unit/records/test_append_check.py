@@ -186,3 +186,18 @@ def test_stamp_leader_set_twins_agree_and_stamp_as_the_headers_say(records, firs
         found = list(batch.iter_batches(expected[1]))
         assert [b.base_offset for b in found] == [first + sum(b.record_count for b in found[:i]) for i in range(len(found))]
         assert {b.partition_leader_epoch for b in found} <= {epoch} and expected[0][0] == found[-1].next_offset
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=leader_sets(), first=st.integers(0, 1 << 40), since=st.integers(0, 5000))
+def test_stamp_leader_set_with_keep_epoch_stamps_offsets_and_leaves_each_batchs_epoch(records, first, since):
+    """KEEP_EPOCH (a plain or a follower's append): both twins stamp the offsets alike and leave every
+    batch's partitionLeaderEpoch as it came."""
+    data = bytearray(b"" if records is None else records)
+    args = (first, append_check.KEEP_EPOCH, since, 4096, -1, first - 1)
+    expected = _stamped(append_check.py_stamp_leader_set, bytearray(data), args)
+    assert _stamped(_cappend_check.stamp_leader_set, bytearray(data), args) == expected
+    if expected[1] is not None and append_check.py_check_leader_set(records, 1 << 20) is not None:
+        found, sent = list(batch.iter_batches(expected[1])), list(batch.iter_batches(bytes(data)))
+        assert [b.partition_leader_epoch for b in found] == [b.partition_leader_epoch for b in sent]
+        assert [b.base_offset for b in found] == [first + sum(b.record_count for b in found[:i]) for i in range(len(found))]
