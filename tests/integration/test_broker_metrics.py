@@ -21,6 +21,7 @@ import uuid
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from support.processes import terminate
 from support.cluster import BrokerProcess, BrokerStartError, Cluster, LocalCluster, wait_until
 from support.fault_run import wait_for_leaders
 
@@ -307,9 +308,4 @@ def test_a_real_prometheus_server_scrapes_three_brokers(cluster, tmp_path):
         assert _scalar(api, f'up{{instance="{killed_target}"}}') == 0
         assert _scalar(api, "sum(sparklog_active_controller)") == 1
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)

@@ -21,6 +21,7 @@ import uuid
 import pytest
 
 from sparklog.coordination.zookeeper_server import free_port
+from support.processes import terminate
 from support.cluster import TEST_OFFSETS_TOPIC_PARTITIONS, wait_until
 from support.spark import produce, run_available_now, stream
 
@@ -107,12 +108,7 @@ def burrow(zookeeper, sparklog_cluster, tmp_path):
     try:
         yield f"http://127.0.0.1:{port}", work / "burrow.log"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
         log.close()
 
 
