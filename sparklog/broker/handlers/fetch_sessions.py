@@ -98,6 +98,9 @@ class FetchSession:
     answered: dict = field(default_factory=dict)  # (topic, index) -> (hw, lso, log start) last answered, or None
     pending: set = field(default_factory=set)  # Rule 5: the partitions to read at the next fetch
     seen: Any = None  # Rule 5: the generation of the last fetch (None: read every partition next time)
+    # where each partition is in `partitions` ((topic's place, partition's place): the order a read of some keeps)
+    places: dict = field(default_factory=dict)
+    _next_place: int = 0
 
     @property
     def size(self) -> int:
@@ -122,16 +125,25 @@ class FetchSession:
                 key = (topic.topic, part.partition)
                 if key not in self.answered:
                     self.answered[key] = None
+                    self.places[key] = self._place(topic.topic)
                     added.append(key)
         for gone in body.forgotten_topics_data or ():
             parts = self.partitions.get(gone.topic, {})
             for index in gone.partitions:
                 parts.pop(index, None)
-                if self.answered.pop((gone.topic, index), 0) != 0:
+                if self.places.pop((gone.topic, index), None) is not None:
+                    del self.answered[(gone.topic, index)]
                     removed.append((gone.topic, index))
             if not parts:
                 self.partitions.pop(gone.topic, None)
         return added, removed
+
+    def _place(self, topic: str) -> tuple[int, int]:
+        """A new partition's place: after every other (a topic's place is that of its first partition held)."""
+        self._next_place += 1
+        first = next(iter(self.partitions[topic]))
+        held = self.places.get((topic, first))
+        return (self._next_place if held is None else held[0]), self._next_place
 
     def fetch_of(self, body, keys=None) -> SessionFetch:
         """The request's settings over the session's partitions: all of them, or those of `keys`."""
@@ -139,7 +151,8 @@ class FetchSession:
             topics = [FetchTopic(topic=name, partitions=list(parts.values()))
                       for name, parts in self.partitions.items()]
         else:
-            topics = _grouped(self.partitions, keys)
+            places = self.places
+            topics = _grouped(self.partitions, sorted((key for key in keys if key in places), key=places.__getitem__))
         return SessionFetch(body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes, body.isolation_level,
                             topics)
 
@@ -154,7 +167,7 @@ class FetchSession:
 
 
 def _grouped(partitions: dict, keys) -> list:
-    """The FetchPartitions of `keys` the session still holds, by topic."""
+    """The FetchPartitions of `keys` the session still holds, by topic (in the order of `keys`)."""
     by_topic: dict[str, list] = {}
     for name, index in keys:
         part = partitions.get(name, {}).get(index)
