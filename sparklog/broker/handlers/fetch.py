@@ -94,7 +94,7 @@ def _handle_fetch(request, state):
 
 def _fetch_now(body, state, context):
     response, ready, plogs, failed = _fetch_pass(body, state, context)
-    if ready >= body.min_bytes or body.max_wait_ms <= 0 or failed or not plogs:
+    if ready >= body.min_bytes or body.max_wait_ms <= 0 or failed or not (plogs or context.session):
         return _metered(context.finish(response), body.replica_id, state)
     return _fetch_long_poll(body, state, plogs, context)
 

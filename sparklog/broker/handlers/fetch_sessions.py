@@ -46,7 +46,8 @@ generation is not the one of the session's last fetch (a new session's first inc
 partition read and answered (in the core's response before Rule 3's filter: the core leaves out only the
 partitions it found quiet, whose answer Rule 3 would drop) stays marked: it is read again next time, until a
 read finds it quiet. A long poll takes the marks that arrive while it waits (`refresh`) and is woken through
-`wake(session)`. Without a generation (`None`) every fetch reads every partition of the session.
+`wake(session)`; so an incremental fetch that reads no partition still waits, on its session, up to its
+max_wait_ms (answered at once, an idle follower's fetch loop spins). Without a generation (`None`) every fetch reads every partition of the session.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ says, whatever happened between fetches (appends, HW moves, log start moves, tru
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -132,5 +133,44 @@ def test_incremental_answers_applied_by_a_client_say_what_a_full_fetch_says(roun
                 if read_on:  # the client reads on to the HW it was told, and fetches from there
                     offsets.update({key: model[key][1] for key in KEYS if model[key][0] == 0})
                     fetch_and_check(state, handler, offsets, model)
+        finally:
+            logs.close()
+
+
+def test_an_incremental_fetch_with_nothing_marked_long_polls_on_its_session_and_a_change_answers_it():
+    """Rule 5 with `max_wait_ms`: an incremental fetch that reads no partition (nothing marked since the last one)
+    still waits, on its session, for a change or the deadline. Answering it at once (nothing to wait on) turned
+    every idle follower's fetch loop into a spin: ~400 fetches a second per follower, 14 CPU-s in 10 s for three
+    idle RF 3 brokers. The deadline here is ten minutes: only the append can answer within the test's minute."""
+    with tempfile.TemporaryDirectory() as directory:
+        logs = LogManager([directory], {"flush.ms": "3600000"}, retention_check_interval_ms=3_600_000)
+        try:
+            partitions = Partitions(logs, led={0, 1, 2})
+            state = broker_state(logs, partitions)
+            for key in KEYS:
+                change(("append", key[1], 1), logs, partitions, {})
+                change(("flush", key[1], 0), logs, partitions, {})
+            handler = FetchSessionHandler()
+            wanted = {key: FetchPartition(partition=key[1], fetch_offset=1, partition_max_bytes=1_000_000)
+                      for key in KEYS}
+            assert handler.handle(fetch(state, *handler.build(wanted)))  # the session, and its first full read
+            assert handler.handle(fetch(state, *handler.build(wanted)))  # every partition read once: now quiet
+
+            async def scenario():
+                body = FetchRequest(replica_id=-1, max_wait_ms=600_000, min_bytes=1, max_bytes=10_000_000,
+                                    **dict(zip(("session_id", "session_epoch", "topics", "forgotten_topics_data"),
+                                               handler.build(wanted))))
+                pending = handlers.handle_fetch(Request(RequestHeader(1, 11, 7, "test"), body), state)
+                assert asyncio.iscoroutine(pending), "an idle incremental fetch was answered at once"
+                task = asyncio.ensure_future(pending)
+                await asyncio.sleep(0.05)
+                assert not task.done()
+                change(("append", 2, 1), logs, partitions, {})
+                change(("flush", 2, 0), logs, partitions, {})
+                return await asyncio.wait_for(task, 60)
+
+            answer = asyncio.run(scenario())
+            assert [(t.topic, p.partition_index, seen(p)[4]) for t in answer.responses for p in t.partitions] == [
+                ("t", 2, [b"v0"])]
         finally:
             logs.close()
