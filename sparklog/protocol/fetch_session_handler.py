@@ -5,8 +5,8 @@ Rule 1: with no session (at the start, after an error, or when the broker made n
 wanted partition, session_epoch 0 (INITIAL: asks the broker for a session), session_id the one to close if any.
 Rule 2: in a session the request is incremental: session_id and the epoch the broker expects, only the partitions
 whose fetch (offset, leader epoch, log start, max bytes) differs from what the session holds, and as
-forgotten_topics_data the partitions the session holds that are no longer wanted. The broker reads every partition
-of the session, and answers only those with something new (records, an error, a moved high watermark).
+forgotten_topics_data the partitions the session holds that are no longer wanted. The broker answers only the
+partitions of the session with something new (records, an error, a moved high watermark or log start).
 Rule 3: after each answer: a top-level error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, ...) ends the
 session and the next request starts over (Rule 1: the session id named for closing unless the broker had lost it);
 an answer to a full request starts the session it names (none if session_id is 0); an answer to an incremental one

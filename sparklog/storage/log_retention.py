@@ -45,7 +45,8 @@ class LogRetention:
                 log._segment_set.drop_head(doomed)
                 log._producers.truncate_head(offset, log._segment_set.bases[0])
             log._segment_set.schedule_deletes(doomed, log.config.file_delete_delay_ms)
-            return offset
+        log._visibility.announce(log)  # the log start moved (visibility.py Rule: listeners-hear-what-readers-see)
+        return offset
 
     def enforce(self, now_ms: int | None = None) -> int:
         """Delete the oldest whole segments past retention.ms or beyond retention.bytes; return how many.
@@ -72,5 +73,6 @@ class LogRetention:
                 log._producers.truncate_head(log.log_start_offset, log._segment_set.bases[0])
         if doomed:
             log._files.fsync_dir(log.directory)  # the renames: a crash must not bring the segments back
+            log._visibility.announce(log)  # the log start moved (visibility.py Rule: listeners-hear-what-readers-see)
         segment_set.schedule_deletes(doomed, log.config.file_delete_delay_ms)
         return len(doomed)

@@ -41,6 +41,7 @@ class LogTruncation:
             log._segment_set.schedule_deletes(doomed, log.config.file_delete_delay_ms)
             log.flush()  # fsyncs the directory (the renames) and rewrites the checkpoint if it named removed offsets
             log._files.fsync(cut.fd)  # the cut itself: flush() skips a segment the cut left empty
+        log._visibility.announce(log)  # visibility.py Rule: listeners-hear-what-readers-see
 
     def _truncate_locked(self, offset: int) -> list[LogSegment]:
         log = self._log
@@ -71,3 +72,4 @@ class LogTruncation:
                 log._rebuild_producer_state()  # every snapshot and producer is below `offset`: none is left
             log._segment_set.schedule_deletes(doomed, log.config.file_delete_delay_ms)
             log.flush()
+        log._visibility.announce(log)  # visibility.py Rule: listeners-hear-what-readers-see

@@ -15,6 +15,10 @@ to the HW; READ_COMMITTED to the last stable offset (LSO): the HW capped by the 
 transaction not yet stable (`_last_stable` asks the log's `stable(hw)`: transactions.py Rule:
 last-stable-offset).
 
+Rule: listeners-hear-what-readers-see: the listeners hear every forward move of the HW, and (`announce`) every
+other change of what a reader of the log sees: the log start moved (retention, DeleteRecords) or the tail cut
+(truncation), with the HW as it is then.
+
 Not thread-safe: the log changes it under its append lock; readers read `hw` (one attribute, replaced whole)
 without a lock. Listeners run outside the lock, from whichever thread moved the HW.
 """
@@ -122,6 +126,10 @@ class Visibility:
 
     def remove_listener(self, listener: HighWatermarkListener) -> None:
         self.listeners = tuple(fn for fn in self.listeners if fn is not listener)
+
+    def announce(self, log: Any) -> None:
+        """Rule: listeners-hear-what-readers-see, for a change other than the HW moving forward (outside the lock)."""
+        self.notify(log, self.hw.offset)
 
     def notify(self, log: Any, high_watermark: int) -> None:
         for listener in self.listeners:

@@ -9,9 +9,13 @@ one for the consumer, so a restarted follower's new session must evict the consu
 
 from __future__ import annotations
 
+import re
+import time
+import urllib.request
 import uuid
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from support.cluster import started_cluster, wait_until
 from support.wire import request as wire_request
@@ -30,7 +34,8 @@ def cluster(request, zookeeper, tmp_path_factory):
     return started_cluster(request, f"{zookeeper.connect_string}/fetchsess-{uuid.uuid4().hex}",
                            tmp_path_factory.mktemp("fetchsess"), 3, 6000,
                            **{"max.incremental.fetch.session.cache.slots": str(SLOTS),
-                              "auto.create.topics.enable": "false", "replica.lag.time.max.ms": "3000"})
+                              "auto.create.topics.enable": "false", "replica.lag.time.max.ms": "3000",
+                              "metrics.listener": "http://127.0.0.1:0"})
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +125,31 @@ def test_the_broker_answers_session_errors_on_the_wire(cluster, topic):
     closed = _fetch(broker, topic, partition, session_id, -1, offset=0)  # closes it; answered in full, sessionless
     assert closed.session_id == 0 and closed.responses[0].partitions[0].records
     assert _fetch(broker, topic, partition, session_id, 3).error_code == FETCH_SESSION_ID_NOT_FOUND
+
+
+IDLE_S = 5
+REPLICA_FETCH_WAIT_S = 0.5  # replica.fetch.wait.max.ms: Kafka's default, and sparklog's
+
+
+def _fetches_served(broker) -> float:
+    """The Fetch requests `broker` has answered, from its Prometheus endpoint."""
+    url = re.findall(r"metrics endpoint on (http://[^/\s]+/metrics)", broker.out_path.read_text(errors="replace"))[-1]
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        text = reply.read().decode()
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
+               if s.name == "sparklog_requests_total" and s.labels.get("api") == "Fetch")
+
+
+def test_idle_replica_fetchers_in_sessions_long_poll_instead_of_spinning(cluster, topic):
+    """fetch_sessions.py Rule 5: an incremental fetch that reads nothing still waits up to max_wait_ms. Each broker
+    of an idle cluster answers each of its two followers about once per replica.fetch.wait.max.ms; a broker that
+    answered an idle session's fetch at once served ~400 a second per follower."""
+    wait_until(lambda: _in_sync(cluster, topic), "every replica in sync", TIMEOUT_S)
+    before = {b.broker_id: _fetches_served(b) for b in cluster.brokers.values()}
+    time.sleep(IDLE_S)
+    served = {b.broker_id: _fetches_served(b) - before[b.broker_id] for b in cluster.brokers.values()}
+    most = 2 * IDLE_S / REPLICA_FETCH_WAIT_S * 3  # two followers, three times slack (a woken poll answers early)
+    assert all(0 < n <= most for n in served.values()), (served, most)
 
 
 def test_replicas_and_a_consumer_fetch_in_sessions_while_acks_all_writes_replicate(cluster, topic, consumer):

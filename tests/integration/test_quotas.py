@@ -244,6 +244,48 @@ def test_a_client_that_ignores_throttle_time_is_held_by_the_muted_connection(bro
     assert 0.5 * MIB <= measured <= 1.25 * MIB
 
 
+def test_a_throttled_incremental_fetch_keeps_its_session(broker, topic):
+    """KIP-219 with KIP-227: a consumer in an incremental fetch session that owes a throttle gets an empty answer
+    carrying its session's id (the session took the request; its epoch moved), as Kafka's
+    IncrementalFetchContext.getThrottledResponse answers, so the consumer keeps its session instead of starting
+    over with a full fetch of every partition. A replayed epoch is still refused."""
+    from confluent_kafka import Producer
+
+    from sparklog.broker.handlers.error_codes import INVALID_FETCH_SESSION_EPOCH
+    from sparklog.protocol import ApiKey, FetchPartition, FetchRequest, FetchTopic
+    from support.wire import exchange
+
+    cluster, zk = broker
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    for _ in range(20):
+        producer.produce(topic, VALUE)
+    assert producer.flush(30) == 0
+    set_quota(zk, "sparklog-test", cq.CONSUMER_BYTE_RATE, str(64 * 1024))  # support.wire's client id
+
+    def fetch(sock, session_id: int, epoch: int, topics):
+        return exchange(sock, ApiKey.FETCH, 11, FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=MIB, session_id=session_id, session_epoch=epoch,
+            topics=topics, forgotten_topics_data=[]))
+
+    host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            full = fetch(sock, 0, 0, [FetchTopic(topic=topic, partitions=[
+                FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=MIB)])])
+            assert full.error_code == 0 and full.session_id != 0
+            session_id, epoch, deadline = full.session_id, 1, time.monotonic() + 30
+            while True:  # the session's own offset, 0, read again and again until the quota throttles it
+                answer = fetch(sock, session_id, epoch, [])
+                assert (answer.error_code, answer.session_id) == (0, session_id), (answer.throttle_time_ms, epoch)
+                epoch += 1
+                if answer.throttle_time_ms > 0:
+                    break
+                assert time.monotonic() < deadline, "never throttled"
+            assert fetch(sock, session_id, epoch - 1, []).error_code == INVALID_FETCH_SESSION_EPOCH
+    finally:
+        set_quota(zk, "sparklog-test", cq.CONSUMER_BYTE_RATE, None)
+
+
 # -- sparklog configs: kafka-configs' forms, through DescribeClientQuotas / AlterClientQuotas ----------------
 
 

@@ -77,15 +77,15 @@ def _handle_fetch(request, state):
     are the follower's LEOs, recorded first (those a session remembers too): they move the HW and the ISR
     (replica_manager.py)."""
     fetch_topic_ids.adopt_replica_state(request.body)
-    context = state.fetch_sessions.begin(request.body, int(time.monotonic() * 1000))
+    context = state.fetch_sessions.begin(request.body, int(time.monotonic() * 1000), _generation(state))
     if context.__class__ is int:
         state.request_meters.error(_FETCH, context)
         return FetchResponse(throttle_time_ms=0, error_code=context, session_id=0, responses=[])
     if request.api_version >= FIRST_TOPIC_ID_VERSION:
-        context = fetch_topic_ids.named(context, state.partitions.snapshot)
+        fetch_topic_ids.named(context, state.partitions)
     body = context.fetch
     if body.replica_id >= 0:
-        _record_follower_fetch(body, state)
+        _record_follower_fetch(context.whole, state)
     verifications = _unverified_reads(body, state)
     if verifications:
         return verified_first(state, verifications, functools.partial(_fetch_now, body, state, context))
@@ -94,7 +94,7 @@ def _handle_fetch(request, state):
 
 def _fetch_now(body, state, context):
     response, ready, plogs, failed = _fetch_pass(body, state, context)
-    if ready >= body.min_bytes or body.max_wait_ms <= 0 or failed or not plogs:
+    if ready >= body.min_bytes or body.max_wait_ms <= 0 or failed or not (plogs or context.session):
         return _metered(context.finish(response), body.replica_id, state)
     return _fetch_long_poll(body, state, plogs, context)
 
@@ -178,16 +178,25 @@ async def _fetch_long_poll(body, state, plogs, context) -> FetchResponse:
         last[:] = [response]
         return ready >= body.min_bytes or failed
 
-    await state.waiters.wait_until(plogs, enough, loop.time() + body.max_wait_ms / 1000.0)
+    session = context.session  # its partitions' changes wake the poll (fetch_sessions.py Rule 5)
+    await state.waiters.wait_until(plogs, enough, loop.time() + body.max_wait_ms / 1000.0,
+                                   keys=() if session is None else (session,))
     return _metered(context.finish(last[0]), body.replica_id, state)
 
 
+def _generation(state) -> tuple:
+    """Who leads what here (fetch_sessions.py Rule 5): a new tuple of objects whenever that changes."""
+    return state.partitions.snapshot, state.replicas.leaders
+
+
 def _fetch_pass(body, state, context):
-    """One pass of the core over the partitions worth reading: in an incremental session, those that are not
-    quiet (`_quiet`), whose answer fetch_sessions.py Rule 3 would drop; the quiet ones' logs are still waited on."""
+    """One pass of the core over the partitions worth reading: in an incremental session, those fetch_sessions.py
+    Rule 5 names that are not quiet (`_quiet`), whose answer its Rule 3 would drop; the quiet ones' logs are
+    still waited on, and watched (their changes mark the session)."""
     last = context.last_answers
     if last is None:
         return _fetch_once(body, state)
+    body = context.refresh(_generation(state))
     snapshot, topics, quiet = state.partitions.snapshot, [], []
     rack = body.rack_id if body.replica_id < 0 else ""
     for topic in body.topics:
@@ -195,6 +204,8 @@ def _fetch_pass(body, state, context):
         for part in topic.partitions:
             led = fetch_target(state, snapshot, name, part.partition, part.current_leader_epoch, part.fetch_offset,
                                rack)
+            if led.__class__ is not int:
+                state.waiters.watch(led.plog)
             if led.__class__ is not int and _quiet(led, part, last.get((key, part.partition)), body):
                 quiet.append(led.plog)
             else:

@@ -15,6 +15,8 @@ incremental fetch, fetch_sessions.py Rule 3) until the client forgets it.
 
 from __future__ import annotations
 
+import functools
+
 from sparklog.broker.authorization import then
 from sparklog.broker.handlers.error_codes import NO_OFFSET, UNKNOWN_TOPIC_ID
 from sparklog.broker.handlers.fetch_sessions import SessionFetch
@@ -23,30 +25,16 @@ from sparklog.protocol.fetch import FIRST_TOPIC_ID_VERSION, FetchableTopicRespon
 __all__ = ["named", "named_first", "adopt_replica_state"]
 
 
-class _WithUnknownIds:
-    """A FetchContext whose fetch leaves out the topics of unknown ids, and whose answer carries them (Rule:
-    unknown-ids-answered) before the session filters it."""
-
-    __slots__ = ("fetch", "_context", "_unknown")
-
-    def __init__(self, fetch, context, unknown: list) -> None:
-        self.fetch = fetch
-        self._context = context
-        self._unknown = unknown
-
-    @property
-    def last_answers(self) -> dict | None:
-        return self._context.last_answers
-
-    def finish(self, response: FetchResponse) -> FetchResponse:
-        response.responses += self._unknown
-        return self._context.finish(response)
+def named(context, partitions) -> None:
+    """Name `context`'s fetch (fetch_sessions.FetchContext), and every one its session builds after it
+    (fetch_sessions.py Rule 5), by the topics' ids against the snapshot current then (Rule:
+    ids-resolved-per-fetch); the unknown ones are answered (Rule: unknown-ids-answered)."""
+    context.name_with(functools.partial(_named, partitions))
 
 
-def named(context, snapshot):
-    """`context` (fetch_sessions.FetchContext) with each topic of its fetch named by its id (Rule:
-    ids-resolved-per-fetch), or wrapped to answer the unknown ones (Rule: unknown-ids-answered)."""
-    body, names = context.fetch, snapshot.names_by_topic_id
+def _named(partitions, body) -> tuple:
+    """(`body` with each topic named by its id and those of unknown ids left out, their answers)."""
+    names = partitions.snapshot.names_by_topic_id
     known, unknown = [], []
     for topic in body.topics:
         name = names.get(topic.topic_id)
@@ -57,10 +45,9 @@ def named(context, snapshot):
             topic.topic = name
             known.append(topic)
     if not unknown:
-        return context
-    fetch = SessionFetch(body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes, body.isolation_level,
-                         known)
-    return _WithUnknownIds(fetch, context, unknown)
+        return body, []
+    return SessionFetch(body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes, body.isolation_level,
+                        known, body.rack_id), unknown
 
 
 def _unknown_id(index: int) -> PartitionData:

@@ -85,7 +85,10 @@ class BrokerState:
                     partitions=partitions, executor=executor, loop=loop, producer_ids=producer_ids, waiters=waiters,
                     replicas=replicas, groups=groups, offsets=offsets,
                     quotas=QuotaManager(QuotaWindows(config.quota_window_num, config.quota_window_size_seconds)),
-                    fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots))
+                    fetch_sessions=FetchSessionCache(
+                        config.max_incremental_fetch_session_cache_slots, wake=waiters.wake,
+                        topic_id_of=lambda topic: partitions.snapshot.topic_ids_by_name.get(topic)))
+        waiters.observe(state.fetch_sessions.changed)  # fetch_sessions.py Rule 5
         state.transactions = TransactionCoordinator(
             config.transaction, partitions, replicas, producer_ids, lambda *topic: _create_topic(state, *topic),
             config.broker_id, executor)

@@ -331,8 +331,16 @@ class Dispatcher:
             request = decode_request(frame)
         except RemoteProtocolError as exc:
             raise CloseConnection(str(exc)) from None
-        return encode_response(request.header, FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=0,
-                                                             responses=[]))
+        return encode_response(request.header, self._throttled_fetch(request.body, throttle))
+
+    def _throttled_fetch(self, body, throttle: int) -> FetchResponse:
+        """A throttled Fetch's empty answer: in an incremental session the session takes the request and answers
+        with its id (its epoch moved), as Kafka's getThrottledResponse does; a full fetch makes no session."""
+        context = self.state.fetch_sessions.begin(body, int(time.monotonic() * 1000))
+        if context.__class__ is int:
+            return FetchResponse(throttle_time_ms=throttle, error_code=context, session_id=0, responses=[])
+        session_id = 0 if context.session is None else context.session.id
+        return FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=session_id, responses=[])
 
     # server.py's optional run contract: consecutive frames opening with RUN_KEY (Produce requests) are
     # handed over together to handle_frames

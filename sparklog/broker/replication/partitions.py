@@ -127,6 +127,11 @@ class MetadataSnapshot:
         return {topic_ids.to_uuid(meta.topic_id): name for name, meta in self.topics.items()
                 if meta.topic_id is not None}
 
+    @functools.cached_property
+    def topic_ids_by_name(self) -> Mapping[str, uuid.UUID]:
+        """`names_by_topic_id` the other way round (a fetch session of ids is marked through it)."""
+        return {name: topic_id for topic_id, name in self.names_by_topic_id.items()}
+
 
 @dataclass(frozen=True)
 class PartitionManagerStatistics:

@@ -137,3 +137,24 @@ def test_notify_on_the_loop_wakes_at_once_and_in_parking_order():
         assert order == list(range(40))
 
     asyncio.run(run())
+
+
+def test_a_wait_on_a_key_is_woken_by_wake_from_another_thread_and_observers_hear_every_notify():
+    """Rule 2's keys and Rule 4: a fetch session parks on its session object, woken by `wake` (not by its logs);
+    every notify(log) reaches the observers first, whether anyone waits or not."""
+    async def run():
+        purgatory, plog, key, done, heard = Purgatory(), FakeLog(), object(), [], []
+        purgatory.observe(heard.append)
+        loop = asyncio.get_running_loop()
+        waiter = asyncio.ensure_future(purgatory.wait_until([], lambda: bool(done), loop.time() + HOUR_S,
+                                                            keys=(key,)))
+        await asyncio.sleep(0.01)
+        purgatory.notify(plog)  # a log the wait does not name: heard, wakes nothing
+        await asyncio.sleep(0.01)
+        assert heard == [plog] and not waiter.done()
+        done.append(1)
+        threading.Thread(target=purgatory.wake, args=(key,)).start()
+        assert await asyncio.wait_for(waiter, SAFETY_S) is True
+        assert purgatory.waiting() == 0
+
+    asyncio.run(run())
