@@ -13,8 +13,9 @@ A task without rows begins no transaction (its InitProducerId still fences an ea
 meets a row it cannot write (writer.py Rule 5) aborts its transaction and returns the refusal instead.
 
 Phase 2 (the driver, `decide`, in the writer's commit(messages, batchId)):
-Rule 0: a batch with a refused row is not decided: every task's prepared transaction is aborted and the
-refusal raised (`refuse`), so nothing of the batch becomes visible and its first line is the refusal.
+Rule 0: a batch with a refused row is not decided: commit raises the refusal (writer.py Rule 5), so it is
+the first line the user reads, and Spark's abort of the failed write aborts every task's prepared transaction:
+nothing of the batch becomes visible.
 Rule 1: the decision is durable before it is acted on: the ledger gets "batch B deciding, these transactions",
 then EndTxn commit is sent for each (`client.transactions.complete_prepared`: the coordinator takes EndTxn
 with the id, producer id and epoch from any connection), then "batch B done".
@@ -126,13 +127,6 @@ def prepare_task(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> Pr
 
 
 # -- phase 2: the driver --------------------------------------------------------------------------------------
-
-def refuse(options: WriteOptions, messages: list) -> None:
-    """Rule 0."""
-    if any(getattr(m, "refused", None) for m in messages):
-        end_all(options, _transactions(messages), commit=False)
-        raise_refused(messages)
-
 
 def decide(options: WriteOptions, messages: Iterable, batch_id: int) -> None:
     """Rules 1 and 2."""
@@ -266,7 +260,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
         return prepare_task(self.options, iterator)
 
     def commit(self, messages: list, batchId: int) -> None:
-        refuse(self.options, messages)
+        raise_refused(messages)  # Rule 0
         decide(self.options, messages, batchId)
 
     def abort(self, messages: list, batchId: int) -> None:
@@ -284,7 +278,7 @@ class ExactlyOnceWriter(DataSourceArrowWriter):
         return prepare_task(self.options, iterator)
 
     def commit(self, messages: list) -> None:
-        refuse(self.options, messages)
+        raise_refused(messages)  # Rule 0
         batch_id = self.options.batch_id
         decide(self.options, messages, next_batch_id(self.options) if batch_id is None else batch_id)
 

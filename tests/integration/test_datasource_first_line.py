@@ -112,6 +112,9 @@ def test_a_partition_the_topic_lacks_refuses_an_exactly_once_write_with_nothing_
                               transactionalIdPrefix=f"eos-{topic}")
     assert f"Partition 9 of topic {topic} does not exist: the topic has 2 partitions" in text.splitlines()[0], text
     assert count(spark, sparklog_cluster, topic) == 0  # no task's transaction committed
+    write(spark, sparklog_cluster.bootstrap, "SELECT 'after' AS value, 0 AS partition", topic=topic)  # where
+    # the other task (rows 10-19, partition 0) wrote
+    assert count(spark, sparklog_cluster, topic) == 1  # and none left open: the last stable offset moves on
 
 
 def test_a_partition_column_of_the_wrong_type_is_the_first_line(spark, sparklog_cluster, make_topic):
