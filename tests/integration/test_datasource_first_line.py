@@ -161,3 +161,25 @@ def test_a_partition_the_topic_lacks_fails_a_streaming_write_with_it_first(spark
         query.awaitTermination(240)
     assert f"Partition 7 of topic {sink} does not exist: the topic has 2 partitions (0 to 1)" in \
         first_line(raised.value), str(raised.value)
+
+
+# -- what Spark says before sparklog is asked (README, "Writing"): pinned, so a pyspark that words them otherwise
+# -- is noticed. Neither runs any code of the source (no DataSource is created), so sparklog cannot add to them.
+
+def test_save_without_a_mode_is_refused_by_spark_naming_append(spark):
+    with pytest.raises(Exception) as raised:
+        (spark.sql("SELECT 'v' AS value").write.format("sparklog").option("kafka.bootstrap.servers", "127.0.0.1:1")
+         .option("topic", "t").save())
+    line = first_line(raised.value)
+    assert line.startswith("[UNSUPPORTED_DATA_SOURCE_SAVE_MODE]") and '"ErrorIfExists" mode' in line and \
+        '"Append"' in line, str(raised.value)
+
+
+def test_update_mode_is_refused_by_spark_when_the_query_starts(spark, tmp_path):
+    counts = spark.readStream.format("rate").load().groupBy("value").count().selectExpr(
+        "CAST(value AS STRING) AS value")
+    query = (counts.writeStream.outputMode("update").format("sparklog").option("kafka.bootstrap.servers", "127.0.0.1:1")
+             .option("topic", "t").option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    with pytest.raises(Exception) as raised:
+        query.awaitTermination(120)
+    assert "sparklog does not support Update mode" in first_line(raised.value), str(raised.value)
