@@ -47,6 +47,14 @@ class UnknownPartition(ClientError, LookupError):
     """A record sent to a partition that the topic's metadata says it does not have."""
 
 
+class InvalidPartition(ClientError, ValueError):
+    """A record given a partition the topic does not have (after a metadata refresh): refused before it is queued."""
+
+    def __init__(self, message: str, topic: str, partition: int, count: int | None) -> None:
+        super().__init__(message)
+        self.topic, self.partition, self.count = topic, partition, count
+
+
 class CorrelationIdMismatch(ClientError):
     """A response arrived for a request other than the oldest in flight: the stream is out of sync."""
 

@@ -48,6 +48,7 @@ from sparklog.client.futures import complete_all
 from sparklog.client.errors import (
     METADATA_REFRESH_ERRORS,
     ClientClosed,
+    InvalidPartition,
     NoBrokersAvailable,
     UnknownPartition,
     UnknownTopic,
@@ -238,8 +239,9 @@ class Producer:
         elif (partition >= self._metadata.partition_counts.get(topic, partition + 1) or partition < 0) and \
                 not 0 <= partition < self._count_after_refresh(topic):
             count = self._metadata.partition_counts.get(topic)
-            raise ValueError(f"topic {topic!r} has {count} partitions, not partition {partition}" if partition >= 0
-                             else f"topic {topic!r} has no partition {partition}")
+            raise InvalidPartition(f"topic {topic!r} has {count} partitions, not partition {partition}"
+                                   if partition >= 0 else f"topic {topic!r} has no partition {partition}",
+                                   topic, partition, count)
         if headers:
             headers = _headers(headers)
         if timestamp is None:
@@ -282,7 +284,7 @@ class Producer:
                 count = max(count, self._count_after_refresh(topic))
             if given and (min(given) < 0 or max(given) >= count):
                 bad = next(p for p in given if p < 0 or p >= count)
-                raise ValueError(f"topic {topic!r} has no partition {bad}")
+                raise InvalidPartition(f"topic {topic!r} has no partition {bad}", topic, bad, count)
             if len(given) == n:
                 fixed = partitions
             else:

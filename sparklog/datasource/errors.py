@@ -2,8 +2,11 @@
 
 Rule 1: every message names the topic, the partition and the missing offset range.
 Rule 2 (first line): the user reads the message of an error that is theirs to act on (a data loss, an
-option: `options.SparklogOptionError`, a refused login: `AuthenticationFailed`) first, not under a traceback: raised in a Spark Python worker, it asks
-pyspark to report it without the traceback (`show_message_first`).
+option: `options.SparklogOptionError`, a refused login: `AuthenticationFailed`, a DataFrame or a row the sink
+cannot write: `writer.SparklogSchemaError`, `writer.SparklogRowError`) first, not under a traceback: raised in
+a Spark Python worker, it asks pyspark to report it without the traceback (`show_message_first`). An error a
+write task raises still comes under pyspark's "An exception was thrown from the Python worker:" line, so a
+row's refusal is raised by the driver's commit instead (writer.py Rule 5).
 """
 
 from __future__ import annotations

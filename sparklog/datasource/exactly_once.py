@@ -9,9 +9,13 @@ across micro-batches and attempts) calls InitProducerId, which fences any earlie
 and aborts its open transaction; the task writes its rows in one transaction, flushes until every record is
 acknowledged (any failure fails the task, which Spark retries), and does NOT commit: it returns (transactional
 id, producer id, epoch) in its commit message and closes its producer, the transaction left open (prepared).
-A task without rows begins no transaction (its InitProducerId still fences an earlier attempt).
+A task without rows begins no transaction (its InitProducerId still fences an earlier attempt). A task that
+meets a row it cannot write (writer.py Rule 5) aborts its transaction and returns the refusal instead.
 
 Phase 2 (the driver, `decide`, in the writer's commit(messages, batchId)):
+Rule 0: a batch with a refused row is not decided: commit raises the refusal (writer.py Rule 5), so it is
+the first line the user reads, and Spark's abort of the failed write aborts every task's prepared transaction:
+nothing of the batch becomes visible.
 Rule 1: the decision is durable before it is acted on: the ledger gets "batch B deciding, these transactions",
 then EndTxn commit is sent for each (`client.transactions.complete_prepared`: the coordinator takes EndTxn
 with the id, producer id and epoch from any connection), then "batch B done".
@@ -57,7 +61,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 
 from sparklog.datasource.options import WriteOptions
 from sparklog.datasource.security import security_of
-from sparklog.datasource.writer import new_producer, send_all
+from sparklog.datasource.writer import SparklogRowError, new_producer, raise_refused, send_all
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,7 @@ class PreparedCommitMessage(WriterCommitMessage):
     """A task's prepared transaction (None: the task had no rows)."""
     rows: int
     transaction: Optional[tuple[str, int, int]]  # (transactional id, producer id, epoch)
+    refused: Optional[str] = None  # writer.py Rule 5: why the task stopped writing (its transaction aborted)
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,12 @@ def prepare_task(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> Pr
     try:
         producer.init_transactions()  # fences an earlier attempt of this partition, aborting its transaction
         producer.begin_transaction()
-        rows = send_all(producer, options, batches)
+        try:
+            rows = send_all(producer, options, batches)
+        except SparklogRowError as exc:
+            if exc.sent:  # an empty transaction has nothing to abort (the coordinator refuses its EndTxn)
+                producer.abort_transaction()
+            return PreparedCommitMessage(0, None, str(exc))
         if rows == 0:
             return PreparedCommitMessage(0, None)
         prepared = producer.prepare_transaction()
@@ -250,6 +260,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
         return prepare_task(self.options, iterator)
 
     def commit(self, messages: list, batchId: int) -> None:
+        raise_refused(messages)  # Rule 0
         decide(self.options, messages, batchId)
 
     def abort(self, messages: list, batchId: int) -> None:
@@ -267,6 +278,7 @@ class ExactlyOnceWriter(DataSourceArrowWriter):
         return prepare_task(self.options, iterator)
 
     def commit(self, messages: list) -> None:
+        raise_refused(messages)  # Rule 0
         batch_id = self.options.batch_id
         decide(self.options, messages, next_batch_id(self.options) if batch_id is None else batch_id)
 

@@ -11,6 +11,13 @@ them in the same partitions and order as one `send` per row would.
 Rule 4 (login): with a SASL login configured, the driver logs in once when Spark asks for a writer
 (`check_login`), so a refused login fails `save()`/`start()` with its message as the first line, before any
 task runs; a task's own refusal is `AuthenticationFailed` too, under pyspark's one header line.
+Rule 5 (a row the sink cannot write): a partition the topic lacks (Kafka's producer: the partition does not
+exist), a null topic, a topic that does not exist is `SparklogRowError`, the same on every attempt. The task
+that meets it stops sending, flushes what it sent (Rule 2 holds for those rows), reads the rest of its input
+and returns the refusal in its commit message; the driver's commit raises it (`raise_refused`), so it is the
+first line of what `save()` or the query raises (errors.py Rule 2), where a task's own error would come under
+pyspark's "An exception was thrown from the Python worker:" line, and Spark does not retry a task that would
+fail the same way. A schema error (Rule 1) is the first line of what `save()`/`start()` raises too.
 Columns: `value` (binary or string, required), `key` (binary or string), `topic` (string; the `topic`
 option overrides it), `partition` (int), `headers` (array<struct<key: string, value: binary>>); any other
 column is ignored.
@@ -26,15 +33,49 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
+from sparklog.client.errors import InvalidPartition, UnknownTopic
 from sparklog.client.sasl import SaslAuthenticationError
-from sparklog.datasource.errors import AuthenticationFailed
+from sparklog.datasource.errors import AuthenticationFailed, show_message_first
 from sparklog.datasource.options import EXACTLY_ONCE, WriteOptions, parse_write_options
 from sparklog.datasource.security import security_of
 
 
 
 class SparklogSchemaError(ValueError):
-    """The DataFrame cannot be written to sparklog as it is (Rule 1)."""
+    """The DataFrame cannot be written to sparklog as it is (Rule 1), said first (errors.py Rule 2)."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        show_message_first()
+
+
+class SparklogRowError(ValueError):
+    """A row the sink cannot write (Rule 5). Created in a task, which goes on (so the traceback stays shown for
+    the worker's later errors); `raise_refused` raises it on the driver, said first."""
+
+    sent = False  # whether the task queued rows before it (`send_all` says): an exactly-once task aborts them
+
+
+def no_such_partition(error: InvalidPartition) -> SparklogRowError:
+    count = error.count or 0
+    return SparklogRowError(
+        f"Partition {error.partition} of topic {error.topic} does not exist: the topic has {count} partitions "
+        f"(0 to {count - 1}). Write a partition number in that range, or null to let the producer choose, or add "
+        "partitions (sparklog topics alter --partitions)")
+
+
+def no_such_topic(topic: str, max_block_ms: int) -> SparklogRowError:
+    return SparklogRowError(
+        f"Topic {topic} not present in metadata after {max_block_ms} ms: it does not exist and the brokers did not "
+        "create it (auto.create.topics.enable=false). Create it first (sparklog topics create)")
+
+
+def raise_refused(messages) -> None:
+    """Rule 5, on the driver: the first refusal a task returned, said first."""
+    refusal = next((m.refused for m in messages if getattr(m, "refused", None)), None)
+    if refusal is not None:
+        show_message_first()
+        raise SparklogRowError(refusal)
 
 
 def validate_schema(schema: StructType, options: WriteOptions) -> None:
@@ -75,6 +116,7 @@ def _is_headers_type(data_type) -> bool:
 @dataclass
 class SparklogCommitMessage(WriterCommitMessage):
     rows: int
+    refused: Optional[str] = None  # Rule 5: why the task stopped writing
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list | None:
@@ -112,6 +154,14 @@ def check_login(options: WriteOptions) -> None:
         admin.close()
 
 
+def write_task(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> SparklogCommitMessage:
+    """A task of the sink: its rows written (Rule 2), or the refusal of a row it cannot write (Rule 5)."""
+    try:
+        return SparklogCommitMessage(produce_batches(options, batches))
+    except SparklogRowError as exc:
+        return SparklogCommitMessage(0, str(exc))
+
+
 def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Send every row with one producer, flush, and raise if any record was not acknowledged (Rule 2)."""
     producer = new_producer(options)
@@ -134,13 +184,28 @@ def new_producer(options: WriteOptions, **settings):
 
 
 def send_all(producer, options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
-    """Rule 2 with `producer`: every row sent and acknowledged (else raise); the number of rows."""
+    """Rule 2 with `producer`: every row sent and acknowledged (else raise); the number of rows. A row it cannot
+    write (Rule 5) is raised once the rows sent before it are acknowledged and the input is read."""
     pending: list = []
     rows = 0
-    for batch in batches:
-        rows += batch.num_rows
-        pending.extend(_send_batch(producer, options, batch))
-        pending = _not_acknowledged(pending)
+    refusal = None
+    try:
+        for batch in batches:
+            _send_batch(producer, options, batch, pending)
+            rows += batch.num_rows
+            pending = _not_acknowledged(pending)
+    except SparklogRowError as exc:
+        refusal = exc
+        exc.sent = rows > 0 or bool(pending)
+        for _ in batches:  # Spark's writer expects the task to read all of its input
+            pass
+    _check_acknowledged(producer, pending, rows)
+    if refusal is not None:
+        raise refusal
+    return rows
+
+
+def _check_acknowledged(producer, pending: list, rows: int) -> None:
     producer.flush()
     failed = _not_acknowledged(pending)  # after flush() every future is done: these failed
     if failed:
@@ -161,22 +226,25 @@ def _not_acknowledged(batches: list) -> list:
     # open batch can hold the rows of two Arrow batches, and both `send_many` calls return it
 
 
-def _send_batch(producer, options: WriteOptions, batch: pa.RecordBatch) -> list:
-    """Queue every row of one Arrow batch with one `send_many` per topic; returns the producer batches.
+def _send_batch(producer, options: WriteOptions, batch: pa.RecordBatch, sent: list | None = None) -> list:
+    """Queue every row of one Arrow batch with one `send_many` per topic; returns the producer batches, added to
+    `sent` as it goes (a refusal of a later topic's rows leaves those of the earlier ones there).
 
     Each column becomes a Python list once (`to_pylist`, in C), and the producer partitions and batches
     the rows in bulk (Producer.send_many): no Python call per row.
     """
+    sent = [] if sent is None else sent
     if options.topic:
-        return _send_columns(producer, options.topic, batch)
+        sent.extend(_send_columns(producer, options.topic, batch))
+        return sent
     index = _index(batch, "topic")
     topics = batch.column(index)
     if topics.null_count:
-        raise ValueError("Null topic present in the data. Use the topic option for setting a topic.")
+        raise SparklogRowError("Null topic present in the data. Use the topic option for setting a topic.")
     names = topics.unique().to_pylist()
     if len(names) == 1:
-        return _send_columns(producer, names[0], batch)
-    sent = []
+        sent.extend(_send_columns(producer, names[0], batch))
+        return sent
     for name in names:  # each topic's rows, their order kept
         sent.extend(_send_columns(producer, name, batch.filter(pc.equal(topics, name))))
     return sent
@@ -186,8 +254,13 @@ def _send_columns(producer, topic: str, batch: pa.RecordBatch) -> list:
     headers = _column(batch, "headers")
     if headers is not None:
         headers = [[(h["key"], h["value"]) for h in row] if row else None for row in headers]
-    return producer.send_many(topic, _column(batch, "value"), keys=_column(batch, "key"), headers=headers,
-                              partitions=_column(batch, "partition"))
+    try:
+        return producer.send_many(topic, _column(batch, "value"), keys=_column(batch, "key"), headers=headers,
+                                  partitions=_column(batch, "partition"))
+    except InvalidPartition as exc:
+        raise no_such_partition(exc) from None
+    except UnknownTopic:
+        raise no_such_topic(topic, producer.config["max.block.ms"]) from None
 
 
 def _index(batch: pa.RecordBatch, name: str) -> int | None:
@@ -201,7 +274,10 @@ class SparklogWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SparklogCommitMessage:
-        return SparklogCommitMessage(produce_batches(self.options, iterator))
+        return write_task(self.options, iterator)
+
+    def commit(self, messages: list[Optional[WriterCommitMessage]]) -> None:
+        raise_refused(messages)  # Rule 5
 
 
 class SparklogStreamWriter(DataSourceStreamArrowWriter):
@@ -212,10 +288,10 @@ class SparklogStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SparklogCommitMessage:
-        return SparklogCommitMessage(produce_batches(self.options, iterator))
+        return write_task(self.options, iterator)
 
     def commit(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
-        pass
+        raise_refused(messages)  # Rule 5
 
     def abort(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
         pass

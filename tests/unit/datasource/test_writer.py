@@ -154,3 +154,46 @@ def test_a_failed_batch_that_two_arrow_batches_share_counts_its_records_once(mon
     one = pa.RecordBatch.from_pydict({"value": pa.array([b"a"])})
     with pytest.raises(RuntimeError, match="^2 of 2 records were not acknowledged"):
         produce_batches(options(topic="t"), iter([one, one]))
+
+
+def test_a_row_the_sink_cannot_write_ends_the_task_with_its_refusal_for_the_driver(monkeypatch):
+    """writer.py Rule 5: the rows queued before the refused one are flushed and checked, the rest of the input is
+    read, and the refusal goes back in the commit message, which the driver's commit raises, said first."""
+    import os
+    import weakref
+
+    from sparklog.client import producer as producer_module
+    from sparklog.client.errors import InvalidPartition
+    from sparklog.datasource.writer import SparklogRowError, SparklogWriter, raise_refused, send_all
+
+    class TwoPartitions(AckingProducer):
+        config = {"max.block.ms": 60_000}
+
+        def send_many(self, topic, values, keys=None, headers=None, partitions=None):
+            if partitions and 5 in partitions:
+                raise InvalidPartition(f"topic {topic!r} has no partition 5", topic, 5, 2)
+            return super().send_many(topic, values, keys, headers, partitions)
+
+    monkeypatch.setattr(producer_module, "Producer", TwoPartitions)
+    monkeypatch.setenv("SPARK_HIDE_TRACEBACK", "")  # restored after: raise_refused sets it
+    AckingProducer.live = weakref.WeakSet()
+    good = pa.RecordBatch.from_pydict({"value": [b"v"], "topic": ["x"], "partition": pa.array([1], pa.int32())})
+    bad = pa.RecordBatch.from_pydict({"value": [b"v", b"w"], "topic": ["x", "y"],
+                                      "partition": pa.array([0, 5], pa.int32())})
+    read = []
+
+    def batches():
+        for batch in (good, bad, good):
+            read.append(batch)
+            yield batch
+
+    message = SparklogWriter(options()).write(batches())
+    assert message.refused.startswith("Partition 5 of topic y does not exist: the topic has 2 partitions (0 to 1)")
+    assert len(read) == 3
+    with pytest.raises(SparklogRowError, match="^Partition 5 of topic y does not exist") as raised:
+        raise_refused([None, message])
+    assert os.environ["SPARK_HIDE_TRACEBACK"] == "1" and str(raised.value) == message.refused
+    raise_refused([None, type(message)(1)])  # nothing refused: the write is committed
+    with pytest.raises(SparklogRowError) as refused:
+        send_all(TwoPartitions(), options(), iter([bad]))
+    assert refused.value.sent  # topic x's row was queued before topic y's was refused: an exactly-once task aborts
