@@ -40,6 +40,9 @@ Rule 4 (prepare, KIP-939's two-phase commit): `prepare_transaction()` flushes an
 `PreparedTransaction` (transactional id, producer id, epoch); the producer may be closed without aborting, and
 `complete_prepared` (any process, any connection) commits or aborts it with EndTxn. A commit of an already
 completed commit answers NONE (the coordinator's rule), so completing twice is safe.
+Rule: empty-transaction: a transaction that added no partition (nor one in flight) and no offsets is ended by
+commit_transaction and abort_transaction without EndTxn, as Kafka's producer and librdkafka end it: the
+coordinator never heard of it and would answer INVALID_TXN_STATE. (prepare_transaction always hands over.)
 """
 
 from __future__ import annotations
@@ -230,6 +233,7 @@ class TransactionManager:
         self.error: TransactionError | None = None
         self._added: set[tuple[str, int]] = set()  # partitions the coordinator has in this transaction
         self._adding: set[tuple[str, int]] = set()  # in flight
+        self._started = False  # Rule: empty-transaction: offsets were added; EndTxn is owed
         self._add_retry_at = 0.0
 
     # -- the application's calls ---------------------------------------------------------------------------
@@ -247,6 +251,7 @@ class TransactionManager:
         with self._lock:
             self._added.clear()
             self._adding.clear()
+            self._started = False
             self.error = None
             self.state = State.IN_TRANSACTION
 
@@ -257,6 +262,7 @@ class TransactionManager:
         self._call(ApiKey.ADD_OFFSETS_TO_TXN, TXN_VERSION, AddOffsetsToTxnRequest(
             transactional_id=self.transactional_id, producer_id=pid, producer_epoch=epoch, group_id=group),
             timeout, _code, "send_offsets_to_transaction")
+        self._started = True
         body = TxnOffsetCommitRequest(transactional_id=self.transactional_id, group_id=group, producer_id=pid,
                                       producer_epoch=epoch, topics=_offset_topics(offsets))
         try:
@@ -266,7 +272,17 @@ class TransactionManager:
             raise self._failed(classify(exc, "send_offsets_to_transaction")) from exc
 
     def commit_transaction(self, timeout: float) -> None:
-        self._end(self.prepare_transaction(timeout), True, timeout)
+        self.prepare_transaction(timeout)
+        self._end_started(True, timeout)
+
+    def _end_started(self, commit: bool, timeout: float) -> None:
+        """Rule: empty-transaction: EndTxn only for a transaction the coordinator has (a partition or offsets
+        added); one it never heard of just ends here."""
+        prepared = PreparedTransaction(self.transactional_id, self.identity.producer_id, self.identity.epoch)
+        if self._started or self._added or self._adding:
+            self._end(prepared, commit, timeout)
+        else:
+            self.state = State.READY
 
     def prepare_transaction(self, timeout: float) -> PreparedTransaction:
         """Rule 4: every record of the transaction acknowledged; the transaction left open, PREPARED."""
@@ -288,8 +304,7 @@ class TransactionManager:
         except TimeoutError as exc:
             raise TransactionError(f"abort_transaction: {exc} (retriable: call again)", retriable=True) from exc
         failed, self.state = self.error is not None, State.IN_TRANSACTION
-        self._end(PreparedTransaction(self.transactional_id, self.identity.producer_id, self.identity.epoch),
-                  False, timeout)
+        self._end_started(False, timeout)
         if failed:  # a batch failed: its partition's sequences are unknown; a new epoch restarts them (KIP-360)
             self.state = State.UNINITIALIZED
             self.init_transactions(timeout)

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def cluster(request, zookeeper, tmp_path_factory):
     return transaction_cluster(request, zookeeper, tmp_path_factory, "txnclient",
-                               topics=(("in", 2), ("out", 1), ("zombie", 1), ("prepared", 1), ("failed", 1)))
+                               topics=(("in", 2), ("out", 1), ("zombie", 1), ("prepared", 1), ("failed", 1), ("empty", 1)))
 
 
 @pytest.fixture
@@ -53,6 +53,21 @@ def test_committed_transactions_are_read_committed_and_aborted_ones_are_not(prod
     assert read_values(cluster, "out", "read_committed", 10) == committed
     assert sorted(read_values(cluster, "out", "read_uncommitted", 15)) == sorted(
         committed + [f"a{i}" for i in range(5)])
+
+
+def test_a_transaction_with_nothing_in_it_commits_and_aborts_without_troubling_the_coordinator(producers, cluster):
+    """A transaction that added no partition and no offsets ends without EndTxn, as Kafka's producer ("Not sending
+    EndTxn for completed transaction since no partitions or offsets were successfully added") and librdkafka end
+    it: the coordinator never heard of it, and answers an EndTxn for it INVALID_TXN_STATE."""
+    p = producers(f"e-{uuid.uuid4().hex[:8]}")
+    p.init_transactions(TIMEOUT_S)
+    for end in ("commit", "abort", "commit"):
+        p.begin_transaction()
+        p.commit_transaction(TIMEOUT_S) if end == "commit" else p.abort_transaction(TIMEOUT_S)
+    p.begin_transaction()
+    send_all(p, "empty", ["after-empty"])
+    p.commit_transaction(TIMEOUT_S)
+    assert read_values(cluster, "empty", "read_committed", 1) == ["after-empty"]
 
 
 def test_a_send_outside_a_transaction_is_refused(producers):
