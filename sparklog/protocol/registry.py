@@ -133,19 +133,15 @@ ACLS_ADVERTISED_MAX = 1
 # AlterPartitionReassignments up to v0 (Kafka 2.4's, with ListPartitionReassignments v0): v1 (KIP-860) names Kafka 4.0
 # to kafka-python. v1 is still decoded and answered.
 ALTER_PARTITION_REASSIGNMENTS_ADVERTISED_MAX = 0
-# Fetch up to v11 and Produce up to v8 (Kafka 2.4's): their flexible versions (Fetch v12-v16: topic ids, diverging
-# epochs, leader hints; Produce v9-v11) name Kafka 2.7+ to kafka-python (Fetch v12: 2.7, v13: 3.1, v16: 3.7; Produce
-# v9: 2.8), and a client pinned to a release between (2, 5) and that one sends the pinned release's group APIs
-# (JoinGroup v6+, SyncGroup v4+, OffsetCommit v8, ...), which are not served yet. v12-v16 and v9-v11 are decoded and
-# answered for a client that sends them unasked.
-FETCH_ADVERTISED_MAX = 11
-PRODUCE_ADVERTISED_MAX = 8
+# Fetch v12-v16 and Produce v9-v11 (the flexible versions: topic ids, diverging epochs, leader hints) name Kafka 3.8
+# to kafka-python (Produce v11), and a client pinned to any release up to 3.8 sends that release's group APIs
+# (JoinGroup v9, SyncGroup v5, Heartbeat v4, LeaveGroup v5, OffsetCommit v9, OffsetFetch v9, FindCoordinator v5,
+# DescribeGroups v5, ListGroups v5, DeleteGroups v2) and transaction APIs (InitProducerId v5, TxnOffsetCommit v4):
+# all served (test_registry's release-inference test holds this line).
 UNADVERTISED = (ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS)
 API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **{key: versions for key, versions in ALL_VERSIONS.items() if key not in UNADVERTISED},
     ApiKey.LIST_OFFSETS: (LIST_OFFSETS_ADVERTISED_MIN, LIST_OFFSETS_ADVERTISED_MAX),
-    ApiKey.FETCH: (ALL_VERSIONS[ApiKey.FETCH][0], FETCH_ADVERTISED_MAX),
-    ApiKey.PRODUCE: (ALL_VERSIONS[ApiKey.PRODUCE][0], PRODUCE_ADVERTISED_MAX),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, ADD_PARTITIONS_TO_TXN_ADVERTISED_MAX),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, ALTER_PARTITION_REASSIGNMENTS_ADVERTISED_MAX),
     **{key: (0, ACLS_ADVERTISED_MAX) for key in (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS)}}
