@@ -15,7 +15,7 @@ from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.schema import F, message
 
 __all__ = ["GROUPS_VERSION", "OffsetFetchRequest", "OffsetFetchResponse", "OffsetFetchRequestTopic",
-           "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", "OffsetFetchRequestGroup",
+           "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", "OffsetFetchRequestGroup", "OffsetFetchRequestTopics",
            "OffsetFetchResponseGroup", "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions"]
 
 GROUPS_VERSION = 8  # the first version of the batched form (groups)
@@ -73,6 +73,7 @@ OffsetFetchRequestTopic = OffsetFetchRequest.OffsetFetchRequestTopic
 OffsetFetchResponseTopic = OffsetFetchResponse.OffsetFetchResponseTopic
 OffsetFetchResponsePartition = OffsetFetchResponseTopic.OffsetFetchResponsePartition
 OffsetFetchRequestGroup = OffsetFetchRequest.OffsetFetchRequestGroup
+OffsetFetchRequestTopics = OffsetFetchRequestGroup.OffsetFetchRequestTopics
 OffsetFetchResponseGroup = OffsetFetchResponse.OffsetFetchResponseGroup
 OffsetFetchResponseTopics = OffsetFetchResponseGroup.OffsetFetchResponseTopics
 OffsetFetchResponsePartitions = OffsetFetchResponseTopics.OffsetFetchResponsePartitions
