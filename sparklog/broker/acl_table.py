@@ -71,7 +71,8 @@ def _from_replica(body: Any) -> str | None:
 
 
 def _coordinator_key(key_type: int) -> Callable[[Any], str | None]:
-    return lambda body: body.key if body.key_type == key_type else None
+    """FindCoordinator v0-3's one key (v4's coordinator_keys are checked one by one: FIND_COORDINATOR_KEYS)."""
+    return lambda body: body.key if body.key_type == key_type and not body.coordinator_keys else None
 
 
 @dataclass(frozen=True)
@@ -130,9 +131,11 @@ TABLE: dict[int, Rule] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: Rule((), _topics(DESCRIBE, "topics", "name", "topics", "name", None)),
     ApiKey.OFFSET_COMMIT: Rule((_GROUP_READ,), _topics(READ, "topics", "name", "topics", "name", _PER_PARTITION)),
     ApiKey.OFFSET_FETCH: Rule((Whole(DESCRIBE, GROUP, _field("group_id"), GROUP_AUTHORIZATION_FAILED),),
-                              _topics(DESCRIBE, "topics", "name", "topics", "name", _PARTITION_INDEXES)),
+                              _topics(DESCRIBE, "topics", "name", "topics", "name", _PARTITION_INDEXES),
+                              special="offset_fetch"),  # v8+ batches groups, each with its topics
     ApiKey.FIND_COORDINATOR: Rule((Whole(DESCRIBE, GROUP, _coordinator_key(0), GROUP_AUTHORIZATION_FAILED),
-                                   Whole(DESCRIBE, TXN, _coordinator_key(1), TRANSACTIONAL_ID_AUTHORIZATION_FAILED))),
+                                   Whole(DESCRIBE, TXN, _coordinator_key(1), TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
+                                  special="find_coordinator"),  # v4+ batches keys
     ApiKey.JOIN_GROUP: Rule((_GROUP_READ,)),
     ApiKey.HEARTBEAT: Rule((_GROUP_READ,)),
     ApiKey.LEAVE_GROUP: Rule((_GROUP_READ,)),
@@ -189,6 +192,8 @@ TABLE: dict[int, Rule] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: Rule((), Each(DESCRIBE, GROUP, "group_ids", None, "groups", "group_id",
                                                   GROUP_AUTHORIZATION_FAILED)),
 }
+FIND_COORDINATOR_KEYS = {  # FindCoordinator v4+ key_type -> (the resource of each key, the code of a denied one)
+    0: (GROUP, GROUP_AUTHORIZATION_FAILED), 1: (TXN, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
 CONFIG_CHECKS = {  # DescribeConfigs / AlterConfigs resource_type -> (resource, its name, error code)
     CONFIG_RESOURCE_TOPIC: (TOPIC, None, TOPIC_AUTHORIZATION_FAILED),
     CONFIG_RESOURCE_BROKER: (CLUSTER, CLUSTER_NAME, CLUSTER_AUTHORIZATION_FAILED),

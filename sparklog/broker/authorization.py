@@ -26,11 +26,13 @@ from types import CoroutineType
 from typing import Any, Callable
 
 from sparklog.broker import acl_table
-from sparklog.broker.acl_table import (CLUSTER, CONFIG_CHECKS, CONFIG_OPERATIONS, DESCRIBE, GROUP,
-                                       REPORTED_OPERATIONS, TABLE, TOPIC, TOPIC_AUTHORIZATION_FAILED, TXN, Each,
-                                       Rule)
+from sparklog.broker.acl_table import (CLUSTER, CONFIG_CHECKS, CONFIG_OPERATIONS, DESCRIBE, FIND_COORDINATOR_KEYS,
+                                       GROUP, GROUP_AUTHORIZATION_FAILED, REPORTED_OPERATIONS, TABLE, TOPIC,
+                                       TOPIC_AUTHORIZATION_FAILED, TXN, Each, Rule)
 from sparklog.coordination.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType, parse_super_users
 from sparklog.protocol import errors
+from sparklog.protocol.find_coordinator import BATCHED_VERSION
+from sparklog.protocol.offset_fetch import GROUPS_VERSION
 from sparklog.protocol.registry import RESPONSES
 
 log = logging.getLogger(__name__)
@@ -284,6 +286,52 @@ def _list_groups(rule: Rule, handler: Callable, request: Any, state: Any) -> Any
     return then(handler(request, state), hide)
 
 
+def _find_coordinator(rule: Rule, handler: Callable, request: Any, state: Any) -> Any:
+    """v0-3: the table's Whole checks alone; v4+ (batched keys): Rule 2 over coordinator_keys."""
+    checks = FIND_COORDINATOR_KEYS.get(request.body.key_type)
+    if request.api_version < BATCHED_VERSION or checks is None:  # an unknown key type: the handler refuses it
+        return handler(request, state)
+    return split(Each(DESCRIBE, checks[0], "coordinator_keys", None, "coordinators", "key", checks[1]), handler,
+                 request, state)
+
+
+def _offset_fetch(rule: Rule, handler: Callable, request: Any, state: Any) -> Any:
+    """v0-7: the table's Each check; v8+ (batched groups): a group it may not DESCRIBE is answered
+    GROUP_AUTHORIZATION_FAILED, and Rule 2 runs over each other group's topics."""
+    if request.api_version < GROUPS_VERSION:
+        return split(rule.each, handler, request, state)
+    body, auth = request.body, state.authorization
+    group_cls = _struct(RESPONSES[request.api_key], "groups")
+    topic_cls = _struct(group_cls, "topics")
+    part_cls = _struct(topic_cls, "partitions")
+    allowed, denied, hidden, everything = [], [], {}, set()
+    for group in body.groups:
+        if not auth.allows(request, DESCRIBE, GROUP, group.group_id):
+            denied.append(group)
+            continue
+        allowed.append(group)
+        if group.topics is None:
+            everything.add(group.group_id)
+            continue
+        ok = [auth.allows(request, DESCRIBE, TOPIC, t.name) for t in group.topics]
+        hidden[group.group_id] = [t for t, yes in zip(group.topics, ok) if not yes]
+        group.topics = [t for t, yes in zip(group.topics, ok) if yes]
+    body.groups = allowed
+
+    def finish(response):
+        for group in response.groups:
+            if group.group_id in everything:
+                group.topics = [t for t in group.topics if _quiet_allows(auth, request, DESCRIBE, TOPIC, t.name)]
+            elif hidden.get(group.group_id) and group.error_code == 0:
+                group.topics = list(group.topics) + [topic_cls(name=t.name, partitions=[
+                    part_cls(partition_index=p, committed_offset=-1, error_code=TOPIC_AUTHORIZATION_FAILED)
+                    for p in t.partition_indexes]) for t in hidden[group.group_id]]
+        response.groups = list(response.groups) + [
+            group_cls(group_id=g.group_id, topics=[], error_code=GROUP_AUTHORIZATION_FAILED) for g in denied]
+        return response
+    return then(handler(request, state), finish)
+
+
 def _list_transactions(rule: Rule, handler: Callable, request: Any, state: Any) -> Any:
     auth = state.authorization
 
@@ -395,6 +443,7 @@ def _delete_topics(rule: Rule, handler: Callable, request: Any, state: Any) -> A
 
 
 SPECIAL = {"metadata": _metadata, "describe_groups": _describe_groups, "list_groups": _list_groups,
+           "find_coordinator": _find_coordinator, "offset_fetch": _offset_fetch,
            "list_transactions": _list_transactions, "create_topics": _create_topics,
            "describe_cluster": _describe_cluster, "configs": _configs,
            "add_partitions_to_txn": _add_partitions_to_txn, "delete_topics": _delete_topics,

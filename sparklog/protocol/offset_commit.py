@@ -1,8 +1,10 @@
-"""OffsetCommit (key 8), versions 2-7, none flexible. Transcribed from Kafka's OffsetCommitRequest.json
-and OffsetCommitResponse.json.
+"""OffsetCommit (key 8), versions 2-9, flexible from 8. Transcribed from Kafka's OffsetCommitRequest.json
+and OffsetCommitResponse.json (v10, topics by id, is left out).
 
 By version: v2 retention_time_ms (until v4); v3 throttle_time_ms; v5 drops retention_time_ms;
-v6 committed_leader_epoch; v7 group_instance_id.
+v6 committed_leader_epoch; v7 group_instance_id; v8 flexible; v9 the same fields, the first version a member
+of a KIP-848 consumer group commits with (its member epoch in generation_id_or_member_epoch: a stale one is
+STALE_MEMBER_EPOCH).
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from sparklog.protocol.schema import F, message
 __all__ = ["OffsetCommitRequest", "OffsetCommitResponse", "OffsetCommitRequestTopic",
            "OffsetCommitRequestPartition", "OffsetCommitResponseTopic", "OffsetCommitResponsePartition"]
 
-OffsetCommitRequest = message("OffsetCommitRequest", api_key=ApiKey.OFFSET_COMMIT, versions="2-7",
-                              module=__name__, fields=[
+OffsetCommitRequest = message("OffsetCommitRequest", api_key=ApiKey.OFFSET_COMMIT, versions="2-9",
+                              flexible="8+", module=__name__, fields=[
     F("group_id", "string", "0+"),
     F("generation_id_or_member_epoch", "int32", "1+", default=-1),
     F("member_id", "string", "1+"),
@@ -31,8 +33,8 @@ OffsetCommitRequest = message("OffsetCommitRequest", api_key=ApiKey.OFFSET_COMMI
     ]),
 ])
 
-OffsetCommitResponse = message("OffsetCommitResponse", api_key=ApiKey.OFFSET_COMMIT, versions="2-7",
-                               module=__name__, fields=[
+OffsetCommitResponse = message("OffsetCommitResponse", api_key=ApiKey.OFFSET_COMMIT, versions="2-9",
+                               flexible="8+", module=__name__, fields=[
     F("throttle_time_ms", "int32", "3+"),
     F("topics", "[]OffsetCommitResponseTopic", "0+", fields=[
         F("name", "string", "0-9"),

@@ -1,7 +1,18 @@
-"""FindCoordinator, InitProducerId, OffsetCommit and OffsetFetch: the coordinators' entry points here."""
+"""FindCoordinator, InitProducerId, OffsetCommit and OffsetFetch: the coordinators' entry points here.
+
+Rule 1 (the batched versions): FindCoordinator v4+ (KIP-699) answers each of its coordinator_keys as a v3 request
+naming that key alone is answered, in the keys' order; OffsetFetch v8+ (KIP-709) answers each of its groups as a
+v7 request of that group is answered, a group's error (NOT_COORDINATOR, ...) in its own error_code with no
+topics, beside the others' offsets.
+Rule 2 (OffsetFetch v9, KIP-848): a group entry naming a member (a member id, or a member epoch of 0 or more) of
+a consumer-protocol group is checked as that member's commit is (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH for the
+group); a classic group's members are not checked (Kafka's `ClassicGroup.validateOffsetFetch`), nor is an entry
+naming none (an admin client).
+"""
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 from sparklog.coordination import brokers as broker_registry
@@ -9,11 +20,15 @@ from sparklog.broker.coordinator.group import handlers as group_handlers
 from sparklog.broker.coordinator.group.offset_store import OFFSETS_TOPIC, OffsetStoreError
 from sparklog.broker.coordinator.transaction import handlers as transaction_handlers
 from sparklog.coordination import offsets as offset_registry
-from sparklog.protocol.find_coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, FindCoordinatorResponse
+from sparklog.protocol.find_coordinator import (BATCHED_VERSION, KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, Coordinator,
+                                               FindCoordinatorRequest, FindCoordinatorResponse)
 from sparklog.protocol.init_producer_id import InitProducerIdResponse
 from sparklog.protocol.offset_commit import (OffsetCommitResponse, OffsetCommitResponsePartition,
                                              OffsetCommitResponseTopic)
-from sparklog.protocol.offset_fetch import (OffsetFetchResponse, OffsetFetchResponsePartition, OffsetFetchResponseTopic)
+from sparklog.protocol.offset_fetch import (GROUPS_VERSION, OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse,
+                                            OffsetFetchResponseGroup, OffsetFetchResponsePartition,
+                                            OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
+                                            OffsetFetchResponseTopics)
 from sparklog.storage.topic_names import validate_topic
 from sparklog.broker.handlers.error_codes import (COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST, INVALID_TOPIC_EXCEPTION,
                                                   NONE, NO_OFFSET, OFFSET_METADATA_TOO_LARGE,
@@ -45,17 +60,34 @@ async def _init_producer_id(state) -> InitProducerIdResponse:
 def handle_find_coordinator(request, state):
     """A group's coordinator is the leader of its `__consumer_offsets` partition (offset_store.py), the topic
     created first if it does not exist (Kafka's way; offsets_topic.py); a transaction's is the transaction
-    coordinator's answer (coordinator/transaction/handlers.py)."""
-    body = request.body
+    coordinator's answer (coordinator/transaction/handlers.py). v4+: Rule 1."""
+    if request.api_version >= BATCHED_VERSION:
+        return _find_coordinators(request.body, state, request.listener)
+    return _find_one(request.body, state, request.listener)
+
+
+async def _find_coordinators(body, state, listener: str) -> FindCoordinatorResponse:
+    coordinators = []
+    for key in body.coordinator_keys:
+        answer = _find_one(FindCoordinatorRequest(key=key, key_type=body.key_type), state, listener)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        coordinators.append(Coordinator(key=key, node_id=answer.node_id, host=answer.host, port=answer.port,
+                                        error_code=answer.error_code, error_message=answer.error_message))
+    return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+
+
+def _find_one(body, state, listener: str):
+    """A v0-3 request's answer (a coroutine when a coordinator topic must be created first)."""
     if body.key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=INVALID_REQUEST,
                                        error_message=f"unknown key type {body.key_type}", node_id=-1, host="",
                                        port=-1)
     if body.key_type == KEY_TYPE_TRANSACTION:
-        return transaction_handlers.find_coordinator(body, state, request.listener)
+        return transaction_handlers.find_coordinator(body, state, listener)
     if body.key_type == KEY_TYPE_GROUP and OFFSETS_TOPIC not in state.partitions.snapshot.topics:
-        return _find_coordinator_after_create(body, state, request.listener)
-    return _find_coordinator(body, state, request.listener)
+        return _find_coordinator_after_create(body, state, listener)
+    return _find_coordinator(body, state, listener)
 
 
 async def _find_coordinator_after_create(body, state, listener: str) -> FindCoordinatorResponse:
@@ -143,12 +175,44 @@ def handle_offset_fetch(request, state):
     error, and an offset stored for it before it went away is not handed out: Kafka answers v1+ from its
     coordinator alone, which deleted the offsets of a deleted topic with it (only v0, which sparklog does not
     serve, checked the metadata: UNKNOWN_TOPIC_OR_PARTITION). The store deletes them too once it sees the
-    topic gone (offset_store.py, "Deleted topics"), so a topic created again under that name has none."""
+    topic gone (offset_store.py, "Deleted topics"), so a topic created again under that name has none.
+    v8+: Rules 1 and 2."""
     body = request.body
+    if request.api_version >= GROUPS_VERSION:
+        return _offset_fetch_groups(body, state)
     code = group_handlers.group_error(state, body.group_id)
     if code != NONE:
         return _offset_fetch_error(body, code)
     return _offset_fetch(body, state)
+
+
+async def _offset_fetch_groups(body, state) -> OffsetFetchResponse:
+    groups = []
+    for group in body.groups:
+        code = group_handlers.group_error(state, group.group_id)
+        if code == NONE:
+            code = _fetch_membership_error(group, state)
+        if code != NONE:
+            groups.append(OffsetFetchResponseGroup(group_id=group.group_id, topics=[], error_code=code))
+            continue
+        topics = None if group.topics is None else [
+            OffsetFetchRequestTopic(name=t.name, partition_indexes=t.partition_indexes) for t in group.topics]
+        answer = await _offset_fetch(OffsetFetchRequest(group_id=group.group_id, topics=topics,
+                                                        require_stable=body.require_stable), state)
+        groups.append(OffsetFetchResponseGroup(group_id=group.group_id, error_code=answer.error_code, topics=[
+            OffsetFetchResponseTopics(name=t.name, partitions=[OffsetFetchResponsePartitions(
+                partition_index=p.partition_index, committed_offset=p.committed_offset,
+                committed_leader_epoch=p.committed_leader_epoch, metadata=p.metadata, error_code=p.error_code)
+                for p in t.partitions]) for t in answer.topics]))
+    return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+
+
+def _fetch_membership_error(group, state) -> int:
+    """Rule 2 (a v8 entry has neither: member_id None, member_epoch -1)."""
+    if group.member_id is None and group.member_epoch < 0:
+        return NONE
+    code = state.groups.consumer_groups.check_commit(group.group_id, group.member_id or "", group.member_epoch)
+    return NONE if code is None else code
 
 
 async def _offset_fetch(body, state) -> OffsetFetchResponse:

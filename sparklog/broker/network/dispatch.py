@@ -76,6 +76,7 @@ from sparklog.broker.security.sasl_authenticator import SaslAuthenticator, sasl_
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import RemoteProtocolError, UnsupportedVersion
 from sparklog.protocol.frame import NEED_DATA, FrameDecoder
+from sparklog.protocol.fetch import FIRST_FLEXIBLE_VERSION as FIRST_FLEXIBLE_FETCH_VERSION
 from sparklog.protocol.fetch import FetchResponse, decode_single_partition as decode_single_partition_fetch
 from sparklog.protocol.produce import SinglePartitionProduce, decode_single_partition
 from sparklog.protocol.produce_run import scan_produce_run
@@ -533,9 +534,17 @@ def header_client_id(frame) -> str:
 
 
 def fetch_replica_id(frame) -> int:
-    """A Fetch's replica_id: the int32 the body opens with (the versions served have a v1 header)."""
-    size = max(0, int.from_bytes(frame[8:10], "big", signed=True))
-    return int.from_bytes(frame[10 + size:14 + size], "big", signed=True)
+    """A Fetch's replica_id: below v12 the int32 the body opens with (behind a v1 header); from v12 (a v2 header
+    with tagged fields, and from v15 the id in the body's replica_state, KIP-903) the decoded body's; -1 for a
+    frame that does not decode (it is metered, and refused by the general path)."""
+    if int.from_bytes(frame[2:4], "big", signed=True) < FIRST_FLEXIBLE_FETCH_VERSION:
+        size = max(0, int.from_bytes(frame[8:10], "big", signed=True))
+        return int.from_bytes(frame[10 + size:14 + size], "big", signed=True)
+    try:
+        body = decode_request(frame).body
+    except RemoteProtocolError:
+        return -1
+    return body.replica_id if body.replica_state is None else body.replica_state.replica_id
 
 
 def cap_fetch(body, cap: int) -> None:

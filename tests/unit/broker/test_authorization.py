@@ -236,3 +236,28 @@ def test_delete_topics_v6_by_id_is_checked_under_the_topics_name_and_a_denied_on
     found = {topic_ids.to_string(t.topic_id): (t.name, t.error_code) for t in response.responses}
     assert found[ids["secret"]] == (None, 29) and found[topic_ids.to_string(unknown)] == (None, 100)
     assert found[ids["t"]][0] == "t" and found[ids["t"]][1] != 29  # allowed: the handler's answer, by name
+
+
+def test_batched_find_coordinator_and_offset_fetch_are_checked_key_by_key_and_group_by_group(dispatcher):
+    """FindCoordinator v4's keys and OffsetFetch v8's groups (and each group's topics) are checked one by one, as
+    Kafka does: a denied key or group is answered GROUP_AUTHORIZATION_FAILED in its own entry, a denied topic
+    TOPIC_AUTHORIZATION_FAILED per partition, beside the allowed ones' answers."""
+    from sparklog.protocol.find_coordinator import FindCoordinatorRequest
+    from sparklog.protocol.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics
+    from unit.broker.coordinator.group.test_group_handlers import MemoryOffsets, group_on
+
+    shut, opened = group_on(ME, "shut"), group_on(ME, "open")
+    describe = AccessControlEntry(ANONYMOUS, "*", Operation.DESCRIBE, Permission.ALLOW)
+    dispatcher.state.authorization.cache.snapshot = AclSnapshot({ResourcePattern(ResourceType.GROUP, opened): {describe},
+                                                                 ResourcePattern(ResourceType.TOPIC, "t"): {describe}})
+    found = call(dispatcher, ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(coordinator_keys=[shut, opened]))
+    assert sorted((c.key, c.error_code == 30) for c in found.coordinators) == [(opened, False), (shut, True)]
+    dispatcher.state.offsets = MemoryOffsets()  # places both groups here
+    topics = [OffsetFetchRequestTopics(name=n, partition_indexes=[0, 1]) for n in ("t", "secret")]
+    fetched = call(dispatcher, ApiKey.OFFSET_FETCH, 8, OffsetFetchRequest(groups=[
+        OffsetFetchRequestGroup(group_id=shut, topics=None), OffsetFetchRequestGroup(group_id=opened, topics=topics)]))
+    answers = {g.group_id: g for g in fetched.groups}
+    assert (answers[shut].error_code, answers[shut].topics) == (30, [])
+    assert answers[opened].error_code == 0
+    assert sorted((t.name, p.partition_index, p.committed_offset, p.error_code) for t in answers[opened].topics
+                  for p in t.partitions) == [("secret", 0, -1, 29), ("secret", 1, -1, 29), ("t", 0, -1, 0), ("t", 1, -1, 0)]

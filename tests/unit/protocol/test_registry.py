@@ -17,19 +17,19 @@ from sparklog.protocol.headers import encode_request_header
 
 def test_advertised_table():
     assert API_VERSIONS == {
-        ApiKey.PRODUCE: (0, 8), ApiKey.FETCH: (4, 11), ApiKey.LIST_OFFSETS: (1, 6), ApiKey.METADATA: (0, 12),
-        ApiKey.OFFSET_COMMIT: (2, 7), ApiKey.OFFSET_FETCH: (1, 7), ApiKey.FIND_COORDINATOR: (0, 2),
+        ApiKey.PRODUCE: (0, 8), ApiKey.FETCH: (4, 16), ApiKey.LIST_OFFSETS: (1, 6), ApiKey.METADATA: (0, 12),
+        ApiKey.OFFSET_COMMIT: (2, 9), ApiKey.OFFSET_FETCH: (1, 9), ApiKey.FIND_COORDINATOR: (0, 5),
         ApiKey.API_VERSIONS: (0, 4), ApiKey.CREATE_TOPICS: (0, 7), ApiKey.DELETE_TOPICS: (0, 6),
-        ApiKey.INIT_PRODUCER_ID: (0, 4), ApiKey.DELETE_RECORDS: (0, 2), ApiKey.DESCRIBE_CONFIGS: (0, 4),
+        ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.DELETE_RECORDS: (0, 2), ApiKey.DESCRIBE_CONFIGS: (0, 4),
         ApiKey.ALTER_CONFIGS: (0, 2), ApiKey.CREATE_PARTITIONS: (0, 3), ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
-        ApiKey.DESCRIBE_CLUSTER: (0, 2), ApiKey.JOIN_GROUP: (0, 5), ApiKey.SYNC_GROUP: (0, 3),
-        ApiKey.HEARTBEAT: (0, 3), ApiKey.LEAVE_GROUP: (0, 3), ApiKey.DESCRIBE_GROUPS: (0, 4),
-        ApiKey.LIST_GROUPS: (0, 4), ApiKey.DELETE_GROUPS: (0, 1), ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+        ApiKey.DESCRIBE_CLUSTER: (0, 2), ApiKey.JOIN_GROUP: (0, 9), ApiKey.SYNC_GROUP: (0, 5),
+        ApiKey.HEARTBEAT: (0, 4), ApiKey.LEAVE_GROUP: (0, 5), ApiKey.DESCRIBE_GROUPS: (0, 5),
+        ApiKey.LIST_GROUPS: (0, 5), ApiKey.DELETE_GROUPS: (0, 2), ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.OFFSET_DELETE: (0, 0), ApiKey.DESCRIBE_LOG_DIRS: (0, 4), ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.ELECT_LEADERS: (0, 2), ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
         ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.ADD_OFFSETS_TO_TXN: (0, 4), ApiKey.END_TXN: (0, 4),
-        ApiKey.WRITE_TXN_MARKERS: (0, 1), ApiKey.TXN_OFFSET_COMMIT: (0, 3), ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+        ApiKey.WRITE_TXN_MARKERS: (0, 1), ApiKey.TXN_OFFSET_COMMIT: (0, 4), ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         ApiKey.LIST_TRANSACTIONS: (0, 1), ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0), ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.DESCRIBE_ACLS: (0, 1), ApiKey.CREATE_ACLS: (0, 1), ApiKey.DELETE_ACLS: (0, 1),
@@ -40,18 +40,41 @@ def test_advertised_table():
             ApiKey.DESCRIBE_ACLS: (0, 3), ApiKey.CREATE_ACLS: (0, 3),  # v2-v3 decoded, not advertised
             ApiKey.DELETE_ACLS: (0, 3),
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # v1 (KIP-860) decoded, not advertised
-            ApiKey.FETCH: (4, 16), ApiKey.PRODUCE: (0, 11),  # the flexible versions decoded, not advertised
+            ApiKey.PRODUCE: (0, 11),  # the flexible versions decoded, not advertised
             ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1), ApiKey.ALTER_CLIENT_QUOTAS: (0, 1)} == ALL_VERSIONS  # not advertised
 
 
+def _kafka_python_max_version(api_key: int) -> int | None:
+    """The highest version kafka-python's own schema of the request has (what it sends when the broker allows);
+    None for an API it has no schema of (it never sends it: ConsumerGroupHeartbeat, ...)."""
+    from kafka.protocol.api_key import ApiKey as TheirKey
+    from kafka.protocol.schemas.load_json import load_json
+
+    try:
+        return int(load_json(f"{TheirKey(api_key).name}Request")["validVersions"].split("-")[-1])
+    except FileNotFoundError:
+        return None
+
+
 def test_kafka_python_names_the_advertised_versions_a_release_no_later_than_what_is_served():
-    """kafka-python takes a broker's release from its highest versions and, under a user's older pin, sends
-    that pin's table: a release above (2, 4) here would make a client pinned at (2, 5) send Metadata v9, which
-    is not served (the broker closes the connection; stop 20's CI)."""
-    from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+    """kafka-python takes a broker's release from its highest versions and, under a user's pin to that release or
+    an older one, sends the pinned release's table (each API at min(the table's, its own highest)): every version
+    so sent, for every release from 2.4 (sparklog's baseline) to the one inferred, must be served (else the
+    broker closes the connection; stop 20's CI). Fetch v16 advertised names 3.7 (Produce v11 would name 3.8)."""
+    from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, infer_broker_version_from_api_versions
 
     release = infer_broker_version_from_api_versions({int(k): v for k, v in API_VERSIONS.items()})
-    assert release <= (2, 4), release
+    assert release == (3, 7), release
+    unserved = []
+    for pin in (p for p in BROKER_API_VERSIONS if (2, 4) <= p <= release):
+        for key, (_, highest) in BROKER_API_VERSIONS[pin].items():
+            theirs = _kafka_python_max_version(key)
+            if key in ALL_VERSIONS and theirs is not None:  # an API sparklog lacks is refused at any version
+                version = min(highest, theirs)
+                lo, hi = ALL_VERSIONS[ApiKey(key)]
+                if not lo <= version <= hi:
+                    unserved.append((pin, ApiKey(key).name, version))
+    assert unserved == []
 
 
 def test_api_versions_fallback_bytes():

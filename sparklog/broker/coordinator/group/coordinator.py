@@ -109,12 +109,13 @@ class GroupCoordinator:
         return result
 
     async def sync(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
-                   assignments: dict[str, bytes]) -> SyncResult:
+                   assignments: dict[str, bytes], protocol: tuple[str | None, str | None] = (None, None)
+                   ) -> SyncResult:
         group = self.groups.get(group_id)
         if group is None:
             return SyncResult(UNKNOWN_MEMBER_ID)
         return await self._call(group, (group_id, member_id, _SYNC),
-                                lambda now: group.sync(now, member_id, instance_id, generation, assignments))
+                                lambda now: group.sync(now, member_id, instance_id, generation, assignments, protocol))
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> int:
         group = self.groups.get(group_id)

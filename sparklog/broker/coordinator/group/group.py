@@ -19,10 +19,13 @@ MEMBER_ID_REQUIRED; it becomes a member when it rejoins with that id within its 
 Rule 2 (KIP-345): a static member (`group.instance.id`) that rejoins with an empty member id replaces its
 old member id; in STABLE with unchanged protocols it gets the current generation and keeps its assignment
 (no rebalance). The old member id is fenced: requests naming the instance with another id get
-FENCED_INSTANCE_ID.
+FENCED_INSTANCE_ID. When that member was the leader (KIP-814, Kafka's `updateStaticMemberAndRebalance`), at
+JoinGroup v9+ it is told every member with `skip_assignment` (it may watch their metadata, it must not assign);
+below v9 it gets no members and the old leader id, so it takes itself for a follower.
 Rule 3 (fencing): a request naming a member id the group does not have gets UNKNOWN_MEMBER_ID; a
 generation other than the current one ILLEGAL_GENERATION; a heartbeat or sync while the group is
-rebalancing REBALANCE_IN_PROGRESS (the member must rejoin). A commit is refused so only in
+rebalancing REBALANCE_IN_PROGRESS (the member must rejoin); a SyncGroup (v5+) naming a protocol type or name
+other than the group's INCONSISTENT_GROUP_PROTOCOL (after the member checks, as Kafka orders them). A commit is refused so only in
 COMPLETING_REBALANCE: while the group prepares one, members of the current generation still own their
 partitions and may commit them (Kafka's rule since KIP-429: a cooperative member keeps committing what it
 keeps, an eager one commits in its revoke callback before rejoining).
@@ -38,7 +41,7 @@ from __future__ import annotations
 import enum
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from sparklog.protocol import errors
@@ -54,8 +57,9 @@ COORDINATOR_NOT_AVAILABLE = errors.CoordinatorNotAvailableError.errno
 GROUP_MAX_SIZE_REACHED = errors.GroupMaxSizeReachedError.errno
 
 NO_GENERATION = -1
-# JoinGroup v4 introduced KIP-394's MEMBER_ID_REQUIRED round trip.
+# JoinGroup v4 introduced KIP-394's MEMBER_ID_REQUIRED round trip, v9 KIP-814's skip_assignment.
 MEMBER_ID_REQUIRED_VERSION = 4
+SKIP_ASSIGNMENT_VERSION = 9
 
 
 class GroupState(enum.Enum):
@@ -95,12 +99,17 @@ class JoinResult:
     leader: str = ""
     member_id: str = ""
     members: tuple[tuple[str, str | None, bytes], ...] = ()  # (member id, instance id, metadata) for the leader
+    protocol_type: str | None = None
+    skip_assignment: bool = False  # Rule 2's static leader at v9+
 
 
 @dataclass(frozen=True)
 class SyncResult:
     error: int
     assignment: bytes = b""
+    # the group's, answered at SyncGroup v5+ (not compared: they say nothing of the member's outcome)
+    protocol_type: str | None = field(default=None, compare=False)
+    protocol_name: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -195,12 +204,20 @@ class Group:
         member = Member(member_id, req, now_ms + req.session_timeout_ms, assignment=old.assignment)
         self.members[member_id] = member
         self.static[req.instance_id] = member_id
-        if self.leader == old.member_id:
+        was_leader = self.leader == old.member_id
+        if was_leader:
             self.leader = member_id
         unchanged = old.join.protocols == req.protocols
         if self.state is GroupState.STABLE and unchanged:
-            return self._join_result(member, with_members=False)
+            return self._static_leader_result(member, old.member_id) if was_leader else (
+                self._join_result(member, with_members=False))
         return self._rebalance_with(now_ms, member)
+
+    def _static_leader_result(self, member: Member, old_member_id: str) -> JoinResult:
+        """Rule 2's leader in a stable group: the members and skip_assignment at v9+, else the old leader id."""
+        if member.join.api_version >= SKIP_ASSIGNMENT_VERSION:
+            return replace(self._join_result(member, with_members=True), skip_assignment=True)
+        return replace(self._join_result(member, with_members=False), leader=old_member_id)
 
     def _add_and_rebalance(self, now_ms: int, member_id: str, req: JoinRequest) -> JoinResult | Delayed:
         if len(self.members) >= self.settings.max_size:
@@ -288,7 +305,8 @@ class Group:
     def _join_result(self, member: Member, with_members: bool) -> JoinResult:
         members = tuple((m.member_id, m.join.instance_id, m.metadata(self.protocol))
                         for m in self.members.values()) if with_members else ()
-        return JoinResult(NONE, self.generation, self.protocol, self.leader or "", member.member_id, members)
+        return JoinResult(NONE, self.generation, self.protocol, self.leader or "", member.member_id, members,
+                          self.protocol_type)
 
     # ---- SyncGroup, Heartbeat, LeaveGroup, OffsetCommit
 
@@ -305,8 +323,12 @@ class Group:
         return NONE
 
     def sync(self, now_ms: int, member_id: str, instance_id: str | None, generation: int,
-             assignments: dict[str, bytes]) -> SyncResult | Delayed:
+             assignments: dict[str, bytes], protocol: tuple[str | None, str | None] = (None, None)
+             ) -> SyncResult | Delayed:
+        """``protocol``: SyncGroup v5's (protocol type, protocol name), each None when not given (Rule 3)."""
         code = self.check_member(member_id, instance_id, generation)
+        if code == NONE and not self._protocol_matches(*protocol):
+            code = INCONSISTENT_GROUP_PROTOCOL
         if code != NONE:
             return SyncResult(code)
         if self.state is GroupState.PREPARING_REBALANCE:
@@ -314,7 +336,7 @@ class Group:
         member = self.members[member_id]
         member.deadline_ms = now_ms + member.join.session_timeout_ms
         if self.state is GroupState.STABLE:
-            return SyncResult(NONE, member.assignment)
+            return self._synced(member)
         if member.awaiting_sync:  # a second SyncGroup replaces the first: answer the first at once
             self.outbox.append((member_id, SyncResult(REBALANCE_IN_PROGRESS)))
         member.awaiting_sync = True
@@ -326,8 +348,15 @@ class Group:
                 if m.awaiting_sync:
                     m.awaiting_sync = False
                     m.deadline_ms = now_ms + m.join.session_timeout_ms
-                    self.outbox.append((m.member_id, SyncResult(NONE, m.assignment)))
+                    self.outbox.append((m.member_id, self._synced(m)))
         return Delayed(member_id)
+
+    def _protocol_matches(self, protocol_type: str | None, protocol_name: str | None) -> bool:
+        return (protocol_type is None or protocol_type == self.protocol_type) and (
+            protocol_name is None or protocol_name == self.protocol)
+
+    def _synced(self, member: Member) -> SyncResult:
+        return SyncResult(NONE, member.assignment, self.protocol_type, self.protocol)
 
     def heartbeat(self, now_ms: int, member_id: str, instance_id: str | None, generation: int) -> int:
         code = self.check_member(member_id, instance_id, generation)

@@ -9,6 +9,11 @@ gets INVALID_GROUP_ID. DescribeGroups of a consumer-protocol group (KIP-848) get
 Kafka: ConsumerGroupDescribe describes it.
 Rule 2: JoinGroup and SyncGroup may wait for the rest of the group: they return a coroutine (handlers.py's
 Rule 1), bounded by the group's rebalance timeout.
+Rule 4 (the flexible versions, as Kafka's KafkaApis answers them): JoinGroup v7+ answers the group's protocol
+type, and a protocol name that is null rather than empty; v9+ may answer skip_assignment (group.py's Rule 2).
+SyncGroup v5+ answers the group's protocol type and name, and refuses a request naming others
+(INCONSISTENT_GROUP_PROTOCOL, group.py's Rule 3). JoinGroup v8's and LeaveGroup v5's reasons are logged.
+ListGroups v5 filters by type ("classic", "consumer", case-insensitive as Kafka) and answers each group's.
 Rule 3 (OffsetDelete, Kafka's `GroupCoordinator.handleDeleteOffsets`): a group is known by its members or by
 its committed offsets (else GROUP_ID_NOT_FOUND, top-level, and no partitions listed). A partition the cluster
 lacks is UNKNOWN_TOPIC_OR_PARTITION and left alone. An Empty group loses the named offsets; a consumer-protocol
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import logging
 
+from sparklog.broker.coordinator.group.coordinator import CONSUMER_GROUP_TYPE
 from sparklog.broker.coordinator.group.group import GroupState, JoinRequest
 from sparklog.broker.coordinator.group.offset_store import OffsetStoreError
 from sparklog.coordination import offsets as offset_registry
@@ -47,6 +53,8 @@ GROUP_ID_NOT_FOUND = errors.GroupIdNotFoundError.errno
 GROUP_SUBSCRIBED_TO_TOPIC = errors.GroupSubscribedToTopicError.errno
 UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.errno
 DEAD = "Dead"  # DescribeGroups' state of a group the coordinator does not know
+CLASSIC_GROUP_TYPE = "classic"  # ListGroups v5's type of a JoinGroup/SyncGroup group (and one of offsets only)
+NULLABLE_PROTOCOL_NAME_VERSION = 7  # JoinGroup: null, not "", when there is no protocol
 
 
 def group_error(state, group_id: str) -> int:
@@ -63,6 +71,8 @@ def handle_join_group(request, state):
     code = group_error(state, body.group_id)
     if code != NONE:
         return _join_response(code, body.member_id)
+    if body.reason:
+        log.info("member %s of group %s joins: %s", body.member_id or "(new)", body.group_id, body.reason)
     join = JoinRequest(
         member_id=body.member_id, instance_id=body.group_instance_id, client_id=request.header.client_id or "",
         client_host=request.client_host, session_timeout_ms=body.session_timeout_ms,
@@ -73,12 +83,18 @@ def handle_join_group(request, state):
 
 
 async def _join(state, group_id: str, join: JoinRequest) -> JoinGroupResponse:
+    """Rule 4."""
     result = await state.groups.join(group_id, join)
     members = [JoinGroupResponse.JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=meta)
                for m, i, meta in result.members]
     return JoinGroupResponse(throttle_time_ms=0, error_code=result.error, generation_id=result.generation,
-                             protocol_name=result.protocol or "", leader=result.leader, member_id=result.member_id,
-                             members=members)
+                             protocol_type=result.protocol_type,
+                             protocol_name=_protocol_name(result.protocol, join.api_version), leader=result.leader,
+                             skip_assignment=result.skip_assignment, member_id=result.member_id, members=members)
+
+
+def _protocol_name(protocol: str | None, version: int) -> str | None:
+    return protocol or (None if version >= NULLABLE_PROTOCOL_NAME_VERSION else "")
 
 
 def _join_response(code: int, member_id: str) -> JoinGroupResponse:
@@ -96,9 +112,11 @@ def handle_sync_group(request, state):
 
 
 async def _sync(state, body, assignments) -> SyncGroupResponse:
+    """Rule 4: v5's protocol type and name, checked by the group and answered with its own."""
     result = await state.groups.sync(body.group_id, body.member_id, body.group_instance_id, body.generation_id,
-                                     assignments)
-    return SyncGroupResponse(throttle_time_ms=0, error_code=result.error, assignment=result.assignment)
+                                     assignments, (body.protocol_type, body.protocol_name))
+    return SyncGroupResponse(throttle_time_ms=0, error_code=result.error, protocol_type=result.protocol_type,
+                             protocol_name=result.protocol_name, assignment=result.assignment)
 
 
 def handle_heartbeat(request, state) -> HeartbeatResponse:
@@ -118,6 +136,9 @@ def handle_leave_group(request, state) -> LeaveGroupResponse:
     if request.header.api_version < 3:
         code = state.groups.leave(body.group_id, body.member_id, None)
         return LeaveGroupResponse(throttle_time_ms=0, error_code=code, members=[])
+    for m in body.members:
+        if m.reason:  # v5
+            log.info("member %s of group %s leaves: %s", m.member_id or m.group_instance_id, body.group_id, m.reason)
     members = [LeaveGroupResponse.MemberResponse(
         member_id=m.member_id, group_instance_id=m.group_instance_id,
         error_code=state.groups.leave(body.group_id, m.member_id, m.group_instance_id)) for m in body.members]
@@ -149,13 +170,17 @@ def _describe(state, group_id: str) -> DescribedGroup:
 def handle_list_groups(request, state) -> ListGroupsResponse:
     """The groups this broker coordinates (a client asks every broker, as Kafka's admin clients do): those
     with members and those known only by their committed offsets (Kafka lists these too, as Empty); v4
-    filters by state, by Kafka's state names."""
+    filters by state, by Kafka's state names; v5 by type (Rule 4)."""
     listed = {group_id: (protocol_type, group_state) for group_id, protocol_type, group_state in state.groups.list()}
     for group_id in state.offsets.groups_with_offsets():
         listed.setdefault(group_id, ("", GroupState.EMPTY.value))
     wanted = set(request.body.states_filter or ())  # v4: only groups in these states (none: every group)
-    groups = [ListedGroup(group_id=g, protocol_type=t, group_state=s) for g, (t, s) in sorted(listed.items())
-              if not wanted or s in wanted]
+    types = {t.lower() for t in request.body.types_filter or ()}  # v5: only groups of these types
+    consumer = {g for g, _ in state.groups.consumer_groups.list()}
+    kinds = {g: CONSUMER_GROUP_TYPE if g in consumer else CLASSIC_GROUP_TYPE for g in listed}
+    groups = [ListedGroup(group_id=g, protocol_type=t, group_state=s, group_type=kinds[g])
+              for g, (t, s) in sorted(listed.items())
+              if (not wanted or s in wanted) and (not types or kinds[g] in types)]
     return ListGroupsResponse(throttle_time_ms=0, error_code=NONE, groups=groups)
 
 
