@@ -110,18 +110,18 @@ ALL_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey(key): (cls.min_version, cls.max_version) for key, cls in sorted(REQUESTS.items())
 }
 
-# What the broker advertises in ApiVersions: everything it decodes, but ListOffsets above v6. kafka-python
-# names a broker's Kafka release by its highest versions (ListOffsets v7: 3.0, v10: 4.0) and, when its user
-# pinned an older `api_version` (common: (2, 5)), sends that release's version of every API (Metadata v9, ...),
-# which sparklog does not serve: the broker closes such a connection and the client never bootstraps. Advertised
-# up to v6, the highest versions name Kafka 2.4 (Produce v8) and every pin uses what is advertised. v7-v10 are
-# still decoded and answered for a client that sends them unasked.
+# What the broker advertises in ApiVersions: everything it decodes, but ListOffsets above v9. kafka-python
+# names a broker's Kafka release by its highest versions (ListOffsets v10: 4.0) and, when its user pinned an
+# older `api_version`, sends that release's version of every API: every version a pin up to the release named
+# must be served (test_registry's release-inference test). Up to v9 (max timestamp, v7; the tiered-storage
+# timestamps, v8-v9, answered as a log without remote storage answers them) the release named stays Fetch v16's,
+# 3.7; v10 would name 4.0, whose Metadata v13, Fetch v17, ... are not served. v10 is still decoded and answered.
 # AddPartitionsToTxn likewise up to v3, the clients' versions: v4 (the brokers' batched form, KIP-890) names Kafka
 # 3.6 to kafka-python. v4-v5 are still decoded and answered.
 # DescribeClientQuotas and AlterClientQuotas are not advertised at all: kafka-python takes DescribeClientQuotas v0
 # for Kafka 2.6 (and would send that release's Metadata v9). Both are decoded and answered (sparklog's admin client
 # and `sparklog configs` send them unasked).
-LIST_OFFSETS_ADVERTISED_MAX = 6
+LIST_OFFSETS_ADVERTISED_MAX = 9  # v10 names Kafka 4.0 to kafka-python (above)
 # ListOffsets v0 (the legacy answer at segment boundaries) is decoded and answered, not advertised: sarama sends it
 # to any broker for an OffsetRequest built without a version (Burrow 1.2's end offsets), and Kafka 4.0 (KIP-896)
 # no longer advertises it, so a client that reads ApiVersions never picks it.

@@ -18,7 +18,6 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer
 from kafka import TopicPartition as KTP
-from kafka.errors import IncompatibleBrokerVersion
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic, OffsetSpec
 from kafka.errors import GroupIdNotFoundError
 from kafka.structs import OffsetAndMetadata
@@ -151,9 +150,10 @@ def test_delete_offsets_of_a_group_with_a_member_spares_the_topics_it_consumes(c
 
 
 def test_list_offsets_every_spec_with_kafka_python_and_confluent_kafka(cluster, admin):
-    """Both clients negotiate v6, the highest advertised (registry.py: a higher one makes kafka-python take the
-    broker for Kafka 3.0+ and break its users' older api_version pins); librdkafka asks the max timestamp (-3)
-    at v6 and is answered; kafka-python refuses to ask -3, -4, -5 below v7 itself."""
+    """Each client negotiates its highest version up to v9, the highest advertised (registry.py: v10 makes
+    kafka-python take the broker for Kafka 4.0 and break its users' older api_version pins); both ask the max
+    timestamp (-3) and are answered; kafka-python's earliest-local (-4) is the log start and its latest-tiered (-5)
+    is -1: there is no tiered storage."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec as ConfluentSpec
 
@@ -169,9 +169,11 @@ def test_list_offsets_every_spec_with_kafka_python_and_confluent_kafka(cluster, 
     asks = {spec: admin.list_partition_offsets({tp: spec})[tp] for spec in (OffsetSpec.LATEST, OffsetSpec.EARLIEST)}
     assert {spec.name: (found.offset, found.timestamp) for spec, found in asks.items()} == {
         "LATEST": (5, -1), "EARLIEST": (1, -1)}
-    for spec in (OffsetSpec.MAX_TIMESTAMP, OffsetSpec.EARLIEST_LOCAL, OffsetSpec.LATEST_TIERED):
-        with pytest.raises(IncompatibleBrokerVersion):  # kafka-python asks these at v7+, advertised up to v6
-            admin.list_partition_offsets({tp: spec})
+    asks = {spec: admin.list_partition_offsets({tp: spec})[tp]
+            for spec in (OffsetSpec.MAX_TIMESTAMP, OffsetSpec.EARLIEST_LOCAL, OffsetSpec.LATEST_TIERED)}
+    assert {spec.name: found.offset for spec, found in asks.items()} == {
+        "MAX_TIMESTAMP": 3, "EARLIEST_LOCAL": 1, "LATEST_TIERED": -1}
+    assert asks[OffsetSpec.MAX_TIMESTAMP].timestamp == 9000
     by_time = admin.list_partition_offsets({tp: 5000})[tp]  # the first record at or after the time
     assert (by_time.offset, by_time.timestamp) == (2, 6000)
 
@@ -183,7 +185,7 @@ def test_list_offsets_every_spec_with_kafka_python_and_confluent_kafka(cluster, 
     assert {name: r.offset for name, r in found.items()} == {"earliest": 1, "latest": 5, "max": 3, "time": 2}
     assert found["max"].timestamp == 9000
     served = served_versions(cluster, "ListOffsets")
-    assert served["kafka-python"] == {6} and served["confluent-kafka-python"] == {6}, served
+    assert served["kafka-python"] == {9} and served["confluent-kafka-python"] == {7}, served
 
 
 def served_versions(cluster, api: str) -> dict[str, set[int]]:

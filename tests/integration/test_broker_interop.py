@@ -37,7 +37,7 @@ NEGOTIATED = {
     CONFLUENT: {"ApiVersions": {3}, "Metadata": {12}, "Produce": {8}, "Fetch": {16}, "FindCoordinator": {2},
                 "OffsetCommit": {9}, "OffsetFetch": {9}, "CreatePartitions": {2}, "DescribeConfigs": {1},
                 "IncrementalAlterConfigs": {1}, "DeleteRecords": {2}},
-    KAFKA_PYTHON: {"ApiVersions": {4}, "Metadata": {12}, "Produce": {8}, "Fetch": {12}, "ListOffsets": {6},
+    KAFKA_PYTHON: {"ApiVersions": {4}, "Metadata": {12}, "Produce": {8}, "Fetch": {12}, "ListOffsets": {9},
                    "CreateTopics": {7}, "InitProducerId": {4}, "CreatePartitions": {3}, "AlterConfigs": {2},
                    "IncrementalAlterConfigs": {1}, "DescribeConfigs": {4}, "DeleteRecords": {2},
                    "DescribeCluster": {2}},

@@ -17,7 +17,7 @@ from sparklog.protocol.headers import encode_request_header
 
 def test_advertised_table():
     assert API_VERSIONS == {
-        ApiKey.PRODUCE: (0, 8), ApiKey.FETCH: (4, 16), ApiKey.LIST_OFFSETS: (1, 6), ApiKey.METADATA: (0, 12),
+        ApiKey.PRODUCE: (0, 8), ApiKey.FETCH: (4, 16), ApiKey.LIST_OFFSETS: (1, 9), ApiKey.METADATA: (0, 12),
         ApiKey.OFFSET_COMMIT: (2, 9), ApiKey.OFFSET_FETCH: (1, 9), ApiKey.FIND_COORDINATOR: (0, 5),
         ApiKey.API_VERSIONS: (0, 4), ApiKey.CREATE_TOPICS: (0, 7), ApiKey.DELETE_TOPICS: (0, 6),
         ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.DELETE_RECORDS: (0, 2), ApiKey.DESCRIBE_CONFIGS: (0, 4),
@@ -35,7 +35,7 @@ def test_advertised_table():
         ApiKey.DESCRIBE_ACLS: (0, 1), ApiKey.CREATE_ACLS: (0, 1), ApiKey.DELETE_ACLS: (0, 1),
         ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1), ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0)}
-    assert {**API_VERSIONS, ApiKey.LIST_OFFSETS: (0, 10),  # v0 and v7-v10 decoded, not advertised
+    assert {**API_VERSIONS, ApiKey.LIST_OFFSETS: (0, 10),  # v0 and v10 decoded, not advertised
             ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),  # v4-v5 (brokers') decoded, not advertised
             ApiKey.DESCRIBE_ACLS: (0, 3), ApiKey.CREATE_ACLS: (0, 3),  # v2-v3 decoded, not advertised
             ApiKey.DELETE_ACLS: (0, 3),
