@@ -53,6 +53,17 @@ def _leader_serves(zk, topic):
     return state if state.leader > 0 else None
 
 
+def _leads_by_its_own_metadata(broker, topic) -> bool:
+    """Does `broker`'s own Metadata answer name it the leader of partition 0 of `topic`?"""
+    from sparklog.protocol import ApiKey
+    from sparklog.protocol.metadata import MetadataRequest, MetadataRequestTopic
+    from support.wire import request
+
+    body = MetadataRequest(topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
+    answer = request(broker.host, broker.port, ApiKey.METADATA, 12, body).topics[0]
+    return any(p.partition_index == 0 and p.leader_id == broker.broker_id for p in answer.partitions)
+
+
 def _full_isr(zk, topic, timeout=60):
     return _wait(lambda: (lambda s: s if len(s.isr) == 3 and s.leader > 0 else None)(_state(zk, topic)),
                  f"the whole ISR of {topic}", timeout)
@@ -264,6 +275,10 @@ def test_kafka_python_acks_all_refused_with_both_followers_sigkilled_and_acks_on
     leader = _create(zk, topic, config={"min.insync.replicas": "2"}).leader
     followers = [b for b in (1, 2, 3) if b != leader]
     bootstrap = three.brokers[leader].address  # a live broker to ask metadata of while the others are dead
+    # the sends below do not retry: the leader itself must serve the topic first (ZooKeeper names it before its
+    # watch fires, and another broker's metadata may name it sooner: a fresh-clone run's first send got
+    # UNKNOWN_TOPIC_OR_PARTITION from a leader that had not yet learned the topic)
+    _wait(lambda: _leads_by_its_own_metadata(three.brokers[leader], topic), f"broker {leader} leading {topic}")
 
     def send(acks, values, retries=0):
         producer = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, retries=retries, linger_ms=0,
