@@ -9,7 +9,6 @@ listener that cannot bind stops the broker with one line."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import socket
 import subprocess
@@ -19,8 +18,8 @@ import urllib.request
 import uuid
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from support.broker_metrics import SCRAPE_TIMEOUT_S, metrics_url, scrape, value
 from support.processes import terminate
 from support.cluster import BrokerProcess, BrokerStartError, Cluster, LocalCluster, wait_until
 from support.fault_run import wait_for_leaders
@@ -30,11 +29,9 @@ pytestmark = pytest.mark.slow
 SESSION_MS = 3000
 LAG_MS = 1500
 TIMEOUT_S = 60
-SCRAPE_TIMEOUT_S = 10  # a scrape must answer (never hang): generous for a loaded machine
 OVERRIDES = {"zookeeper.session.timeout.ms": str(SESSION_MS), "replica.lag.time.max.ms": str(LAG_MS),
              "log.flush.interval.ms": "50", "auto.create.topics.enable": "false",
              "metrics.listener": "http://127.0.0.1:0"}
-ENDPOINT = re.compile(r"metrics endpoint on (http://[^/\s]+/metrics)")
 RECORDS = 200
 COMMITTED = 150
 
@@ -43,24 +40,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def metrics_url(broker: BrokerProcess) -> str:
-    """The endpoint the broker's current run logged (port 0: the system picked it)."""
-    return ENDPOINT.findall(broker.out_path.read_text(errors="replace"))[-1]
-
-
-def scrape(url: str) -> dict[tuple[str, tuple], float]:
-    """{(sample name, sorted labels): value} of one scrape, parsed by prometheus_client's parser."""
-    with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as reply:
-        assert reply.headers["Content-Type"].startswith("text/plain")
-        text = reply.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(samples: dict, name: str, **labels) -> float | None:
-    return samples.get((name, tuple(sorted(labels.items()))))
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from support.cluster import Cluster
 
-from integration.test_broker_metrics import SCRAPE_TIMEOUT_S, metrics_url
+from support.broker_metrics import SCRAPE_TIMEOUT_S, metrics_url
 
 pytestmark = pytest.mark.slow
 

@@ -9,13 +9,11 @@ one for the consumer, so a restarted follower's new session must evict the consu
 
 from __future__ import annotations
 
-import re
 import time
-import urllib.request
 import uuid
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from support.broker_metrics import total
 
 from support.cluster import started_cluster, wait_until
 from support.wire import request as wire_request
@@ -133,11 +131,7 @@ REPLICA_FETCH_WAIT_S = 0.5  # replica.fetch.wait.max.ms: Kafka's default, and sp
 
 def _fetches_served(broker) -> float:
     """The Fetch requests `broker` has answered, from its Prometheus endpoint."""
-    url = re.findall(r"metrics endpoint on (http://[^/\s]+/metrics)", broker.out_path.read_text(errors="replace"))[-1]
-    with urllib.request.urlopen(url, timeout=10) as reply:
-        text = reply.read().decode()
-    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
-               if s.name == "sparklog_requests_total" and s.labels.get("api") == "Fetch")
+    return total(broker, "sparklog_requests_total", api="Fetch")
 
 
 def test_idle_replica_fetchers_in_sessions_long_poll_instead_of_spinning(cluster, topic):

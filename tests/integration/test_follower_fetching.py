@@ -11,16 +11,14 @@ An unknown replica.selector.class stops a broker at start with one line."""
 
 from __future__ import annotations
 
-import re
 import time
-import urllib.request
 import uuid
 
 import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
+from support.broker_metrics import total
 
 from sparklog.broker.replica_selector import RACK_AWARE_SELECTOR
 from sparklog.client.consumer import Consumer
@@ -41,7 +39,6 @@ LEADER, REPLICA_B, REPLICA_C = 1, 2, 3
 OVERRIDES = {"zookeeper.session.timeout.ms": str(SESSION_MS), "replica.lag.time.max.ms": str(LAG_MS),
              "log.flush.interval.ms": "20", "auto.create.topics.enable": "false",
              "metrics.listener": "http://127.0.0.1:0", "replica.selector.class": RACK_AWARE_SELECTOR}
-ENDPOINT = re.compile(r"metrics endpoint on (http://[^/\s]+/metrics)")
 NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, UNKNOWN_LEADER_EPOCH = 6, 1, 75
 
 
@@ -86,11 +83,7 @@ def _produce(cluster, topic: str, indexes, partitions: int = 1) -> None:
 
 
 def _bytes_out(broker: BrokerProcess, topic: str) -> float:
-    url = ENDPOINT.findall(broker.out_path.read_text(errors="replace"))[-1]
-    with urllib.request.urlopen(url, timeout=10) as reply:
-        text = reply.read().decode()
-    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
-               if s.name == "sparklog_broker_topic_bytes_out_total" and s.labels.get("topic") == topic)
+    return total(broker, "sparklog_broker_topic_bytes_out_total", topic=topic)
 
 
 def _bytes_out_by_broker(cluster, topic: str) -> dict[int, float]:

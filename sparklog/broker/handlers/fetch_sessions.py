@@ -341,11 +341,11 @@ class FetchSessionCache:
 
     def changed(self, plog) -> None:
         """Rule 5: `plog`'s visible state moved: mark it in every session holding it (any thread)."""
-        topic, partition = getattr(plog, "topic", None), getattr(plog, "partition", None)
-        self._mark((topic, partition))  # type: ignore[arg-type]
-        topic_id = self.topic_id_of(topic) if topic is not None else None  # type: ignore[arg-type]
+        topic, partition = plog.topic, plog.partition
+        self._mark((topic, partition))
+        topic_id = self.topic_id_of(topic)
         if topic_id is not None:
-            self._mark((topic_id, partition))  # type: ignore[arg-type]
+            self._mark((topic_id, partition))
 
     def _mark(self, key: Key) -> None:
         for session in self._holders.get(key, ()):

@@ -22,7 +22,7 @@ from sparklog.broker.handlers.error_codes import NO_OFFSET, UNKNOWN_TOPIC_ID
 from sparklog.broker.handlers.fetch_sessions import SessionFetch
 from sparklog.protocol.fetch import FIRST_TOPIC_ID_VERSION, FetchableTopicResponse, FetchResponse, PartitionData
 
-__all__ = ["named", "named_first", "adopt_replica_state"]
+__all__ = ["named", "named_first", "adopt_replica_state", "replica_id_of"]
 
 
 def named(context, partitions) -> None:
@@ -56,10 +56,14 @@ def _unknown_id(index: int) -> PartitionData:
                          preferred_read_replica=-1, records=b"")
 
 
-def adopt_replica_state(body) -> None:
+def replica_id_of(body) -> int:
     """Fetch v15+ (KIP-903): the fetcher's replica id is its replica_state's (replica_id is then not sent)."""
-    if body.replica_state is not None:
-        body.replica_id = body.replica_state.replica_id
+    return body.replica_id if body.replica_state is None else body.replica_state.replica_id
+
+
+def adopt_replica_state(body) -> None:
+    """`replica_id_of` written into the body, for the core (which reads replica_id)."""
+    body.replica_id = replica_id_of(body)
 
 
 def named_first(guarded_fetch):

@@ -544,7 +544,7 @@ def fetch_replica_id(frame) -> int:
         body = decode_request(frame).body
     except RemoteProtocolError:
         return -1
-    return body.replica_id if body.replica_state is None else body.replica_state.replica_id
+    return fetch_topic_ids.replica_id_of(body)
 
 
 def cap_fetch(body, cap: int) -> None:
