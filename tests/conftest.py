@@ -5,6 +5,9 @@
   this or other processes; tests never see each other's znodes.
 - `zk`: a connected KazooClient on that chroot, closed after the test.
 
+A test process that dies in native code or hangs where pytest-timeout cannot reach says what it was doing in
+the run's output (support/worker_watch.py: a record per process, a watchdog per test, the controller's report).
+
 At the end of the run, `pytest_terminal_summary` prints the broker interop tests' API x version x client table;
 under pytest-xdist (scripts/test.sh) each worker sends its part to the controller, which prints the merge.
 
@@ -25,6 +28,8 @@ import uuid
 
 import pytest
 from hypothesis import settings
+
+from support import worker_watch
 
 settings.register_profile("sparklog", deadline=None)
 settings.load_profile("sparklog")
@@ -74,8 +79,32 @@ def zk(request, zk_connect):
     return client
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own faulthandler plugin, which points it at stderr
+def pytest_configure(config):
+    worker_watch.configure(_worker_id(config))
+
+
+def pytest_unconfigure(config):
+    worker_watch.cleanup(_worker_id(config))
+
+
+def _worker_id(config) -> str | None:
+    """This xdist worker's name (gw0, ...); None in the controller or a run without workers."""
+    return getattr(config, "workerinput", {}).get("workerid")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    marker = item.get_closest_marker("timeout")
+    timeout = marker.args[0] if marker and marker.args else float(item.config.getini("timeout") or 0)
+    worker_watch.test_started(item.nodeid, float(timeout))
+    yield
+    worker_watch.test_finished()
+
+
 def pytest_sessionfinish(session):
     """An xdist worker: hand this process's interop matrix to the controller (`pytest_testnodedown`)."""
+    worker_watch.session_finished()
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         from support import broker_matrix
@@ -85,7 +114,15 @@ def pytest_sessionfinish(session):
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: absent when the run has no workers
 def pytest_testnodedown(node, error):
+    """A worker's end: its interop matrix joins the run's; a worker that went down says what it was doing."""
     from support import broker_matrix
+
+    if error:
+        reporter = node.config.pluginmanager.get_plugin("terminalreporter")
+        for record in worker_watch.records_of(node.gateway.id)[-1:]:
+            reporter.write_sep("-", f"{node.gateway.id} went down ({error}); the end of its record {record}")
+            for line in worker_watch.tail(record):
+                reporter.write_line(line)
 
     matrix = getattr(node, "workeroutput", {}).get("broker_matrix")
     if matrix:

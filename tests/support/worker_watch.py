@@ -1,0 +1,89 @@
+"""What a test process that dies or hangs was doing, told in the run's own output (tests/conftest.py's hooks).
+
+A pytest-xdist worker that dies in native code (a signal, an abort() in a C library, a SIGKILL) leaves only
+"[gw1] node down: Not properly terminated" in the controller's output: its stderr and the captured output of
+the test it ran are gone with it. And a worker whose main thread blocks in C code never runs pytest-timeout's
+SIGALRM handler, so the run waits until CI's own limit. This module makes both say what they were.
+
+Rule 1 (a record per process): each test process appends to its own file under the run's directory
+        (`WATCH_DIR`, made by the controller and inherited by its workers): a line "start <nodeid>" as each
+        test starts, and what faulthandler writes on a fatal signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL:
+        every thread's Python stack). A SIGKILL leaves no stack, but the last "start" line names the test.
+Rule 2 (a watchdog for hangs pytest-timeout cannot end): each test runs under faulthandler's watchdog thread,
+        which needs no Python signal handler: past the test's timeout plus GRACE_S it writes every thread's
+        stack to the record and ends the process (exit status 1). pytest-timeout, at the timeout itself, gets
+        the first chance to fail the test the ordinary way. After the last test, the same watchdog bounds
+        the process's shutdown (session teardown, atexit) by SHUTDOWN_S.
+Rule 3 (told by the controller): when a worker goes down with an error, the controller writes the tail of its
+        record into the run's output at once, under the worker's name; the run's summary then names the test
+        (xdist's "worker 'gwN' crashed while running ...").
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+WATCH_DIR = "SPARKLOG_TEST_WATCH_DIR"  # the environment variable naming the run's directory (Rule 1)
+# past pytest-timeout's limit, before the watchdog ends the process (Rule 2); the variable is for this module's test
+GRACE_S = float(os.environ.get("SPARKLOG_TEST_WATCH_GRACE_S", 120))
+SHUTDOWN_S = 600  # the longest a test process may take from its last test to its exit (Rule 2)
+TAIL_BYTES = 20_000  # of a record, written into the run's output (Rule 3)
+
+_record = None  # this process's record file, open for faulthandler and the "start" lines
+
+
+def configure(worker_id: str | None) -> None:
+    """Open this process's record (Rule 1); the controller (or a run without workers) makes the directory."""
+    global _record
+    directory = os.environ.get(WATCH_DIR)
+    if directory is None or not Path(directory).is_dir():
+        directory = os.environ[WATCH_DIR] = tempfile.mkdtemp(prefix="sparklog-test-watch-")
+    name = f"{worker_id or 'main'}.{os.getpid()}.log"
+    _record = open(Path(directory) / name, "a", buffering=1)
+    faulthandler.enable(file=_record, all_threads=True)
+
+
+def test_started(nodeid: str, timeout_s: float) -> None:
+    """Rules 1 and 2 at a test's start: name it, and arm the watchdog."""
+    if _record is None:
+        return
+    _record.write(f"start {nodeid}\n")
+    faulthandler.dump_traceback_later(timeout_s + GRACE_S, exit=True, file=_record)
+
+
+def test_finished() -> None:
+    if _record is not None:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def session_finished() -> None:
+    """Rule 2 for the process's shutdown: armed, never cancelled (the process's exit ends the watchdog)."""
+    if _record is not None:
+        _record.write("session finished\n")
+        faulthandler.dump_traceback_later(SHUTDOWN_S, exit=True, file=_record)
+
+
+def cleanup(worker_id: str | None) -> None:
+    """The controller (or a run without workers), at the end: the run's records go once nothing needs them."""
+    directory = os.environ.get(WATCH_DIR)
+    if worker_id is None and directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def records_of(worker_id: str) -> list[Path]:
+    """The records of every process that ran as `worker_id` in this run (a replaced worker has several)."""
+    directory = os.environ.get(WATCH_DIR)
+    if directory is None:
+        return []
+    return sorted(Path(directory).glob(f"{worker_id}.*.log"), key=lambda path: path.stat().st_mtime)
+
+
+def tail(path: Path) -> list[str]:
+    """The last TAIL_BYTES of a record, as lines (Rule 3)."""
+    with open(path, "rb") as record:
+        record.seek(max(0, record.seek(0, os.SEEK_END) - TAIL_BYTES))
+        return record.read().decode("utf-8", "replace").splitlines()
