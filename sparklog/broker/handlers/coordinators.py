@@ -4,10 +4,9 @@ Rule 1 (the batched versions): FindCoordinator v4+ (KIP-699) answers each of its
 naming that key alone is answered, in the keys' order; OffsetFetch v8+ (KIP-709) answers each of its groups as a
 v7 request of that group is answered, a group's error (NOT_COORDINATOR, ...) in its own error_code with no
 topics, beside the others' offsets.
-Rule 2 (OffsetFetch v9, KIP-848): a group entry naming a member (a member id, or a member epoch of 0 or more) of
-a consumer-protocol group is checked as that member's commit is (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH for the
-group); a classic group's members are not checked (Kafka's `ClassicGroup.validateOffsetFetch`), nor is an entry
-naming none (an admin client).
+Rule 2 (OffsetFetch v9, KIP-848): a group entry of a consumer-protocol group is checked by the group (its
+consumer_group.py rule "Rule 4": UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); a classic group's members are not
+checked (Kafka's `ClassicGroup.validateOffsetFetch`), nor is an entry naming none (an admin client).
 """
 
 from __future__ import annotations
@@ -116,7 +115,7 @@ def handle_offset_commit(request, state):
     unknown = _unknown_commit_partitions(body, state.partitions.snapshot)
     code = group_handlers.group_error(state, body.group_id)
     if code == NONE:
-        code = _commit_membership_error(body, state)
+        code = _commit_membership_error(body, state, request.api_version)
     if code != NONE:
         return _offset_commit_response(body, lambda t, p: unknown.get((t, p), code))
     return _offset_commit(body, state, unknown)
@@ -153,14 +152,14 @@ async def _offset_commit(body, state, unknown) -> OffsetCommitResponse:
     return _offset_commit_response(body, lambda t, p: codes.get((t, p), NONE))
 
 
-def _commit_membership_error(body, state) -> int:
+def _commit_membership_error(body, state, api_version: int) -> int:
     """A member's commit is checked by its coordinator (generation, member id, group state); a member-less
     commit (generation -1, no member id) of a group without members here goes straight to the store."""
     generation, member_id = body.generation_id_or_member_epoch, body.member_id
     if generation < 0 and not member_id and body.group_id not in state.groups.groups and \
             state.groups.consumer_groups.describe(body.group_id) is None:
         return NONE
-    return state.groups.check_commit(body.group_id, member_id, body.group_instance_id, generation)
+    return state.groups.check_commit(body.group_id, member_id, body.group_instance_id, generation, api_version)
 
 
 def _offset_commit_response(body, code_of) -> OffsetCommitResponse:
@@ -209,9 +208,7 @@ async def _offset_fetch_groups(body, state) -> OffsetFetchResponse:
 
 def _fetch_membership_error(group, state) -> int:
     """Rule 2 (a v8 entry has neither: member_id None, member_epoch -1)."""
-    if group.member_id is None and group.member_epoch < 0:
-        return NONE
-    code = state.groups.consumer_groups.check_commit(group.group_id, group.member_id or "", group.member_epoch)
+    code = state.groups.consumer_groups.check_fetch(group.group_id, group.member_id, group.member_epoch)
     return NONE if code is None else code
 
 

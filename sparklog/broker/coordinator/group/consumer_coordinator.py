@@ -139,10 +139,17 @@ class ConsumerGroups:
         """Rule 2, for a classic JoinGroup: True while the consumer group has members."""
         return group_id in self.groups and bool(self.groups[group_id].members)
 
-    def check_commit(self, group_id: str, member_id: str, member_epoch: int) -> int | None:
-        """The consumer group's answer to a commit, or None when the group is not a consumer group here."""
+    def check_commit(self, group_id: str, member_id: str, member_epoch: int,
+                     api_version: int | None = None) -> int | None:
+        """The consumer group's answer to a commit (`api_version` None: a transactional one), or None when the
+        group is not a consumer group here."""
         group = self.groups.get(group_id)
-        return None if group is None else group.check_commit(member_id, member_epoch)
+        return None if group is None else group.check_commit(member_id, member_epoch, api_version)
+
+    def check_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int | None:
+        """The consumer group's answer to an offset fetch naming a member, or None when it is not one here."""
+        group = self.groups.get(group_id)
+        return None if group is None else group.check_fetch(member_id, member_epoch)
 
     def describe(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)

@@ -29,8 +29,12 @@ owned partitions within its assignment (a lost response), gets FENCED_MEMBER_EPO
 an epoch above 0 gets UNKNOWN_MEMBER_ID; an instance id held by an active member UNRELEASED_INSTANCE_ID.
 Rule 3: a member's epoch never goes down while it is in the group; the group epoch never goes down.
 Rule 4: a commit (OffsetCommit) from a member must carry its current member epoch (STALE_MEMBER_EPOCH
-otherwise); a commit of epoch -1 (no member: an admin client, or a consumer that assign()s, with or without
-a member id) is accepted only while the group is empty.
+otherwise) and, unless it is transactional, come at OffsetCommit v9 or above (UNSUPPORTED_VERSION: the
+versions that carry a member epoch); a commit of epoch -1 (no member: an admin client, or a consumer that
+assign()s, with or without a member id) is accepted while the group is empty, and otherwise checked as the
+member it names (UNKNOWN_MEMBER_ID, or STALE_MEMBER_EPOCH for a member of the group). An offset fetch naming
+a member (a member id, or an epoch of 0 or more) is checked as that member's commit is, versions aside; one
+naming none (an admin client) is not. As Kafka's `ConsumerGroup.validateOffsetCommit` / `validateOffsetFetch`.
 Rule 5: the response carries the member's assignment when it joins, when the assignment changed since the
 last response, or when the member's owned partitions differ from it; null otherwise (unchanged).
 """
@@ -52,6 +56,8 @@ FENCED_MEMBER_EPOCH = errors.FencedMemberEpochError.errno
 UNRELEASED_INSTANCE_ID = errors.UnreleasedInstanceIdError.errno
 UNSUPPORTED_ASSIGNOR = errors.UnsupportedAssignorError.errno
 STALE_MEMBER_EPOCH = errors.StaleMemberEpochError.errno
+UNSUPPORTED_VERSION = errors.UnsupportedVersionError.errno
+MEMBER_EPOCH_COMMIT_VERSION = 9  # the first OffsetCommit version a consumer-protocol member may use (Rule 4)
 INVALID_REQUEST = errors.InvalidRequestError.errno
 INVALID_REGULAR_EXPRESSION = errors.InvalidRegularExpressionError.errno
 GROUP_MAX_SIZE_REACHED = errors.GroupMaxSizeReachedError.errno
@@ -365,11 +371,22 @@ class ConsumerGroup:
         deadlines += [m.revoke_deadline_ms for m in self.members.values() if m.revoke_deadline_ms is not None]
         return min(deadlines, default=None)
 
-    def check_commit(self, member_id: str, member_epoch: int) -> int:
-        """Rule 4."""
-        if member_epoch < 0:
-            return NONE if not self.members else UNKNOWN_MEMBER_ID
+    def check_commit(self, member_id: str, member_epoch: int, api_version: int | None = None) -> int:
+        """Rule 4 for a commit; `api_version` None for a transactional one (TxnOffsetCommit)."""
+        if member_epoch < 0 and not self.members:
+            return NONE
         member = self.members.get(member_id)
+        if member is None:
+            return UNKNOWN_MEMBER_ID
+        if api_version is not None and api_version < MEMBER_EPOCH_COMMIT_VERSION:
+            return UNSUPPORTED_VERSION
+        return NONE if member_epoch == member.epoch else STALE_MEMBER_EPOCH
+
+    def check_fetch(self, member_id: str | None, member_epoch: int) -> int:
+        """Rule 4 for an offset fetch."""
+        if member_id is None and member_epoch < 0:
+            return NONE
+        member = self.members.get(member_id or "")
         if member is None:
             return UNKNOWN_MEMBER_ID
         return NONE if member_epoch == member.epoch else STALE_MEMBER_EPOCH

@@ -133,12 +133,14 @@ class GroupCoordinator:
         self._after(group)
         return code
 
-    def check_commit(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> int:
+    def check_commit(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
+                     api_version: int | None = None) -> int:
         """May this commit go to the offset store? A group we do not know accepts member-less commits only
         (a negative generation, whatever the member id: Kafka's "simple" group, e.g. librdkafka's consumer of
         group.protocol=consumer that assign()s, which sends its own member id); a consumer group's member
-        commits with its member epoch as the generation (Rule 6)."""
-        consumer = self.consumer_groups.check_commit(group_id, member_id, generation)
+        commits with its member epoch as the generation, at OffsetCommit `api_version` (None: TxnOffsetCommit)
+        (Rule 6)."""
+        consumer = self.consumer_groups.check_commit(group_id, member_id, generation, api_version)
         if consumer is not None:
             return consumer
         group = self.groups.get(group_id)

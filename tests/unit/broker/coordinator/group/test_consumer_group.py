@@ -15,6 +15,7 @@ from sparklog.broker.coordinator.group.assignors import ASSIGNORS, range_, unifo
 from sparklog.broker.coordinator.group.consumer_group import (FENCED_MEMBER_EPOCH, INVALID_REGULAR_EXPRESSION,
                                                               NONE, STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID,
                                                               UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR,
+                                                              UNSUPPORTED_VERSION,
                                                               ConsumerGroup, ConsumerGroupSettings,
                                                               ConsumerGroupState, HeartbeatRequest, MemberState)
 
@@ -173,6 +174,12 @@ def test_commits_carry_the_member_epoch():
     assert group.check_commit("x", 0) == STALE_MEMBER_EPOCH
     assert group.check_commit("y", 1) == UNKNOWN_MEMBER_ID
     assert group.check_commit("", -1) == UNKNOWN_MEMBER_ID  # a simple commit while members are in it
+    assert group.check_commit("x", -1) == STALE_MEMBER_EPOCH  # a member named with no epoch
+    assert group.check_commit("x", 1, api_version=8) == UNSUPPORTED_VERSION  # below the member-epoch versions
+    assert group.check_commit("x", 0, api_version=None) == STALE_MEMBER_EPOCH  # transactional: no version check
+    assert (group.check_fetch(None, -1), group.check_fetch("x", 1), group.check_fetch("x", -1),
+            group.check_fetch("y", 1), group.check_fetch(None, 1)) == (
+        NONE, NONE, STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID)
 
 
 def test_a_static_member_leaves_and_comes_back_with_its_partitions():

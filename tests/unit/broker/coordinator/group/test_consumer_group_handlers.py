@@ -84,10 +84,14 @@ def test_join_by_topic_ids_commit_with_the_member_epoch_and_describe(state):
         assert assigned(joined) == {T_ID: [0, 1], U_ID: [0]}
         steady = heartbeat(state, group, "m1", 1, owned={T_ID: [0, 1], U_ID: [0]})
         assert steady.error_code == 0 and steady.assignment is None  # unchanged: null
-        assert await commit_code(state, group, 1, "m1") == 0
-        assert await commit_code(state, group, 0, "m1") == errors.StaleMemberEpochError.errno
-        assert await commit_code(state, group, 1, "nobody") == errors.UnknownMemberIdError.errno
-        assert await commit_code(state, group, -1, "") == errors.UnknownMemberIdError.errno
+        assert await commit_code(state, group, 1, "m1", version=9) == 0
+        assert await commit_code(state, group, 0, "m1", version=9) == errors.StaleMemberEpochError.errno
+        assert await commit_code(state, group, 1, "nobody", version=9) == errors.UnknownMemberIdError.errno
+        assert await commit_code(state, group, -1, "", version=9) == errors.UnknownMemberIdError.errno
+        # Kafka's validateOffsetCommit: a member of the new protocol commits at v9+, and a member named with
+        # epoch -1 is a member whose epoch is stale
+        assert await commit_code(state, group, 1, "m1", version=8) == errors.UnsupportedVersionError.errno
+        assert await commit_code(state, group, -1, "m1", version=9) == errors.StaleMemberEpochError.errno
         assert heartbeat(state, group, "m1", 7).error_code == errors.FencedMemberEpochError.errno
         [described] = call(state, ConsumerGroupDescribeRequest(group_ids=[group]), ApiKey.CONSUMER_GROUP_DESCRIBE,
                            0).groups
@@ -168,7 +172,7 @@ def test_offset_delete_keeps_the_subscribed_topics_of_a_consumer_group(state):
 
     async def scenario():
         heartbeat(state, group, "m1", 0, topics=["t"])
-        assert await commit_code(state, group, 1, "m1") == 0
+        assert await commit_code(state, group, 1, "m1", version=9) == 0
         state.offsets.committed[(group, "u", 0)] = 3
         body = OffsetDeleteRequest(group_id=group, topics=[
             OffsetDeleteRequestTopic(name=name, partitions=[OffsetDeleteRequestPartition(partition_index=0)])

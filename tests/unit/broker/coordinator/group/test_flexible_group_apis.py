@@ -141,6 +141,7 @@ def test_offset_fetch_v9_checks_a_consumer_group_members_epoch_and_list_groups_v
         assert await fetch9(consumer, "m1", 0) == errors.StaleMemberEpochError.errno
         assert await fetch9(consumer, "nobody", 1) == errors.UnknownMemberIdError.errno
         assert await fetch9(consumer, None, -1) == 0  # an admin client's: no member named
+        assert await fetch9(consumer, "m1", -1) == errors.StaleMemberEpochError.errno  # Kafka's validateOffsetFetch
         await two_member_group(state, classic)
         assert await fetch9(classic, "whoever", 42) == 0  # a classic group's members are not checked (Kafka's)
 

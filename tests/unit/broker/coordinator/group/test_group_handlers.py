@@ -107,7 +107,7 @@ async def sync(state, group, generation, member_id, assignments=()):
     return await call(state, body, 14, 3)
 
 
-def commit(state, group, generation, member_id, partitions=(("t", 0),)):
+def commit(state, group, generation, member_id, partitions=(("t", 0),), version=7):
     topics = {}
     for topic, partition in partitions:
         topics.setdefault(topic, []).append(OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
@@ -115,12 +115,12 @@ def commit(state, group, generation, member_id, partitions=(("t", 0),)):
     body = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=generation, member_id=member_id,
                                topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=parts)
                                        for t, parts in topics.items()])
-    result = call(state, body, 8, 7)
+    result = call(state, body, 8, version)
     return result
 
 
-async def commit_code(state, group, generation, member_id):
-    result = commit(state, group, generation, member_id)
+async def commit_code(state, group, generation, member_id, version=7):
+    result = commit(state, group, generation, member_id, version=version)
     if asyncio.iscoroutine(result):
         result = await result
     return result.topics[0].partitions[0].error_code
