@@ -128,7 +128,8 @@ TABLE: dict[int, Rule] = {
                                                                 "partition_index"), skip_replicas=True)),
     ApiKey.LIST_OFFSETS: Rule((), _topics(DESCRIBE, "topics", "name", "topics", "name", _PER_PARTITION)),
     ApiKey.METADATA: Rule(special="metadata"),
-    ApiKey.DESCRIBE_TOPIC_PARTITIONS: Rule((), _topics(DESCRIBE, "topics", "name", "topics", "name", None)),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: Rule((), _topics(DESCRIBE, "topics", "name", "topics", "name", None),
+                                           special="describe_topic_partitions"),  # every topic: filtered, then paged
     ApiKey.OFFSET_COMMIT: Rule((_GROUP_READ,), _topics(READ, "topics", "name", "topics", "name", _PER_PARTITION)),
     ApiKey.OFFSET_FETCH: Rule((Whole(DESCRIBE, GROUP, _field("group_id"), GROUP_AUTHORIZATION_FAILED),),
                               _topics(DESCRIBE, "topics", "name", "topics", "name", _PARTITION_INDEXES),

@@ -295,6 +295,25 @@ def _find_coordinator(rule: Rule, handler: Callable, request: Any, state: Any) -
                  request, state)
 
 
+def _describe_topic_partitions(rule: Rule, handler: Callable, request: Any, state: Any) -> Any:
+    """Named topics: the table's Each check. None named (every topic, KIP-966): the request is narrowed, before
+    the handler pages it, to the topics the principal may DESCRIBE from the cursor's on; a cursor naming one it
+    may not describe is dropped, the page starting at the next it may (Rule 2's "all", as Kafka filters)."""
+    body, auth = request.body, state.authorization
+    if body.topics:
+        assert rule.each is not None
+        return split(rule.each, handler, request, state)
+    start = "" if body.cursor is None else body.cursor.topic_name
+    allowed = [name for name in sorted(state.partitions.snapshot.topics)
+               if name >= start and _quiet_allows(auth, request, DESCRIBE, TOPIC, name)]
+    if not allowed:  # an empty list would mean every topic again
+        return RESPONSES[request.api_key](throttle_time_ms=0, topics=[], next_cursor=None)
+    if body.cursor is not None and body.cursor.topic_name != allowed[0]:
+        body.cursor = None
+    body.topics = [_struct(type(body), "topics")(name=name) for name in allowed]
+    return handler(request, state)
+
+
 def _offset_fetch(rule: Rule, handler: Callable, request: Any, state: Any) -> Any:
     """v0-7: the table's Each check; v8+ (batched groups): a group it may not DESCRIBE is answered
     GROUP_AUTHORIZATION_FAILED, and Rule 2 runs over each other group's topics."""
@@ -443,6 +462,7 @@ def _delete_topics(rule: Rule, handler: Callable, request: Any, state: Any) -> A
 
 
 SPECIAL = {"metadata": _metadata, "describe_groups": _describe_groups, "list_groups": _list_groups,
+           "describe_topic_partitions": _describe_topic_partitions,
            "find_coordinator": _find_coordinator, "offset_fetch": _offset_fetch,
            "list_transactions": _list_transactions, "create_topics": _create_topics,
            "describe_cluster": _describe_cluster, "configs": _configs,

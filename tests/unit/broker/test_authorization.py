@@ -156,6 +156,28 @@ def test_metadata_hides_what_may_not_be_described(dispatcher):
     assert {(t.name, t.error_code) for t in response.topics} == {("t", 0), ("secret", 29)}
 
 
+def test_describe_topic_partitions_of_every_topic_pages_only_what_may_be_described(dispatcher):
+    """KIP-966's all-topics mode (no topic named) lists and pages only the topics the principal may DESCRIBE, as
+    Kafka's handler filters before it pages: a denied topic is neither answered nor named by a cursor."""
+    from sparklog.protocol.describe_topic_partitions import DescribeTopicPartitionsRequest, RequestCursor as Cursor
+
+    read_t = AccessControlEntry(ANONYMOUS, "*", Operation.READ, Permission.ALLOW)
+    dispatcher.state.authorization.cache.snapshot = AclSnapshot({ResourcePattern(ResourceType.TOPIC, "t"): {read_t}})
+
+    def listed(cursor=None, limit=2000):
+        body = DescribeTopicPartitionsRequest(topics=[], response_partition_limit=limit, cursor=cursor)
+        response = call(dispatcher, ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, body)
+        cursor = response.next_cursor
+        return [t.name for t in response.topics], None if cursor is None else (cursor.topic_name,
+                                                                              cursor.partition_index)
+
+    assert listed() == (["t"], None)
+    assert listed(limit=1) == (["t"], None)  # "secret" sorts before "t": not a page of its own
+    assert listed(Cursor(topic_name="secret", partition_index=0)) == (["t"], None)  # a cursor cannot reveal it
+    dispatcher.state.authorization.cache.snapshot = AclSnapshot()
+    assert listed() == ([], None)
+
+
 def with_topic_ids(dispatcher) -> dict[str, str]:
     """Give every topic of the dispatcher's metadata an id; {name: id}."""
     import dataclasses
