@@ -5,13 +5,13 @@ A pytest-xdist worker that dies in native code (a signal, an abort() in a C libr
 the test it ran are gone with it. And a worker whose main thread blocks in C code never runs pytest-timeout's
 SIGALRM handler, so the run waits until CI's own limit. This module makes both say what they were.
 
-Rule 1 (a record per process): each test process appends to its own file under the run's directory
+Rule 1 (a record per worker): each xdist worker appends to its own file under the run's directory
         (`WATCH_DIR`, made by the controller and inherited by its workers): a line "start <nodeid>" as each
         test starts, and what faulthandler writes on a fatal signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL:
         every thread's Python stack). A SIGKILL leaves no stack, but the last "start" line names the test.
 Rule 2 (a watchdog for hangs pytest-timeout cannot end): each test runs under faulthandler's watchdog thread,
         which needs no Python signal handler: past the test's timeout plus GRACE_S it writes every thread's
-        stack to the record and ends the process (exit status 1). pytest-timeout, at the timeout itself, gets
+        stack to the record (in a run without workers: to stderr) and ends the process (exit status 1). pytest-timeout, at the timeout itself, gets
         the first chance to fail the test the ordinary way. After the last test, the same watchdog bounds
         the process's shutdown (session teardown, atexit) by SHUTDOWN_S.
 Rule 3 (told by the controller): when a worker goes down with an error, the controller writes the tail of its
@@ -24,6 +24,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -33,30 +34,33 @@ GRACE_S = float(os.environ.get("SPARKLOG_TEST_WATCH_GRACE_S", 120))
 SHUTDOWN_S = 600  # the longest a test process may take from its last test to its exit (Rule 2)
 TAIL_BYTES = 20_000  # of a record, written into the run's output (Rule 3)
 
-_record = None  # this process's record file, open for faulthandler and the "start" lines
+_record = None  # a worker's record file (Rule 1); None in the controller or a run without workers
+_out = None  # where faulthandler writes: the record, or (no controller to tell it) the process's stderr
 
 
 def configure(worker_id: str | None) -> None:
-    """Open this process's record (Rule 1); the controller (or a run without workers) makes the directory."""
-    global _record
+    """An xdist worker opens its record (Rule 1) and points faulthandler at it; the controller (or a run without
+    workers, whose stderr is the terminal) makes the run's directory and keeps faulthandler on stderr."""
+    global _record, _out
     directory = os.environ.get(WATCH_DIR)
-    if directory is None or not Path(directory).is_dir():
-        directory = os.environ[WATCH_DIR] = tempfile.mkdtemp(prefix="sparklog-test-watch-")
-    name = f"{worker_id or 'main'}.{os.getpid()}.log"
-    _record = open(Path(directory) / name, "a", buffering=1)
+    if worker_id is None or directory is None or not Path(directory).is_dir():
+        os.environ[WATCH_DIR] = tempfile.mkdtemp(prefix="sparklog-test-watch-")
+        _out = sys.__stderr__
+        return
+    _record = _out = open(Path(directory) / f"{worker_id}.{os.getpid()}.log", "a", buffering=1)
     faulthandler.enable(file=_record, all_threads=True)
 
 
 def test_started(nodeid: str, timeout_s: float) -> None:
     """Rules 1 and 2 at a test's start: name it, and arm the watchdog."""
-    if _record is None:
-        return
-    _record.write(f"start {nodeid}\n")
-    faulthandler.dump_traceback_later(timeout_s + GRACE_S, exit=True, file=_record)
+    if _record is not None:
+        _record.write(f"start {nodeid}\n")
+    if _out is not None:
+        faulthandler.dump_traceback_later(timeout_s + GRACE_S, exit=True, file=_out)
 
 
 def test_finished() -> None:
-    if _record is not None:
+    if _out is not None:
         faulthandler.cancel_dump_traceback_later()
 
 
@@ -64,7 +68,8 @@ def session_finished() -> None:
     """Rule 2 for the process's shutdown: armed, never cancelled (the process's exit ends the watchdog)."""
     if _record is not None:
         _record.write("session finished\n")
-        faulthandler.dump_traceback_later(SHUTDOWN_S, exit=True, file=_record)
+    if _out is not None:
+        faulthandler.dump_traceback_later(SHUTDOWN_S, exit=True, file=_out)
 
 
 def cleanup(worker_id: str | None) -> None:
