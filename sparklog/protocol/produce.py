@@ -108,11 +108,12 @@ _RESPONSE_TAIL = {  # partition_responses count (1), index, error_code, base_off
 }
 _NULL_STRING = -1
 FIRST_FLEXIBLE_VERSION = 9  # compact strings and arrays, tagged fields (KIP-482)
-# Flexible versions, after the compact transactional_id: acks, timeout_ms, topic_data's compact count (2: one)
-_FLEXIBLE_ACKS_TIMEOUT_TOPICS = struct.Struct(">hiB")
-# after the compact topic name: partition_data's compact count (2: one), index; the compact records follow
-_FLEXIBLE_PARTITIONS_INDEX = struct.Struct(">Bi")
-_NO_TAGS = b"\x00\x00\x00"  # after the records: the partition's, the topic's and the body's tag counts
+# Flexible versions, after the compact transactional_id: acks, timeout_ms, topic_data's compact count (2: one),
+# the first byte of the name's length (its varint)
+_FLEXIBLE_ACKS_TIMEOUT_TOPICS_NAME = struct.Struct(">hiBB")
+# after the compact topic name: partition_data's compact count (2: one), index, the first byte of the records' length
+_FLEXIBLE_PARTITIONS_INDEX_RECORDS = struct.Struct(">BiB")
+_NO_TAGS = 3  # after the records: the partition's, the topic's and the body's tag counts (0 each)
 # size, correlation_id, header tags (0), responses' compact count (2); the compact topic name; then the tail
 _FLEXIBLE_RESPONSE_HEAD = struct.Struct(">iiBB")
 # partition_responses' compact count (2), index, error_code, base_offset, log_append_time_ms, log_start_offset,
@@ -172,32 +173,38 @@ def decode_single_partition(frame: BytesLike) -> SinglePartitionProduce | None:
 
 
 def _decode_flexible(buf: memoryview, version: int, correlation_id: int, n: int) -> SinglePartitionProduce | None:
-    """decode_single_partition of v9+ (raises what a short or bad frame raises: the caller returns None)."""
+    """decode_single_partition of v9+ (raises what a short or bad frame raises: the caller returns None). A length
+    under 128 is its varint's one byte, read as it is (the common case)."""
     end = len(buf)
     pos = _REQUEST_PREFIX.size + max(n, 0)
-    if pos > end:
+    if n > 0:
+        str(buf[_REQUEST_PREFIX.size:pos], "utf-8")  # cut short, the read of buf[pos] raises
+    if buf[pos]:  # the header's tagged fields
         return None
-    str(buf[_REQUEST_PREFIX.size:pos], "utf-8")
-    if buf[pos] != 0:  # the header's tagged fields
-        return None
-    n, pos = read_uvarint(buf, pos + 1)  # transactional_id: 0 null
-    if pos + n - 1 > end:
-        return None
-    str(buf[pos:pos + max(n - 1, 0)], "utf-8")
-    pos += max(n - 1, 0)
-    acks, timeout_ms, topics = _FLEXIBLE_ACKS_TIMEOUT_TOPICS.unpack_from(buf, pos)
-    n, pos = read_uvarint(buf, pos + _FLEXIBLE_ACKS_TIMEOUT_TOPICS.size)
+    n, pos = (buf[pos + 1], pos + 2) if buf[pos + 1] < 0x80 else read_uvarint(buf, pos + 1)  # transactional_id
+    if n > 1:  # 0: null, 1: ""
+        if pos + n - 1 > end:
+            return None
+        str(buf[pos:pos + n - 1], "utf-8")
+        pos += n - 1
+    acks, timeout_ms, topics, n = _FLEXIBLE_ACKS_TIMEOUT_TOPICS_NAME.unpack_from(buf, pos)
+    pos += _FLEXIBLE_ACKS_TIMEOUT_TOPICS_NAME.size
+    if n >= 0x80:
+        n, pos = read_uvarint(buf, pos - 1)
     if topics != 2 or n < 1 or pos + n - 1 > end:  # one topic, a name (0: null, refused by the general path)
         return None
     topic = str(buf[pos:pos + n - 1], "utf-8")
-    partitions, index = _FLEXIBLE_PARTITIONS_INDEX.unpack_from(buf, pos + n - 1)
-    size, pos = read_uvarint(buf, pos + n - 1 + _FLEXIBLE_PARTITIONS_INDEX.size)
-    if partitions != 2 or size < 1 or pos + size - 1 + len(_NO_TAGS) > end:  # one partition, records not null
+    pos += n - 1
+    partitions, index, size = _FLEXIBLE_PARTITIONS_INDEX_RECORDS.unpack_from(buf, pos)
+    pos += _FLEXIBLE_PARTITIONS_INDEX_RECORDS.size
+    if size >= 0x80:
+        size, pos = read_uvarint(buf, pos - 1)
+    stop = pos + size - 1
+    if partitions != 2 or size < 1 or stop + _NO_TAGS > end:  # one partition, its records not null
         return None
-    records, pos = buf[pos:pos + size - 1], pos + size - 1
-    if buf[pos:pos + len(_NO_TAGS)] != _NO_TAGS:
+    if buf[stop] or buf[stop + 1] or buf[stop + 2]:  # the partition's, the topic's and the body's tag counts
         return None
-    return SinglePartitionProduce(version, correlation_id, acks, timeout_ms, topic, index, records, buf)
+    return SinglePartitionProduce(version, correlation_id, acks, timeout_ms, topic, index, buf[pos:stop], buf)
 
 
 def encode_single_partition_response(request: SinglePartitionProduce, base_offset: int, log_append_time_ms: int,
@@ -223,6 +230,6 @@ def _flexible_response(request: SinglePartitionProduce, name: bytes, base_offset
     """encode_single_partition_response of v9+."""
     length = write_uvarint(len(name) + 1)
     size = _FLEXIBLE_RESPONSE_HEAD.size - 4 + len(length) + len(name) + _FLEXIBLE_RESPONSE_TAIL.size
-    return b"".join((_FLEXIBLE_RESPONSE_HEAD.pack(size, request.correlation_id, 0, 2), length, name,
-                     _FLEXIBLE_RESPONSE_TAIL.pack(2, request.index, 0, base_offset, log_append_time_ms,
-                                                  log_start_offset, 1, 0, 0, 0, 0, 0)))
+    return (_FLEXIBLE_RESPONSE_HEAD.pack(size, request.correlation_id, 0, 2) + length + name
+            + _FLEXIBLE_RESPONSE_TAIL.pack(2, request.index, 0, base_offset, log_append_time_ms, log_start_offset, 1,
+                                           0, 0, 0, 0, 0))
