@@ -8,9 +8,10 @@ Rule 1: the output is the pure-Python twin's (produce_run.py), value for value a
         frames taken, the same fields decoded (`produce.decode_single_partition` is the authority), the same
         reply bytes (`produce.encode_single_partition_response`). The property tests in
         tests/unit/protocol/test_produce_run.py hold both twins to that.
-Rule 2: sans-IO and bounded: it reads only `view`, within its length; it allocates the result lists, one
-        namedtuple per frame taken and one memoryview slice per frame and per record set (views of `view`,
-        no copy), and for the replies exactly their size.
+Rule 2: sans-IO and bounded: it reads only `view`, within its length (every read checked against the frame's
+        end before it happens; an unsigned varint at most 5 bytes, as types.read_uvarint); it allocates the
+        result lists, one namedtuple per frame taken and one memoryview slice per frame and per record set
+        (views of `view`, no copy), and for the replies exactly their size.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -30,9 +31,13 @@ cdef extern from "Python.h":
 cdef enum:
     PRODUCE = 0
     MIN_VERSION = 3
-    MAX_VERSION = 8
+    FIRST_FLEXIBLE_VERSION = 9  # compact strings and arrays, tag counts (KIP-482)
+    MAX_VERSION = 11
     REQUEST_PREFIX = 10  # api_key, api_version, correlation_id, client_id length
     RESPONSE_PREFIX = 14  # size, correlation_id, responses count, topic name length
+    FLEXIBLE_RESPONSE_PREFIX = 10  # size, correlation_id, header tags, responses' compact count; the name follows
+    FLEXIBLE_RESPONSE_TAIL = 40  # produce._FLEXIBLE_RESPONSE_TAIL
+    NO_TAGS = 3  # after the records of a flexible request: the partition's, the topic's and the body's tag counts
 
 cdef object _cls = None  # produce.SinglePartitionProduce, set by bind()
 cdef object _topic = None  # the last topic decoded: a pipelined run names the same topic, decoded once
@@ -65,6 +70,43 @@ cdef inline void _put64(uint8_t* p, int64_t v) noexcept nogil:
     _put32(p + 4, v)
 
 
+cdef inline Py_ssize_t _uvarint(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, uint64_t* value) noexcept nogil:
+    """The unsigned varint at b[pos:end] into `value`: the position after it, or -1 when it is cut short or longer
+    than 5 bytes (types.read_uvarint raises then)."""
+    cdef uint64_t v = 0
+    cdef int shift = 0
+    cdef uint8_t byte
+    while True:
+        if pos >= end:
+            return -1
+        byte = b[pos]
+        pos += 1
+        v |= <uint64_t>(byte & 0x7F) << shift
+        if byte < 0x80:
+            value[0] = v
+            return pos
+        shift += 7
+        if shift > 28:
+            return -1
+
+
+cdef inline Py_ssize_t _uvarint_size(uint64_t v) noexcept nogil:
+    cdef Py_ssize_t n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
+cdef inline uint8_t* _put_uvarint(uint8_t* p, uint64_t v) noexcept nogil:
+    while v >= 0x80:
+        p[0] = <uint8_t>((v & 0x7F) | 0x80)
+        v >>= 7
+        p += 1
+    p[0] = <uint8_t>v
+    return p + 1
+
+
 cdef bint _utf8(const uint8_t* p, Py_ssize_t n):
     """Whether the strict UTF-8 decoder takes these bytes (ASCII without a call)."""
     cdef Py_ssize_t i
@@ -93,6 +135,8 @@ cdef object _decode(object view, const uint8_t* b, Py_ssize_t f, Py_ssize_t end)
     correlation_id = _i32(b + f + 4)
     n = _i16(b + f + 8)  # client_id
     pos = f + REQUEST_PREFIX
+    if version >= FIRST_FLEXIBLE_VERSION:
+        return _decode_flexible(view, b, f, end, version, correlation_id, n)
     if n > 0:
         if pos + n > end or not _utf8(b + pos, n):
             return None
@@ -127,6 +171,51 @@ cdef object _decode(object view, const uint8_t* b, Py_ssize_t f, Py_ssize_t end)
     if partitions != 1 or size < 0 or pos + size > end:
         return None
     return _request((version, correlation_id, acks, timeout_ms, topic, index, view[pos:pos + size], view[f:end]))
+
+
+cdef object _decode_flexible(object view, const uint8_t* b, Py_ssize_t f, Py_ssize_t end, int16_t version,
+                            int32_t correlation_id, Py_ssize_t n):
+    """_decode of v9+, from the client_id's length `n` on (produce._decode_flexible)."""
+    cdef Py_ssize_t pos = f + REQUEST_PREFIX
+    cdef uint64_t length
+    cdef int16_t acks
+    cdef int32_t timeout_ms, index
+    if n > 0:
+        if n > end - pos or not _utf8(b + pos, n):
+            return None
+        pos += n
+    if pos >= end or b[pos] != 0:  # the header's tagged fields
+        return None
+    pos = _uvarint(b, pos + 1, end, &length)  # transactional_id: 0 null
+    if pos < 0 or (length > 0 and length - 1 > <uint64_t>(end - pos)):
+        return None
+    if length > 1:
+        if not _utf8(b + pos, <Py_ssize_t>length - 1):
+            return None
+        pos += <Py_ssize_t>length - 1
+    if end - pos < 7:
+        return None
+    acks = _i16(b + pos)
+    timeout_ms = _i32(b + pos + 2)
+    if b[pos + 6] != 2:  # one topic
+        return None
+    pos = _uvarint(b, pos + 7, end, &length)  # the name: 0 null, refused by the general path
+    if pos < 0 or length < 1 or length - 1 > <uint64_t>(end - pos):
+        return None
+    topic = _topic_of(b + pos, <Py_ssize_t>length - 1)
+    if topic is None:
+        return None
+    pos += <Py_ssize_t>length - 1
+    if end - pos < 5 or b[pos] != 2:  # one partition
+        return None
+    index = _i32(b + pos + 1)
+    pos = _uvarint(b, pos + 5, end, &length)  # the records: 0 null
+    if pos < 0 or length < 1 or length - 1 + NO_TAGS > <uint64_t>(end - pos):
+        return None
+    n = <Py_ssize_t>length - 1
+    if b[pos + n] != 0 or b[pos + n + 1] != 0 or b[pos + n + 2] != 0:
+        return None
+    return _request((version, correlation_id, acks, timeout_ms, topic, index, view[pos:pos + n], view[f:end]))
 
 
 cdef object _topic_of(const uint8_t* p, Py_ssize_t n):
@@ -190,6 +279,13 @@ def scan_produce_run(view, Py_ssize_t start, Py_ssize_t limit, Py_ssize_t max_fr
     return requests, pos
 
 
+cdef Py_ssize_t _reply_size(int version, Py_ssize_t name_size) noexcept:
+    """The bytes of one reply, size prefix included."""
+    if version >= FIRST_FLEXIBLE_VERSION:
+        return FLEXIBLE_RESPONSE_PREFIX + _uvarint_size(name_size + 1) + name_size + FLEXIBLE_RESPONSE_TAIL
+    return RESPONSE_PREFIX + name_size + _tail_size(version)
+
+
 cdef Py_ssize_t _tail_size(int version) noexcept:
     """Bytes after the topic name: partition count, index, error_code, base_offset, log_append_time_ms,
     (v5+) log_start_offset, (v8) record_errors count and error_message, throttle_time_ms."""
@@ -214,13 +310,18 @@ def encode_produce_replies(list requests, list base_offsets, int64_t log_append_
         version = _field(request, 0)
         if version < MIN_VERSION or version > MAX_VERSION:
             raise ValueError(f"Produce v{version} is not served")
-        total += RESPONSE_PREFIX + name_size + _tail_size(version)
+        total += _reply_size(version, name_size)
     out = PyBytes_FromStringAndSize(NULL, total)
     p = <uint8_t*>PyBytes_AS_STRING(out)
     for i in range(count):
         request = <object>PyList_GET_ITEM(requests, i)
         name = PyUnicode_AsUTF8AndSize(_field(request, 4), &name_size)
         version = _field(request, 0)
+        if version >= FIRST_FLEXIBLE_VERSION:
+            p = _put_flexible_reply(p, name, name_size, _field(request, 1), _field(request, 5),
+                                    PyLong_AsLongLong(<object>PyList_GET_ITEM(base_offsets, i)), log_append_time_ms,
+                                    log_start_offset)
+            continue
         tail = _tail_size(version)
         _put32(p, RESPONSE_PREFIX - 4 + name_size + tail)
         _put32(p + 4, <int32_t>_field(request, 1))
@@ -247,3 +348,30 @@ def encode_produce_replies(list requests, list base_offsets, int64_t log_append_
         _put32(p, 0)
         p += 4
     return out
+
+
+cdef uint8_t* _put_flexible_reply(uint8_t* p, const char* name, Py_ssize_t name_size, int32_t correlation_id,
+                                  int32_t index, int64_t base_offset, int64_t log_append_time_ms,
+                                  int64_t log_start_offset) noexcept:
+    """One v9+ reply at p (produce._flexible_response's bytes): the position after it."""
+    _put32(p, _reply_size(FIRST_FLEXIBLE_VERSION, name_size) - 4)
+    _put32(p + 4, correlation_id)
+    p[8] = 0  # header tags
+    p[9] = 2  # one topic
+    p = _put_uvarint(p + FLEXIBLE_RESPONSE_PREFIX, name_size + 1)
+    memcpy(p, name, name_size)
+    p += name_size
+    p[0] = 2  # one partition
+    _put32(p + 1, index)
+    p[5] = 0  # error_code
+    p[6] = 0
+    _put64(p + 7, base_offset)
+    _put64(p + 15, log_append_time_ms)
+    _put64(p + 23, log_start_offset)
+    p[31] = 1  # no record errors
+    p[32] = 0  # error_message null
+    p[33] = 0  # the partition's tags
+    p[34] = 0  # the topic's tags
+    _put32(p + 35, 0)  # throttle_time_ms
+    p[39] = 0  # the body's tags
+    return p + FLEXIBLE_RESPONSE_TAIL

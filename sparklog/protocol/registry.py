@@ -133,16 +133,15 @@ ACLS_ADVERTISED_MAX = 1
 # AlterPartitionReassignments up to v0 (Kafka 2.4's, with ListPartitionReassignments v0): v1 (KIP-860) names Kafka 4.0
 # to kafka-python. v1 is still decoded and answered.
 ALTER_PARTITION_REASSIGNMENTS_ADVERTISED_MAX = 0
-# Fetch v12-v16 (the flexible versions: topic ids, diverging epochs, leader hints) name Kafka 3.7 to kafka-python,
-# and a client pinned to any release up to 3.7 sends that release's group APIs (JoinGroup v9, SyncGroup v5,
-# Heartbeat v4, LeaveGroup v5, OffsetCommit v9, OffsetFetch v9, FindCoordinator v4, DescribeGroups v5,
-# DeleteGroups v2) and Produce v10: all served (test_registry's release-inference test holds this line).
-# Produce up to v8 (Kafka 2.4's): its flexible versions v9-v11 are decoded and answered (and a 3.8 pin's group and
-# transaction APIs, FindCoordinator v5, ListGroups v5, InitProducerId v5, TxnOffsetCommit v4, are served), but the
-# Produce fast path and its grouped appends (dispatch.py Rules 4 and 5; produce.decode_single_partition and its
-# compiled twin) read v3-v8 only: advertised, librdkafka's one-partition produces (v10) would all take the general
-# path (test_broker_interop's grouped-produce test: 0 grouped).
-PRODUCE_ADVERTISED_MAX = produce.FAST_PATH_VERSIONS[1]  # follows the fast path
+# Fetch v12-v16 (the flexible versions: topic ids, diverging epochs, leader hints) and Produce v9-v11 name Kafka 3.8
+# to kafka-python, and a client pinned to any release up to 3.8 sends that release's group APIs (JoinGroup v9,
+# SyncGroup v5, Heartbeat v4, LeaveGroup v5, OffsetCommit v9, OffsetFetch v9, FindCoordinator v5, DescribeGroups
+# v5, ListGroups v5, DeleteGroups v2), its transaction APIs (InitProducerId v5, TxnOffsetCommit v4) and Produce
+# v11: all served (test_registry's release-inference test holds this line).
+# Produce is advertised as far as its one-partition fast path and grouped appends read (dispatch.py Rules 4 and 5;
+# produce.decode_single_partition and its compiled twin): a version past it would send every one-partition
+# produce of its clients to the general path (test_broker_interop's grouped-produce test: 0 grouped).
+PRODUCE_ADVERTISED_MAX = produce.FAST_PATH_VERSIONS[1]  # follows the fast path: v11
 UNADVERTISED = (ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS)
 API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     **{key: versions for key, versions in ALL_VERSIONS.items() if key not in UNADVERTISED},

@@ -520,9 +520,8 @@ def _gen_encode_tags(g: _Gen, o: str, tagged: list[F], version: int, ind: int, b
     g.emit(ind, f"{tl} = []")
     for f in tagged:
         x, sb = g.var("x"), g.var("sb")
-        default = "[]" if f.default is _LIST_DEFAULT else _default_expr(g, f)
         g.emit(ind, f"{x} = {o}.{f.name}")
-        g.emit(ind, f"if {x} != {default}:")
+        g.emit(ind, f"if {_tag_sent(g, f, x, version)}:")
         g.emit(ind + 1, f"{sb} = bytearray()")
         _gen_encode_value(g, f, x, version, True, ind + 1, sb)
         g.emit(ind + 1, f"{tl}.append(({f.tag}, {sb}))")
@@ -530,6 +529,14 @@ def _gen_encode_tags(g: _Gen, o: str, tagged: list[F], version: int, ind: int, b
     g.emit(ind, f"{b} += _wuv(len({tl}))")
     g.emit(ind, f"for {tg}, {sb} in {tl}:")
     g.emit(ind + 1, f"{b} += _wuv({tg}); {b} += _wuv(len({sb})); {b} += {sb}")
+
+
+def _tag_sent(g: _Gen, f: F, x: str, version: int) -> str:
+    """Whether tagged field ``f`` (its value in ``x``) is written: as Kafka, only when it is not its default. A
+    non-nullable struct's default is the struct of its fields' defaults, which None stands for here."""
+    if f.struct_cls is not None and not f.is_array and version not in f.nullable:
+        return f"{x} is not None and {x} != {g.const(f.struct_cls(), '_D')}"
+    return f"{x} != {'[]' if f.default is _LIST_DEFAULT else _default_expr(g, f)}"
 
 
 def _gen_encode_len(g: _Gen, ind: int, flex: bool, b: str, n: str, width: str) -> None:

@@ -17,6 +17,7 @@ import uuid
 import pytest
 
 from sparklog.broker.network.dispatch import api_name
+from sparklog.protocol.produce import FIRST_FLEXIBLE_VERSION
 from sparklog.protocol.registry import API_VERSIONS
 from support import broker_matrix
 from support.cluster import Cluster
@@ -28,16 +29,17 @@ MESSAGES = 300
 TIMEOUT_S = 30
 
 # How each client names itself to the broker (ApiVersions v3+ software name, else its client_id), and the
-# versions it negotiates against our advertised ranges, as observed; each inside issue 3's table.
+# versions it negotiates against our advertised ranges, as observed; each inside issue 3's table. (Produce: librdkafka
+# asks v10 at most, kafka-python's sender v9.)
 CONFLUENT = "confluent-kafka-python 2.16"
 KAFKA_PYTHON = "kafka-python 3.0"
 AIOKAFKA = "aiokafka"
 KCAT = "librdkafka 2.0"
 NEGOTIATED = {
-    CONFLUENT: {"ApiVersions": {3}, "Metadata": {12}, "Produce": {8}, "Fetch": {16}, "FindCoordinator": {2},
+    CONFLUENT: {"ApiVersions": {3}, "Metadata": {12}, "Produce": {10}, "Fetch": {16}, "FindCoordinator": {2},
                 "OffsetCommit": {9}, "OffsetFetch": {9}, "CreatePartitions": {2}, "DescribeConfigs": {1},
                 "IncrementalAlterConfigs": {1}, "DeleteRecords": {2}},
-    KAFKA_PYTHON: {"ApiVersions": {4}, "Metadata": {12}, "Produce": {8}, "Fetch": {12}, "ListOffsets": {9},
+    KAFKA_PYTHON: {"ApiVersions": {4}, "Metadata": {12}, "Produce": {9}, "Fetch": {12}, "ListOffsets": {9},
                    "CreateTopics": {7}, "InitProducerId": {4}, "CreatePartitions": {3}, "AlterConfigs": {2},
                    "IncrementalAlterConfigs": {1}, "DescribeConfigs": {4}, "DeleteRecords": {2},
                    "DescribeCluster": {2}},
@@ -193,6 +195,8 @@ def test_confluent_idempotent_batches_of_one_pipelined_are_grouped_and_read_back
     assert got[0] == msgs and not got.get(1)
     grouped = cluster.brokers[1].statistics()["produce"]["grouped"]
     assert grouped >= 2
+    assert_negotiated(cluster, CONFLUENT, "Produce")  # grouped from a flexible Produce (v9+, the fast path's too)
+    assert min(NEGOTIATED[CONFLUENT]["Produce"]) >= FIRST_FLEXIBLE_VERSION
 
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)

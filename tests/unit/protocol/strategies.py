@@ -31,6 +31,8 @@ def _scalar(typ: str):
 def _value(f: F, version: int):
     if f.fields is not None and not f.is_array:
         inner = struct_of(f.struct_cls, version)
+        if version in f.tagged and version not in f.nullable:  # its default is not sent: it decodes to None
+            inner = inner.filter(lambda s: s != f.struct_cls()) | st.none()
     elif f.fields is not None:
         inner = st.lists(struct_of(f.struct_cls, version), max_size=2)
     elif f.is_array:

@@ -4,18 +4,22 @@ response bytes are encode_response's, for every Produce version served."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparklog.protocol import ApiKey, PartitionProduceData, ProduceRequest, TopicProduceData
+from sparklog.protocol import ApiKey, MalformedRequest, PartitionProduceData, ProduceRequest, TopicProduceData
 from sparklog.protocol.headers import RequestHeader
-from sparklog.protocol.produce import (FAST_PATH_VERSIONS, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+from sparklog.protocol.produce import (FAST_PATH_VERSIONS, FIRST_FLEXIBLE_VERSION, LeaderIdAndEpoch,
+                                       PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
                                        decode_single_partition, encode_single_partition_response)
 from sparklog.protocol.registry import decode_request, encode_request, encode_response
+from sparklog.protocol.types import write_uvarint
 
 from unit.protocol.strategies import struct_of
 
 VERSIONS = st.integers(*FAST_PATH_VERSIONS)  # v0-v2 (legacy message sets) take the general path
+FLEXIBLE = st.integers(FIRST_FLEXIBLE_VERSION, FAST_PATH_VERSIONS[1])
 INT16, INT32, INT64 = (st.integers(-(1 << b - 1), (1 << b - 1) - 1) for b in (16, 32, 64))
 CLIENT_IDS = st.none() | st.text(max_size=8)
 
@@ -25,9 +29,9 @@ def frame_of(version, correlation_id, client_id, body) -> memoryview:
 
 
 @st.composite
-def single_partition(draw):
+def single_partition(draw, versions=VERSIONS):
     """A valid one-topic, one-partition Produce request frame."""
-    return draw(VERSIONS), draw(INT32), draw(CLIENT_IDS), ProduceRequest(
+    return draw(versions), draw(INT32), draw(CLIENT_IDS), ProduceRequest(
         transactional_id=draw(st.none() | st.text(max_size=6)), acks=draw(INT16), timeout_ms=draw(INT32),
         topic_data=[TopicProduceData(name=draw(st.text(max_size=10)), partition_data=[PartitionProduceData(
             index=draw(INT32), records=draw(st.binary(max_size=60)))])])
@@ -103,3 +107,86 @@ def test_other_apis_and_versions_are_left_alone():
         frame[0:4] = api_key.to_bytes(2, "big") + version.to_bytes(2, "big", signed=True)
         assert decode_single_partition(memoryview(frame)) is None
     assert decode_single_partition(b"") is None and decode_single_partition(b"\x00\x00") is None
+
+
+def test_flexible_versions_are_read():
+    body = ProduceRequest(transactional_id="tx", acks=-1, timeout_ms=30, topic_data=[TopicProduceData(
+        name="t", partition_data=[PartitionProduceData(index=3, records=b"x" * 200)])])  # a two-byte length
+    for version in range(FIRST_FLEXIBLE_VERSION, 12):
+        fast = decode_single_partition(frame_of(version, 5, "c", body))
+        assert fast is not None and (fast.api_version, fast.correlation_id, fast.acks, fast.timeout_ms, fast.topic,
+                                     fast.index, bytes(fast.records)) == (version, 5, -1, 30, "t", 3, b"x" * 200)
+
+
+@st.composite
+def tagged_frame(draw):
+    """(a valid one-partition flexible frame, the same with a tagged field in its header, partition, topic or
+    body, or with its topic or partition count written in two bytes)."""
+    version, correlation_id, client_id, body = draw(single_partition(FLEXIBLE))
+    frame = bytes(frame_of(version, correlation_id, client_id, body))
+    header_tags = 10 + (0 if client_id is None else len(client_id.encode()))
+    where = draw(st.sampled_from([header_tags, len(frame) - 3, len(frame) - 2, len(frame) - 1, "topics",
+                                  "partitions"]))
+    if where == "topics":  # after the transactional_id, acks and timeout_ms
+        txn = body.transactional_id
+        at = header_tags + 1 + len(write_uvarint(0 if txn is None else len(txn.encode()) + 1))
+        at += (0 if txn is None else len(txn.encode())) + 6
+        return frame, frame[:at] + b"\x82\x00" + frame[at + 1:]
+    if where == "partitions":
+        name = body.topic_data[0].name.encode()
+        at = len(frame) - 3 - len(body.topic_data[0].partition_data[0].records)
+        at -= len(write_uvarint(len(body.topic_data[0].partition_data[0].records) + 1)) + 5
+        assert frame[at - len(name):at] == name
+        return frame, frame[:at] + b"\x82\x00" + frame[at + 1:]
+    data = draw(st.binary(max_size=5))
+    field = write_uvarint(draw(st.integers(0, 300))) + write_uvarint(len(data)) + data
+    return frame, frame[:where] + b"\x01" + field + frame[where + 1:]
+
+
+@settings(max_examples=150, deadline=None)
+@given(tagged_frame())
+def test_tagged_fields_and_long_counts_are_left_to_the_general_path(case):
+    plain, tagged = case
+    assert decode_single_partition(plain) is not None and decode_single_partition(tagged) is None
+    assert decode_request(tagged).body == decode_request(plain).body  # the general path reads them alike
+
+
+@settings(max_examples=100, deadline=None)
+@given(single_partition(FLEXIBLE), INT64, INT64, INT64)
+def test_the_fast_response_sends_no_default_leader_hints(case, base_offset, append_time, log_start):
+    """v10+: the general encoder given Kafka's defaults of current_leader and node_endpoints (not sent) writes the
+    fast path's bytes."""
+    version, correlation_id, client_id, body = case
+    request = decode_single_partition(frame_of(version, correlation_id, client_id, body))
+    general = encode_response(RequestHeader(ApiKey.PRODUCE, version, correlation_id, client_id), ProduceResponse(
+        responses=[TopicProduceResponse(name=request.topic, partition_responses=[PartitionProduceResponse(
+            index=request.index, error_code=0, base_offset=base_offset, log_append_time_ms=append_time,
+            log_start_offset=log_start, current_leader=LeaderIdAndEpoch())])], throttle_time_ms=0,
+        node_endpoints=[]))
+    fast = encode_single_partition_response(request, base_offset, append_time, log_start)
+    assert fast == b"".join(bytes(chunk) for chunk in general)
+
+
+def test_versions_past_the_fast_path_are_left_alone():
+    body = ProduceRequest(acks=1, timeout_ms=1, topic_data=[TopicProduceData(name="t", partition_data=[
+        PartitionProduceData(index=0, records=b"x")])])
+    frame = bytearray(frame_of(FAST_PATH_VERSIONS[1], 1, "c", body))
+    assert decode_single_partition(memoryview(frame)) is not None
+    frame[2:4] = (FAST_PATH_VERSIONS[1] + 1).to_bytes(2, "big")
+    assert decode_single_partition(memoryview(frame)) is None
+
+
+def test_a_null_name_or_null_records_is_left_to_the_general_path():
+    """Compact length 0 is null: the general decoder refuses a null topic name and the fast path takes no null
+    record set."""
+    body = ProduceRequest(acks=1, timeout_ms=1, topic_data=[TopicProduceData(name="t", partition_data=[
+        PartitionProduceData(index=0, records=b"r")])])
+    for version in range(FIRST_FLEXIBLE_VERSION, FAST_PATH_VERSIONS[1] + 1):
+        frame = bytes(frame_of(version, 1, "c", body))
+        null_name = frame.replace(b"\x02t\x02", b"\x00\x02")  # the name's length+1 then the partitions' count
+        null_records = frame.replace(b"\x02r\x00\x00\x00", b"\x00\x00\x00\x00")
+        assert len(null_name) == len(frame) - 1 and len(null_records) == len(frame) - 1
+        assert decode_single_partition(null_name) is None and decode_single_partition(null_records) is None
+        with pytest.raises(MalformedRequest):
+            decode_request(null_name)
+        assert decode_request(null_records).body.topic_data[0].partition_data[0].records is None

@@ -11,15 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparklog.protocol import ApiKey, PartitionProduceData, ProduceRequest, TopicProduceData
+from sparklog.protocol import ApiKey, MalformedRequest, PartitionProduceData, ProduceRequest, TopicProduceData
 from sparklog.protocol import _cproduce  # the compiled twin must be built (scripts/setup.sh): no skip
 from sparklog.protocol import produce_run
 from sparklog.protocol.errors import FrameTooLarge
 from sparklog.protocol.frame import NEED_DATA, FrameDecoder
-from sparklog.protocol.produce import SinglePartitionProduce, decode_single_partition, encode_single_partition_response
-from sparklog.protocol.registry import encode_request
+from sparklog.protocol.produce import (FAST_PATH_VERSIONS, FIRST_FLEXIBLE_VERSION, SinglePartitionProduce,
+                                       decode_single_partition, encode_single_partition_response)
+from sparklog.protocol.registry import decode_request, encode_request
 
 from unit.protocol.strategies import struct_of
+from unit.protocol.test_produce_fast import tagged_frame
 
 
 _cproduce.bind(produce_run.SinglePartitionProduce)
@@ -30,9 +32,14 @@ INT16, INT32, INT64 = (st.integers(-(1 << b - 1), (1 << b - 1) - 1) for b in (16
 
 @st.composite
 def produce_frame(draw) -> bytes:
-    """A size-prefixed Produce frame: mostly one partition, sometimes any shape, of any served version."""
-    version = draw(st.integers(3, 8))
-    if draw(st.integers(0, 4)):
+    """A size-prefixed Produce frame: mostly one partition, sometimes any shape or (flexible versions) with a
+    tagged field or a long count, of any version the fast path reads."""
+    version = draw(st.integers(*FAST_PATH_VERSIONS))
+    kind = draw(st.integers(0, 5))
+    if kind == 5:
+        _, frame = draw(tagged_frame())
+        return len(frame).to_bytes(4, "big") + frame
+    if kind:
         body = ProduceRequest(
             transactional_id=draw(st.none() | st.text(max_size=4)), acks=draw(st.sampled_from([1, -1, 0, 2])),
             timeout_ms=draw(INT32), topic_data=[TopicProduceData(name=draw(st.text(max_size=6)), partition_data=[
@@ -119,10 +126,10 @@ def test_the_environment_variable_selects_the_pure_twin(monkeypatch):
     assert produce_run._select()[2:] == ("cython", None)
 
 
-def frames_of(n: int, acks: int = 1) -> bytes:
+def frames_of(n: int, acks: int = 1, version: int = 8) -> bytes:
     body = ProduceRequest(acks=acks, timeout_ms=1, topic_data=[TopicProduceData(name="t", partition_data=[
         PartitionProduceData(index=0, records=b"r" * 20)])])
-    return b"".join(encode_request(ApiKey.PRODUCE, 8, i, "c", body) for i in range(n))
+    return b"".join(encode_request(ApiKey.PRODUCE, version, i, "c", body) for i in range(n))
 
 
 @pytest.mark.parametrize("scan", TWINS)
@@ -150,3 +157,52 @@ def test_take_run_leaves_a_hostile_size_to_next_frame(scan):
     assert decoder.take_run(scan, 10) == []
     with pytest.raises(FrameTooLarge):
         decoder.next_frame()
+
+
+@pytest.mark.parametrize("scan", TWINS)
+def test_a_run_of_every_version_is_taken_whole(scan):
+    data = b"".join(frames_of(2, version=v) for v in range(FAST_PATH_VERSIONS[0], FAST_PATH_VERSIONS[1] + 1))
+    requests, end = scan(memoryview(data), 0, 99, 1 << 20)
+    versions = [r.api_version for r in requests]
+    assert end == len(data) and versions == sorted(2 * list(range(FAST_PATH_VERSIONS[0], FAST_PATH_VERSIONS[1] + 1)))
+    assert all(bytes(r.records) == b"r" * 20 for r in requests)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(FIRST_FLEXIBLE_VERSION, FAST_PATH_VERSIONS[1]), st.binary(min_size=1, max_size=6),
+       st.integers(0, 320))
+def test_both_twins_read_no_byte_past_a_flexible_frame(version, tail, cut):
+    """A flexible frame cut anywhere (its varints included) inside a buffer that goes on with bytes that would
+    complete it: neither twin reads past the frame's size (the compiled one bounds every read by it)."""
+    body = ProduceRequest(transactional_id="tx", acks=1, timeout_ms=1, topic_data=[TopicProduceData(
+        name="t" * 130, partition_data=[PartitionProduceData(index=0, records=b"r" * 150)])])  # two-byte lengths
+    frame = encode_request(ApiKey.PRODUCE, version, 1, "c", body)[4:]
+    size = max(len(frame) - cut, 0)
+    data = size.to_bytes(4, "big") + frame[:size] + frame[size:] + tail  # the size prefix says where it stops
+    for scan in TWINS:
+        requests, end = scan(memoryview(data), 0, 9, 1 << 20)
+        assert (end, len(requests)) == ((4 + size, 1) if size == len(frame) else (0, 0))
+
+
+def long_uvarint(value: int, width: int) -> bytes:
+    """`value` as an unsigned varint of `width` bytes (zero groups after the first: not the shortest form)."""
+    return bytes([(value >> 7 * i) & 0x7F | 0x80 for i in range(width - 1)] + [(value >> 7 * (width - 1)) & 0x7F])
+
+
+@pytest.mark.parametrize("scan", TWINS)
+@pytest.mark.parametrize("width", range(1, 7))
+def test_a_length_is_read_in_up_to_five_bytes(scan, width):
+    """Kafka's unsigned varints take at most 5 bytes: a records length written in 5 is read, in 6 refused."""
+    body = ProduceRequest(acks=1, timeout_ms=1, topic_data=[TopicProduceData(name="t", partition_data=[
+        PartitionProduceData(index=0, records=b"r" * 20)])])
+    frame = encode_request(ApiKey.PRODUCE, FAST_PATH_VERSIONS[1], 1, "c", body)[4:]
+    assert frame.count(b"\x15" + b"r" * 20) == 1  # the records' length+1, then the records
+    frame = frame.replace(b"\x15" + b"r" * 20, long_uvarint(21, width) + b"r" * 20)
+    requests, _ = scan(memoryview(len(frame).to_bytes(4, "big") + frame), 0, 9, 1 << 20)
+    if width <= 5:
+        assert [bytes(r.records) for r in requests] == [b"r" * 20]
+        assert bytes(decode_request(frame).body.topic_data[0].partition_data[0].records) == b"r" * 20
+    else:
+        assert requests == []
+        with pytest.raises(MalformedRequest):
+            decode_request(frame)

@@ -74,3 +74,22 @@ def test_api_versions_v3_response_uses_header_v0_and_tags():
                          b"\x00\x00\x00\x00"  # throttle
                          b"\x01" b"\x03\x01\x01")  # one tagged field: tag 3, size 1, true
     assert decode_response(ApiKey.API_VERSIONS, 3, frame[4:]) == (9, body)
+
+
+def test_a_tagged_struct_equal_to_its_default_is_not_sent():
+    """Kafka writes a tagged field only when it differs from its default, and a tagged struct's default is the
+    struct of its fields' defaults: a default CurrentLeader is the same bytes as none at all, and decodes to none."""
+    from sparklog.protocol.produce import (LeaderIdAndEpoch, PartitionProduceResponse, ProduceResponse,
+                                           TopicProduceResponse)
+
+    def response(current_leader):
+        return ProduceResponse(responses=[TopicProduceResponse(name="t", partition_responses=[
+            PartitionProduceResponse(index=0, error_code=0, base_offset=5, current_leader=current_leader)])])
+
+    header = RequestHeader(ApiKey.PRODUCE, 10, 7, "c")
+    bare = b"".join(bytes(c) for c in encode_response(header, response(None)))
+    assert b"".join(bytes(c) for c in encode_response(header, response(LeaderIdAndEpoch()))) == bare
+    assert decode_response(ApiKey.PRODUCE, 10, bare[4:])[1] == response(None)
+    hinted = b"".join(bytes(c) for c in encode_response(header, response(LeaderIdAndEpoch(leader_id=2,
+                                                                                          leader_epoch=-1))))
+    assert len(hinted) == len(bare) + 11  # tag 0, size 8, the two int32s

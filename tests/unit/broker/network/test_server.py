@@ -112,7 +112,7 @@ def test_api_versions_served_and_fallback(served):
             response = call(sock, ApiKey.API_VERSIONS, version, ApiVersionsRequest(), correlation_id=version)
             assert response.error_code == 0
             served_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-            assert served_versions[ApiKey.PRODUCE] == (0, 8) and served_versions[ApiKey.FETCH] == (4, 16)
+            assert served_versions[ApiKey.PRODUCE] == (0, 11) and served_versions[ApiKey.FETCH] == (4, 16)
             assert served_versions[ApiKey.JOIN_GROUP] == (0, 9)
         # an unserved ApiVersions version: a v0 body with error 35, not a closed connection
         frame = bytearray(encode_request(ApiKey.API_VERSIONS, 3, 42, "t", ApiVersionsRequest()))
