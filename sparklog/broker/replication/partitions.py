@@ -47,10 +47,11 @@ The ZooKeeper watch callbacks run on kazoo's thread and only record what changed
 states and configs and opens or deletes logs, so a slow disk or ZooKeeper never blocks kazoo. Watched:
 the topic registry (created, deleted, grown), and per topic its `/config/topics/<t>` node and every
 partition's state node.
-Rule: read-what-changed: a sync re-reads a topic whole (assignment, config, every partition state) only when
-it is new, its id or assignment changed, or its config node fired; a partition state node that fired has
-that partition's state alone re-read (the others kept as last read), so a topic whose ISRs change one
-partition at a time costs one znode read per change, not one per partition of the topic.
+Rule: read-what-changed: a sync re-reads a topic whole (assignment, config, every partition state, in one
+pipelined round trip) only when it is new or its id or assignment changed (a topic deleted and re-created
+has a new id); otherwise a config node that fired has the config alone re-read, a partition state node that
+fired that partition's state alone (the rest kept as last read), so a topic whose ISRs change one partition
+at a time costs one znode read per change, not one per partition of the topic.
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ class PartitionManager:
         self._apply_lock = threading.RLock()  # one writer of topics/leading at a time
         self._noted: set[str] = set()  # created here, not yet seen by the watch
         self._assignments: dict | None = None  # the registry as last reported by its watch
-        self._dirty: set[str] = set()  # topics whose config changed since read (read whole)
+        self._dirty_configs: set[str] = set()  # topics whose config node fired since read
         self._dirty_states: dict[str, set[int]] = {}  # topic -> partitions whose state changed since read
         self._node_watches: set[str] = set()  # znode paths with a live DataWatch of ours
         self._log_ids: dict[tuple[str, int], str | None] = {}  # open log -> the topic id it belongs to
@@ -227,7 +228,7 @@ class PartitionManager:
 
     def _on_node_change(self, topic: str, partition: int | None) -> bool | None:
         """A DataWatch on a topic's config (`partition` None) or a partition's state fired: re-read that
-        topic, or that partition's state, on the next sync (Rule: read-what-changed).
+        config, or that partition's state, on the next sync (Rule: read-what-changed).
 
         The watch outlives a deleted node (kazoo keeps an exists-watch), so a topic deleted and re-created
         with the same assignment, which the topic registry's watch may report as no change at all, is still
@@ -236,7 +237,7 @@ class PartitionManager:
             return False
         with self._lock:
             if partition is None:
-                self._dirty.add(topic)
+                self._dirty_configs.add(topic)
             else:
                 self._dirty_states.setdefault(topic, set()).add(partition)
             if self._pending is None and self._assignments is not None:
@@ -296,7 +297,7 @@ class PartitionManager:
         old = self.snapshot.topics
         self._noted -= set(assignments)
         with self._lock:
-            dirty, self._dirty = self._dirty, set()
+            dirty, self._dirty_configs = self._dirty_configs, set()
             dirty_states, self._dirty_states = self._dirty_states, {}
         topics = {name: old[name] for name in self._noted if name in old}
         try:
@@ -323,19 +324,17 @@ class PartitionManager:
         topic_id = self._topic_id(name)
         if topic_id is None:
             return None  # deleted since the snapshot
-        if (known is None or dirty or known.topic_id != topic_id
-                or dict(known.assignment) != dict(assignment)):
+        if known is None or known.topic_id != topic_id or dict(known.assignment) != dict(assignment):
             return self._read_whole(name, topic_id)
         changed = sorted(p for p in changed_states if p in known.assignment)
-        if not changed:
-            return known
         try:
-            states = topic_registry.partition_states(self.zk, name, changed)
+            states = topic_registry.partition_states(self.zk, name, changed) if changed else {}
         except topic_registry.UnknownTopic:
             return self._read_whole(name, topic_id)  # a state node is gone: the topic is going
         partitions = dict(known.partitions)
         partitions.update((p, partition_meta(p, known.assignment[p], states[p])) for p in states)
-        return dataclasses.replace(known, partitions=partitions)
+        config = topic_registry.topic_config(self.zk, name) if dirty else known.config
+        return dataclasses.replace(known, partitions=partitions, config=config)
 
     def _read_whole(self, name: str, topic_id: str) -> TopicMeta | None:
         try:
@@ -345,7 +344,7 @@ class PartitionManager:
 
     def _mark_again(self, dirty: set[str], dirty_states: dict[str, set[int]]) -> None:
         with self._lock:
-            self._dirty |= dirty
+            self._dirty_configs |= dirty
             for name, partitions in dirty_states.items():
                 self._dirty_states.setdefault(name, set()).update(partitions)
 
@@ -354,7 +353,10 @@ class PartitionManager:
         return topic_registry.topic_id(self.zk, name)
 
     def _read_topic(self, name: str, topic_id: str | None) -> TopicMeta:
-        found = topic_registry.get_topic(self.zk, name)
+        """The topic whole, every partition state in one round trip (topics.get_topics); raise UnknownTopic."""
+        found = topic_registry.get_topics(self.zk, [name]).get(name)
+        if found is None:
+            raise topic_registry.UnknownTopic(f"unknown topic {name!r}")
         return topic_meta(found, found.topic_id or topic_id)
 
     def note_topic(self, assignment: topic_registry.TopicAssignment) -> None:

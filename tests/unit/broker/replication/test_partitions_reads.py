@@ -21,6 +21,7 @@ class CountingClient:
     def __init__(self, zk):
         self._zk = zk
         self.reads: list[str] = []
+        self.sync_gets: list[str] = []  # those made with `get`: one round trip each
         self._lock = threading.Lock()
 
     def __getattr__(self, name):
@@ -28,6 +29,7 @@ class CountingClient:
 
     def get(self, path, *args, **kwargs):
         self._count(path)
+        self.sync_gets.append(path)
         return self._zk.get(path, *args, **kwargs)
 
     def get_async(self, path, *args, **kwargs):
@@ -77,6 +79,42 @@ def test_one_partition_state_change_reads_that_partitions_state_alone(tmp_path, 
         assert state_reads == [zk_paths.partition_state("wide", 7)], reads
         others = manager.snapshot.topics["wide"].partitions
         assert all(others[p].leader == 2 and others[p].leader_epoch == state.leader_epoch for p in others if p != 7)
+    finally:
+        manager.close()
+        logs.close()
+
+
+def test_a_config_change_reads_the_config_alone(tmp_path, zk):
+    topic_registry.create_topic(zk, "configured", PARTITIONS, 1, {}, [2])
+    client = CountingClient(zk)
+    logs = LogManager([str(tmp_path / "logs")], {})
+    manager = PartitionManager(client, ME, logs)
+    try:
+        manager.start()
+        wait_for(lambda: manager.statistics().watches == PARTITIONS + 1)
+        wait_quiet(client)
+        topic_registry.set_topic_config(zk, "configured", {"retention.ms": "1234"})
+        wait_for(lambda: manager.snapshot.topics["configured"].config.get("retention.ms") == "1234")
+        time.sleep(0.5)
+        reads = client.taken()
+        assert zk_paths.topic_config("configured") in reads and not [p for p in reads if p.endswith("/state")], reads
+        assert len(manager.snapshot.topics["configured"].partitions) == PARTITIONS
+    finally:
+        manager.close()
+        logs.close()
+
+
+def test_a_topic_is_read_in_one_round_trip_not_one_per_partition(tmp_path, zk):
+    """A whole read (a new topic) asks for every partition state at once (pipelined `get_async`), not one
+    `get` after another: 2,000 partitions' states cost one round trip."""
+    topic_registry.create_topic(zk, "new", PARTITIONS, 1, {}, [2])
+    client = CountingClient(zk)
+    logs = LogManager([str(tmp_path / "logs")], {})
+    manager = PartitionManager(client, ME, logs)
+    try:
+        manager.start()
+        assert len(manager.snapshot.topics["new"].partitions) == PARTITIONS
+        assert not [path for path in client.sync_gets if path.endswith("/state")]
     finally:
         manager.close()
         logs.close()
