@@ -3,6 +3,7 @@ read of every partition state of its topic (a 2,000-partition topic whose ISRs r
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -60,15 +61,27 @@ def wait_quiet(client, quiet_s=0.5, timeout=20.0):
         time.sleep(quiet_s)
 
 
-def test_one_partition_state_change_reads_that_partitions_state_alone(tmp_path, zk):
-    topic_registry.create_topic(zk, "wide", PARTITIONS, 1, {}, [2])  # broker 2 leads all; metadata only here
+@contextlib.contextmanager
+def manager_of(tmp_path, zk, topic: str, quiet: bool = True):
+    """A PartitionManager (broker ME) over a counting client, `topic` created first with PARTITIONS partitions
+    led by broker 2 (metadata only here); with `quiet`, once its watches are set and their reads are over."""
+    topic_registry.create_topic(zk, topic, PARTITIONS, 1, {}, [2])
     client = CountingClient(zk)
     logs = LogManager([str(tmp_path / "logs")], {})
     manager = PartitionManager(client, ME, logs)
     try:
         manager.start()
-        wait_for(lambda: manager.statistics().watches == PARTITIONS + 1)
-        wait_quiet(client)
+        if quiet:
+            wait_for(lambda: manager.statistics().watches == PARTITIONS + 1)
+            wait_quiet(client)
+        yield manager, client
+    finally:
+        manager.close()
+        logs.close()
+
+
+def test_one_partition_state_change_reads_that_partitions_state_alone(tmp_path, zk):
+    with manager_of(tmp_path, zk, "wide") as (manager, client):
         state = topic_registry.partition_state(zk, "wide", 7)
         topic_registry.set_partition_state(
             zk, "wide", 7, topic_registry.PartitionState(2, (2,), state.leader_epoch + 1), state.zk_version)
@@ -79,42 +92,21 @@ def test_one_partition_state_change_reads_that_partitions_state_alone(tmp_path, 
         assert state_reads == [zk_paths.partition_state("wide", 7)], reads
         others = manager.snapshot.topics["wide"].partitions
         assert all(others[p].leader == 2 and others[p].leader_epoch == state.leader_epoch for p in others if p != 7)
-    finally:
-        manager.close()
-        logs.close()
 
 
 def test_a_config_change_reads_the_config_alone(tmp_path, zk):
-    topic_registry.create_topic(zk, "configured", PARTITIONS, 1, {}, [2])
-    client = CountingClient(zk)
-    logs = LogManager([str(tmp_path / "logs")], {})
-    manager = PartitionManager(client, ME, logs)
-    try:
-        manager.start()
-        wait_for(lambda: manager.statistics().watches == PARTITIONS + 1)
-        wait_quiet(client)
+    with manager_of(tmp_path, zk, "configured") as (manager, client):
         topic_registry.set_topic_config(zk, "configured", {"retention.ms": "1234"})
         wait_for(lambda: manager.snapshot.topics["configured"].config.get("retention.ms") == "1234")
         time.sleep(0.5)
         reads = client.taken()
         assert zk_paths.topic_config("configured") in reads and not [p for p in reads if p.endswith("/state")], reads
         assert len(manager.snapshot.topics["configured"].partitions) == PARTITIONS
-    finally:
-        manager.close()
-        logs.close()
 
 
 def test_a_topic_is_read_in_one_round_trip_not_one_per_partition(tmp_path, zk):
     """A whole read (a new topic) asks for every partition state at once (pipelined `get_async`), not one
     `get` after another: 2,000 partitions' states cost one round trip."""
-    topic_registry.create_topic(zk, "new", PARTITIONS, 1, {}, [2])
-    client = CountingClient(zk)
-    logs = LogManager([str(tmp_path / "logs")], {})
-    manager = PartitionManager(client, ME, logs)
-    try:
-        manager.start()
+    with manager_of(tmp_path, zk, "new", quiet=False) as (manager, client):
         assert len(manager.snapshot.topics["new"].partitions) == PARTITIONS
         assert not [path for path in client.sync_gets if path.endswith("/state")]
-    finally:
-        manager.close()
-        logs.close()
