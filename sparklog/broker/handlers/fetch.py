@@ -231,7 +231,9 @@ def _fetch_pass(body, state, context):
 def _quiet(led, part, last, body) -> bool:
     """Would the core answer this partition exactly as last answered in the session, with no records: served
     (`fetch_target` admitted it), read_uncommitted, its fetch offset at the end it may read to (a follower's: the
-    log end; a consumer's: the HW), and HW (= its LSO for these readers) and log start as last answered."""
+    log end; a consumer's: the HW) and not below the log start (a truncation inside the batch DeleteRecords cut
+    can leave the log start above the HW: such a fetch is out of range), and HW (= its LSO for these readers)
+    and log start as last answered."""
     if last is None or body.isolation_level == read_committed.READ_COMMITTED:
         return False
     if part.last_fetched_epoch >= 0 and fetch_divergence.diverging(led.plog, part) is not None:
@@ -239,7 +241,8 @@ def _quiet(led, part, last, body) -> bool:
     plog = led.plog
     high_watermark = plog.high_watermark
     end = plog.log_end_offset if body.replica_id in led.state.followers else high_watermark
-    return part.fetch_offset == end and last == (high_watermark, high_watermark, plog.log_start_offset)
+    log_start = plog.log_start_offset
+    return part.fetch_offset == end >= log_start and last == (high_watermark, high_watermark, log_start)
 
 
 def _fetch_once(body, state):
