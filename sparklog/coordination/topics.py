@@ -658,6 +658,21 @@ def partition_state(zk: KazooClient, name: str, partition: int) -> PartitionStat
     return PartitionState.from_json(decode(data), zk_version=stat.version)
 
 
+def partition_states(zk: KazooClient, name: str, partitions: list[int]) -> dict[int, PartitionState]:
+    """`partition_state` of several partitions of one topic with pipelined reads (one round trip); raise
+    UnknownTopic if one of them does not exist."""
+    return retrying(zk, _inner_partition_states, zk, name, partitions)
+
+
+def _inner_partition_states(zk: KazooClient, name: str, partitions: list[int]) -> dict[int, PartitionState]:
+    futures = {p: zk.get_async(paths.partition_state(name, p)) for p in partitions}
+    found = _results(futures)
+    missing = [p for p in partitions if p not in found]
+    if missing:
+        raise UnknownTopic(f"unknown topic partition {name}-{missing[0]}")
+    return {p: PartitionState.from_json(decode(data), zk_version=stat.version) for p, (data, stat) in found.items()}
+
+
 def set_partition_state(
     zk: KazooClient, name: str, partition: int, state: PartitionState, expected_version: int | None = None
 ) -> PartitionState:

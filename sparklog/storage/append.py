@@ -625,6 +625,7 @@ class AppendPipeline:
         log._unflushed_messages += messages
         if log._first_unflushed_at is None:
             log._first_unflushed_at = time.monotonic()  # once per flush interval, not per append
+            log._schedule_flush()
         log._appends += appends
         log._appended_bytes += size
         return expose and log._visibility.appended(next_offset, segment.base_offset, segment.size)

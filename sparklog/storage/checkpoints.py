@@ -15,6 +15,7 @@ An unreadable file is logged with what happens instead, and read as missing.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 
@@ -86,9 +87,16 @@ class RecoveryPointCheckpoint:
         """Must the file be rewritten now for the fsynced recovery point `point`? Always when it names
         offsets the log no longer has; otherwise only when stale, on close (`force`), or once the interval
         has passed since the last write."""
+        at = self.due_at(point)
+        return at is not None and (force or now >= at)
+
+    def due_at(self, point: int) -> float | None:
+        """When (monotonic) the file must be rewritten for the recovery point `point`: -inf (now) when it names
+        offsets the log no longer has, the end of the interval since the last write when it is stale, None
+        when it names `point`."""
         checkpointed = self.checkpointed
         if checkpointed == point:
-            return False
+            return None
         if checkpointed is not None and point < checkpointed:
-            return True
-        return force or now - self.checkpointed_at >= self._interval_s
+            return -math.inf
+        return self.checkpointed_at + self._interval_s

@@ -168,6 +168,7 @@ class PartitionLog(LogTransactions):
         with self._lock:
             old = self.config
             self._use_config(config)
+            self._schedule_flush()  # flush.ms may have changed
             active = self._segments[-1] if self._segments else None
             if active is not None and (old.segment_ms, old.cleanup_policies, old.max_compaction_lag_ms) != (
                     config.segment_ms, config.cleanup_policies, config.max_compaction_lag_ms):
@@ -201,6 +202,8 @@ class PartitionLog(LogTransactions):
         if on_fence is not None and log._fences.ranges:
             on_fence(topic, partition, log._fences.ranges)  # found now or on an earlier run
         log._flusher.register(log)
+        with log._lock:
+            log._schedule_flush()  # a checkpoint the opening's flush left due later
         return log
 
     def _load(self) -> None:
@@ -296,11 +299,25 @@ class PartitionLog(LogTransactions):
 
     def flush_due(self, now: float) -> bool:
         """For the Flusher: is the oldest unflushed append flush.ms old, or a periodic checkpoint due?"""
+        at = self.flush_deadline()
+        return at is not None and now >= at
+
+    def flush_deadline(self) -> float | None:
+        """When `flush_due` turns true (monotonic seconds): the oldest unflushed append flush.ms old, or the
+        recovery-point checkpoint due (checkpoints.py), whichever is first; None while neither is pending."""
         first = self._first_unflushed_at
-        if first is not None and (now - first) * 1000 >= self.flush_ms:
-            return True
-        checkpoint = self._recovery_checkpoint
-        return checkpoint.checkpointed != self._recovery_point and checkpoint.due(self._recovery_point, now)
+        flush_at = None if first is None else first + self.flush_ms / 1000
+        checkpoint_at = self._recovery_checkpoint.due_at(self._recovery_point)
+        if flush_at is None or (checkpoint_at is not None and checkpoint_at < flush_at):
+            return checkpoint_at
+        return flush_at
+
+    def _schedule_flush(self) -> None:
+        """Under `_lock`, whenever `flush_deadline` may have changed: the Flusher looks at this log then
+        (flusher.py Rule: idle-logs-cost-nothing), and not before."""
+        at = self.flush_deadline()
+        if at is not None:
+            self._flusher.schedule(self, at)
 
     def flush(self) -> None:
         """fsync everything appended so far and move the recovery point and the HW there.
@@ -342,6 +359,7 @@ class PartitionLog(LogTransactions):
                 self._flushes += 1
                 self._flush_seconds += time.monotonic() - started
                 moved = self._visibility.advance(visible)
+                self._schedule_flush()  # a checkpoint due later, or appends made during the fsync
         if moved:
             self._visibility.notify(self, visible.offset)
 
@@ -353,6 +371,7 @@ class PartitionLog(LogTransactions):
             if first_at is not None and (self._first_unflushed_at is None or first_at < self._first_unflushed_at):
                 self._first_unflushed_at = first_at
             self._flush_everything = True
+            self._schedule_flush()
 
     def add_high_watermark_listener(self, listener: HighWatermarkListener) -> None:
         """`listener(log, new_hw)` is called from whichever thread moves the HW; keep it short."""

@@ -74,7 +74,8 @@ def _handle_fetch(request, state):
     as FileSlices; long-polls when fewer than min_bytes are ready; the answer filtered by the session.
 
     A follower's fetch (replica_id >= 0) reads up to the log end offset, not the HW, and its fetch offsets
-    are the follower's LEOs, recorded first (those a session remembers too): they move the HW and the ISR
+    are the follower's LEOs, recorded first for the partitions the fetch reads (replica_state.py Rule:
+    session-caught-up keeps the rest of a session's caught up): they move the HW and the ISR
     (replica_manager.py)."""
     fetch_topic_ids.adopt_replica_state(request.body)
     context = state.fetch_sessions.begin(request.body, int(time.monotonic() * 1000), _generation(state))
@@ -85,7 +86,7 @@ def _handle_fetch(request, state):
         fetch_topic_ids.named(context, state.partitions)
     body = context.fetch
     if body.replica_id >= 0:
-        _record_follower_fetch(context.whole, state)
+        _record_follower_fetch(context, state)
     verifications = _unverified_reads(body, state)
     if verifications:
         return verified_first(state, verifications, functools.partial(_fetch_now, body, state, context))
@@ -159,13 +160,24 @@ def _unverified_reads(body, state) -> list:
     return calls
 
 
-def _record_follower_fetch(body, state) -> None:
-    snapshot, replicas = state.partitions.snapshot, state.replicas
+def _record_follower_fetch(context, state) -> None:
+    """The follower's position in each partition its fetch reads: all of a full fetch's, an incremental one's
+    (fetch_sessions.py Rule 5) tied to its session's clock, which then moves (replica_state.py Rule:
+    session-caught-up: the session's other partitions stay caught up at no cost per partition)."""
+    body, session, replicas = context.fetch, context.session, state.replicas
+    clock = None if session is None else replicas.session_clock(session)
+    snapshot = state.partitions.snapshot
     for topic in body.topics:
         for part in topic.partitions:
             led = replicas.leader_of(snapshot, (topic.topic, part.partition))
-            if led is not None and replicas.epoch_error(led, part.current_leader_epoch) == NONE:
-                replicas.record_follower_fetch(led, body.replica_id, part.fetch_offset)
+            if led is None:
+                continue
+            if replicas.epoch_error(led, part.current_leader_epoch) == NONE:
+                replicas.record_follower_fetch(led, body.replica_id, part.fetch_offset, clock)
+            else:
+                led.state.untie(body.replica_id)  # a fetch in another leader epoch never counts as caught up
+    if clock is not None:
+        replicas.session_fetched(clock)
 
 
 async def _fetch_long_poll(body, state, plogs, context) -> FetchResponse:
@@ -219,7 +231,9 @@ def _fetch_pass(body, state, context):
 def _quiet(led, part, last, body) -> bool:
     """Would the core answer this partition exactly as last answered in the session, with no records: served
     (`fetch_target` admitted it), read_uncommitted, its fetch offset at the end it may read to (a follower's: the
-    log end; a consumer's: the HW), and HW (= its LSO for these readers) and log start as last answered."""
+    log end; a consumer's: the HW) and not below the log start (a truncation inside the batch DeleteRecords cut
+    can leave the log start above the HW: such a fetch is out of range), and HW (= its LSO for these readers)
+    and log start as last answered."""
     if last is None or body.isolation_level == read_committed.READ_COMMITTED:
         return False
     if part.last_fetched_epoch >= 0 and fetch_divergence.diverging(led.plog, part) is not None:
@@ -227,7 +241,8 @@ def _quiet(led, part, last, body) -> bool:
     plog = led.plog
     high_watermark = plog.high_watermark
     end = plog.log_end_offset if body.replica_id in led.state.followers else high_watermark
-    return part.fetch_offset == end and last == (high_watermark, high_watermark, plog.log_start_offset)
+    log_start = plog.log_start_offset
+    return part.fetch_offset == end >= log_start and last == (high_watermark, high_watermark, log_start)
 
 
 def _fetch_once(body, state):

@@ -47,10 +47,16 @@ The ZooKeeper watch callbacks run on kazoo's thread and only record what changed
 states and configs and opens or deletes logs, so a slow disk or ZooKeeper never blocks kazoo. Watched:
 the topic registry (created, deleted, grown), and per topic its `/config/topics/<t>` node and every
 partition's state node.
+Rule: read-what-changed: a sync re-reads a topic whole (assignment, config, every partition state, in one
+pipelined round trip) only when it is new or its id or assignment changed (a topic deleted and re-created
+has a new id); otherwise a config node that fired has the config alone re-read, a partition state node that
+fired that partition's state alone (the rest kept as last read), so a topic whose ISRs change one partition
+at a time costs one znode read per change, not one per partition of the topic.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -172,7 +178,8 @@ class PartitionManager:
         self._apply_lock = threading.RLock()  # one writer of topics/leading at a time
         self._noted: set[str] = set()  # created here, not yet seen by the watch
         self._assignments: dict | None = None  # the registry as last reported by its watch
-        self._dirty: set[str] = set()  # topics whose config or a partition state changed since read
+        self._dirty_configs: set[str] = set()  # topics whose config node fired since read
+        self._dirty_states: dict[str, set[int]] = {}  # topic -> partitions whose state changed since read
         self._node_watches: set[str] = set()  # znode paths with a live DataWatch of ours
         self._log_ids: dict[tuple[str, int], str | None] = {}  # open log -> the topic id it belongs to
         self._log_overrides: dict[tuple[str, int], dict] = {}  # open log -> the overrides it was opened with
@@ -219,8 +226,9 @@ class PartitionManager:
             self._pending = self._assignments = assignments
         self._wake.set()
 
-    def _on_node_change(self, topic: str) -> bool | None:
-        """A DataWatch on a topic's config or partition state fired: re-read that topic on the next sync.
+    def _on_node_change(self, topic: str, partition: int | None) -> bool | None:
+        """A DataWatch on a topic's config (`partition` None) or a partition's state fired: re-read that
+        config, or that partition's state, on the next sync (Rule: read-what-changed).
 
         The watch outlives a deleted node (kazoo keeps an exists-watch), so a topic deleted and re-created
         with the same assignment, which the topic registry's watch may report as no change at all, is still
@@ -228,7 +236,10 @@ class PartitionManager:
         if self._closed:
             return False
         with self._lock:
-            self._dirty.add(topic)
+            if partition is None:
+                self._dirty_configs.add(topic)
+            else:
+                self._dirty_states.setdefault(topic, set()).add(partition)
             if self._pending is None and self._assignments is not None:
                 self._pending = self._assignments
         self._wake.set()
@@ -286,25 +297,17 @@ class PartitionManager:
         old = self.snapshot.topics
         self._noted -= set(assignments)
         with self._lock:
-            dirty, self._dirty = self._dirty, set()
+            dirty, self._dirty_configs = self._dirty_configs, set()
+            dirty_states, self._dirty_states = self._dirty_states, {}
         topics = {name: old[name] for name in self._noted if name in old}
         try:
             for name, assignment in assignments.items():
-                topic_id = self._topic_id(name)
-                if topic_id is None:
-                    continue  # deleted since the snapshot
-                known = old.get(name)
-                if (known is not None and name not in dirty and known.topic_id == topic_id
-                        and dict(known.assignment) == dict(assignment)):
-                    topics[name] = known
-                    continue
-                try:
-                    topics[name] = self._read_topic(name, topic_id)
-                except topic_registry.UnknownTopic:
-                    continue
+                topic = self._current_topic(name, assignment, old.get(name), name in dirty,
+                                            dirty_states.get(name, ()))
+                if topic is not None:
+                    topics[name] = topic
         except BaseException:
-            with self._lock:
-                self._dirty |= dirty  # read them again on the retry
+            self._mark_again(dirty, dirty_states)  # read them again on the retry
             raise
         for name in set(old):
             if name not in topics or topics[name].topic_id != old[name].topic_id:
@@ -314,12 +317,46 @@ class PartitionManager:
             self._strays_checked = True
         self._apply(topics)
 
+    def _current_topic(self, name: str, assignment, known: TopicMeta | None, dirty: bool,
+                       changed_states) -> TopicMeta | None:
+        """The topic as ZooKeeper says now, reading only what changed (Rule: read-what-changed); None if it
+        no longer exists."""
+        topic_id = self._topic_id(name)
+        if topic_id is None:
+            return None  # deleted since the snapshot
+        if known is None or known.topic_id != topic_id or dict(known.assignment) != dict(assignment):
+            return self._read_whole(name, topic_id)
+        changed = sorted(p for p in changed_states if p in known.assignment)
+        try:
+            states = topic_registry.partition_states(self.zk, name, changed) if changed else {}
+        except topic_registry.UnknownTopic:
+            return self._read_whole(name, topic_id)  # a state node is gone: the topic is going
+        partitions = dict(known.partitions)
+        partitions.update((p, partition_meta(p, known.assignment[p], states[p])) for p in states)
+        config = topic_registry.topic_config(self.zk, name) if dirty else known.config
+        return dataclasses.replace(known, partitions=partitions, config=config)
+
+    def _read_whole(self, name: str, topic_id: str) -> TopicMeta | None:
+        try:
+            return self._read_topic(name, topic_id)
+        except topic_registry.UnknownTopic:
+            return None
+
+    def _mark_again(self, dirty: set[str], dirty_states: dict[str, set[int]]) -> None:
+        with self._lock:
+            self._dirty_configs |= dirty
+            for name, partitions in dirty_states.items():
+                self._dirty_states.setdefault(name, set()).update(partitions)
+
     def _topic_id(self, name: str) -> str | None:
         """The id of the topic's current life (topics.topic_id); None if it does not exist."""
         return topic_registry.topic_id(self.zk, name)
 
     def _read_topic(self, name: str, topic_id: str | None) -> TopicMeta:
-        found = topic_registry.get_topic(self.zk, name)
+        """The topic whole, every partition state in one round trip (topics.get_topics); raise UnknownTopic."""
+        found = topic_registry.get_topics(self.zk, [name]).get(name)
+        if found is None:
+            raise topic_registry.UnknownTopic(f"unknown topic {name!r}")
         return topic_meta(found, found.topic_id or topic_id)
 
     def note_topic(self, assignment: topic_registry.TopicAssignment) -> None:
@@ -458,21 +495,23 @@ class PartitionManager:
     def _watch_nodes(self) -> None:
         """A DataWatch on each topic's config node and each partition state node (once per path)."""
         for name, topic in self.snapshot.topics.items():
-            wanted = [zk_paths.topic_config(name)] + [zk_paths.partition_state(name, p) for p in topic.partitions]
-            for path in wanted:
+            wanted: list[tuple[str, int | None]] = [(zk_paths.topic_config(name), None)]
+            wanted += [(zk_paths.partition_state(name, p), p) for p in topic.partitions]
+            for path, partition in wanted:
                 with self._lock:
                     if path in self._node_watches or self._closed:
                         continue
                     self._node_watches.add(path)
-                self.zk.DataWatch(path, self._node_watcher(name))
+                self.zk.DataWatch(path, self._node_watcher(name, partition))
 
-    def _node_watcher(self, topic: str):
-        """Every call re-reads the topic, the one made when the watch is set too: the node may have changed
-        between the sync's read and this watch (a restarted broker that the controller re-elects meanwhile
-        must still learn that it leads). That costs one more read per topic when its watches are set."""
+    def _node_watcher(self, topic: str, partition: int | None):
+        """Every call re-reads what the node holds (the topic for its config node, one partition's state for a
+        state node), the call made when the watch is set too: the node may have changed between the sync's
+        read and this watch (a restarted broker that the controller re-elects meanwhile must still learn that
+        it leads). That costs one more read per node when its watch is set."""
 
         def watcher(data, stat):  # exactly two parameters (kazoo passes the event to a third)
-            return self._on_node_change(topic)
+            return self._on_node_change(topic, partition)
 
         return watcher
 
@@ -489,12 +528,13 @@ class PartitionManager:
 
 
 def topic_meta(found: topic_registry.TopicAssignment, topic_id: str | None = None) -> TopicMeta:
-    partitions = {}
-    for p, replicas in found.partitions.items():
-        state = found.states.get(p)
-        if state is None:
-            partitions[p] = PartitionMeta(p, NO_LEADER, -1, tuple(replicas), ())
-        else:
-            partitions[p] = PartitionMeta(p, state.leader, state.leader_epoch, tuple(replicas), tuple(state.isr),
-                                          state.zk_version, state.controller_epoch)
+    partitions = {p: partition_meta(p, replicas, found.states.get(p)) for p, replicas in found.partitions.items()}
     return TopicMeta(found.name, partitions, dict(found.config), dict(found.partitions), topic_id)
+
+
+def partition_meta(p: int, replicas, state: topic_registry.PartitionState | None) -> PartitionMeta:
+    """One partition's metadata from its assignment and its state znode (None: not written yet, no leader)."""
+    if state is None:
+        return PartitionMeta(p, NO_LEADER, -1, tuple(replicas), ())
+    return PartitionMeta(p, state.leader, state.leader_epoch, tuple(replicas), tuple(state.isr), state.zk_version,
+                         state.controller_epoch)

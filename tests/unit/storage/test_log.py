@@ -449,6 +449,29 @@ def test_background_flusher_moves_hw_within_100ms_and_calls_listeners(tmp_path, 
     assert flusher.statistics().flushes == 1
 
 
+def test_an_idle_log_is_not_looked_at_until_its_checkpoint_is_due(tmp_path, flusher):
+    """flusher.py Rule: idle-logs-cost-nothing: after its flush, a log whose checkpoint is not due yet is not
+    looked at; the one look at the checkpoint's time writes it; then nothing is pending and nothing looks."""
+    log = PartitionLog.open(str(tmp_path / "topic-0"), {"flush.ms": 20}, flusher=flusher,
+                            checkpoint_interval_ms=5000)
+    looks = []
+    flush_due = log.flush_due
+    log.flush_due = lambda now: looks.append(now) or flush_due(now)
+    log.append(make_batch(4))
+    deadline = time.monotonic() + 60
+    while log.high_watermark < 4 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert log.high_watermark == 4 and log.statistics().checkpoints == 0  # due 5 s after the open
+    flushed_looks = len(looks)
+    time.sleep(0.5)
+    assert len(looks) == flushed_looks  # idle, the checkpoint due in ~5 s: no look (the old flusher: every 10 ms)
+    while log.statistics().checkpoints == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert log.statistics().checkpoints == 1 and read_checkpoint(log) == 4 and len(looks) == flushed_looks + 1
+    time.sleep(0.3)
+    assert len(looks) == flushed_looks + 1
+
+
 def test_flush_messages_flushes_synchronously_in_append(tmp_path, flusher):
     log = open_log(tmp_path, flusher, **{"flush.messages": 5})
     log.append(make_batch(3))

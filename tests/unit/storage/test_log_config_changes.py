@@ -1,6 +1,8 @@
 """PartitionLog under the standard topic configs: live reconfigure, DeleteRecords, LogAppendTime, timestamp
 bounds and the topic's compression codec (issue 14 / issue 10's config part)."""
 
+import time
+
 import pytest
 
 from support.storage_batches import BASE_TS, batch_offsets, make_batch, read_all
@@ -55,6 +57,20 @@ def test_reconfigure_applies_segment_bytes_and_retention_without_reopening(tmp_p
     log.flush()
     log.reconfigure(log.config.with_overrides({"retention.bytes": 0}))
     assert log.enforce_retention(clock.now) == 3 and log.log_start_offset == 12  # the active one too, as Kafka
+
+
+def test_reconfigure_of_flush_ms_reschedules_the_background_flush(tmp_path, flusher):
+    """flusher.py Rule: idle-logs-cost-nothing: a log looked at only when it asks must ask again when
+    flush.ms changes under an unflushed append."""
+    log = open_log(tmp_path, flusher)  # flush.ms NEVER
+    log.append(make_batch(3))
+    time.sleep(0.1)
+    assert log.high_watermark == 0
+    log.reconfigure(log.config.with_overrides({"flush.ms": 20}))
+    deadline = time.monotonic() + 10
+    while log.high_watermark < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert log.high_watermark == 3
 
 
 def test_reconfigure_moves_the_active_segments_roll_deadline(tmp_path, flusher):

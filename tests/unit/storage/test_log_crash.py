@@ -3,6 +3,7 @@
 import os
 import random
 import tempfile
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -315,3 +316,18 @@ def test_retention_makes_its_deletions_durable(tmp_path, flusher):
     log.config = log.config.with_overrides({"retention.bytes": 1000})
     assert log.enforce_retention()
     assert sorted(p for p in files.durable_names() if p.endswith(".log")) == [s.path for s in log.segments]
+
+
+def test_a_failed_background_flush_is_retried_without_another_append(tmp_path, flusher):
+    """flusher.py Rule: idle-logs-cost-nothing: a flush whose fsync fails leaves its appends unflushed, and the
+    log schedules itself again (log.py `_restore_pending`): the flusher retries and the records become visible
+    though nothing more is appended."""
+    files = CrashFiles()
+    log = PartitionLog.open(str(tmp_path / "t-0"), {**SETTINGS, "flush.ms": 20}, flusher=flusher, files=files)
+    files.arm("fsync", mode="fail")
+    log.append(make_batch(3, 40))
+    deadline = time.monotonic() + 10
+    while log.high_watermark < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert flusher.statistics().flush_errors == 1  # the first try failed
+    assert log.high_watermark == 3 and log.recovery_point == 3

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from sparklog.broker import handlers
 from sparklog.broker.config import BrokerConfig
@@ -115,6 +115,9 @@ def fetch_and_check(state, handler, offsets: dict, model: dict) -> None:
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ROUNDS)
+# a truncation inside the batch DeleteRecords cut leaves the log start above the HW: a fetch at the HW is out of range
+@example([([("delete_records", 2, 1), ("truncate", 2, 1), ("lead", 2, 1)], False),
+          ([("append", 2, 1), ("seek", 2, 1)], True)])
 def test_incremental_answers_applied_by_a_client_say_what_a_full_fetch_says(rounds):
     with tempfile.TemporaryDirectory() as directory:
         logs = LogManager([directory], {"flush.ms": "3600000"}, retention_check_interval_ms=3_600_000)
