@@ -34,9 +34,13 @@ def scan_section(const uint8_t[::1] section, int64_t base_offset, int64_t base_t
 
 
 def join_kept(const uint8_t[::1] section, const int64_t[::1] ends, const uint8_t[::1] keep):
-    """The bytes of the records whose `keep` is set, in order (scan.join_kept)."""
-    cdef Py_ssize_t index, start = 0, total = 0, count = ends.shape[0]
+    """The bytes of the records whose `keep` is set, in order (scan.join_kept); scan.py Rule 3's refusals."""
+    cdef Py_ssize_t index, start = 0, total = 0, count = ends.shape[0], size = section.shape[0]
+    if keep.shape[0] != count:
+        raise ValueError(f"join_kept: {keep.shape[0]} keep bytes for {count} records")
     for index in range(count):
+        if not start <= ends[index] <= size:
+            raise ValueError(f"join_kept: a record ends at {ends[index]}, outside {start}..{size}")
         if keep[index]:
             total += ends[index] - start
         start = ends[index]

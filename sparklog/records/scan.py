@@ -9,6 +9,9 @@ Rule 2: the compiled twin (`_cscan.scan_section`, `_cscan.join_kept`) runs when 
         active one (`batch.CODEC`), with its byte loops outside the interpreter lock; it gives the same arrays
         and bytes, and defers every input it does not take to the pure-Python functions here, which decide
         (malformed bytes raise CorruptRecordError from `batch`'s decoder, as `columns()` does).
+Rule 3: `join_kept(section, ends, keep)` takes one keep byte per record and ends that rise within the section
+        (a scan's); both twins refuse anything else with the same one-line ValueError before copying a byte:
+        the compiled loop has no bounds checks of its own.
 """
 
 from __future__ import annotations
@@ -50,13 +53,25 @@ def scan(batch: RecordBatch) -> RecordScan:
 
 
 def join_kept(section: bytes, ends: array[int], keep: bytes) -> bytes:
-    """The bytes of the records whose `keep` byte is not 0 (one byte per record)."""
+    """The bytes of the records whose `keep` byte is not 0 (Rule 3)."""
     compiled = _compiled()
     if compiled is not None:
         kept: bytes = compiled.join_kept(section, ends, keep)
         return kept
+    _check_kept(len(section), ends, keep)
     starts = [0, *ends[:-1]]
     return b"".join(section[s:e] for s, e, k in zip(starts, ends, keep) if k)
+
+
+def _check_kept(size: int, ends: array[int], keep: bytes) -> None:
+    """Rule 3's refusals, worded as the compiled twin words them."""
+    if len(keep) != len(ends):
+        raise ValueError(f"join_kept: {len(keep)} keep bytes for {len(ends)} records")
+    start = 0
+    for end in ends:
+        if not start <= end <= size:
+            raise ValueError(f"join_kept: a record ends at {end}, outside {start}..{size}")
+        start = end
 
 
 _KERNEL = _implementation.RecordKernel("sparklog.records._cscan", "cleaner scan", ("scan_section", "join_kept"))

@@ -1,6 +1,8 @@
 """scan() and join_kept(), the cleaner's one pass over a batch, and retain_scanned() built on them: the same
 answers as columns(), record_spans() and retain(), with the compiled codec and with the pure-Python one."""
 
+from array import array
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -54,6 +56,25 @@ def test_join_kept_copies_the_kept_records_in_order(codec):
     assert join_kept(scanned.section, scanned.ends, keep) == b"".join(
         scanned.section[s:e] for (s, e), k in zip(spans, keep) if k)
     assert join_kept(scanned.section, scanned.ends, bytes(6)) == b""
+
+
+def test_join_kept_refuses_keep_bytes_or_ends_that_are_not_the_sections_records(codec):
+    """One keep byte per record, and each end within the section after the one before: anything else is a
+    one-line ValueError from both twins, never a read past `keep` or the section (the compiled twin's loop
+    has no bounds checks of its own). The keep bytes and the section are views cut from longer buffers, so
+    a read past their ends finds bytes there instead of crashing."""
+    scanned = scan(one(build_batch(RECORDS)))
+    keep = memoryview(bytes([1] * 12))
+    with pytest.raises(ValueError, match="^join_kept: 1 keep bytes for 6 records$"):
+        join_kept(scanned.section, scanned.ends, keep[:1])
+    with pytest.raises(ValueError, match="^join_kept: 7 keep bytes for 6 records$"):
+        join_kept(scanned.section, scanned.ends, keep[:7])
+    cut = len(scanned.section) - 1
+    with pytest.raises(ValueError, match=f"^join_kept: a record ends at {cut + 1}, outside {scanned.ends[4]}..{cut}$"):
+        join_kept(memoryview(scanned.section)[:cut], scanned.ends, keep[:6])
+    falling = array("q", [*scanned.ends[:2], scanned.ends[0], *scanned.ends[3:]])
+    with pytest.raises(ValueError, match=f"^join_kept: a record ends at {scanned.ends[0]}, outside "):
+        join_kept(scanned.section, falling, keep[:6])
 
 
 def test_an_empty_key_and_a_null_key_are_told_apart(codec):
