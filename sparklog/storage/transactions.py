@@ -125,6 +125,11 @@ class TransactionTracker:
             stable = min(stable, txn.first_offset)
         return min(max(stable, log_start), high_watermark)
 
+    def settled(self) -> bool:
+        """No transaction open or completed above the HW and none aborted in the index: the LSO is the HW (Rule:
+        last-stable-offset) and no range has an aborted transaction (Rule: aborted-in-range)."""
+        return not self._producers.ongoing and not self._unreplicated and self.index.empty()
+
     def first_unstable_offset(self) -> int | None:
         """The first offset of an open or unreplicated transaction (None: none), for statistics and tests."""
         offsets = [*self._producers.ongoing.values(), *(txn.first_offset for txn in self._unreplicated)]
@@ -184,6 +189,11 @@ class _Host(Protocol):
     def log_start_offset(self) -> int: ...
 
     def _stable_below(self, hw: Visible) -> Visible: ...
+
+    @property
+    def last_stable_offset(self) -> int: ...
+
+    def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]: ...
 
     def _refuse_unverified(self, producer_id: int, epoch: int) -> None: ...
 
@@ -259,6 +269,19 @@ class LogTransactions:
         with self._lock:
             offset = self._txns.last_stable_offset(hw.offset, self.log_start_offset)
         return hw if offset >= hw.offset else self._segment_set.visible_at(offset)
+
+    def committed_read_limit(self: _Host, start: int, high_watermark: int) -> int | None:
+        """`high_watermark` (read before) when a read_committed read from `start` below it is served as a
+        read_uncommitted one: the LSO is at or past it and no aborted transaction has data in [start,
+        high_watermark); else None (broker read_committed.py Rule 1a). A log with no transaction state
+        (`settled`) answers under one lock round trip, with no LSO or index lookup: the Fetch fast path asks it
+        for every read_committed fetch, librdkafka's default."""
+        with self._lock:
+            settled = self._txns.settled()
+        if not settled:
+            return None if self.last_stable_offset < high_watermark or self.aborted_transactions(
+                start, high_watermark) else high_watermark
+        return high_watermark if self._visibility.hw.offset >= high_watermark else None
 
     def aborted_transactions(self: _Host, start: int, end: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions with data in [start, end) (Rule:

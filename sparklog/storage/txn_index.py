@@ -176,6 +176,10 @@ class TransactionIndex:
 
     # -- reading ---------------------------------------------------------------------------------
 
+    def empty(self) -> bool:
+        """No aborted transaction indexed in any live segment: collect() finds nothing anywhere."""
+        return not any(self._by_base.values())
+
     def collect(self, start: int, end: int) -> list[AbortedTxn]:
         """The aborted transactions with data in [start, end): marker at or past `start`, first offset below
         `end` (Kafka's collectAbortedTxns), in marker order."""

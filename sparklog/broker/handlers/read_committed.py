@@ -36,9 +36,7 @@ def fetch(plog, offset: int, max_bytes: int) -> tuple[object, int, list]:
 
 def fast_limit(plog, offset: int, high_watermark: int) -> int | None:
     """Rule 1a: the offset the fast path reads below (`high_watermark`), or None: the general path's."""
-    if plog.last_stable_offset < high_watermark or plog.aborted_transactions(offset, high_watermark):
-        return None
-    return high_watermark
+    return plog.committed_read_limit(offset, high_watermark)
 
 
 def list_offset(plog, asked: int, found: tuple[int, int]) -> tuple[int, int]:

@@ -161,6 +161,25 @@ def test_open_transactions_the_index_and_the_lso_are_the_models(tmp_path_factory
         assert log.aborted_transactions(start, start + 5) == expected
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=OPERATIONS, cut=st.integers(0, 60))
+def test_the_committed_read_limit_is_the_lso_and_index_answer(tmp_path_factory, flusher, operations, cut):
+    """committed_read_limit (the Fetch fast path's read_committed question) answers as the LSO and the aborted
+    index do, whether the log has transaction state or none (its settled shortcut), for every fetch offset
+    and a high watermark read before the HW moved on or before a truncation moved it back."""
+    log = open_log(tmp_path_factory.mktemp("r") / "t-0", flusher)
+    log.use_replicated_high_watermark()
+    Model().run(log, operations)
+    log.set_high_watermark(min(cut, log.log_end_offset))
+    hw = log.high_watermark
+    for read in {max(0, hw - 1), hw, hw + 1}:
+        for start in range(0, log.log_end_offset + 1):
+            slow = None if log.last_stable_offset < read or log.aborted_transactions(start, read) else read
+            assert log.committed_read_limit(start, read) == slow, (start, read)
+    assert log.transactions.settled() == (log.producer_state.ongoing == {} and aborted(log) == []
+                                          and log.transactions.first_unstable_offset() is None)
+
+
 def test_the_lso_waits_for_the_high_watermark_to_pass_the_marker(tmp_path, flusher):
     log = open_log(tmp_path / "t-0", flusher)
     log.use_replicated_high_watermark()
