@@ -20,12 +20,25 @@ FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCh
 
 
 def outcome(function, *args):
-    """What a call gives, comparable across implementations: its result's repr (types included), or the
-    exception's type and message."""
+    """What a call gives, comparable across implementations: its result's repr (types included, a memoryview
+    as its bytes), or the exception's type and message."""
     try:
-        return "returned", repr(function(*args))
+        return "returned", repr(plain(function(*args)))
     except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
         return "raised", type(exc), str(exc)
+
+
+def plain(value):
+    """`value` with each memoryview in it as ("memoryview", its bytes): a view's repr is its address, which two
+    results share only when the allocator happens to reuse it (another thread's allocation in between and they
+    differ), and says nothing of what the view holds."""
+    if isinstance(value, memoryview):
+        return "memoryview", value.tobytes()
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple keeps its type's name
+        return type(value).__name__, tuple(plain(item) for item in value)
+    if type(value) in (list, tuple):
+        return type(value)(plain(item) for item in value)
+    return value
 
 
 def same(name: str, *args):
