@@ -74,8 +74,7 @@ def _handle_fetch(request, state):
     as FileSlices; long-polls when fewer than min_bytes are ready; the answer filtered by the session.
 
     A follower's fetch (replica_id >= 0) reads up to the log end offset, not the HW, and its fetch offsets
-    are the follower's LEOs, recorded first for the partitions the fetch reads (replica_state.py Rule:
-    session-caught-up keeps the rest of a session's caught up): they move the HW and the ISR
+    are the follower's LEOs, recorded first (those a session remembers too): they move the HW and the ISR
     (replica_manager.py)."""
     fetch_topic_ids.adopt_replica_state(request.body)
     context = state.fetch_sessions.begin(request.body, int(time.monotonic() * 1000), _generation(state))
@@ -86,7 +85,7 @@ def _handle_fetch(request, state):
         fetch_topic_ids.named(context, state.partitions)
     body = context.fetch
     if body.replica_id >= 0:
-        _record_follower_fetch(context, state)
+        _record_follower_fetch(context.whole, state)
     verifications = _unverified_reads(body, state)
     if verifications:
         return verified_first(state, verifications, functools.partial(_fetch_now, body, state, context))
@@ -160,24 +159,13 @@ def _unverified_reads(body, state) -> list:
     return calls
 
 
-def _record_follower_fetch(context, state) -> None:
-    """The follower's position in each partition its fetch reads: all of a full fetch's, an incremental one's
-    (fetch_sessions.py Rule 5) tied to its session's clock, which then moves (replica_state.py Rule:
-    session-caught-up: the session's other partitions stay caught up at no cost per partition)."""
-    body, session, replicas = context.fetch, context.session, state.replicas
-    clock = None if session is None else replicas.session_clock(session)
-    snapshot = state.partitions.snapshot
+def _record_follower_fetch(body, state) -> None:
+    snapshot, replicas = state.partitions.snapshot, state.replicas
     for topic in body.topics:
         for part in topic.partitions:
             led = replicas.leader_of(snapshot, (topic.topic, part.partition))
-            if led is None:
-                continue
-            if replicas.epoch_error(led, part.current_leader_epoch) == NONE:
-                replicas.record_follower_fetch(led, body.replica_id, part.fetch_offset, clock)
-            else:
-                led.state.untie(body.replica_id)  # a fetch in another leader epoch never counts as caught up
-    if clock is not None:
-        replicas.session_fetched(clock)
+            if led is not None and replicas.epoch_error(led, part.current_leader_epoch) == NONE:
+                replicas.record_follower_fetch(led, body.replica_id, part.fetch_offset)
 
 
 async def _fetch_long_poll(body, state, plogs, context) -> FetchResponse:

@@ -231,6 +231,13 @@ class FetchContext:
         """The incremental session this fetch uses (the key a long poll is woken by, Rule 5), or None."""
         return self._session
 
+    @property
+    def whole(self):
+        """What the fetch names in all: the request, or every partition of its session."""
+        if self._session is None:
+            return self.fetch
+        return self._named(self._session.fetch_of(self._request))
+
     def __init__(self, fetch, cache: FetchSessionCache, session: FetchSession | None, create: bool, now_ms: int):
         self.fetch = fetch
         self._cache = cache

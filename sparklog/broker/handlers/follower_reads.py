@@ -76,10 +76,10 @@ def _candidates(led, brokers, fetch_offset: int, lag_time_max_ms: int) -> list[R
     """replica_selector.py Rule 3's followers of `led`."""
     now_ms = int(time.monotonic() * 1000)
     isr = led.state.isr
-    return [ReplicaView(replica, _rack(brokers, replica), follower.leo, follower.caught_up_at())
+    return [ReplicaView(replica, _rack(brokers, replica), follower.leo, follower.caught_up_ms)
             for replica, follower in led.state.followers.items()
             if replica in isr and replica in brokers and follower.leo >= fetch_offset
-            and now_ms - follower.caught_up_at() <= lag_time_max_ms]
+            and now_ms - follower.caught_up_ms <= lag_time_max_ms]
 
 
 def _rack(brokers, broker_id: int) -> str | None:

@@ -28,7 +28,6 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +35,7 @@ from sparklog.broker.network.inter_broker import PLAINTEXT_REGISTERED, InterBrok
 from sparklog.broker.replication.purgatory import Purgatory
 from sparklog.broker.quota.replication import ReplicationThrottles
 from sparklog.broker.replication.replica_fetcher import FollowTarget, ReplicaFetcherManager
-from sparklog.broker.replication.replica_state import FollowerClock, LeaderState
+from sparklog.broker.replication.replica_state import LeaderState
 from sparklog.coordination import topics as topic_registry
 from sparklog.protocol import errors
 
@@ -126,8 +125,6 @@ class ReplicaManager:
         self._fenced = 0
         self._flusher: concurrent.futures.ThreadPoolExecutor | None = None  # hasten_visibility's fsyncs
         self._following_stopped = False  # controlled shutdown: this broker no longer fetches (stop_following)
-        # a follower's fetch session -> its FollowerClock (replica_state.py Rule: session-caught-up)
-        self._session_clocks: weakref.WeakKeyDictionary[Any, FollowerClock] = weakref.WeakKeyDictionary()
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -259,28 +256,13 @@ class ReplicaManager:
             self._advance_hw(led)
             self.purgatory.notify(led.plog)
 
-    def record_follower_fetch(self, led: LedPartition, replica: int, fetch_offset: int,
-                              clock: FollowerClock | None = None) -> None:
-        """Called for each partition a follower's fetch reads (replica_state.py Rule: session-caught-up: the
-        session's `clock`, if any, keeps the others caught up): with a full ISR there is nothing to expand."""
+    def record_follower_fetch(self, led: LedPartition, replica: int, fetch_offset: int) -> None:
+        """Called for every partition of every follower fetch: with a full ISR there is nothing to expand."""
         state, leo = led.state, led.plog.log_end_offset
-        state.update_follower(replica, fetch_offset, leo, _now_ms(), clock)
+        state.update_follower(replica, fetch_offset, leo, _now_ms())
         self._advance_hw(led)
         if not state.followers.keys() <= state.isr and state.to_expand(leo):
             self._write_isr_soon(led)
-
-    def session_clock(self, session: Any) -> FollowerClock:
-        """The FollowerClock of a follower's fetch session (replica_state.py Rule: session-caught-up), made at
-        its first use; it goes with the session."""
-        clock = self._session_clocks.get(session)
-        if clock is None:
-            clock = self._session_clocks[session] = FollowerClock()
-        return clock
-
-    @staticmethod
-    def session_fetched(clock: FollowerClock) -> None:
-        """A Fetch of the session of `clock` was recorded (after its partitions' records)."""
-        clock.fetched_ms = _now_ms()
 
     def produce_outcome(self, led: LedPartition, required_offset: int) -> int | None:
         """An acks=all write ending at `required_offset`: its answer, or None while it must wait.

@@ -12,15 +12,6 @@ joining; a replica that leaves the ISR (by this leader's shrink or the controlle
 unknown again, so only a fetch made after it left can bring it back (a broker in controlled shutdown has
 stopped fetching, and a cut-off follower's last fetch says nothing of now). The proposals are written to ZooKeeper by the caller (version-checked, replica_manager.py);
 `set_isr` applies what was written.
-Rule: session-caught-up: a follower fetching in a fetch session (KIP-227) is recorded only for the partitions
-its Fetch reads (fetch_sessions.py Rule 5: those it names, those marked because they moved, all of them when
-leadership changed); a partition recorded caught up (its fetch offset at the leader's LEO) is tied to the
-session's `FollowerClock`, the time of the session's last Fetch, and counts as caught up at each later Fetch
-of the session until a Fetch records it again. That is Rule 3 exactly: a partition whose leader's LEO moves
-is marked, so the session's next Fetch reads and records it (untied then if it is behind); until then the
-follower's offset equals the leader's LEO it last saw. A session that stops fetching stops its clock, and
-its partitions leave the ISR after `replica.lag.time.max.ms` as any follower's. So an idle follower's Fetch
-costs one clock update, not one record per partition of its session.
 
 Times are monotonic milliseconds passed in by the caller, so every rule is testable without a clock.
 """
@@ -32,36 +23,12 @@ from dataclasses import dataclass
 UNKNOWN_OFFSET = -1
 
 
-class FollowerClock:
-    """The time of a follower's fetch session's last Fetch (Rule: session-caught-up)."""
-
-    __slots__ = ("fetched_ms",)
-
-    def __init__(self) -> None:
-        self.fetched_ms = 0
-
-
 @dataclass
 class FollowerState:
     leo: int = UNKNOWN_OFFSET
-    caught_up_ms: int = 0  # the last time this follower was caught up (Rule 3), its session's clock aside
+    caught_up_ms: int = 0  # the last time this follower was caught up (Rule 3)
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = UNKNOWN_OFFSET  # the leader's LEO at this follower's previous fetch
-    clock: FollowerClock | None = None  # Rule: session-caught-up: caught up at each fetch of this session
-
-    def caught_up_at(self) -> int:
-        """The last time this follower was caught up (Rule 3), its session's fetches included."""
-        clock = self.clock
-        return self.caught_up_ms if clock is None else max(self.caught_up_ms, clock.fetched_ms)
-
-    def untie(self) -> None:
-        """Fold the session's fetches into the times (Rule: session-caught-up): each was a caught-up fetch
-        at the same offset, the last one this follower's previous fetch."""
-        clock = self.clock
-        if clock is not None:
-            self.caught_up_ms = max(self.caught_up_ms, clock.fetched_ms)
-            self.last_fetch_ms = max(self.last_fetch_ms, clock.fetched_ms)
-            self.clock = None
 
 
 class LeaderState:
@@ -78,14 +45,11 @@ class LeaderState:
         # A follower in the ISR gets a full lag period from now before it can be dropped.
         self.followers = {r: FollowerState(caught_up_ms=now_ms) for r in self.replicas if r != leader}
 
-    def update_follower(self, replica: int, fetch_offset: int, leader_leo: int, now_ms: int,
-                        clock: FollowerClock | None = None) -> None:
-        """A fetch from `replica` at `fetch_offset` (Rules 1 and 3), made in the session of `clock` if any
-        (Rule: session-caught-up: tied to it if caught up)."""
+    def update_follower(self, replica: int, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
+        """A fetch from `replica` at `fetch_offset` (Rules 1 and 3)."""
         state = self.followers.get(replica)
         if state is None:
             return
-        state.untie()
         if fetch_offset >= leader_leo:
             state.caught_up_ms = now_ms
         elif state.last_fetch_leader_leo != UNKNOWN_OFFSET and fetch_offset >= state.last_fetch_leader_leo:
@@ -93,15 +57,6 @@ class LeaderState:
         state.leo = fetch_offset
         state.last_fetch_ms = now_ms
         state.last_fetch_leader_leo = leader_leo
-        if clock is not None and fetch_offset >= leader_leo:
-            state.clock = clock
-
-    def untie(self, replica: int) -> None:
-        """`replica`'s session's fetches no longer keep it caught up here (Rule: session-caught-up): it fetched
-        this partition in another leader epoch."""
-        state = self.followers.get(replica)
-        if state is not None:
-            state.untie()
 
     def compute_high_watermark(self, leader_leo: int) -> int:
         """Rule 2: the new HW (also stored in `high_watermark`)."""
@@ -120,7 +75,7 @@ class LeaderState:
     def to_shrink(self, now_ms: int, lag_time_max_ms: int) -> frozenset[int]:
         """ISR members that have not been caught up for `lag_time_max_ms` (Rule 3)."""
         return frozenset(r for r in self.isr if r != self.leader and r in self.followers
-                         and now_ms - self.followers[r].caught_up_at() > lag_time_max_ms)
+                         and now_ms - self.followers[r].caught_up_ms > lag_time_max_ms)
 
     def to_expand(self, leader_leo: int) -> frozenset[int]:
         """Replicas outside the ISR that have caught up with the HW and this epoch's start (Rule 3)."""
@@ -135,7 +90,6 @@ class LeaderState:
         for replica in self.isr - isr:
             state = self.followers.get(replica)
             if state is not None:
-                state.untie()
                 state.leo = UNKNOWN_OFFSET
         for replica in isr - self.isr:
             state = self.followers.get(replica)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparklog.broker.replication.replica_state import FollowerClock, LeaderState
+from sparklog.broker.replication.replica_state import LeaderState
 
 LAG = 30_000
 
@@ -85,61 +85,3 @@ def test_hw_is_the_running_maximum_of_the_isr_minimum(fetches, isr):
         assert state.compute_high_watermark(leo) == expected
         shrink = state.to_shrink(now, LAG)
         assert all(now - state.followers[r].caught_up_ms > LAG for r in shrink)
-
-
-def test_a_partition_tied_to_its_session_is_caught_up_at_each_session_fetch_until_the_fetches_stop():
-    """Rule: session-caught-up: recorded caught up, a partition the session's later fetches do not read stays
-    caught up at each of them; when they stop, it leaves the ISR after the lag."""
-    state, clock = leader(), FollowerClock()
-    state.update_follower(2, 100, leader_leo=100, now_ms=1_000, clock=clock)
-    clock.fetched_ms = 1_000
-    for now in range(1_500, 3 * LAG, 500):
-        clock.fetched_ms = now  # the session's fetches, reading other partitions
-        assert 2 not in state.to_shrink(now + LAG, LAG)
-    assert state.followers[2].caught_up_at() == clock.fetched_ms
-    assert 2 in state.to_shrink(clock.fetched_ms + LAG + 1, LAG)  # the fetches stop
-
-
-def test_a_partition_recorded_behind_is_untied_from_its_session():
-    state, clock = leader(), FollowerClock()
-    state.update_follower(2, 100, leader_leo=100, now_ms=1_000, clock=clock)
-    clock.fetched_ms = 2_000
-    state.update_follower(2, 100, leader_leo=150, now_ms=3_000, clock=clock)  # the leader appended after 2 s
-    assert state.followers[2].caught_up_at() == 2_000  # its previous fetch (the session's at 2 s) was caught up
-    clock.fetched_ms = 4_000 + LAG
-    assert 2 in state.to_shrink(2_001 + LAG, LAG)  # the session fetching on does not keep it in
-
-
-def test_a_fetch_in_another_epoch_unties_the_partition():
-    state, clock = leader(), FollowerClock()
-    state.update_follower(2, 100, leader_leo=100, now_ms=1_000, clock=clock)
-    state.untie(2)
-    clock.fetched_ms = 5 * LAG
-    assert state.followers[2].caught_up_at() == 1_000 and 2 in state.to_shrink(1_001 + LAG, LAG)
-
-
-@settings(max_examples=300, deadline=None)
-@given(steps=st.lists(st.tuples(st.sampled_from(["append", "fetch", "catch_up"]), st.integers(1, 5),
-                                st.integers(0, 20_000)), max_size=40))
-def test_a_session_tied_partition_has_the_caught_up_time_of_one_recorded_at_every_fetch(steps):
-    """Rule: session-caught-up is Rule 3 exactly: a follower's partition recorded only when its fetch reads it
-    (named because its offset moved, or marked because the leader's LEO moved and not yet found quiet, as
-    fetch_sessions.py Rule 5 reads) and otherwise tied to the session's clock has, at every moment, the
-    caught-up time and LEO of the same partition recorded at every fetch."""
-    every, tied, clock = leader(), leader(), FollowerClock()
-    leo, offset, named, marked, now = 100, 100, True, True, 0
-    for what, n, dt in steps:
-        now += dt
-        if what == "append":
-            leo, marked = leo + n, True
-        elif what == "catch_up":  # the follower reads what it was answered: its next fetch names the new offset
-            offset, named = min(leo, offset + n), named or offset < leo
-        else:
-            every.update_follower(2, offset, leo, now)
-            if named or marked:
-                tied.update_follower(2, offset, leo, now, clock)
-                named, marked = False, offset < leo  # answered with records: read again next time
-            clock.fetched_ms = now
-        assert tied.followers[2].caught_up_at() == every.followers[2].caught_up_ms
-        assert tied.followers[2].leo == every.followers[2].leo
-        assert tied.to_shrink(now + LAG // 2, LAG) == every.to_shrink(now + LAG // 2, LAG)
