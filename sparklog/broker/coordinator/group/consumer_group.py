@@ -375,18 +375,19 @@ class ConsumerGroup:
         """Rule 4 for a commit; `api_version` None for a transactional one (TxnOffsetCommit)."""
         if member_epoch < 0 and not self.members:
             return NONE
-        member = self.members.get(member_id)
-        if member is None:
-            return UNKNOWN_MEMBER_ID
-        if api_version is not None and api_version < MEMBER_EPOCH_COMMIT_VERSION:
+        if member_id in self.members and api_version is not None and api_version < MEMBER_EPOCH_COMMIT_VERSION:
             return UNSUPPORTED_VERSION
-        return NONE if member_epoch == member.epoch else STALE_MEMBER_EPOCH
+        return self._check_member_epoch(member_id, member_epoch)
 
     def check_fetch(self, member_id: str | None, member_epoch: int) -> int:
         """Rule 4 for an offset fetch."""
         if member_id is None and member_epoch < 0:
             return NONE
-        member = self.members.get(member_id or "")
+        return self._check_member_epoch(member_id or "", member_epoch)
+
+    def _check_member_epoch(self, member_id: str, member_epoch: int) -> int:
+        """Rule 4's member check, shared by commits and fetches: a member of the group, at its epoch."""
+        member = self.members.get(member_id)
         if member is None:
             return UNKNOWN_MEMBER_ID
         return NONE if member_epoch == member.epoch else STALE_MEMBER_EPOCH
