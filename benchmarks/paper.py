@@ -36,15 +36,21 @@ were acknowledged, each within a deadline:
                    its own: a 64-byte request, then one 1 MiB sendfile, one at a time as the raw fetch loop
                    asks: what serving those bytes as Fetch-sized replies costs with no work per request
 Both baselines' CPU is their server process's, read from /proc as the broker's is, with the reader in another
-process as the broker's readers are (measure.py Rule 3). Until issue 21 the loops' sender and receiver
+process as the broker's readers are, and the reader's (measure.py Rule 3). Until issue 21 the loops' sender and receiver
 shared one process, and the broker, whose loopback TCP work its client's process partly pays, "beat" that
-floor by 2x; the figures quoted from those runs are withdrawn.
+floor by 2x; the figures quoted from those runs are withdrawn. Until 30 November 2026 the bare servers also
+had a blocking socket with Nagle's algorithm, which costs the kernel about 3x more per byte than the
+broker's socket (TCP_NODELAY, non-blocking), and the broker beat them by 2x again on a quiet machine: now
+they use the broker's socket. The raw fetch loop and the two bare servers run RAW_ROUNDS times in turn,
+and each row is its median run (a single run of either moved 2x with where the kernel placed the processes).
 Every consumer has `fetch.queue.backoff.ms` = 0: librdkafka >= 2.1 otherwise stops fetching for up to a
 second once `queued.min.messages` are queued, and the figure is the client's throttle. The last columns
-give the broker's CPU seconds per GB served (log bytes read) and its ratios to the sendfile loop's and
-the request/response server's. That ratio is the broker's CPU per GB over the bare server's for the same
-bytes and the same request pattern: >= 1 but for noise, since the broker does all the bare server does;
-what is over 1 is the broker's own work per byte served (decoding, the lookup, the reply's header).
+give the broker's CPU seconds per GB served (log bytes read); the raw fetch row adds its client's CPU and
+the ratio of the two together to each bare server's and its reader's (measure.py Rule 3: the kernel bills
+loopback TCP work to either end, so only the pair's total is comparable). The request/response pair does
+what the raw fetch pair does for the same bytes and the same request pattern with no work per request or
+reply: the ratio is >= 1 but for noise, and what is over 1 is the broker's own work per byte served
+(decoding, the lookup, the reply's header) and the raw client's header walk.
 A row that read fewer messages than asked, or a produce with failed or unacknowledged sends, is SHORT or
 FAILED: the script says so at the end and exits 1 (measure.py Rule 4). With `--results FILE` it appends JSON rows in the
 format of `../shared/peers/bench_common.py` `record()` (run_peers.sh --extra exports BENCH_RESULTS,
@@ -72,7 +78,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from measure import (GB, confluent_consume, confluent_produce, cpu_seconds, create_single_partition_topic, kcat_consume, load,  # noqa: E402
-                     kcat_produce, payload, raw_fetch, request_loop, run, sendfile_loop, shortfall)
+                     kcat_produce, payload, pinned, raw_fetch, request_loop, run, sendfile_loop, shortfall)
 
 TOPIC = "paper"
 PAPER_FETCH_BYTES = 200 * 1024  # the paper's consumer fetched about 200 KB at a time
@@ -88,6 +94,7 @@ CONSUMER_SETTINGS = {"fetch.queue.backoff.ms": 0, "fetch.min.bytes": 1, "fetch.m
 KCAT_SETTINGS = {k: v for k, v in CONSUMER_SETTINGS.items() if k != "fetch.queue.backoff.ms"}
 DEADLINE_S = 600.0  # any one loop
 PRECISION_BYTES = 2 * 10**9  # what the raw fetch and sendfile loops serve, whatever the log's size
+RAW_ROUNDS = 3  # the raw fetch loop and both bare servers run this many times, in turn; the median of each counts
 
 
 def disk_bytes(path: Path) -> tuple[int, int]:
@@ -122,36 +129,55 @@ def read_back(broker, log_dir: Path, n: int, args, rows: list) -> None:
              **CONSUMER_SETTINGS}, TOPIC, n, deadline_s=DEADLINE_S), None)),
         ("kcat", "1M", lambda: (kcat_consume(broker.address, TOPIC, n, {
             "max.partition.fetch.bytes": DEFAULT_FETCH_BYTES, **KCAT_SETTINGS}, DEADLINE_S), None)),
-        ("raw fetch", "1M", lambda: raw_fetch(host, int(port), TOPIC, n, DEFAULT_FETCH_BYTES, DEADLINE_S, passes)),
     ]
-    stream = sendfile_loop(segments, DEFAULT_FETCH_BYTES, DEADLINE_S, passes)
-    bare = request_loop(segments, DEFAULT_FETCH_BYTES, DEADLINE_S, passes)
-    base_per_gb, bare_per_gb = stream.cpu / (stream.received / GB), bare.cpu / (bare.received / GB)
+    raws, streams, bares = [], [], []
+    for _ in range(RAW_ROUNDS):  # the raw fetch loop and the two bare servers in turn: load falls on all alike
+        with pinned(broker.pid):  # placed as the bare servers are (measure.py Rule 3)
+            cpu0, own0 = cpu_seconds(broker.pid), own_cpu()
+            done, received = raw_fetch(host, int(port), TOPIC, n, DEFAULT_FETCH_BYTES, DEADLINE_S, passes)
+            raws.append(((cpu_seconds(broker.pid) - cpu0, own_cpu() - own0), done, received))
+        streams.append(sendfile_loop(segments, DEFAULT_FETCH_BYTES, DEADLINE_S, passes))
+        bares.append(request_loop(segments, DEFAULT_FETCH_BYTES, DEADLINE_S, passes))
+    # measure.py Rule 3: server and reader together, for the broker (and its raw client) as for the bare servers
+    stream, bare = _median(streams, lambda s: s.pair / s.received), _median(bares, lambda s: s.pair / s.received)
+    raw = _median(raws, lambda r: sum(r[0]) / r[2] if r[2] else float("inf"))
+    readers.append(("raw fetch", "1M", lambda: (raw[1], raw[2])))
+    stream_pair, bare_pair = stream.pair / (stream.received / GB), bare.pair / (bare.received / GB)
     for test, fetch, read in readers:
         cpu0, own0 = cpu_seconds(broker.pid), own_cpu()
         done, received = read()
         cpu = (cpu_seconds(broker.pid) - cpu0, own_cpu() - own0)
+        if test == "raw fetch":
+            cpu = raw[0]  # measured above, in turn with the bare servers
         served = received if received is not None else log_bytes * done.got / n  # log's share read, passes included
         per_gb = cpu[0] / (served / GB) if served else float("nan")
         want = n * (passes if test == "raw fetch" else 1)
-        note = (f"{per_gb:.3f} broker CPU-s/GB = {per_gb / bare_per_gb:.2f}x the bare request/response server's, "
-                f"{per_gb / base_per_gb:.2f}x the sendfile stream's"
-                + ("" if done.got == want and not done.errors else shortfall(
-                    f"; SHORT: {test} {fetch} read {done.got:,} of {want:,}, {done.errors} errors")))
+        note = f"{per_gb:.3f} broker CPU-s/GB"
+        if test == "raw fetch":
+            pair = sum(cpu) / (served / GB) if served else float("nan")
+            note += (f", {pair:.3f} with its client = {pair / bare_pair:.2f}x the bare request/response pair's, "
+                     f"{pair / stream_pair:.2f}x the sendfile stream pair's")
+        note += ("" if done.got == want and not done.errors else shortfall(
+            f"; SHORT: {test} {fetch} read {done.got:,} of {want:,}, {done.errors} errors"))
         rows.append(row(test, fetch, args, done.got, done.seconds, cpu, None, mode=f"{fetch} fetches", note=note))
         print(format_row(rows[-1]), flush=True)
     for name, base, what in (("sendfile  1M", stream, "1 MiB a sendfile, streamed"),
                              ("request   1M", bare, "one 1 MiB sendfile per 64-byte request")):
-        per_gb = base.cpu / (base.received / GB)
         short = "" if base.received == passes * log_bytes else shortfall(
             f"; SHORT: {name} received {base.received:,} of {passes * log_bytes:,} bytes")
         print(f"{name}: {n * passes * base.received / (passes * log_bytes) / base.wall:>12,.0f} msg/s "
               f"{base.received / base.wall / 1e6:>8.2f} MB/s of log ({base.received / 1e6:.1f} MB in {base.wall:.2f} s, "
-              f"{passes} passes, {what}; {per_gb:.3f} server-process CPU-s/GB){short}", flush=True)
-    print("ratio: the broker's CPU per GB served over a bare server process's (its own process, CPU from /proc "
-          "as the broker's, the reader in this process); the request/response server does for a Fetch what the "
-          "broker does with no work per request, so >= 1 but for noise: the excess is the broker's own work",
-          flush=True)
+              f"{passes} passes, {what}; {base.cpu / (base.received / GB):.3f} server-process CPU-s/GB, "
+              f"{base.pair / (base.received / GB):.3f} with its reader){short}", flush=True)
+    print(f"ratio (measure.py Rule 3; medians of {RAW_ROUNDS} runs in turn): the broker's CPU and its raw client's "
+          "per GB served over a bare server's and its reader's (the kernel bills loopback TCP work to either end); "
+          "the request/response pair does what the raw fetch pair does with no work per request or reply, so "
+          ">= 1 but for noise: the excess is the broker's own work and the client's header walk", flush=True)
+
+
+def _median(samples: list, key):
+    """The sample whose `key` is the median of `samples` (the lower middle of an even count)."""
+    return sorted(samples, key=key)[(len(samples) - 1) // 2]
 
 
 def main() -> int:
