@@ -33,8 +33,8 @@ were acknowledged, each within a deadline:
     sendfile 1M    a bare os.sendfile stream of the partition's segment files, 1 MiB a call, as many passes
                    as the raw fetch loop, from a server process of its own to a reader in this process
     request 1M     a bare request/response server over the same files (measure.request_loop), a process of
-                   its own: a 64-byte request, then one 1 MiB sendfile, one at a time as the raw fetch loop
-                   asks: what serving those bytes as Fetch-sized replies costs with no work per request
+                   its own: a 64-byte request, then a 72-byte head and one 1 MiB sendfile, one at a time as
+                   the raw fetch loop asks: what serving those bytes as Fetch-sized replies costs with no work per request
 Both baselines' CPU is their server process's, read from /proc as the broker's is, with the reader in another
 process as the broker's readers are, and the reader's (measure.py Rule 3). Until issue 21 the loops' sender and receiver
 shared one process, and the broker, whose loopback TCP work its client's process partly pays, "beat" that
@@ -78,7 +78,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from measure import (GB, confluent_consume, confluent_produce, cpu_seconds, create_single_partition_topic, kcat_consume, load,  # noqa: E402
-                     kcat_produce, payload, pinned, raw_fetch, request_loop, run, sendfile_loop, shortfall)
+                     below_floor, kcat_produce, payload, pinned, raw_fetch, request_loop, run, sendfile_loop, shortfall)
 
 TOPIC = "paper"
 PAPER_FETCH_BYTES = 200 * 1024  # the paper's consumer fetched about 200 KB at a time
@@ -156,13 +156,13 @@ def read_back(broker, log_dir: Path, n: int, args, rows: list) -> None:
         if test == "raw fetch":
             pair = sum(cpu) / (served / GB) if served else float("nan")
             note += (f", {pair:.3f} with its client = {pair / bare_pair:.2f}x the bare request/response pair's, "
-                     f"{pair / stream_pair:.2f}x the sendfile stream pair's")
+                     f"{pair / stream_pair:.2f}x the sendfile stream pair's" + below_floor(pair / bare_pair, "raw fetch"))
         note += ("" if done.got == want and not done.errors else shortfall(
             f"; SHORT: {test} {fetch} read {done.got:,} of {want:,}, {done.errors} errors"))
         rows.append(row(test, fetch, args, done.got, done.seconds, cpu, None, mode=f"{fetch} fetches", note=note))
         print(format_row(rows[-1]), flush=True)
     for name, base, what in (("sendfile  1M", stream, "1 MiB a sendfile, streamed"),
-                             ("request   1M", bare, "one 1 MiB sendfile per 64-byte request")):
+                             ("request   1M", bare, "a 72-byte head and one 1 MiB sendfile per 64-byte request")):
         short = "" if base.received == passes * log_bytes else shortfall(
             f"; SHORT: {name} received {base.received:,} of {passes * log_bytes:,} bytes")
         print(f"{name}: {n * passes * base.received / (passes * log_bytes) / base.wall:>12,.0f} msg/s "
