@@ -7,30 +7,24 @@ callback, err None); reports with an error are counted as `failed`, and messages
 deadline as `unacknowledged`. Throughput is acknowledged messages over the time to the last report.
 Rule 2: every loop ends by its deadline, whatever the broker does; a consumer asked for n messages reports
 how many it got, so a short read shows as a short count, never as a rate of what was not read.
-Rule 3: the baselines of the Fetch path serve the same segment files from a server process of their own,
-whose CPU is read from /proc as the broker's is, to a reader in this process (as the broker's client is):
-a bare `os.sendfile` stream (what the kernel costs to stream those bytes) and a bare request/response
-server (one small request, then one sendfile of the next chunk: what the kernel costs to serve them as
-Fetch responses, one at a time, with no work per request), beside a raw Fetch loop (the broker with a
-client that does nothing but count the records it receives). On loopback the TCP work of a transfer is
-billed to whichever process the kernel runs it in, so a baseline whose sender and receiver share a
-process is no floor for a broker whose client is another process: here each side has its own. And the
-server's socket and reply are the broker's (sparklog/broker/network/server.py `_tune`, reply_writer.py):
-TCP_NODELAY, non-blocking, a small head written first (REPLY_HEAD_BYTES: a reply of 1 MiB without one cost
-the pair 1.4x more on loopback, the reader woken by the records themselves), then a sendfile of what the
-socket takes and a poll for the rest. The server before had a blocking
-socket with Nagle's algorithm, which cost it 3x more per byte on loopback (0.56 against 0.17 CPU-s/GiB, the
-same 1 MiB requests served alternately, 30 November 2026), so the broker beat that "floor" by 2x. The
-request/response server does what the broker does for a Fetch with nothing else, and its reader what the
-raw Fetch loop does with nothing else, so what is compared is each pair's CPU together, server and reader
-(the broker and its raw client): the kernel bills loopback TCP work to either end as it runs (with the
-server's own CPU alone, the broker "beat" the bare server by 1.5x under load and lost by 2x when quiet),
-and the pair's total does not move with that (a broker's pair under FLOOR_NOISE of the bare one is a Rule 4
-row, `below_floor`: the floor, not the broker, is what is wrong). And each pair is placed alike (`pinned`): the server's
-threads on one CPU, the reader on another, for the broker as for the bare servers. Where the scheduler put
-the two moved the bare pair's cost 2x (0.57 CPU-s/GB on one CPU, 1.01 on two, 0.69 left to the scheduler:
-30 November 2026), more than anything the broker does per byte. The broker's pair over the bare pair is
->= 1 but for noise: the excess is the broker's own work per byte served and its client's header walk.
+Rule 3: the baselines of the Fetch path serve the same segment files from a server process of their own
+to a reader in this process, as the broker serves its client: a bare `os.sendfile` stream, and a bare
+request/response server (a small request; a small head, then one sendfile of the next chunk), which does for
+a Fetch what the broker does with no work per request, as its reader does what the raw Fetch loop does with
+no work per reply. Three things make that a floor, and each was missing once:
+  - the same accounting: each pair's CPU together, server and reader (`Served.pair`), from /proc as the
+    broker's is, because on loopback the kernel bills TCP work to whichever end it runs in (a sender and
+    receiver in one process, as until issue 21, or the server's CPU alone, let the broker "win" by 1.5-2x);
+  - the same placement (`pinned`): the server's threads on one CPU, the reader on the other, for the broker
+    as for the bare servers; left to the scheduler, the bare pair's cost moved 2x (0.57 CPU-s/GB on one CPU,
+    1.01 on two, 0.69 unpinned; 30 November 2026);
+  - the same socket and reply (sparklog/broker/network/server.py `_tune`, reply_writer.py): TCP_NODELAY,
+    non-blocking, a head of REPLY_HEAD_BYTES written first, then a sendfile of what the socket takes and a
+    poll for the rest. A blocking socket with Nagle's algorithm cost 3x more per byte (0.56 against 0.17
+    CPU-s/GiB), and a reply without a head 1.4x more (its reader woken by the records themselves).
+So the broker's pair over the bare request/response pair is >= 1 but for noise, the excess being the
+broker's own work per byte served and its client's per-reply check; a ratio under FLOOR_NOISE is a Rule 4
+row (`below_floor`): the floor, not the broker, is what is wrong.
 Rule 4: a row that did less than it was asked (FAILED: a send not acknowledged; SHORT: fewer messages or
 bytes read than asked, a reply with an error code, a fetch of another size than the figures divide by) is
 reported through `shortfall`, which prints it in the row and remembers it; `run(main)`, every benchmark's
