@@ -119,8 +119,10 @@ def pytest_testnodedown(node, error):
 
     if error:
         reporter = node.config.pluginmanager.get_plugin("terminalreporter")
+        status = worker_watch.exit_status(node.gateway)
+        reporter.write_sep("-", f"{node.gateway.id} went down ({error}): {status}")
         for record in worker_watch.records_of(node.gateway.id)[-1:]:
-            reporter.write_sep("-", f"{node.gateway.id} went down ({error}); the end of its record {record}")
+            reporter.write_sep("-", f"{node.gateway.id}: the end of its record {record}")
             for line in worker_watch.tail(record):
                 reporter.write_line(line)
 

@@ -3,6 +3,7 @@
 ends the run at once, and the run's output names the test and, where there is one, every thread's stack."""
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -26,14 +27,18 @@ def run_planted(plant: str, timeout_s: int = 1) -> tuple[str, float]:
     return result.stdout, time.monotonic() - started  # the run's own output: a worker's stderr may go nowhere
 
 
-@pytest.mark.parametrize("plant", ["abort", "kill"])
-def test_a_worker_that_dies_in_native_code_is_named_with_its_test(plant):
+@pytest.mark.parametrize("plant, signal_name", [("abort", "SIGABRT"), ("kill", "SIGKILL"), ("term", "SIGTERM")])
+def test_a_worker_that_dies_in_native_code_is_named_with_its_test(plant, signal_name):
     output, _ = run_planted(plant)
     assert "gw0 went down" in output and f"start {PLANTED}" in output, output
+    assert f"killed by {signal_name}" in output, output  # Rule 3: how the process ended
     assert "replacing crashed worker" not in output, output  # --max-worker-restart=0: xdist's loadfile
     # scheduler can wait forever after replacing a worker (pytest-xdist issues 1323, 1378)
     if plant == "abort":
         assert "Fatal Python error: Aborted" in output and "watch_planted.py" in output, output
+    if plant == "term":  # Rule 1: a terminating signal a test process should never get writes every stack first
+        assert "in test_planted_fault" in output and "watch_planted.py" in output, output
+    assert re.search(r"worker gw0 pid \d+ pgid \d+", output) and " MiB" in output, output  # Rule 1's lines
 
 
 def test_a_hang_out_of_reach_of_pytest_timeout_ends_the_worker_with_every_threads_stack():
