@@ -39,10 +39,10 @@ Both baselines' CPU is their server process's, read from /proc as the broker's i
 process as the broker's readers are, and the reader's (measure.py Rule 3). Until issue 21 the loops' sender and receiver
 shared one process, and the broker, whose loopback TCP work its client's process partly pays, "beat" that
 floor by 2x; the figures quoted from those runs are withdrawn. Until 30 November 2026 the bare servers also
-had a blocking socket with Nagle's algorithm, which costs the kernel about 3x more per byte than the
-broker's socket (TCP_NODELAY, non-blocking), and the broker beat them by 2x again on a quiet machine: now
-they use the broker's socket. The raw fetch loop and the two bare servers run RAW_ROUNDS times in turn,
-and each row is its median run (a single run of either moved 2x with where the kernel placed the processes).
+differed from the broker in their socket (blocking, with Nagle's algorithm: about 3x the kernel's cost per
+byte), their reply (no head before the sendfile) and where the scheduler put them and their readers, and
+the broker beat them by 2x again on a quiet machine: now they match it in all three (measure.py Rule 3).
+The raw fetch loop and the two bare servers run RAW_ROUNDS times in turn, and each row is its median run.
 Every consumer has `fetch.queue.backoff.ms` = 0: librdkafka >= 2.1 otherwise stops fetching for up to a
 second once `queued.min.messages` are queued, and the figure is the client's throttle. The last columns
 give the broker's CPU seconds per GB served (log bytes read); the raw fetch row adds its client's CPU and
