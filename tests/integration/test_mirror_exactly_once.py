@@ -30,8 +30,11 @@ PARTITIONS = 3
 PLAIN = 60  # plain records before and after the source's two transactions
 TXN = 15  # records of each source transaction (one committed, one aborted)
 EXPECTED = 2 * PLAIN + TXN  # the source's committed records
-PER_TRIGGER = 25  # records per micro-batch: six batches (with the markers' offsets), so a run is killed mid-way
-EOS_KILL_DELAY_S = (0.0, 3.0)  # after the target grew, before the kill: before or after the batch's decision
+# records per micro-batch: about 17 batches (with the markers' offsets), so each of the three kills lands mid-way.
+# With 25 (six batches) and kills up to 3 s after the target grew, a quiet machine's first two runs mirrored the
+# whole topic and the third had nothing left to be killed in (a fresh-clone run: "assert 2 == 3").
+PER_TRIGGER = 10
+EOS_KILL_DELAY_S = (0.0, 1.5)  # after the target grew, before the kill: before or after the batch's decision
 RUN_TIMEOUT_S = 300
 SETTLE_S = 2.0
 ONE_BROKER = {"transaction.state.log.num.partitions": "3", "transaction.state.log.replication.factor": "1",
