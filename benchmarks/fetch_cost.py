@@ -125,8 +125,9 @@ def broker_cost(tree: str, n: int, window: int, deadline_s: float, pause_s: floa
                 sizes = exchange(sock, todo[WARM:], window, memoryview(buf), deadline, pause_s)
                 cpu, wall = broker_requests.cpu_seconds(proc.pid) - cpu0, time.perf_counter() - started
                 own = time.process_time() - own0
-        gib = sum(sizes) / 2**30
-        return Cost(cpu / gib, gib * 2**30 / wall / 1e6, sorted(sizes)[len(sizes) // 2], (cpu + own) / gib)
+        received = sum(sizes)
+        gib = received / 2**30
+        return Cost(cpu / gib, received / wall / 1e6, sorted(sizes)[len(sizes) // 2], (cpu + own) / gib)
     finally:
         proc.stdin.close()
         try:

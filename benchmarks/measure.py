@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import socket
 import struct
 import sys
@@ -643,8 +644,6 @@ def serve_files(mode: str, chunk: int, passes: int, names: list[str]) -> None:
 
 def _recv_nonblocking(conn: socket.socket, size: int) -> None:
     """Read `size` bytes from the non-blocking `conn`, waiting in poll as the broker's event loop does."""
-    import select
-
     while size:
         select.select([conn], [], [])
         try:
@@ -657,8 +656,6 @@ def _recv_nonblocking(conn: socket.socket, size: int) -> None:
 
 
 def _send_nonblocking(conn: socket.socket, data: bytes) -> None:
-    import select
-
     view = memoryview(data)
     while view:
         try:
@@ -670,8 +667,6 @@ def _send_nonblocking(conn: socket.socket, data: bytes) -> None:
 def _sendfile(conn: socket.socket, handle, start: int, length: int) -> None:
     """What the broker's reply writer does with a record set: a sendfile of what the socket takes now, a poll
     for writability while there is more."""
-    import select
-
     done = 0
     while done < length:
         try:

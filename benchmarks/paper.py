@@ -130,6 +130,20 @@ def read_back(broker, log_dir: Path, n: int, args, rows: list) -> None:
         ("kcat", "1M", lambda: (kcat_consume(broker.address, TOPIC, n, {
             "max.partition.fetch.bytes": DEFAULT_FETCH_BYTES, **KCAT_SETTINGS}, DEADLINE_S), None)),
     ]
+
+    def emit(test: str, fetch: str, done, received: int | None, cpu: tuple[float, float], want: int,
+             extra: str = "") -> None:
+        served = received if received is not None else log_bytes * done.got / n  # log's share read, passes included
+        per_gb = cpu[0] / (served / GB) if served else float("nan")
+        note = f"{per_gb:.3f} broker CPU-s/GB" + extra + ("" if done.got == want and not done.errors else shortfall(
+            f"; SHORT: {test} {fetch} read {done.got:,} of {want:,}, {done.errors} errors"))
+        rows.append(row(test, fetch, args, done.got, done.seconds, cpu, None, mode=f"{fetch} fetches", note=note))
+        print(format_row(rows[-1]), flush=True)
+
+    for test, fetch, read in readers:
+        cpu0, own0 = cpu_seconds(broker.pid), own_cpu()
+        done, received = read()
+        emit(test, fetch, done, received, (cpu_seconds(broker.pid) - cpu0, own_cpu() - own0), n)
     raws, streams, bares = [], [], []
     for _ in range(RAW_ROUNDS):  # the raw fetch loop and the two bare servers in turn: load falls on all alike
         with pinned(broker.pid):  # placed as the bare servers are (measure.py Rule 3)
@@ -140,27 +154,13 @@ def read_back(broker, log_dir: Path, n: int, args, rows: list) -> None:
         bares.append(request_loop(segments, DEFAULT_FETCH_BYTES, DEADLINE_S, passes))
     # measure.py Rule 3: server and reader together, for the broker (and its raw client) as for the bare servers
     stream, bare = _median(streams, lambda s: s.pair / s.received), _median(bares, lambda s: s.pair / s.received)
-    raw = _median(raws, lambda r: sum(r[0]) / r[2] if r[2] else float("inf"))
-    readers.append(("raw fetch", "1M", lambda: (raw[1], raw[2])))
-    stream_pair, bare_pair = stream.pair / (stream.received / GB), bare.pair / (bare.received / GB)
-    for test, fetch, read in readers:
-        cpu0, own0 = cpu_seconds(broker.pid), own_cpu()
-        done, received = read()
-        cpu = (cpu_seconds(broker.pid) - cpu0, own_cpu() - own0)
-        if test == "raw fetch":
-            cpu = raw[0]  # measured above, in turn with the bare servers
-        served = received if received is not None else log_bytes * done.got / n  # log's share read, passes included
-        per_gb = cpu[0] / (served / GB) if served else float("nan")
-        want = n * (passes if test == "raw fetch" else 1)
-        note = f"{per_gb:.3f} broker CPU-s/GB"
-        if test == "raw fetch":
-            pair = sum(cpu) / (served / GB) if served else float("nan")
-            note += (f", {pair:.3f} with its client = {pair / bare_pair:.2f}x the bare request/response pair's, "
-                     f"{pair / stream_pair:.2f}x the sendfile stream pair's" + below_floor(pair / bare_pair, "raw fetch"))
-        note += ("" if done.got == want and not done.errors else shortfall(
-            f"; SHORT: {test} {fetch} read {done.got:,} of {want:,}, {done.errors} errors"))
-        rows.append(row(test, fetch, args, done.got, done.seconds, cpu, None, mode=f"{fetch} fetches", note=note))
-        print(format_row(rows[-1]), flush=True)
+    (cpu, done, received) = _median(raws, lambda r: sum(r[0]) / r[2] if r[2] else float("inf"))
+    pair = sum(cpu) / (received / GB) if received else float("nan")
+    bare_pair = bare.pair / (bare.received / GB)
+    emit("raw fetch", "1M", done, received, cpu, n * passes,
+         f", {pair:.3f} with its client = {pair / bare_pair:.2f}x the bare request/response pair's, "
+         f"{pair / (stream.pair / (stream.received / GB)):.2f}x the sendfile stream pair's"
+         + below_floor(pair / bare_pair, "raw fetch"))
     for name, base, what in (("sendfile  1M", stream, "1 MiB a sendfile, streamed"),
                              ("request   1M", bare, "a 72-byte head and one 1 MiB sendfile per 64-byte request")):
         short = "" if base.received == passes * log_bytes else shortfall(

@@ -135,7 +135,8 @@ def tail(path: Path) -> list[str]:
     """The last TAIL_BYTES of a record, as lines, after its first line (the worker's pid and group) (Rule 3)."""
     with open(path, "rb") as record:
         first = record.readline().decode("utf-8", "replace").rstrip("\n")
-        start = max(record.tell(), record.seek(0, os.SEEK_END) - TAIL_BYTES)
+        after_first = record.tell()
+        start = max(after_first, record.seek(0, os.SEEK_END) - TAIL_BYTES)
         record.seek(start)
         rest = record.read().decode("utf-8", "replace").splitlines()
-    return [first, *(["..."] if start > len(first) + 1 else []), *rest]
+    return [first, *(["..."] if start > after_first else []), *rest]
