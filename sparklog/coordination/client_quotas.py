@@ -98,11 +98,14 @@ class Entity:
 
 
 def sanitize(name: str) -> str:
-    """Kafka's Sanitizer: URL-encoding with `*` as %2A and a space as %20; DEFAULT stays itself."""
+    """Kafka's Sanitizer: URL-encoding with `*` as %2A and a space as %20; DEFAULT stays itself. Beyond
+    Kafka's: "." and ".." are escaped (%2E), as ZooKeeper refuses them as a znode's name."""
     if name == DEFAULT:
         return name
     if not isinstance(name, str) or not name:
         raise ValueError("a quota entity name must be a non-empty string")
+    if name in (".", ".."):
+        return "%2E" * len(name)
     return quote(name, safe="-._").replace("~", "%7E")
 
 

@@ -62,6 +62,14 @@ def test_sanitized_names_are_one_znode_and_round_trip(name):
     assert cq.desanitize(sanitized) == name or name == DEFAULT
 
 
+def test_a_name_of_dots_alone_is_escaped_as_zookeeper_refuses_dot_and_dot_dot_as_a_znode():
+    # hypothesis found "." kept as it is: /config/clients/. is a path ZooKeeper refuses (Kafka's Sanitizer
+    # keeps it too, and its ZooKeeper write fails)
+    assert cq.sanitize(".") == "%2E" and cq.sanitize("..") == "%2E%2E"
+    assert cq.desanitize("%2E") == "." and cq.desanitize("%2E%2E") == ".."
+    assert cq.sanitize("...") == "..." and cq.sanitize(".a") == ".a"  # only the two names ZooKeeper refuses
+
+
 def test_sanitize_is_kafkas():
     assert cq.sanitize("user@example.com") == "user%40example.com"
     assert cq.sanitize("a b*c") == "a%20b%2Ac"
