@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from support.cluster import started_cluster
-from support.eos_kill import kill_group
+from support.processes import exited, kill_group, wait_exited
 
 pytestmark = pytest.mark.slow
 
@@ -123,15 +123,15 @@ def mirror_with_kills(source, target, topic: str, workdir: Path, kills: int, del
         before = end_offsets(target, topic)
         job = _start(args, env, log)
         try:
-            while job.poll() is None and end_offsets(target, topic) <= before:
+            while not exited(job) and end_offsets(target, topic) <= before:
                 time.sleep(0.05)
             time.sleep(rng.uniform(*delay_s))
-            killed += job.poll() is None
+            killed += not exited(job)
         finally:
             kill_group(job)
     job = _start(args, env, log)
     try:
-        assert job.wait(RUN_TIMEOUT_S) == 0, log.read_text()[-4000:]
+        assert wait_exited(job, RUN_TIMEOUT_S) == 0, log.read_text()[-4000:]
     finally:
         kill_group(job)
     return killed

@@ -27,6 +27,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from support.processes import exited, kill_group, signal_group, wait_exited
 from support.spark import SPARK_CONF
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -67,8 +68,8 @@ class ConnectServer:
             found = STARTED.search(self.log.read_text(errors="replace"))
             if found:
                 return f"sc://{found.group(1)}:{found.group(2)}"
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the Spark Connect server exited ({self.process.returncode}): {self.tail()}")
+            if exited(self.process):
+                raise RuntimeError(f"the Spark Connect server exited ({wait_exited(self.process, 0)}): {self.tail()}")
             time.sleep(0.2)
         raise TimeoutError(f"the Spark Connect server did not start in {START_TIMEOUT_S:.0f} s: {self.tail()}")
 
@@ -79,20 +80,13 @@ class ConnectServer:
         """SIGTERM to the server's process group, then SIGKILL to whatever of it is left (Rule 1)."""
         if self.process is None:
             return
-        self._signal_group(signal.SIGTERM)
+        signal_group(self.process, signal.SIGTERM)
         try:
-            self.process.wait(STOP_TIMEOUT_S)
+            wait_exited(self.process, STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             pass
-        self._signal_group(signal.SIGKILL)  # Python workers still exiting, or a JVM that did not stop
-        self.process.wait()
+        kill_group(self.process)  # Python workers still exiting, or a JVM that did not stop
         self.process = None
-
-    def _signal_group(self, sig: int) -> None:
-        try:
-            os.killpg(self.process.pid, sig)
-        except ProcessLookupError:  # the group is gone
-            pass
 
 
 @contextmanager

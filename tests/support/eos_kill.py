@@ -3,7 +3,8 @@ workers too) at a chosen stop or after a delay, restart it from its checkpoint u
 what a read_committed reader finds in the output. `run_with_executor_kills` runs it on local-cluster and
 SIGKILLs the executor JVM of a task stopped mid-batch instead (the driver lives on, Spark retries the task).
 
-Rule: every process started here is killed or has exited when `run_with_kill` returns.
+Rule: every process started here is killed or has exited when `run_with_kill` returns; each driver's group
+is watched without being reaped until it is killed (processes.py Rule: signal-before-reap).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from support.processes import exited, kill_group, wait_exited
 from support.transactions import read_values
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,15 +42,6 @@ def _start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
                                 env=env, start_new_session=True)
 
 
-def kill_group(job: subprocess.Popen) -> None:
-    """SIGKILL the job's process group (started with start_new_session) and reap it."""
-    try:
-        os.killpg(job.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    job.wait(30)
-
-
 def run_with_kill(bootstrap: str, workdir: Path, queries: list[tuple[str, str, str, str, str]], batch: int = 0,
                   kill_after_s: float | None = None) -> None:
     """The `queries` ((input, output, guarantee, prefix, stop), eos_query.py's) in one driver process, SIGKILLed
@@ -71,10 +64,9 @@ def run_with_kill(bootstrap: str, workdir: Path, queries: list[tuple[str, str, s
     env["EOS_PAUSE"] = ""
     job = _start(args, env, log)
     try:
-        assert job.wait(RUN_TIMEOUT_S) == 0, log.read_text()[-3000:]
+        assert wait_exited(job, RUN_TIMEOUT_S) == 0, log.read_text()[-3000:]
     finally:
-        if job.poll() is None:
-            kill_group(job)
+        kill_group(job)
 
 
 EXECUTOR_MAIN = "CoarseGrainedExecutorBackend"
@@ -97,7 +89,7 @@ def run_with_executor_kills(bootstrap: str, workdir: Path, queries: list[tuple[s
     job = _start(args, env, log)
     try:
         killed = [_kill_executor_at(markers / f"paused-{q[1]}", job, log) for q in queries]
-        assert job.wait(RUN_TIMEOUT_S) == 0, log.read_text()[-3000:]
+        assert wait_exited(job, RUN_TIMEOUT_S) == 0, log.read_text()[-3000:]
         return killed
     finally:
         kill_group(job)
@@ -107,7 +99,7 @@ def _kill_executor_at(stop: Path, job: subprocess.Popen, log: Path) -> int:
     """Wait for the stop's file, SIGKILL the executor JVM whose Python worker wrote its pid there."""
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while not stop.exists():
-        assert job.poll() is None and time.monotonic() < deadline, f"{stop.name} not reached: {log.read_text()[-3000:]}"
+        assert not exited(job) and time.monotonic() < deadline, f"{stop.name} not reached: {log.read_text()[-3000:]}"
         time.sleep(0.05)
     executor = _ancestor_running(int(stop.read_text()), EXECUTOR_MAIN)
     os.kill(executor, signal.SIGKILL)
@@ -126,12 +118,12 @@ def _ancestor_running(pid: int, main_class: str) -> int:
 
 def _wait_for_stops(job: subprocess.Popen, stops: list[Path], kill_after_s: float | None, log: Path) -> None:
     deadline = time.monotonic() + (RUN_TIMEOUT_S if kill_after_s is None else kill_after_s)
-    while not all(stop.exists() for stop in stops) and job.poll() is None:
+    while not all(stop.exists() for stop in stops) and not exited(job):
         if time.monotonic() >= deadline:
             assert kill_after_s is not None, f"the stops were not reached: {log.read_text()[-3000:]}"
             return
         time.sleep(0.05)
-    assert job.poll() is None or kill_after_s is not None, log.read_text()[-3000:]
+    assert not exited(job) or kill_after_s is not None, log.read_text()[-3000:]
 
 
 def duplicates_and_losses(cluster, output_topic: str, expected: list[str]) -> tuple[dict, set]:
