@@ -4,7 +4,7 @@ Entry points (PartitionLog's methods of the same names call them); each reads it
 (stage 1) and hands them to the one write sequence, `_commit` (stages 2 and 3): a group, a follower's set,
 a marker, a plain set of several batches and a client's set check_leader_set leaves are groups of one. Two
 lone sequences stay beside it, for speed alone (a group of one through `_commit` cost about 3 us more CPU
-per append: `_append_one`, a plain append of one batch, and `_append_plain`, a client's set
+per append: `append`'s own for a plain append of one batch, and `_append_plain`, a client's set
 check_leader_set takes); each applies the rules of the stages `_commit` names, in the same order.
     append(batches)                      a plain append: offsets assigned, the batches' epochs kept
     append_as_leader(batches, epoch)     a client's record set: checked as a client's, epoch stamped
@@ -192,8 +192,11 @@ class AppendPipeline:
     # -- entry points ------------------------------------------------------------------------------
 
     def append(self, batches: Any, append_time_ms: int | None = None) -> int:
-        """PartitionLog.append: one batch is the lone hot path (`_append_one`: one header unpack, the CRC in C,
-        one clock read for segment.ms, one write); a set of several batches is a group of one (`_commit`)."""
+        """PartitionLog.append: one batch is the lone hot path, written here (one header unpack, the CRC in C,
+        one clock read for segment.ms, one write: the lone sequence kept beside `_commit` because a group of
+        one through it measured slower, about 3 us more CPU per append, 0.36-0.80x of this path in
+        benchmarks/storage.py; every rule it applies is the stage `_commit` names); a set of several batches
+        is a group of one (`_commit`)."""
         data = batches if type(batches) is bytearray else bytearray(batches)
         converter = self.converter
         if converter is not None:  # the config asks for LogAppendTime, timestamp bounds or a codec
@@ -201,45 +204,37 @@ class AppendPipeline:
             data = converter.convert(data, self._validate(memoryview(data))[0], now)
         size = len(data)
         if size >= HEADER_SIZE:
-            fields = _APPEND_FIELDS.unpack_from(data)
-            length, magic, crc, _, flags, delta, _, _, _, _, count = fields
-            if length + LOG_OVERHEAD == size:  # one batch
-                if size > self.max_message_bytes:  # Rule: append-is-whole-batch, for one batch (_validate's)
+            (length, magic, crc, _, flags, delta, max_timestamp, producer_id, epoch, sequence,
+             count) = _APPEND_FIELDS.unpack_from(data)
+            if length + LOG_OVERHEAD == size:  # one batch: stage 1 (_validate's rules, for one batch)
+                if size > self.max_message_bytes:  # Rule: append-is-whole-batch
                     self._too_large(size)
                 if (magic != MAGIC or delta < 0 or count < 0 or flags & COMPRESSION_MASK > MAX_CODEC
                         or crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]) != crc):
                     validate_batch(data)  # raises CorruptRecordError, with the reason
-                return self._append_one(data, fields)
+                log = self.log  # stages 2 and 3, for one batch
+                producer = producer_id >= 0 and not flags & CONTROL_MASK
+                with log._lock:
+                    if log._closed:
+                        raise LogClosedError(f"{log.name} is closed")
+                    if producer:  # Rule: producer-state-in-append
+                        duplicate = log._producers.check(producer_id, epoch, sequence, delta)
+                        if duplicate is not None:
+                            return duplicate
+                    first = log._leo
+                    next_offset = first + delta + 1
+                    segment = self._segment_for(size, next_offset, max_timestamp)
+                    _pack_base_offset(data, 0, first)
+                    segment.append_batch(data, first, next_offset, max_timestamp)
+                    if producer:
+                        log._producers.update(producer_id, epoch, sequence, delta, first, max_timestamp)
+                    if flags & TXN_BITS:
+                        log._txns.apply(parse_header(data), data)  # transactions.py Rule: transactions-tracked
+                    moved = self._appended(segment, next_offset, count, size)
+                self._after_append(moved, next_offset)
+                return first
         headers, offsets = self._validate(memoryview(data))  # several batches, or malformed bytes (raises)
         return self._lone(_headers_set(data, headers, offsets, -1), KEEP_EPOCH)[0]
-
-    def _append_one(self, data: bytearray, fields: tuple[int, ...]) -> int:
-        """append() of one checked batch: the lone sequence kept beside `_commit` because a group of one
-        through it measured slower (the report of branch lone: about 3 us more CPU per append, 0.36-0.80x of
-        this path in benchmarks/storage.py); every rule it applies is the stage `_commit` names."""
-        log = self.log
-        size = len(data)
-        _, _, _, _, flags, delta, max_timestamp, producer_id, epoch, sequence, count = fields
-        control = flags & CONTROL_MASK
-        with log._lock:
-            if log._closed:
-                raise LogClosedError(f"{log.name} is closed")
-            if producer_id >= 0 and not control:  # Rule: producer-state-in-append
-                duplicate = log._producers.check(producer_id, epoch, sequence, delta)
-                if duplicate is not None:
-                    return duplicate
-            first = log._leo
-            next_offset = first + delta + 1
-            segment = self._segment_for(size, next_offset, max_timestamp)
-            _pack_base_offset(data, 0, first)
-            segment.append_batch(data, first, next_offset, max_timestamp)
-            if producer_id >= 0 and not control:
-                log._producers.update(producer_id, epoch, sequence, delta, first, max_timestamp)
-            if flags & TXN_BITS:
-                log._txns.apply(parse_header(data), data)  # transactions.py Rule: transactions-tracked
-            moved = self._appended(segment, next_offset, count, size)
-        self._after_append(moved, next_offset)
-        return first
 
     def append_as_leader(self, batches: Any, leader_epoch: int, append_time_ms: int | None = None) -> int:
         """PartitionLog.append_as_leader: a set check_leader_set takes (the common one) is the lone sequence
@@ -252,7 +247,7 @@ class AppendPipeline:
 
     def _append_plain(self, batches: Any, plain: LeaderSet, leader_epoch: int) -> int:
         """append_as_leader of a set check_leader_set took: the lone sequence kept beside `_commit` (see
-        `_append_one`): offsets and the leader epoch stamped and the indexes kept in one compiled walk
+        `append`): offsets and the leader epoch stamped and the indexes kept in one compiled walk
         (LogSegment.append_set), one write."""
         log = self.log
         entries, offset_count, messages, idempotent = plain

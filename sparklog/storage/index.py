@@ -113,12 +113,15 @@ class OffsetIndex(_SparseIndex):
     def _new_arrays(self) -> tuple[array[int], array[int]]:
         return array("i"), array("i")
 
-    def append(self, offset: int, position: int) -> None:
+    def append(self, offset: int, position: int) -> int:
+        """Add the entry; returns the entries left (`room`), which the segment's roll check reads per entry."""
         relative = offset - self.base_offset
-        if self._keys and (relative <= self._keys[-1] or position <= self._values[-1]):
+        keys = self._keys
+        if keys and (relative <= keys[-1] or position <= self._values[-1]):
             raise ValueError(f"index entry ({offset}, {position}) is not after the last one")
         self._values.append(position)  # values first: see _SparseIndex
-        self._keys.append(relative)
+        keys.append(relative)
+        return self.max_entries - len(keys)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The last entry at or before `offset`, as (offset, position); (base offset, 0) if none."""
@@ -166,12 +169,14 @@ class TimeIndex(_SparseIndex):
     def _new_arrays(self) -> tuple[array[int], array[int]]:
         return array("q"), array("i")
 
-    def maybe_append(self, timestamp: int, offset: int) -> None:
+    def maybe_append(self, timestamp: int, offset: int) -> int:
+        """Add the entry unless it is not past the last one; returns the entries left (`room`), as append does."""
         relative = offset - self.base_offset
-        if self._keys and (timestamp <= self._keys[-1] or relative < self._values[-1]):
-            return
-        self._values.append(relative)  # values first: see _SparseIndex
-        self._keys.append(timestamp)
+        keys = self._keys
+        if not keys or (timestamp > keys[-1] and relative >= self._values[-1]):
+            self._values.append(relative)  # values first: see _SparseIndex
+            keys.append(timestamp)
+        return self.max_entries - len(keys)
 
     def lookup(self, timestamp: int) -> int:
         """Where a search for the first batch with max timestamp >= `timestamp` may start."""

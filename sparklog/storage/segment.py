@@ -165,7 +165,7 @@ class LogSegment:
 
     def append_batch(self, data: BytesLike, base_offset: int, next_offset: int, max_timestamp: int) -> None:
         """`append` of exactly one batch, its offset stamped already: a lone plain append's write
-        (append.py's `_append_one`), without a BatchEntry or a compiled walk."""
+        (append.py's `AppendPipeline.append`), without a BatchEntry or a compiled walk."""
         position, size = self.size, len(data)
         try:
             self._files.pwrite(self.fd, data, position)
@@ -198,9 +198,9 @@ class LogSegment:
         if points:  # one per index.interval.bytes
             index, time_index = self.index, self.time_index
             for base_offset, position, timestamp, timestamp_offset in points:
-                index.append(base_offset, start + position)
-                time_index.maybe_append(timestamp, timestamp_offset)
-            self.index_room = min(index.max_entries - len(index), time_index.max_entries - len(time_index))
+                room = index.append(base_offset, start + position)
+                time_room = time_index.maybe_append(timestamp, timestamp_offset)
+            self.index_room = room if room < time_room else time_room
         self.max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
         self._bytes_since_index = since
         self.size = start + len(data)  # size before next_offset: lock-free readers rely on this order
@@ -226,11 +226,10 @@ class LogSegment:
         self._bytes_since_index += size
 
     def _add_index_entry(self, base_offset: int, position: int) -> None:
-        index, time_index = self.index, self.time_index
-        index.append(base_offset, position)
-        time_index.maybe_append(self.max_timestamp, self._offset_of_max_timestamp)
+        room = self.index.append(base_offset, position)
+        time_room = self.time_index.maybe_append(self.max_timestamp, self._offset_of_max_timestamp)
         self._bytes_since_index = 0
-        self._count_index_room()
+        self.index_room = room if room < time_room else time_room  # `_count_index_room`, from what each returned
 
     def _count_index_room(self) -> None:
         """`index_room`: the entries the fuller of the two indexes has left; 0: the next append rolls (a batch
