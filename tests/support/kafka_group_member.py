@@ -8,9 +8,10 @@ CLIENT is `confluent` (librdkafka), `confluent-848` (librdkafka with group.proto
 is then the broker's, `uniform` or `range`), `kafka-python`, `aiokafka` or `sparklog` (its KafkaGroupConsumer). The process prints one JSON object per line on
 stdout, each with "t", the wall-clock time it was printed: {"assigned": [partitions]} after every rebalance
 (the whole assignment), {"revoked": [partitions]}, {"m": [partition, offset]} per message, {"committed": true}
-after each synchronous commit (one per poll batch), and {"error": "..."} on a fatal client error (then it
-exits 3). It runs until killed or SIGTERM (then it closes the consumer: a dynamic member leaves the group, a
-static one does not). With --wait-for-go it prints {"ready": true} once its client is made and subscribes only
+after each synchronous commit (one per poll batch), {"poll_failed": "..."} when kafka-python's poll() raised a
+retriable error (the member polls again), and {"error": "..."} on a fatal client error (then it exits 3). It
+runs until killed or SIGTERM (then it closes the consumer: a dynamic member leaves the group, a static one
+does not). With --wait-for-go it prints {"ready": true} once its client is made and subscribes only
 after a line on stdin: a test can have a member's interpreter and library started before the moment it joins.
 """
 
@@ -99,6 +100,7 @@ def run_confluent(args, stopping) -> int:
 
 def run_kafka_python(args, stopping) -> int:
     from kafka import ConsumerRebalanceListener, KafkaConsumer
+    from kafka.errors import KafkaError
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
@@ -117,7 +119,18 @@ def run_kafka_python(args, stopping) -> int:
 
     consumer.subscribe([args.topic], listener=Listener())
     while not stopping:
-        records = consumer.poll(timeout_ms=int(POLL_S * 1000), max_records=100)
+        try:
+            records = consumer.poll(timeout_ms=int(POLL_S * 1000), max_records=100)
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            # kafka-python 3.0 can raise a retriable error out of poll() while a broker is down: after a
+            # FindCoordinator that failed, ensure_coordinator_ready_async awaits a metadata refresh and lets
+            # its failure through (KafkaConnectionError, 111 ECONNREFUSED, when the refresh went to the
+            # SIGKILLed broker); the heartbeat loop's errors come out of poll() the same way. An application
+            # polls again, and so does this member; a fatal error still ends it.
+            say(poll_failed=str(exc))
+            continue
         for messages in records.values():
             for msg in messages:
                 say(m=[msg.partition, msg.offset])
