@@ -75,6 +75,7 @@ from sparklog.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL
 from sparklog.records.retain import can_extend, extend_empty, retain_scanned
 from sparklog.records.scan import NULL_VALUE, RecordScan, scan
 from sparklog.storage.config import INT32_MAX
+from sparklog.storage.errors import LogClosedError
 from sparklog.storage.files import Files
 from sparklog.storage.log import PartitionLog
 from sparklog.storage.offset_map import OffsetMap
@@ -153,9 +154,19 @@ def cleanable_range(log: PartitionLog, now_ms: int) -> CleanableRange | None:
             clean += segment.size
         else:
             if not dirty and segment.size:
-                first_ts = segment.read_header(0).max_timestamp
+                first_ts = _first_max_timestamp(segment)
             dirty += segment.size
     return CleanableRange(first_dirty, end, clean, dirty, first_ts)
+
+
+def _first_max_timestamp(segment: LogSegment) -> int:
+    """The first batch's max timestamp, read pinned: callers on other threads (the cleaner reporter's
+    dirty_ratio) may meet a segment the cleaner thread is replacing; -1 (none) if it was closed already."""
+    try:
+        with segment.pinned() as fd:
+            return parse_header(os.pread(fd, HEADER_SIZE, 0)).max_timestamp
+    except LogClosedError:
+        return -1
 
 
 def segment_chunks(segment: LogSegment, files: Files, throttle: Throttle | None = None) -> Iterator[memoryview]:

@@ -413,18 +413,36 @@ def test_a_crash_at_any_step_of_a_clean_loses_no_latest_value(tmp_path, flusher,
         reopened.close()
 
 
-def test_cleanable_range_counts_clean_and_dirty_bytes(tmp_path, flusher):
-    clock = Clock()
+def _thirty_in_a_closed_segment(tmp_path, flusher, clock):
+    """A log whose first segment holds 30 records of one key, rolled and flushed: all of it cleanable."""
     log = open_log(str(tmp_path / "t-0"), clock, flusher=flusher)
     for i in range(30):
         append(log, [(b"k", b"%d" % i)], clock)
     log.roll()
     log.flush()
+    return log
+
+
+def test_cleanable_range_counts_clean_and_dirty_bytes(tmp_path, flusher):
+    clock = Clock()
+    log = _thirty_in_a_closed_segment(tmp_path, flusher, clock)
     span = cleanable_range(log, clock.now)
     assert span.first_dirty == 0 and span.end == 30 and span.dirty_ratio == 1.0
     clean(log, clock)
     span = cleanable_range(log, clock.now)
     assert span.first_dirty == span.end == 30 and span.dirty_ratio == 0.0
+    log.close()
+
+
+def test_cleanable_range_from_another_thread_reads_no_segment_the_cleaner_closed_meanwhile(tmp_path, flusher):
+    # a fresh-clone run: dirty_ratio() (the broker's cleaner reporter, the test thread) read a segment's first
+    # header through a descriptor the cleaner thread had just closed, replacing the segment: EBADF (or, had an
+    # open() reused the number, another file's bytes). The first dirty header is read pinned now.
+    clock = Clock()
+    log = _thirty_in_a_closed_segment(tmp_path, flusher, clock)
+    log.segments[0].close()  # what a cleaning's replace_segments does to the segment it swaps out
+    span = cleanable_range(log, clock.now)
+    assert span.first_dirty == 0 and span.end == 30 and span.first_dirty_timestamp == -1
     log.close()
 
 
