@@ -163,8 +163,7 @@ def _first_max_timestamp(segment: LogSegment) -> int:
     """The first batch's max timestamp, read pinned: callers on other threads (the cleaner reporter's
     dirty_ratio) may meet a segment the cleaner thread is replacing; -1 (none) if it was closed already."""
     try:
-        with segment.pinned() as fd:
-            return parse_header(os.pread(fd, HEADER_SIZE, 0)).max_timestamp
+        return segment.read_header_pinned(0).max_timestamp
     except LogClosedError:
         return -1
 

@@ -379,6 +379,12 @@ class LogSegment:
             expected = header.next_offset
         return None
 
+    def read_header_pinned(self, position: int) -> BatchHeader:
+        """read_header for a thread that may meet the segment being closed (the cleaner reporter's dirty ratio
+        while the cleaner replaces it): through `pinned()`, so LogClosedError rather than a released descriptor."""
+        with self.pinned() as fd:
+            return parse_header(os.pread(fd, HEADER_SIZE, position))
+
     def checked_header(self, position: int, expected_offset: int, limit: int) -> BatchHeader:
         """The header of the batch at `position`, which must start at `expected_offset` and end by `limit`."""
         data = os.pread(self.fd, HEADER_SIZE, position)

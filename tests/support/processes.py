@@ -34,8 +34,9 @@ def _exit_status(proc: subprocess.Popen) -> int | None:
         return proc.returncode
     try:
         info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:  # reaped by someone else: gone
-        return proc.returncode if proc.returncode is not None else -1
+    except ChildProcessError:  # reaped by someone else: Popen.poll() records it (returncode 0), so no signal follows
+        proc.poll()
+        return proc.returncode
     if info is None or info.si_pid == 0:
         return None
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status

@@ -69,3 +69,13 @@ def test_kill_group_does_not_signal_a_group_whose_leader_was_reaped_already(monk
     monkeypatch.setattr(os, "killpg", lambda *args: signalled.append(args))
     assert kill_group(leader) == 0
     assert signalled == []
+
+
+def test_a_leader_reaped_behind_popens_back_is_not_signalled_either(monkeypatch):
+    leader = subprocess.Popen(["true"], start_new_session=True)
+    os.waitpid(leader.pid, 0)  # reaped by someone else: waitid then says there is no such child
+    signalled = []
+    monkeypatch.setattr(os, "killpg", lambda *args: signalled.append(args))
+    assert exited(leader)
+    kill_group(leader)
+    assert signalled == []
