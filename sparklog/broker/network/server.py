@@ -59,9 +59,11 @@ Resource handling:
       (Kafka's name; the budget is `queued_bytes.QueuedBytes`): a read that takes the total over it pauses
       reading on that connection, which waits in a FIFO queue until frames complete or connections close
       and bring the total back within the limit. Complete frames are answered at once and never count, so
-      clients sending small requests are not slowed by others holding half a large one; memory held is at
-      most the limit plus one read per connection. A connection that waits sends nothing, so after
-      `connections.max.idle.ms` the idle reaper closes it like any other silent one.
+      clients sending small requests are not slowed by others holding half a large one. The oldest partial
+      frame always reads on (its Rule 4), so waiting connections cannot all wait on each other; memory held
+      is at most the limit plus one read per connection plus the rest of that one frame. A connection that
+      waits sends nothing, so after `connections.max.idle.ms` the idle reaper closes it like any other
+      silent one.
     - Requests in flight (read, not yet answered) are bounded per connection by `max_in_flight`
       (`queued.max.requests`), not by the shared budget above: a parked request holds its task and reply
       (a few KiB), not its frame, and counting it there would let one client's parked flood pause every

@@ -289,6 +289,29 @@ def test_partial_frames_are_bounded_by_queued_max_request_bytes(limited):
         assert limited.statistics().queue_paused == 0
 
 
+def test_a_partial_frame_whose_rest_comes_in_many_reads_completes_while_another_waits(limited):
+    """A fresh-clone run hung here: with the second connection waiting over the limit, the first's rest
+    arrived in more than one read; each read grew the total further, so the first waited too and nothing
+    could complete (queued_bytes Rule 4)."""
+    first_head, first_rest = padded_api_versions(1, QUEUE_LIMIT - 16)
+    second_head, second_rest = padded_api_versions(2, QUEUE_LIMIT - 16)
+    with limited.connect() as first, limited.connect() as second:
+        first.sendall(first_head)
+        wait_until(lambda: limited.statistics().queued_request_bytes >= PARTIAL)
+        second.sendall(second_head)
+        wait_until(lambda: limited.statistics().queue_paused == 1)
+        for start in range(0, len(first_rest), 16384):  # one read each: the next is sent once this is read
+            received = limited.statistics().bytes_received
+            piece = first_rest[start:start + 16384]
+            first.sendall(piece)
+            deadline = time.monotonic() + 2
+            while limited.statistics().bytes_received < received + len(piece) and time.monotonic() < deadline:
+                time.sleep(0.005)
+        assert decode_response(ApiKey.API_VERSIONS, 0, recv_frame(first))[0] == 1
+        second.sendall(second_rest)
+        assert decode_response(ApiKey.API_VERSIONS, 0, recv_frame(second))[0] == 2
+
+
 def test_idle_connections_are_closed(state):  # noqa: F811
     s = Served(state, idle_timeout_s=0.3).start()
     try:
