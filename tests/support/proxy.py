@@ -18,6 +18,10 @@ socket. Rule 2: bounded memory: each pump moves at most BUFFER_BYTES at a time a
 Rule 3: a connection's client id is read from the request header of its first chunk (Kafka's framing: size,
 api key, version, correlation id, client id); a connection whose first chunk is not a Kafka request has
 none and is cut only by a cut of everything.
+Rule 4: drop_responses follows Kafka's framing of the client's stream (`RequestFrames`), not its chunks: a
+client writes several requests at once (librdkafka after a reconnect: Metadata, then the retried Produce)
+and a request may come in pieces. Looking only where a chunk starts let such a Produce through, so an
+armed drop was never spent and a test counting its drops failed (a fresh-clone run, test_idempotence).
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class TcpProxy:
         self._accepted = self._refused = self._forwarded = 0
         self._drop_api_key, self._drops_left, self._dropped, self._cut_on_drop = None, 0, 0, False
         self._doomed: set = set()  # pairs whose next answer is dropped (and the connection reset)
+        self._frames: dict[tuple, RequestFrames] = {}  # pair -> its client stream's framing (Rule 4)
         self._acceptor = threading.Thread(target=self._accept_loop, name=f"proxy-{self.port}", daemon=True)
         self._acceptor.start()
 
@@ -77,7 +82,7 @@ class TcpProxy:
         """The next `count` client chunks that start with a request of `api_key` pass to the target; the
         target's next bytes on that connection are dropped and the connection is reset (module docstring).
         With `then_cut`, the link is cut at that moment too, until heal(): the client's retry waits.
-        A chunk is looked at only where it starts: a test helper for requests sent one frame at a time."""
+        Requests are found by Kafka's framing wherever they start in the client's chunks (Rule 4)."""
         with self._lock:
             self._drop_api_key, self._drops_left, self._cut_on_drop = api_key, count, then_cut
 
@@ -180,8 +185,8 @@ class TcpProxy:
 
     def _maybe_doom(self, pair, data: bytes) -> None:
         with self._lock:
-            if (self._drops_left and pair not in self._doomed and len(data) >= _REQUEST_API_KEY.size
-                    and _REQUEST_API_KEY.unpack_from(data)[1] == self._drop_api_key):
+            api_keys = self._frames.setdefault(pair, RequestFrames()).api_keys(data)
+            if self._drops_left and pair not in self._doomed and self._drop_api_key in api_keys:
                 self._drops_left -= 1
                 self._doomed.add(pair)
 
@@ -197,12 +202,41 @@ class TcpProxy:
             self._pairs.discard(pair)
             self._doomed.discard(pair)
             self._client_ids.pop(pair, None)
+            self._frames.pop(pair, None)
         for sock in pair:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
             sock.close()
+
+
+class RequestFrames:
+    """One connection's client-to-broker bytes cut into Kafka request frames (size, then that many bytes, the
+    api key first): the api key of every frame whose header completes in a chunk (Rule 4)."""
+
+    def __init__(self) -> None:
+        self._head = b""  # the part of the next frame's size and api key read so far
+        self._left = 0  # bytes of the current frame not yet seen
+
+    def api_keys(self, data: bytes) -> list[int]:
+        keys, pos = [], 0
+        while pos < len(data):
+            if self._left:
+                step = min(self._left, len(data) - pos)
+                self._left -= step
+                pos += step
+                continue
+            take = _REQUEST_API_KEY.size - len(self._head)
+            self._head += data[pos:pos + take]
+            pos += take
+            if len(self._head) < _REQUEST_API_KEY.size:
+                break
+            size, api_key = _REQUEST_API_KEY.unpack(self._head)
+            self._head = b""
+            keys.append(api_key)
+            self._left = max(0, size - 2)  # the api key was the frame's first 2 bytes
+        return keys
 
 
 def _client_id(data: bytes) -> str | None:

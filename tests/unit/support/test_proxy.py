@@ -6,8 +6,10 @@ import threading
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from support.proxy import TcpProxy
+from support.proxy import RequestFrames, TcpProxy
 
 
 @pytest.fixture
@@ -101,7 +103,7 @@ def test_blackhole_keeps_connections_open_but_silent(echo):
 
 
 def test_drop_responses_passes_the_request_and_loses_the_answer_with_the_connection(echo):
-    produce, metadata = struct.pack(">ihh", 6, 0, 9) + b"body", struct.pack(">ihh", 6, 3, 9) + b"body"
+    produce, metadata = struct.pack(">ihh", 8, 0, 9) + b"body", struct.pack(">ihh", 8, 3, 9) + b"body"
     with TcpProxy(echo) as proxy:
         proxy.drop_responses(api_key=0, count=1)
         assert roundtrip(proxy, metadata) == metadata  # another api key passes
@@ -111,6 +113,41 @@ def test_drop_responses_passes_the_request_and_loses_the_answer_with_the_connect
             pass  # or reset
         assert roundtrip(proxy, produce) == produce  # only `count` of them
         assert proxy.statistics().dropped_responses == 1
+
+
+def test_drop_responses_finds_the_request_inside_a_chunk_and_across_chunks(echo):
+    """A client may write several requests at once (librdkafka after a reconnect: Metadata, then the retried
+    Produce), and a request may come in pieces: the proxy follows Kafka's framing, not the chunks."""
+    produce, metadata = struct.pack(">ihh", 8, 0, 9) + b"body", struct.pack(">ihh", 8, 3, 9) + b"body"
+    with TcpProxy(echo) as proxy:
+        proxy.drop_responses(api_key=0, count=2)
+        try:
+            assert roundtrip(proxy, metadata + produce) == b""  # the Produce behind the Metadata is found
+        except OSError:
+            pass
+        with socket.create_connection((proxy.host, proxy.port), timeout=10) as conn:
+            for piece in (metadata[:3], metadata[3:] + produce[:5], produce[5:]):  # headers split: frame by frame
+                conn.sendall(piece)
+                time.sleep(0.1)
+            try:
+                while conn.recv(4096):  # echoes until the Produce's answer is dropped and the connection reset
+                    pass
+            except OSError:
+                pass
+        deadline = time.monotonic() + 10
+        while proxy.statistics().dropped_responses < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proxy.statistics().dropped_responses == 2
+
+
+@given(frames=st.lists(st.tuples(st.integers(0, 70), st.binary(max_size=40)), max_size=8), data=st.data())
+def test_request_frames_finds_every_api_key_however_the_stream_is_cut(frames, data):
+    stream = b"".join(struct.pack(">ih", 2 + len(body), key) + body for key, body in frames)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=10)))
+    parser, found = RequestFrames(), []
+    for start, end in zip([0] + cuts, cuts + [len(stream)]):
+        found += parser.api_keys(stream[start:end])
+    assert found == [key for key, _ in frames]
 
 
 def kafka_request(client_id: str) -> bytes:
