@@ -79,8 +79,8 @@ class TcpProxy:
                                    self._dropped)
 
     def drop_responses(self, api_key: int, count: int = 1, then_cut: bool = False) -> None:
-        """The next `count` client chunks that start with a request of `api_key` pass to the target; the
-        target's next bytes on that connection are dropped and the connection is reset (module docstring).
+        """The next `count` requests of `api_key`, on as many connections, pass to the target; the target's
+        next bytes on each such connection are dropped and the connection is reset (module docstring).
         With `then_cut`, the link is cut at that moment too, until heal(): the client's retry waits.
         Requests are found by Kafka's framing wherever they start in the client's chunks (Rule 4)."""
         with self._lock:
